@@ -1,0 +1,127 @@
+// The GEMM register tile: an MR x NR block of C kept in SIMD registers while a packed A sliver
+// (MR values per k) and a packed B sliver (NR values per k) stream through it.
+//
+//   using K = gemm_kernel_traits<float>;   // mr = 6, nr = 16 with AVX2; mr = 14, nr = 32 with AVX-512
+//   micro_kernel<float>(kc, packed_a, packed_b, c, ldc, update);
+//
+// The shape follows from the register file: NV vectors of B per k, one broadcast of A, and
+// MR * NV accumulators must all fit, so MR = (registers - NV - 1) / NV. The architecture is the
+// one the compiler targets (xsimd::default_arch); targets xsimd does not know get scalar code
+// through the same template.
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../../../core/config.hpp"
+
+namespace fluxion::detail::cpu {
+
+inline constexpr bool has_xsimd_arch = !std::is_same_v<xsimd::default_arch, xsimd::unavailable>;
+
+#if defined(__AVX512F__) || defined(__aarch64__)
+inline constexpr int simd_register_count = 32;
+#else
+inline constexpr int simd_register_count = 16;
+#endif
+
+/// The few vector operations the GEMM needs, on xsimd batches or on plain scalars.
+template <class T, bool Simd = has_xsimd_arch>
+struct simd_ops {
+  using batch = xsimd::batch<T, xsimd::default_arch>;
+  static constexpr index_t width = static_cast<index_t>(batch::size);
+  static FLUXION_ALWAYS_INLINE batch load(const T* p) { return batch::load_aligned(p); }
+  static FLUXION_ALWAYS_INLINE batch loadu(const T* p) { return batch::load_unaligned(p); }
+  static FLUXION_ALWAYS_INLINE void storeu(T* p, batch v) { v.store_unaligned(p); }
+  static FLUXION_ALWAYS_INLINE batch splat(T v) { return batch(v); }
+  static FLUXION_ALWAYS_INLINE batch fma(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
+  static FLUXION_ALWAYS_INLINE batch relu(batch v) {
+    return xsimd::select(v > batch(T(0)), v, batch(T(0)));
+  }
+  static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
+};
+
+template <class T>
+struct simd_ops<T, false> {
+  using batch = T;
+  static constexpr index_t width = 1;
+  static FLUXION_ALWAYS_INLINE T load(const T* p) { return *p; }
+  static FLUXION_ALWAYS_INLINE T loadu(const T* p) { return *p; }
+  static FLUXION_ALWAYS_INLINE void storeu(T* p, T v) { *p = v; }
+  static FLUXION_ALWAYS_INLINE T splat(T v) { return v; }
+  static FLUXION_ALWAYS_INLINE T fma(T a, T b, T c) { return std::fma(a, b, c); }
+  static FLUXION_ALWAYS_INLINE T relu(T v) { return v > T(0) ? v : T(0); }
+  static FLUXION_ALWAYS_INLINE T sum(T v) { return v; }
+};
+
+template <class T>
+struct gemm_kernel_traits {
+  using ops = simd_ops<T>;
+  static constexpr index_t nv = ops::width == 1 ? 4 : 2;  // B vectors per k
+  static constexpr index_t nr = nv * ops::width;
+  static constexpr index_t mr = ops::width == 1 ? 4 : (simd_register_count - nv - 1) / nv;
+  // kc * nr * sizeof(T) (one B sliver) stays in L1; mc * kc * sizeof(T) (one A block) in L2.
+  static constexpr index_t kc = 256;
+  static constexpr index_t mc = mr * ((sizeof(T) == 4 ? 160 : 80) / mr);
+};
+
+/// How a finished tile is written: C = act(alpha * acc + beta * C + bias). beta == 0 never reads C.
+template <class T>
+struct tile_update {
+  T alpha;
+  T beta;
+  const T* bias;  // nr values for this tile's columns, or nullptr
+  bool relu;
+};
+
+/// Computes one full MR x NR tile. `a` holds kc slivers of MR values, `b` kc slivers of NR values.
+template <class T>
+FLUXION_ALWAYS_INLINE void micro_kernel(index_t kc, const T* FLUXION_RESTRICT a, const T* FLUXION_RESTRICT b,
+                                        T* FLUXION_RESTRICT c, index_t ldc, const tile_update<T>& u) {
+  using traits = gemm_kernel_traits<T>;
+  using ops = typename traits::ops;
+  using batch = typename ops::batch;
+  constexpr index_t mr = traits::mr, nv = traits::nv, w = ops::width;
+
+  batch acc[mr][nv];
+#pragma GCC unroll 32
+  for (index_t i = 0; i < mr; ++i)
+#pragma GCC unroll 4
+    for (index_t j = 0; j < nv; ++j) acc[i][j] = ops::splat(T(0));
+
+#pragma GCC unroll 32
+  for (index_t i = 0; i < mr; ++i) __builtin_prefetch(c + i * ldc, 1, 3);
+
+  for (index_t p = 0; p < kc; ++p) {
+    batch bv[nv];
+#pragma GCC unroll 4
+    for (index_t j = 0; j < nv; ++j) bv[j] = ops::load(b + j * w);
+#pragma GCC unroll 32
+    for (index_t i = 0; i < mr; ++i) {
+      batch av = ops::splat(a[i]);
+#pragma GCC unroll 4
+      for (index_t j = 0; j < nv; ++j) acc[i][j] = ops::fma(av, bv[j], acc[i][j]);
+    }
+    a += mr;
+    b += nv * w;
+  }
+
+  const batch alpha = ops::splat(u.alpha), beta = ops::splat(u.beta);
+#pragma GCC unroll 32
+  for (index_t i = 0; i < mr; ++i) {
+#pragma GCC unroll 4
+    for (index_t j = 0; j < nv; ++j) {
+      T* cp = c + i * ldc + j * w;
+      batch r = acc[i][j];
+      if (u.alpha != T(1)) r = r * alpha;
+      if (u.beta != T(0)) r = ops::fma(beta, ops::loadu(cp), r);
+      if (u.bias) r = r + ops::loadu(u.bias + j * w);
+      if (u.relu) r = ops::relu(r);
+      ops::storeu(cp, r);
+    }
+  }
+}
+
+}  // namespace fluxion::detail::cpu

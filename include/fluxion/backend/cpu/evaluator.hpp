@@ -1,0 +1,272 @@
+// The CPU evaluator: runs a view tree as one loop over memory, vectorized with xsimd for the
+// architecture the compiler targets (-march=native picks AVX2 or AVX-512) and split across the
+// thread pool in fixed-size tasks. Task boundaries never depend on the thread count, and partial
+// results are combined in task order, so every result is bitwise identical for any thread count.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../../core/shape.hpp"
+#include "../../expr/forward.hpp"
+#include "../../expr/layout.hpp"
+#include "../../expr/reduce_ops.hpp"
+#include "../../expr/view.hpp"
+#include "simd_ops.hpp"
+#include "thread_pool.hpp"
+
+namespace fluxion::detail {
+
+namespace simd {
+
+template <class T>
+inline constexpr bool vector_type_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+template <class T>
+using batch = xsimd::batch<T, xsimd::default_arch>;
+
+/// Whether a view evaluates with SIMD batches of T: every node has a SIMD rule and every value
+/// along the way is a T.
+template <class V, class T>
+struct enabled : std::false_type {};
+template <class T>
+struct enabled<leaf_view<T>, T> : std::bool_constant<vector_type_v<T>> {};
+template <class T>
+struct enabled<scalar_view<T>, T> : std::bool_constant<vector_type_v<T>> {};
+template <class Op, class A, class T>
+struct enabled<unary_view<Op, A>, T>
+    : std::bool_constant<op<Op>::available && std::is_same_v<typename unary_view<Op, A>::value_type, T> &&
+                         enabled<A, T>::value> {};
+template <class Op, class A, class B, class T>
+struct enabled<binary_view<Op, A, B>, T>
+    : std::bool_constant<op<Op>::available && std::is_same_v<typename binary_view<Op, A, B>::value_type, T> &&
+                         enabled<A, T>::value && enabled<B, T>::value> {};
+
+template <class T>
+FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, index_t j) {
+  const T* p = l.data + l.base;
+  if (l.inner == 1) return batch<T>::load_unaligned(p + j);
+  if (l.inner == 0) return batch<T>(*p);
+  alignas(64) T tmp[batch<T>::size];
+  for (std::size_t k = 0; k < batch<T>::size; ++k) tmp[k] = p[(j + static_cast<index_t>(k)) * l.inner];
+  return batch<T>::load_aligned(tmp);
+}
+template <class T>
+FLUXION_ALWAYS_INLINE batch<T> row(const scalar_view<T>& s, index_t) {
+  return batch<T>(s.value);
+}
+template <class Op, class A>
+FLUXION_ALWAYS_INLINE auto row(const unary_view<Op, A>& v, index_t j) {
+  return op<Op>::apply(row(v.a, j));
+}
+template <class Op, class A, class B>
+FLUXION_ALWAYS_INLINE auto row(const binary_view<Op, A, B>& v, index_t j) {
+  return op<Op>::apply(row(v.a, j), row(v.b, j));
+}
+
+/// SIMD combine for the reductions that have one.
+template <class RedOp>
+struct reduce_op {
+  static constexpr bool available = false;
+};
+template <>
+struct reduce_op<ops::reduce_sum> {
+  static constexpr bool available = true;
+  template <class B>
+  FLUXION_ALWAYS_INLINE static B combine(const B& a, const B& b) { return a + b; }
+};
+template <>
+struct reduce_op<ops::reduce_mean> : reduce_op<ops::reduce_sum> {};
+template <>
+struct reduce_op<ops::reduce_prod> {
+  static constexpr bool available = true;
+  template <class B>
+  FLUXION_ALWAYS_INLINE static B combine(const B& a, const B& b) { return a * b; }
+};
+template <>
+struct reduce_op<ops::reduce_max> {
+  static constexpr bool available = true;
+  template <class B>
+  FLUXION_ALWAYS_INLINE static B combine(const B& a, const B& b) { return xsimd::select((a > b) || (a != a), a, b); }
+};
+template <>
+struct reduce_op<ops::reduce_min> {
+  static constexpr bool available = true;
+  template <class B>
+  FLUXION_ALWAYS_INLINE static B combine(const B& a, const B& b) { return xsimd::select((a < b) || (a != a), a, b); }
+};
+
+}  // namespace simd
+
+namespace cpu_kernel {
+
+/// Elements per task: large enough to amortize scheduling, small enough to balance two cores.
+inline constexpr index_t task_elements = 32768;
+
+/// Calls f(j0, len) for the parts of rows covering flat range [begin, end) of `iter`, after
+/// seeking `v` to each row.
+template <class V, class F>
+FLUXION_ALWAYS_INLINE void for_rows(V& v, const shape& iter, index_t begin, index_t end, F&& f) {
+  const int r = iter.rank();
+  const index_t len_row = r == 0 ? 1 : iter[r - 1];
+  index_t coord[max_rank] = {};
+  index_t i = begin;
+  while (i < end) {
+    const index_t row = i / len_row, j0 = i - row * len_row;
+    const index_t len = std::min(len_row - j0, end - i);
+    if (r > 1) unravel_outer(row, iter.data(), r, coord);
+    v.seek(coord, r > 0 ? r - 1 : 0);
+    f(j0, len);
+    i += len;
+  }
+}
+
+template <class T, class View>
+FLUXION_ALWAYS_INLINE void assign_row(T* out, const with_destination<View>& w, index_t j0, index_t len) {
+  T* o = out + w.dest.base;
+  const index_t os = w.dest.inner;
+  const View& v = w.view;
+  index_t j = j0;
+  const index_t end = j0 + len;
+  if constexpr (simd::enabled<View, T>::value) {
+    constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
+    if (os == 1)
+      for (; j + W <= end; j += W) simd::row(v, j).store_unaligned(o + j);
+  }
+  for (; j < end; ++j) o[j * os] = static_cast<T>(v.row(j));
+}
+
+}  // namespace cpu_kernel
+
+template <>
+struct evaluator<cpu> {
+  /// out[dest(i)] = view(i) for every i in the iteration shape s.
+  template <class T, class View>
+  static void assign(T* out, const leaf_layout& dest, const View& view, const shape& s) {
+    const index_t n = s.size();
+    if (n == 0) return;
+    with_destination<View> w{view, dest};
+    shape iter = s;
+    collapse_view(w, iter);
+    const index_t tasks = (n + cpu_kernel::task_elements - 1) / cpu_kernel::task_elements;
+    auto run = [&](index_t t) {
+      with_destination<View> local = w;
+      const index_t b = t * cpu_kernel::task_elements, e = std::min(n, b + cpu_kernel::task_elements);
+      cpu_kernel::for_rows(local, iter, b, e,
+                           [&](index_t j0, index_t len) { cpu_kernel::assign_row(out, local, j0, len); });
+    };
+    if (tasks == 1) run(0);
+    else parallel_for(tasks, run);
+  }
+
+  /// out[k] = finalize(combine over the reduced axes (bits of mask) of view), kept axes in order.
+  template <class RedOp, class R, class View>
+  static void reduce(R* out, const View& view, const shape& s, unsigned mask) {
+    View v = view;
+    const reduction_space sp = prepare_reduction(v, s, mask);
+    const index_t n_out = sp.n_out, n_red = sp.n_red;
+    if (n_out == 0) return;
+    if (n_red == 0) {
+      for (index_t k = 0; k < n_out; ++k) out[k] = RedOp::finalize(RedOp::template identity<R>(), 0);
+      return;
+    }
+    // Fixed-size chunks of the reduced range, combined in chunk order.
+    constexpr index_t chunk = 16384;
+    const index_t n_chunks = (n_red + chunk - 1) / chunk;
+    const index_t per_pair = std::min(n_red, chunk);
+    const index_t pairs_per_task = std::max<index_t>(1, cpu_kernel::task_elements / per_pair);
+    const index_t n_pairs = n_out * n_chunks;
+    const index_t tasks = (n_pairs + pairs_per_task - 1) / pairs_per_task;
+    std::unique_ptr<R[]> partial(n_chunks > 1 ? new R[static_cast<std::size_t>(n_pairs)] : nullptr);
+    auto run = [&](index_t t) {
+      View local = v;
+      const index_t p_end = std::min(n_pairs, (t + 1) * pairs_per_task);
+      for (index_t p = t * pairs_per_task; p < p_end; ++p) {
+        const index_t k = p / n_chunks, c = p - k * n_chunks;
+        const index_t b = k * n_red + c * chunk, e = std::min(k * n_red + n_red, b + chunk);
+        R acc = reduce_range<RedOp, R>(local, sp.iter, b, e);
+        if (n_chunks > 1) partial[static_cast<std::size_t>(p)] = acc;
+        else out[k] = RedOp::finalize(acc, n_red);
+      }
+    };
+    if (tasks == 1) run(0);
+    else parallel_for(tasks, run);
+    if (n_chunks > 1) {
+      for (index_t k = 0; k < n_out; ++k) {
+        R acc = partial[static_cast<std::size_t>(k * n_chunks)];
+        for (index_t c = 1; c < n_chunks; ++c) acc = RedOp::combine(acc, partial[static_cast<std::size_t>(k * n_chunks + c)]);
+        out[k] = RedOp::finalize(acc, n_red);
+      }
+    }
+  }
+
+  /// Index of the first maximum (Max) or minimum along one axis; NaN counts as the extreme.
+  template <bool Max, class View>
+  static void arg_reduce(std::int64_t* out, const View& view, const shape& s, int axis) {
+    View v = view;
+    const reduction_space sp = prepare_reduction(v, s, 1u << axis);
+    const index_t n_out = sp.n_out, n_red = sp.n_red;
+    using T = typename View::value_type;
+    const index_t per_task = std::max<index_t>(1, cpu_kernel::task_elements / std::max<index_t>(1, n_red));
+    const index_t tasks = (n_out + per_task - 1) / per_task;
+    auto run = [&](index_t t) {
+      View local = v;
+      for (index_t k = t * per_task; k < std::min(n_out, (t + 1) * per_task); ++k) {
+        T best{};
+        index_t best_i = -1, i = 0;
+        cpu_kernel::for_rows(local, sp.iter, k * n_red, (k + 1) * n_red, [&](index_t j0, index_t len) {
+          for (index_t j = j0; j < j0 + len; ++j, ++i) {
+            const T x = local.row(j);
+            bool better;
+            if (best_i < 0) better = true;
+            else if constexpr (std::is_floating_point_v<T>) better = (best == best) && (x != x || (Max ? x > best : x < best));
+            else better = Max ? x > best : x < best;
+            if (better) {
+              best = x;
+              best_i = i;
+            }
+          }
+        });
+        out[k] = best_i;
+      }
+    };
+    if (tasks <= 1) run(0);
+    else parallel_for(tasks, run);
+  }
+
+ private:
+  template <class RedOp, class R, class View>
+  static R reduce_range(View& v, const shape& iter, index_t b, index_t e) {
+    R acc = RedOp::template identity<R>();
+    cpu_kernel::for_rows(v, iter, b, e, [&](index_t j0, index_t len) {
+      index_t j = j0;
+      const index_t end = j0 + len;
+      if constexpr (simd::enabled<View, R>::value && simd::reduce_op<RedOp>::available) {
+        using B = simd::batch<R>;
+        constexpr index_t W = static_cast<index_t>(B::size);
+        if (len >= 4 * W) {
+          B a0(RedOp::template identity<R>()), a1 = a0, a2 = a0, a3 = a0;
+          for (; j + 4 * W <= end; j += 4 * W) {
+            a0 = simd::reduce_op<RedOp>::combine(a0, simd::row(v, j));
+            a1 = simd::reduce_op<RedOp>::combine(a1, simd::row(v, j + W));
+            a2 = simd::reduce_op<RedOp>::combine(a2, simd::row(v, j + 2 * W));
+            a3 = simd::reduce_op<RedOp>::combine(a3, simd::row(v, j + 3 * W));
+          }
+          a0 = simd::reduce_op<RedOp>::combine(simd::reduce_op<RedOp>::combine(a0, a1),
+                                               simd::reduce_op<RedOp>::combine(a2, a3));
+          alignas(64) R lanes[B::size];
+          a0.store_aligned(lanes);
+          for (std::size_t k = 0; k < B::size; ++k) acc = RedOp::combine(acc, lanes[k]);
+        }
+      }
+      for (; j < end; ++j) acc = RedOp::combine(acc, static_cast<R>(v.row(j)));
+    });
+    return acc;
+  }
+};
+
+}  // namespace fluxion::detail

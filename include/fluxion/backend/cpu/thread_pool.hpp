@@ -1,0 +1,188 @@
+// The CPU thread pool: header-only, started on first use, sized by fx::set_num_threads.
+//
+//   fx::set_num_threads(2);
+//   fx::detail::parallel_for(n_tasks, [&](index_t task) { ... });
+//
+// Callers split work into tasks whose boundaries never depend on the thread count, so results are
+// bitwise identical for any number of threads: threads only decide *who* runs a task, never *what*
+// a task computes or the order partial results are combined in.
+//
+// Oversubscription policy: the pool runs one parallel region at a time. A parallel_for issued from
+// inside a pool task, or from a user thread while another user thread owns the pool, runs its tasks
+// inline on the calling thread. The machine therefore never has more busy fluxion threads than
+// set_num_threads allows plus the user's own threads.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../../core/config.hpp"
+#include "../../core/error.hpp"
+
+namespace fluxion {
+namespace detail {
+
+class thread_pool {
+ public:
+  static thread_pool& instance() {
+    static thread_pool pool;
+    return pool;
+  }
+
+  int num_threads() const noexcept { return m_num_threads.load(std::memory_order_relaxed); }
+
+  void set_num_threads(int n) {
+    if (n < 1) throw invalid_argument("set_num_threads: n = " + std::to_string(n) + " must be at least 1");
+    std::lock_guard<std::mutex> region(m_region);  // wait until no region is running
+    stop_workers();
+    m_num_threads.store(n, std::memory_order_relaxed);
+  }
+
+  /// Runs body(task) for every task in [0, n_tasks). Exceptions thrown by a task are rethrown here
+  /// (the first one wins); the remaining tasks still finish, so no work is left half-done.
+  template <class Body>
+  void parallel_for(index_t n_tasks, Body&& body) {
+    if (n_tasks <= 0) return;
+    int threads = num_threads();
+    if (n_tasks == 1 || threads == 1 || t_inside_task) {
+      run_inline(n_tasks, body);
+      return;
+    }
+    std::unique_lock<std::mutex> region(m_region, std::try_to_lock);
+    if (!region.owns_lock()) {  // another user thread owns the pool: do not oversubscribe
+      run_inline(n_tasks, body);
+      return;
+    }
+    start_workers(threads - 1);
+    std::function<void(index_t)> fn = [&body](index_t t) { body(t); };
+    {
+      std::lock_guard<std::mutex> lk(m_mutex);
+      m_job = &fn;
+      m_n_tasks = n_tasks;
+      m_next.store(0, std::memory_order_relaxed);
+      m_remaining.store(n_tasks, std::memory_order_relaxed);
+      m_error = nullptr;
+      ++m_generation;
+    }
+    m_wake.notify_all();
+    work(&fn, n_tasks);
+    {
+      std::unique_lock<std::mutex> lk(m_mutex);
+      // Wait for every task, and for every worker that joined to leave work(): `fn` dies with us.
+      m_done.wait(lk, [&] { return m_remaining.load(std::memory_order_acquire) == 0 && m_active == 0; });
+      m_job = nullptr;
+    }
+    if (m_error) std::rethrow_exception(m_error);
+  }
+
+  ~thread_pool() { stop_workers(); }
+
+ private:
+  thread_pool() {
+    unsigned hc = std::thread::hardware_concurrency();
+    m_num_threads.store(hc == 0 ? 1 : static_cast<int>(hc));
+  }
+
+  template <class Body>
+  static void run_inline(index_t n_tasks, Body& body) {
+    for (index_t t = 0; t < n_tasks; ++t) body(t);
+  }
+
+  void work(const std::function<void(index_t)>* job, index_t n) {
+    struct flag_guard {
+      flag_guard() { t_inside_task = true; }
+      ~flag_guard() { t_inside_task = false; }
+    } guard;
+    for (;;) {
+      index_t t = m_next.fetch_add(1, std::memory_order_relaxed);
+      if (t >= n) break;
+      try {
+        (*job)(t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(m_mutex);
+        if (!m_error) m_error = std::current_exception();
+      }
+      if (m_remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lk(m_mutex);
+        m_done.notify_all();
+      }
+    }
+  }
+
+  void worker_loop() {
+    std::uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(index_t)>* job;
+      index_t n;
+      {
+        std::unique_lock<std::mutex> lk(m_mutex);
+        m_wake.wait(lk, [&] { return m_stop || (m_generation != seen && m_job != nullptr); });
+        if (m_stop) return;
+        seen = m_generation;
+        job = m_job;
+        n = m_n_tasks;
+        ++m_active;
+      }
+      work(job, n);
+      {
+        std::lock_guard<std::mutex> lk(m_mutex);
+        --m_active;
+      }
+      m_done.notify_all();
+    }
+  }
+
+  void start_workers(int n) {
+    if (static_cast<int>(m_workers.size()) == n) return;
+    stop_workers();
+    m_stop = false;
+    for (int i = 0; i < n; ++i) m_workers.emplace_back([this] { worker_loop(); });
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lk(m_mutex);
+      m_stop = true;
+    }
+    m_wake.notify_all();
+    for (auto& w : m_workers) w.join();
+    m_workers.clear();
+    m_stop = false;
+  }
+
+  static inline thread_local bool t_inside_task = false;
+
+  std::atomic<int> m_num_threads{1};
+  std::mutex m_region;  // held by the user thread that owns the current parallel region
+  std::mutex m_mutex;
+  std::condition_variable m_wake, m_done;
+  std::vector<std::thread> m_workers;
+  const std::function<void(index_t)>* m_job = nullptr;
+  index_t m_n_tasks = 0;
+  std::atomic<index_t> m_next{0};
+  std::atomic<index_t> m_remaining{0};
+  std::exception_ptr m_error;
+  std::uint64_t m_generation = 0;
+  int m_active = 0;
+  bool m_stop = false;
+};
+
+template <class Body>
+void parallel_for(index_t n_tasks, Body&& body) {
+  thread_pool::instance().parallel_for(n_tasks, std::forward<Body>(body));
+}
+
+}  // namespace detail
+
+/// Sets how many threads fluxion's CPU kernels use (the calling thread included). Default: all cores.
+inline void set_num_threads(int n) { detail::thread_pool::instance().set_num_threads(n); }
+inline int get_num_threads() noexcept { return detail::thread_pool::instance().num_threads(); }
+
+}  // namespace fluxion

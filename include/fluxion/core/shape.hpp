@@ -1,0 +1,123 @@
+// fx::shape: the extents of a tensor, rank 0 to fx::max_rank, stored inline (no allocation).
+//
+//   fx::shape s{2, 3};        // s.rank() == 2, s.size() == 6, to_string(s) == "(2, 3)"
+//   auto b = fx::broadcast_shapes(s, fx::shape{3}, "add");   // (2, 3)
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <initializer_list>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "error.hpp"
+
+namespace fluxion {
+
+class shape {
+ public:
+  constexpr shape() = default;
+  shape(std::initializer_list<index_t> dims) { assign(dims.begin(), dims.end()); }
+  explicit shape(const std::vector<index_t>& dims) { assign(dims.begin(), dims.end()); }
+  template <class It>
+  shape(It first, It last) {
+    assign(first, last);
+  }
+
+  constexpr int rank() const noexcept { return m_rank; }
+  constexpr index_t operator[](int i) const noexcept { return m_dims[static_cast<std::size_t>(i)]; }
+  constexpr index_t& operator[](int i) noexcept { return m_dims[static_cast<std::size_t>(i)]; }
+  constexpr const index_t* begin() const noexcept { return m_dims.data(); }
+  constexpr const index_t* end() const noexcept { return m_dims.data() + m_rank; }
+  constexpr const index_t* data() const noexcept { return m_dims.data(); }
+
+  /// Number of elements: the product of the extents (1 for rank 0).
+  constexpr index_t size() const noexcept {
+    index_t n = 1;
+    for (int i = 0; i < m_rank; ++i) n *= m_dims[static_cast<std::size_t>(i)];
+    return n;
+  }
+
+  void push_back(index_t d) {
+    if (m_rank == max_rank)
+      throw invalid_argument("shape: rank would exceed the maximum of " + std::to_string(max_rank));
+    check_extent(d);
+    m_dims[static_cast<std::size_t>(m_rank++)] = d;
+  }
+
+  std::vector<index_t> to_vector() const { return {begin(), end()}; }
+
+  friend constexpr bool operator==(const shape& a, const shape& b) noexcept {
+    if (a.m_rank != b.m_rank) return false;
+    for (int i = 0; i < a.m_rank; ++i)
+      if (a[i] != b[i]) return false;
+    return true;
+  }
+
+ private:
+  template <class It>
+  void assign(It first, It last) {
+    m_rank = 0;
+    for (; first != last; ++first) push_back(static_cast<index_t>(*first));
+  }
+  static void check_extent(index_t d) {
+    if (d < 0) throw invalid_argument("shape: extent " + std::to_string(d) + " is negative");
+  }
+
+  std::array<index_t, max_rank> m_dims{};
+  int m_rank = 0;
+};
+
+/// "(2, 3)", "(3,)" or "()" as NumPy writes shapes.
+inline std::string to_string(const shape& s) {
+  std::string r = "(";
+  for (int i = 0; i < s.rank(); ++i) {
+    if (i) r += ", ";
+    r += std::to_string(s[i]);
+  }
+  if (s.rank() == 1) r += ",";
+  return r + ")";
+}
+
+inline std::ostream& operator<<(std::ostream& os, const shape& s) { return os << to_string(s); }
+
+/// Row-major strides, in elements.
+inline std::array<index_t, max_rank> contiguous_strides(const shape& s) {
+  std::array<index_t, max_rank> st{};
+  index_t acc = 1;
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    st[static_cast<std::size_t>(i)] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+/// NumPy broadcasting of two shapes; `op` names the operation in the error message.
+inline shape broadcast_shapes(const shape& a, const shape& b, const char* op) {
+  if (a == b) return a;
+  const int r = std::max(a.rank(), b.rank());
+  std::array<index_t, max_rank> out{};
+  for (int i = 0; i < r; ++i) {
+    const int ia = a.rank() - r + i, ib = b.rank() - r + i;
+    const index_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      throw shape_error(std::string(op) + ": shapes " + to_string(a) + " and " + to_string(b) +
+                        " cannot be broadcast");
+    out[static_cast<std::size_t>(i)] = da == 1 ? db : da;
+  }
+  return shape(out.begin(), out.begin() + r);
+}
+
+/// Maps a possibly negative axis into [0, rank) or throws naming `op`.
+inline int normalize_axis(int axis, int rank, const char* op) {
+  if (axis < -rank || axis >= rank) {
+    const std::string range = rank == 0 ? "[]" : "[" + std::to_string(-rank) + ", " + std::to_string(rank) + ")";
+    throw out_of_range(std::string(op) + ": axis " + std::to_string(axis) + " is out of range " + range +
+                       " for rank " + std::to_string(rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+}  // namespace fluxion

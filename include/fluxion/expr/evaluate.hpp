@@ -1,0 +1,71 @@
+// Materialization: where an expression becomes a tensor and its fused kernel runs.
+//
+// Principle 2: one kernel per output. An elementwise tree is evaluated in one pass by the
+// device's evaluator; a boundary node (reduction, matmul, concat ...) computes its own tensor,
+// once, and caches it so an expression reused in several statements does not recompute it.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "../tensor/tensor.hpp"
+#include "forward.hpp"
+#include "layout.hpp"
+
+namespace fluxion {
+namespace detail {
+
+/// Hook for the gradient tape (autodiff/tape.hpp): called after each materialization with the
+/// expression and its output. The default does nothing.
+template <class E, class T, class Device>
+struct materialization_observer;
+
+template <class E>
+auto materialize(const E& e) -> tensor<value_type_t<E>, device_t<E>> {
+  using T = value_type_t<E>;
+  using Device = device_t<E>;
+  if constexpr (is_tensor_v<E>) {
+    return e;
+  } else if constexpr (is_boundary_v<E>) {
+    return e.eval();
+  } else {
+    tensor<T, Device> out(e.shape());
+    evaluator<Device>::assign(out.mutable_data(), destination_layout(e.shape()), e.make_view(), e.shape());
+    return out;
+  }
+}
+
+/// Writes expression `e` into the sub-block of `out` at `offset` whose strides are `strides`.
+template <class T, class Device, class E>
+void assign_into(tensor<T, Device>& out, index_t offset, const index_t* strides, const E& e) {
+  evaluator<Device>::assign(out.mutable_data(), destination_layout(e.shape(), offset, strides),
+                            e.make_view(), e.shape());
+}
+
+/// Base of nodes that materialize: Derived::compute() returns the tensor, computed once and
+/// shared by every copy of the node.
+template <class Derived, class T, class Device>
+struct boundary_expr : expression_base, boundary_base {
+  using value_type = T;
+  using device_type = Device;
+
+  const tensor<T, Device>& eval() const {
+    if (!m_cache->has_value()) m_cache->emplace(static_cast<const Derived&>(*this).compute());
+    return **m_cache;
+  }
+  leaf_view<T> make_view() const { return eval().make_view(); }
+
+ private:
+  std::shared_ptr<std::optional<tensor<T, Device>>> m_cache =
+      std::make_shared<std::optional<tensor<T, Device>>>();
+};
+
+}  // namespace detail
+
+/// Materializes any expression into a tensor.
+template <expression E>
+auto eval(const E& e) {
+  return detail::materialize(e);
+}
+
+}  // namespace fluxion

@@ -1,0 +1,162 @@
+// Rewrites of leaf layouts: broadcasting, axis permutations and the merging of dimensions an
+// evaluator can walk as one. These are how shape ops fuse: they never touch memory.
+#pragma once
+
+#include <string>
+
+#include "../core/error.hpp"
+#include "../core/shape.hpp"
+#include "view.hpp"
+
+namespace fluxion::detail {
+
+/// Re-expresses every leaf of `v` (laid out for `from`) in the iteration space `to`, which `from`
+/// broadcasts to.
+template <class View>
+void broadcast_view(View& v, const shape& from, const shape& to) {
+  if (from == to) return;
+  const int shift = to.rank() - from.rank();
+  v.for_each_leaf([&](leaf_layout& l) {
+    index_t st[max_rank] = {};
+    for (int d = 0; d < from.rank(); ++d) st[d + shift] = from[d] == 1 ? 0 : l.strides[d];
+    l.rank = to.rank();
+    for (int d = 0; d < to.rank(); ++d) l.strides[d] = st[d];
+  });
+}
+
+/// Permutes the iteration axes: new axis i is old axis perm[i].
+template <class View>
+void permute_view(View& v, shape& s, const int* perm) {
+  shape out;
+  for (int i = 0; i < s.rank(); ++i) out.push_back(s[perm[i]]);
+  v.for_each_leaf([&](leaf_layout& l) {
+    index_t st[max_rank];
+    for (int i = 0; i < l.rank; ++i) st[i] = l.strides[perm[i]];
+    for (int i = 0; i < l.rank; ++i) l.strides[i] = st[i];
+  });
+  s = out;
+}
+
+/// Merges adjacent iteration axes wherever every leaf walks them as one, and drops extent-1
+/// axes. Axes in [0, split) and [split, rank) are never merged with each other (reductions keep
+/// their kept and reduced axes apart). Returns the new split.
+template <class View>
+int collapse_view(View& v, shape& s, int split = -1) {
+  if (split < 0) split = s.rank();
+  const int r = s.rank();
+  bool keep[max_rank];
+  int new_split = 0;
+  for (int d = 0; d < r; ++d) {
+    keep[d] = s[d] != 1;
+    if (keep[d] && d < split) ++new_split;
+  }
+  // group[d]: whether axis d merges into the previous kept axis
+  bool merge[max_rank] = {};
+  int prev = -1;
+  for (int d = 0; d < r; ++d) {
+    if (!keep[d]) continue;
+    if (prev >= 0 && !((prev < split) != (d < split))) {
+      bool ok = true;
+      v.for_each_leaf([&](leaf_layout& l) {
+        if (l.strides[prev] != l.strides[d] * s[d]) ok = false;
+      });
+      merge[d] = ok;
+    }
+    prev = d;
+  }
+  shape out;
+  int out_split = 0;
+  index_t ext[max_rank];
+  int src[max_rank];  // the innermost source axis of each output axis
+  int n = 0;
+  for (int d = 0; d < r; ++d) {
+    if (!keep[d]) continue;
+    if (merge[d]) {
+      ext[n - 1] *= s[d];
+      src[n - 1] = d;
+    } else {
+      ext[n] = s[d];
+      src[n] = d;
+      if (d < split) ++out_split;
+      ++n;
+    }
+  }
+  (void)new_split;
+  for (int i = 0; i < n; ++i) out.push_back(ext[i]);
+  v.for_each_leaf([&](leaf_layout& l) {
+    index_t st[max_rank];
+    for (int i = 0; i < n; ++i) st[i] = l.strides[src[i]];
+    for (int i = 0; i < n; ++i) l.strides[i] = st[i];
+    l.rank = n;
+  });
+  s = out;
+  return out_split;
+}
+
+}  // namespace fluxion::detail
+
+namespace fluxion::detail {
+
+/// Visits a view and a destination layout together, so one collapse covers both.
+template <class View>
+struct with_destination {
+  View view;
+  leaf_layout dest;
+  template <class F>
+  void for_each_leaf(F&& f) {
+    view.for_each_leaf(f);
+    f(dest);
+  }
+  FLUXION_HOST_DEVICE void seek(const index_t* c, int n) {
+    view.seek(c, n);
+    dest.seek(c, n);
+  }
+};
+
+/// A row-major destination layout for shape s, starting at `offset`, inside a buffer whose
+/// row-major strides are `strides` (concat and pad write into sub-blocks this way).
+inline leaf_layout destination_layout(const shape& s, index_t offset, const index_t* strides) {
+  leaf_layout l;
+  l.offset = offset;
+  l.rank = s.rank();
+  for (int d = 0; d < s.rank(); ++d) l.strides[d] = s[d] == 1 ? 0 : strides[d];
+  return l;
+}
+inline leaf_layout destination_layout(const shape& s) {
+  const auto st = contiguous_strides(s);
+  return destination_layout(s, 0, st.data());
+}
+
+/// Iteration space of a reduction: kept axes first, reduced axes last, each group collapsed.
+struct reduction_space {
+  shape iter;      // the collapsed iteration shape
+  int split = 0;   // iter[0, split) are kept, iter[split, rank) reduced
+  index_t n_out = 1, n_red = 1;
+};
+
+template <class View>
+reduction_space prepare_reduction(View& v, shape s, unsigned mask) {
+  int perm[max_rank];
+  int n = 0, kept = 0;
+  for (int d = 0; d < s.rank(); ++d)
+    if (!(mask >> d & 1u)) perm[n++] = d;
+  kept = n;
+  for (int d = 0; d < s.rank(); ++d)
+    if (mask >> d & 1u) perm[n++] = d;
+  permute_view(v, s, perm);
+  reduction_space r;
+  r.split = collapse_view(v, s, kept);
+  r.iter = s;
+  for (int d = 0; d < s.rank(); ++d) (d < r.split ? r.n_out : r.n_red) *= s[d];
+  return r;
+}
+
+/// Unravels a row number into the coordinates of all axes but the innermost.
+FLUXION_HOST_DEVICE void unravel_outer(index_t row, const index_t* ext, int rank, index_t* coord) {
+  for (int d = rank - 2; d >= 0; --d) {
+    coord[d] = row % ext[d];
+    row /= ext[d];
+  }
+}
+
+}  // namespace fluxion::detail

@@ -1,0 +1,140 @@
+// Reductions: reduce_sum, reduce_mean, reduce_prod, reduce_max, reduce_min, all, any, argmax,
+// argmin and reduce_logsumexp, over any set of axes, with keepdims.
+//
+//   auto s = fx::reduce_sum(a * b);                 // a dot product, no temporary for a * b
+//   auto m = fx::reduce_max(x, {0, 2}, fx::keepdims);
+//
+// A reduction consumes its operand's view directly: the elementwise tree under it runs inside
+// the reduction loop.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "../core/shape.hpp"
+#include "elementwise.hpp"
+#include "evaluate.hpp"
+#include "reduce_ops.hpp"
+
+namespace fluxion {
+
+/// A set of axes; default-constructed means all of them. Negative axes count from the end.
+class axes {
+ public:
+  axes() = default;
+  axes(int axis) : m_all(false), m_list{axis} {}
+  axes(std::initializer_list<int> list) : m_all(false), m_list(list) {}
+  axes(std::vector<int> list) : m_all(false), m_list(std::move(list)) {}
+
+  /// Bit d is set when axis d of a rank-`rank` operand is in the set.
+  unsigned mask(int rank, const char* op) const {
+    if (m_all) return rank == 0 ? 0u : (rank >= 32 ? ~0u : (1u << rank) - 1u);
+    unsigned m = 0;
+    for (int a : m_list) {
+      const int d = normalize_axis(a, rank, op);
+      if (m >> d & 1u) throw invalid_argument(std::string(op) + ": axis " + std::to_string(a) + " is repeated");
+      m |= 1u << d;
+    }
+    return m;
+  }
+
+ private:
+  bool m_all = true;
+  std::vector<int> m_list;
+};
+
+/// Pass as the keepdims argument for readability: reduce_sum(x, 1, fx::keepdims).
+inline constexpr bool keepdims = true;
+
+namespace detail {
+
+inline shape reduced_shape(const shape& s, unsigned mask, bool keep) {
+  shape out;
+  for (int d = 0; d < s.rank(); ++d) {
+    if (!(mask >> d & 1u)) out.push_back(s[d]);
+    else if (keep) out.push_back(1);
+  }
+  return out;
+}
+
+}  // namespace detail
+
+template <class RedOp, class A>
+struct reduce_expr : detail::boundary_expr<reduce_expr<RedOp, A>, typename RedOp::template result<value_type_t<A>>,
+                                           device_t<A>> {
+  using value_type = typename RedOp::template result<value_type_t<A>>;
+  using device_type = device_t<A>;
+  using op_type = RedOp;
+  A a;
+  unsigned mask;
+  bool keep;
+  fluxion::shape m_shape;
+
+  reduce_expr(A a_, unsigned mask_, bool keep_)
+      : a(std::move(a_)), mask(mask_), keep(keep_), m_shape(detail::reduced_shape(a.shape(), mask_, keep_)) {}
+  const fluxion::shape& shape() const { return m_shape; }
+
+  tensor<value_type, device_type> compute() const {
+    tensor<value_type, device_type> out(m_shape);
+    detail::evaluator<device_type>::template reduce<RedOp>(out.mutable_data(), a.make_view(), a.shape(), mask);
+    return out;
+  }
+};
+
+template <bool Max, class A>
+struct arg_reduce_expr : detail::boundary_expr<arg_reduce_expr<Max, A>, std::int64_t, device_t<A>> {
+  A a;
+  int axis;
+  fluxion::shape m_shape;
+
+  arg_reduce_expr(A a_, int axis_) : a(std::move(a_)), axis(axis_), m_shape(detail::reduced_shape(a.shape(), 1u << axis_, false)) {
+    if (a.shape()[axis] == 0)
+      throw invalid_argument(std::string(Max ? "argmax" : "argmin") + ": axis " + std::to_string(axis) +
+                             " of shape " + to_string(a.shape()) + " is empty");
+  }
+  const fluxion::shape& shape() const { return m_shape; }
+  tensor<std::int64_t, device_t<A>> compute() const {
+    tensor<std::int64_t, device_t<A>> out(m_shape);
+    detail::evaluator<device_t<A>>::template arg_reduce<Max>(out.mutable_data(), a.make_view(), a.shape(), axis);
+    return out;
+  }
+};
+
+#define FLUXION_REDUCTION(fname, Op)                                                            \
+  template <class A>                                                                          \
+    requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)                     \
+  auto fname(A&& a, const axes& ax = {}, bool keep = false) {                                 \
+    using E = detail::expr_t<A>;                                                              \
+    E e = detail::as_expr<A>(std::forward<A>(a));                                             \
+    const unsigned m = ax.mask(e.shape().rank(), #fname);                                     \
+    return reduce_expr<ops::Op, E>(std::move(e), m, keep);                                    \
+  }
+FLUXION_REDUCTION(reduce_sum, reduce_sum)
+FLUXION_REDUCTION(reduce_mean, reduce_mean)
+FLUXION_REDUCTION(reduce_prod, reduce_prod)
+FLUXION_REDUCTION(reduce_max, reduce_max)
+FLUXION_REDUCTION(reduce_min, reduce_min)
+FLUXION_REDUCTION(all, reduce_all)
+FLUXION_REDUCTION(any, reduce_any)
+#undef FLUXION_REDUCTION
+
+/// Index (int64) of the largest element along `axis`; ties give the first.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto argmax(A&& a, int axis = 0) {
+  using E = detail::expr_t<A>;
+  E e = detail::as_expr<A>(std::forward<A>(a));
+  const int ax = normalize_axis(axis, e.shape().rank(), "argmax");
+  return arg_reduce_expr<true, E>(std::move(e), ax);
+}
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto argmin(A&& a, int axis = 0) {
+  using E = detail::expr_t<A>;
+  E e = detail::as_expr<A>(std::forward<A>(a));
+  const int ax = normalize_axis(axis, e.shape().rank(), "argmin");
+  return arg_reduce_expr<false, E>(std::move(e), ax);
+}
+
+}  // namespace fluxion

@@ -1,0 +1,133 @@
+// Device-side views: what evaluators walk. Expression nodes (host objects holding tensors) build
+// a view tree of raw pointers and affine layouts; the same view runs in an xsimd loop on the CPU
+// and inside a Thrust kernel on the GPU.
+//
+// Every leaf maps iteration coordinates to a position by an affine layout (offset + strides).
+// Broadcasting, transposes, strided slices, expand_dims and squeeze only rewrite leaf layouts, so
+// they fuse into the surrounding loop for free.
+#pragma once
+
+#include <type_traits>
+
+#include "../core/config.hpp"
+
+namespace fluxion::detail {
+
+struct leaf_layout {
+  index_t offset = 0;
+  int rank = 0;
+  index_t strides[max_rank] = {};
+  // Row cursor, set by seek(): the position of the current row and the innermost stride.
+  index_t base = 0;
+  index_t inner = 0;
+
+  FLUXION_HOST_DEVICE void seek(const index_t* coord, int n_outer) {
+    index_t b = offset;
+    for (int d = 0; d < n_outer; ++d) b += coord[d] * strides[d];
+    base = b;
+    inner = n_outer < rank ? strides[n_outer] : 0;
+  }
+  FLUXION_HOST_DEVICE index_t position(const index_t* coord) const {
+    index_t p = offset;
+    for (int d = 0; d < rank; ++d) p += coord[d] * strides[d];
+    return p;
+  }
+};
+
+/// Reads memory.
+template <class T>
+struct leaf_view : leaf_layout {
+  using value_type = T;
+  const T* data = nullptr;
+
+  FLUXION_HOST_DEVICE T row(index_t j) const { return data[base + j * inner]; }
+  FLUXION_HOST_DEVICE T at(const index_t* coord) const { return data[position(coord)]; }
+  template <class F>
+  void for_each_leaf(F&& f) {
+    f(static_cast<leaf_layout&>(*this));
+  }
+};
+
+/// Yields its own position as the value: coordinates along an axis, for one_hot and friends.
+template <class T>
+struct iota_view : leaf_layout {
+  using value_type = T;
+
+  FLUXION_HOST_DEVICE T row(index_t j) const { return static_cast<T>(base + j * inner); }
+  FLUXION_HOST_DEVICE T at(const index_t* coord) const { return static_cast<T>(position(coord)); }
+  template <class F>
+  void for_each_leaf(F&& f) {
+    f(static_cast<leaf_layout&>(*this));
+  }
+};
+
+/// A constant.
+template <class T>
+struct scalar_view {
+  using value_type = T;
+  T value;
+
+  FLUXION_HOST_DEVICE void seek(const index_t*, int) {}
+  FLUXION_HOST_DEVICE T row(index_t) const { return value; }
+  FLUXION_HOST_DEVICE T at(const index_t*) const { return value; }
+  template <class F>
+  void for_each_leaf(F&&) {}
+};
+
+template <class Op, class A>
+struct unary_view {
+  using value_type = decltype(Op::apply(typename A::value_type{}));
+  A a;
+
+  FLUXION_HOST_DEVICE void seek(const index_t* c, int n) { a.seek(c, n); }
+  FLUXION_HOST_DEVICE value_type row(index_t j) const { return Op::apply(a.row(j)); }
+  FLUXION_HOST_DEVICE value_type at(const index_t* c) const { return Op::apply(a.at(c)); }
+  template <class F>
+  void for_each_leaf(F&& f) {
+    a.for_each_leaf(f);
+  }
+};
+
+template <class Op, class A, class B>
+struct binary_view {
+  using value_type = decltype(Op::apply(typename A::value_type{}, typename B::value_type{}));
+  A a;
+  B b;
+
+  FLUXION_HOST_DEVICE void seek(const index_t* c, int n) {
+    a.seek(c, n);
+    b.seek(c, n);
+  }
+  FLUXION_HOST_DEVICE value_type row(index_t j) const { return Op::apply(a.row(j), b.row(j)); }
+  FLUXION_HOST_DEVICE value_type at(const index_t* c) const { return Op::apply(a.at(c), b.at(c)); }
+  template <class F>
+  void for_each_leaf(F&& f) {
+    a.for_each_leaf(f);
+    b.for_each_leaf(f);
+  }
+};
+
+template <class Op, class A, class B, class C>
+struct ternary_view {
+  using value_type =
+      decltype(Op::apply(typename A::value_type{}, typename B::value_type{}, typename C::value_type{}));
+  A a;
+  B b;
+  C c;
+
+  FLUXION_HOST_DEVICE void seek(const index_t* co, int n) {
+    a.seek(co, n);
+    b.seek(co, n);
+    c.seek(co, n);
+  }
+  FLUXION_HOST_DEVICE value_type row(index_t j) const { return Op::apply(a.row(j), b.row(j), c.row(j)); }
+  FLUXION_HOST_DEVICE value_type at(const index_t* co) const { return Op::apply(a.at(co), b.at(co), c.at(co)); }
+  template <class F>
+  void for_each_leaf(F&& f) {
+    a.for_each_leaf(f);
+    b.for_each_leaf(f);
+    c.for_each_leaf(f);
+  }
+};
+
+}  // namespace fluxion::detail

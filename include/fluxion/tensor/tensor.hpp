@@ -1,0 +1,249 @@
+// fx::tensor<T, Device>: an immutable, reference-counted, row-major array of rank 0 to 8.
+//
+//   fx::tensor<float> x = {{1.f, 2.f}, {3.f, 4.f}};   // shape (2, 2)
+//   fx::tensor<float> y = x * x + 1.f;                // one fused loop, one new buffer
+//   float v = y(1, 0);                                 // 10
+//
+// Copying a tensor copies a handle; the data is never changed after construction (principle 1),
+// so expressions, tapes and other threads may keep any tensor without copying it. Assigning an
+// expression to a tensor materializes it: that is when the fused kernel runs.
+#pragma once
+
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../core/config.hpp"
+#include "../core/device.hpp"
+#include "../core/dtype.hpp"
+#include "../core/error.hpp"
+#include "../core/shape.hpp"
+#include "../expr/forward.hpp"
+#include "../expr/view.hpp"
+#include "buffer.hpp"
+
+namespace fluxion {
+namespace detail {
+
+/// Host <-> device copies; the cuda specialization lives in backend/cuda.
+template <class Device>
+struct device_memory;
+
+template <>
+struct device_memory<cpu> {
+  template <class T>
+  static void to_device(T* dst, const T* src, index_t n) {
+    if (n) std::memcpy(static_cast<void*>(dst), src, static_cast<std::size_t>(n) * sizeof(T));
+  }
+  template <class T>
+  static void to_host(T* dst, const T* src, index_t n) {
+    if (n) std::memcpy(static_cast<void*>(dst), src, static_cast<std::size_t>(n) * sizeof(T));
+  }
+};
+
+/// One level of nested braces: a value or a list of levels. A single recursive type (rather
+/// than one constructor per depth) keeps {{2.f}} and {{1.f}, {2.f}} unambiguous.
+template <class T>
+struct nested_values {
+  nested_values(T v) : is_value(true), value(v) {}
+  nested_values(std::initializer_list<nested_values> l) : list(l) {}
+  bool is_value = false;
+  T value{};
+  std::initializer_list<nested_values> list;
+};
+
+}  // namespace detail
+
+template <class T, class Device>
+class tensor : public expression_base {
+  static_assert(is_element_type_v<T>,
+                "fluxion::tensor<T>: T must be float, double, std::int32_t, std::int64_t or bool.");
+  static_assert(is_device_v<Device>, "fluxion::tensor<T, Device>: Device must be fluxion::cpu or fluxion::cuda.");
+
+ public:
+  using value_type = T;
+  using device_type = Device;
+
+  /// An empty tensor of shape (0,).
+  tensor() : m_shape{0} {}
+
+  /// A rank-0 tensor.
+  tensor(T value) : tensor(fluxion::shape{}) { detail::device_memory<Device>::to_device(m_data, &value, 1); }
+
+  /// Nested braces give the shape: {{1, 2}, {3, 4}} is (2, 2); {{2}} is (1, 1).
+  tensor(std::initializer_list<detail::nested_values<T>> v) { from_nested(v); }
+
+  /// Materializes an expression: the fused kernel runs here.
+  template <expression E>
+    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
+  tensor(const E& e) : tensor(detail::materialize(check_assignable(e))) {}
+
+  template <expression E>
+    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
+  tensor& operator=(const E& e) {
+    return *this = tensor(e);
+  }
+
+  /// An uninitialized tensor of the given shape (internal: kernels fill it).
+  explicit tensor(const fluxion::shape& s) : m_shape(s) {
+    const index_t n = s.size();
+    m_buffer = detail::buffer_ref::allocate<Device>(static_cast<std::size_t>(n) * sizeof(T));
+    m_data = static_cast<T*>(m_buffer.data());
+  }
+
+  /// A tensor sharing `other`'s buffer under a new shape of the same size (reshape without copy).
+  tensor(const tensor& other, const fluxion::shape& s) : m_buffer(other.m_buffer), m_data(other.m_data), m_shape(s) {
+    if (s.size() != other.size())
+      throw shape_error("reshape: cannot reshape a tensor of shape " + to_string(other.shape()) + " (" +
+                        std::to_string(other.size()) + " elements) into shape " + to_string(s));
+  }
+
+  const fluxion::shape& shape() const noexcept { return m_shape; }
+  int rank() const noexcept { return m_shape.rank(); }
+  index_t size() const noexcept { return m_shape.size(); }
+  bool empty() const noexcept { return size() == 0; }
+
+  /// Pointer to the elements, on Device.
+  const T* data() const noexcept { return m_data; }
+  /// Kernels write their output here before anyone else sees the tensor.
+  T* mutable_data() noexcept { return m_data; }
+
+  /// The tensor itself: materialization of a tensor is free.
+  const tensor& eval() const noexcept { return *this; }
+
+  std::vector<T> to_vector() const {
+    std::vector<T> v(static_cast<std::size_t>(size()));
+    if constexpr (std::is_same_v<T, bool>) {
+      auto tmp = std::make_unique<bool[]>(v.size());
+      detail::device_memory<Device>::to_host(tmp.get(), m_data, size());
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = tmp[i];
+    } else {
+      detail::device_memory<Device>::to_host(v.data(), m_data, size());
+    }
+    return v;
+  }
+
+  /// The single value of a tensor with one element.
+  T item() const {
+    if (size() != 1)
+      throw invalid_argument("item: tensor of shape " + to_string(m_shape) + " has " + std::to_string(size()) +
+                             " elements, not 1");
+    return read(0);
+  }
+
+  /// Element access with bounds checks; negative indices count from the end.
+  template <class... I>
+    requires(std::is_integral_v<I> && ...)
+  T operator()(I... idx) const {
+    const index_t list[] = {static_cast<index_t>(idx)..., 0};
+    return read(flat_index(list, static_cast<int>(sizeof...(I))));
+  }
+  T at(std::initializer_list<index_t> idx) const {
+    return read(flat_index(idx.begin(), static_cast<int>(idx.size())));
+  }
+
+  detail::leaf_view<T> make_view() const {
+    detail::leaf_view<T> v;
+    v.data = m_data;
+    v.rank = m_shape.rank();
+    const auto st = contiguous_strides(m_shape);
+    for (int d = 0; d < v.rank; ++d) v.strides[d] = m_shape[d] == 1 ? 0 : st[static_cast<std::size_t>(d)];
+    return v;
+  }
+
+  /// Identity of the storage: tensors sharing a buffer (reshapes) share it.
+  const void* storage_id() const noexcept { return m_buffer.data(); }
+  std::int64_t use_count() const noexcept { return m_buffer.use_count(); }
+
+ private:
+  template <class E>
+  static const E& check_assignable(const E& e) {
+    static_assert(std::is_same_v<value_type_t<E>, T>,
+                  "fluxion::tensor<T>: the expression's element type differs from T; convert it with "
+                  "fluxion::cast<T>(expr) first.");
+    static_assert(std::is_same_v<device_t<E>, Device>,
+                  "fluxion::tensor<T, Device>: the expression lives on another device; move it with "
+                  "fluxion::to<Device>(expr) first.");
+    return e;
+  }
+
+  T read(index_t flat) const {
+    T v;
+    if constexpr (std::is_same_v<T, bool>) {
+      bool b;
+      detail::device_memory<Device>::to_host(&b, m_data + flat, 1);
+      v = b;
+    } else {
+      detail::device_memory<Device>::to_host(&v, m_data + flat, 1);
+    }
+    return v;
+  }
+
+  index_t flat_index(const index_t* idx, int n) const {
+    if (n != rank())
+      throw invalid_argument("tensor: " + std::to_string(n) + " indices given for a tensor of rank " +
+                             std::to_string(rank()) + " and shape " + to_string(m_shape));
+    index_t flat = 0;
+    for (int d = 0; d < n; ++d) {
+      index_t i = idx[d];
+      const index_t ext = m_shape[d];
+      if (i < -ext || i >= ext)
+        throw out_of_range("tensor: index " + std::to_string(i) + " is out of range for axis " + std::to_string(d) +
+                           " with size " + std::to_string(ext));
+      if (i < 0) i += ext;
+      flat = flat * ext + i;
+    }
+    return flat;
+  }
+
+  using nested = detail::nested_values<T>;
+  static void nested_shape(std::initializer_list<nested> l, fluxion::shape& s, int depth) {
+    if (s.rank() == depth) s.push_back(static_cast<index_t>(l.size()));
+    else if (s[depth] != static_cast<index_t>(l.size()))
+      throw shape_error("tensor: nested initializer lists are ragged: axis " + std::to_string(depth) +
+                        " has lengths " + std::to_string(s[depth]) + " and " + std::to_string(l.size()));
+    bool values = false, lists = false;
+    for (const auto& x : l) (x.is_value ? values : lists) = true;
+    if (values && lists)
+      throw shape_error("tensor: nested initializer lists mix values and lists at depth " + std::to_string(depth));
+    if (lists) {
+      for (const auto& x : l) nested_shape(x.list, s, depth + 1);
+    } else if (s.rank() > depth + 1) {
+      throw shape_error("tensor: nested initializer lists are ragged: values at depth " + std::to_string(depth) +
+                        " where other entries nest deeper");
+    }
+  }
+  static void nested_fill(std::initializer_list<nested> l, std::vector<T>& out) {
+    for (const auto& x : l) {
+      if (x.is_value) out.push_back(x.value);
+      else nested_fill(x.list, out);
+    }
+  }
+  void from_nested(std::initializer_list<nested> l) {
+    fluxion::shape s;
+    nested_shape(l, s, 0);
+    std::vector<T> values;
+    values.reserve(static_cast<std::size_t>(s.size()));
+    nested_fill(l, values);
+    if (static_cast<index_t>(values.size()) != s.size())
+      throw shape_error("tensor: nested initializer lists are ragged: " + std::to_string(values.size()) +
+                        " values for shape " + to_string(s));
+    *this = tensor(s);
+    if constexpr (std::is_same_v<T, bool>) {
+      auto tmp = std::make_unique<bool[]>(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) tmp[i] = values[i];
+      detail::device_memory<Device>::to_device(m_data, tmp.get(), s.size());
+    } else {
+      detail::device_memory<Device>::to_device(m_data, values.data(), s.size());
+    }
+  }
+
+  detail::buffer_ref m_buffer;
+  T* m_data = nullptr;
+  fluxion::shape m_shape;
+};
+
+}  // namespace fluxion
