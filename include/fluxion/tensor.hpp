@@ -1,8 +1,12 @@
-// Facade: tensors, expressions, reductions and the CPU evaluator.
+// Facade: tensors, variables, fused expressions, reductions, shape ops and the CPU evaluator.
 #pragma once
 
 #include "backend/cpu/evaluator.hpp"
 #include "expr/elementwise.hpp"
 #include "expr/evaluate.hpp"
+#include "expr/indexing.hpp"
+#include "expr/matmul.hpp"
 #include "expr/reduce.hpp"
+#include "expr/remap.hpp"
 #include "tensor/tensor.hpp"
+#include "tensor/variable.hpp"

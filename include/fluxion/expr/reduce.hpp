@@ -138,3 +138,27 @@ auto argmin(A&& a, int axis = 0) {
 }
 
 }  // namespace fluxion
+
+#include "remap.hpp"
+
+namespace fluxion {
+
+/// log(sum(exp(x))) over `ax`, computed stably: the maximum is subtracted first, and a
+/// non-finite maximum is replaced by 0 so that all -inf rows give -inf rather than NaN.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto reduce_logsumexp(A&& a, const axes& ax = {}, bool keep = false) {
+  using E = detail::expr_t<A>;
+  using T = value_type_t<E>;
+  using D = device_t<E>;
+  static_assert(std::is_floating_point_v<T>, "fluxion::reduce_logsumexp: the operand must be float or double.");
+  E e = detail::as_expr<A>(std::forward<A>(a));
+  const unsigned mask = ax.mask(e.shape().rank(), "reduce_logsumexp");
+  const tensor<T, D> m = reduce_expr<ops::reduce_max, E>(e, mask, true);
+  const tensor<T, D> shift = where(is_finite(m), m, T(0));
+  auto sum = reduce_expr<ops::reduce_sum, decltype(exp(e - shift))>(exp(e - shift), mask, keep);
+  const fluxion::shape out = sum.shape();
+  return log(std::move(sum)) + reshape_expr<tensor<T, D>>(shift, out);
+}
+
+}  // namespace fluxion

@@ -131,3 +131,33 @@ struct ternary_view {
 };
 
 }  // namespace fluxion::detail
+
+namespace fluxion::detail {
+
+/// gather: reads data at an address whose `axis` part comes from an index view. The index
+/// operand was range-checked when the node was built.
+template <class T, class I>
+struct gather_view : leaf_layout {
+  using value_type = T;
+  const T* data = nullptr;
+  index_t axis_stride = 0;
+  leaf_view<I> index;
+
+  FLUXION_HOST_DEVICE void seek(const index_t* c, int n) {
+    leaf_layout::seek(c, n);
+    index.seek(c, n);
+  }
+  FLUXION_HOST_DEVICE T row(index_t j) const {
+    return data[base + j * inner + static_cast<index_t>(index.row(j)) * axis_stride];
+  }
+  FLUXION_HOST_DEVICE T at(const index_t* c) const {
+    return data[position(c) + static_cast<index_t>(index.at(c)) * axis_stride];
+  }
+  template <class F>
+  void for_each_leaf(F&& f) {
+    f(static_cast<leaf_layout&>(*this));
+    index.for_each_leaf(f);
+  }
+};
+
+}  // namespace fluxion::detail

@@ -16,6 +16,7 @@
 #include "../../expr/layout.hpp"
 #include "../../expr/reduce_ops.hpp"
 #include "../../expr/view.hpp"
+#include "matmul.hpp"
 #include "simd_ops.hpp"
 #include "thread_pool.hpp"
 
@@ -45,6 +46,15 @@ template <class Op, class A, class B, class T>
 struct enabled<binary_view<Op, A, B>, T>
     : std::bool_constant<op<Op>::available && std::is_same_v<typename binary_view<Op, A, B>::value_type, T> &&
                          enabled<A, T>::value && enabled<B, T>::value> {};
+
+template <class T>
+batch<T> row(const leaf_view<T>& l, index_t j);
+template <class T>
+batch<T> row(const scalar_view<T>& s, index_t);
+template <class Op, class A>
+auto row(const unary_view<Op, A>& v, index_t j);
+template <class Op, class A, class B>
+auto row(const binary_view<Op, A, B>& v, index_t j);
 
 template <class T>
 FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, index_t j) {
@@ -202,6 +212,13 @@ struct evaluator<cpu> {
         out[k] = RedOp::finalize(acc, n_red);
       }
     }
+  }
+
+  /// Batched matrix products; see cpu_kernel::matmul_batched.
+  template <class T>
+  static void matmul(bool ta, bool tb, index_t batch, index_t m, index_t n, index_t k, const T* a,
+                     const index_t* a_off, const T* b, const index_t* b_off, T* c) {
+    cpu_kernel::matmul_batched(ta, tb, batch, m, n, k, a, a_off, b, b_off, c);
   }
 
   /// Index of the first maximum (Max) or minimum along one axis; NaN counts as the extreme.

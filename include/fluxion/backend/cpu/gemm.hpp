@@ -21,6 +21,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/error.hpp"
+#include "detail/gemm_dot_kernel.hpp"
 #include "detail/gemm_micro_kernel.hpp"
 #include "detail/gemm_pack.hpp"
 #include "detail/scratch_buffer.hpp"
@@ -52,24 +53,28 @@ struct task_grid {
   index_t mt, nt, tm, tn;
 };
 
+// Enough tasks for a few cores to balance, each big enough to pay for its scheduling.
+inline constexpr index_t target_tasks = 8;
+inline constexpr double min_task_flops = 2.0 * (1 << 20);
+// Below this many flops, waking other threads costs more than it saves.
+inline constexpr double min_parallel_flops = 4.0 * (1 << 20);
+
 template <class T>
 task_grid plan_tasks(index_t m, index_t n, index_t k) {
   using traits = gemm_kernel_traits<T>;
   constexpr index_t mr = traits::mr, nr = traits::nr;
-  // Enough tasks for a few cores to balance, each big enough to hide the cost of a task.
-  constexpr index_t target_tasks = 8;
-  constexpr double min_task_flops = 1 << 20;
-  index_t tm = ceil_div(m, traits::mc), tn = 1;
+  const index_t tm0 = ceil_div(m, traits::mc);
+  index_t tm = tm0, tn = 1;
   auto mt_of = [&](index_t parts) { return round_up(ceil_div(m, parts), mr); };
   auto nt_of = [&](index_t parts) { return round_up(ceil_div(n, parts), nr); };
   for (;;) {
     const index_t mt = mt_of(tm), nt = nt_of(tn);
     if (ceil_div(m, mt) * ceil_div(n, nt) >= target_tasks) break;
     if (2.0 * mt * nt * k / 2 < min_task_flops) break;
-    // Splitting rows costs nothing (B is packed once); splitting columns repacks A per column block.
-    if (mt >= 4 * mr)
+    // A short, wide C keeps all rows in one block and splits columns; a tall one splits rows.
+    if (tm0 > 1 && mt >= 4 * mr)
       tm *= 2;
-    else if (nt >= 8 * nr)
+    else if (nt >= 4 * nr)
       tn *= 2;
     else
       break;
@@ -89,92 +94,170 @@ void scale_only(index_t m, index_t n, T beta, T* c, index_t ldc, const gemm_epil
     }
 }
 
-/// Rows [i0, i0 + rows) by columns [j0, j0 + cols) of C, against op(B) already packed into `bp`.
 template <class T>
-void compute_block(bool ta, index_t k, T alpha, const T* a, index_t lda, const T* bp, index_t npad, T beta,
-                   T* c, index_t ldc, const gemm_epilogue<T>& ep, index_t n, index_t i0, index_t rows,
-                   index_t j0, index_t cols) {
+struct problem {
+  bool ta, tb;
+  index_t m, n, k;
+  T alpha;
+  const T* a;
+  index_t lda;
+  const T* b;
+  index_t ldb;
+  T beta;
+  T* c;
+  index_t ldc;
+  gemm_epilogue<T> ep;
+};
+
+/// The update for k-slice q of `slices`: beta only on the first, the epilogue only on the last.
+template <class T>
+tile_update<T> slice_update(const problem<T>& p, index_t q, index_t slices) {
+  const bool last = q == slices - 1;
+  return {p.alpha, q == 0 ? p.beta : T(1), nullptr, last && p.ep.act == activation::relu};
+}
+
+/// All tiles of rows [i0, i0 + rows) in the NR columns starting at js, for one k-slice. `ap` holds
+/// those rows' A slivers, `bs` the B sliver.
+template <class T>
+void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, const T* ap, index_t i0,
+                  index_t rows, const T* bs, index_t js) {
   using traits = gemm_kernel_traits<T>;
-  constexpr index_t mr = traits::mr, nr = traits::nr, kc_max = traits::kc;
-  T* ap = scratch<T, scratch_slot::gemm_a>(static_cast<std::size_t>(round_up(rows, mr) * std::min(k, kc_max)));
-  const index_t chunks = ceil_div(k, kc_max);
-  for (index_t q = 0; q < chunks; ++q) {
-    const index_t k0 = q * kc_max, kc = std::min(kc_max, k - k0);
-    const bool last = q == chunks - 1;
-    pack_a(ap, a, lda, ta, i0, rows, k0, kc);
-    tile_update<T> u{alpha, q == 0 ? beta : T(1), nullptr, last && ep.act == activation::relu};
-    const T* bq = bp + k0 * npad;
-    for (index_t js = j0; js < j0 + cols; js += nr) {
-      const T* bs = bq + js * kc;
-      const index_t w = std::min(nr, n - js);
-      const T* bias = last && ep.bias ? ep.bias + js : nullptr;
-      for (index_t is = 0; is < rows; is += mr) {
-        const index_t h = std::min(mr, rows - is);
-        const T* as = ap + is * kc;
-        T* cp = c + (i0 + is) * ldc + js;
-        if (h == mr && w == nr) {
-          u.bias = bias;
-          micro_kernel<T>(kc, as, bs, cp, ldc, u);
-          continue;
-        }
-        // Edge tile: run the same kernel on a padded copy, so edge elements round like the rest.
-        alignas(buffer_alignment) T tile[mr * nr] = {};
-        alignas(buffer_alignment) T tile_bias[nr] = {};
-        if (u.beta != T(0))
-          for (index_t i = 0; i < h; ++i)
-            for (index_t j = 0; j < w; ++j) tile[i * nr + j] = cp[i * ldc + j];
-        if (bias)
-          for (index_t j = 0; j < w; ++j) tile_bias[j] = bias[j];
-        tile_update<T> ue = u;
-        ue.bias = bias ? tile_bias : nullptr;
-        micro_kernel<T>(kc, as, bs, tile, nr, ue);
-        for (index_t i = 0; i < h; ++i)
-          for (index_t j = 0; j < w; ++j) cp[i * ldc + j] = tile[i * nr + j];
-      }
+  constexpr index_t mr = traits::mr, nr = traits::nr;
+  const index_t w = std::min(nr, p.n - js);
+  const T* bias = last && p.ep.bias ? p.ep.bias + js : nullptr;
+  for (index_t is = 0; is < rows; is += mr) {
+    const index_t h = std::min(mr, rows - is);
+    const T* as = ap + is * kc;
+    T* cp = p.c + (i0 + is) * p.ldc + js;
+    if (h == mr && w == nr) {
+      u.bias = bias;
+      micro_kernel<T>(kc, as, bs, cp, p.ldc, u);
+      continue;
     }
+    // Edge tile: run the same kernel on a padded copy, so edge elements round like the rest.
+    alignas(buffer_alignment) T tile[mr * nr] = {};
+    alignas(buffer_alignment) T tile_bias[nr] = {};
+    if (u.beta != T(0))
+      for (index_t i = 0; i < h; ++i)
+        for (index_t j = 0; j < w; ++j) tile[i * nr + j] = cp[i * p.ldc + j];
+    if (bias)
+      for (index_t j = 0; j < w; ++j) tile_bias[j] = bias[j];
+    tile_update<T> ue = u;
+    ue.bias = bias ? tile_bias : nullptr;
+    micro_kernel<T>(kc, as, bs, tile, nr, ue);
+    for (index_t i = 0; i < h; ++i)
+      for (index_t j = 0; j < w; ++j) cp[i * p.ldc + j] = tile[i * nr + j];
   }
 }
 
+template <class T, class Task>
+void run_tasks(bool parallel, index_t n_tasks, Task&& task) {
+  if (parallel)
+    parallel_for(n_tasks, task);
+  else
+    for (index_t t = 0; t < n_tasks; ++t) task(t);
+}
+
+// Tall C: op(B) is packed once, shared by all tasks; each task packs its own rows of op(A) per
+// k-slice, so that block stays in L2 while the B slivers stream through L1.
 template <class T>
-void gemm_unchecked(bool ta, bool tb, index_t m, index_t n, index_t k, T alpha, const T* a, index_t lda,
-                    const T* b, index_t ldb, T beta, T* c, index_t ldc, const gemm_epilogue<T>& ep,
-                    bool allow_threads) {
-  if (m == 0 || n == 0) return;
-  if (k == 0 || alpha == T(0)) {
-    scale_only(m, n, beta, c, ldc, ep);
-    return;
-  }
+void gemm_tall(const problem<T>& p, const task_grid& grid, bool parallel) {
   using traits = gemm_kernel_traits<T>;
   constexpr index_t nr = traits::nr, kc_max = traits::kc;
-  const index_t npad = round_up(n, nr);
-  T* bp = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(k * npad));
-
-  // Pack op(B): slice q (rows k0..k0+kc) starts at bp + k0 * npad, sliver s of it at + s * nr * kc.
+  const index_t npad = round_up(p.n, nr), slices = ceil_div(p.k, kc_max);
+  T* bp = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(p.k * npad));
+  // Slice q (rows k0..k0+kc of op(B)) starts at bp + k0 * npad, and its sliver at column j at + j * kc.
   constexpr index_t strips_per_task = 16;
-  const index_t chunks = ceil_div(k, kc_max), strip_groups = ceil_div(npad / nr, strips_per_task);
-  auto pack_task = [&](index_t t) {
-    const index_t q = t / strip_groups, g = t % strip_groups;
-    const index_t k0 = q * kc_max, kc = std::min(kc_max, k - k0);
-    const index_t j0 = g * strips_per_task * nr, cols = std::min(strips_per_task * nr, n - j0);
-    pack_b(bp + k0 * npad + j0 * kc, b, ldb, tb, k0, kc, j0, cols);
-  };
-  const task_grid grid = plan_tasks<T>(m, n, k);
-  const bool parallel = allow_threads && grid.tm * grid.tn > 1;
-  if (parallel && k * npad >= (1 << 16))
-    parallel_for(chunks * strip_groups, pack_task);
-  else
-    for (index_t t = 0; t < chunks * strip_groups; ++t) pack_task(t);
+  const index_t groups = ceil_div(npad / nr, strips_per_task);
+  run_tasks<T>(parallel && p.k * npad >= (1 << 16), slices * groups, [&](index_t t) {
+    const index_t q = t / groups, g = t % groups;
+    const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
+    const index_t j0 = g * strips_per_task * nr, cols = std::min(strips_per_task * nr, p.n - j0);
+    pack_b(bp + k0 * npad + j0 * kc, p.b, p.ldb, p.tb, k0, kc, j0, cols);
+  });
+  run_tasks<T>(parallel, grid.tm * grid.tn, [&](index_t t) {
+    const index_t i0 = (t % grid.tm) * grid.mt, j0 = (t / grid.tm) * grid.nt;
+    const index_t rows = std::min(grid.mt, p.m - i0), cols = std::min(grid.nt, p.n - j0);
+    T* ap = scratch<T, scratch_slot::gemm_a>(
+        static_cast<std::size_t>(round_up(rows, traits::mr) * std::min(p.k, kc_max)));
+    for (index_t q = 0; q < slices; ++q) {
+      const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
+      pack_a(ap, p.a, p.lda, p.ta, i0, rows, k0, kc);
+      const tile_update<T> u = slice_update(p, q, slices);
+      for (index_t js = j0; js < j0 + cols; js += nr)
+        sliver_tiles(p, u, q == slices - 1, kc, ap, i0, rows, bp + k0 * npad + js * kc, js);
+    }
+  });
+}
 
-  auto block_task = [&](index_t t) {
-    const index_t bi = t % grid.tm, bj = t / grid.tm;
-    const index_t i0 = bi * grid.mt, j0 = bj * grid.nt;
-    compute_block(ta, k, alpha, a, lda, bp, npad, beta, c, ldc, ep, n, i0, std::min(grid.mt, m - i0), j0,
-                  std::min(grid.nt, n - j0));
-  };
-  if (parallel)
-    parallel_for(grid.tm * grid.tn, block_task);
+// Short, wide C (m fits one block): op(A) is packed once, shared; each task owns a range of
+// columns and packs each B sliver right before the micro-kernels consume it from L1.
+template <class T>
+void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
+  using traits = gemm_kernel_traits<T>;
+  constexpr index_t mr = traits::mr, nr = traits::nr, kc_max = traits::kc;
+  const index_t mpad = round_up(p.m, mr), slices = ceil_div(p.k, kc_max);
+  T* ap = scratch<T, scratch_slot::gemm_a>(static_cast<std::size_t>(p.k * mpad));
+  run_tasks<T>(parallel && p.k * mpad >= (1 << 16), slices, [&](index_t q) {
+    const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
+    pack_a(ap + k0 * mpad, p.a, p.lda, p.ta, 0, p.m, k0, kc);
+  });
+  // B is packed a few hundred columns at a time: whole rows of cache lines, so the hardware
+  // prefetcher follows, where one sliver per row would miss on every line.
+  constexpr index_t chunk = nr * (512 / nr / static_cast<index_t>(sizeof(T)) * 2);
+  run_tasks<T>(parallel, grid.tn, [&](index_t t) {
+    const index_t j0 = t * grid.nt, cols = std::min(grid.nt, p.n - j0);
+    T* bs = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(chunk * std::min(p.k, kc_max)));
+    for (index_t q = 0; q < slices; ++q) {
+      const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
+      const tile_update<T> u = slice_update(p, q, slices);
+      for (index_t jc = j0; jc < j0 + cols; jc += chunk) {
+        const index_t w = std::min(chunk, j0 + cols - jc);
+        pack_b(bs, p.b, p.ldb, p.tb, k0, kc, jc, w);
+        for (index_t js = jc; js < jc + w; js += nr)
+          sliver_tiles(p, u, q == slices - 1, kc, ap + k0 * mpad, 0, p.m, bs + (js - jc) * kc, js);
+      }
+    }
+  });
+}
+
+// A few columns and rows of op(A) contiguous in k: dot products along k (detail/gemm_dot_kernel.hpp).
+inline constexpr index_t dot_max_n = 12;
+
+template <class T>
+void gemm_dot(const problem<T>& p, bool parallel) {
+  constexpr index_t w = simd_ops<T>::width;
+  const index_t ldbt = round_up(p.k, w);
+  T* bt = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(p.n * ldbt));
+  for (index_t j = 0; j < p.n; ++j)
+    for (index_t q = 0; q < p.k; ++q) bt[j * ldbt + q] = p.tb ? p.b[j * p.ldb + q] : p.b[q * p.ldb + j];
+  constexpr index_t rows_per_task = 32;
+  const tile_update<T> u{p.alpha, p.beta, p.ep.bias, p.ep.act == activation::relu};
+  run_tasks<T>(parallel, ceil_div(p.m, rows_per_task), [&](index_t t) {
+    const index_t i0 = t * rows_per_task;
+    dot_rows<T>(p.k, p.n, p.a + i0 * p.lda, p.lda, bt, ldbt, p.c + i0 * p.ldc, p.ldc,
+                std::min(rows_per_task, p.m - i0), u);
+  });
+}
+
+template <class T>
+void gemm_unchecked(const problem<T>& p, bool allow_threads) {
+  if (p.m == 0 || p.n == 0) return;
+  if (p.k == 0 || p.alpha == T(0)) {
+    scale_only(p.m, p.n, p.beta, p.c, p.ldc, p.ep);
+    return;
+  }
+  const bool big = 2.0 * p.m * p.n * p.k >= min_parallel_flops;
+  if (!p.ta && p.n <= dot_max_n) {
+    gemm_dot(p, allow_threads && big);
+    return;
+  }
+  const task_grid grid = plan_tasks<T>(p.m, p.n, p.k);
+  const bool parallel = allow_threads && big && grid.tm * grid.tn > 1;
+  if (grid.tm == 1)
+    gemm_wide(p, grid, parallel);
   else
-    for (index_t t = 0; t < grid.tm * grid.tn; ++t) block_task(t);
+    gemm_tall(p, grid, parallel);
 }
 
 inline void check_gemm_args(const char* op, bool ta, bool tb, index_t m, index_t n, index_t k, index_t lda,
@@ -204,7 +287,7 @@ void gemm(transpose trans_a, transpose trans_b, index_t m, index_t n, index_t k,
           const T* b, index_t ldb, T beta, T* c, index_t ldc, const gemm_epilogue<T>& epilogue = {}) {
   const bool ta = trans_a == transpose::yes, tb = trans_b == transpose::yes;
   gemm_detail::check_gemm_args("gemm", ta, tb, m, n, k, lda, ldb, ldc);
-  gemm_detail::gemm_unchecked(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue, true);
+  gemm_detail::gemm_unchecked<T>({ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue}, true);
 }
 
 /// batch_count independent products; matrix i of A starts at a + i * stride_a, and so on. The same
@@ -223,13 +306,15 @@ void gemm_strided_batched(transpose trans_a, transpose trans_b, index_t m, index
   // Large products use all threads each, one after the other; small ones are one task each.
   if (2.0 * m * n * k >= (1 << 22)) {
     for (index_t i = 0; i < batch_count; ++i)
-      gemm_detail::gemm_unchecked(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
-                                  c + i * stride_c, ldc, epilogue, true);
+      gemm_detail::gemm_unchecked<T>(
+          {ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c, ldc, epilogue},
+          true);
     return;
   }
   parallel_for(batch_count, [&](index_t i) {
-    gemm_detail::gemm_unchecked(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
-                                c + i * stride_c, ldc, epilogue, false);
+    gemm_detail::gemm_unchecked<T>(
+        {ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c, ldc, epilogue},
+        false);
   });
 }
 

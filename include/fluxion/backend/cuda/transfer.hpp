@@ -1,0 +1,41 @@
+// fx::to<Device>(x): moves a tensor, or the value of any expression, to another device.
+//
+//   fx::tensor<float> x = {1.f, 2.f, 3.f};
+//   fx::tensor<float, fx::cuda> g = fx::to<fx::cuda>(x * 2.f);   // evaluated on the cpu, then copied
+//   fx::tensor<float> back = fx::to<fx::cpu>(g + 1.f);           // evaluated on the gpu, then copied
+//
+// The expression is materialized on the device it lives on (an expression never mixes devices),
+// then its elements are copied in one transfer. Moving to the device a tensor is already on returns
+// that tensor itself: a handle to the same storage, no copy.
+#pragma once
+
+#include <type_traits>
+
+#include "../../core/device.hpp"
+#include "../../expr/elementwise.hpp"
+#include "../../expr/evaluate.hpp"
+#include "../../tensor/tensor.hpp"
+#include "memory.hpp"
+
+namespace fluxion {
+
+template <device To, class X>
+  requires(is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>)
+auto to(const X& x) {
+  using E = detail::expr_t<const X&>;
+  using T = value_type_t<E>;
+  using From = device_t<E>;
+  tensor<T, From> source = detail::materialize(detail::as_expr<const X&>(x));
+  if constexpr (std::is_same_v<From, To>) {
+    return source;
+  } else {
+    tensor<T, To> out(source.shape());
+    if constexpr (std::is_same_v<To, cuda>)
+      detail::device_memory<cuda>::to_device(out.mutable_data(), source.data(), source.size());
+    else
+      detail::device_memory<cuda>::to_host(out.mutable_data(), source.data(), source.size());
+    return out;
+  }
+}
+
+}  // namespace fluxion

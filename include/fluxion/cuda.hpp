@@ -1,0 +1,18 @@
+// Facade: the fx::cuda device. Include it (instead of, or next to, <fluxion/tensor.hpp>) to create
+// tensors on the GPU, evaluate expressions there through Thrust, and move tensors between devices.
+//
+//   #include <fluxion/cuda.hpp>
+//   fx::tensor<float, fx::cuda> g = fx::to<fx::cuda>(x);   // copy to the device
+//   fx::tensor<float, fx::cuda> y = fx::sin(g) * g + 1.f;  // one fused kernel on the device
+//   auto total = fx::reduce_sum(y).item();                 // reduced on the device, read back
+//
+// Compile with nvcc (-x cu) to run on a CUDA GPU, or with a host compiler, -fopenmp and
+// -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP to run the same code on the CPU's cores; either
+// way Thrust's headers (CCCL, shipped with the CUDA toolkit) must be on the include path. The CMake
+// target fluxion::cuda provides them.
+#pragma once
+
+#include "backend/cuda/evaluator.hpp"
+#include "backend/cuda/memory.hpp"
+#include "backend/cuda/transfer.hpp"
+#include "tensor.hpp"

@@ -1,0 +1,293 @@
+// Indexing and assembly: gather, one_hot, concat, stack, split and pad.
+//
+//   auto rows = fx::gather(embeddings, ids);        // fused into whatever reads it
+//   auto oh = fx::one_hot(labels, 10);              // float one-hot, built from an iota, no loop
+//   fx::tensor<float> ab = fx::concat({a, b}, 0);
+//   auto parts = fx::split(x, 3, 1);                // std::vector of tensors
+//
+// gather checks its indices when it is built, so a bad index throws at once:
+// "gather: indices = 7 is not in [0, 3)".
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../core/shape.hpp"
+#include "elementwise.hpp"
+#include "evaluate.hpp"
+#include "remap.hpp"
+
+namespace fluxion {
+
+template <class T, class I, class Device>
+struct gather_expr : expression_base {
+  using value_type = T;
+  using device_type = Device;
+  tensor<T, Device> params;
+  tensor<I, Device> indices;
+  int axis;
+  fluxion::shape m_shape;
+
+  gather_expr(tensor<T, Device> p, tensor<I, Device> idx, int ax)
+      : params(std::move(p)), indices(std::move(idx)), axis(ax) {
+    const auto& ps = params.shape();
+    for (int d = 0; d < axis; ++d) m_shape.push_back(ps[d]);
+    for (int d = 0; d < indices.rank(); ++d) m_shape.push_back(indices.shape()[d]);
+    for (int d = axis + 1; d < ps.rank(); ++d) m_shape.push_back(ps[d]);
+    const index_t n = ps[axis];
+    for (I v : indices.to_vector())
+      if (v < 0 || static_cast<index_t>(v) >= n)
+        throw out_of_range("gather: indices = " + std::to_string(v) + " is not in [0, " + std::to_string(n) + ")");
+  }
+  const fluxion::shape& shape() const { return m_shape; }
+
+  detail::gather_view<T, I> make_view() const {
+    detail::gather_view<T, I> v;
+    v.data = params.data();
+    const auto& ps = params.shape();
+    const auto pst = contiguous_strides(ps);
+    const int ri = indices.rank();
+    v.rank = m_shape.rank();
+    v.axis_stride = pst[static_cast<std::size_t>(axis)];
+    for (int d = 0; d < v.rank; ++d) v.strides[d] = 0;
+    for (int d = 0; d < axis; ++d) v.strides[d] = ps[d] == 1 ? 0 : pst[static_cast<std::size_t>(d)];
+    for (int d = axis + 1; d < ps.rank(); ++d)
+      v.strides[d - 1 + ri] = ps[d] == 1 ? 0 : pst[static_cast<std::size_t>(d)];
+    v.index = indices.make_view();
+    // The index tensor spans output axes [axis, axis + ri).
+    v.index.for_each_leaf([&](detail::leaf_layout& l) {
+      index_t st[max_rank] = {};
+      for (int d = 0; d < ri; ++d) st[axis + d] = l.strides[d];
+      l.rank = v.rank;
+      for (int d = 0; d < v.rank; ++d) l.strides[d] = st[d];
+    });
+    return v;
+  }
+};
+
+/// Gathers slices of `params` along `axis` at integer `indices` (a tensor or a scalar).
+/// The result has shape params.shape[:axis] + indices.shape + params.shape[axis+1:].
+template <class P, class I>
+  requires((is_expression_v<P> || is_variable_v<std::remove_cvref_t<P>>) &&
+           (is_expression_v<I> || std::is_integral_v<std::remove_cvref_t<I>>))
+auto gather(P&& params, I&& indices, int axis = 0) {
+  using EP = detail::expr_t<P>;
+  using T = value_type_t<EP>;
+  using D = device_t<EP>;
+  auto p = detail::materialize(detail::as_expr<P>(std::forward<P>(params)));
+  const int ax = normalize_axis(axis, p.rank(), "gather");
+  if constexpr (is_expression_v<I>) {
+    using IT = value_type_t<I>;
+    static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
+                  "fluxion::gather: indices must be int32 or int64.");
+    static_assert(std::is_same_v<device_t<I>, D>, "fluxion::gather: params and indices live on different devices.");
+    return gather_expr<T, IT, D>(std::move(p), detail::materialize(indices), ax);
+  } else {
+    using IT = std::conditional_t<(sizeof(std::remove_cvref_t<I>) > 4), std::int64_t, std::int32_t>;
+    return gather_expr<T, IT, D>(std::move(p), tensor<IT, D>(static_cast<IT>(indices)), ax);
+  }
+}
+
+/// Values of one axis's coordinate: the building block of one_hot.
+template <class T, class Device>
+struct iota_expr : expression_base {
+  using value_type = T;
+  using device_type = Device;
+  fluxion::shape m_shape;
+  int axis;
+  const fluxion::shape& shape() const { return m_shape; }
+  detail::iota_view<T> make_view() const {
+    detail::iota_view<T> v;
+    v.rank = m_shape.rank();
+    for (int d = 0; d < v.rank; ++d) v.strides[d] = d == axis ? 1 : 0;
+    return v;
+  }
+};
+
+/// one_hot(indices, depth): `on` where the new axis's coordinate equals the index, `off`
+/// elsewhere (so an index outside [0, depth) gives a row of `off`, as in TensorFlow).
+template <class T = float, class I>
+  requires is_expression_v<I>
+auto one_hot(const I& indices, index_t depth, T on = T(1), T off = T(0), int axis = -1) {
+  static_assert(std::is_integral_v<value_type_t<I>>, "fluxion::one_hot: indices must be integers.");
+  if (depth < 0) throw invalid_argument("one_hot: depth = " + std::to_string(depth) + " is negative");
+  using IT = value_type_t<I>;
+  using D = device_t<I>;
+  const int r = indices.shape().rank();
+  const int ax = normalize_axis(axis, r + 1, "one_hot");
+  fluxion::shape out;
+  for (int d = 0; d < ax; ++d) out.push_back(indices.shape()[d]);
+  out.push_back(depth);
+  for (int d = ax; d < r; ++d) out.push_back(indices.shape()[d]);
+  return where(expand_dims(indices, ax) == iota_expr<IT, D>{{}, out, ax}, on, off);
+}
+
+template <class T, class Device>
+struct concat_expr : detail::boundary_expr<concat_expr<T, Device>, T, Device> {
+  std::vector<tensor<T, Device>> parts;
+  int axis;
+  bool stacked;  // stack: each part gets a new axis of extent 1 at `axis`
+  fluxion::shape m_shape;
+
+  const fluxion::shape& shape() const { return m_shape; }
+  tensor<T, Device> compute() const {
+    tensor<T, Device> out(m_shape);
+    const auto st = contiguous_strides(m_shape);
+    index_t offset = 0;
+    for (const auto& p : parts) {
+      if (stacked) {
+        index_t strides[max_rank];
+        int n = 0;
+        for (int d = 0; d < m_shape.rank(); ++d)
+          if (d != axis) strides[n++] = st[static_cast<std::size_t>(d)];
+        detail::assign_into(out, offset, strides, p);
+        offset += st[static_cast<std::size_t>(axis)];
+      } else {
+        detail::assign_into(out, offset, st.data(), p);
+        offset += p.shape()[axis] * st[static_cast<std::size_t>(axis)];
+      }
+    }
+    return out;
+  }
+};
+
+/// Joins tensors along an existing axis; all other extents must agree.
+template <class T, class Device>
+concat_expr<T, Device> concat(std::vector<tensor<T, Device>> parts, int axis) {
+  if (parts.empty()) throw invalid_argument("concat: no tensors to concatenate");
+  const auto& s0 = parts[0].shape();
+  const int ax = normalize_axis(axis, s0.rank(), "concat");
+  fluxion::shape out = s0;
+  out[ax] = 0;
+  for (const auto& p : parts) {
+    const auto& s = p.shape();
+    bool ok = s.rank() == s0.rank();
+    for (int d = 0; ok && d < s.rank(); ++d) ok = d == ax || s[d] == s0[d];
+    if (!ok)
+      throw shape_error("concat: shapes " + to_string(s0) + " and " + to_string(s) +
+                        " differ outside axis " + std::to_string(ax));
+    out[ax] += s[ax];
+  }
+  concat_expr<T, Device> e;
+  e.parts = std::move(parts);
+  e.axis = ax;
+  e.stacked = false;
+  e.m_shape = out;
+  return e;
+}
+
+/// Stacks equally shaped tensors along a new axis.
+template <class T, class Device>
+concat_expr<T, Device> stack(std::vector<tensor<T, Device>> parts, int axis = 0) {
+  if (parts.empty()) throw invalid_argument("stack: no tensors to stack");
+  const auto& s0 = parts[0].shape();
+  const int ax = normalize_axis(axis, s0.rank() + 1, "stack");
+  for (const auto& p : parts)
+    if (p.shape() != s0) throw shape_error("stack: shapes " + to_string(s0) + " and " + to_string(p.shape()) + " differ");
+  fluxion::shape out;
+  for (int d = 0; d < ax; ++d) out.push_back(s0[d]);
+  out.push_back(static_cast<index_t>(parts.size()));
+  for (int d = ax; d < s0.rank(); ++d) out.push_back(s0[d]);
+  concat_expr<T, Device> e;
+  e.parts = std::move(parts);
+  e.axis = ax;
+  e.stacked = true;
+  e.m_shape = out;
+  return e;
+}
+
+template <class T, class Device>
+concat_expr<T, Device> concat(std::initializer_list<tensor<T, Device>> parts, int axis) {
+  return concat(std::vector<tensor<T, Device>>(parts), axis);
+}
+template <class T, class Device>
+concat_expr<T, Device> stack(std::initializer_list<tensor<T, Device>> parts, int axis = 0) {
+  return stack(std::vector<tensor<T, Device>>(parts), axis);
+}
+
+/// Splits along `axis` into pieces of the given sizes (one may be -1: the rest).
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto split(A&& a, std::vector<index_t> sizes, int axis = 0) {
+  auto t = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
+  const int ax = normalize_axis(axis, t.rank(), "split");
+  const index_t n = t.shape()[ax];
+  index_t known = 0;
+  int infer = -1;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && infer < 0) infer = static_cast<int>(i);
+    else if (sizes[i] < 0) throw invalid_argument("split: size " + std::to_string(sizes[i]) + " is negative");
+    else known += sizes[i];
+  }
+  if (infer >= 0 && known <= n) sizes[static_cast<std::size_t>(infer)] = n - known, known = n;
+  if (known != n)
+    throw shape_error("split: sizes add up to " + std::to_string(known) + " but axis " + std::to_string(ax) +
+                      " of shape " + to_string(t.shape()) + " has extent " + std::to_string(n));
+  std::vector<decltype(t)> out;
+  std::vector<index_t> b(static_cast<std::size_t>(t.rank()), 0), e(static_cast<std::size_t>(t.rank()), fluxion::end);
+  index_t start = 0;
+  for (index_t sz : sizes) {
+    b[static_cast<std::size_t>(ax)] = start;
+    e[static_cast<std::size_t>(ax)] = start + sz;
+    out.emplace_back(strided_slice(t, b, e));
+    start += sz;
+  }
+  return out;
+}
+
+/// Splits along `axis` into `num` equal pieces.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto split(A&& a, int num, int axis = 0) {
+  auto t = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
+  const int ax = normalize_axis(axis, t.rank(), "split");
+  const index_t n = t.shape()[ax];
+  if (num <= 0 || n % num != 0)
+    throw invalid_argument("split: axis " + std::to_string(ax) + " of shape " + to_string(t.shape()) +
+                           " cannot be split into " + std::to_string(num) + " equal pieces");
+  return split(t, std::vector<index_t>(static_cast<std::size_t>(num), n / num), ax);
+}
+
+template <class A>
+struct pad_expr : detail::boundary_expr<pad_expr<A>, value_type_t<A>, device_t<A>> {
+  A a;
+  std::vector<std::pair<index_t, index_t>> paddings;
+  value_type_t<A> value;
+  fluxion::shape m_shape;
+
+  pad_expr(A a_, std::vector<std::pair<index_t, index_t>> p, value_type_t<A> v, fluxion::shape s)
+      : a(std::move(a_)), paddings(std::move(p)), value(v), m_shape(s) {}
+  const fluxion::shape& shape() const { return m_shape; }
+  tensor<value_type_t<A>, device_t<A>> compute() const {
+    tensor<value_type_t<A>, device_t<A>> out(m_shape);
+    const auto st = contiguous_strides(m_shape);
+    detail::assign_into(out, 0, st.data(), broadcast_to(scalar_expr<value_type_t<A>, device_t<A>>(value), m_shape));
+    index_t offset = 0;
+    for (int d = 0; d < m_shape.rank(); ++d) offset += paddings[static_cast<std::size_t>(d)].first * st[static_cast<std::size_t>(d)];
+    detail::assign_into(out, offset, st.data(), a);
+    return out;
+  }
+};
+
+/// Pads with a constant: paddings[d] = {before, after} for each axis.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto pad(A&& a, std::vector<std::pair<index_t, index_t>> paddings, value_type_t<detail::expr_t<A>> value = {}) {
+  using E = detail::expr_t<A>;
+  E e = detail::as_expr<A>(std::forward<A>(a));
+  const auto& s = e.shape();
+  if (static_cast<int>(paddings.size()) != s.rank())
+    throw invalid_argument("pad: " + std::to_string(paddings.size()) + " paddings given for shape " + to_string(s));
+  fluxion::shape out;
+  for (int d = 0; d < s.rank(); ++d) {
+    const auto [lo, hi] = paddings[static_cast<std::size_t>(d)];
+    if (lo < 0 || hi < 0)
+      throw invalid_argument("pad: paddings (" + std::to_string(lo) + ", " + std::to_string(hi) + ") on axis " +
+                             std::to_string(d) + " are negative");
+    out.push_back(s[d] + lo + hi);
+  }
+  return pad_expr<E>(std::move(e), std::move(paddings), value, out);
+}
+
+}  // namespace fluxion

@@ -1,0 +1,118 @@
+// matmul: batched matrix products with NumPy broadcasting of the batch dimensions and
+// transpose flags, as tf.linalg.matmul.
+//
+//   auto y = fx::matmul(x, w);                       // (32, 784) x (784, 10) -> (32, 10)
+//   auto g = fx::matmul(x, dy, fx::transpose_a);     // x^T dy
+//
+// matmul is a kernel boundary: its operands are materialized, and its result is fused into the
+// statement that reads it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../core/shape.hpp"
+#include "elementwise.hpp"
+#include "evaluate.hpp"
+
+namespace fluxion {
+
+struct matmul_options {
+  bool transpose_a = false;
+  bool transpose_b = false;
+};
+inline constexpr matmul_options transpose_a{true, false};
+inline constexpr matmul_options transpose_b{false, true};
+inline constexpr matmul_options transpose_ab{true, true};
+
+namespace detail {
+
+inline std::string matmul_operand(const shape& s, bool t) {
+  return to_string(s) + (t ? "^T" : "");
+}
+
+}  // namespace detail
+
+template <class A, class B>
+struct matmul_expr : detail::boundary_expr<matmul_expr<A, B>, value_type_t<A>, device_t<A>> {
+  using T = value_type_t<A>;
+  using D = device_t<A>;
+  A a;
+  B b;
+  matmul_options opt;
+  fluxion::shape m_shape, m_batch;
+  index_t m = 0, n = 0, k = 0;
+
+  matmul_expr(A a_, B b_, matmul_options o) : a(std::move(a_)), b(std::move(b_)), opt(o) {
+    const auto& sa = a.shape();
+    const auto& sb = b.shape();
+    if (sa.rank() < 2 || sb.rank() < 2)
+      throw shape_error("matmul: operands need rank >= 2, got shapes " + to_string(sa) + " and " + to_string(sb));
+    const int ra = sa.rank(), rb = sb.rank();
+    m = o.transpose_a ? sa[ra - 1] : sa[ra - 2];
+    k = o.transpose_a ? sa[ra - 2] : sa[ra - 1];
+    const index_t kb = o.transpose_b ? sb[rb - 1] : sb[rb - 2];
+    n = o.transpose_b ? sb[rb - 2] : sb[rb - 1];
+    if (k != kb)
+      throw shape_error("matmul: inner dimensions differ: " + detail::matmul_operand(sa, o.transpose_a) + " x " +
+                        detail::matmul_operand(sb, o.transpose_b));
+    const fluxion::shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+    m_batch = broadcast_shapes(ba, bb, "matmul");
+    m_shape = m_batch;
+    m_shape.push_back(m);
+    m_shape.push_back(n);
+  }
+  const fluxion::shape& shape() const { return m_shape; }
+
+  tensor<T, D> compute() const {
+    const tensor<T, D> ta = detail::materialize(a);
+    const tensor<T, D> tb = detail::materialize(b);
+    tensor<T, D> out(m_shape);
+    const index_t batch = m_batch.size();
+    std::vector<index_t> a_off(static_cast<std::size_t>(batch)), b_off(static_cast<std::size_t>(batch));
+    batch_offsets(ta.shape(), m * k, a_off);
+    batch_offsets(tb.shape(), k * n, b_off);
+    if (k == 0) {
+      detail::assign_into(out, 0, contiguous_strides(m_shape).data(),
+                          broadcast_to(scalar_expr<T, D>(T(0)), m_shape));
+      return out;
+    }
+    detail::evaluator<D>::matmul(opt.transpose_a, opt.transpose_b, batch, m, n, k, ta.data(), a_off.data(),
+                                 tb.data(), b_off.data(), out.mutable_data());
+    return out;
+  }
+
+ private:
+  // Offset of each output batch entry's matrix inside an operand whose batch shape broadcasts.
+  void batch_offsets(const fluxion::shape& s, index_t matrix, std::vector<index_t>& off) const {
+    const int rb = m_batch.rank(), ro = s.rank() - 2;
+    for (index_t i = 0; i < static_cast<index_t>(off.size()); ++i) {
+      index_t rem = i, o = 0, stride = matrix;
+      for (int d = rb - 1; d >= 0; --d) {
+        const index_t c = rem % m_batch[d];
+        rem /= m_batch[d];
+        const int od = d - (rb - ro);
+        if (od >= 0) {
+          if (s[od] != 1) o += c * stride;
+          stride *= s[od];
+        }
+      }
+      off[static_cast<std::size_t>(i)] = o;
+    }
+  }
+};
+
+template <class A, class B>
+  requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>) &&
+           (is_expression_v<B> || is_variable_v<std::remove_cvref_t<B>>))
+auto matmul(A&& a, B&& b, matmul_options opt = {}) {
+  using EA = detail::expr_t<A>;
+  using EB = detail::expr_t<B>;
+  static_assert(std::is_same_v<value_type_t<EA>, value_type_t<EB>>,
+                "fluxion::matmul: the operands have different element types; convert one with fluxion::cast<T>.");
+  static_assert(std::is_same_v<device_t<EA>, device_t<EB>>,
+                "fluxion::matmul: the operands live on different devices; move one with fluxion::to<Device>.");
+  return matmul_expr<EA, EB>(detail::as_expr<A>(std::forward<A>(a)), detail::as_expr<B>(std::forward<B>(b)), opt);
+}
+
+}  // namespace fluxion

@@ -1,0 +1,123 @@
+// fx::variable<T, Device>: the only mutable state in fluxion.
+//
+//   fx::variable<float> w{fx::zeros<float>({784, 10}), "w"};
+//   w.assign_sub(0.1f * grad);      // one fused pass: w - 0.1 * grad
+//   auto y = fx::matmul(x, w);      // a variable reads as its current value
+//
+// Each assignment evaluates the new value into a fresh buffer (recycled from the allocator's
+// cache) and swaps it in, so tensors read from the variable earlier, such as those a gradient
+// tape saved, never change under their holder. The version counter increments on every
+// assignment.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "../expr/elementwise.hpp"
+#include "../expr/evaluate.hpp"
+#include "../expr/remap.hpp"
+#include "tensor.hpp"
+
+namespace fluxion {
+
+namespace detail {
+inline std::uint64_t next_variable_id() {
+  static std::atomic<std::uint64_t> counter{0};
+  return ++counter;
+}
+
+/// Hook for the gradient tape: notified when a variable is read (autodiff/tape.hpp).
+struct variable_read_observer {
+  static inline thread_local void (*on_read)(std::uint64_t id, bool trainable, const void* storage) = nullptr;
+};
+}  // namespace detail
+
+template <class T, class Device>
+class variable {
+ public:
+  using value_type = T;
+  using device_type = Device;
+
+  explicit variable(tensor<T, Device> initial, std::string name = {}, bool trainable = true)
+      : m_value(std::move(initial)), m_name(std::move(name)), m_trainable(trainable) {}
+  template <expression E>
+    requires(!is_tensor_v<std::remove_cvref_t<E>>)
+  explicit variable(const E& initial, std::string name = {}, bool trainable = true)
+      : variable(tensor<T, Device>(initial), std::move(name), trainable) {}
+
+  variable(const variable&) = delete;  // a variable is an identity; share it by reference
+  variable& operator=(const variable&) = delete;
+  variable(variable&& o) noexcept
+      : m_value(std::move(o.m_value)), m_name(std::move(o.m_name)), m_trainable(o.m_trainable),
+        m_version(o.m_version), m_id(o.m_id) {}
+
+  /// The current value. Under a gradient tape, reading a trainable variable watches it.
+  const tensor<T, Device>& read_value() const {
+    if (auto* f = detail::variable_read_observer::on_read) f(m_id, m_trainable, m_value.storage_id());
+    return m_value;
+  }
+  /// The current value without notifying any tape.
+  const tensor<T, Device>& value() const noexcept { return m_value; }
+
+  const fluxion::shape& shape() const noexcept { return m_value.shape(); }
+  int rank() const noexcept { return m_value.rank(); }
+  index_t size() const noexcept { return m_value.size(); }
+  const std::string& name() const noexcept { return m_name; }
+  bool trainable() const noexcept { return m_trainable; }
+  void set_trainable(bool t) noexcept { m_trainable = t; }
+  std::uint64_t version() const noexcept { return m_version; }
+  std::uint64_t id() const noexcept { return m_id; }
+
+  /// Replaces the value; `e` must have the variable's shape or broadcast to it.
+  template <class E>
+    requires(operand<E>)
+  variable& assign(const E& e) {
+    auto x = detail::as_expr<variable>(e);
+    using X = decltype(x);
+    static_assert(std::is_same_v<value_type_t<X>, T>,
+                  "fluxion::variable::assign: the expression's element type differs from the variable's; "
+                  "convert it with fluxion::cast<T>(expr) first.");
+    static_assert(std::is_same_v<device_t<X>, Device>,
+                  "fluxion::variable::assign: the expression lives on another device; move it with "
+                  "fluxion::to<Device>(expr) first.");
+    if (x.shape() == shape()) {
+      m_value = tensor<T, Device>(x);
+    } else {
+      if (broadcast_shapes(x.shape(), shape(), "assign") != shape())
+        throw shape_error("assign: cannot assign a value of shape " + to_string(x.shape()) + " to variable '" +
+                          m_name + "' of shape " + to_string(shape()));
+      m_value = tensor<T, Device>(broadcast_to(x, shape()));
+    }
+    ++m_version;
+    return *this;
+  }
+  template <class E>
+    requires(operand<E>)
+  variable& assign_add(const E& e) {
+    check_update_shape(detail::as_expr<variable>(e).shape(), "assign_add");
+    return assign(m_value + e);
+  }
+  template <class E>
+    requires(operand<E>)
+  variable& assign_sub(const E& e) {
+    check_update_shape(detail::as_expr<variable>(e).shape(), "assign_sub");
+    return assign(m_value - e);
+  }
+
+ private:
+  void check_update_shape(const fluxion::shape& s, const char* op) const {
+    if (broadcast_shapes(s, shape(), op) != shape())
+      throw shape_error(std::string(op) + ": cannot apply an update of shape " + to_string(s) + " to variable '" +
+                        m_name + "' of shape " + to_string(shape()));
+  }
+
+  tensor<T, Device> m_value;
+  std::string m_name;
+  bool m_trainable = true;
+  std::uint64_t m_version = 0;
+  std::uint64_t m_id = detail::next_variable_id();
+};
+
+}  // namespace fluxion
