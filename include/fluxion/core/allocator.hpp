@@ -147,9 +147,12 @@ class host_cache {
     m_cached = 0;
   }
 
-  static host_cache& local() {
+  /// This thread's cache, or nullptr once it has been destroyed (a tensor freed by a static
+  /// destructor at exit goes straight back to the system).
+  static host_cache* local() {
+    if (t_destroyed) return nullptr;
     static thread_local host_cache cache;
-    return cache;
+    return &cache;
   }
 
   host_cache() {
@@ -158,6 +161,7 @@ class host_cache {
     reg.live.push_back(&m_counters);
   }
   ~host_cache() {
+    t_destroyed = true;
     release_all();
     auto& reg = counter_registry::instance();
     std::lock_guard<std::mutex> lk(reg.mutex);
@@ -169,6 +173,7 @@ class host_cache {
   }
 
  private:
+  static inline thread_local bool t_destroyed = false;  // trivially destructible: safe at exit
   std::vector<void*> m_free[n_size_classes];
   std::size_t m_cached = 0;
   thread_counters m_counters;
@@ -180,10 +185,20 @@ struct device_allocator;
 
 template <>
 struct device_allocator<cpu> {
-  static void* allocate(std::size_t bytes, std::size_t& actual) { return host_cache::local().allocate(bytes, actual); }
-  static void deallocate(void* p, std::size_t actual) noexcept { host_cache::local().deallocate(p, actual); }
+  static void* allocate(std::size_t bytes, std::size_t& actual) {
+    if (auto* c = host_cache::local()) return c->allocate(bytes, actual);
+    int idx;
+    actual = size_class(bytes, idx);
+    return ::operator new(actual, std::align_val_t{buffer_alignment});
+  }
+  static void deallocate(void* p, std::size_t actual) noexcept {
+    if (auto* c = host_cache::local()) c->deallocate(p, actual);
+    else ::operator delete(p, std::align_val_t{buffer_alignment});
+  }
   static memory::statistics stats() { return counter_registry::instance().sum(); }
-  static void empty_cache() noexcept { host_cache::local().release_all(); }
+  static void empty_cache() noexcept {
+    if (auto* c = host_cache::local()) c->release_all();
+  }
 };
 
 }  // namespace detail

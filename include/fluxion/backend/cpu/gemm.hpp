@@ -159,14 +159,21 @@ void run_tasks(bool parallel, index_t n_tasks, Task&& task) {
 }
 
 // Tall C: op(B) is packed once, shared by all tasks; each task packs its own rows of op(A) per
-// k-slice, so that block stays in L2 while the B slivers stream through L1.
+// k-slice, so that block stays in L2 while the B slivers stream through L1. Convolutions reuse the
+// two halves directly: one packed filter, many row blocks of im2col columns.
+
+/// Elements pack_b_all needs: slice q (rows k0..k0+kc of op(B)) starts at k0 * npad, and its
+/// sliver at column j at + j * kc.
 template <class T>
-void gemm_tall(const problem<T>& p, const task_grid& grid, bool parallel) {
+index_t packed_b_size(index_t k, index_t n) {
+  return k * round_up(n, gemm_kernel_traits<T>::nr);
+}
+
+template <class T>
+void pack_b_all(const problem<T>& p, T* bp, bool parallel) {
   using traits = gemm_kernel_traits<T>;
   constexpr index_t nr = traits::nr, kc_max = traits::kc;
   const index_t npad = round_up(p.n, nr), slices = ceil_div(p.k, kc_max);
-  T* bp = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(p.k * npad));
-  // Slice q (rows k0..k0+kc of op(B)) starts at bp + k0 * npad, and its sliver at column j at + j * kc.
   constexpr index_t strips_per_task = 16;
   const index_t groups = ceil_div(npad / nr, strips_per_task);
   run_tasks<T>(parallel && p.k * npad >= (1 << 16), slices * groups, [&](index_t t) {
@@ -175,18 +182,32 @@ void gemm_tall(const problem<T>& p, const task_grid& grid, bool parallel) {
     const index_t j0 = g * strips_per_task * nr, cols = std::min(strips_per_task * nr, p.n - j0);
     pack_b(bp + k0 * npad + j0 * kc, p.b, p.ldb, p.tb, k0, kc, j0, cols);
   });
+}
+
+/// Rows [i0, i0 + rows) by columns [j0, j0 + cols) of C, with op(B) packed by pack_b_all into bp
+/// (p.b is not read). Runs on the calling thread.
+template <class T>
+void rows_with_packed_b(const problem<T>& p, const T* bp, index_t i0, index_t rows, index_t j0, index_t cols) {
+  using traits = gemm_kernel_traits<T>;
+  constexpr index_t nr = traits::nr, kc_max = traits::kc;
+  const index_t npad = round_up(p.n, nr), slices = ceil_div(p.k, kc_max);
+  T* ap = scratch<T, scratch_slot::gemm_a>(static_cast<std::size_t>(round_up(rows, traits::mr) * std::min(p.k, kc_max)));
+  for (index_t q = 0; q < slices; ++q) {
+    const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
+    pack_a(ap, p.a, p.lda, p.ta, i0, rows, k0, kc);
+    const tile_update<T> u = slice_update(p, q, slices);
+    for (index_t js = j0; js < j0 + cols; js += nr)
+      sliver_tiles(p, u, q == slices - 1, kc, ap, i0, rows, bp + k0 * npad + js * kc, js);
+  }
+}
+
+template <class T>
+void gemm_tall(const problem<T>& p, const task_grid& grid, bool parallel) {
+  T* bp = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(packed_b_size<T>(p.k, p.n)));
+  pack_b_all(p, bp, parallel);
   run_tasks<T>(parallel, grid.tm * grid.tn, [&](index_t t) {
     const index_t i0 = (t % grid.tm) * grid.mt, j0 = (t / grid.tm) * grid.nt;
-    const index_t rows = std::min(grid.mt, p.m - i0), cols = std::min(grid.nt, p.n - j0);
-    T* ap = scratch<T, scratch_slot::gemm_a>(
-        static_cast<std::size_t>(round_up(rows, traits::mr) * std::min(p.k, kc_max)));
-    for (index_t q = 0; q < slices; ++q) {
-      const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
-      pack_a(ap, p.a, p.lda, p.ta, i0, rows, k0, kc);
-      const tile_update<T> u = slice_update(p, q, slices);
-      for (index_t js = j0; js < j0 + cols; js += nr)
-        sliver_tiles(p, u, q == slices - 1, kc, ap, i0, rows, bp + k0 * npad + js * kc, js);
-    }
+    rows_with_packed_b(p, bp, i0, std::min(grid.mt, p.m - i0), j0, std::min(grid.nt, p.n - j0));
   });
 }
 
@@ -225,6 +246,11 @@ void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
 inline constexpr index_t dot_max_n = 12;
 
 template <class T>
+bool uses_dot_kernel(const problem<T>& p) {
+  return !p.ta && p.n <= dot_max_n;
+}
+
+template <class T>
 void gemm_dot(const problem<T>& p, bool parallel) {
   constexpr index_t w = simd_ops<T>::width;
   const index_t ldbt = round_up(p.k, w);
@@ -248,7 +274,7 @@ void gemm_unchecked(const problem<T>& p, bool allow_threads) {
     return;
   }
   const bool big = 2.0 * p.m * p.n * p.k >= min_parallel_flops;
-  if (!p.ta && p.n <= dot_max_n) {
+  if (uses_dot_kernel(p)) {
     gemm_dot(p, allow_threads && big);
     return;
   }

@@ -1,0 +1,271 @@
+// 2-D convolution on the CPU in TensorFlow's layouts: input NHWC, filters HWIO (KH, KW, C_in, C_out),
+// output NHWC. Forward, gradient with respect to the input and gradient with respect to the
+// filters; fx::conv2d and its vector-Jacobian products call these.
+//
+//   using namespace fluxion::detail::cpu;
+//   auto s = conv2d_tf_shape(/*batch=*/64, 28, 28, 1, /*filter=*/5, 5, /*out_c=*/32, padding_mode::same);
+//   conv2d_forward<float>(s, x, w, y, {.bias = b, .act = activation::relu});
+//   conv2d_backward_input<float>(s, dy, w, dx);
+//   conv2d_backward_filter<float>(s, x, dy, dw);
+//
+// All three are im2col plus the packed GEMM, which measured fastest here (bench/RESULTS-kernels.md):
+//   forward      Y (pixels x C_out)    = columns(X) (pixels x KH*KW*C_in) * W
+//   input grad   dX (pixels x C_in)    = columns(dY) (input pixels x KH*KW*C_out) * W'; W' is W with
+//                                        each (kh, kw) slice transposed. The gather form needs no
+//                                        scatter-add, so no two tasks write one element.
+//   filter grad  dW (KH*KW*C_in x C_out) = columns(X)^T * dY, reduced over fixed chunks of output
+//                                        pixels whose partial sums are added in chunk order.
+// Row blocks of columns are built per task and stay in cache; the filter is packed once per call.
+// Work is split into blocks whose size depends only on the shape, so results are bitwise identical
+// for any thread count.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "../../core/config.hpp"
+#include "../../core/error.hpp"
+#include "detail/scratch_buffer.hpp"
+#include "detail/window_geometry.hpp"
+#include "gemm.hpp"
+#include "thread_pool.hpp"
+
+namespace fluxion::detail::cpu {
+
+/// Sizes of one convolution. Padding is explicit (rows above, columns left); the output size
+/// implies the padding below and right. conv2d_tf_shape fills it from TF's `same`/`valid`.
+struct conv2d_shape {
+  index_t batch = 0, in_h = 0, in_w = 0, in_c = 0;
+  index_t filter_h = 1, filter_w = 1, out_c = 0;
+  index_t stride_h = 1, stride_w = 1;
+  index_t dilation_h = 1, dilation_w = 1;
+  index_t pad_top = 0, pad_left = 0;
+  index_t out_h = 0, out_w = 0;
+
+  index_t input_size() const { return batch * in_h * in_w * in_c; }
+  index_t filter_size() const { return filter_h * filter_w * in_c * out_c; }
+  index_t output_size() const { return batch * out_h * out_w * out_c; }
+};
+
+inline conv2d_shape conv2d_tf_shape(index_t batch, index_t in_h, index_t in_w, index_t in_c, index_t filter_h,
+                                    index_t filter_w, index_t out_c, padding_mode padding, index_t stride_h = 1,
+                                    index_t stride_w = 1, index_t dilation_h = 1, index_t dilation_w = 1) {
+  const window_extent h = tf_window("conv2d", in_h, filter_h, stride_h, dilation_h, padding);
+  const window_extent w = tf_window("conv2d", in_w, filter_w, stride_w, dilation_w, padding);
+  return {batch,    in_h,       in_w,       in_c,         filter_h,      filter_w, out_c, stride_h,
+          stride_w, dilation_h, dilation_w, h.pad_before, w.pad_before, h.out,    w.out};
+}
+
+namespace conv_detail {
+
+inline void check_shape(const char* op, const conv2d_shape& s) {
+  auto v = [](const char* name, index_t x) { return std::string(name) + " = " + std::to_string(x); };
+  auto require = [&](bool ok, const char* name, index_t x, const char* what) {
+    if (!ok) throw invalid_argument(std::string(op) + ": " + v(name, x) + " " + what);
+  };
+  require(s.batch >= 0, "batch", s.batch, "is negative");
+  require(s.in_h >= 0, "in_h", s.in_h, "is negative");
+  require(s.in_w >= 0, "in_w", s.in_w, "is negative");
+  require(s.in_c >= 0, "in_c", s.in_c, "is negative");
+  require(s.out_c >= 0, "out_c", s.out_c, "is negative");
+  require(s.filter_h >= 1, "filter_h", s.filter_h, "must be at least 1");
+  require(s.filter_w >= 1, "filter_w", s.filter_w, "must be at least 1");
+  require(s.stride_h >= 1, "stride_h", s.stride_h, "must be at least 1");
+  require(s.stride_w >= 1, "stride_w", s.stride_w, "must be at least 1");
+  require(s.dilation_h >= 1, "dilation_h", s.dilation_h, "must be at least 1");
+  require(s.dilation_w >= 1, "dilation_w", s.dilation_w, "must be at least 1");
+  require(s.pad_top >= 0, "pad_top", s.pad_top, "is negative");
+  require(s.pad_left >= 0, "pad_left", s.pad_left, "is negative");
+  require(s.out_h >= 0, "out_h", s.out_h, "is negative");
+  require(s.out_w >= 0, "out_w", s.out_w, "is negative");
+}
+
+// Row blocks of about this many column elements stay in L2 next to the packed filter.
+inline constexpr index_t block_elements = 1 << 16;
+
+inline index_t block_rows(index_t k) { return std::clamp<index_t>((block_elements / std::max<index_t>(k, 1) + 5) / 6 * 6, 24, 1024); }
+
+inline bool is_pointwise(const conv2d_shape& s) {
+  return s.filter_h == 1 && s.filter_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
+         s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
+}
+
+/// Rows [r0, r0 + rows) of columns(X): row (n, oh, ow) holds the window (kh, kw, ci) of the input.
+template <class T>
+void im2col(const conv2d_shape& s, const T* x, index_t r0, index_t rows, T* cols) {
+  const index_t k = s.filter_h * s.filter_w * s.in_c, hw = s.out_h * s.out_w;
+  for (index_t r = 0; r < rows; ++r) {
+    const index_t pixel = r0 + r, n = pixel / hw, oh = pixel % hw / s.out_w, ow = pixel % s.out_w;
+    T* dst = cols + r * k;
+    for (index_t kh = 0; kh < s.filter_h; ++kh) {
+      const index_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
+      if (ih < 0 || ih >= s.in_h) {
+        std::fill_n(dst, s.filter_w * s.in_c, T(0));
+        dst += s.filter_w * s.in_c;
+        continue;
+      }
+      const T* row = x + ((n * s.in_h + ih) * s.in_w) * s.in_c;
+      for (index_t kw = 0; kw < s.filter_w; ++kw, dst += s.in_c) {
+        const index_t iw = ow * s.stride_w - s.pad_left + kw * s.dilation_w;
+        if (iw < 0 || iw >= s.in_w)
+          std::fill_n(dst, s.in_c, T(0));
+        else
+          std::copy_n(row + iw * s.in_c, s.in_c, dst);
+      }
+    }
+  }
+}
+
+/// Rows [r0, r0 + rows) of columns(dY) for the input gradient: row (n, ih, iw) holds, for each
+/// (kh, kw), the output gradient at the position whose window put tap (kh, kw) on (ih, iw).
+template <class T>
+void im2col_transposed(const conv2d_shape& s, const T* dy, index_t r0, index_t rows, T* cols) {
+  const index_t k = s.filter_h * s.filter_w * s.out_c, hw = s.in_h * s.in_w;
+  for (index_t r = 0; r < rows; ++r) {
+    const index_t pixel = r0 + r, n = pixel / hw, ih = pixel % hw / s.in_w, iw = pixel % s.in_w;
+    T* dst = cols + r * k;
+    for (index_t kh = 0; kh < s.filter_h; ++kh) {
+      const index_t oh_scaled = ih + s.pad_top - kh * s.dilation_h;
+      const index_t oh = oh_scaled / s.stride_h;
+      if (oh_scaled < 0 || oh_scaled % s.stride_h != 0 || oh >= s.out_h) {
+        std::fill_n(dst, s.filter_w * s.out_c, T(0));
+        dst += s.filter_w * s.out_c;
+        continue;
+      }
+      const T* row = dy + ((n * s.out_h + oh) * s.out_w) * s.out_c;
+      for (index_t kw = 0; kw < s.filter_w; ++kw, dst += s.out_c) {
+        const index_t ow_scaled = iw + s.pad_left - kw * s.dilation_w;
+        const index_t ow = ow_scaled / s.stride_w;
+        if (ow_scaled < 0 || ow_scaled % s.stride_w != 0 || ow >= s.out_w)
+          std::fill_n(dst, s.out_c, T(0));
+        else
+          std::copy_n(row + ow * s.out_c, s.out_c, dst);
+      }
+    }
+  }
+}
+
+/// C (rows x n) = A (rows x k, from make_rows) * B for many row blocks, B packed once.
+template <class T, class MakeRows>
+void blocked_product(index_t rows_total, index_t k, index_t n, const T* b, index_t ldb, bool tb, T* c,
+                     const gemm_epilogue<T>& ep, MakeRows&& make_rows) {
+  using namespace gemm_detail;
+  problem<T> p{false, tb, rows_total, n, k, T(1), nullptr, k, b, ldb, T(0), c, n, ep};
+  const index_t block = block_rows(k), tasks = ceil_div(rows_total, block);
+  const bool parallel = 2.0 * rows_total * n * k >= min_parallel_flops;
+  const bool dot = uses_dot_kernel(p);
+  T* bp = nullptr;
+  if (!dot) {
+    bp = scratch<T, scratch_slot::conv_packed>(static_cast<std::size_t>(packed_b_size<T>(k, n)));
+    pack_b_all(p, bp, parallel);
+  }
+  run_tasks<T>(parallel, tasks, [&](index_t t) {
+    const index_t r0 = t * block, rows = std::min(block, rows_total - r0);
+    problem<T> q = p;
+    q.m = rows;
+    q.a = make_rows(r0, rows);
+    q.c = c + r0 * n;
+    if (dot)
+      gemm_unchecked(q, false);
+    else
+      rows_with_packed_b(q, bp, 0, rows, 0, n);
+  });
+}
+
+}  // namespace conv_detail
+
+/// output (N, OH, OW, C_out) = act(conv(input, filter) + bias); `epilogue.bias` has C_out values.
+template <gemm_scalar T>
+void conv2d_forward(const conv2d_shape& s, const T* input, const T* filter, T* output,
+                    const gemm_epilogue<T>& epilogue = {}) {
+  conv_detail::check_shape("conv2d_forward", s);
+  const index_t pixels = s.batch * s.out_h * s.out_w, k = s.filter_h * s.filter_w * s.in_c;
+  if (pixels == 0 || s.out_c == 0) return;
+  if (k == 0) {
+    gemm_detail::scale_only(pixels, s.out_c, T(0), output, s.out_c, epilogue);
+    return;
+  }
+  if (conv_detail::is_pointwise(s)) {  // the columns are the input itself
+    gemm_detail::gemm_unchecked<T>({false, false, pixels, s.out_c, k, T(1), input, k, filter, s.out_c, T(0), output,
+                                    s.out_c, epilogue},
+                                   true);
+    return;
+  }
+  conv_detail::blocked_product<T>(pixels, k, s.out_c, filter, s.out_c, false, output, epilogue,
+                                  [&](index_t r0, index_t rows) {
+                                    T* cols = scratch<T, scratch_slot::conv_columns>(static_cast<std::size_t>(rows * k));
+                                    conv_detail::im2col(s, input, r0, rows, cols);
+                                    return static_cast<const T*>(cols);
+                                  });
+}
+
+/// grad_input (N, H, W, C_in) = the gradient of sum(conv(input, filter) * grad_output) w.r.t. input.
+template <gemm_scalar T>
+void conv2d_backward_input(const conv2d_shape& s, const T* grad_output, const T* filter, T* grad_input) {
+  conv_detail::check_shape("conv2d_backward_input", s);
+  const index_t pixels = s.batch * s.in_h * s.in_w, taps = s.filter_h * s.filter_w, k = taps * s.out_c;
+  if (pixels == 0 || s.in_c == 0) return;
+  if (k == 0 || s.out_h == 0 || s.out_w == 0) {
+    std::fill_n(grad_input, pixels * s.in_c, T(0));
+    return;
+  }
+  // W' (taps * C_out x C_in): each tap's C_in x C_out slice transposed.
+  T* wt = scratch<T, scratch_slot::conv_filters>(static_cast<std::size_t>(k * s.in_c));
+  for (index_t t = 0; t < taps; ++t)
+    for (index_t ci = 0; ci < s.in_c; ++ci)
+      for (index_t co = 0; co < s.out_c; ++co)
+        wt[(t * s.out_c + co) * s.in_c + ci] = filter[(t * s.in_c + ci) * s.out_c + co];
+  conv_detail::blocked_product<T>(pixels, k, s.in_c, wt, s.in_c, false, grad_input, {},
+                                  [&](index_t r0, index_t rows) {
+                                    T* cols = scratch<T, scratch_slot::conv_columns>(static_cast<std::size_t>(rows * k));
+                                    conv_detail::im2col_transposed(s, grad_output, r0, rows, cols);
+                                    return static_cast<const T*>(cols);
+                                  });
+}
+
+/// grad_filter (KH, KW, C_in, C_out) = the gradient of sum(conv(input, filter) * grad_output) w.r.t. filter.
+template <gemm_scalar T>
+void conv2d_backward_filter(const conv2d_shape& s, const T* input, const T* grad_output, T* grad_filter) {
+  using namespace gemm_detail;
+  conv_detail::check_shape("conv2d_backward_filter", s);
+  const index_t pixels = s.batch * s.out_h * s.out_w, k = s.filter_h * s.filter_w * s.in_c, n = s.out_c;
+  if (k == 0 || n == 0) return;
+  if (pixels == 0) {
+    std::fill_n(grad_filter, k * n, T(0));
+    return;
+  }
+  // Pixels are summed in fixed chunks (in parallel), and the chunks' partial sums in chunk order.
+  constexpr index_t chunk = 1024;
+  const index_t chunks = ceil_div(pixels, chunk), sub = std::clamp<index_t>(conv_detail::block_elements / k, 64, chunk);
+  const bool pointwise = conv_detail::is_pointwise(s);
+  T* partials = chunks == 1 ? grad_filter
+                            : scratch<T, scratch_slot::conv_partials>(static_cast<std::size_t>(chunks * k * n));
+  run_tasks<T>(2.0 * pixels * k * n >= min_parallel_flops, chunks, [&](index_t c) {
+    T* out = partials + c * k * n;
+    const index_t end = std::min(pixels, (c + 1) * chunk);
+    for (index_t r0 = c * chunk; r0 < end; r0 += sub) {
+      const index_t rows = std::min(sub, end - r0);
+      const T* cols = input + r0 * k;
+      if (!pointwise) {
+        T* buffer = scratch<T, scratch_slot::conv_columns>(static_cast<std::size_t>(rows * k));
+        conv_detail::im2col(s, input, r0, rows, buffer);
+        cols = buffer;
+      }
+      gemm_unchecked<T>({true, false, k, n, rows, T(1), cols, k, grad_output + r0 * n, n,
+                         r0 == c * chunk ? T(0) : T(1), out, n, {}},
+                        false);
+    }
+  });
+  if (chunks == 1) return;
+  const index_t total = k * n;
+  constexpr index_t span = 4096;
+  run_tasks<T>(total * chunks >= (1 << 18), ceil_div(total, span), [&](index_t t) {
+    const index_t e0 = t * span, e1 = std::min(total, e0 + span);
+    for (index_t e = e0; e < e1; ++e) grad_filter[e] = partials[e];
+    for (index_t c = 1; c < chunks; ++c)
+      for (index_t e = e0; e < e1; ++e) grad_filter[e] += partials[c * total + e];
+  });
+}
+
+}  // namespace fluxion::detail::cpu

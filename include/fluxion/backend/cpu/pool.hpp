@@ -1,0 +1,202 @@
+// 2-D max and average pooling on the CPU, NHWC, forward and backward, with TensorFlow's conventions;
+// fx::max_pool2d and fx::avg_pool2d and their vector-Jacobian products call these.
+//
+//   using namespace fluxion::detail::cpu;
+//   auto s = pool2d_tf_shape(/*batch=*/64, 28, 28, 32, /*window=*/2, 2, /*strides=*/2, 2, padding_mode::same);
+//   max_pool2d_forward<float>(s, x, y);
+//   max_pool2d_backward<float>(s, x, dy, dx);   // recomputes each window's maximum from x
+//
+// Conventions, as in TensorFlow:
+//   - padding never takes part: a max is over the window's valid elements, and an average divides
+//     by the number of valid elements (so `same` windows at the border are not diluted by zeros);
+//   - max pool backward routes each output gradient to the first maximal element of its window,
+//     scanning rows then columns (kh, then kw), and comparing with `>`: ties go to the top-left
+//     element, and the forward pass keeps that same element;
+//   - a window with no valid element (possible only with hand-made padding) gives 0 and gets no
+//     gradient.
+// Backward kernels add into overlapping windows one image at a time, in a fixed order, so results
+// are bitwise identical for any thread count.
+#pragma once
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "../../core/config.hpp"
+#include "../../core/error.hpp"
+#include "detail/window_geometry.hpp"
+#include "thread_pool.hpp"
+
+namespace fluxion::detail::cpu {
+
+struct pool2d_shape {
+  index_t batch = 0, in_h = 0, in_w = 0, channels = 0;
+  index_t window_h = 1, window_w = 1;
+  index_t stride_h = 1, stride_w = 1;
+  index_t pad_top = 0, pad_left = 0;
+  index_t out_h = 0, out_w = 0;
+
+  index_t input_size() const { return batch * in_h * in_w * channels; }
+  index_t output_size() const { return batch * out_h * out_w * channels; }
+};
+
+inline pool2d_shape pool2d_tf_shape(index_t batch, index_t in_h, index_t in_w, index_t channels, index_t window_h,
+                                    index_t window_w, index_t stride_h, index_t stride_w, padding_mode padding) {
+  const window_extent h = tf_window("pool2d", in_h, window_h, stride_h, 1, padding);
+  const window_extent w = tf_window("pool2d", in_w, window_w, stride_w, 1, padding);
+  return {batch, in_h, in_w, channels, window_h, window_w, stride_h, stride_w, h.pad_before, w.pad_before, h.out, w.out};
+}
+
+namespace pool_detail {
+
+inline void check_shape(const char* op, const pool2d_shape& s) {
+  auto require = [&](bool ok, const char* name, index_t x, const char* what) {
+    if (!ok) throw invalid_argument(std::string(op) + ": " + name + " = " + std::to_string(x) + " " + what);
+  };
+  require(s.batch >= 0, "batch", s.batch, "is negative");
+  require(s.in_h >= 0, "in_h", s.in_h, "is negative");
+  require(s.in_w >= 0, "in_w", s.in_w, "is negative");
+  require(s.channels >= 0, "channels", s.channels, "is negative");
+  require(s.window_h >= 1, "window_h", s.window_h, "must be at least 1");
+  require(s.window_w >= 1, "window_w", s.window_w, "must be at least 1");
+  require(s.stride_h >= 1, "stride_h", s.stride_h, "must be at least 1");
+  require(s.stride_w >= 1, "stride_w", s.stride_w, "must be at least 1");
+  require(s.pad_top >= 0, "pad_top", s.pad_top, "is negative");
+  require(s.pad_left >= 0, "pad_left", s.pad_left, "is negative");
+  require(s.out_h >= 0, "out_h", s.out_h, "is negative");
+  require(s.out_w >= 0, "out_w", s.out_w, "is negative");
+}
+
+/// The valid part [h0, h1) x [w0, w1) of the window of output (oh, ow).
+struct window_span {
+  index_t h0, h1, w0, w1;
+  index_t count() const { return std::max<index_t>(h1 - h0, 0) * std::max<index_t>(w1 - w0, 0); }
+};
+
+inline window_span span_of(const pool2d_shape& s, index_t oh, index_t ow) {
+  const index_t h = oh * s.stride_h - s.pad_top, w = ow * s.stride_w - s.pad_left;
+  return {std::max<index_t>(h, 0), std::min(h + s.window_h, s.in_h), std::max<index_t>(w, 0),
+          std::min(w + s.window_w, s.in_w)};
+}
+
+// Forward passes run one task per block of output rows; backward ones one task per image, since
+// windows of one image may overlap.
+inline constexpr index_t min_parallel_elements = 1 << 15;
+
+template <class Body>
+void for_each_output_row(const pool2d_shape& s, Body&& body) {
+  const index_t rows = s.batch * s.out_h;
+  auto task = [&](index_t r) { body(r / s.out_h, r % s.out_h); };
+  if (s.output_size() >= min_parallel_elements)
+    parallel_for(rows, task);
+  else
+    for (index_t r = 0; r < rows; ++r) task(r);
+}
+
+template <class Body>
+void for_each_image(const pool2d_shape& s, Body&& body) {
+  if (s.input_size() + s.output_size() >= min_parallel_elements)
+    parallel_for(s.batch, body);
+  else
+    for (index_t n = 0; n < s.batch; ++n) body(n);
+}
+
+}  // namespace pool_detail
+
+template <class T>
+void max_pool2d_forward(const pool2d_shape& s, const T* input, T* output) {
+  pool_detail::check_shape("max_pool2d_forward", s);
+  const index_t c = s.channels;
+  pool_detail::for_each_output_row(s, [&](index_t n, index_t oh) {
+    const T* x = input + n * s.in_h * s.in_w * c;
+    for (index_t ow = 0; ow < s.out_w; ++ow) {
+      T* y = output + ((n * s.out_h + oh) * s.out_w + ow) * c;
+      const auto win = pool_detail::span_of(s, oh, ow);
+      if (win.count() == 0) {
+        std::fill_n(y, c, T(0));
+        continue;
+      }
+      std::copy_n(x + (win.h0 * s.in_w + win.w0) * c, c, y);
+      for (index_t ih = win.h0; ih < win.h1; ++ih)
+        for (index_t iw = win.w0; iw < win.w1; ++iw) {
+          const T* v = x + (ih * s.in_w + iw) * c;
+          // `v > y ? v : y` keeps the earlier element on ties, like the backward pass.
+          for (index_t ch = 0; ch < c; ++ch) y[ch] = v[ch] > y[ch] ? v[ch] : y[ch];
+        }
+    }
+  });
+}
+
+/// grad_input = the gradient routed to each window's first maximal element of input.
+template <class T>
+void max_pool2d_backward(const pool2d_shape& s, const T* input, const T* grad_output, T* grad_input) {
+  pool_detail::check_shape("max_pool2d_backward", s);
+  const index_t c = s.channels, image_in = s.in_h * s.in_w * c;
+  pool_detail::for_each_image(s, [&](index_t n) {
+    const T* x = input + n * image_in;
+    T* dx = grad_input + n * image_in;
+    std::fill_n(dx, image_in, T(0));
+    for (index_t oh = 0; oh < s.out_h; ++oh)
+      for (index_t ow = 0; ow < s.out_w; ++ow) {
+        const T* g = grad_output + ((n * s.out_h + oh) * s.out_w + ow) * c;
+        const auto win = pool_detail::span_of(s, oh, ow);
+        if (win.count() == 0) continue;
+        const index_t first = (win.h0 * s.in_w + win.w0) * c;
+        for (index_t ch = 0; ch < c; ++ch) {
+          index_t best = first + ch;
+          for (index_t ih = win.h0; ih < win.h1; ++ih)
+            for (index_t iw = win.w0; iw < win.w1; ++iw) {
+              const index_t at = (ih * s.in_w + iw) * c + ch;
+              if (x[at] > x[best]) best = at;
+            }
+          dx[best] += g[ch];
+        }
+      }
+  });
+}
+
+template <class T>
+void avg_pool2d_forward(const pool2d_shape& s, const T* input, T* output) {
+  pool_detail::check_shape("avg_pool2d_forward", s);
+  const index_t c = s.channels;
+  pool_detail::for_each_output_row(s, [&](index_t n, index_t oh) {
+    const T* x = input + n * s.in_h * s.in_w * c;
+    for (index_t ow = 0; ow < s.out_w; ++ow) {
+      T* y = output + ((n * s.out_h + oh) * s.out_w + ow) * c;
+      const auto win = pool_detail::span_of(s, oh, ow);
+      std::fill_n(y, c, T(0));
+      if (win.count() == 0) continue;
+      for (index_t ih = win.h0; ih < win.h1; ++ih)
+        for (index_t iw = win.w0; iw < win.w1; ++iw) {
+          const T* v = x + (ih * s.in_w + iw) * c;
+          for (index_t ch = 0; ch < c; ++ch) y[ch] += v[ch];
+        }
+      const T scale = T(1) / static_cast<T>(win.count());
+      for (index_t ch = 0; ch < c; ++ch) y[ch] *= scale;
+    }
+  });
+}
+
+template <class T>
+void avg_pool2d_backward(const pool2d_shape& s, const T* grad_output, T* grad_input) {
+  pool_detail::check_shape("avg_pool2d_backward", s);
+  const index_t c = s.channels, image_in = s.in_h * s.in_w * c;
+  pool_detail::for_each_image(s, [&](index_t n) {
+    T* dx = grad_input + n * image_in;
+    std::fill_n(dx, image_in, T(0));
+    for (index_t oh = 0; oh < s.out_h; ++oh)
+      for (index_t ow = 0; ow < s.out_w; ++ow) {
+        const T* g = grad_output + ((n * s.out_h + oh) * s.out_w + ow) * c;
+        const auto win = pool_detail::span_of(s, oh, ow);
+        if (win.count() == 0) continue;
+        const T scale = T(1) / static_cast<T>(win.count());
+        for (index_t ih = win.h0; ih < win.h1; ++ih)
+          for (index_t iw = win.w0; iw < win.w1; ++iw) {
+            T* d = dx + (ih * s.in_w + iw) * c;
+            for (index_t ch = 0; ch < c; ++ch) d[ch] += g[ch] * scale;
+          }
+      }
+  });
+}
+
+}  // namespace fluxion::detail::cpu

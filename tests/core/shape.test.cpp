@@ -1,0 +1,41 @@
+#include <doctest/doctest.h>
+
+#include <fluxion/core/shape.hpp>
+
+namespace fx = fluxion;
+
+TEST_CASE("shape: rank, size and printing") {
+  fx::shape s{2, 3};
+  CHECK(s.rank() == 2);
+  CHECK(s.size() == 6);
+  CHECK(fx::to_string(s) == "(2, 3)");
+  CHECK(fx::to_string(fx::shape{3}) == "(3,)");
+  CHECK(fx::to_string(fx::shape{}) == "()");
+  CHECK(fx::shape{}.size() == 1);
+  CHECK(fx::shape{4, 0, 2}.size() == 0);
+}
+
+TEST_CASE("shape: broadcasting follows NumPy") {
+  CHECK(fx::broadcast_shapes({2, 3}, {3}, "add") == fx::shape{2, 3});
+  CHECK(fx::broadcast_shapes({2, 1, 4}, {3, 1}, "add") == fx::shape{2, 3, 4});
+  CHECK(fx::broadcast_shapes({}, {5}, "add") == fx::shape{5});
+  CHECK(fx::broadcast_shapes({0, 1}, {1, 3}, "add") == fx::shape{0, 3});
+  try {
+    fx::broadcast_shapes({2, 3}, {4}, "add");
+    FAIL("no exception");
+  } catch (const fx::shape_error& e) {
+    CHECK(std::string(e.what()) == "add: shapes (2, 3) and (4,) cannot be broadcast");
+  }
+}
+
+TEST_CASE("shape: errors") {
+  CHECK_THROWS_AS(fx::shape({1, 2, 3, 4, 5, 6, 7, 8, 9}), fx::invalid_argument);
+  CHECK_THROWS_AS(fx::shape({-1}), fx::invalid_argument);
+  CHECK(fx::normalize_axis(-1, 3, "op") == 2);
+  try {
+    fx::normalize_axis(3, 3, "reduce_sum");
+    FAIL("no exception");
+  } catch (const fx::out_of_range& e) {
+    CHECK(std::string(e.what()) == "reduce_sum: axis 3 is out of range [-3, 3) for rank 3");
+  }
+}

@@ -1,0 +1,72 @@
+#include "../test_util.hpp"
+
+TEST_CASE_TEMPLATE("gather: along every axis against a naive loop", I, std::int32_t, std::int64_t) {
+  auto p = test::random_tensor<float>({3, 4, 5}, 1);
+  fx::tensor<I> idx = {{2, 0}, {1, 1}, {0, 2}};
+  for (int axis = 0; axis < 3; ++axis) {
+    fx::tensor<float> g = fx::gather(p, idx, axis);
+    fx::shape want_shape;
+    for (int d = 0; d < axis; ++d) want_shape.push_back(p.shape()[d]);
+    want_shape.push_back(3), want_shape.push_back(2);
+    for (int d = axis + 1; d < 3; ++d) want_shape.push_back(p.shape()[d]);
+    CHECK(g.shape() == want_shape);
+    for (fx::index_t i = 0; i < g.size(); ++i) {
+      auto c = test::unravel(i, g.shape());
+      std::vector<fx::index_t> src;
+      for (int d = 0; d < axis; ++d) src.push_back(c[static_cast<std::size_t>(d)]);
+      src.push_back(idx(c[static_cast<std::size_t>(axis)], c[static_cast<std::size_t>(axis) + 1]));
+      for (std::size_t d = static_cast<std::size_t>(axis) + 2; d < c.size(); ++d) src.push_back(c[d]);
+      CHECK(g.to_vector()[static_cast<std::size_t>(i)] == p(src[0], src[1], src[2]));
+    }
+  }
+}
+
+TEST_CASE("gather: scalar index, fusion with the consumer, errors") {
+  fx::tensor<int> t = {0, 1, 2};
+  CHECK(fx::tensor<int>(fx::gather(t, 2)).item() == 2);
+  test::check_throws_with<fx::out_of_range>([&] { (void)fx::gather(t, 7); }, "gather: indices = 7 is not in [0, 3)");
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::gather(t, fx::tensor<int>{1, -1}); }, "gather: indices = -1 is not in [0, 3)");
+  test::check_throws_with<fx::out_of_range>([&] { (void)fx::gather(t, 0, 1); }, "gather: axis 1 is out of range");
+  auto emb = test::random_tensor<float>({10, 8}, 3);
+  fx::tensor<int> ids = {3, 3, 9};
+  const auto before = fx::memory::stats().allocations;
+  fx::tensor<float> y = fx::gather(emb, ids) * 2.f + 1.f;
+  CHECK(fx::memory::stats().allocations - before == 1);
+  CHECK(y(2, 5) == doctest::Approx(emb(9, 5) * 2.f + 1.f));
+}
+
+TEST_CASE("one_hot") {
+  fx::tensor<int> l = {0, 2, 5, -1};
+  fx::tensor<float> o = fx::one_hot(l, 3);
+  CHECK(o.shape() == fx::shape{4, 3});
+  CHECK(o.to_vector() == std::vector<float>{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0});
+  fx::tensor<double> o0 = fx::one_hot<double>(fx::tensor<int>{1, 0}, 2, 5.0, -1.0, 0);
+  CHECK(o0.shape() == fx::shape{2, 2});
+  CHECK(o0.to_vector() == std::vector<double>{-1, 5, 5, -1});
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::one_hot(l, -2); }, "one_hot: depth = -2 is negative");
+}
+
+TEST_CASE("concat, stack, split, pad") {
+  fx::tensor<int> a = {{1, 2}, {3, 4}}, b = {{5, 6}};
+  CHECK(fx::tensor<int>(fx::concat({a, b}, 0)).to_vector() == std::vector<int>{1, 2, 3, 4, 5, 6});
+  fx::tensor<int> c1 = fx::concat({a, a}, 1);
+  CHECK(c1.shape() == fx::shape{2, 4});
+  CHECK(c1.to_vector() == std::vector<int>{1, 2, 1, 2, 3, 4, 3, 4});
+  test::check_throws_with<fx::shape_error>([&] { (void)fx::concat({a, b}, 1); }, "concat: shapes (2, 2) and (1, 2) differ outside axis 1");
+  fx::tensor<int> s = fx::stack({a, fx::tensor<int>(a * 10)}, 2);
+  CHECK(s.shape() == fx::shape{2, 2, 2});
+  CHECK(s.to_vector() == std::vector<int>{1, 10, 2, 20, 3, 30, 4, 40});
+  CHECK(fx::tensor<int>(fx::stack({a, fx::tensor<int>(a * 10)})).to_vector() == std::vector<int>{1, 2, 3, 4, 10, 20, 30, 40});
+  test::check_throws_with<fx::shape_error>([&] { (void)fx::stack({a, b}); }, "stack: shapes (2, 2) and (1, 2) differ");
+  fx::tensor<int> x = {{1, 2, 3, 4, 5}};
+  auto parts = fx::split(x, std::vector<fx::index_t>{2, -1}, 1);
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[0].to_vector() == std::vector<int>{1, 2});
+  CHECK(parts[1].to_vector() == std::vector<int>{3, 4, 5});
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::split(x, 2, 1); }, "split: axis 1 of shape (1, 5) cannot be split into 2 equal pieces");
+  test::check_throws_with<fx::shape_error>([&] { (void)fx::split(x, std::vector<fx::index_t>{2, 2}, 1); }, "split: sizes add up to 4");
+  fx::tensor<int> p = fx::pad(a, {{0, 1}, {2, 0}}, -1);
+  CHECK(p.shape() == fx::shape{3, 4});
+  CHECK(p.to_vector() == std::vector<int>{-1, -1, 1, 2, -1, -1, 3, 4, -1, -1, -1, -1});
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::pad(a, {{0, 1}}); }, "pad: 1 paddings given for shape (2, 2)");
+}
