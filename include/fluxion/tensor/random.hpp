@@ -1,0 +1,286 @@
+// Random tensors from a counter-based generator: the same seed gives the same numbers, whatever
+// the thread count and however the work is split.
+//
+//   fx::random::generator gen{42};
+//   auto u = fx::random::uniform<float>({1 << 20}, gen);             // [0, 1)
+//   auto n = fx::random::normal<double>({64, 64}, gen, 0.0, 0.02);
+//   auto t = fx::random::truncated_normal<float>({784, 128}, gen);   // within 2 stddev
+//   auto k = fx::random::uniform<std::int32_t>({10}, gen, 0, 6);     // dice: [0, 6)
+//
+// The generator is Philox-4x32-10 (Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as
+// easy as 1, 2, 3", SC'11), the generator behind tf.random.Generator. The seed is its key; each
+// 128-bit block is the cipher of a counter. A draw reserves as many blocks as it needs by
+// advancing the generator's offset, and element i of the draw is computed from block
+// offset + i / (elements per block) alone, so any chunking gives the same values and successive
+// draws never overlap. Elements per block: 4 for float and int32, 2 for double and int64.
+//
+// Draws without a generator argument use the global generator, seeded with 0 until
+// fx::random::set_seed is called (like tf.random.set_seed, but deterministic by default).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <string>
+#include <type_traits>
+
+#include "../core/config.hpp"
+#include "../core/device.hpp"
+#include "../core/error.hpp"
+#include "../core/shape.hpp"
+#include "creation.hpp"
+#include "tensor.hpp"
+
+namespace fluxion::random {
+
+using philox_counter = std::array<std::uint32_t, 4>;
+using philox_key = std::array<std::uint32_t, 2>;
+
+/// The Philox-4x32 block cipher with `Rounds` rounds (10 is the standard strength).
+template <int Rounds = 10>
+inline philox_counter philox4x32(philox_counter c, philox_key k) noexcept {
+  constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u;  // multipliers
+  constexpr std::uint32_t w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;  // Weyl key increments
+  for (int r = 0; r < Rounds; ++r) {
+    if (r > 0) {
+      k[0] += w0;
+      k[1] += w1;
+    }
+    const std::uint64_t p0 = static_cast<std::uint64_t>(m0) * c[0];
+    const std::uint64_t p1 = static_cast<std::uint64_t>(m1) * c[2];
+    c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<std::uint32_t>(p1),
+         static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<std::uint32_t>(p0)};
+  }
+  return c;
+}
+
+/// A Philox-4x32-10 stream: a 64-bit seed (the key) and an offset (the next unused block).
+/// Concurrent draws from one generator are safe and get disjoint blocks; their order decides
+/// which draw gets which blocks. Copying a generator copies its state: the copy repeats the
+/// original's future draws.
+class generator {
+ public:
+  explicit generator(std::uint64_t seed) noexcept : m_seed(seed) {}
+  generator(const generator& other) noexcept : m_seed(other.m_seed), m_offset(other.offset()) {}
+  generator& operator=(const generator& other) noexcept {
+    m_seed = other.m_seed;
+    m_offset.store(other.offset(), std::memory_order_relaxed);
+    return *this;
+  }
+
+  std::uint64_t seed() const noexcept { return m_seed; }
+  /// Blocks consumed so far.
+  std::uint64_t offset() const noexcept { return m_offset.load(std::memory_order_relaxed); }
+
+  /// Restarts the stream of `seed` at offset 0 (not safe while another thread draws).
+  void reset(std::uint64_t seed) noexcept {
+    m_seed = seed;
+    m_offset.store(0, std::memory_order_relaxed);
+  }
+  /// Skips `n_blocks` blocks.
+  void skip(std::uint64_t n_blocks) noexcept { reserve(n_blocks); }
+  /// Reserves `n_blocks` blocks for the caller and returns the first one.
+  std::uint64_t reserve(std::uint64_t n_blocks) noexcept {
+    return m_offset.fetch_add(n_blocks, std::memory_order_relaxed);
+  }
+
+  /// The 128 random bits of block `index`. `attempt` selects an independent block at the same
+  /// index, for rejection sampling (truncated_normal redraws with attempts 1, 2, ...).
+  philox_counter block(std::uint64_t index, std::uint32_t attempt = 0) const noexcept {
+    return philox4x32<10>({static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32), attempt, 0u},
+                          {static_cast<std::uint32_t>(m_seed), static_cast<std::uint32_t>(m_seed >> 32)});
+  }
+
+ private:
+  std::uint64_t m_seed;
+  std::atomic<std::uint64_t> m_offset{0};
+};
+
+/// The generator used by draws that take none.
+inline generator& global_generator() noexcept {
+  static generator g{0};
+  return g;
+}
+
+/// Reseeds the global generator and restarts its stream (call it before other threads draw).
+inline void set_seed(std::uint64_t seed) noexcept { global_generator().reset(seed); }
+
+namespace detail {
+
+using fluxion::index_t;
+
+template <class T>
+std::string show(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    char buf[64];
+    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  } else {
+    return std::to_string(v);
+  }
+}
+
+template <class T>
+inline constexpr int per_block = sizeof(T) == 4 ? 4 : 2;
+
+/// Uniform on [0, 1) from 24 random bits (float) or 53 (double): every value is a multiple of
+/// 2^-24 or 2^-53, and 1 is never produced.
+inline float unit_float(std::uint32_t x) noexcept { return static_cast<float>(x >> 8) * 0x1p-24f; }
+inline double unit_double(std::uint32_t hi, std::uint32_t lo) noexcept {
+  return static_cast<double>(((static_cast<std::uint64_t>(hi) << 32) | lo) >> 11) * 0x1p-53;
+}
+
+/// Standard normal values of one block by Box–Muller: 4 floats or 2 doubles. The radius uses
+/// 1 - u, in (0, 1], so its logarithm is finite.
+template <class T>
+void box_muller(const philox_counter& b, T* z) noexcept {
+  constexpr T two_pi = 2 * std::numbers::pi_v<T>;
+  if constexpr (std::is_same_v<T, float>) {
+    for (int p = 0; p < 2; ++p) {
+      const float r = std::sqrt(-2.f * std::log(1.f - unit_float(b[2 * p])));
+      const float theta = two_pi * unit_float(b[2 * p + 1]);
+      z[2 * p] = r * std::cos(theta);
+      z[2 * p + 1] = r * std::sin(theta);
+    }
+  } else {
+    const double r = std::sqrt(-2.0 * std::log(1.0 - unit_double(b[0], b[1])));
+    const double theta = two_pi * unit_double(b[2], b[3]);
+    z[0] = r * std::cos(theta);
+    z[1] = r * std::sin(theta);
+  }
+}
+
+/// Reserves the blocks of a draw of shape `s` and fills it: values(block index, T out[per
+/// block]) writes one block's elements.
+template <class T, class Device, class Values>
+tensor<T, Device> draw(const shape& s, generator& gen, Values values) {
+  constexpr index_t k = per_block<T>;
+  static_assert(fluxion::detail::generate_chunk % k == 0);
+  const index_t n = s.size();
+  const std::uint64_t first = gen.reserve(static_cast<std::uint64_t>((n + k - 1) / k));
+  return fluxion::detail::generate_on_host<T, Device>(s, [&](T* out, index_t begin, index_t end) {
+    T tmp[k];
+    for (index_t i = begin; i < end; i += k) {  // begin is a multiple of k
+      values(first + static_cast<std::uint64_t>(i / k), tmp);
+      const index_t m = end - i < k ? end - i : k;
+      for (index_t j = 0; j < m; ++j) out[i + j] = tmp[j];
+    }
+  });
+}
+
+template <class T>
+inline constexpr bool is_draw_type_v = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                       std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
+
+template <class T>
+void check_normal_arguments(const char* op, T mean, T stddev) {
+  if (!(stddev >= 0) || !std::isfinite(stddev))
+    throw invalid_argument(std::string(op) + ": stddev = " + show(stddev) + " must be finite and non-negative");
+  if (!std::isfinite(mean)) throw invalid_argument(std::string(op) + ": mean = " + show(mean) + " must be finite");
+}
+
+}  // namespace detail
+
+/// Uniform values in [minval, maxval). Floating values are minval + (maxval - minval) * u with u
+/// on a grid of 2^-24 (float) or 2^-53 (double); integers use a multiply-shift of 32 or 64 random
+/// bits (no rejection: a bias below range / 2^32 or range / 2^64).
+template <class T, class Device = cpu>
+tensor<T, Device> uniform(const shape& s, generator& gen, std::type_identity_t<T> minval = T(0),
+                          std::type_identity_t<T> maxval = T(1)) {
+  static_assert(detail::is_draw_type_v<T>,
+                "fluxion::random::uniform<T>: T must be float, double, std::int32_t or std::int64_t.");
+  if (!(minval < maxval))
+    throw invalid_argument("uniform: minval = " + detail::show(minval) + " must be less than maxval = " +
+                           detail::show(maxval));
+  if constexpr (std::is_floating_point_v<T>) {
+    const T range = maxval - minval;
+    if (!std::isfinite(range))
+      throw invalid_argument("uniform: the range from minval = " + detail::show(minval) + " to maxval = " +
+                             detail::show(maxval) + " must be finite");
+    // minval + range * u can round up to maxval; the largest value below maxval replaces it.
+    const T below = std::nextafter(maxval, minval);
+    return detail::draw<T, Device>(s, gen, [&gen, minval, range, below](std::uint64_t b, T* out) {
+      const philox_counter x = gen.block(b);
+      for (int j = 0; j < detail::per_block<T>; ++j) {
+        T u;
+        if constexpr (std::is_same_v<T, float>) u = detail::unit_float(x[j]);
+        else u = detail::unit_double(x[2 * j], x[2 * j + 1]);
+        const T v = minval + range * u;
+        out[j] = v < below ? v : below;
+      }
+    });
+  } else if constexpr (std::is_same_v<T, std::int32_t>) {
+    const std::uint64_t range = static_cast<std::uint64_t>(static_cast<std::int64_t>(maxval) - minval);
+    return detail::draw<T, Device>(s, gen, [&gen, minval, range](std::uint64_t b, T* out) {
+      const philox_counter x = gen.block(b);
+      for (int j = 0; j < 4; ++j) out[j] = static_cast<T>(minval + static_cast<std::int64_t>((x[j] * range) >> 32));
+    });
+  } else {
+    const std::uint64_t range = static_cast<std::uint64_t>(maxval) - static_cast<std::uint64_t>(minval);
+    return detail::draw<T, Device>(s, gen, [&gen, minval, range](std::uint64_t b, T* out) {
+      const philox_counter x = gen.block(b);
+      for (int j = 0; j < 2; ++j) {
+        const std::uint64_t r = (static_cast<std::uint64_t>(x[2 * j]) << 32) | x[2 * j + 1];
+        const auto hi = static_cast<std::uint64_t>((static_cast<unsigned __int128>(r) * range) >> 64);
+        out[j] = static_cast<T>(static_cast<std::uint64_t>(minval) + hi);
+      }
+    });
+  }
+}
+
+/// Normal values with the given mean and standard deviation (Box–Muller).
+template <class T, class Device = cpu>
+tensor<T, Device> normal(const shape& s, generator& gen, std::type_identity_t<T> mean = T(0),
+                         std::type_identity_t<T> stddev = T(1)) {
+  static_assert(std::is_floating_point_v<T> && detail::is_draw_type_v<T>,
+                "fluxion::random::normal<T>: T must be float or double.");
+  detail::check_normal_arguments("normal", mean, stddev);
+  return detail::draw<T, Device>(s, gen, [&gen, mean, stddev](std::uint64_t b, T* out) {
+    detail::box_muller<T>(gen.block(b), out);
+    for (int j = 0; j < detail::per_block<T>; ++j) out[j] = mean + stddev * out[j];
+  });
+}
+
+/// Normal values with the given mean and standard deviation, re-drawn while more than 2
+/// standard deviations from the mean (tf.random.truncated_normal). Each rejected element alone
+/// is re-drawn, from the block at its index with attempt 1, 2, ..., so the result still depends
+/// only on the seed, the offset and the element's index.
+template <class T, class Device = cpu>
+tensor<T, Device> truncated_normal(const shape& s, generator& gen, std::type_identity_t<T> mean = T(0),
+                                   std::type_identity_t<T> stddev = T(1)) {
+  static_assert(std::is_floating_point_v<T> && detail::is_draw_type_v<T>,
+                "fluxion::random::truncated_normal<T>: T must be float or double.");
+  detail::check_normal_arguments("truncated_normal", mean, stddev);
+  return detail::draw<T, Device>(s, gen, [&gen, mean, stddev](std::uint64_t b, T* out) {
+    detail::box_muller<T>(gen.block(b), out);
+    for (int j = 0; j < detail::per_block<T>; ++j) {
+      T z = out[j];
+      for (std::uint32_t attempt = 1; !(std::abs(z) <= T(2)); ++attempt) {
+        T redraw[detail::per_block<T>];
+        detail::box_muller<T>(gen.block(b, attempt), redraw);
+        z = redraw[j];
+      }
+      out[j] = mean + stddev * z;
+    }
+  });
+}
+
+// ---- the same draws from the global generator --------------------------------------------------
+
+template <class T, class Device = cpu>
+tensor<T, Device> uniform(const shape& s, std::type_identity_t<T> minval = T(0), std::type_identity_t<T> maxval = T(1)) {
+  return uniform<T, Device>(s, global_generator(), minval, maxval);
+}
+template <class T, class Device = cpu>
+tensor<T, Device> normal(const shape& s, std::type_identity_t<T> mean = T(0), std::type_identity_t<T> stddev = T(1)) {
+  return normal<T, Device>(s, global_generator(), mean, stddev);
+}
+template <class T, class Device = cpu>
+tensor<T, Device> truncated_normal(const shape& s, std::type_identity_t<T> mean = T(0),
+                                   std::type_identity_t<T> stddev = T(1)) {
+  return truncated_normal<T, Device>(s, global_generator(), mean, stddev);
+}
+
+}  // namespace fluxion::random

@@ -1,0 +1,3 @@
+// expect-error: the expression lives on another device; move it with fluxion::to
+#include <fluxion/tensor.hpp>
+int main() { fluxion::tensor<float, fluxion::cuda> g; fluxion::tensor<float> c = g; (void)c; }
