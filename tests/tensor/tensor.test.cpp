@@ -55,6 +55,16 @@ TEST_CASE("tensor: buffers are 64-byte aligned") {
   }
 }
 
+TEST_CASE("tensor: truth values of one-element tensors and expressions") {
+  fx::tensor<int> a = {{3}};
+  CHECK(static_cast<bool>(a == 3));
+  CHECK(!(a == 4));
+  CHECK(static_cast<bool>(fx::any(fx::tensor<int>{0, 1} > 0)));
+  fx::tensor<int> v = {1, 2};
+  test::check_throws_with<fx::invalid_argument>([&] { if (v == 1) {} },
+      "bool: the truth value of a tensor of shape (2,) with 2 elements is ambiguous; reduce it with fluxion::all or fluxion::any");
+}
+
 TEST_CASE("tensor: ranks 0 to 8") {
   fx::shape s;
   for (int r = 0; r <= 8; ++r) {
@@ -68,8 +78,8 @@ TEST_CASE("tensor: ranks 0 to 8") {
 TEST_CASE("tensor: the Collatz loop on tensor values") {
   fx::tensor<int> a = 6;
   std::vector<int> seen;
-  while (!fx::tensor<bool>(fx::all(a == 1)).item()) {
-    if (fx::tensor<bool>(fx::all(a % 2 == 0)).item()) a = a / 2;
+  while (!fx::all(a == 1)) {
+    if (fx::all(a % 2 == 0)) a = a / 2;
     else a = 3 * a + 1;
     seen.push_back(a.item());
   }

@@ -29,6 +29,7 @@ struct scalar_expr : expression_base {
   explicit scalar_expr(T v) : value(v) {}
   fluxion::shape shape() const { return {}; }
   detail::scalar_view<T> make_view() const { return {value}; }
+  explicit operator bool() const { return detail::truth_value(*this); }
 };
 
 template <class Op, class A>
@@ -41,6 +42,7 @@ struct unary_expr : expression_base {
   explicit unary_expr(A a_) : a(std::move(a_)) {}
   const fluxion::shape& shape() const { return a.shape(); }
   auto make_view() const { return detail::unary_view<Op, decltype(a.make_view())>{a.make_view()}; }
+  explicit operator bool() const { return detail::truth_value(*this); }
 };
 
 namespace detail {
@@ -72,6 +74,7 @@ struct binary_expr : expression_base {
     detail::broadcast_view(vb, b.shape(), m_shape);
     return detail::binary_view<Op, decltype(va), decltype(vb)>{va, vb};
   }
+  explicit operator bool() const { return detail::truth_value(*this); }
 };
 
 template <class Op, class A, class B, class C>
@@ -101,6 +104,7 @@ struct ternary_expr : expression_base {
     detail::broadcast_view(vc, c.shape(), m_shape);
     return detail::ternary_view<Op, decltype(va), decltype(vb), decltype(vc)>{va, vb, vc};
   }
+  explicit operator bool() const { return detail::truth_value(*this); }
 };
 
 namespace detail {

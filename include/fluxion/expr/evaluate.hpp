@@ -42,6 +42,16 @@ void assign_into(tensor<T, Device>& out, index_t offset, const index_t* strides,
                             e.make_view(), e.shape());
 }
 
+/// The truth value of a one-element expression, as in `while (!fx::all(a == 1))`.
+template <class E>
+bool truth_value(const E& e) {
+  const auto t = materialize(e);
+  if (t.size() != 1)
+    throw invalid_argument("bool: the truth value of a tensor of shape " + to_string(t.shape()) + " with " +
+                           std::to_string(t.size()) + " elements is ambiguous; reduce it with fluxion::all or fluxion::any");
+  return static_cast<bool>(t.item());
+}
+
 /// Base of nodes that materialize: Derived::compute() returns the tensor, computed once and
 /// shared by every copy of the node.
 template <class Derived, class T, class Device>
@@ -54,6 +64,7 @@ struct boundary_expr : expression_base, boundary_base {
     return **m_cache;
   }
   leaf_view<T> make_view() const { return eval().make_view(); }
+  explicit operator bool() const { return truth_value(static_cast<const Derived&>(*this)); }
 
  private:
   std::shared_ptr<std::optional<tensor<T, Device>>> m_cache =

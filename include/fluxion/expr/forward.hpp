@@ -54,6 +54,9 @@ inline constexpr bool is_boundary_v = std::is_base_of_v<boundary_base, std::remo
 template <class E>
 auto materialize(const E& e) -> tensor<value_type_t<E>, device_t<E>>;
 
+template <class E>
+bool truth_value(const E& e);
+
 template <class Device>
 struct evaluator;  // backend entry point: assign, reduce, ... (backend/cpu, backend/cuda)
 

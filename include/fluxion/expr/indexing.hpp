@@ -64,6 +64,7 @@ struct gather_expr : expression_base {
     });
     return v;
   }
+  explicit operator bool() const { return detail::truth_value(*this); }
 };
 
 /// Gathers slices of `params` along `axis` at integer `indices` (a tensor or a scalar).
@@ -103,6 +104,7 @@ struct iota_expr : expression_base {
     for (int d = 0; d < v.rank; ++d) v.strides[d] = d == axis ? 1 : 0;
     return v;
   }
+  explicit operator bool() const { return detail::truth_value(*this); }
 };
 
 /// one_hot(indices, depth): `on` where the new axis's coordinate equals the index, `off`

@@ -96,6 +96,7 @@ struct remap_expr : expression_base {
     v.for_each_leaf([&](detail::leaf_layout& l) { map.apply(l); });
     return v;
   }
+  explicit operator bool() const { return detail::truth_value(*this); }
 };
 
 /// Permutes axes: result axis i is operand axis perm[i]. Without perm, reverses the axes.

@@ -106,6 +106,9 @@ class tensor : public expression_base {
   index_t size() const noexcept { return m_shape.size(); }
   bool empty() const noexcept { return size() == 0; }
 
+  /// The truth value of a one-element tensor; any other size throws (use fluxion::all or any).
+  explicit operator bool() const { return detail::truth_value(*this); }
+
   /// Pointer to the elements, on Device.
   const T* data() const noexcept { return m_data; }
   /// Kernels write their output here before anyone else sees the tensor.

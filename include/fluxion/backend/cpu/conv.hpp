@@ -128,7 +128,7 @@ void im2col_transposed(const conv2d_shape& s, const T* dy, index_t r0, index_t r
     for (index_t kh = 0; kh < s.filter_h; ++kh) {
       const index_t oh_scaled = ih + s.pad_top - kh * s.dilation_h;
       const index_t oh = oh_scaled / s.stride_h;
-      if (oh_scaled < 0 || oh >= s.out_h) {
+      if (oh_scaled < 0 || oh_scaled % s.stride_h != 0 || oh >= s.out_h) {
         std::fill_n(dst, s.filter_w * s.out_c, T(0));
         dst += s.filter_w * s.out_c;
         continue;

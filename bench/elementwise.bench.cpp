@@ -1,0 +1,201 @@
+// Fused elementwise statements against the peers a user would otherwise pick, in one run:
+//   chain: r = a*b + c*d - sin(e)        add: r = a + b
+// Peers: xtensor (with xsimd), a hand-written scalar loop, a hand-written xsimd loop and, when
+// found, LibTorch. Every case has the same inputs and writes a fresh result each iteration.
+// Threads: fluxion and LibTorch run with the thread count in the benchmark's name; the hand
+// loops and xtensor are single-threaded, so compare them at threads:1.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <vector>
+
+#define XTENSOR_USE_XSIMD 1
+#include <xsimd/xsimd.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xnoalias.hpp>
+#include <xtensor/xtensor.hpp>
+
+#include <fluxion/fluxion.hpp>
+
+#if FLUXION_BENCH_HAVE_TORCH
+#include <torch/torch.h>
+#endif
+
+namespace fx = fluxion;
+
+namespace {
+
+struct inputs {
+  std::vector<fx::tensor<float>> t;
+  explicit inputs(fx::index_t n) {
+    fx::random::generator gen{7};
+    for (int i = 0; i < 5; ++i) t.push_back(fx::random::uniform<float>({n}, gen, -1.f, 1.f));
+  }
+};
+
+void set_threads(int n) {
+  fx::set_num_threads(n);
+#if FLUXION_BENCH_HAVE_TORCH
+  at::set_num_threads(n);
+#endif
+}
+
+void report(benchmark::State& state, fx::index_t n, int arrays) {
+  state.SetItemsProcessed(state.iterations() * n);
+  state.SetBytesProcessed(state.iterations() * n * static_cast<std::int64_t>(sizeof(float)) * arrays);
+}
+
+// ---- chain: a*b + c*d - sin(e) ----
+
+void chain_fluxion(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  inputs in(n);
+  const auto &a = in.t[0], &b = in.t[1], &c = in.t[2], &d = in.t[3], &e = in.t[4];
+  for (auto _ : state) {
+    fx::tensor<float> r = a * b + c * d - fx::sin(e);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, n, 6);
+}
+
+void chain_xtensor(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  inputs in(static_cast<fx::index_t>(n));
+  std::vector<xt::xtensor<float, 1>> x;
+  for (auto& t : in.t) x.push_back(xt::adapt(t.to_vector(), {n}));
+  xt::xtensor<float, 1> r = xt::zeros<float>({n});
+  for (auto _ : state) {
+    xt::noalias(r) = x[0] * x[1] + x[2] * x[3] - xt::sin(x[4]);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, static_cast<fx::index_t>(n), 6);
+}
+
+void chain_loop(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  inputs in(n);
+  std::vector<std::vector<float>> v;
+  for (auto& t : in.t) v.push_back(t.to_vector());
+  std::vector<float> r(static_cast<std::size_t>(n));
+  for (auto _ : state) {
+    const float *a = v[0].data(), *b = v[1].data(), *c = v[2].data(), *d = v[3].data(), *e = v[4].data();
+    float* o = r.data();
+    for (fx::index_t i = 0; i < n; ++i) o[i] = a[i] * b[i] + c[i] * d[i] - std::sin(e[i]);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, n, 6);
+}
+
+void chain_xsimd_loop(benchmark::State& state) {
+  using B = xsimd::batch<float>;
+  const fx::index_t n = state.range(0);
+  inputs in(n);
+  std::vector<std::vector<float>> v;
+  for (auto& t : in.t) v.push_back(t.to_vector());
+  std::vector<float> r(static_cast<std::size_t>(n));
+  for (auto _ : state) {
+    const float *a = v[0].data(), *b = v[1].data(), *c = v[2].data(), *d = v[3].data(), *e = v[4].data();
+    float* o = r.data();
+    fx::index_t i = 0;
+    constexpr fx::index_t W = B::size;
+    for (; i + W <= n; i += W) {
+      B x = B::load_unaligned(a + i) * B::load_unaligned(b + i) + B::load_unaligned(c + i) * B::load_unaligned(d + i) -
+            xsimd::sin(B::load_unaligned(e + i));
+      x.store_unaligned(o + i);
+    }
+    for (; i < n; ++i) o[i] = a[i] * b[i] + c[i] * d[i] - std::sin(e[i]);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, n, 6);
+}
+
+#if FLUXION_BENCH_HAVE_TORCH
+void chain_torch(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  std::vector<torch::Tensor> t;
+  for (int i = 0; i < 5; ++i) t.push_back(torch::rand({n}) * 2 - 1);
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    auto r = t[0] * t[1] + t[2] * t[3] - torch::sin(t[4]);
+    benchmark::DoNotOptimize(r.data_ptr());
+  }
+  report(state, n, 6);
+}
+#endif
+
+// ---- add: a + b ----
+
+void add_fluxion(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  inputs in(n);
+  for (auto _ : state) {
+    fx::tensor<float> r = in.t[0] + in.t[1];
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, n, 3);
+}
+
+void add_xtensor(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  inputs in(static_cast<fx::index_t>(n));
+  xt::xtensor<float, 1> a = xt::adapt(in.t[0].to_vector(), {n}), b = xt::adapt(in.t[1].to_vector(), {n});
+  xt::xtensor<float, 1> r = xt::zeros<float>({n});
+  for (auto _ : state) {
+    xt::noalias(r) = a + b;
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, static_cast<fx::index_t>(n), 3);
+}
+
+void add_loop(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  inputs in(n);
+  auto a = in.t[0].to_vector(), b = in.t[1].to_vector();
+  std::vector<float> r(static_cast<std::size_t>(n));
+  for (auto _ : state) {
+    for (fx::index_t i = 0; i < n; ++i) r[static_cast<std::size_t>(i)] = a[static_cast<std::size_t>(i)] + b[static_cast<std::size_t>(i)];
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, n, 3);
+}
+
+#if FLUXION_BENCH_HAVE_TORCH
+void add_torch(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  auto a = torch::rand({n}), b = torch::rand({n});
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    auto r = a + b;
+    benchmark::DoNotOptimize(r.data_ptr());
+  }
+  report(state, n, 3);
+}
+#endif
+
+void sizes_threads(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "threads"});
+  for (int th : {1, 2})
+    for (std::int64_t n : {16, 1 << 10, 1 << 16, 1 << 20, 1 << 24}) b->Args({n, th});
+}
+void sizes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "threads"});
+  for (std::int64_t n : {16, 1 << 10, 1 << 16, 1 << 20, 1 << 24}) b->Args({n, 1});
+}
+
+}  // namespace
+
+BENCHMARK(chain_fluxion)->Apply(sizes_threads);
+BENCHMARK(chain_xtensor)->Apply(sizes);
+BENCHMARK(chain_loop)->Apply(sizes);
+BENCHMARK(chain_xsimd_loop)->Apply(sizes);
+BENCHMARK(add_fluxion)->Apply(sizes_threads);
+BENCHMARK(add_xtensor)->Apply(sizes);
+BENCHMARK(add_loop)->Apply(sizes);
+#if FLUXION_BENCH_HAVE_TORCH
+BENCHMARK(chain_torch)->Apply(sizes_threads);
+BENCHMARK(add_torch)->Apply(sizes_threads);
+#endif

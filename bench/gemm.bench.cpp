@@ -1,0 +1,160 @@
+// fluxion's header-only sgemm against OpenBLAS (cblas_sgemm) and LibTorch (at::mm_out), in the same
+// run, with 1 and 2 threads, at square sizes and at the shapes of a dense network and its backprop.
+//
+// Shapes read M x K x N for the forward product Y(M x N) = X(M x K) * W(K x N); "dW" is X^T * dY
+// (A^T * B) and "dX" is dY * W^T (A * B^T). Counters:
+//   GFLOPS  achieved 2*M*N*K / time
+//   peak    fraction of this machine's peak = threads * simd floats * 2 (FMA) * fma units * clock,
+//           the clock being "cpu MHz" from /proc/cpuinfo (printed once as context)
+//
+//   ./gemm.bench --benchmark_filter='/512x' --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fluxion/backend/cpu/gemm.hpp>
+
+#if FLUXION_BENCH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+#if FLUXION_BENCH_HAVE_TORCH
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+#endif
+
+namespace cpu = fluxion::detail::cpu;
+using fluxion::index_t;
+
+namespace {
+
+double cpu_mhz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("cpu MHz", 0) == 0) return std::stod(line.substr(line.find(':') + 1));
+  return 0;
+}
+
+// Zen 2/3/4 and Intel cores since Haswell issue two FMA instructions per cycle.
+constexpr int fma_units = 2;
+
+double peak_flops(int threads) {
+  static const double mhz = cpu_mhz();
+  return threads * static_cast<double>(cpu::simd_ops<float>::width) * 2 * fma_units * mhz * 1e6;
+}
+
+struct shape {
+  const char* name;
+  index_t m, n, k;
+  bool ta, tb;
+};
+
+struct operands {
+  std::vector<float> a, b, c;
+  operands(const shape& s) : a(static_cast<std::size_t>(s.m * s.k)), b(static_cast<std::size_t>(s.k * s.n)),
+                             c(static_cast<std::size_t>(s.m * s.n)) {
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    for (auto& x : a) x = dist(rng);
+    for (auto& x : b) x = dist(rng);
+  }
+};
+
+void set_counters(benchmark::State& state, const shape& s, int threads) {
+  const double flops = 2.0 * s.m * s.n * s.k;
+  state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak"] = benchmark::Counter(flops / peak_flops(threads), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void run_fluxion(benchmark::State& state, shape s, int threads) {
+  fluxion::set_num_threads(threads);
+  operands o(s);
+  const index_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  for (auto _ : state) {
+    cpu::gemm<float>(s.ta ? cpu::transpose::yes : cpu::transpose::no, s.tb ? cpu::transpose::yes : cpu::transpose::no,
+                     s.m, s.n, s.k, 1.f, o.a.data(), lda, o.b.data(), ldb, 0.f, o.c.data(), s.n);
+    benchmark::DoNotOptimize(o.c.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, s, threads);
+}
+
+#if FLUXION_BENCH_HAVE_OPENBLAS
+void run_openblas(benchmark::State& state, shape s, int threads) {
+  openblas_set_num_threads(threads);
+  operands o(s);
+  const index_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
+                static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.f, o.a.data(),
+                static_cast<int>(lda), o.b.data(), static_cast<int>(ldb), 0.f, o.c.data(), static_cast<int>(s.n));
+    benchmark::DoNotOptimize(o.c.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, s, threads);
+}
+#endif
+
+#if FLUXION_BENCH_HAVE_TORCH
+void run_torch(benchmark::State& state, shape s, int threads) {
+  at::set_num_threads(threads);
+  torch::manual_seed(1);
+  // Stored as the BLAS call above stores them; transposes are views, as autograd produces them.
+  torch::Tensor a = s.ta ? torch::rand({s.k, s.m}).t() : torch::rand({s.m, s.k});
+  torch::Tensor b = s.tb ? torch::rand({s.n, s.k}).t() : torch::rand({s.k, s.n});
+  torch::Tensor c = torch::empty({s.m, s.n});
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    at::mm_out(c, a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, s, threads);
+}
+#endif
+
+const shape shapes[] = {
+    {"32x32x32", 32, 32, 32, false, false},
+    {"64x64x64", 64, 64, 64, false, false},
+    {"128x128x128", 128, 128, 128, false, false},
+    {"256x256x256", 256, 256, 256, false, false},
+    {"512x512x512", 512, 512, 512, false, false},
+    {"1024x1024x1024", 1024, 1024, 1024, false, false},
+    {"2048x2048x2048", 2048, 2048, 2048, false, false},
+    {"64x784x256", 64, 256, 784, false, false},
+    {"64x784x256/dW", 784, 256, 64, true, false},
+    {"64x784x256/dX", 64, 784, 256, false, true},
+    {"64x256x10", 64, 10, 256, false, false},
+    {"64x256x10/dW", 256, 10, 64, true, false},
+    {"64x256x10/dX", 64, 256, 10, false, true},
+    {"64x3136x1024", 64, 1024, 3136, false, false},
+    {"64x3136x1024/dW", 3136, 1024, 64, true, false},
+    {"64x3136x1024/dX", 64, 3136, 1024, false, true},
+};
+
+const int registered = [] {
+  std::printf("peak per thread: %d floats x 2 (FMA) x %d FMA units x %.0f MHz (/proc/cpuinfo) = %.1f GFLOP/s\n",
+              static_cast<int>(cpu::simd_ops<float>::width), fma_units, cpu_mhz(), peak_flops(1) * 1e-9);
+  for (const shape& s : shapes)
+    for (int threads : {1, 2}) {
+      const std::string suffix = std::string("/") + s.name + "/threads:" + std::to_string(threads);
+      const double seconds = 2.0 * s.m * s.n * s.k > 1e9 ? 1.0 : 0.3;
+      benchmark::RegisterBenchmark(("sgemm/fluxion" + suffix).c_str(), run_fluxion, s, threads)
+          ->UseRealTime()->MinTime(seconds);
+#if FLUXION_BENCH_HAVE_OPENBLAS
+      benchmark::RegisterBenchmark(("sgemm/openblas" + suffix).c_str(), run_openblas, s, threads)
+          ->UseRealTime()->MinTime(seconds);
+#endif
+#if FLUXION_BENCH_HAVE_TORCH
+      benchmark::RegisterBenchmark(("sgemm/torch" + suffix).c_str(), run_torch, s, threads)
+          ->UseRealTime()->MinTime(seconds);
+#endif
+    }
+  return 0;
+}();
+
+}  // namespace

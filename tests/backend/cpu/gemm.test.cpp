@@ -1,0 +1,199 @@
+// GEMM against a naive triple loop in long double, over shapes that hit every edge of the blocking:
+// sizes below one register tile, odd sizes, several KC slices, empty dimensions, every transpose
+// combination, padded leading dimensions, alpha/beta and the fused epilogue. Also checks that the
+// result does not depend on the thread count.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fluxion/backend/cpu/gemm.hpp>
+
+namespace cpu = fluxion::detail::cpu;
+using fluxion::index_t;
+
+namespace {
+
+struct gemm_case {
+  index_t m, n, k;
+  bool ta, tb;
+  double alpha, beta;
+  bool bias, relu;
+  index_t pad;  // extra columns in every leading dimension
+};
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+// Runs one case and returns the largest error in units of the error bound (<= 1 passes).
+template <class T>
+double run_case(const gemm_case& g, std::mt19937& rng) {
+  const index_t a_rows = g.ta ? g.k : g.m, a_cols = g.ta ? g.m : g.k;
+  const index_t b_rows = g.tb ? g.n : g.k, b_cols = g.tb ? g.k : g.n;
+  const index_t lda = std::max<index_t>(1, a_cols) + g.pad, ldb = std::max<index_t>(1, b_cols) + g.pad,
+                ldc = std::max<index_t>(1, g.n) + g.pad;
+  auto a = random_vector<T>(static_cast<std::size_t>(a_rows * lda), rng);
+  auto b = random_vector<T>(static_cast<std::size_t>(b_rows * ldb), rng);
+  auto c = random_vector<T>(static_cast<std::size_t>(g.m * ldc), rng);
+  auto bias = random_vector<T>(static_cast<std::size_t>(g.n), rng);
+  // beta == 0 must not read C: NaN there would leak into the result.
+  if (g.beta == 0.0)
+    for (auto& x : c) x = std::numeric_limits<T>::quiet_NaN();
+  const auto c0 = c;
+  cpu::gemm_epilogue<T> ep{g.bias ? bias.data() : nullptr, g.relu ? cpu::activation::relu : cpu::activation::none};
+  cpu::gemm<T>(g.ta ? cpu::transpose::yes : cpu::transpose::no, g.tb ? cpu::transpose::yes : cpu::transpose::no,
+               g.m, g.n, g.k, static_cast<T>(g.alpha), a.data(), lda, b.data(), ldb, static_cast<T>(g.beta),
+               c.data(), ldc, ep);
+  double worst = 0;
+  const double eps = std::numeric_limits<T>::epsilon();
+  for (index_t i = 0; i < g.m; ++i)
+    for (index_t j = 0; j < ldc; ++j) {
+      const T got = c[static_cast<std::size_t>(i * ldc + j)];
+      if (j >= g.n) {  // padding columns stay untouched
+        const T before = c0[static_cast<std::size_t>(i * ldc + j)];
+        if (!(got == before || (std::isnan(got) && std::isnan(before)))) return 1e9;
+        continue;
+      }
+      long double sum = 0, mag = 0;
+      for (index_t p = 0; p < g.k; ++p) {
+        const long double x = a[static_cast<std::size_t>(g.ta ? p * lda + i : i * lda + p)];
+        const long double y = b[static_cast<std::size_t>(g.tb ? j * ldb + p : p * ldb + j)];
+        sum += x * y;
+        mag += std::fabs(x * y);
+      }
+      long double want = g.alpha * sum;
+      mag = std::fabs(g.alpha) * mag;
+      if (g.beta != 0.0) {
+        want += g.beta * static_cast<long double>(c0[static_cast<std::size_t>(i * ldc + j)]);
+        mag += std::fabs(g.beta * c0[static_cast<std::size_t>(i * ldc + j)]);
+      }
+      if (g.bias) {
+        want += bias[static_cast<std::size_t>(j)];
+        mag += std::fabs(bias[static_cast<std::size_t>(j)]);
+      }
+      if (g.relu && want < 0) want = 0;
+      if (std::isnan(got)) return 1e9;
+      const double bound = (static_cast<double>(g.k) + 4) * eps * static_cast<double>(mag) + 1e-30;
+      worst = std::max(worst, static_cast<double>(std::fabs(got - want)) / bound);
+    }
+  return worst;
+}
+
+std::string describe(const gemm_case& g) {
+  return "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
+         " ta=" + std::to_string(g.ta) + " tb=" + std::to_string(g.tb) + " alpha=" + std::to_string(g.alpha) +
+         " beta=" + std::to_string(g.beta) + " bias=" + std::to_string(g.bias) + " relu=" + std::to_string(g.relu) +
+         " pad=" + std::to_string(g.pad);
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
+  std::mt19937 rng(42);
+  const index_t shapes[][3] = {{1, 1, 1},   {2, 3, 4},    {5, 7, 3},    {6, 16, 8},   {7, 17, 9},   {13, 1, 31},
+                               {1, 33, 17}, {31, 29, 37}, {64, 10, 256}, {50, 70, 300}, {97, 35, 513},
+                               {200, 90, 40}, {7, 12, 600}, {20, 13, 9},  {40, 300, 700}, {300, 41, 300}};
+  const double alphas[] = {1.0, -0.5};
+  const double betas[] = {0.0, 1.0, 0.75};
+  int count = 0;
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t)
+      for (double alpha : alphas)
+        for (double beta : betas) {
+          ++count;
+          gemm_case g{s[0], s[1], s[2], (t & 1) != 0, (t & 2) != 0, alpha, beta, count % 3 == 0, count % 4 == 0,
+                      count % 5 == 0 ? 3 : 0};
+          const double err = run_case<T>(g, rng);
+          INFO(describe(g));
+          CHECK(err <= 1.0);
+        }
+}
+
+TEST_CASE_TEMPLATE("gemm handles empty dimensions", T, float, double) {
+  std::mt19937 rng(1);
+  for (int t = 0; t < 4; ++t)
+    for (const auto& s : {std::array<index_t, 3>{0, 5, 3}, {4, 0, 3}, {4, 5, 0}, {0, 0, 0}})
+      for (double beta : {0.0, 0.5}) {
+        gemm_case g{s[0], s[1], s[2], (t & 1) != 0, (t & 2) != 0, 2.0, beta, true, true, 0};
+        INFO(describe(g));
+        CHECK(run_case<T>(g, rng) <= 1.0);
+      }
+}
+
+TEST_CASE_TEMPLATE("gemm_strided_batched matches gemm per matrix", T, float, double) {
+  std::mt19937 rng(7);
+  for (index_t batch : {0, 1, 3}) {
+    const index_t m = 9, n = 20, k = 11;
+    auto a = random_vector<T>(static_cast<std::size_t>(batch * m * k + 1), rng);
+    auto b = random_vector<T>(static_cast<std::size_t>(k * n), rng);  // stride_b = 0: shared weights
+    auto c = random_vector<T>(static_cast<std::size_t>(batch * m * n + 1), rng);
+    auto want = c;
+    cpu::gemm_strided_batched<T>(cpu::transpose::no, cpu::transpose::yes, m, n, k, T(1.5), a.data(), k, m * k,
+                                 b.data(), k, 0, T(0.5), c.data(), n, m * n, batch);
+    for (index_t i = 0; i < batch; ++i)
+      cpu::gemm<T>(cpu::transpose::no, cpu::transpose::yes, m, n, k, T(1.5), a.data() + i * m * k, k, b.data(), k,
+                   T(0.5), want.data() + i * m * n, n);
+    CHECK(c == want);
+  }
+}
+
+TEST_CASE("gemm rejects bad arguments with the values in the message") {
+  float x[16] = {};
+  auto msg = [&](auto&& f) {
+    try {
+      f();
+    } catch (const fluxion::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  CHECK(msg([&] { cpu::gemm<float>(cpu::transpose::no, cpu::transpose::no, 2, 2, 4, 1, x, 3, x, 2, 0, x, 2); }) ==
+        "gemm: lda = 3 is smaller than k = 4");
+  CHECK(msg([&] { cpu::gemm<float>(cpu::transpose::yes, cpu::transpose::no, 3, 2, 2, 1, x, 2, x, 2, 0, x, 2); }) ==
+        "gemm: lda = 2 is smaller than m = 3");
+  CHECK(msg([&] { cpu::gemm<float>(cpu::transpose::no, cpu::transpose::yes, 2, 2, 3, 1, x, 3, x, 2, 0, x, 2); }) ==
+        "gemm: ldb = 2 is smaller than k = 3");
+  CHECK(msg([&] { cpu::gemm<float>(cpu::transpose::no, cpu::transpose::no, 2, 3, 2, 1, x, 2, x, 3, 0, x, 2); }) ==
+        "gemm: ldc = 2 is smaller than n = 3");
+  CHECK(msg([&] { cpu::gemm<float>(cpu::transpose::no, cpu::transpose::no, -1, 2, 2, 1, x, 2, x, 2, 0, x, 2); }) ==
+        "gemm: sizes must be non-negative, got m = -1, n = 2, k = 2");
+  CHECK(msg([&] {
+          cpu::gemm_strided_batched<float>(cpu::transpose::no, cpu::transpose::no, 1, 1, 1, 1, x, 1, 1, x, 1, 1, 0,
+                                           x, 1, 1, -2);
+        }) == "gemm_strided_batched: batch_count = -2 is negative");
+}
+
+TEST_CASE_TEMPLATE("gemm is bitwise identical for 1, 2 and 3 threads", T, float, double) {
+  std::mt19937 rng(3);
+  const int saved = fluxion::get_num_threads();
+  // Big enough for several tasks and several KC slices; odd so edges land inside tasks.
+  const index_t m = 301, n = 203, k = 611;
+  auto a = random_vector<T>(static_cast<std::size_t>(k * m), rng);
+  auto b = random_vector<T>(static_cast<std::size_t>(k * n), rng);
+  auto bias = random_vector<T>(static_cast<std::size_t>(n), rng);
+  std::vector<std::vector<T>> results;
+  for (int threads : {1, 2, 3}) {
+    fluxion::set_num_threads(threads);
+    std::vector<T> c(static_cast<std::size_t>(m * n), T(0.25));
+    cpu::gemm<T>(cpu::transpose::yes, cpu::transpose::no, m, n, k, T(0.5), a.data(), m, b.data(), n, T(2), c.data(),
+                 n, {bias.data(), cpu::activation::relu});
+    std::vector<T> cb(static_cast<std::size_t>(4 * 20 * 30));
+    cpu::gemm_strided_batched<T>(cpu::transpose::no, cpu::transpose::no, 20, 30, 40, T(1), a.data(), 40, 800,
+                                 b.data(), 30, 1200, T(0), cb.data(), 30, 600, 4);
+    c.insert(c.end(), cb.begin(), cb.end());
+    results.push_back(std::move(c));
+  }
+  fluxion::set_num_threads(saved);
+  CHECK(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(T)) == 0);
+  CHECK(std::memcmp(results[0].data(), results[2].data(), results[0].size() * sizeof(T)) == 0);
+}

@@ -1,0 +1,117 @@
+// Moving tensors between fx::cpu and fx::cuda, reading cuda tensors from the host, and the cuda
+// caching allocator's statistics.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "same_on_both_devices.hpp"
+
+namespace {
+
+namespace fx = fluxion;
+using fluxion_test::filled;
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("cuda transfer: to<cpu>(to<cuda>(x)) equals x", T, float, double, std::int32_t, std::int64_t, bool) {
+  for (const fx::shape& s : {fx::shape{}, fx::shape{0}, fx::shape{1}, fx::shape{3, 0, 2}, fx::shape{7, 5, 3}, fx::shape{100003}}) {
+    CAPTURE(fx::to_string(s));
+    auto x = filled<T>(s, 42, -1000, 1000);
+    fx::tensor<T, fx::cuda> g = fx::to<fx::cuda>(x);
+    CHECK(g.shape() == s);
+    CHECK(g.storage_id() != x.storage_id());
+    fx::tensor<T> back = fx::to<fx::cpu>(g);
+    CHECK(back.shape() == s);
+    CHECK(back.to_vector() == x.to_vector());
+    CHECK(g.to_vector() == x.to_vector());
+  }
+}
+
+TEST_CASE("cuda transfer: moving to the device a tensor is on returns that tensor") {
+  auto x = filled<float>({4, 4}, 1);
+  auto same = fx::to<fx::cpu>(x);
+  CHECK(same.storage_id() == x.storage_id());
+  auto g = fx::to<fx::cuda>(x);
+  const auto before = fx::memory::stats<fx::cuda>().allocations;
+  auto g2 = fx::to<fx::cuda>(g);
+  CHECK(g2.storage_id() == g.storage_id());
+  CHECK(fx::memory::stats<fx::cuda>().allocations == before);
+}
+
+TEST_CASE("cuda transfer: expressions are evaluated on their own device, then copied") {
+  auto x = fluxion_test::with_values<float>({2, 2}, {1, 2, 3, 4});
+  fx::tensor<float, fx::cuda> up = fx::to<fx::cuda>(x * 2.f + 1.f);
+  CHECK(up.to_vector() == std::vector<float>{3, 5, 7, 9});
+  fx::tensor<float> down = fx::to<fx::cpu>(up * up);
+  CHECK(down.to_vector() == std::vector<float>{9, 25, 49, 81});
+  fx::tensor<std::int64_t> idx = fx::to<fx::cpu>(fx::argmax(up, 1));
+  CHECK(idx.to_vector() == std::vector<std::int64_t>{1, 1});
+  fx::tensor<float, fx::cuda> same_device = fx::to<fx::cuda>(up - 3.f);
+  CHECK(same_device.to_vector() == std::vector<float>{0, 2, 4, 6});
+}
+
+TEST_CASE("cuda transfer: cuda tensors from braces and scalars, read element by element") {
+  fx::tensor<float, fx::cuda> g = {{1.f, 2.f, 3.f}, {4.f, 5.f, 6.f}};
+  CHECK(g.shape() == fx::shape{2, 3});
+  CHECK(g(1, 2) == 6.f);
+  CHECK(g(-1, 0) == 4.f);
+  CHECK(g.at({0, 1}) == 2.f);
+  fx::tensor<bool, fx::cuda> b = {true, false, true};
+  CHECK(b.to_vector() == std::vector<bool>{true, false, true});
+  CHECK_FALSE(b(1));
+  fx::tensor<std::int64_t, fx::cuda> s = std::int64_t{-9};
+  CHECK(s.item() == -9);
+  CHECK_THROWS_WITH_AS(g.item(), "item: tensor of shape (2, 3) has 6 elements, not 1", fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(g(2, 0), "tensor: index 2 is out of range for axis 0 with size 2", fx::out_of_range);
+}
+
+TEST_CASE("cuda memory: statistics count requests, and freed buffers are reused from the cache") {
+  fx::memory::empty_cache<fx::cuda>();
+  const auto start = fx::memory::stats<fx::cuda>();
+  CHECK(start.cached_bytes == 0);
+  auto x = filled<float>({1000}, 1);
+  {
+    fx::tensor<float, fx::cuda> g = fx::to<fx::cuda>(x);
+    const auto live = fx::memory::stats<fx::cuda>();
+    CHECK(live.allocations - start.allocations == 1);
+    CHECK(live.system_allocations - start.system_allocations == 1);
+    CHECK(live.buffers_in_use - start.buffers_in_use == 1);
+    CHECK(live.bytes_in_use - start.bytes_in_use >= 4000);
+    CHECK(live.bytes_in_use - start.bytes_in_use <= 4000 + 4000 / 8);  // a size class is at most 12.5% larger
+  }
+  const auto freed = fx::memory::stats<fx::cuda>();
+  CHECK(freed.buffers_in_use == start.buffers_in_use);
+  CHECK(freed.bytes_in_use == start.bytes_in_use);
+  CHECK(freed.cached_bytes > 0);
+  // Steady state: a loop of same-sized temporaries never reaches the system allocator again.
+  auto g = fx::to<fx::cuda>(x);
+  fx::tensor<float, fx::cuda> acc = g;
+  const auto warm = fx::memory::stats<fx::cuda>();
+  for (int i = 0; i < 10; ++i) acc = acc * 0.5f + g;
+  const auto after = fx::memory::stats<fx::cuda>();
+  CHECK(after.allocations - warm.allocations == 10);
+  // g stays live, and each new acc is made while the old one lives: two buffers beyond g, after
+  // which the loop alternates between them.
+  CHECK(after.system_allocations - warm.system_allocations == 2);
+  fx::memory::empty_cache<fx::cuda>();
+  CHECK(fx::memory::stats<fx::cuda>().cached_bytes == 0);
+}
+
+TEST_CASE("cuda memory: the device cache is shared by every thread") {
+  fx::memory::empty_cache<fx::cuda>();
+  auto x = filled<double>({5000}, 2);
+  { auto g = fx::to<fx::cuda>(x); }  // allocated and freed on this thread
+  const auto before = fx::memory::stats<fx::cuda>();
+  std::vector<double> seen;
+  std::thread other([&] {
+    auto g = fx::to<fx::cuda>(x);  // the same size class, on another thread: served from the cache
+    seen = g.to_vector();
+  });
+  other.join();
+  const auto after = fx::memory::stats<fx::cuda>();
+  CHECK(after.allocations - before.allocations == 1);
+  CHECK(after.system_allocations == before.system_allocations);
+  CHECK(seen == x.to_vector());
+}

@@ -1,0 +1,18 @@
+// The smallest useful fluxion program, built by both consumer tests: it checks that the package's
+// headers, include paths and dependencies work in a project that is not fluxion's own.
+#include <fluxion/fluxion.hpp>
+
+#include <cstdio>
+
+int main() {
+  namespace fx = fluxion;
+  fx::tensor<float> t = {1.f, 2.f, 3.f};
+  fx::tensor<float> sum = fx::reduce_sum(t * 2.f);
+  const float value = sum.item();
+  if (value != 12.f) {
+    std::fprintf(stderr, "consumer: reduce_sum(t * 2) = %g, expected 12\n", static_cast<double>(value));
+    return 1;
+  }
+  std::puts("consumer: ok");
+  return 0;
+}
