@@ -150,8 +150,10 @@ class host_cache {
   /// This thread's cache, or nullptr once it has been destroyed (a tensor freed by a static
   /// destructor at exit goes straight back to the system).
   static host_cache* local() {
+    if (host_cache* c = t_current) return c;  // one TLS load on the hot path
     if (t_destroyed) return nullptr;
     static thread_local host_cache cache;
+    t_current = &cache;
     return &cache;
   }
 
@@ -162,6 +164,7 @@ class host_cache {
   }
   ~host_cache() {
     t_destroyed = true;
+    t_current = nullptr;
     release_all();
     auto& reg = counter_registry::instance();
     std::lock_guard<std::mutex> lk(reg.mutex);
@@ -174,6 +177,7 @@ class host_cache {
 
  private:
   static inline thread_local bool t_destroyed = false;  // trivially destructible: safe at exit
+  static inline thread_local host_cache* t_current = nullptr;
   std::vector<void*> m_free[n_size_classes];
   std::size_t m_cached = 0;
   thread_counters m_counters;

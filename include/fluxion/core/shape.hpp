@@ -51,9 +51,9 @@ class shape {
 
   friend constexpr bool operator==(const shape& a, const shape& b) noexcept {
     if (a.m_rank != b.m_rank) return false;
-    for (int i = 0; i < a.m_rank; ++i)
-      if (a[i] != b[i]) return false;
-    return true;
+    bool same = true;
+    for (int i = 0; i < a.m_rank; ++i) same &= a[i] == b[i];
+    return same;
   }
 
  private:

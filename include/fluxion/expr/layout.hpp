@@ -42,36 +42,20 @@ void permute_view(View& v, shape& s, const int* perm) {
 /// their kept and reduced axes apart). Returns the new split.
 template <class View>
 int collapse_view(View& v, shape& s, int split = -1) {
-  if (split < 0) split = s.rank();
   const int r = s.rank();
-  bool keep[max_rank];
-  int new_split = 0;
-  for (int d = 0; d < r; ++d) {
-    keep[d] = s[d] != 1;
-    if (keep[d] && d < split) ++new_split;
-  }
-  // group[d]: whether axis d merges into the previous kept axis
-  bool merge[max_rank] = {};
-  int prev = -1;
-  for (int d = 0; d < r; ++d) {
-    if (!keep[d]) continue;
-    if (prev >= 0 && !((prev < split) != (d < split))) {
-      bool ok = true;
-      v.for_each_leaf([&](leaf_layout& l) {
-        if (l.strides[prev] != l.strides[d] * s[d]) ok = false;
-      });
-      merge[d] = ok;
-    }
-    prev = d;
-  }
-  shape out;
-  int out_split = 0;
+  if (split < 0) split = r;
+  if (r == 1 && s[0] != 1) return split;  // nothing to merge or drop: the common 1-D case
   index_t ext[max_rank];
   int src[max_rank];  // the innermost source axis of each output axis
-  int n = 0;
+  int n = 0, out_split = 0, prev = -1;
   for (int d = 0; d < r; ++d) {
-    if (!keep[d]) continue;
-    if (merge[d]) {
+    if (s[d] == 1) continue;
+    bool merge = false;
+    if (prev >= 0 && (prev < split) == (d < split)) {
+      merge = true;
+      v.for_each_leaf([&](leaf_layout& l) { merge = merge && l.strides[prev] == l.strides[d] * s[d]; });
+    }
+    if (merge) {
       ext[n - 1] *= s[d];
       src[n - 1] = d;
     } else {
@@ -80,16 +64,18 @@ int collapse_view(View& v, shape& s, int split = -1) {
       if (d < split) ++out_split;
       ++n;
     }
+    prev = d;
   }
-  (void)new_split;
-  for (int i = 0; i < n; ++i) out.push_back(ext[i]);
+  if (n == r) {  // nothing merged or dropped
+    bool same = true;
+    for (int i = 0; i < n; ++i) same = same && src[i] == i;
+    if (same) return out_split;
+  }
+  s = shape(ext, ext + n);
   v.for_each_leaf([&](leaf_layout& l) {
-    index_t st[max_rank];
-    for (int i = 0; i < n; ++i) st[i] = l.strides[src[i]];
-    for (int i = 0; i < n; ++i) l.strides[i] = st[i];
+    for (int i = 0; i < n; ++i) l.strides[i] = l.strides[src[i]];  // src[i] >= i: safe in place
     l.rank = n;
   });
-  s = out;
   return out_split;
 }
 
@@ -123,8 +109,15 @@ inline leaf_layout destination_layout(const shape& s, index_t offset, const inde
   return l;
 }
 inline leaf_layout destination_layout(const shape& s) {
-  const auto st = contiguous_strides(s);
-  return destination_layout(s, 0, st.data());
+  leaf_layout l;
+  l.offset = 0;
+  l.rank = s.rank();
+  index_t acc = 1;
+  for (int d = l.rank - 1; d >= 0; --d) {
+    l.strides[d] = s[d] == 1 ? 0 : acc;
+    acc *= s[d];
+  }
+  return l;
 }
 
 /// Iteration space of a reduction: kept axes first, reduced axes last, each group collapsed.

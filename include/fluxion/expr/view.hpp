@@ -16,7 +16,7 @@ namespace fluxion::detail {
 struct leaf_layout {
   index_t offset = 0;
   int rank = 0;
-  index_t strides[max_rank] = {};
+  index_t strides[max_rank];  // only [0, rank) is meaningful
   // Row cursor, set by seek(): the position of the current row and the innermost stride.
   index_t base = 0;
   index_t inner = 0;

@@ -27,6 +27,8 @@
 #include <string>
 #include <type_traits>
 
+#include <xsimd/xsimd.hpp>
+
 #include "../core/config.hpp"
 #include "../core/device.hpp"
 #include "../core/error.hpp"
@@ -90,9 +92,10 @@ class generator {
   /// The 128 random bits of block `index`. `attempt` selects an independent block at the same
   /// index, for rejection sampling (truncated_normal redraws with attempts 1, 2, ...).
   philox_counter block(std::uint64_t index, std::uint32_t attempt = 0) const noexcept {
-    return philox4x32<10>({static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32), attempt, 0u},
-                          {static_cast<std::uint32_t>(m_seed), static_cast<std::uint32_t>(m_seed >> 32)});
+    return philox4x32<10>({static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32), attempt, 0u}, key());
   }
+  /// The Philox key: the seed's low and high words.
+  philox_key key() const noexcept { return {static_cast<std::uint32_t>(m_seed), static_cast<std::uint32_t>(m_seed >> 32)}; }
 
  private:
   std::uint64_t m_seed;
@@ -125,6 +128,43 @@ std::string show(T v) {
 template <class T>
 inline constexpr int per_block = sizeof(T) == 4 ? 4 : 2;
 
+/// Blocks are enciphered 16 at a time, words stored apart (w[word][block]), so the rounds and
+/// the transforms run as SIMD loops. Every element is computed the same way, as part of a full
+/// group, whatever the draw's size: the tail of a draw computes a whole group and keeps a part.
+inline constexpr int group_blocks = 16;
+struct block_group {
+  alignas(64) std::uint32_t w[4][group_blocks];
+};
+
+inline void philox_group(std::uint64_t first, std::uint32_t attempt, philox_key key, block_group& g) noexcept {
+  constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u, w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
+  auto& c = g.w;
+  for (int l = 0; l < group_blocks; ++l) {
+    const std::uint64_t index = first + static_cast<std::uint64_t>(l);
+    c[0][l] = static_cast<std::uint32_t>(index);
+    c[1][l] = static_cast<std::uint32_t>(index >> 32);
+    c[2][l] = attempt;
+    c[3][l] = 0;
+  }
+  std::uint32_t k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) {
+      k0 += w0;
+      k1 += w1;
+    }
+    for (int l = 0; l < group_blocks; ++l) {
+      const std::uint64_t p0 = static_cast<std::uint64_t>(m0) * c[0][l];
+      const std::uint64_t p1 = static_cast<std::uint64_t>(m1) * c[2][l];
+      const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c[1][l] ^ k0;
+      const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c[3][l] ^ k1;
+      c[1][l] = static_cast<std::uint32_t>(p1);
+      c[3][l] = static_cast<std::uint32_t>(p0);
+      c[0][l] = n0;
+      c[2][l] = n2;
+    }
+  }
+}
+
 /// Uniform on [0, 1) from 24 random bits (float) or 53 (double): every value is a multiple of
 /// 2^-24 or 2^-53, and 1 is never produced.
 inline float unit_float(std::uint32_t x) noexcept { return static_cast<float>(x >> 8) * 0x1p-24f; }
@@ -132,39 +172,93 @@ inline double unit_double(std::uint32_t hi, std::uint32_t lo) noexcept {
   return static_cast<double>(((static_cast<std::uint64_t>(hi) << 32) | lo) >> 11) * 0x1p-53;
 }
 
-/// Standard normal values of one block by Box–Muller: 4 floats or 2 doubles. The radius uses
-/// 1 - u, in (0, 1], so its logarithm is finite.
+/// Box–Muller on n pairs of uniforms: z0 = r cos(theta), z1 = r sin(theta) with r = sqrt(-2 log(1 -
+/// u1)) (1 - u1 lies in (0, 1], so the logarithm is finite) and theta = 2 pi u2. n is a multiple
+/// of the SIMD width, or the scalar loop takes the rest.
 template <class T>
-void box_muller(const philox_counter& b, T* z) noexcept {
+void box_muller(const T* u1, const T* u2, T* z0, T* z1, int n) noexcept {
+  using batch = xsimd::batch<T, xsimd::default_arch>;
+  constexpr int width = static_cast<int>(batch::size);
   constexpr T two_pi = 2 * std::numbers::pi_v<T>;
-  if constexpr (std::is_same_v<T, float>) {
-    for (int p = 0; p < 2; ++p) {
-      const float r = std::sqrt(-2.f * std::log(1.f - unit_float(b[2 * p])));
-      const float theta = two_pi * unit_float(b[2 * p + 1]);
-      z[2 * p] = r * std::cos(theta);
-      z[2 * p + 1] = r * std::sin(theta);
-    }
-  } else {
-    const double r = std::sqrt(-2.0 * std::log(1.0 - unit_double(b[0], b[1])));
-    const double theta = two_pi * unit_double(b[2], b[3]);
-    z[0] = r * std::cos(theta);
-    z[1] = r * std::sin(theta);
+  int i = 0;
+  for (; i + width <= n; i += width) {
+    const batch r = xsimd::sqrt(batch(T(-2)) * xsimd::log(batch(T(1)) - batch::load_unaligned(u1 + i)));
+    const auto [s, c] = xsimd::sincos(batch(two_pi) * batch::load_unaligned(u2 + i));
+    (r * c).store_unaligned(z0 + i);
+    (r * s).store_unaligned(z1 + i);
+  }
+  for (; i < n; ++i) {
+    const T r = std::sqrt(T(-2) * std::log(T(1) - u1[i]));
+    z0[i] = r * std::cos(two_pi * u2[i]);
+    z1[i] = r * std::sin(two_pi * u2[i]);
   }
 }
 
-/// Reserves the blocks of a draw of shape `s` and fills it: values(block index, T out[per
-/// block]) writes one block's elements.
+/// Standard normal values of a group, element 4b + j (float) or 2b + j (double) from block b.
+template <class T>
+void normal_group(const block_group& g, T* out) noexcept {
+  constexpr int n = group_blocks;
+  alignas(64) T u1[n], u2[n], z0[n], z1[n];
+  if constexpr (std::is_same_v<T, float>) {
+    for (int p = 0; p < 2; ++p) {
+      for (int b = 0; b < n; ++b) {
+        u1[b] = unit_float(g.w[2 * p][b]);
+        u2[b] = unit_float(g.w[2 * p + 1][b]);
+      }
+      box_muller(u1, u2, z0, z1, n);
+      for (int b = 0; b < n; ++b) {
+        out[4 * b + 2 * p] = z0[b];
+        out[4 * b + 2 * p + 1] = z1[b];
+      }
+    }
+  } else {
+    for (int b = 0; b < n; ++b) {
+      u1[b] = unit_double(g.w[0][b], g.w[1][b]);
+      u2[b] = unit_double(g.w[2][b], g.w[3][b]);
+    }
+    box_muller(u1, u2, z0, z1, n);
+    for (int b = 0; b < n; ++b) {
+      out[2 * b] = z0[b];
+      out[2 * b + 1] = z1[b];
+    }
+  }
+}
+
+/// Element j (of per_block<T>) of the standard normal values of one block, redrawn with `attempt`.
+template <class T>
+T normal_element(const generator& gen, std::uint64_t block, std::uint32_t attempt, int j) noexcept {
+  const philox_counter x = gen.block(block, attempt);
+  T u1[1], u2[1], z0[1], z1[1];
+  int pair;
+  if constexpr (std::is_same_v<T, float>) {
+    pair = j / 2;
+    u1[0] = unit_float(x[static_cast<std::size_t>(2 * pair)]);
+    u2[0] = unit_float(x[static_cast<std::size_t>(2 * pair + 1)]);
+  } else {
+    u1[0] = unit_double(x[0], x[1]);
+    u2[0] = unit_double(x[2], x[3]);
+  }
+  box_muller(u1, u2, z0, z1, 1);
+  return j % 2 == 0 ? z0[0] : z1[0];
+}
+
+/// Reserves the blocks of a draw of shape `s` and fills it by groups: values(first block of the
+/// group, its enciphered blocks, T out[group_blocks * per_block<T>]).
 template <class T, class Device, class Values>
 tensor<T, Device> draw(const shape& s, generator& gen, Values values) {
-  constexpr index_t k = per_block<T>;
-  static_assert(fluxion::detail::generate_chunk % k == 0);
+  constexpr index_t k = per_block<T>, group = group_blocks * per_block<T>;
+  static_assert(fluxion::detail::generate_chunk % group == 0);
   const index_t n = s.size();
   const std::uint64_t first = gen.reserve(static_cast<std::uint64_t>((n + k - 1) / k));
+  const philox_key key = gen.key();
   return fluxion::detail::generate_on_host<T, Device>(s, [&](T* out, index_t begin, index_t end) {
-    T tmp[k];
-    for (index_t i = begin; i < end; i += k) {  // begin is a multiple of k
-      values(first + static_cast<std::uint64_t>(i / k), tmp);
-      const index_t m = end - i < k ? end - i : k;
+    block_group g;
+    alignas(64) T tmp[group];
+    for (index_t i = begin; i < end; i += group) {  // begin is a multiple of the group size
+      const std::uint64_t b = first + static_cast<std::uint64_t>(i / k);
+      philox_group(b, 0, key, g);
+      values(b, g, tmp);
+      const index_t m = end - i < group ? end - i : group;
       for (index_t j = 0; j < m; ++j) out[i + j] = tmp[j];
     }
   });
@@ -201,30 +295,33 @@ tensor<T, Device> uniform(const shape& s, generator& gen, std::type_identity_t<T
                              detail::show(maxval) + " must be finite");
     // minval + range * u can round up to maxval; the largest value below maxval replaces it.
     const T below = std::nextafter(maxval, minval);
-    return detail::draw<T, Device>(s, gen, [&gen, minval, range, below](std::uint64_t b, T* out) {
-      const philox_counter x = gen.block(b);
-      for (int j = 0; j < detail::per_block<T>; ++j) {
-        T u;
-        if constexpr (std::is_same_v<T, float>) u = detail::unit_float(x[j]);
-        else u = detail::unit_double(x[2 * j], x[2 * j + 1]);
-        const T v = minval + range * u;
-        out[j] = v < below ? v : below;
+    return detail::draw<T, Device>(s, gen, [minval, range, below](std::uint64_t, const detail::block_group& g, T* out) {
+      for (int b = 0; b < detail::group_blocks; ++b) {
+        for (int j = 0; j < detail::per_block<T>; ++j) {
+          T u;
+          if constexpr (std::is_same_v<T, float>) u = detail::unit_float(g.w[j][b]);
+          else u = detail::unit_double(g.w[2 * j][b], g.w[2 * j + 1][b]);
+          const T v = minval + range * u;
+          out[detail::per_block<T> * b + j] = v < below ? v : below;
+        }
       }
     });
   } else if constexpr (std::is_same_v<T, std::int32_t>) {
     const std::uint64_t range = static_cast<std::uint64_t>(static_cast<std::int64_t>(maxval) - minval);
-    return detail::draw<T, Device>(s, gen, [&gen, minval, range](std::uint64_t b, T* out) {
-      const philox_counter x = gen.block(b);
-      for (int j = 0; j < 4; ++j) out[j] = static_cast<T>(minval + static_cast<std::int64_t>((x[j] * range) >> 32));
+    return detail::draw<T, Device>(s, gen, [minval, range](std::uint64_t, const detail::block_group& g, T* out) {
+      for (int b = 0; b < detail::group_blocks; ++b)
+        for (int j = 0; j < 4; ++j)
+          out[4 * b + j] = static_cast<T>(minval + static_cast<std::int64_t>((g.w[j][b] * range) >> 32));
     });
   } else {
     const std::uint64_t range = static_cast<std::uint64_t>(maxval) - static_cast<std::uint64_t>(minval);
-    return detail::draw<T, Device>(s, gen, [&gen, minval, range](std::uint64_t b, T* out) {
-      const philox_counter x = gen.block(b);
-      for (int j = 0; j < 2; ++j) {
-        const std::uint64_t r = (static_cast<std::uint64_t>(x[2 * j]) << 32) | x[2 * j + 1];
-        const auto hi = static_cast<std::uint64_t>((static_cast<unsigned __int128>(r) * range) >> 64);
-        out[j] = static_cast<T>(static_cast<std::uint64_t>(minval) + hi);
+    return detail::draw<T, Device>(s, gen, [minval, range](std::uint64_t, const detail::block_group& g, T* out) {
+      for (int b = 0; b < detail::group_blocks; ++b) {
+        for (int j = 0; j < 2; ++j) {
+          const std::uint64_t r = (static_cast<std::uint64_t>(g.w[2 * j][b]) << 32) | g.w[2 * j + 1][b];
+          const auto hi = static_cast<std::uint64_t>((static_cast<unsigned __int128>(r) * range) >> 64);
+          out[2 * b + j] = static_cast<T>(static_cast<std::uint64_t>(minval) + hi);
+        }
       }
     });
   }
@@ -237,9 +334,9 @@ tensor<T, Device> normal(const shape& s, generator& gen, std::type_identity_t<T>
   static_assert(std::is_floating_point_v<T> && detail::is_draw_type_v<T>,
                 "fluxion::random::normal<T>: T must be float or double.");
   detail::check_normal_arguments("normal", mean, stddev);
-  return detail::draw<T, Device>(s, gen, [&gen, mean, stddev](std::uint64_t b, T* out) {
-    detail::box_muller<T>(gen.block(b), out);
-    for (int j = 0; j < detail::per_block<T>; ++j) out[j] = mean + stddev * out[j];
+  return detail::draw<T, Device>(s, gen, [mean, stddev](std::uint64_t, const detail::block_group& g, T* out) {
+    detail::normal_group(g, out);
+    for (int i = 0; i < detail::group_blocks * detail::per_block<T>; ++i) out[i] = mean + stddev * out[i];
   });
 }
 
@@ -253,16 +350,15 @@ tensor<T, Device> truncated_normal(const shape& s, generator& gen, std::type_ide
   static_assert(std::is_floating_point_v<T> && detail::is_draw_type_v<T>,
                 "fluxion::random::truncated_normal<T>: T must be float or double.");
   detail::check_normal_arguments("truncated_normal", mean, stddev);
-  return detail::draw<T, Device>(s, gen, [&gen, mean, stddev](std::uint64_t b, T* out) {
-    detail::box_muller<T>(gen.block(b), out);
-    for (int j = 0; j < detail::per_block<T>; ++j) {
-      T z = out[j];
-      for (std::uint32_t attempt = 1; !(std::abs(z) <= T(2)); ++attempt) {
-        T redraw[detail::per_block<T>];
-        detail::box_muller<T>(gen.block(b, attempt), redraw);
-        z = redraw[j];
-      }
-      out[j] = mean + stddev * z;
+  const generator& source = gen;
+  return detail::draw<T, Device>(s, gen, [&source, mean, stddev](std::uint64_t first, const detail::block_group& g, T* out) {
+    constexpr int k = detail::per_block<T>;
+    detail::normal_group(g, out);
+    for (int i = 0; i < detail::group_blocks * k; ++i) {
+      T z = out[i];
+      for (std::uint32_t attempt = 1; !(std::abs(z) <= T(2)); ++attempt)
+        z = detail::normal_element<T>(source, first + static_cast<std::uint64_t>(i / k), attempt, i % k);
+      out[i] = mean + stddev * z;
     }
   });
 }

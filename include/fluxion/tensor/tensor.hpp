@@ -152,8 +152,12 @@ class tensor : public expression_base {
     detail::leaf_view<T> v;
     v.data = m_data;
     v.rank = m_shape.rank();
-    const auto st = contiguous_strides(m_shape);
-    for (int d = 0; d < v.rank; ++d) v.strides[d] = m_shape[d] == 1 ? 0 : st[static_cast<std::size_t>(d)];
+    index_t acc = 1;
+    for (int d = v.rank - 1; d >= 0; --d) {
+      const index_t e = m_shape[d];
+      v.strides[d] = e == 1 ? 0 : acc;
+      acc *= e;
+    }
     return v;
   }
 

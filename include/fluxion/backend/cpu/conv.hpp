@@ -91,28 +91,47 @@ inline bool is_pointwise(const conv2d_shape& s) {
          s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
 }
 
+// Runs are short (a few channels): a library call per run would cost more than the copy.
+template <class T>
+FLUXION_ALWAYS_INLINE void copy_run(const T* FLUXION_RESTRICT src, index_t n, T* FLUXION_RESTRICT dst) {
+  if (n >= 64) {
+    std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+    return;
+  }
+  for (index_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+template <class T>
+FLUXION_ALWAYS_INLINE void zero_run(index_t n, T* dst) {
+  for (index_t i = 0; i < n; ++i) dst[i] = T(0);
+}
+
 /// Rows [r0, r0 + rows) of columns(X): row (n, oh, ow) holds the window (kh, kw, ci) of the input.
 template <class T>
 void im2col(const conv2d_shape& s, const T* x, index_t r0, index_t rows, T* cols) {
-  const index_t k = s.filter_h * s.filter_w * s.in_c, hw = s.out_h * s.out_w;
+  const index_t k = s.filter_h * s.filter_w * s.in_c, hw = s.out_h * s.out_w, c = s.in_c;
+  const index_t tap_row = s.filter_w * c;
   for (index_t r = 0; r < rows; ++r) {
     const index_t pixel = r0 + r, n = pixel / hw, oh = pixel % hw / s.out_w, ow = pixel % s.out_w;
     T* dst = cols + r * k;
-    for (index_t kh = 0; kh < s.filter_h; ++kh) {
+    const index_t iw0 = ow * s.stride_w - s.pad_left;
+    // Taps kw in [kw0, kw1) fall inside the input row.
+    index_t kw0 = 0, kw1 = s.filter_w;
+    while (kw0 < kw1 && iw0 + kw0 * s.dilation_w < 0) ++kw0;
+    while (kw1 > kw0 && iw0 + (kw1 - 1) * s.dilation_w >= s.in_w) --kw1;
+    for (index_t kh = 0; kh < s.filter_h; ++kh, dst += tap_row) {
       const index_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
-      if (ih < 0 || ih >= s.in_h) {
-        std::fill_n(dst, s.filter_w * s.in_c, T(0));
-        dst += s.filter_w * s.in_c;
+      if (ih < 0 || ih >= s.in_h || kw0 == kw1) {
+        zero_run(tap_row, dst);
         continue;
       }
-      const T* row = x + ((n * s.in_h + ih) * s.in_w) * s.in_c;
-      for (index_t kw = 0; kw < s.filter_w; ++kw, dst += s.in_c) {
-        const index_t iw = ow * s.stride_w - s.pad_left + kw * s.dilation_w;
-        if (iw < 0 || iw >= s.in_w)
-          std::fill_n(dst, s.in_c, T(0));
-        else
-          std::copy_n(row + iw * s.in_c, s.in_c, dst);
-      }
+      const T* row = x + ((n * s.in_h + ih) * s.in_w) * c;
+      zero_run(kw0 * c, dst);
+      if (s.dilation_w == 1)  // consecutive taps are consecutive pixels: one run
+        copy_run(row + (iw0 + kw0) * c, (kw1 - kw0) * c, dst + kw0 * c);
+      else
+        for (index_t kw = kw0; kw < kw1; ++kw) copy_run(row + (iw0 + kw * s.dilation_w) * c, c, dst + kw * c);
+      zero_run((s.filter_w - kw1) * c, dst + kw1 * c);
     }
   }
 }
@@ -129,7 +148,7 @@ void im2col_transposed(const conv2d_shape& s, const T* dy, index_t r0, index_t r
       const index_t oh_scaled = ih + s.pad_top - kh * s.dilation_h;
       const index_t oh = oh_scaled / s.stride_h;
       if (oh_scaled < 0 || oh_scaled % s.stride_h != 0 || oh >= s.out_h) {
-        std::fill_n(dst, s.filter_w * s.out_c, T(0));
+        zero_run(s.filter_w * s.out_c, dst);
         dst += s.filter_w * s.out_c;
         continue;
       }
@@ -138,9 +157,9 @@ void im2col_transposed(const conv2d_shape& s, const T* dy, index_t r0, index_t r
         const index_t ow_scaled = iw + s.pad_left - kw * s.dilation_w;
         const index_t ow = ow_scaled / s.stride_w;
         if (ow_scaled < 0 || ow_scaled % s.stride_w != 0 || ow >= s.out_w)
-          std::fill_n(dst, s.out_c, T(0));
+          zero_run(s.out_c, dst);
         else
-          std::copy_n(row + ow * s.out_c, s.out_c, dst);
+          copy_run(row + ow * s.out_c, s.out_c, dst);
       }
     }
   }

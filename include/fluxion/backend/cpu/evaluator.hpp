@@ -124,6 +124,11 @@ FLUXION_ALWAYS_INLINE void for_rows(V& v, const shape& iter, index_t begin, inde
   const int r = iter.rank();
   const index_t len_row = r == 0 ? 1 : iter[r - 1];
   index_t coord[max_rank] = {};
+  if (r <= 1) {  // one row: no coordinates to compute
+    v.seek(coord, 0);
+    f(begin, end - begin);
+    return;
+  }
   index_t i = begin;
   while (i < end) {
     const index_t row = i / len_row, j0 = i - row * len_row;
@@ -169,8 +174,10 @@ struct evaluator<cpu> {
       cpu_kernel::for_rows(local, iter, b, e,
                            [&](index_t j0, index_t len) { cpu_kernel::assign_row(out, local, j0, len); });
     };
-    if (tasks == 1) run(0);
-    else parallel_for(tasks, run);
+    if (tasks == 1)
+      cpu_kernel::for_rows(w, iter, 0, n, [&](index_t j0, index_t len) { cpu_kernel::assign_row(out, w, j0, len); });
+    else
+      parallel_for(tasks, run);
   }
 
   /// out[k] = finalize(combine over the reduced axes (bits of mask) of view), kept axes in order.

@@ -10,51 +10,9 @@
 // through the same template.
 #pragma once
 
-#include <cmath>
-#include <type_traits>
-
-#include <xsimd/xsimd.hpp>
-
-#include "../../../core/config.hpp"
+#include "simd_ops.hpp"
 
 namespace fluxion::detail::cpu {
-
-inline constexpr bool has_xsimd_arch = !std::is_same_v<xsimd::default_arch, xsimd::unavailable>;
-
-#if defined(__AVX512F__) || defined(__aarch64__)
-inline constexpr int simd_register_count = 32;
-#else
-inline constexpr int simd_register_count = 16;
-#endif
-
-/// The few vector operations the GEMM needs, on xsimd batches or on plain scalars.
-template <class T, bool Simd = has_xsimd_arch>
-struct simd_ops {
-  using batch = xsimd::batch<T, xsimd::default_arch>;
-  static constexpr index_t width = static_cast<index_t>(batch::size);
-  static FLUXION_ALWAYS_INLINE batch load(const T* p) { return batch::load_aligned(p); }
-  static FLUXION_ALWAYS_INLINE batch loadu(const T* p) { return batch::load_unaligned(p); }
-  static FLUXION_ALWAYS_INLINE void storeu(T* p, batch v) { v.store_unaligned(p); }
-  static FLUXION_ALWAYS_INLINE batch splat(T v) { return batch(v); }
-  static FLUXION_ALWAYS_INLINE batch fma(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
-  static FLUXION_ALWAYS_INLINE batch relu(batch v) {
-    return xsimd::select(v > batch(T(0)), v, batch(T(0)));
-  }
-  static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
-};
-
-template <class T>
-struct simd_ops<T, false> {
-  using batch = T;
-  static constexpr index_t width = 1;
-  static FLUXION_ALWAYS_INLINE T load(const T* p) { return *p; }
-  static FLUXION_ALWAYS_INLINE T loadu(const T* p) { return *p; }
-  static FLUXION_ALWAYS_INLINE void storeu(T* p, T v) { *p = v; }
-  static FLUXION_ALWAYS_INLINE T splat(T v) { return v; }
-  static FLUXION_ALWAYS_INLINE T fma(T a, T b, T c) { return std::fma(a, b, c); }
-  static FLUXION_ALWAYS_INLINE T relu(T v) { return v > T(0) ? v : T(0); }
-  static FLUXION_ALWAYS_INLINE T sum(T v) { return v; }
-};
 
 template <class T>
 struct gemm_kernel_traits {
