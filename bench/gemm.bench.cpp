@@ -1,19 +1,25 @@
 // fluxion's header-only sgemm against OpenBLAS (cblas_sgemm) and LibTorch (at::mm_out), in the same
 // run, with 1 and 2 threads, at square sizes and at the shapes of a dense network and its backprop.
+// Peers run next to each other so that they see the same load on a shared machine.
 //
 // Shapes read M x K x N for the forward product Y(M x N) = X(M x K) * W(K x N); "dW" is X^T * dY
 // (A^T * B) and "dX" is dY * W^T (A * B^T). Counters:
 //   GFLOPS  achieved 2*M*N*K / time
 //   peak    fraction of this machine's peak = threads * simd floats * 2 (FMA) * fma units * clock,
-//           the clock being "cpu MHz" from /proc/cpuinfo (printed once as context)
+//           the clock measured with a chain of dependent adds (printed at start, next to the
+//           base clock /proc/cpuinfo reports)
 //
 //   ./gemm.bench --benchmark_filter='/512x' --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fluxion/backend/cpu/gemm.hpp>
@@ -31,7 +37,7 @@ using fluxion::index_t;
 
 namespace {
 
-double cpu_mhz() {
+double cpuinfo_mhz() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line))
@@ -39,11 +45,40 @@ double cpu_mhz() {
   return 0;
 }
 
+// The running clock: a chain of dependent integer adds retires one per cycle, timed in thread CPU
+// time so that a busy machine preempting us does not count. A VM's "cpu MHz" is the base clock,
+// and cores boost above it.
+double measured_mhz() {
+#if defined(__x86_64__)
+  auto cpu_seconds = [] {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  double best = 1e30;
+  const long iterations = 20'000'000;
+  for (int rep = 0; rep < 5; ++rep) {
+    long x = 0, n = iterations;
+    const double t0 = cpu_seconds();
+    asm volatile(
+        "1:\n\t"
+        "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+        "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+        "dec %1\n\tjnz 1b"
+        : "+r"(x), "+r"(n));
+    best = std::min(best, cpu_seconds() - t0);
+  }
+  return 10.0 * static_cast<double>(iterations) / best * 1e-6;
+#else
+  return cpuinfo_mhz();
+#endif
+}
+
 // Zen 2/3/4 and Intel cores since Haswell issue two FMA instructions per cycle.
 constexpr int fma_units = 2;
 
 double peak_flops(int threads) {
-  static const double mhz = cpu_mhz();
+  static const double mhz = measured_mhz();
   return threads * static_cast<double>(cpu::simd_ops<float>::width) * 2 * fma_units * mhz * 1e6;
 }
 
@@ -70,8 +105,13 @@ void set_counters(benchmark::State& state, const shape& s, int threads) {
   state.counters["peak"] = benchmark::Counter(flops / peak_flops(threads), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// OpenBLAS's idle workers spin for a while (about 0.1 s) after each call and would take the second
+// core from the next benchmark; let them go to sleep first.
+void let_peers_settle() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
 void run_fluxion(benchmark::State& state, shape s, int threads) {
   fluxion::set_num_threads(threads);
+  let_peers_settle();
   operands o(s);
   const index_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
   for (auto _ : state) {
@@ -102,6 +142,9 @@ void run_openblas(benchmark::State& state, shape s, int threads) {
 #if FLUXION_BENCH_HAVE_TORCH
 void run_torch(benchmark::State& state, shape s, int threads) {
   at::set_num_threads(threads);
+#if FLUXION_BENCH_HAVE_OPENBLAS
+  openblas_set_num_threads(threads);  // Debian's LibTorch runs mm on OpenBLAS, which at:: does not size
+#endif
   torch::manual_seed(1);
   // Stored as the BLAS call above stores them; transposes are views, as autograd produces them.
   torch::Tensor a = s.ta ? torch::rand({s.k, s.m}).t() : torch::rand({s.m, s.k});
@@ -137,8 +180,11 @@ const shape shapes[] = {
 };
 
 const int registered = [] {
-  std::printf("peak per thread: %d floats x 2 (FMA) x %d FMA units x %.0f MHz (/proc/cpuinfo) = %.1f GFLOP/s\n",
-              static_cast<int>(cpu::simd_ops<float>::width), fma_units, cpu_mhz(), peak_flops(1) * 1e-9);
+  std::printf("peak per thread: %d floats x 2 (FMA) x %d FMA units x %.0f MHz (measured; /proc/cpuinfo says %.0f)"
+              " = %.1f GFLOP/s\n",
+              static_cast<int>(cpu::simd_ops<float>::width), fma_units, measured_mhz(), cpuinfo_mhz(),
+              peak_flops(1) * 1e-9);
+  std::fflush(stdout);
   for (const shape& s : shapes)
     for (int threads : {1, 2}) {
       const std::string suffix = std::string("/") + s.name + "/threads:" + std::to_string(threads);

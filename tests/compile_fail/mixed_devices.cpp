@@ -1,4 +1,4 @@
-// expect-error: an expression mixes devices \(fluxion::cpu and fluxion::cuda\)
+// expect-error: fluxion: an expression mixes devices
 // Adding a cuda tensor to a cpu tensor must not compile: move one operand with fluxion::to first.
 #include <fluxion/tensor.hpp>
 

@@ -15,10 +15,25 @@
 namespace fluxion {
 namespace detail {
 
-/// Hook for the gradient tape (autodiff/tape.hpp): called after each materialization with the
-/// expression and its output. The default does nothing.
+/// Autodiff's view of materializations. Tapes and forward accumulators (autodiff/) count
+/// themselves in `observers`; while any is alive, each top-level materialization is offered to
+/// them through on_materialize (defined in autodiff/record.hpp). Materializations nested inside
+/// another (a matmul materializing its operands) are not offered: the outer statement's
+/// backward function already covers them.
+struct autodiff_state {
+  static inline thread_local int observers = 0;
+  static inline thread_local int depth = 0;
+};
+
 template <class E, class T, class Device>
-struct materialization_observer;
+void on_materialize(const E& e, const tensor<T, Device>& out);
+
+struct materialize_depth {
+  materialize_depth() { ++autodiff_state::depth; }
+  ~materialize_depth() { --autodiff_state::depth; }
+  materialize_depth(const materialize_depth&) = delete;
+  materialize_depth& operator=(const materialize_depth&) = delete;
+};
 
 template <class E>
 auto materialize(const E& e) -> tensor<value_type_t<E>, device_t<E>> {
@@ -26,11 +41,21 @@ auto materialize(const E& e) -> tensor<value_type_t<E>, device_t<E>> {
   using Device = device_t<E>;
   if constexpr (is_tensor_v<E>) {
     return e;
-  } else if constexpr (is_boundary_v<E>) {
-    return e.eval();
   } else {
-    tensor<T, Device> out(e.shape());
-    evaluator<Device>::assign(out.mutable_data(), destination_layout(e.shape()), e.make_view(), e.shape());
+    tensor<T, Device> out = [&] {
+      materialize_depth nested;
+      if constexpr (is_boundary_v<E>) {
+        return e.eval();
+      } else {
+        tensor<T, Device> o(e.shape());
+        evaluator<Device>::assign(o.mutable_data(), destination_layout(e.shape()), e.make_view(), e.shape());
+        return o;
+      }
+    }();
+#if !defined(FLUXION_MAX_DERIVATIVE_ORDER) || FLUXION_MAX_DERIVATIVE_ORDER > 0
+    if constexpr (std::is_floating_point_v<T>)
+      if (autodiff_state::observers > 0 && autodiff_state::depth == 0) on_materialize(e, out);
+#endif
     return out;
   }
 }
@@ -60,7 +85,15 @@ struct boundary_expr : expression_base, boundary_base {
   using device_type = Device;
 
   const tensor<T, Device>& eval() const {
-    if (!m_cache->has_value()) m_cache->emplace(static_cast<const Derived&>(*this).compute());
+    if (!m_cache->has_value()) {
+      materialize_depth nested;
+      m_cache->emplace(static_cast<const Derived&>(*this).compute());
+    }
+#if !defined(FLUXION_MAX_DERIVATIVE_ORDER) || FLUXION_MAX_DERIVATIVE_ORDER > 0
+    if constexpr (std::is_floating_point_v<T>)
+      if (autodiff_state::observers > 0 && autodiff_state::depth == 0)
+        on_materialize(static_cast<const Derived&>(*this), **m_cache);
+#endif
     return **m_cache;
   }
   leaf_view<T> make_view() const { return eval().make_view(); }
@@ -80,3 +113,7 @@ auto eval(const E& e) {
 }
 
 }  // namespace fluxion
+
+// Autodiff hooks into every materialization: see autodiff/record.hpp. Defining
+// FLUXION_MAX_DERIVATIVE_ORDER to 0 compiles an inference-only program without any of it.
+#include "../autodiff/record.hpp"

@@ -285,3 +285,29 @@ auto reshape(A&& a, const std::vector<index_t>& dims) {
 }
 
 }  // namespace fluxion
+
+namespace fluxion::detail {
+
+/// Undoes a reduction's change of shape: reduced axes (bits of `mask` over the operand's rank)
+/// become stride-0 axes, so a reduced gradient broadcasts back over the operand. With keepdims
+/// the axes already exist and are only zeroed.
+struct unreduce_map {
+  static constexpr const char* name = "unreduce";
+  unsigned mask = 0;
+  bool keep = false;
+  int rank = 0;  // the operand's rank
+  void apply(leaf_layout& l) const {
+    if (keep) {
+      for (int d = 0; d < l.rank; ++d)
+        if (mask >> d & 1u) l.strides[d] = 0;
+      return;
+    }
+    index_t st[max_rank];
+    int j = 0;
+    for (int d = 0; d < rank; ++d) st[d] = (mask >> d & 1u) ? 0 : l.strides[j++];
+    for (int d = 0; d < rank; ++d) l.strides[d] = st[d];
+    l.rank = rank;
+  }
+};
+
+}  // namespace fluxion::detail

@@ -131,9 +131,8 @@ class float_format {
   std::string operator()(T x) const {
     if (!std::isfinite(x)) {
       const std::string s = std::isnan(x) ? "nan" : (x < 0 ? "-inf" : "inf");
-      return std::string(static_cast<std::size_t>(std::max(0, m_pad_left + m_pad_right + 1 - static_cast<int>(s.size()))),
-                         ' ') +
-             s;
+      const int width = m_pad_left + m_pad_right + 1;
+      return std::string(static_cast<std::size_t>(std::max(0, width - static_cast<int>(s.size()))), ' ') + s;
     }
     if (m_exp) {
       // Every value gets the same number of digits, the most any needs; values that need fewer

@@ -8,11 +8,14 @@
 //   auto k = fx::random::uniform<std::int32_t>({10}, gen, 0, 6);     // dice: [0, 6)
 //
 // The generator is Philox-4x32-10 (Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as
-// easy as 1, 2, 3", SC'11), the generator behind tf.random.Generator. The seed is its key; each
-// 128-bit block is the cipher of a counter. A draw reserves as many blocks as it needs by
-// advancing the generator's offset, and element i of the draw is computed from block
-// offset + i / (elements per block) alone, so any chunking gives the same values and successive
-// draws never overlap. Elements per block: 4 for float and int32, 2 for double and int64.
+// easy as 1, 2, 3", SC'11), the algorithm behind tf.random.Generator (the values differ from
+// TensorFlow's: how blocks become values is fluxion's own). The seed is its key; each 128-bit
+// block is the cipher of a counter. A draw reserves as many blocks as it needs by advancing the
+// generator's offset, and element i of the draw is computed from block offset + i / (elements per
+// block) alone, so any chunking gives the same values and successive draws never overlap.
+// Elements per block: 4 for float and int32, 2 for double and int64. Uniform values are exact
+// functions of the bits; normal values go through xsimd's log, sin and cos, so builds for other
+// SIMD instruction sets may differ from this one in the last bits.
 //
 // Draws without a generator argument use the global generator, seeded with 0 until
 // fx::random::set_seed is called (like tf.random.set_seed, but deterministic by default).
@@ -20,7 +23,6 @@
 
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -41,20 +43,38 @@ namespace fluxion::random {
 using philox_counter = std::array<std::uint32_t, 4>;
 using philox_key = std::array<std::uint32_t, 2>;
 
+namespace detail {
+
+inline constexpr std::uint32_t philox_m0 = 0xD2511F53u, philox_m1 = 0xCD9E8D57u;  // multipliers
+inline constexpr std::uint32_t philox_w0 = 0x9E3779B9u, philox_w1 = 0xBB67AE85u;  // Weyl key increments
+
+/// One Philox-4x32 round, on words held anywhere (one block, or one lane of a group).
+FLUXION_ALWAYS_INLINE void philox_round(std::uint32_t& c0, std::uint32_t& c1, std::uint32_t& c2, std::uint32_t& c3,
+                                        std::uint32_t k0, std::uint32_t k1) noexcept {
+  const std::uint64_t p0 = static_cast<std::uint64_t>(philox_m0) * c0;
+  const std::uint64_t p1 = static_cast<std::uint64_t>(philox_m1) * c2;
+  c0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1 ^ k0;
+  c2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3 ^ k1;
+  c1 = static_cast<std::uint32_t>(p1);
+  c3 = static_cast<std::uint32_t>(p0);
+}
+
+/// The counter of block `index`, attempt `attempt`: words 0-1 the index, word 2 the attempt.
+inline philox_counter block_counter(std::uint64_t index, std::uint32_t attempt) noexcept {
+  return {static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32), attempt, 0u};
+}
+
+}  // namespace detail
+
 /// The Philox-4x32 block cipher with `Rounds` rounds (10 is the standard strength).
 template <int Rounds = 10>
 inline philox_counter philox4x32(philox_counter c, philox_key k) noexcept {
-  constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u;  // multipliers
-  constexpr std::uint32_t w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;  // Weyl key increments
   for (int r = 0; r < Rounds; ++r) {
     if (r > 0) {
-      k[0] += w0;
-      k[1] += w1;
+      k[0] += detail::philox_w0;
+      k[1] += detail::philox_w1;
     }
-    const std::uint64_t p0 = static_cast<std::uint64_t>(m0) * c[0];
-    const std::uint64_t p1 = static_cast<std::uint64_t>(m1) * c[2];
-    c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<std::uint32_t>(p1),
-         static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<std::uint32_t>(p0)};
+    detail::philox_round(c[0], c[1], c[2], c[3], k[0], k[1]);
   }
   return c;
 }
@@ -92,10 +112,12 @@ class generator {
   /// The 128 random bits of block `index`. `attempt` selects an independent block at the same
   /// index, for rejection sampling (truncated_normal redraws with attempts 1, 2, ...).
   philox_counter block(std::uint64_t index, std::uint32_t attempt = 0) const noexcept {
-    return philox4x32<10>({static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32), attempt, 0u}, key());
+    return philox4x32<10>(detail::block_counter(index, attempt), key());
   }
   /// The Philox key: the seed's low and high words.
-  philox_key key() const noexcept { return {static_cast<std::uint32_t>(m_seed), static_cast<std::uint32_t>(m_seed >> 32)}; }
+  philox_key key() const noexcept {
+    return {static_cast<std::uint32_t>(m_seed), static_cast<std::uint32_t>(m_seed >> 32)};
+  }
 
  private:
   std::uint64_t m_seed;
@@ -114,16 +136,7 @@ inline void set_seed(std::uint64_t seed) noexcept { global_generator().reset(see
 namespace detail {
 
 using fluxion::index_t;
-
-template <class T>
-std::string show(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    char buf[64];
-    return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-  } else {
-    return std::to_string(v);
-  }
-}
+using fluxion::detail::describe_scalar;
 
 template <class T>
 inline constexpr int per_block = sizeof(T) == 4 ? 4 : 2;
@@ -137,31 +150,18 @@ struct block_group {
 };
 
 inline void philox_group(std::uint64_t first, std::uint32_t attempt, philox_key key, block_group& g) noexcept {
-  constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u, w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
   auto& c = g.w;
   for (int l = 0; l < group_blocks; ++l) {
-    const std::uint64_t index = first + static_cast<std::uint64_t>(l);
-    c[0][l] = static_cast<std::uint32_t>(index);
-    c[1][l] = static_cast<std::uint32_t>(index >> 32);
-    c[2][l] = attempt;
-    c[3][l] = 0;
+    const philox_counter start = block_counter(first + static_cast<std::uint64_t>(l), attempt);
+    for (int j = 0; j < 4; ++j) c[j][l] = start[static_cast<std::size_t>(j)];
   }
   std::uint32_t k0 = key[0], k1 = key[1];
   for (int r = 0; r < 10; ++r) {
     if (r > 0) {
-      k0 += w0;
-      k1 += w1;
+      k0 += philox_w0;
+      k1 += philox_w1;
     }
-    for (int l = 0; l < group_blocks; ++l) {
-      const std::uint64_t p0 = static_cast<std::uint64_t>(m0) * c[0][l];
-      const std::uint64_t p1 = static_cast<std::uint64_t>(m1) * c[2][l];
-      const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c[1][l] ^ k0;
-      const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c[3][l] ^ k1;
-      c[1][l] = static_cast<std::uint32_t>(p1);
-      c[3][l] = static_cast<std::uint32_t>(p0);
-      c[0][l] = n0;
-      c[2][l] = n2;
-    }
+    for (int l = 0; l < group_blocks; ++l) philox_round(c[0][l], c[1][l], c[2][l], c[3][l], k0, k1);
   }
 }
 
@@ -226,8 +226,8 @@ void normal_group(const block_group& g, T* out) noexcept {
 
 /// Element j (of per_block<T>) of the standard normal values of one block, redrawn with `attempt`.
 template <class T>
-T normal_element(const generator& gen, std::uint64_t block, std::uint32_t attempt, int j) noexcept {
-  const philox_counter x = gen.block(block, attempt);
+T normal_element(philox_key key, std::uint64_t block, std::uint32_t attempt, int j) noexcept {
+  const philox_counter x = philox4x32<10>(block_counter(block, attempt), key);
   T u1[1], u2[1], z0[1], z1[1];
   int pair;
   if constexpr (std::is_same_v<T, float>) {
@@ -271,8 +271,10 @@ inline constexpr bool is_draw_type_v = std::is_same_v<T, float> || std::is_same_
 template <class T>
 void check_normal_arguments(const char* op, T mean, T stddev) {
   if (!(stddev >= 0) || !std::isfinite(stddev))
-    throw invalid_argument(std::string(op) + ": stddev = " + show(stddev) + " must be finite and non-negative");
-  if (!std::isfinite(mean)) throw invalid_argument(std::string(op) + ": mean = " + show(mean) + " must be finite");
+    throw invalid_argument(std::string(op) + ": stddev = " + describe_scalar(stddev) +
+                           " must be finite and non-negative");
+  if (!std::isfinite(mean))
+    throw invalid_argument(std::string(op) + ": mean = " + describe_scalar(mean) + " must be finite");
 }
 
 }  // namespace detail
@@ -286,13 +288,13 @@ tensor<T, Device> uniform(const shape& s, generator& gen, std::type_identity_t<T
   static_assert(detail::is_draw_type_v<T>,
                 "fluxion::random::uniform<T>: T must be float, double, std::int32_t or std::int64_t.");
   if (!(minval < maxval))
-    throw invalid_argument("uniform: minval = " + detail::show(minval) + " must be less than maxval = " +
-                           detail::show(maxval));
+    throw invalid_argument("uniform: minval = " + detail::describe_scalar(minval) +
+                           " must be less than maxval = " + detail::describe_scalar(maxval));
   if constexpr (std::is_floating_point_v<T>) {
     const T range = maxval - minval;
     if (!std::isfinite(range))
-      throw invalid_argument("uniform: the range from minval = " + detail::show(minval) + " to maxval = " +
-                             detail::show(maxval) + " must be finite");
+      throw invalid_argument("uniform: the range from minval = " + detail::describe_scalar(minval) +
+                             " to maxval = " + detail::describe_scalar(maxval) + " must be finite");
     // minval + range * u can round up to maxval; the largest value below maxval replaces it.
     const T below = std::nextafter(maxval, minval);
     return detail::draw<T, Device>(s, gen, [minval, range, below](std::uint64_t, const detail::block_group& g, T* out) {
@@ -350,23 +352,24 @@ tensor<T, Device> truncated_normal(const shape& s, generator& gen, std::type_ide
   static_assert(std::is_floating_point_v<T> && detail::is_draw_type_v<T>,
                 "fluxion::random::truncated_normal<T>: T must be float or double.");
   detail::check_normal_arguments("truncated_normal", mean, stddev);
-  const generator& source = gen;
-  return detail::draw<T, Device>(s, gen, [&source, mean, stddev](std::uint64_t first, const detail::block_group& g, T* out) {
+  auto values = [key = gen.key(), mean, stddev](std::uint64_t first, const detail::block_group& g, T* out) {
     constexpr int k = detail::per_block<T>;
     detail::normal_group(g, out);
     for (int i = 0; i < detail::group_blocks * k; ++i) {
       T z = out[i];
       for (std::uint32_t attempt = 1; !(std::abs(z) <= T(2)); ++attempt)
-        z = detail::normal_element<T>(source, first + static_cast<std::uint64_t>(i / k), attempt, i % k);
+        z = detail::normal_element<T>(key, first + static_cast<std::uint64_t>(i / k), attempt, i % k);
       out[i] = mean + stddev * z;
     }
-  });
+  };
+  return detail::draw<T, Device>(s, gen, values);
 }
 
 // ---- the same draws from the global generator --------------------------------------------------
 
 template <class T, class Device = cpu>
-tensor<T, Device> uniform(const shape& s, std::type_identity_t<T> minval = T(0), std::type_identity_t<T> maxval = T(1)) {
+tensor<T, Device> uniform(const shape& s, std::type_identity_t<T> minval = T(0),
+                          std::type_identity_t<T> maxval = T(1)) {
   return uniform<T, Device>(s, global_generator(), minval, maxval);
 }
 template <class T, class Device = cpu>

@@ -9,6 +9,7 @@
 // expression to a tensor materializes it: that is when the fused kernel runs.
 #pragma once
 
+#include <atomic>
 #include <cstring>
 #include <initializer_list>
 #include <memory>
@@ -43,6 +44,16 @@ struct device_memory<cpu> {
     if (n) std::memcpy(static_cast<void*>(dst), src, static_cast<std::size_t>(n) * sizeof(T));
   }
 };
+
+/// A process-wide unique id for each new tensor value (copies share it): the gradient tape's
+/// handle on tensors. Ids are made per thread without atomics: the thread's number in the high
+/// bits, a counter in the low bits.
+inline std::uint64_t next_tensor_id() noexcept {
+  static std::atomic<std::uint64_t> threads{0};
+  thread_local std::uint64_t base = (threads.fetch_add(1, std::memory_order_relaxed) + 1) << 40;
+  thread_local std::uint64_t counter = 0;
+  return base | ++counter;
+}
 
 /// One level of nested braces: a value or a list of levels. A single recursive type (rather
 /// than one constructor per depth) keeps {{2.f}} and {{1.f}, {2.f}} unambiguous.
@@ -92,10 +103,12 @@ class tensor : public expression_base {
     const index_t n = s.size();
     m_buffer = detail::buffer_ref::allocate<Device>(static_cast<std::size_t>(n) * sizeof(T));
     m_data = static_cast<T*>(m_buffer.data());
+    m_id = detail::next_tensor_id();
   }
 
   /// A tensor sharing `other`'s buffer under a new shape of the same size (reshape without copy).
-  tensor(const tensor& other, const fluxion::shape& s) : m_buffer(other.m_buffer), m_data(other.m_data), m_shape(s) {
+  tensor(const tensor& other, const fluxion::shape& s)
+      : m_buffer(other.m_buffer), m_data(other.m_data), m_shape(s), m_id(detail::next_tensor_id()) {
     if (s.size() != other.size())
       throw shape_error("reshape: cannot reshape a tensor of shape " + to_string(other.shape()) + " (" +
                         std::to_string(other.size()) + " elements) into shape " + to_string(s));
@@ -161,6 +174,8 @@ class tensor : public expression_base {
     return v;
   }
 
+  /// Identity of this tensor value; copies share it, reshapes get their own.
+  std::uint64_t id() const noexcept { return m_id; }
   /// Identity of the storage: tensors sharing a buffer (reshapes) share it.
   const void* storage_id() const noexcept { return m_buffer.data(); }
   std::int64_t use_count() const noexcept { return m_buffer.use_count(); }
@@ -251,6 +266,7 @@ class tensor : public expression_base {
   detail::buffer_ref m_buffer;
   T* m_data = nullptr;
   fluxion::shape m_shape;
+  std::uint64_t m_id = 0;
 };
 
 }  // namespace fluxion

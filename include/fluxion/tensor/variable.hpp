@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 #include "../expr/elementwise.hpp"
@@ -30,7 +31,8 @@ inline std::uint64_t next_variable_id() {
 
 /// Hook for the gradient tape: notified when a variable is read (autodiff/tape.hpp).
 struct variable_read_observer {
-  static inline thread_local void (*on_read)(std::uint64_t id, bool trainable, const void* storage) = nullptr;
+  static inline thread_local void (*on_read)(std::uint64_t variable_id, bool trainable, std::uint64_t tensor_id,
+                                            const void* variable, const std::type_info& type) = nullptr;
 };
 }  // namespace detail
 
@@ -55,7 +57,7 @@ class variable {
 
   /// The current value. Under a gradient tape, reading a trainable variable watches it.
   const tensor<T, Device>& read_value() const {
-    if (auto* f = detail::variable_read_observer::on_read) f(m_id, m_trainable, m_value.storage_id());
+    if (auto* f = detail::variable_read_observer::on_read) f(m_id, m_trainable, m_value.id(), this, typeid(variable));
     return m_value;
   }
   /// The current value without notifying any tape.

@@ -162,9 +162,14 @@ TEST_CASE_TEMPLATE("conv2d kernels match a direct loop", T, float, double) {
       want_fused[i] = std::max<long double>(want_fused[i] + bias[i % static_cast<std::size_t>(s.out_c)], 0);
     CHECK(worst_error(y, want_fused, terms) <= 1.0);
 
-    std::vector<T> dx(static_cast<std::size_t>(s.input_size()), T(7));
-    cpu::conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
-    CHECK(worst_error(dx, want.dx, terms) <= 1.0);
+    // Both input-gradient methods, whichever the shape would choose.
+    for (int method : {1, 2}) {
+      cpu::conv_detail::input_grad_method = method;
+      std::vector<T> dx(static_cast<std::size_t>(s.input_size()), T(7));
+      cpu::conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
+      CHECK(worst_error(dx, want.dx, terms) <= 1.0);
+    }
+    cpu::conv_detail::input_grad_method = 0;
 
     std::vector<T> dw(static_cast<std::size_t>(s.filter_size()), T(7));
     cpu::conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data());
@@ -223,10 +228,14 @@ TEST_CASE_TEMPLATE("conv2d kernels are bitwise identical for 1, 2 and 3 threads"
     std::vector<T> y(static_cast<std::size_t>(s.output_size())), dx(static_cast<std::size_t>(s.input_size())),
         dw(static_cast<std::size_t>(s.filter_size()));
     cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data());
-    cpu::conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
     cpu::conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data());
-    y.insert(y.end(), dx.begin(), dx.end());
     y.insert(y.end(), dw.begin(), dw.end());
+    for (int method : {1, 2}) {
+      cpu::conv_detail::input_grad_method = method;
+      cpu::conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
+      y.insert(y.end(), dx.begin(), dx.end());
+    }
+    cpu::conv_detail::input_grad_method = 0;
     results.push_back(std::move(y));
   }
   fluxion::set_num_threads(saved);

@@ -190,3 +190,25 @@ TEST_CASE("cuda elementwise: writing into a strided sub-block of a larger tensor
       CHECK(got[static_cast<std::size_t>(i * 6 + j)] == expected);
     }
 }
+
+TEST_CASE("cuda elementwise: shape ops rewrite layouts and fuse on the device") {
+  auto x = filled<float>({4, 5, 6}, 41);
+  auto idx = with_values<std::int64_t>({3}, {4, 0, 2});
+  same_on_both_devices([](const auto& x) { return fx::transpose(x) * 2.f; }, x);
+  same_on_both_devices([](const auto& x) { return fx::transpose(x, {1, 2, 0}) + fx::reshape(x, {5, 6, 4}); }, x);
+  same_on_both_devices([](const auto& x) { return fx::strided_slice(x, {3, 1}, {0, fx::end}, {-1, 2}) - 1.f; }, x);
+  same_on_both_devices([](const auto& x) { return fx::slice(x, {1, 0, 2}, {2, -1, 3}); }, x);
+  same_on_both_devices([](const auto& x) { return fx::expand_dims(fx::reduce_sum(x, 1), 1) + x; }, x);
+  same_on_both_devices([](const auto& x) { return fx::broadcast_to(fx::slice(x, {0, 0, 0}, {1, 5, 1}), {4, 5, 6}); },
+                       x);
+  same_on_both_devices([](const auto& x, const auto& i) { return fx::gather(x, i, 1) * fx::gather(x, i, 2); },
+                       filled<float>({6, 6, 6}, 42), idx);
+  same_on_both_devices([](const auto& i) { return fx::one_hot(i, 5); }, idx);
+  same_on_both_devices([](const auto& x) { return fx::pad(x, {{1, 0}, {0, 2}, {3, 1}}, -7.f); }, x);
+  same_on_both_devices(
+      [](const auto& x) {
+        using X = std::remove_cvref_t<decltype(x)>;
+        return fx::concat(std::vector<X>{x, X(fx::sin(x))}, 1);
+      },
+      x);
+}

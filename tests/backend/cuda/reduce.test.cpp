@@ -1,7 +1,7 @@
 // Reductions on fx::cuda give the cpu evaluator's results: every op over every axis set of a
 // rank-3 operand, with keepdims, fused operands, empty axes and empty tensors, argmax/argmin with
-// ties and NaN, and each of the evaluator's three strategies (one output, one thread per output,
-// reduce_by_key).
+// ties and NaN, and each of the evaluator's strategies (one thread per output, parts of a long
+// segment, parts of parts).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -71,25 +71,29 @@ TEST_CASE("cuda reduce: values a naive loop computes") {
 }
 
 TEST_CASE("cuda reduce: each strategy of the evaluator") {
-  namespace k = fx::detail::cuda_kernel;
-  SUBCASE("one output: a transform_reduce over every element") {
-    auto x = filled<float>({1000, 37}, 1, 0.5, 1.5);
+  constexpr fx::index_t chunk = fx::detail::cuda_kernel::reduce_chunk;
+  SUBCASE("short segments: one thread per output") {
+    same_on_both_devices([](const auto& a) { return fx::reduce_max(a, {0, 2}); }, filled<float>({3, 50, 3}, 2));
+    same_on_both_devices(1e-5, [](const auto& a) { return fx::reduce_sum(a, 1); },
+                         filled<float>({1000, chunk}, 3, 0.5, 1.5));
+  }
+  SUBCASE("one output of many elements: parts, then one thread for the partial results") {
+    auto x = filled<float>({1000, 37}, 1, 0.5, 1.5);  // 37000 elements: 145 parts
     auto r = same_on_both_devices(1e-5, [](const auto& a) { return fx::reduce_sum(a); }, x);
     double naive = 0;
     for (fx::index_t i = 0; i < x.size(); ++i) naive += x.data()[i];
     CHECK(r.item() == doctest::Approx(naive).epsilon(1e-5));
   }
-  SUBCASE("few reduced elements: one thread per output") {
-    REQUIRE(k::per_output_loop(50, 9));
-    same_on_both_devices([](const auto& a) { return fx::reduce_max(a, {0, 2}); }, filled<float>({3, 50, 3}, 2));
+  SUBCASE("a segment one element longer than a part") {
+    auto x = filled<std::int64_t>({3, chunk + 1}, 2, -1000, 1000);
+    auto r = same_on_both_devices([](const auto& a) { return fx::reduce_sum(a, 1); }, x);
+    for (int row = 0; row < 3; ++row) {
+      std::int64_t naive = 0;
+      for (fx::index_t j = 0; j <= chunk; ++j) naive += x.data()[row * (chunk + 1) + j];
+      CHECK(r.to_vector()[static_cast<std::size_t>(row)] == naive);
+    }
   }
-  SUBCASE("many outputs: one thread per output") {
-    REQUIRE(k::per_output_loop(k::loop_min_outputs, 40));
-    same_on_both_devices(1e-5, [](const auto& a) { return fx::reduce_sum(a, 1); },
-                         filled<float>({k::loop_min_outputs, 40}, 3, 0.5, 1.5));
-  }
-  SUBCASE("few outputs of many elements: reduce_by_key") {
-    REQUIRE_FALSE(k::per_output_loop(3, 5000));
+  SUBCASE("few outputs of many elements: parts per output") {
     auto x = filled<float>({3, 5000}, 4, 0.5, 1.5);
     auto r = same_on_both_devices(1e-5, [](const auto& a) { return fx::reduce_mean(a, -1); }, x);
     for (int row = 0; row < 3; ++row) {
@@ -101,6 +105,22 @@ TEST_CASE("cuda reduce: each strategy of the evaluator") {
     same_on_both_devices([](const auto& a) { return fx::any(a > 1.49f, 1); }, x);
     same_on_both_devices([](const auto& a) { return fx::argmax(a, 1); }, x);
     same_on_both_devices([](const auto& a) { return fx::argmin(a, 0); }, filled<double>({5000, 3}, 6));
+  }
+  SUBCASE("segments longer than chunk * chunk: partial results are split again") {
+    auto x = filled<std::int32_t>({2, chunk * chunk + 7}, 7, -100, 100);
+    same_on_both_devices([](const auto& a) { return fx::reduce_sum(a, 1); }, x);
+    same_on_both_devices([](const auto& a) { return fx::reduce_max(a, 1); }, x);
+    same_on_both_devices([](const auto& a) { return fx::argmin(a, 1); }, x);
+  }
+  SUBCASE("partial results come from the device cache and go back to it") {
+    auto g = fx::to<fx::cuda>(filled<float>({4, 10000}, 8));
+    { fx::tensor<float, fx::cuda> warm = fx::reduce_sum(g, 1); }
+    const auto before = fx::memory::stats<fx::cuda>();
+    fx::tensor<float, fx::cuda> r = fx::reduce_sum(g, 1);
+    const auto after = fx::memory::stats<fx::cuda>();
+    CHECK(after.allocations - before.allocations == 2);  // the output and one scratch buffer
+    CHECK(after.system_allocations == before.system_allocations);
+    CHECK(after.buffers_in_use - before.buffers_in_use == 1);
   }
 }
 

@@ -86,6 +86,13 @@ inline constexpr index_t block_elements = 1 << 16;
 
 inline index_t block_rows(index_t k) { return std::clamp<index_t>((block_elements / std::max<index_t>(k, 1) + 5) / 6 * 6, 24, 1024); }
 
+// The input gradient scatters (fewer, but read-modify-write, column elements) or gathers.
+inline int input_grad_method = 0;  // 0: choose, 1: gather, 2: scatter (for measurements)
+inline bool use_scatter(const conv2d_shape& s) {
+  if (input_grad_method != 0) return input_grad_method == 2;
+  return s.batch >= 2 && 2 * s.out_h * s.out_w * s.in_c < s.in_h * s.in_w * s.out_c;
+}
+
 inline bool is_pointwise(const conv2d_shape& s) {
   return s.filter_h == 1 && s.filter_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
          s.pad_left == 0 && s.out_h == s.in_h && s.out_w == s.in_w;
@@ -174,11 +181,9 @@ void blocked_product(index_t rows_total, index_t k, index_t n, const T* b, index
   const index_t block = block_rows(k), tasks = ceil_div(rows_total, block);
   const bool parallel = 2.0 * rows_total * n * k >= min_parallel_flops;
   const bool dot = uses_dot_kernel(p);
-  T* bp = nullptr;
-  if (!dot) {
-    bp = scratch<T, scratch_slot::conv_packed>(static_cast<std::size_t>(packed_b_size<T>(k, n)));
-    pack_b_all(p, bp, parallel);
-  }
+  T* bp = dot ? nullptr : scratch<T, scratch_slot::conv_packed>(static_cast<std::size_t>(packed_b_size<T>(k, n)));
+  auto* flags = scratch<std::int32_t, scratch_slot::conv_flags>(static_cast<std::size_t>(packed_b<T>::flag_count(k, n)));
+  const packed_b<T> packed(p, bp, flags);
   run_tasks<T>(parallel, tasks, [&](index_t t) {
     const index_t r0 = t * block, rows = std::min(block, rows_total - r0);
     problem<T> q = p;
@@ -188,7 +193,7 @@ void blocked_product(index_t rows_total, index_t k, index_t n, const T* b, index
     if (dot)
       gemm_unchecked(q, false);
     else
-      rows_with_packed_b(q, bp, 0, rows, 0, n);
+      rows_with_packed_b(q, packed, 0, rows, 0, n);
   });
 }
 
@@ -219,28 +224,85 @@ void conv2d_forward(const conv2d_shape& s, const T* input, const T* filter, T* o
                                   });
 }
 
-/// grad_input (N, H, W, C_in) = the gradient of sum(conv(input, filter) * grad_output) w.r.t. input.
-template <gemm_scalar T>
-void conv2d_backward_input(const conv2d_shape& s, const T* grad_output, const T* filter, T* grad_input) {
-  conv_detail::check_shape("conv2d_backward_input", s);
+namespace conv_detail {
+
+/// dX by gathering: rows of columns(dY) times W' (each tap's C_in x C_out slice transposed).
+template <class T>
+void backward_input_gather(const conv2d_shape& s, const T* grad_output, const T* filter, T* grad_input) {
   const index_t pixels = s.batch * s.in_h * s.in_w, taps = s.filter_h * s.filter_w, k = taps * s.out_c;
-  if (pixels == 0 || s.in_c == 0) return;
-  if (k == 0 || s.out_h == 0 || s.out_w == 0) {
-    std::fill_n(grad_input, pixels * s.in_c, T(0));
-    return;
-  }
-  // W' (taps * C_out x C_in): each tap's C_in x C_out slice transposed.
   T* wt = scratch<T, scratch_slot::conv_filters>(static_cast<std::size_t>(k * s.in_c));
   for (index_t t = 0; t < taps; ++t)
     for (index_t ci = 0; ci < s.in_c; ++ci)
       for (index_t co = 0; co < s.out_c; ++co)
         wt[(t * s.out_c + co) * s.in_c + ci] = filter[(t * s.in_c + ci) * s.out_c + co];
-  conv_detail::blocked_product<T>(pixels, k, s.in_c, wt, s.in_c, false, grad_input, {},
-                                  [&](index_t r0, index_t rows) {
-                                    T* cols = scratch<T, scratch_slot::conv_columns>(static_cast<std::size_t>(rows * k));
-                                    conv_detail::im2col_transposed(s, grad_output, r0, rows, cols);
-                                    return static_cast<const T*>(cols);
-                                  });
+  blocked_product<T>(pixels, k, s.in_c, wt, s.in_c, false, grad_input, {}, [&](index_t r0, index_t rows) {
+    T* cols = scratch<T, scratch_slot::conv_columns>(static_cast<std::size_t>(rows * k));
+    im2col_transposed(s, grad_output, r0, rows, cols);
+    return static_cast<const T*>(cols);
+  });
+}
+
+/// dX by scattering: dcolumns = dY * W^T, then each row is added back onto its window. Windows of
+/// one image overlap, so each image is one task and adds in a fixed order.
+template <class T>
+void backward_input_scatter(const conv2d_shape& s, const T* grad_output, const T* filter, T* grad_input) {
+  using namespace gemm_detail;
+  const index_t k = s.filter_h * s.filter_w * s.in_c, c = s.in_c, image_out = s.out_h * s.out_w;
+  const index_t image_in = s.in_h * s.in_w * c, block = block_rows(k);
+  problem<T> p{false, true, image_out, k, s.out_c, T(1), nullptr, s.out_c, filter, s.out_c, T(0), nullptr, k, {}};
+  const bool dot = uses_dot_kernel(p);
+  T* bp = dot ? nullptr : scratch<T, scratch_slot::conv_packed>(static_cast<std::size_t>(packed_b_size<T>(s.out_c, k)));
+  auto* flags = scratch<std::int32_t, scratch_slot::conv_flags>(static_cast<std::size_t>(packed_b<T>::flag_count(s.out_c, k)));
+  const packed_b<T> packed(p, bp, flags);
+  run_tasks<T>(2.0 * s.batch * image_out * k * s.out_c >= min_parallel_flops, s.batch, [&](index_t n) {
+    T* dx = grad_input + n * image_in;
+    std::fill_n(dx, image_in, T(0));
+    T* cols = scratch<T, scratch_slot::conv_columns>(static_cast<std::size_t>(std::min(block, image_out) * k));
+    for (index_t r0 = 0; r0 < image_out; r0 += block) {
+      const index_t rows = std::min(block, image_out - r0);
+      problem<T> q = p;
+      q.m = rows;
+      q.a = grad_output + (n * image_out + r0) * s.out_c;
+      q.c = cols;
+      if (dot)
+        gemm_unchecked(q, false);
+      else
+        rows_with_packed_b(q, packed, 0, rows, 0, k);
+      for (index_t r = 0; r < rows; ++r) {
+        const index_t oh = (r0 + r) / s.out_w, ow = (r0 + r) % s.out_w;
+        const T* src = cols + r * k;
+        for (index_t kh = 0; kh < s.filter_h; ++kh) {
+          const index_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
+          if (ih < 0 || ih >= s.in_h) continue;
+          for (index_t kw = 0; kw < s.filter_w; ++kw) {
+            const index_t iw = ow * s.stride_w - s.pad_left + kw * s.dilation_w;
+            if (iw < 0 || iw >= s.in_w) continue;
+            T* d = dx + (ih * s.in_w + iw) * c;
+            const T* g = src + (kh * s.filter_w + kw) * c;
+            for (index_t ci = 0; ci < c; ++ci) d[ci] += g[ci];
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace conv_detail
+
+/// grad_input (N, H, W, C_in) = the gradient of sum(conv(input, filter) * grad_output) w.r.t. input.
+template <gemm_scalar T>
+void conv2d_backward_input(const conv2d_shape& s, const T* grad_output, const T* filter, T* grad_input) {
+  conv_detail::check_shape("conv2d_backward_input", s);
+  const index_t pixels = s.batch * s.in_h * s.in_w, k = s.filter_h * s.filter_w * s.out_c;
+  if (pixels == 0 || s.in_c == 0) return;
+  if (k == 0 || s.out_h == 0 || s.out_w == 0) {
+    std::fill_n(grad_input, pixels * s.in_c, T(0));
+    return;
+  }
+  if (conv_detail::use_scatter(s))
+    conv_detail::backward_input_scatter(s, grad_output, filter, grad_input);
+  else
+    conv_detail::backward_input_gather(s, grad_output, filter, grad_input);
 }
 
 /// grad_filter (KH, KW, C_in, C_out) = the gradient of sum(conv(input, filter) * grad_output) w.r.t. filter.

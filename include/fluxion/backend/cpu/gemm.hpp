@@ -7,15 +7,23 @@
 //   gemm<float>(transpose::no, transpose::no, 64, 256, 784, 1.f, x, 784, w, 256, 0.f, y, 256,
 //               {.bias = b, .act = activation::relu});
 //
-// The algorithm is BLIS's: op(B) is packed once into NR-column slivers, then blocks of C of at most
-// MC rows are independent tasks that pack their rows of op(A) in KC-deep slices and run the
-// register-tiled micro-kernel (detail/gemm_micro_kernel.hpp). Every element of C is summed in the
-// same order (KC-deep slices in sequence, one FMA chain per slice) whichever task computes it, and
-// the task grid depends only on (m, n, k), so results are bitwise identical for any thread count.
-// As in BLAS, beta == 0 never reads C, so C may hold garbage on entry.
+// The algorithm is BLIS's, with the register tile of detail/gemm_micro_kernel.hpp:
+//   - tall C (more than MC rows): op(B) is packed once into NR-column slivers; blocks of C rows are
+//     tasks that pack their rows of op(A) per KC-deep slice (or read them in place when C has few
+//     columns) and run the micro-kernel over the B slivers;
+//   - short, wide C: op(A) is packed once; column blocks are tasks that pack B a few hundred
+//     columns at a time;
+//   - a few columns: dot products along k when n <= 6 and op(A)'s rows are contiguous
+//     (detail/gemm_dot_kernel.hpp), else, up to n = 12, the transposed product C^T = op(B)^T op(A)^T.
+// Every element of C is summed in the same order whichever task computes it (KC-deep slices in
+// sequence, one FMA chain per slice), and the path and the task grid depend only on the shape, so
+// results are bitwise identical for any thread count. As in BLAS, beta == 0 never reads C.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
 #include <concepts>
 #include <string>
 
@@ -70,7 +78,7 @@ task_grid plan_tasks(index_t m, index_t n, index_t k) {
   for (;;) {
     const index_t mt = mt_of(tm), nt = nt_of(tn);
     if (ceil_div(m, mt) * ceil_div(n, nt) >= target_tasks) break;
-    if (2.0 * mt * nt * k / 2 < min_task_flops) break;
+    if (static_cast<double>(mt) * nt * k < min_task_flops) break;  // halves would be too small
     // A short, wide C keeps all rows in one block and splits columns; a tall one splits rows.
     if (tm0 > 1 && mt >= 4 * mr)
       tm *= 2;
@@ -117,22 +125,34 @@ tile_update<T> slice_update(const problem<T>& p, index_t q, index_t slices) {
 }
 
 /// All tiles of rows [i0, i0 + rows) in the NR columns starting at js, for one k-slice. `ap` holds
-/// those rows' A slivers, `bs` the B sliver.
+/// those rows' A slivers (lda == 0), or is row i0 of op(A) at column k0, read in place with row
+/// stride lda; `bs` is the B sliver.
 template <class T>
-void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, const T* ap, index_t i0,
-                  index_t rows, const T* bs, index_t js) {
+void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, const T* ap, index_t lda,
+                  index_t i0, index_t rows, const T* bs, index_t js) {
   using traits = gemm_kernel_traits<T>;
   constexpr index_t mr = traits::mr, nr = traits::nr;
   const index_t w = std::min(nr, p.n - js);
   const T* bias = last && p.ep.bias ? p.ep.bias + js : nullptr;
   for (index_t is = 0; is < rows; is += mr) {
     const index_t h = std::min(mr, rows - is);
-    const T* as = ap + is * kc;
+    const T* as = lda == 0 ? ap + is * kc : ap + is * lda;
     T* cp = p.c + (i0 + is) * p.ldc + js;
     if (h == mr && w == nr) {
       u.bias = bias;
-      micro_kernel<T>(kc, as, bs, cp, p.ldc, u);
+      micro_kernel<T>(kc, as, lda, bs, cp, p.ldc, u);
       continue;
+    }
+    // Rows past the end cannot be read in place: pack the partial sliver, padded with zeros.
+    index_t a_stride = lda;
+    if (lda != 0 && h < mr) {
+      T* packed = scratch<T, scratch_slot::gemm_edge>(static_cast<std::size_t>(mr * kc));
+      for (index_t q = 0; q < kc; ++q) {
+        for (index_t i = 0; i < h; ++i) packed[q * mr + i] = as[i * lda + q];
+        for (index_t i = h; i < mr; ++i) packed[q * mr + i] = T(0);
+      }
+      as = packed;
+      a_stride = 0;
     }
     // Edge tile: run the same kernel on a padded copy, so edge elements round like the rest.
     alignas(buffer_alignment) T tile[mr * nr] = {};
@@ -144,7 +164,7 @@ void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, 
       for (index_t j = 0; j < w; ++j) tile_bias[j] = bias[j];
     tile_update<T> ue = u;
     ue.bias = bias ? tile_bias : nullptr;
-    micro_kernel<T>(kc, as, bs, tile, nr, ue);
+    micro_kernel<T>(kc, as, a_stride, bs, tile, nr, ue);
     for (index_t i = 0; i < h; ++i)
       for (index_t j = 0; j < w; ++j) cp[i * p.ldc + j] = tile[i * nr + j];
   }
@@ -162,67 +182,134 @@ void run_tasks(bool parallel, index_t n_tasks, Task&& task) {
 // k-slice, so that block stays in L2 while the B slivers stream through L1. Convolutions reuse the
 // two halves directly: one packed filter, many row blocks of im2col columns.
 
-/// Elements pack_b_all needs: slice q (rows k0..k0+kc of op(B)) starts at k0 * npad, and its
+// op(A) with rows contiguous along k is read in place by the micro-kernel instead of packed when
+// C has few columns: packing would be amortized over only a few B slivers (7-10% faster at n = 64,
+// as in convolutions), while with many slivers the packed copy's locality wins (5-8% at n >= 256).
+inline constexpr index_t a_in_place_max_n = 128;
+inline int a_in_place_mode = 1;  // 0: never, 1: by the rule above (a switch for measurements)
+template <class T>
+bool reads_a_in_place(const problem<T>& p) {
+  return a_in_place_mode == 1 && !p.ta && p.n <= a_in_place_max_n;
+}
+
+/// Elements packed op(B) needs: slice q (rows k0..k0+kc of op(B)) starts at k0 * npad, and its
 /// sliver at column j at + j * kc.
 template <class T>
 index_t packed_b_size(index_t k, index_t n) {
   return k * round_up(n, gemm_kernel_traits<T>::nr);
 }
 
-template <class T>
-void pack_b_all(const problem<T>& p, T* bp, bool parallel) {
-  using traits = gemm_kernel_traits<T>;
-  constexpr index_t nr = traits::nr, kc_max = traits::kc;
-  const index_t npad = round_up(p.n, nr), slices = ceil_div(p.k, kc_max);
-  constexpr index_t strips_per_task = 16;
-  const index_t groups = ceil_div(npad / nr, strips_per_task);
-  run_tasks<T>(parallel && p.k * npad >= (1 << 16), slices * groups, [&](index_t t) {
-    const index_t q = t / groups, g = t % groups;
-    const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
-    const index_t j0 = g * strips_per_task * nr, cols = std::min(strips_per_task * nr, p.n - j0);
-    pack_b(bp + k0 * npad + j0 * kc, p.b, p.ldb, p.tb, k0, kc, j0, cols);
-  });
-}
+/// Shared packed panels that the task needing a piece first packs, so that packing and the product
+/// share one parallel region: waking the pool twice costs more than the packing on mid-sized
+/// products. A piece is claimed with a compare-and-swap; a task that finds it claimed waits for the
+/// (running) packer, so nothing can deadlock, and packing is a copy, so who packs changes no result.
+class pack_once {
+ public:
+  pack_once(std::int32_t* flags, index_t pieces) : m_flags(flags) { std::fill_n(flags, pieces, idle); }
 
-/// Rows [i0, i0 + rows) by columns [j0, j0 + cols) of C, with op(B) packed by pack_b_all into bp
-/// (p.b is not read). Runs on the calling thread.
+  template <class Pack>
+  void require(index_t piece, Pack&& pack) const {
+    std::atomic_ref<std::int32_t> state(m_flags[piece]);
+    if (state.load(std::memory_order_acquire) == ready) return;
+    std::int32_t expected = idle;
+    if (state.compare_exchange_strong(expected, packing, std::memory_order_acq_rel)) {
+      pack();
+      state.store(ready, std::memory_order_release);
+      return;
+    }
+    while (state.load(std::memory_order_acquire) != ready) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+
+ private:
+  static constexpr std::int32_t idle = 0, packing = 1, ready = 2;
+  std::int32_t* m_flags;
+};
+
+/// op(B) in the layout above, packed on demand in pieces of 16 slivers of one k-slice.
 template <class T>
-void rows_with_packed_b(const problem<T>& p, const T* bp, index_t i0, index_t rows, index_t j0, index_t cols) {
+class packed_b {
+ public:
+  static constexpr index_t strips_per_piece = 16;
+
+  static index_t flag_count(index_t k, index_t n) {
+    using traits = gemm_kernel_traits<T>;
+    return ceil_div(k, traits::kc) * ceil_div(round_up(n, traits::nr) / traits::nr, strips_per_piece);
+  }
+
+  packed_b(const problem<T>& p, T* data, std::int32_t* flags)
+      : m_p(p), m_data(data), m_once(flags, flag_count(p.k, p.n)),
+        m_npad(round_up(p.n, gemm_kernel_traits<T>::nr)),
+        m_pieces(ceil_div(m_npad / gemm_kernel_traits<T>::nr, strips_per_piece)) {}
+
+  const T* data() const { return m_data; }
+
+  /// Makes slice q of columns [j0, j0 + cols) ready to read.
+  void require(index_t q, index_t j0, index_t cols) const {
+    constexpr index_t nr = gemm_kernel_traits<T>::nr, kc_max = gemm_kernel_traits<T>::kc;
+    constexpr index_t piece_cols = strips_per_piece * nr;
+    for (index_t g = j0 / piece_cols; g * piece_cols < j0 + cols; ++g)
+      m_once.require(q * m_pieces + g, [&] {
+        const index_t k0 = q * kc_max, kc = std::min(kc_max, m_p.k - k0);
+        const index_t g0 = g * piece_cols, w = std::min(piece_cols, m_p.n - g0);
+        pack_b(m_data + k0 * m_npad + g0 * kc, m_p.b, m_p.ldb, m_p.tb, k0, kc, g0, w);
+      });
+  }
+
+ private:
+  const problem<T>& m_p;
+  T* m_data;
+  pack_once m_once;
+  index_t m_npad, m_pieces;
+};
+
+/// Rows [i0, i0 + rows) by columns [j0, j0 + cols) of C against op(B) in `b` (p.b is read only
+/// to pack it). Runs on the calling thread.
+template <class T>
+void rows_with_packed_b(const problem<T>& p, const packed_b<T>& b, index_t i0, index_t rows, index_t j0,
+                        index_t cols) {
   using traits = gemm_kernel_traits<T>;
   constexpr index_t nr = traits::nr, kc_max = traits::kc;
   const index_t npad = round_up(p.n, nr), slices = ceil_div(p.k, kc_max);
-  T* ap = scratch<T, scratch_slot::gemm_a>(static_cast<std::size_t>(round_up(rows, traits::mr) * std::min(p.k, kc_max)));
+  const bool in_place = reads_a_in_place(p);
+  T* ap = in_place ? nullptr
+                   : scratch<T, scratch_slot::gemm_a>(
+                         static_cast<std::size_t>(round_up(rows, traits::mr) * std::min(p.k, kc_max)));
   for (index_t q = 0; q < slices; ++q) {
     const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
-    pack_a(ap, p.a, p.lda, p.ta, i0, rows, k0, kc);
+    if (!in_place) pack_a(ap, p.a, p.lda, p.ta, i0, rows, k0, kc);
+    b.require(q, j0, cols);
+    const T* a_slice = in_place ? p.a + i0 * p.lda + k0 : ap;
     const tile_update<T> u = slice_update(p, q, slices);
     for (index_t js = j0; js < j0 + cols; js += nr)
-      sliver_tiles(p, u, q == slices - 1, kc, ap, i0, rows, bp + k0 * npad + js * kc, js);
+      sliver_tiles(p, u, q == slices - 1, kc, a_slice, in_place ? p.lda : 0, i0, rows,
+                   b.data() + k0 * npad + js * kc, js);
   }
 }
 
 template <class T>
 void gemm_tall(const problem<T>& p, const task_grid& grid, bool parallel) {
   T* bp = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(packed_b_size<T>(p.k, p.n)));
-  pack_b_all(p, bp, parallel);
+  auto* flags = scratch<std::int32_t, scratch_slot::gemm_flags>(static_cast<std::size_t>(packed_b<T>::flag_count(p.k, p.n)));
+  const packed_b<T> b(p, bp, flags);
   run_tasks<T>(parallel, grid.tm * grid.tn, [&](index_t t) {
     const index_t i0 = (t % grid.tm) * grid.mt, j0 = (t / grid.tm) * grid.nt;
-    rows_with_packed_b(p, bp, i0, std::min(grid.mt, p.m - i0), j0, std::min(grid.nt, p.n - j0));
+    rows_with_packed_b(p, b, i0, std::min(grid.mt, p.m - i0), j0, std::min(grid.nt, p.n - j0));
   });
 }
 
-// Short, wide C (m fits one block): op(A) is packed once, shared; each task owns a range of
-// columns and packs each B sliver right before the micro-kernels consume it from L1.
+// Short, wide C (m fits one block): op(A) is packed once (on demand, a k-slice at a time) and
+// shared; each task owns a range of columns and packs B right before the micro-kernels use it.
 template <class T>
 void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
   using traits = gemm_kernel_traits<T>;
   constexpr index_t mr = traits::mr, nr = traits::nr, kc_max = traits::kc;
   const index_t mpad = round_up(p.m, mr), slices = ceil_div(p.k, kc_max);
   T* ap = scratch<T, scratch_slot::gemm_a>(static_cast<std::size_t>(p.k * mpad));
-  run_tasks<T>(parallel && p.k * mpad >= (1 << 16), slices, [&](index_t q) {
-    const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
-    pack_a(ap + k0 * mpad, p.a, p.lda, p.ta, 0, p.m, k0, kc);
-  });
+  const pack_once a_slices(scratch<std::int32_t, scratch_slot::gemm_flags>(static_cast<std::size_t>(slices)), slices);
   // B is packed a few hundred columns at a time: whole rows of cache lines, so the hardware
   // prefetcher follows, where one sliver per row would miss on every line.
   constexpr index_t chunk = nr * (512 / nr / static_cast<index_t>(sizeof(T)) * 2);
@@ -232,18 +319,22 @@ void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
     for (index_t q = 0; q < slices; ++q) {
       const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
       const tile_update<T> u = slice_update(p, q, slices);
+      a_slices.require(q, [&] { pack_a(ap + k0 * mpad, p.a, p.lda, p.ta, 0, p.m, k0, kc); });
       for (index_t jc = j0; jc < j0 + cols; jc += chunk) {
         const index_t w = std::min(chunk, j0 + cols - jc);
         pack_b(bs, p.b, p.ldb, p.tb, k0, kc, jc, w);
         for (index_t js = jc; js < jc + w; js += nr)
-          sliver_tiles(p, u, q == slices - 1, kc, ap + k0 * mpad, 0, p.m, bs + (js - jc) * kc, js);
+          sliver_tiles(p, u, q == slices - 1, kc, ap + k0 * mpad, 0, 0, p.m, bs + (js - jc) * kc, js);
       }
     }
   });
 }
 
 // A few columns and rows of op(A) contiguous in k: dot products along k (detail/gemm_dot_kernel.hpp).
-inline constexpr index_t dot_max_n = 12;
+// Measured against the transposed product below, dot products win up to about 6 columns (3-5x at
+// n = 1, a matrix-vector product) and lose beyond (0.5x at n = 12, k = 100).
+inline constexpr index_t dot_max_n = 6;
+inline constexpr index_t swapped_max_n = 12;
 
 template <class T>
 bool uses_dot_kernel(const problem<T>& p) {
@@ -255,8 +346,11 @@ void gemm_dot(const problem<T>& p, bool parallel) {
   constexpr index_t w = simd_ops<T>::width;
   const index_t ldbt = round_up(p.k, w);
   T* bt = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(p.n * ldbt));
-  for (index_t j = 0; j < p.n; ++j)
-    for (index_t q = 0; q < p.k; ++q) bt[j * ldbt + q] = p.tb ? p.b[j * p.ldb + q] : p.b[q * p.ldb + j];
+  if (p.tb)
+    for (index_t j = 0; j < p.n; ++j) std::copy_n(p.b + j * p.ldb, p.k, bt + j * ldbt);
+  else
+    for (index_t q = 0; q < p.k; ++q)
+      for (index_t j = 0; j < p.n; ++j) bt[j * ldbt + q] = p.b[q * p.ldb + j];
   constexpr index_t rows_per_task = 32;
   const tile_update<T> u{p.alpha, p.beta, p.ep.bias, p.ep.act == activation::relu};
   run_tasks<T>(parallel, ceil_div(p.m, rows_per_task), [&](index_t t) {
@@ -264,6 +358,40 @@ void gemm_dot(const problem<T>& p, bool parallel) {
     dot_rows<T>(p.k, p.n, p.a + i0 * p.lda, p.lda, bt, ldbt, p.c + i0 * p.ldc, p.ldc,
                 std::min(rows_per_task, p.m - i0), u);
   });
+}
+
+template <class T>
+void gemm_unchecked(const problem<T>& p, bool allow_threads);
+
+// A few columns (a dense layer with 10 units, or its weight gradient X^T * dY): C^T = op(B)^T * op(A)^T
+// has a few rows instead, which waste less of the MR x NR tile than a few columns do of its NR.
+// The epilogue is applied while transposing back.
+template <class T>
+bool uses_swapped_product(const problem<T>& p) {
+  return p.n <= swapped_max_n && p.m > p.n && !uses_dot_kernel(p);
+}
+
+template <class T>
+void gemm_swapped(const problem<T>& p, bool allow_threads) {
+  T* ct = scratch<T, scratch_slot::gemm_c>(static_cast<std::size_t>(p.n * p.m));
+  gemm_unchecked<T>({!p.tb, !p.ta, p.n, p.m, p.k, p.alpha, p.b, p.ldb, p.a, p.lda, T(0), ct, p.m, {}}, allow_threads);
+  T* FLUXION_RESTRICT c = p.c;
+  if (p.beta == T(0) && !p.ep.bias && p.ep.act == activation::none) {
+    for (index_t j = 0; j < p.n; ++j)
+      for (index_t i = 0; i < p.m; ++i) c[i * p.ldc + j] = ct[j * p.m + i];
+    return;
+  }
+  for (index_t j = 0; j < p.n; ++j) {
+    const T bias = p.ep.bias ? p.ep.bias[j] : T(0);
+    for (index_t i = 0; i < p.m; ++i) {
+      T r = ct[j * p.m + i];
+      T& out = c[i * p.ldc + j];
+      if (p.beta != T(0)) r = std::fma(p.beta, out, r);
+      if (p.ep.bias) r += bias;
+      if (p.ep.act == activation::relu) r = r > T(0) ? r : T(0);
+      out = r;
+    }
+  }
 }
 
 template <class T>
@@ -276,6 +404,10 @@ void gemm_unchecked(const problem<T>& p, bool allow_threads) {
   const bool big = 2.0 * p.m * p.n * p.k >= min_parallel_flops;
   if (uses_dot_kernel(p)) {
     gemm_dot(p, allow_threads && big);
+    return;
+  }
+  if (uses_swapped_product(p)) {
+    gemm_swapped(p, allow_threads);
     return;
   }
   const task_grid grid = plan_tasks<T>(p.m, p.n, p.k);

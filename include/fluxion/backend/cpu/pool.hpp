@@ -24,6 +24,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/error.hpp"
+#include "detail/simd_ops.hpp"
 #include "detail/window_geometry.hpp"
 #include "thread_pool.hpp"
 
@@ -116,13 +117,14 @@ void max_pool2d_forward(const pool2d_shape& s, const T* input, T* output) {
         std::fill_n(y, c, T(0));
         continue;
       }
-      std::copy_n(x + (win.h0 * s.in_w + win.w0) * c, c, y);
-      for (index_t ih = win.h0; ih < win.h1; ++ih)
-        for (index_t iw = win.w0; iw < win.w1; ++iw) {
-          const T* v = x + (ih * s.in_w + iw) * c;
-          // `v > y ? v : y` keeps the earlier element on ties, like the backward pass.
-          for (index_t ch = 0; ch < c; ++ch) y[ch] = v[ch] > y[ch] ? v[ch] : y[ch];
-        }
+      for_each_channel_chunk<T>(c, [&](auto ops, index_t ch) {
+        using O = decltype(ops);
+        auto best = O::loadu(x + (win.h0 * s.in_w + win.w0) * c + ch);
+        for (index_t ih = win.h0; ih < win.h1; ++ih)
+          for (index_t iw = win.w0; iw < win.w1; ++iw)
+            best = O::max(O::loadu(x + (ih * s.in_w + iw) * c + ch), best);  // ties keep the earlier
+        O::storeu(y + ch, best);
+      });
     }
   });
 }
@@ -132,6 +134,7 @@ template <class T>
 void max_pool2d_backward(const pool2d_shape& s, const T* input, const T* grad_output, T* grad_input) {
   pool_detail::check_shape("max_pool2d_backward", s);
   const index_t c = s.channels, image_in = s.in_h * s.in_w * c;
+  const bool disjoint = s.stride_h >= s.window_h && s.stride_w >= s.window_w;
   pool_detail::for_each_image(s, [&](index_t n) {
     const T* x = input + n * image_in;
     T* dx = grad_input + n * image_in;
@@ -141,16 +144,40 @@ void max_pool2d_backward(const pool2d_shape& s, const T* input, const T* grad_ou
         const T* g = grad_output + ((n * s.out_h + oh) * s.out_w + ow) * c;
         const auto win = pool_detail::span_of(s, oh, ow);
         if (win.count() == 0) continue;
-        const index_t first = (win.h0 * s.in_w + win.w0) * c;
-        for (index_t ch = 0; ch < c; ++ch) {
-          index_t best = first + ch;
+        const index_t span_w = win.w1 - win.w0, base = (win.h0 * s.in_w + win.w0) * c;
+        // Window position -> pixel offset, without a division per channel in common window sizes.
+        constexpr index_t table_size = 64;
+        index_t offsets[table_size];
+        const bool tabled = win.count() <= table_size;
+        if (tabled)
+          for (index_t q = 0; q < win.count(); ++q) offsets[q] = (q / span_w * s.in_w + q % span_w) * c;
+        for_each_channel_chunk<T>(c, [&](auto ops, index_t ch) {
+          using O = decltype(ops);
+          // The position in the window, counted as T: exact far beyond any window size.
+          auto best = O::loadu(x + (win.h0 * s.in_w + win.w0) * c + ch), where = O::splat(T(0));
+          T position = 0;
           for (index_t ih = win.h0; ih < win.h1; ++ih)
-            for (index_t iw = win.w0; iw < win.w1; ++iw) {
-              const index_t at = (ih * s.in_w + iw) * c + ch;
-              if (x[at] > x[best]) best = at;
+            for (index_t iw = win.w0; iw < win.w1; ++iw, position += 1) {
+              const auto v = O::loadu(x + (ih * s.in_w + iw) * c + ch);
+              where = O::select_greater(v, best, O::splat(position), where);
+              best = O::max(v, best);
             }
-          dx[best] += g[ch];
-        }
+          if (disjoint) {  // no other window writes here: store whole vectors, no scatter
+            const auto grad = O::loadu(g + ch), zero = O::splat(T(0));
+            position = 0;
+            for (index_t ih = win.h0; ih < win.h1; ++ih)
+              for (index_t iw = win.w0; iw < win.w1; ++iw, position += 1)
+                O::storeu(dx + (ih * s.in_w + iw) * c + ch, O::select_equal(where, O::splat(position), grad, zero));
+            return;
+          }
+          alignas(buffer_alignment) T at[O::width];
+          O::storeu(at, where);
+          for (index_t lane = 0; lane < O::width; ++lane) {
+            const auto q = static_cast<index_t>(at[lane]);
+            const index_t offset = tabled ? offsets[q] : (q / span_w * s.in_w + q % span_w) * c;
+            dx[base + offset + ch + lane] += g[ch + lane];
+          }
+        });
       }
   });
 }
@@ -164,15 +191,18 @@ void avg_pool2d_forward(const pool2d_shape& s, const T* input, T* output) {
     for (index_t ow = 0; ow < s.out_w; ++ow) {
       T* y = output + ((n * s.out_h + oh) * s.out_w + ow) * c;
       const auto win = pool_detail::span_of(s, oh, ow);
-      std::fill_n(y, c, T(0));
-      if (win.count() == 0) continue;
-      for (index_t ih = win.h0; ih < win.h1; ++ih)
-        for (index_t iw = win.w0; iw < win.w1; ++iw) {
-          const T* v = x + (ih * s.in_w + iw) * c;
-          for (index_t ch = 0; ch < c; ++ch) y[ch] += v[ch];
-        }
+      if (win.count() == 0) {
+        std::fill_n(y, c, T(0));
+        continue;
+      }
       const T scale = T(1) / static_cast<T>(win.count());
-      for (index_t ch = 0; ch < c; ++ch) y[ch] *= scale;
+      for_each_channel_chunk<T>(c, [&](auto ops, index_t ch) {
+        using O = decltype(ops);
+        auto sum = O::splat(T(0));
+        for (index_t ih = win.h0; ih < win.h1; ++ih)
+          for (index_t iw = win.w0; iw < win.w1; ++iw) sum = sum + O::loadu(x + (ih * s.in_w + iw) * c + ch);
+        O::storeu(y + ch, sum * O::splat(scale));
+      });
     }
   });
 }
@@ -190,11 +220,15 @@ void avg_pool2d_backward(const pool2d_shape& s, const T* grad_output, T* grad_in
         const auto win = pool_detail::span_of(s, oh, ow);
         if (win.count() == 0) continue;
         const T scale = T(1) / static_cast<T>(win.count());
-        for (index_t ih = win.h0; ih < win.h1; ++ih)
-          for (index_t iw = win.w0; iw < win.w1; ++iw) {
-            T* d = dx + (ih * s.in_w + iw) * c;
-            for (index_t ch = 0; ch < c; ++ch) d[ch] += g[ch] * scale;
-          }
+        for_each_channel_chunk<T>(c, [&](auto ops, index_t ch) {
+          using O = decltype(ops);
+          const auto share = O::loadu(g + ch) * O::splat(scale);
+          for (index_t ih = win.h0; ih < win.h1; ++ih)
+            for (index_t iw = win.w0; iw < win.w1; ++iw) {
+              T* d = dx + (ih * s.in_w + iw) * c + ch;
+              O::storeu(d, O::loadu(d) + share);
+            }
+        });
       }
   });
 }

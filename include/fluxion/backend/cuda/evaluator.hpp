@@ -1,11 +1,14 @@
 // The CUDA evaluator: runs a view tree as Thrust algorithms over a counting iterator.
 //
 //   fx::tensor<float, fx::cuda> r = a * b + fx::sin(c);   // one thrust::for_each_n, one pass
-//   auto s = fx::reduce_sum(a * b, 1);                     // one segmented reduction, no temporary
+//   auto s = fx::reduce_sum(a * b, 1);                     // a chunked reduction; a * b is never stored
 //
 // It has the interface of the CPU evaluator (backend/cpu/evaluator.hpp) and reuses its host-side
 // preparation (expr/layout.hpp): the view is collapsed or permuted on the host, copied by value
 // into a functor, and each element's coordinates are unravelled from its flat index on the device.
+// Every kernel is a thrust::for_each over a counting iterator: reductions run in fixed parts
+// (see cuda_kernel::reduce_chunk) rather than through CUB's reduce_by_key, which keeps results
+// reproducible, takes temporary memory from the device cache, and keeps nvcc's compile time low.
 // Views are structs of raw pointers, and every function they call is FLUXION_HOST_DEVICE, so the
 // same functors run as CUDA kernels under nvcc and as OpenMP loops under a host compiler with
 // THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP.
@@ -17,13 +20,7 @@
 #include <thrust/execution_policy.h>
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
-#include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/discard_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
-#include <thrust/iterator/transform_output_iterator.h>
-#include <thrust/reduce.h>
-#include <thrust/transform_reduce.h>
 
 #include "../../core/config.hpp"
 #include "../../core/device.hpp"
@@ -38,15 +35,11 @@ namespace fluxion::detail {
 
 namespace cuda_kernel {
 
-/// A reduction runs one thread per output, each looping over its reduced elements, when there are
-/// few reduced elements or outputs enough to fill the device; otherwise a reduce_by_key spreads
-/// every output over many threads.
-inline constexpr index_t loop_max_reduced = 32;
-inline constexpr index_t loop_min_outputs = 16384;
-
-inline bool per_output_loop(index_t n_out, index_t n_red) {
-  return n_red <= loop_max_reduced || n_out >= loop_min_outputs;
-}
+/// Reductions give each thread at most this many elements of one output, and combine the partial
+/// results the same way until one remains per output. How elements are split depends only on the
+/// shape, so results are reproducible on any device and thread count, and partial results live
+/// in the device cache rather than in fresh cudaMalloc calls.
+inline constexpr index_t reduce_chunk = 256;
 
 /// An iteration shape, copyable to the device.
 struct extents {
@@ -127,8 +120,8 @@ struct arg_element {
 };
 
 /// Keeps the first maximum (Max) or minimum; a NaN beats every number, and the first NaN wins.
-/// Ties go to the lower index, so the combine is associative and commutative, as parallel
-/// reductions require, and agrees with the CPU evaluator's sequential scan.
+/// Ties go to the lower index, so the combine is associative and commutative and agrees with
+/// the CPU evaluator's sequential scan whatever order partial results meet in.
 template <bool Max, class T>
 struct arg_combine {
   FLUXION_HOST_DEVICE arg_candidate<T> operator()(const arg_candidate<T>& a, const arg_candidate<T>& b) const {
@@ -152,7 +145,7 @@ struct arg_index {
   FLUXION_HOST_DEVICE std::int64_t operator()(const arg_candidate<T>& a) const { return a.index; }
 };
 
-/// Output k = finalize(combine over value(k * n_red + j), j < n_red), sequentially.
+/// Output k = finalize(combine over value(k * n_red + j), j < n_red), one thread per output.
 template <class Out, class Acc, class Value, class Combine, class Finalize>
 struct segment_loop {
   Out* out;
@@ -170,32 +163,75 @@ struct segment_loop {
   }
 };
 
-struct segment_of {
-  index_t n_red;
-  FLUXION_HOST_DEVICE index_t operator()(index_t i) const { return i / n_red; }
+/// partial[k * n_chunks + c] = combine over part c of segment k, one thread per part. Part c
+/// takes the segment's elements c, c + n_chunks, c + 2 n_chunks ... (at most reduce_chunk of
+/// them), so neighbouring threads read neighbouring elements and loads coalesce on a GPU. The
+/// reduction ops are commutative, so this order changes nothing but rounding, and that the same
+/// way on every run.
+template <class Acc, class Value, class Combine>
+struct chunk_partial {
+  Acc* partial;
+  Value value;
+  Combine combine;
+  Acc init;
+  index_t n_red, n_chunks;
+
+  FLUXION_HOST_DEVICE void operator()(index_t p) const {
+    const index_t k = p / n_chunks, c = p - k * n_chunks;
+    const index_t b = k * n_red;
+    Acc acc = init;
+    for (index_t j = c; j < n_red; j += n_chunks) acc = combine(acc, value(b + j));
+    partial[p] = acc;
+  }
+};
+
+template <class Acc>
+struct read_partial {
+  const Acc* partial;
+  FLUXION_HOST_DEVICE Acc operator()(index_t i) const { return partial[i]; }
 };
 
 /// out[k] = finalize(combine of value(i) over segment k), for n_out segments of n_red >= 1
-/// consecutive flat indices. `init` is the combine's identity.
+/// consecutive flat indices; `init` is the combine's identity. Long segments are split into
+/// parts whose partial results are reduced again, the same way.
 template <class Out, class Acc, class Value, class Combine, class Finalize>
-void segmented_reduce(Out* out, index_t n_out, index_t n_red, Value value, Acc init, Combine combine,
-                      Finalize finalize) {
+void segmented_reduce(Out* out, index_t n_out, index_t n_red, const Value& value, const Acc& init,
+                      const Combine& combine, const Finalize& finalize) {
   const thrust::counting_iterator<index_t> first(0);
-  if (n_out == 1) {
-    const Acc acc = thrust::transform_reduce(thrust::device, first, first + n_red, value, init, combine);
-    const Out result = finalize(acc);
-    device_memory<cuda>::to_device(out, &result, 1);
-  } else if (per_output_loop(n_out, n_red)) {
+  if (n_red <= reduce_chunk) {
     thrust::for_each_n(thrust::device, first, n_out,
                        segment_loop<Out, Acc, Value, Combine, Finalize>{out, value, combine, finalize, init, n_red});
-  } else {
-    const auto keys = thrust::make_transform_iterator(first, segment_of{n_red});
-    const auto values = thrust::make_transform_iterator(first, value);
-    thrust::reduce_by_key(thrust::device, keys, keys + n_out * n_red, values, thrust::make_discard_iterator(),
-                          thrust::make_transform_output_iterator(out, finalize), thrust::equal_to<index_t>(),
-                          combine);
+    return;
   }
+  const index_t n_chunks = (n_red + reduce_chunk - 1) / reduce_chunk;
+  device_scratch<Acc> partial(n_out * n_chunks);
+  thrust::for_each_n(thrust::device, first, n_out * n_chunks,
+                     chunk_partial<Acc, Value, Combine>{partial.data(), value, combine, init, n_red, n_chunks});
+  segmented_reduce(out, n_out, n_chunks, read_partial<Acc>{partial.data()}, init, combine, finalize);
 }
+
+/// One element of C = op(A) op(B), for a batch of matrix pairs; offsets index A and B per
+/// batch entry (a single pair keeps its offsets here, a batch reads them from device memory).
+template <class T>
+struct matmul_element {
+  const T* a;
+  const T* b;
+  T* c;
+  const index_t* offsets;  // a_off[0, batch) then b_off[0, batch); null for a single pair
+  index_t a_off0, b_off0, batch, m, n, k;
+  bool trans_a, trans_b;
+
+  FLUXION_HOST_DEVICE void operator()(index_t idx) const {
+    const index_t mn = m * n, bi = idx / mn, r = idx - bi * mn, i = r / n, j = r - i * n;
+    const T* ab = a + (offsets ? offsets[bi] : a_off0);
+    const T* bb = b + (offsets ? offsets[batch + bi] : b_off0);
+    const index_t a_row = trans_a ? 1 : k, a_col = trans_a ? m : 1;  // op(A)[i, p] = ab[i * a_row + p * a_col]
+    const index_t b_row = trans_b ? 1 : n, b_col = trans_b ? k : 1;  // op(B)[p, j] = bb[p * b_row + j * b_col]
+    T acc = T(0);
+    for (index_t p = 0; p < k; ++p) acc = static_cast<T>(acc + ab[i * a_row + p * a_col] * bb[p * b_row + j * b_col]);
+    c[idx] = acc;
+  }
+};
 
 }  // namespace cuda_kernel
 
@@ -244,6 +280,26 @@ struct evaluator<cuda> {
     const cuda_kernel::arg_element<T, View> element{{v, cuda_kernel::make_extents(sp.iter)}, n_red};
     cuda_kernel::segmented_reduce(out, n_out, n_red, element, candidate{T{}, -1}, cuda_kernel::arg_combine<Max, T>{},
                                   cuda_kernel::arg_index<T>{});
+  }
+
+  /// Batched matrix products, C_b = op(A_{a_off[b]}) op(B_{b_off[b]}), one thread per element
+  /// of C. The offset arrays are on the host, as fx::matmul builds them. A plain kernel: cuBLAS
+  /// is the fast path for float and double.
+  template <class T>
+  static void matmul(bool ta, bool tb, index_t batch, index_t m, index_t n, index_t k, const T* a,
+                     const index_t* a_off, const T* b, const index_t* b_off, T* c) {
+    if (batch == 0 || m == 0 || n == 0) return;
+    cuda_kernel::matmul_element<T> f{a, b, c, nullptr, a_off[0], b_off[0], batch, m, n, k, ta, tb};
+    const auto first = thrust::counting_iterator<index_t>(0);
+    if (batch == 1) {
+      thrust::for_each_n(thrust::device, first, m * n, f);
+      return;
+    }
+    device_scratch<index_t> offsets(2 * batch);
+    device_memory<cuda>::to_device(offsets.data(), a_off, batch);
+    device_memory<cuda>::to_device(offsets.data() + batch, b_off, batch);
+    f.offsets = offsets.data();
+    thrust::for_each_n(thrust::device, first, batch * m * n, f);
   }
 };
 

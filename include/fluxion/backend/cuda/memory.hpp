@@ -142,6 +142,23 @@ struct device_allocator<cuda> {
   static void empty_cache() noexcept { device_cache::instance().release_all(); }
 };
 
+/// Temporary device memory for a kernel's partial results, from the same cache as tensors (and
+/// counted in the same statistics), returned when the scope ends.
+template <class T>
+class device_scratch {
+ public:
+  explicit device_scratch(index_t n)
+      : m_data(static_cast<T*>(device_allocator<cuda>::allocate(static_cast<std::size_t>(n) * sizeof(T), m_actual))) {}
+  ~device_scratch() { device_allocator<cuda>::deallocate(m_data, m_actual); }
+  device_scratch(const device_scratch&) = delete;
+  device_scratch& operator=(const device_scratch&) = delete;
+  T* data() const noexcept { return m_data; }
+
+ private:
+  std::size_t m_actual = 0;
+  T* m_data;
+};
+
 /// A cuda buffer's host header also remembers the size class of its device block.
 struct device_buffer_header : buffer_header {
   std::size_t device_bytes = 0;

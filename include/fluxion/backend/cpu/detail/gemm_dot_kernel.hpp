@@ -1,7 +1,7 @@
-// The GEMM path for a few output columns (a dense layer with 10 units): when op(A) has contiguous
-// rows and n is small, each C element is a dot product along k, vectorized over k. Packing A into
-// slivers would cost more than the product itself, and a register tile NR columns wide would be
-// mostly padding.
+// The GEMM path for a handful of output columns (a matrix-vector product, a layer with one to six
+// units): when op(A) has contiguous rows, each C element is a dot product along k, vectorized over
+// k. Packing A into slivers would cost more than the product itself, and a register tile NR
+// columns (or, transposed, MR rows) wide would be mostly padding.
 //
 //   dot_rows<float>(k, n, a, lda, bt, ldbt, c, ldc, rows, update);  // bt: op(B)^T, n rows of ldbt
 #pragma once

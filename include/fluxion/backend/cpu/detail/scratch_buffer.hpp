@@ -15,7 +15,7 @@
 
 namespace fluxion::detail::cpu {
 
-enum class scratch_slot { gemm_a, gemm_b, conv_columns, conv_filters, conv_packed, conv_partials };
+enum class scratch_slot { gemm_a, gemm_b, gemm_c, gemm_edge, gemm_flags, conv_columns, conv_filters, conv_packed, conv_flags, conv_partials };
 
 template <class T>
 class aligned_scratch {

@@ -22,7 +22,7 @@ inline constexpr int simd_register_count = 32;
 inline constexpr int simd_register_count = 16;
 #endif
 
-/// The few vector operations the GEMM needs, on xsimd batches or on plain scalars.
+/// xsimd batches of the target architecture; the specialization below is the scalar stand-in.
 template <class T, bool Simd = has_xsimd_arch>
 struct simd_ops {
   using batch = xsimd::batch<T, xsimd::default_arch>;
@@ -36,9 +36,12 @@ struct simd_ops {
     return xsimd::select(v > batch(T(0)), v, batch(T(0)));
   }
   static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
+  /// out[i] = sum(v[i]) for i < width, sharing the shuffles between the reductions.
+  static FLUXION_ALWAYS_INLINE void sum_each(const batch* v, T* out) { xsimd::haddp(v).store_unaligned(out); }
   static FLUXION_ALWAYS_INLINE batch max(batch a, batch b) { return xsimd::select(a > b, a, b); }
   /// Lanes where a > b take x, the others y.
   static FLUXION_ALWAYS_INLINE batch select_greater(batch a, batch b, batch x, batch y) { return xsimd::select(a > b, x, y); }
+  static FLUXION_ALWAYS_INLINE batch select_equal(batch a, batch b, batch x, batch y) { return xsimd::select(a == b, x, y); }
 };
 
 template <class T>
@@ -52,8 +55,20 @@ struct simd_ops<T, false> {
   static FLUXION_ALWAYS_INLINE T fma(T a, T b, T c) { return std::fma(a, b, c); }
   static FLUXION_ALWAYS_INLINE T relu(T v) { return v > T(0) ? v : T(0); }
   static FLUXION_ALWAYS_INLINE T sum(T v) { return v; }
+  static FLUXION_ALWAYS_INLINE void sum_each(const T* v, T* out) { *out = *v; }
   static FLUXION_ALWAYS_INLINE T max(T a, T b) { return a > b ? a : b; }
   static FLUXION_ALWAYS_INLINE T select_greater(T a, T b, T x, T y) { return a > b ? x : y; }
+  static FLUXION_ALWAYS_INLINE T select_equal(T a, T b, T x, T y) { return a == b ? x : y; }
 };
+
+/// Calls body(simd_ops<T>{}, ch) for each full vector of channels in [0, c), then
+/// body(simd_ops<T, false>{}, ch) for each remaining channel: one generic body serves both.
+template <class T, class Body>
+FLUXION_ALWAYS_INLINE void for_each_channel_chunk(index_t c, Body&& body) {
+  constexpr index_t w = simd_ops<T>::width;
+  index_t ch = 0;
+  for (; ch + w <= c; ch += w) body(simd_ops<T>{}, ch);
+  for (; ch < c; ++ch) body(simd_ops<T, false>{}, ch);
+}
 
 }  // namespace fluxion::detail::cpu

@@ -1,0 +1,328 @@
+// Reverse mode from types: backward<E>::run(e, g, sink) pushes the gradient expression `g`
+// (the gradient of some scalar with respect to e's value) down e's expression tree using the rule
+// table, and hands each leaf tensor its gradient expression through `sink.leaf(t, g)`.
+//
+// Through elementwise nodes the gradient stays an expression in the broadcast space of the
+// statement, so a whole backward statement fuses into one kernel per leaf; it is summed down to a
+// leaf's shape only at the leaf (or at a shape-changing node). Kernel boundaries (reductions,
+// matmul, gather, concat, pad, reshape) materialize the gradient they receive and emit new
+// expressions for their operands.
+#pragma once
+
+#include <type_traits>
+#include <vector>
+
+#include "../expr/elementwise.hpp"
+#include "../expr/evaluate.hpp"
+#include "../expr/indexing.hpp"
+#include "../expr/matmul.hpp"
+#include "../expr/reduce.hpp"
+#include "../expr/remap.hpp"
+#include "order.hpp"
+#include "rules.hpp"
+
+namespace fluxion::autodiff {
+
+template <class E>
+inline constexpr bool differentiable_v = std::is_floating_point_v<value_type_t<E>>;
+
+/// Sums `g` (whose shape `target` broadcasts to) down to `target`.
+template <class G>
+tensor<value_type_t<G>, device_t<G>> reduce_to(const G& g, const shape& target) {
+  const shape& s = g.shape();
+  if (s == target) return tensor<value_type_t<G>, device_t<G>>(g);
+  if (broadcast_shapes(s, target, "gradient") != s)
+    throw shape_error("gradient: a gradient of shape " + to_string(s) + " cannot be reduced to shape " +
+                      to_string(target));
+  std::vector<int> ax;
+  const int shift = s.rank() - target.rank();
+  for (int d = 0; d < s.rank(); ++d)
+    if (d < shift || (target[d - shift] == 1 && s[d] != 1)) ax.push_back(d);
+  tensor<value_type_t<G>, device_t<G>> r = reduce_sum(g, ax, true);
+  return tensor<value_type_t<G>, device_t<G>>(r, target);
+}
+
+/// The gradient of a reduction's operand before any scaling: `g` broadcast back over the
+/// reduced axes.
+template <class G>
+auto unreduce(const G& g, unsigned mask, bool keep, const shape& operand) {
+  return remap_expr<detail::unreduce_map, G>(g, detail::unreduce_map{mask, keep, operand.rank()}, operand);
+}
+
+template <class E>
+struct backward {
+  // Leaves without gradients: scalars, iotas, argmax/argmin, and anything not floating point.
+  template <class G, class Sink>
+  static void run(const E&, const G&, Sink&) {}
+};
+
+/// A tensor computed from gradient `G`, re-wrapped with G's derivative order (autodiff/order.hpp).
+template <class G, class T, class D>
+auto keep_order(tensor<T, D> t) {
+  if constexpr (order_v<G> > 0) return as_order<order_v<G>>(std::move(t));
+  else return t;
+}
+
+/// Past first order, gradients are materialized at every node instead of flowing as one fused
+/// expression: the statements of a backward pass of a backward pass then have a bounded set of
+/// types, which keeps the compile time of higher derivatives in check (autodiff/order.hpp).
+template <class E>
+inline constexpr bool is_materialized_v = is_tensor_v<E>;
+template <int K, class T, class D>
+inline constexpr bool is_materialized_v<grad_expr<K, tensor<T, D>>> = true;
+
+template <class G>
+decltype(auto) step(G&& g) {
+  using E = std::remove_cvref_t<G>;
+  if constexpr (order_v<E> >= 2 && !is_materialized_v<E>)
+    return as_order<order_v<E>>(tensor<value_type_t<E>, device_t<E>>(g));
+  else
+    return std::forward<G>(g);
+}
+
+/// reduce_to that keeps the gradient's derivative order.
+template <class G>
+auto reduce_to_ordered(const G& g, const shape& target) {
+  return keep_order<G>(reduce_to(g, target));
+}
+
+/// Calls f(x) with `g` itself when it already has `s`'s shape, else with it summed down to `s`.
+template <class G, class F>
+void with_shape(const G& g, const shape& s, F&& f) {
+  if (g.shape() == s) f(g);
+  else f(reduce_to_ordered(g, s));
+}
+
+template <int K, class G0>
+struct backward<grad_expr<K, G0>> {
+  template <class G, class Sink>
+  static void run(const grad_expr<K, G0>& e, const G& g, Sink& sink) {
+    backward<G0>::run(e.g, step(g), sink);
+  }
+};
+
+template <class T, class D>
+struct backward<tensor<T, D>> {
+  template <class G, class Sink>
+  static void run(const tensor<T, D>& t, const G& g, Sink& sink) {
+    if constexpr (std::is_floating_point_v<T>) sink.leaf(t, g);
+  }
+};
+
+template <class Op, class A>
+struct backward<unary_expr<Op, A>> {
+  template <class G, class Sink>
+  static void run(const unary_expr<Op, A>& e, const G& g, Sink& sink) {
+    if constexpr (rule<Op>::differentiable && differentiable_v<A>)
+      backward<A>::run(e.a, step(rule<Op>::vjp(e.a, g)), sink);
+  }
+};
+
+template <class Op, class A, class B>
+struct backward<binary_expr<Op, A, B>> {
+  template <class G, class Sink>
+  static void run(const binary_expr<Op, A, B>& e, const G& g, Sink& sink) {
+    if constexpr (rule<Op>::differentiable) {
+      if constexpr (differentiable_v<A>) backward<A>::run(e.a, step(rule<Op>::vjp_a(e.a, e.b, g)), sink);
+      if constexpr (differentiable_v<B>) backward<B>::run(e.b, step(rule<Op>::vjp_b(e.a, e.b, g)), sink);
+    }
+  }
+};
+
+template <class C, class A, class B>
+struct backward<ternary_expr<ops::where, C, A, B>> {
+  template <class G, class Sink>
+  static void run(const ternary_expr<ops::where, C, A, B>& e, const G& g, Sink& sink) {
+    using T = value_type_t<G>;
+    if constexpr (differentiable_v<A>) backward<A>::run(e.b, step(where(e.a, g, T(0))), sink);
+    if constexpr (differentiable_v<B>) backward<B>::run(e.c, step(where(e.a, T(0), g)), sink);
+  }
+};
+
+template <class Map, class A>
+struct backward<remap_expr<Map, A>> {
+  template <class G, class Sink>
+  static void run(const remap_expr<Map, A>& e, const G& g, Sink& sink) {
+    if constexpr (differentiable_v<A>) with_shape(g, e.shape(), [&](const auto& gg) { pull(e, gg, sink); });
+  }
+
+ private:
+  template <class G, class Sink>
+  static void pull(const remap_expr<Map, A>& e, const G& g, Sink& sink) {
+    const shape& as = e.a.shape();
+    if constexpr (std::is_same_v<Map, detail::permute_map>) {
+      detail::permute_map inv;
+      for (int i = 0; i < as.rank(); ++i) inv.perm[e.map.perm[i]] = i;
+      backward<A>::run(e.a, step(remap_expr<detail::permute_map, G>(g, inv, as)), sink);
+    } else if constexpr (std::is_same_v<Map, detail::expand_dims_map>) {
+      backward<A>::run(e.a, step(remap_expr<detail::squeeze_map, G>(g, detail::squeeze_map{1u << e.map.axis}, as)), sink);
+    } else if constexpr (std::is_same_v<Map, detail::squeeze_map>) {
+      backward<A>::run(e.a, step(unreduce(g, e.map.mask, false, as)), sink);
+    } else if constexpr (std::is_same_v<Map, detail::broadcast_map>) {
+      backward<A>::run(e.a, step(reduce_to_ordered(g, as)), sink);
+    } else if constexpr (std::is_same_v<Map, detail::slice_map>) {
+      // Scatter the gradient into zeros at the sliced positions.
+      using T = value_type_t<G>;
+      tensor<T, device_t<G>> out = broadcast_to(scalar_expr<T, device_t<G>>(T(0)), as);
+      const auto st = contiguous_strides(as);
+      index_t offset = 0, strides[max_rank];
+      for (int d = 0; d < as.rank(); ++d) {
+        offset += e.map.begin[d] * st[static_cast<std::size_t>(d)];
+        strides[d] = e.map.step[d] * st[static_cast<std::size_t>(d)];
+      }
+      detail::assign_into(out, offset, strides, g);
+      backward<A>::run(e.a, step(keep_order<G>(out)), sink);
+    } else if constexpr (std::is_same_v<Map, detail::unreduce_map>) {  // appears in gradients of gradients
+      std::vector<int> ax;
+      for (int d = 0; d < e.map.rank; ++d)
+        if (e.map.mask >> d & 1u) ax.push_back(d);
+      backward<A>::run(e.a, step(reduce_sum(g, ax, e.map.keep)), sink);
+    } else {
+      static_assert(sizeof(Map) == 0, "fluxion::autodiff: no gradient rule for this remap.");
+    }
+  }
+};
+
+template <class A>
+struct backward<reshape_expr<A>> {
+  template <class G, class Sink>
+  static void run(const reshape_expr<A>& e, const G& g, Sink& sink) {
+    if constexpr (differentiable_v<A>) {
+      const auto gt = reduce_to_ordered(g, e.shape());
+      backward<A>::run(e.a, step(reshape_expr<std::remove_const_t<decltype(gt)>>(gt, e.a.shape())), sink);
+    }
+  }
+};
+
+template <class RedOp, class A>
+struct backward<reduce_expr<RedOp, A>> {
+  template <class G, class Sink>
+  static void run(const reduce_expr<RedOp, A>& e, const G& g, Sink& sink) {
+    if constexpr (differentiable_v<A> && !std::is_same_v<RedOp, ops::reduce_all> &&
+                  !std::is_same_v<RedOp, ops::reduce_any>)
+      with_shape(g, e.shape(), [&](const auto& gg) { pull(e, gg, sink); });
+  }
+
+ private:
+  template <class G, class Sink>
+  static void pull(const reduce_expr<RedOp, A>& e, const G& g, Sink& sink) {
+    using T = value_type_t<A>;
+    const shape& as = e.a.shape();
+    auto up = unreduce(g, e.mask, e.keep, as);
+    if constexpr (std::is_same_v<RedOp, ops::reduce_sum>) {
+      backward<A>::run(e.a, step(up), sink);
+    } else if constexpr (std::is_same_v<RedOp, ops::reduce_mean>) {
+      const index_t n = e.shape().size() == 0 ? 0 : as.size() / e.shape().size();
+      if (n > 0) backward<A>::run(e.a, step(up / T(static_cast<T>(n))), sink);
+    } else if constexpr (std::is_same_v<RedOp, ops::reduce_prod>) {
+      // d prod / d x_i = prod / x_i; an operand containing zeros gives non-finite gradients.
+      backward<A>::run(e.a, step(up * unreduce(e.eval(), e.mask, e.keep, as) / e.a), sink);
+    } else {  // max, min: split the gradient equally among the tied extremes, as TensorFlow does
+      const auto ext = unreduce(e.eval(), e.mask, e.keep, as);
+      const tensor<T, device_t<A>> count = reduce_sum(cast<T>(e.a == ext), axes_of(e.mask, as.rank()), e.keep);
+      backward<A>::run(e.a, step(where(e.a == ext, up / unreduce(count, e.mask, e.keep, as), T(0))), sink);
+    }
+  }
+  static std::vector<int> axes_of(unsigned mask, int rank) {
+    std::vector<int> ax;
+    for (int d = 0; d < rank; ++d)
+      if (mask >> d & 1u) ax.push_back(d);
+    return ax;
+  }
+};
+
+template <class A, class B>
+struct backward<matmul_expr<A, B>> {
+  template <class G, class Sink>
+  static void run(const matmul_expr<A, B>& e, const G& g, Sink& sink) {
+    if constexpr (differentiable_v<A>) {
+      const auto gt = reduce_to_ordered(g, e.shape());
+      using GT = std::remove_const_t<decltype(gt)>;
+      const auto a = detail::materialize(e.a);
+      const auto b = detail::materialize(e.b);
+      const bool ta = e.opt.transpose_a, tb = e.opt.transpose_b;
+      // TensorFlow's MatMulGrad, for each combination of transposes.
+      if (!ta && !tb) {
+        backward<A>::run(e.a, step(reduce_to_ordered(matmul(gt, b, transpose_b), e.a.shape())), sink);
+        backward<B>::run(e.b, step(reduce_to_ordered(matmul(a, gt, transpose_a), e.b.shape())), sink);
+      } else if (!ta && tb) {
+        backward<A>::run(e.a, step(reduce_to_ordered(matmul(gt, b), e.a.shape())), sink);
+        backward<B>::run(e.b, step(reduce_to_ordered(matmul(gt, a, transpose_a), e.b.shape())), sink);
+      } else if (ta && !tb) {
+        backward<A>::run(e.a, step(reduce_to_ordered(matmul(b, gt, transpose_b), e.a.shape())), sink);
+        backward<B>::run(e.b, step(reduce_to_ordered(matmul(a, gt), e.b.shape())), sink);
+      } else {
+        backward<A>::run(e.a, step(reduce_to_ordered(matmul(b, gt, transpose_ab), e.a.shape())), sink);
+        backward<B>::run(e.b, step(reduce_to_ordered(matmul(gt, a, transpose_ab), e.b.shape())), sink);
+      }
+    }
+  }
+};
+
+/// The adjoint of gather: adds each gradient row into the row of `params` it was read from.
+template <class T, class I>
+tensor<T, cpu> scatter_add(const tensor<T, cpu>& g, const tensor<I, cpu>& indices, int axis, const shape& params) {
+  tensor<T, cpu> out = broadcast_to(scalar_expr<T, cpu>(T(0)), params);
+  index_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= params[d];
+  for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
+  const index_t n_idx = indices.size(), extent = params[axis];
+  const T* gp = g.data();
+  const I* ip = indices.data();
+  T* op = out.mutable_data();
+  for (index_t o = 0; o < outer; ++o)
+    for (index_t k = 0; k < n_idx; ++k) {
+      T* dst = op + (o * extent + static_cast<index_t>(ip[k])) * inner;
+      const T* src = gp + (o * n_idx + k) * inner;
+      for (index_t i = 0; i < inner; ++i) dst[i] += src[i];
+    }
+  return out;
+}
+
+template <class T, class I, class D>
+struct backward<gather_expr<T, I, D>> {
+  template <class G, class Sink>
+  static void run(const gather_expr<T, I, D>& e, const G& g, Sink& sink) {
+    if constexpr (std::is_floating_point_v<T>)
+      sink.leaf(e.params, keep_order<G>(scatter_add(reduce_to(g, e.shape()), e.indices, e.axis, e.params.shape())));
+  }
+};
+
+template <class T, class D>
+struct backward<concat_expr<T, D>> {
+  template <class G, class Sink>
+  static void run(const concat_expr<T, D>& e, const G& g, Sink& sink) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const auto gt = reduce_to_ordered(g, e.shape());
+      const int r = e.shape().rank();
+      index_t start = 0;
+      for (const auto& p : e.parts) {
+        std::vector<index_t> b(static_cast<std::size_t>(r), 0), en(static_cast<std::size_t>(r), fluxion::end);
+        const index_t len = e.stacked ? 1 : p.shape()[e.axis];
+        b[static_cast<std::size_t>(e.axis)] = start;
+        en[static_cast<std::size_t>(e.axis)] = start + len;
+        if (e.stacked) sink.leaf(p, squeeze(strided_slice(gt, b, en), {e.axis}));
+        else sink.leaf(p, strided_slice(gt, b, en));
+        start += len;
+      }
+    }
+  }
+};
+
+template <class A>
+struct backward<pad_expr<A>> {
+  template <class G, class Sink>
+  static void run(const pad_expr<A>& e, const G& g, Sink& sink) {
+    if constexpr (differentiable_v<A>) {
+      const auto gt = reduce_to_ordered(g, e.shape());
+      std::vector<index_t> b, en;
+      for (int d = 0; d < e.a.shape().rank(); ++d) {
+        b.push_back(e.paddings[static_cast<std::size_t>(d)].first);
+        en.push_back(b.back() + e.a.shape()[d]);
+      }
+      backward<A>::run(e.a, step(strided_slice(gt, b, en)), sink);
+    }
+  }
+};
+
+}  // namespace fluxion::autodiff

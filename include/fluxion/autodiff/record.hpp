@@ -1,0 +1,58 @@
+// The recording hook: what happens when a statement is materialized while a gradient tape or a
+// forward accumulator is alive. Included at the end of expr/evaluate.hpp, so that every
+// materialization can be offered to autodiff without the core naming any autodiff type.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backprop.hpp"
+#include "leaves.hpp"
+#include "forward.hpp"
+#include "tape.hpp"
+
+namespace fluxion::autodiff {
+
+/// The tape's sink: hands each tracked leaf its gradient, summed to the leaf's shape.
+struct tape_sink {
+  const gradient_tape& tape;
+  gradient_store& store;
+  template <class T, class D, class G>
+  void leaf(const tensor<T, D>& t, const G& g) {
+    if (!tape.tracks(t.id())) return;
+    if (g.shape() == t.shape()) store.add<T, D>(t.id(), g);
+    else store.add<T, D>(t.id(), reduce_to(g, t.shape()));
+  }
+};
+
+}  // namespace fluxion::autodiff
+
+namespace fluxion::detail {
+
+template <class E, class T, class Device>
+void on_materialize(const E& e, const tensor<T, Device>& out) {
+  for (gradient_tape* tape : tape_stack::tapes) {
+    if (!tape->recording() || tape->tracks(out.id())) continue;
+    if (!autodiff::reads_any(e, [&](std::uint64_t id) { return tape->tracks(id); })) continue;
+    const std::uint64_t out_id = out.id();
+    constexpr int order = autodiff::order_v<E>;
+    if constexpr (order < max_derivative_order) {
+      tape->record(out_id, [e, tape, out_id](autodiff::gradient_store& store) {
+        const tensor<T, Device>* g = store.find<T, Device>(out_id);
+        if (!g) return;
+        const tensor<T, Device> grad = *g;  // the store may rehash while we add to it
+        autodiff::tape_sink sink{*tape, store};
+        autodiff::backward<E>::run(e, autodiff::as_order<order + 1>(grad), sink);
+      });
+    } else {
+      tape->record(out_id, [out_id](autodiff::gradient_store& store) {
+        if (store.find<T, Device>(out_id))
+          throw error("gradient_tape: a derivative of order above " + std::to_string(max_derivative_order) +
+                      " was requested; define FLUXION_MAX_DERIVATIVE_ORDER to a larger value");
+      });
+    }
+  }
+  autodiff::offer_to_accumulators(e, out);
+}
+
+}  // namespace fluxion::detail

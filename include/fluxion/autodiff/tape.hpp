@@ -1,0 +1,362 @@
+// fx::gradient_tape: records materializations while in scope and computes gradients from them.
+//
+//   fx::gradient_tape tape;
+//   tape.watch(x);
+//   fx::tensor<float> y = fx::sin(x) * x;          // one entry: the whole fused statement
+//   auto dx = tape.gradient(y, x);                  // cos(x) * x + sin(x)
+//
+// Principle 4: each top-level materialization that reads a watched tensor, a trainable variable
+// or the output of an earlier entry pushes one entry: its output's id and a backward function
+// instantiated from the statement's expression type (autodiff/backprop.hpp). C++ `if`, `for` and
+// `while` decide what runs; the tape sees only what ran. Tapes are thread-local and nest: while
+// an outer tape records, an inner tape's gradient() is recorded by the outer one, which gives
+// higher derivatives with no extra machinery (principle 5).
+#pragma once
+
+#include <any>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <typeinfo>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "../tensor/variable.hpp"
+#include "backprop.hpp"
+
+namespace fluxion {
+
+/// What gradient() returns for a source the target does not depend on.
+enum class unconnected_gradients { none, zero };
+
+struct persistent_t {
+  explicit constexpr persistent_t() = default;
+};
+/// Makes a tape persistent: gradient() may then be called more than once.
+inline constexpr persistent_t persistent{};
+
+namespace autodiff {
+
+/// Gradients by tensor id, of any element type and device.
+class gradient_store {
+ public:
+  template <class T, class D>
+  const tensor<T, D>* find(std::uint64_t id) const {
+    auto it = m_grads.find(id);
+    return it == m_grads.end() ? nullptr : std::any_cast<tensor<T, D>>(&it->second);
+  }
+  /// Adds `g` (already of the leaf's shape) into the gradient of `id`.
+  template <class T, class D, class G>
+  void add(std::uint64_t id, const G& g) {
+    auto it = m_grads.find(id);
+    if (it == m_grads.end()) {
+      m_grads.emplace(id, tensor<T, D>(g));
+    } else {
+      auto& acc = std::any_cast<tensor<T, D>&>(it->second);
+      acc = acc + g;
+    }
+  }
+  template <class T, class D>
+  void put(std::uint64_t id, tensor<T, D> g) {
+    m_grads.insert_or_assign(id, std::any(std::move(g)));
+  }
+
+ private:
+  std::unordered_map<std::uint64_t, std::any> m_grads;
+};
+
+}  // namespace autodiff
+
+class gradient_tape;
+
+namespace detail {
+struct tape_stack {
+  static inline thread_local std::vector<gradient_tape*> tapes;
+};
+}  // namespace detail
+
+class gradient_tape {
+ public:
+  /// A one-shot tape that watches trainable variables it sees read.
+  gradient_tape() : gradient_tape(false, true) {}
+  explicit gradient_tape(persistent_t, bool watch_accessed_variables = true)
+      : gradient_tape(true, watch_accessed_variables) {}
+  /// With watch_accessed_variables = false, only tensors passed to watch() are tracked.
+  explicit gradient_tape(bool watch_accessed_variables) : gradient_tape(false, watch_accessed_variables) {}
+
+  gradient_tape(const gradient_tape&) = delete;
+  gradient_tape& operator=(const gradient_tape&) = delete;
+
+  ~gradient_tape() {
+    auto& st = detail::tape_stack::tapes;
+    std::erase(st, this);
+    --detail::autodiff_state::observers;
+    update_variable_hook();
+  }
+
+  /// Tracks a tensor: materializations that read it are recorded.
+  template <class T, class D>
+  void watch(const tensor<T, D>& t) {
+    m_tracked.insert(t.id());
+  }
+  template <class T, class D>
+  void watch(const variable<T, D>& v) {
+    const auto& t = v.value();
+    m_tracked.insert(t.id());
+    m_variable_reads[v.id()].push_back(t.id());
+  }
+
+  bool persistent() const noexcept { return m_persistent; }
+  bool recording() const noexcept { return m_paused == 0; }
+  std::size_t entries() const noexcept { return m_entries.size(); }
+
+  /// A scope inside the tape's scope that does not record.
+  class stop_recording_scope {
+   public:
+    explicit stop_recording_scope(gradient_tape& t) : m_tape(&t) { ++t.m_paused; }
+    ~stop_recording_scope() { --m_tape->m_paused; }
+    stop_recording_scope(const stop_recording_scope&) = delete;
+    stop_recording_scope& operator=(const stop_recording_scope&) = delete;
+
+   private:
+    gradient_tape* m_tape;
+  };
+  [[nodiscard]] stop_recording_scope stop_recording() { return stop_recording_scope(*this); }
+
+  // ---- gradients ------------------------------------------------------------------------
+
+  /// d sum(target) / d source; with output_gradients, the vector-Jacobian product with them.
+  template <class T, class D, class Source>
+  auto gradient(const tensor<T, D>& target, const Source& source,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    return std::move(gradient(target, std::vector<const Source*>{&source}, nullptr, unconnected)[0]);
+  }
+  template <class T, class D, class Source>
+  auto gradient(const tensor<T, D>& target, const Source& source, const tensor<T, D>& output_gradients,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    return std::move(gradient(target, std::vector<const Source*>{&source}, &output_gradients, unconnected)[0]);
+  }
+  /// Gradients with respect to several sources of one type (tensors or variables), in order.
+  template <class T, class D, class Source>
+  auto gradient(const tensor<T, D>& target, std::initializer_list<std::reference_wrapper<const Source>> sources,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    std::vector<const Source*> p;
+    for (const auto& s : sources) p.push_back(&s.get());
+    return gradient(target, p, nullptr, unconnected);
+  }
+  template <class T, class D, class Source>
+  auto gradient(const tensor<T, D>& target, const std::vector<Source*>& sources,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    std::vector<const std::remove_const_t<Source>*> p(sources.begin(), sources.end());
+    return gradient(target, p, nullptr, unconnected);
+  }
+  template <class T, class D, class Source>
+  auto gradient(const tensor<T, D>& target, const std::vector<std::reference_wrapper<Source>>& sources,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    std::vector<const std::remove_const_t<Source>*> p;
+    for (const auto& s : sources) p.push_back(&s.get());
+    return gradient(target, p, nullptr, unconnected);
+  }
+  /// A target expression is materialized first (and recorded, if it reads tracked tensors).
+  template <expression E, class Source>
+    requires(!is_tensor_v<E>)
+  auto gradient(const E& target, const Source& source, unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(detail::materialize(target), source, unconnected);
+  }
+
+  /// The full Jacobian: shape target.shape + source.shape.
+  template <class T, class D, class Source>
+  tensor<T, D> jacobian(const tensor<T, D>& target, const Source& source) {
+    const index_t n = target.size();
+    const shape ss = source_shape(source);
+    std::vector<tensor<T, D>> rows;
+    keep_entries keep(*this);
+    for (index_t i = 0; i < n; ++i) {
+      tensor<T, D> seed = one_hot_of<T, D>(target.shape(), i);
+      rows.push_back(gradient(target, std::vector<const Source*>{&source}, &seed, unconnected_gradients::zero)[0]);
+    }
+    keep.release();
+    shape out = target.shape();
+    for (int d = 0; d < ss.rank(); ++d) out.push_back(ss[d]);
+    if (rows.empty()) return tensor<T, D>(out);
+    return tensor<T, D>(reshape(stack(std::move(rows), 0), out.to_vector()));
+  }
+
+  /// Per-example Jacobians: target (B, ...) and source (B, ...) give (B, target..., source...),
+  /// assuming example b of the target depends only on example b of the source.
+  template <class T, class D, class Source>
+  tensor<T, D> batch_jacobian(const tensor<T, D>& target, const Source& source) {
+    const shape ts = target.shape(), ss = source_shape(source);
+    if (ts.rank() < 1 || ss.rank() < 1 || ts[0] != ss[0])
+      throw shape_error("batch_jacobian: target " + to_string(ts) + " and source " + to_string(ss) +
+                        " must share their first (batch) dimension");
+    const index_t b = ts[0], m = ts.size() / std::max<index_t>(b, 1);
+    std::vector<tensor<T, D>> cols;
+    keep_entries keep(*this);
+    for (index_t j = 0; j < m; ++j) {
+      tensor<T, D> seed = per_example_one_hot<T, D>(ts, j);
+      cols.push_back(gradient(target, std::vector<const Source*>{&source}, &seed, unconnected_gradients::zero)[0]);
+    }
+    keep.release();
+    shape out{b};
+    for (int d = 1; d < ts.rank(); ++d) out.push_back(ts[d]);
+    for (int d = 1; d < ss.rank(); ++d) out.push_back(ss[d]);
+    if (cols.empty()) return tensor<T, D>(out);
+    return tensor<T, D>(reshape(stack(std::move(cols), 1), out.to_vector()));
+  }
+
+  // ---- internals used by the recording hook, custom_gradient and forward mode ------------
+
+  /// Whether `id` is watched or produced by a recorded entry.
+  bool tracks(std::uint64_t id) const { return m_tracked.contains(id); }
+
+  /// Records an entry producing `output`; backward(store) pushes its output's gradient down.
+  void record(std::uint64_t output, std::function<void(autodiff::gradient_store&)> backward) {
+    if (!m_tracked.insert(output).second) return;  // the same cached tensor again: one entry is enough
+    m_entries.push_back({output, std::move(backward)});
+  }
+
+  void on_variable_read(std::uint64_t variable_id, bool trainable, std::uint64_t tensor_id, const void* var,
+                        const std::type_info& type) {
+    if (m_paused || !m_watch_variables || !trainable) return;
+    m_tracked.insert(tensor_id);
+    auto& reads = m_variable_reads[variable_id];
+    if (reads.empty()) m_variable_order.push_back({var, &type});
+    if (reads.empty() || reads.back() != tensor_id) reads.push_back(tensor_id);
+  }
+
+  /// The trainable variables of type variable<T, D> read while this tape recorded, in the order
+  /// they were first read (for implicit_gradients).
+  template <class T, class D>
+  std::vector<const variable<T, D>*> variables_read() const {
+    std::vector<const variable<T, D>*> out;
+    for (auto [p, ti] : m_variable_order)
+      if (*ti == typeid(variable<T, D>)) out.push_back(static_cast<const variable<T, D>*>(p));
+    return out;
+  }
+
+ private:
+  struct entry {
+    std::uint64_t output;
+    std::function<void(autodiff::gradient_store&)> backward;
+  };
+
+  gradient_tape(bool persistent, bool watch_variables) : m_persistent(persistent), m_watch_variables(watch_variables) {
+    detail::tape_stack::tapes.push_back(this);
+    ++detail::autodiff_state::observers;
+    update_variable_hook();
+  }
+
+  static void variable_hook(std::uint64_t variable_id, bool trainable, std::uint64_t tensor_id, const void* var,
+                            const std::type_info& type) {
+    for (gradient_tape* t : detail::tape_stack::tapes) t->on_variable_read(variable_id, trainable, tensor_id, var, type);
+  }
+  static void update_variable_hook() {
+    detail::variable_read_observer::on_read = detail::tape_stack::tapes.empty() ? nullptr : &variable_hook;
+  }
+
+  // jacobian() calls gradient() many times on one recording, even on a one-shot tape.
+  struct keep_entries {
+    gradient_tape& t;
+    bool was;
+    explicit keep_entries(gradient_tape& tp) : t(tp), was(tp.m_keep) { t.m_keep = true; }
+    void release() {
+      t.m_keep = was;
+      if (!t.m_keep && !t.m_persistent) t.finish();
+    }
+    ~keep_entries() { t.m_keep = was; }
+  };
+
+  void finish() {
+    m_entries.clear();
+    m_tracked.clear();
+    m_variable_reads.clear();
+    m_variable_order.clear();
+    m_used = true;
+  }
+
+  template <class S>
+  static shape source_shape(const S& s) {
+    return s.shape();
+  }
+
+  template <class T, class D>
+  static tensor<T, D> one_hot_of(const shape& s, index_t i) {
+    tensor<T, D> flat = one_hot<T>(tensor<index_t, D>(i), s.size());
+    return tensor<T, D>(flat, s);
+  }
+  template <class T, class D>
+  static tensor<T, D> per_example_one_hot(const shape& s, index_t j) {
+    const index_t b = s[0], m = s.size() / std::max<index_t>(b, 1);
+    tensor<T, D> rows = broadcast_to(one_hot<T>(tensor<index_t, D>(j), m), {b, m});
+    return tensor<T, D>(rows, s);
+  }
+
+  template <class T, class D, class S>
+  std::uint64_t source_id(const S& s) const {
+    if constexpr (is_variable_v<S>) return s.id();
+    else return s.id();
+  }
+
+  template <class T, class D, class Source>
+  std::vector<tensor<value_type_t<Source>, D>> gradient(const tensor<T, D>& target, const std::vector<const Source*>& sources,
+                                                        const std::type_identity_t<tensor<T, D>>* output_gradients,
+                                                        unconnected_gradients unconnected) {
+    using S = value_type_t<Source>;
+    if (m_used)
+      throw error("gradient_tape: gradient() was already called on this non-persistent tape; construct it with "
+                  "fluxion::persistent to call it more than once");
+    if (output_gradients && output_gradients->shape() != target.shape())
+      throw shape_error("gradient: output_gradients of shape " + to_string(output_gradients->shape()) +
+                        " do not match the target's shape " + to_string(target.shape()));
+    autodiff::gradient_store store;
+    {
+      stop_recording_scope quiet(*this);  // the backward pass is not recorded on this tape
+      store.put(target.id(), output_gradients ? *output_gradients
+                                              : tensor<T, D>(broadcast_to(scalar_expr<T, D>(T(1)), target.shape())));
+      for (auto it = m_entries.rbegin(); it != m_entries.rend(); ++it) it->backward(store);
+    }
+    std::vector<tensor<S, D>> out;
+    for (const Source* src : sources) {
+      const tensor<S, D>* g = nullptr;
+      tensor<S, D> sum;
+      if constexpr (is_variable_v<Source>) {
+        auto it = m_variable_reads.find(src->id());
+        if (it != m_variable_reads.end()) {
+          bool first = true;
+          for (std::uint64_t tid : it->second)
+            if (const auto* gi = store.find<S, D>(tid)) {
+              sum = first ? *gi : tensor<S, D>(sum + *gi);
+              first = false;
+            }
+          if (!first) g = &sum;
+        }
+      } else {
+        g = store.find<S, D>(src->id());
+      }
+      if (g) out.push_back(*g);
+      else if (unconnected == unconnected_gradients::zero)
+        out.push_back(tensor<S, D>(broadcast_to(scalar_expr<S, D>(S(0)), src->shape())));
+      else
+        out.emplace_back();
+    }
+    if (!m_persistent && !m_keep) finish();
+    return out;
+  }
+
+  friend class stop_recording_scope;
+
+  std::vector<entry> m_entries;
+  std::unordered_set<std::uint64_t> m_tracked;
+  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> m_variable_reads;
+  std::vector<std::pair<const void*, const std::type_info*>> m_variable_order;
+  bool m_persistent = false;
+  bool m_watch_variables = true;
+  bool m_used = false;
+  bool m_keep = false;
+  int m_paused = 0;
+};
+
+}  // namespace fluxion
