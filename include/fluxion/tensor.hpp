@@ -10,3 +10,7 @@
 #include "expr/remap.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/variable.hpp"
+#include "autodiff/custom_gradient.hpp"
+#include "autodiff/forward.hpp"
+#include "autodiff/functional.hpp"
+#include "autodiff/tape.hpp"

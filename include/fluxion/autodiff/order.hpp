@@ -20,7 +20,7 @@
 #include "../expr/remap.hpp"
 
 #ifndef FLUXION_MAX_DERIVATIVE_ORDER
-#define FLUXION_MAX_DERIVATIVE_ORDER 2
+#define FLUXION_MAX_DERIVATIVE_ORDER 1
 #endif
 
 namespace fluxion {
@@ -34,7 +34,7 @@ struct grad_expr : expression_base {
   using device_type = device_t<G>;
   G g;
   explicit grad_expr(G g_) : g(std::move(g_)) {}
-  const fluxion::shape& shape() const { return g.shape(); }
+  decltype(auto) shape() const { return g.shape(); }
   auto make_view() const { return g.make_view(); }
   explicit operator bool() const { return detail::truth_value(*this); }
 };

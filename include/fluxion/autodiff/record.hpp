@@ -20,8 +20,12 @@ struct tape_sink {
   template <class T, class D, class G>
   void leaf(const tensor<T, D>& t, const G& g) {
     if (!tape.tracks(t.id())) return;
-    if (g.shape() == t.shape()) store.add<T, D>(t.id(), g);
-    else store.add<T, D>(t.id(), reduce_to(g, t.shape()));
+    if constexpr (!std::is_same_v<value_type_t<G>, T>) {  // a float leaf in a double statement
+      leaf(t, cast<T>(g));
+    } else {
+      if (g.shape() == t.shape()) store.add<T, D>(t.id(), g);
+      else store.add<T, D>(t.id(), reduce_to(g, t.shape()));
+    }
   }
 };
 

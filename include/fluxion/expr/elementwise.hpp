@@ -40,7 +40,7 @@ struct unary_expr : expression_base {
   A a;
 
   explicit unary_expr(A a_) : a(std::move(a_)) {}
-  const fluxion::shape& shape() const { return a.shape(); }
+  decltype(auto) shape() const { return a.shape(); }
   auto make_view() const { return detail::unary_view<Op, decltype(a.make_view())>{a.make_view()}; }
   explicit operator bool() const { return detail::truth_value(*this); }
 };

@@ -9,6 +9,17 @@
 
 namespace fluxion::ops {
 
+namespace detail {
+// The extremes as constexpr variables: device code may read these, but may not call
+// std::numeric_limits' host-only functions (nvcc warns #20013 without --expt-relaxed-constexpr).
+template <class R>
+inline constexpr R lowest_v =
+    std::is_floating_point_v<R> ? -std::numeric_limits<R>::infinity() : std::numeric_limits<R>::lowest();
+template <class R>
+inline constexpr R highest_v =
+    std::is_floating_point_v<R> ? std::numeric_limits<R>::infinity() : std::numeric_limits<R>::max();
+}  // namespace detail
+
 struct reduce_sum {
   static constexpr const char* name = "reduce_sum";
   template <class T>
@@ -47,10 +58,7 @@ struct reduce_max {
   template <class T>
   using result = T;
   template <class R>
-  FLUXION_HOST_DEVICE static R identity() {
-    if constexpr (std::is_floating_point_v<R>) return -std::numeric_limits<R>::infinity();
-    else return std::numeric_limits<R>::lowest();
-  }
+  FLUXION_HOST_DEVICE static R identity() { return detail::lowest_v<R>; }
   template <class R>
   FLUXION_HOST_DEVICE static R combine(R a, R b) { return (a > b || a != a) ? a : b; }
   template <class R>
@@ -62,10 +70,7 @@ struct reduce_min {
   template <class T>
   using result = T;
   template <class R>
-  FLUXION_HOST_DEVICE static R identity() {
-    if constexpr (std::is_floating_point_v<R>) return std::numeric_limits<R>::infinity();
-    else return std::numeric_limits<R>::max();
-  }
+  FLUXION_HOST_DEVICE static R identity() { return detail::highest_v<R>; }
   template <class R>
   FLUXION_HOST_DEVICE static R combine(R a, R b) { return (a < b || a != a) ? a : b; }
   template <class R>

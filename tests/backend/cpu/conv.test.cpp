@@ -75,7 +75,8 @@ template <class T>
 double worst_error(const std::vector<T>& got, const std::vector<long double>& want, double terms) {
   double worst = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    const double bound = (terms + 4) * std::numeric_limits<T>::epsilon() * (1 + std::fabs(static_cast<double>(want[i])));
+    const double bound =
+        (terms + 4) * std::numeric_limits<T>::epsilon() * (1 + std::fabs(static_cast<double>(want[i])));
     worst = std::max(worst, std::fabs(static_cast<double>(got[i] - want[i])) / bound);
   }
   return worst;
@@ -98,14 +99,16 @@ std::vector<cpu::conv2d_shape> test_shapes() {
       cpu::conv2d_tf_shape(3, 8, 9, 4, 2, 3, 20, padding_mode::valid, 3, 2),
       cpu::conv2d_tf_shape(1, 10, 11, 3, 3, 3, 4, padding_mode::same, 1, 1, 2, 3),
       cpu::conv2d_tf_shape(2, 11, 10, 2, 2, 3, 18, padding_mode::valid, 2, 1, 3, 2),
-      cpu::conv2d_tf_shape(2, 8, 8, 1, 5, 5, 32, padding_mode::same),   // the tutorial's first layer
-      cpu::conv2d_tf_shape(1, 6, 6, 32, 5, 5, 13, padding_mode::same),  // k = 800: several KC slices
-      cpu::conv2d_tf_shape(2, 5, 4, 6, 1, 1, 7, padding_mode::valid),   // pointwise
+      cpu::conv2d_tf_shape(2, 8, 8, 1, 5, 5, 32, padding_mode::same),               // the tutorial's first layer
+      cpu::conv2d_tf_shape(1, 9, 11, 1, 3, 2, 16, padding_mode::same, 1, 1, 2, 3),  // single channel, dilated
+      cpu::conv2d_tf_shape(2, 9, 10, 1, 3, 3, 8, padding_mode::valid, 2, 3),        // single channel, strided
+      cpu::conv2d_tf_shape(1, 6, 6, 32, 5, 5, 13, padding_mode::same),              // k = 800: several KC slices
+      cpu::conv2d_tf_shape(2, 5, 4, 6, 1, 1, 7, padding_mode::valid),               // pointwise
       cpu::conv2d_tf_shape(1, 5, 5, 3, 1, 1, 20, padding_mode::same, 2, 2),
-      cpu::conv2d_tf_shape(2, 4, 4, 3, 3, 3, 1, padding_mode::same),    // one output channel
-      cpu::conv2d_tf_shape(1, 3, 3, 2, 5, 5, 3, padding_mode::same),    // window larger than input
-      cpu::conv2d_tf_shape(1, 3, 3, 2, 4, 4, 3, padding_mode::valid),   // empty output
-      cpu::conv2d_tf_shape(0, 5, 5, 2, 3, 3, 3, padding_mode::same),    // empty batch
+      cpu::conv2d_tf_shape(2, 4, 4, 3, 3, 3, 1, padding_mode::same),   // one output channel
+      cpu::conv2d_tf_shape(1, 3, 3, 2, 5, 5, 3, padding_mode::same),   // window larger than input
+      cpu::conv2d_tf_shape(1, 3, 3, 2, 4, 4, 3, padding_mode::valid),  // empty output
+      cpu::conv2d_tf_shape(0, 5, 5, 2, 3, 3, 3, padding_mode::same),   // empty batch
   };
   cpu::conv2d_shape explicit_padding = cpu::conv2d_tf_shape(1, 6, 7, 2, 3, 3, 19, padding_mode::valid);
   explicit_padding.pad_top = 2;  // more than `same` would use, and asymmetric
@@ -151,25 +154,30 @@ TEST_CASE_TEMPLATE("conv2d kernels match a direct loop", T, float, double) {
     const auto want = naive(s, x, w, dy);
     const double terms = static_cast<double>(s.filter_h * s.filter_w * std::max(s.in_c, s.out_c));
 
-    std::vector<T> y(static_cast<std::size_t>(s.output_size()), T(7));
-    cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data());
-    CHECK(worst_error(y, want.y, terms) <= 1.0);
+    // Every method, whichever the shape would choose: direct single-channel kernels (where they
+    // apply) or im2col, and for the input gradient, gather or scatter.
+    for (int direct : {1, 0}) {
+      cpu::conv_detail::single_channel_mode = direct;
+      std::vector<T> y(static_cast<std::size_t>(s.output_size()), T(7));
+      cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data());
+      CHECK(worst_error(y, want.y, terms) <= 1.0);
 
-    // Fused bias and relu.
-    cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data(), {bias.data(), cpu::activation::relu});
-    auto want_fused = want.y;
-    for (std::size_t i = 0; i < want_fused.size(); ++i)
-      want_fused[i] = std::max<long double>(want_fused[i] + bias[i % static_cast<std::size_t>(s.out_c)], 0);
-    CHECK(worst_error(y, want_fused, terms) <= 1.0);
+      // Fused bias and relu.
+      cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data(), {bias.data(), cpu::activation::relu});
+      auto want_fused = want.y;
+      for (std::size_t i = 0; i < want_fused.size(); ++i)
+        want_fused[i] = std::max<long double>(want_fused[i] + bias[i % static_cast<std::size_t>(s.out_c)], 0);
+      CHECK(worst_error(y, want_fused, terms) <= 1.0);
 
-    // Both input-gradient methods, whichever the shape would choose.
-    for (int method : {1, 2}) {
-      cpu::conv_detail::input_grad_method = method;
-      std::vector<T> dx(static_cast<std::size_t>(s.input_size()), T(7));
-      cpu::conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
-      CHECK(worst_error(dx, want.dx, terms) <= 1.0);
+      for (int method : {1, 2}) {
+        cpu::conv_detail::input_grad_method = method;
+        std::vector<T> dx(static_cast<std::size_t>(s.input_size()), T(7));
+        cpu::conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
+        CHECK(worst_error(dx, want.dx, terms) <= 1.0);
+      }
+      cpu::conv_detail::input_grad_method = 0;
     }
-    cpu::conv_detail::input_grad_method = 0;
+    cpu::conv_detail::single_channel_mode = 1;
 
     std::vector<T> dw(static_cast<std::size_t>(s.filter_size()), T(7));
     cpu::conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data());
@@ -217,28 +225,31 @@ TEST_CASE("conv2d backward kernels match central finite differences of the forwa
 TEST_CASE_TEMPLATE("conv2d kernels are bitwise identical for 1, 2 and 3 threads", T, float, double) {
   std::mt19937 rng(9);
   const int saved = fluxion::get_num_threads();
-  // Enough work to run in parallel, and more than one 1024-pixel chunk for the filter gradient.
-  const auto s = cpu::conv2d_tf_shape(5, 19, 17, 6, 3, 3, 24, cpu::padding_mode::same);
-  auto x = random_vector<T>(s.input_size(), rng);
-  auto w = random_vector<T>(s.filter_size(), rng);
-  auto dy = random_vector<T>(s.output_size(), rng);
-  std::vector<std::vector<T>> results;
-  for (int threads : {1, 2, 3}) {
-    fluxion::set_num_threads(threads);
-    std::vector<T> y(static_cast<std::size_t>(s.output_size())), dx(static_cast<std::size_t>(s.input_size())),
-        dw(static_cast<std::size_t>(s.filter_size()));
-    cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data());
-    cpu::conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data());
-    y.insert(y.end(), dw.begin(), dw.end());
-    for (int method : {1, 2}) {
-      cpu::conv_detail::input_grad_method = method;
-      cpu::conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
-      y.insert(y.end(), dx.begin(), dx.end());
+  // Enough work to run in parallel, and more than one 1024-pixel chunk for the filter gradient;
+  // the second shape takes the single-channel kernels.
+  for (const auto& s : {cpu::conv2d_tf_shape(5, 19, 17, 6, 3, 3, 24, cpu::padding_mode::same),
+                        cpu::conv2d_tf_shape(6, 20, 20, 1, 5, 5, 16, cpu::padding_mode::same)}) {
+    auto x = random_vector<T>(s.input_size(), rng);
+    auto w = random_vector<T>(s.filter_size(), rng);
+    auto dy = random_vector<T>(s.output_size(), rng);
+    std::vector<std::vector<T>> results;
+    for (int threads : {1, 2, 3}) {
+      fluxion::set_num_threads(threads);
+      std::vector<T> y(static_cast<std::size_t>(s.output_size())), dx(static_cast<std::size_t>(s.input_size())),
+          dw(static_cast<std::size_t>(s.filter_size()));
+      cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data());
+      cpu::conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data());
+      y.insert(y.end(), dw.begin(), dw.end());
+      for (int method : {1, 2}) {
+        cpu::conv_detail::input_grad_method = method;
+        cpu::conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
+        y.insert(y.end(), dx.begin(), dx.end());
+      }
+      cpu::conv_detail::input_grad_method = 0;
+      results.push_back(std::move(y));
     }
-    cpu::conv_detail::input_grad_method = 0;
-    results.push_back(std::move(y));
+    CHECK(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(T)) == 0);
+    CHECK(std::memcmp(results[0].data(), results[2].data(), results[0].size() * sizeof(T)) == 0);
   }
   fluxion::set_num_threads(saved);
-  CHECK(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(T)) == 0);
-  CHECK(std::memcmp(results[0].data(), results[2].data(), results[0].size() * sizeof(T)) == 0);
 }

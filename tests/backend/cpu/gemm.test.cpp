@@ -51,9 +51,9 @@ double run_case(const gemm_case& g, std::mt19937& rng) {
     for (auto& x : c) x = std::numeric_limits<T>::quiet_NaN();
   const auto c0 = c;
   cpu::gemm_epilogue<T> ep{g.bias ? bias.data() : nullptr, g.relu ? cpu::activation::relu : cpu::activation::none};
-  cpu::gemm<T>(g.ta ? cpu::transpose::yes : cpu::transpose::no, g.tb ? cpu::transpose::yes : cpu::transpose::no,
-               g.m, g.n, g.k, static_cast<T>(g.alpha), a.data(), lda, b.data(), ldb, static_cast<T>(g.beta),
-               c.data(), ldc, ep);
+  cpu::gemm<T>(g.ta ? cpu::transpose::yes : cpu::transpose::no, g.tb ? cpu::transpose::yes : cpu::transpose::no, g.m,
+               g.n, g.k, static_cast<T>(g.alpha), a.data(), lda, b.data(), ldb, static_cast<T>(g.beta), c.data(), ldc,
+               ep);
   double worst = 0;
   const double eps = std::numeric_limits<T>::epsilon();
   for (index_t i = 0; i < g.m; ++i)
@@ -100,9 +100,10 @@ std::string describe(const gemm_case& g) {
 
 TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
   std::mt19937 rng(42);
-  const index_t shapes[][3] = {{1, 1, 1},   {2, 3, 4},    {5, 7, 3},    {6, 16, 8},   {7, 17, 9},   {13, 1, 31},
-                               {1, 33, 17}, {31, 29, 37}, {64, 10, 256}, {50, 70, 300}, {97, 35, 513},
-                               {200, 90, 40}, {7, 12, 600}, {20, 13, 9},  {40, 200, 520}, {300, 41, 300}, {170, 150, 300}};
+  const index_t shapes[][3] = {{1, 1, 1},      {2, 3, 4},      {5, 7, 3},    {6, 16, 8},    {7, 17, 9},
+                               {13, 1, 31},    {1, 33, 17},    {31, 29, 37}, {64, 10, 256}, {50, 70, 300},
+                               {97, 35, 513},  {200, 90, 40},  {7, 12, 600}, {20, 13, 9},   {40, 200, 520},
+                               {300, 41, 300}, {170, 150, 300}};
   const double alphas[] = {1.0, -0.5};
   const double betas[] = {0.0, 1.0, 0.75};
   int count = 0;
@@ -114,8 +115,8 @@ TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
           // Big shapes exercise blocking, not scalars: two alpha/beta pairs keep the test fast.
           const bool big = s[0] * s[1] * s[2] > 500000;
           if (big && !((alpha == 1.0 && beta == 0.0) || (alpha != 1.0 && beta == 0.75))) continue;
-          gemm_case g{s[0], s[1], s[2], (t & 1) != 0, (t & 2) != 0, alpha, beta, count % 3 == 0, count % 4 == 0,
-                      count % 5 == 0 ? 3 : 0};
+          gemm_case g{s[0],  s[1], s[2],           (t & 1) != 0,   (t & 2) != 0,
+                      alpha, beta, count % 3 == 0, count % 4 == 0, count % 5 == 0 ? 3 : 0};
           const double err = run_case<T>(g, rng);
           INFO(describe(g));
           CHECK(err <= 1.0);
@@ -141,8 +142,8 @@ TEST_CASE_TEMPLATE("gemm_strided_batched matches gemm per matrix", T, float, dou
     auto b = random_vector<T>(static_cast<std::size_t>(k * n), rng);  // stride_b = 0: shared weights
     auto c = random_vector<T>(static_cast<std::size_t>(batch * m * n + 1), rng);
     auto want = c;
-    cpu::gemm_strided_batched<T>(cpu::transpose::no, cpu::transpose::yes, m, n, k, T(1.5), a.data(), k, m * k,
-                                 b.data(), k, 0, T(0.5), c.data(), n, m * n, batch);
+    cpu::gemm_strided_batched<T>(cpu::transpose::no, cpu::transpose::yes, m, n, k, T(1.5), a.data(), k, m * k, b.data(),
+                                 k, 0, T(0.5), c.data(), n, m * n, batch);
     for (index_t i = 0; i < batch; ++i)
       cpu::gemm<T>(cpu::transpose::no, cpu::transpose::yes, m, n, k, T(1.5), a.data() + i * m * k, k, b.data(), k,
                    T(0.5), want.data() + i * m * n, n);
@@ -171,8 +172,8 @@ TEST_CASE("gemm rejects bad arguments with the values in the message") {
   CHECK(msg([&] { cpu::gemm<float>(cpu::transpose::no, cpu::transpose::no, -1, 2, 2, 1, x, 2, x, 2, 0, x, 2); }) ==
         "gemm: sizes must be non-negative, got m = -1, n = 2, k = 2");
   CHECK(msg([&] {
-          cpu::gemm_strided_batched<float>(cpu::transpose::no, cpu::transpose::no, 1, 1, 1, 1, x, 1, 1, x, 1, 1, 0,
-                                           x, 1, 1, -2);
+          cpu::gemm_strided_batched<float>(cpu::transpose::no, cpu::transpose::no, 1, 1, 1, 1, x, 1, 1, x, 1, 1, 0, x,
+                                           1, 1, -2);
         }) == "gemm_strided_batched: batch_count = -2 is negative");
 }
 
@@ -188,8 +189,8 @@ TEST_CASE_TEMPLATE("gemm is bitwise identical for 1, 2 and 3 threads", T, float,
   for (int threads : {1, 2, 3}) {
     fluxion::set_num_threads(threads);
     std::vector<T> c(static_cast<std::size_t>(m * n), T(0.25));
-    cpu::gemm<T>(cpu::transpose::yes, cpu::transpose::no, m, n, k, T(0.5), a.data(), m, b.data(), n, T(2), c.data(),
-                 n, {bias.data(), cpu::activation::relu});
+    cpu::gemm<T>(cpu::transpose::yes, cpu::transpose::no, m, n, k, T(0.5), a.data(), m, b.data(), n, T(2), c.data(), n,
+                 {bias.data(), cpu::activation::relu});
     // A short, wide product (column tasks) and a few-column one (transposed product).
     std::vector<T> wide(static_cast<std::size_t>(60 * 300)), narrow(static_cast<std::size_t>(300 * 10));
     cpu::gemm<T>(cpu::transpose::no, cpu::transpose::no, 60, 300, 400, T(1), a.data(), 400, b.data(), 300, T(0),
@@ -199,8 +200,8 @@ TEST_CASE_TEMPLATE("gemm is bitwise identical for 1, 2 and 3 threads", T, float,
     c.insert(c.end(), wide.begin(), wide.end());
     c.insert(c.end(), narrow.begin(), narrow.end());
     std::vector<T> cb(static_cast<std::size_t>(4 * 20 * 30));
-    cpu::gemm_strided_batched<T>(cpu::transpose::no, cpu::transpose::no, 20, 30, 40, T(1), a.data(), 40, 800,
-                                 b.data(), 30, 1200, T(0), cb.data(), 30, 600, 4);
+    cpu::gemm_strided_batched<T>(cpu::transpose::no, cpu::transpose::no, 20, 30, 40, T(1), a.data(), 40, 800, b.data(),
+                                 30, 1200, T(0), cb.data(), 30, 600, 4);
     c.insert(c.end(), cb.begin(), cb.end());
     results.push_back(std::move(c));
   }

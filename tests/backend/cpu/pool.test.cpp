@@ -44,7 +44,9 @@ std::vector<T> naive_pool(const cpu::pool2d_shape& s, const std::vector<T>& x, b
               ++count;
             }
           y[static_cast<std::size_t>(((n * s.out_h + oh) * s.out_w + ow) * s.channels + c)] =
-              static_cast<T>(count == 0 ? 0.0 : max ? acc : acc / static_cast<double>(count));
+              static_cast<T>(count == 0 ? 0.0
+                             : max      ? acc
+                                        : acc / static_cast<double>(count));
         }
   return y;
 }
@@ -63,9 +65,9 @@ std::vector<cpu::pool2d_shape> test_shapes() {
 
 std::string describe(const cpu::pool2d_shape& s) {
   auto v = [](index_t x) { return std::to_string(x); };
-  return "batch=" + v(s.batch) + " in=" + v(s.in_h) + "x" + v(s.in_w) + "x" + v(s.channels) + " window=" +
-         v(s.window_h) + "x" + v(s.window_w) + " stride=" + v(s.stride_h) + "," + v(s.stride_w) + " out=" +
-         v(s.out_h) + "x" + v(s.out_w);
+  return "batch=" + v(s.batch) + " in=" + v(s.in_h) + "x" + v(s.in_w) + "x" + v(s.channels) +
+         " window=" + v(s.window_h) + "x" + v(s.window_w) + " stride=" + v(s.stride_h) + "," + v(s.stride_w) +
+         " out=" + v(s.out_h) + "x" + v(s.out_w);
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 //   conv2d_backward_input<float>(s, dy, w, dx);
 //   conv2d_backward_filter<float>(s, x, dy, dw);
 //
-// All three are im2col plus the packed GEMM, which measured fastest here (bench/RESULTS-kernels.md):
+// All three are im2col plus the packed GEMM, which measured fastest here (bench/RESULTS-kernels.md),
+// except for single-channel input (detail/conv_single_channel.hpp: direct forward and, at stride 1,
+// input gradient):
 //   forward      Y (pixels x C_out)    = columns(X) (pixels x KH*KW*C_in) * W
 //   input grad   dX (pixels x C_in)    = columns(dY) (input pixels x KH*KW*C_out) * W'; W' is W with
 //                                        each (kh, kw) slice transposed. The gather form needs no
@@ -26,6 +28,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/error.hpp"
+#include "detail/conv_single_channel.hpp"
 #include "detail/scratch_buffer.hpp"
 #include "detail/window_geometry.hpp"
 #include "gemm.hpp"
@@ -53,7 +56,7 @@ inline conv2d_shape conv2d_tf_shape(index_t batch, index_t in_h, index_t in_w, i
                                     index_t stride_w = 1, index_t dilation_h = 1, index_t dilation_w = 1) {
   const window_extent h = tf_window("conv2d", in_h, filter_h, stride_h, dilation_h, padding);
   const window_extent w = tf_window("conv2d", in_w, filter_w, stride_w, dilation_w, padding);
-  return {batch,    in_h,       in_w,       in_c,         filter_h,      filter_w, out_c, stride_h,
+  return {batch,    in_h,       in_w,       in_c,         filter_h,     filter_w, out_c, stride_h,
           stride_w, dilation_h, dilation_w, h.pad_before, w.pad_before, h.out,    w.out};
 }
 
@@ -82,9 +85,11 @@ inline void check_shape(const char* op, const conv2d_shape& s) {
 }
 
 // Row blocks of about this many column elements stay in L2 next to the packed filter.
-inline constexpr index_t block_elements = 1 << 16;
+inline constexpr index_t block_elements = 1 << 15;
 
-inline index_t block_rows(index_t k) { return std::clamp<index_t>((block_elements / std::max<index_t>(k, 1) + 5) / 6 * 6, 24, 1024); }
+inline index_t block_rows(index_t k) {
+  return std::clamp<index_t>((block_elements / std::max<index_t>(k, 1) + 5) / 6 * 6, 24, 1024);
+}
 
 // The input gradient scatters (fewer, but read-modify-write, column elements) or gathers.
 inline int input_grad_method = 0;  // 0: choose, 1: gather, 2: scatter (for measurements)
@@ -182,7 +187,8 @@ void blocked_product(index_t rows_total, index_t k, index_t n, const T* b, index
   const bool parallel = 2.0 * rows_total * n * k >= min_parallel_flops;
   const bool dot = uses_dot_kernel(p);
   T* bp = dot ? nullptr : scratch<T, scratch_slot::conv_packed>(static_cast<std::size_t>(packed_b_size<T>(k, n)));
-  auto* flags = scratch<std::int32_t, scratch_slot::conv_flags>(static_cast<std::size_t>(packed_b<T>::flag_count(k, n)));
+  auto* flags =
+      scratch<std::int32_t, scratch_slot::conv_flags>(static_cast<std::size_t>(packed_b<T>::flag_count(k, n)));
   const packed_b<T> packed(p, bp, flags);
   run_tasks<T>(parallel, tasks, [&](index_t t) {
     const index_t r0 = t * block, rows = std::min(block, rows_total - r0);
@@ -211,17 +217,20 @@ void conv2d_forward(const conv2d_shape& s, const T* input, const T* filter, T* o
     return;
   }
   if (conv_detail::is_pointwise(s)) {  // the columns are the input itself
-    gemm_detail::gemm_unchecked<T>({false, false, pixels, s.out_c, k, T(1), input, k, filter, s.out_c, T(0), output,
-                                    s.out_c, epilogue},
-                                   true);
+    gemm_detail::gemm_unchecked<T>(
+        {false, false, pixels, s.out_c, k, T(1), input, k, filter, s.out_c, T(0), output, s.out_c, epilogue}, true);
     return;
   }
-  conv_detail::blocked_product<T>(pixels, k, s.out_c, filter, s.out_c, false, output, epilogue,
-                                  [&](index_t r0, index_t rows) {
-                                    T* cols = scratch<T, scratch_slot::conv_columns>(static_cast<std::size_t>(rows * k));
-                                    conv_detail::im2col(s, input, r0, rows, cols);
-                                    return static_cast<const T*>(cols);
-                                  });
+  if (conv_detail::single_channel_direct<T>(s)) {
+    conv_detail::single_channel_forward(s, input, filter, output, epilogue);
+    return;
+  }
+  conv_detail::blocked_product<T>(
+      pixels, k, s.out_c, filter, s.out_c, false, output, epilogue, [&](index_t r0, index_t rows) {
+        T* cols = scratch<T, scratch_slot::conv_columns>(static_cast<std::size_t>(rows * k));
+        conv_detail::im2col(s, input, r0, rows, cols);
+        return static_cast<const T*>(cols);
+      });
 }
 
 namespace conv_detail {
@@ -252,7 +261,8 @@ void backward_input_scatter(const conv2d_shape& s, const T* grad_output, const T
   problem<T> p{false, true, image_out, k, s.out_c, T(1), nullptr, s.out_c, filter, s.out_c, T(0), nullptr, k, {}};
   const bool dot = uses_dot_kernel(p);
   T* bp = dot ? nullptr : scratch<T, scratch_slot::conv_packed>(static_cast<std::size_t>(packed_b_size<T>(s.out_c, k)));
-  auto* flags = scratch<std::int32_t, scratch_slot::conv_flags>(static_cast<std::size_t>(packed_b<T>::flag_count(s.out_c, k)));
+  auto* flags =
+      scratch<std::int32_t, scratch_slot::conv_flags>(static_cast<std::size_t>(packed_b<T>::flag_count(s.out_c, k)));
   const packed_b<T> packed(p, bp, flags);
   run_tasks<T>(2.0 * s.batch * image_out * k * s.out_c >= min_parallel_flops, s.batch, [&](index_t n) {
     T* dx = grad_input + n * image_in;
@@ -299,7 +309,9 @@ void conv2d_backward_input(const conv2d_shape& s, const T* grad_output, const T*
     std::fill_n(grad_input, pixels * s.in_c, T(0));
     return;
   }
-  if (conv_detail::use_scatter(s))
+  if (conv_detail::single_channel_direct<T>(s) && s.stride_h == 1 && s.stride_w == 1)
+    conv_detail::single_channel_backward_input(s, grad_output, filter, grad_input);
+  else if (conv_detail::use_scatter(s))
     conv_detail::backward_input_scatter(s, grad_output, filter, grad_input);
   else
     conv_detail::backward_input_gather(s, grad_output, filter, grad_input);
@@ -318,10 +330,11 @@ void conv2d_backward_filter(const conv2d_shape& s, const T* input, const T* grad
   }
   // Pixels are summed in fixed chunks (in parallel), and the chunks' partial sums in chunk order.
   constexpr index_t chunk = 1024;
-  const index_t chunks = ceil_div(pixels, chunk), sub = std::clamp<index_t>(conv_detail::block_elements / k, 64, chunk);
+  const index_t chunks = ceil_div(pixels, chunk),
+                sub = std::clamp<index_t>(2 * conv_detail::block_elements / k, 64, chunk);
   const bool pointwise = conv_detail::is_pointwise(s);
-  T* partials = chunks == 1 ? grad_filter
-                            : scratch<T, scratch_slot::conv_partials>(static_cast<std::size_t>(chunks * k * n));
+  T* partials =
+      chunks == 1 ? grad_filter : scratch<T, scratch_slot::conv_partials>(static_cast<std::size_t>(chunks * k * n));
   run_tasks<T>(2.0 * pixels * k * n >= min_parallel_flops, chunks, [&](index_t c) {
     T* out = partials + c * k * n;
     const index_t end = std::min(pixels, (c + 1) * chunk);
@@ -333,9 +346,9 @@ void conv2d_backward_filter(const conv2d_shape& s, const T* input, const T* grad
         conv_detail::im2col(s, input, r0, rows, buffer);
         cols = buffer;
       }
-      gemm_unchecked<T>({true, false, k, n, rows, T(1), cols, k, grad_output + r0 * n, n,
-                         r0 == c * chunk ? T(0) : T(1), out, n, {}},
-                        false);
+      gemm_unchecked<T>(
+          {true, false, k, n, rows, T(1), cols, k, grad_output + r0 * n, n, r0 == c * chunk ? T(0) : T(1), out, n, {}},
+          false);
     }
   });
   if (chunks == 1) return;

@@ -56,6 +56,13 @@ namespace gemm_detail {
 inline index_t round_up(index_t x, index_t m) { return (x + m - 1) / m * m; }
 inline index_t ceil_div(index_t x, index_t m) { return (x + m - 1) / m; }
 
+/// k is cut into slices of equal depth, at most KC: a short last slice would pay the micro-kernel's
+/// loads and stores of C for little work (7% at k = 784 = 3 * 256 + 16).
+template <class T>
+index_t slice_depth(index_t k) {
+  return ceil_div(k, ceil_div(k, gemm_kernel_traits<T>::kc));
+}
+
 /// The task grid: blocks of mt rows by nt columns. It is a function of the shape only.
 struct task_grid {
   index_t mt, nt, tm, tn;
@@ -128,8 +135,8 @@ tile_update<T> slice_update(const problem<T>& p, index_t q, index_t slices) {
 /// those rows' A slivers (lda == 0), or is row i0 of op(A) at column k0, read in place with row
 /// stride lda; `bs` is the B sliver.
 template <class T>
-void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, const T* ap, index_t lda,
-                  index_t i0, index_t rows, const T* bs, index_t js) {
+void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, const T* ap, index_t lda, index_t i0,
+                  index_t rows, const T* bs, index_t js) {
   using traits = gemm_kernel_traits<T>;
   constexpr index_t mr = traits::mr, nr = traits::nr;
   const index_t w = std::min(nr, p.n - js);
@@ -154,7 +161,12 @@ void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, 
       as = packed;
       a_stride = 0;
     }
-    // Edge tile: run the same kernel on a padded copy, so edge elements round like the rest.
+    if (w == nr) {  // only rows are missing: store the rows that exist
+      u.bias = bias;
+      micro_kernel<T>(kc, as, a_stride, bs, cp, p.ldc, u, h);
+      continue;
+    }
+    // Right-edge tile: run the same kernel on a padded copy, so edge elements round like the rest.
     alignas(buffer_alignment) T tile[mr * nr] = {};
     alignas(buffer_alignment) T tile_bias[nr] = {};
     if (u.beta != T(0))
@@ -237,11 +249,13 @@ class packed_b {
 
   static index_t flag_count(index_t k, index_t n) {
     using traits = gemm_kernel_traits<T>;
-    return ceil_div(k, traits::kc) * ceil_div(round_up(n, traits::nr) / traits::nr, strips_per_piece);
+    return ceil_div(k, slice_depth<T>(k)) * ceil_div(round_up(n, traits::nr) / traits::nr, strips_per_piece);
   }
 
   packed_b(const problem<T>& p, T* data, std::int32_t* flags)
-      : m_p(p), m_data(data), m_once(flags, flag_count(p.k, p.n)),
+      : m_p(p),
+        m_data(data),
+        m_once(flags, flag_count(p.k, p.n)),
         m_npad(round_up(p.n, gemm_kernel_traits<T>::nr)),
         m_pieces(ceil_div(m_npad / gemm_kernel_traits<T>::nr, strips_per_piece)) {}
 
@@ -249,11 +263,11 @@ class packed_b {
 
   /// Makes slice q of columns [j0, j0 + cols) ready to read.
   void require(index_t q, index_t j0, index_t cols) const {
-    constexpr index_t nr = gemm_kernel_traits<T>::nr, kc_max = gemm_kernel_traits<T>::kc;
+    constexpr index_t nr = gemm_kernel_traits<T>::nr;
     constexpr index_t piece_cols = strips_per_piece * nr;
     for (index_t g = j0 / piece_cols; g * piece_cols < j0 + cols; ++g)
       m_once.require(q * m_pieces + g, [&] {
-        const index_t k0 = q * kc_max, kc = std::min(kc_max, m_p.k - k0);
+        const index_t depth = slice_depth<T>(m_p.k), k0 = q * depth, kc = std::min(depth, m_p.k - k0);
         const index_t g0 = g * piece_cols, w = std::min(piece_cols, m_p.n - g0);
         pack_b(m_data + k0 * m_npad + g0 * kc, m_p.b, m_p.ldb, m_p.tb, k0, kc, g0, w);
       });
@@ -269,31 +283,30 @@ class packed_b {
 /// Rows [i0, i0 + rows) by columns [j0, j0 + cols) of C against op(B) in `b` (p.b is read only
 /// to pack it). Runs on the calling thread.
 template <class T>
-void rows_with_packed_b(const problem<T>& p, const packed_b<T>& b, index_t i0, index_t rows, index_t j0,
-                        index_t cols) {
+void rows_with_packed_b(const problem<T>& p, const packed_b<T>& b, index_t i0, index_t rows, index_t j0, index_t cols) {
   using traits = gemm_kernel_traits<T>;
-  constexpr index_t nr = traits::nr, kc_max = traits::kc;
-  const index_t npad = round_up(p.n, nr), slices = ceil_div(p.k, kc_max);
+  constexpr index_t nr = traits::nr;
+  const index_t npad = round_up(p.n, nr), depth = slice_depth<T>(p.k), slices = ceil_div(p.k, depth);
   const bool in_place = reads_a_in_place(p);
   T* ap = in_place ? nullptr
-                   : scratch<T, scratch_slot::gemm_a>(
-                         static_cast<std::size_t>(round_up(rows, traits::mr) * std::min(p.k, kc_max)));
+                   : scratch<T, scratch_slot::gemm_a>(static_cast<std::size_t>(round_up(rows, traits::mr) * depth));
   for (index_t q = 0; q < slices; ++q) {
-    const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
+    const index_t k0 = q * depth, kc = std::min(depth, p.k - k0);
     if (!in_place) pack_a(ap, p.a, p.lda, p.ta, i0, rows, k0, kc);
     b.require(q, j0, cols);
     const T* a_slice = in_place ? p.a + i0 * p.lda + k0 : ap;
     const tile_update<T> u = slice_update(p, q, slices);
     for (index_t js = j0; js < j0 + cols; js += nr)
-      sliver_tiles(p, u, q == slices - 1, kc, a_slice, in_place ? p.lda : 0, i0, rows,
-                   b.data() + k0 * npad + js * kc, js);
+      sliver_tiles(p, u, q == slices - 1, kc, a_slice, in_place ? p.lda : 0, i0, rows, b.data() + k0 * npad + js * kc,
+                   js);
   }
 }
 
 template <class T>
 void gemm_tall(const problem<T>& p, const task_grid& grid, bool parallel) {
   T* bp = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(packed_b_size<T>(p.k, p.n)));
-  auto* flags = scratch<std::int32_t, scratch_slot::gemm_flags>(static_cast<std::size_t>(packed_b<T>::flag_count(p.k, p.n)));
+  auto* flags =
+      scratch<std::int32_t, scratch_slot::gemm_flags>(static_cast<std::size_t>(packed_b<T>::flag_count(p.k, p.n)));
   const packed_b<T> b(p, bp, flags);
   run_tasks<T>(parallel, grid.tm * grid.tn, [&](index_t t) {
     const index_t i0 = (t % grid.tm) * grid.mt, j0 = (t / grid.tm) * grid.nt;
@@ -303,11 +316,21 @@ void gemm_tall(const problem<T>& p, const task_grid& grid, bool parallel) {
 
 // Short, wide C (m fits one block): op(A) is packed once (on demand, a k-slice at a time) and
 // shared; each task owns a range of columns and packs B right before the micro-kernels use it.
+/// Prefetches (into L2) part `part` of `parts` of the rows of op(B) block [k0, k0 + kc) x [j0, j0 + w).
+template <class T>
+void prefetch_b(const problem<T>& p, index_t k0, index_t kc, index_t j0, index_t w, index_t part, index_t parts) {
+  constexpr index_t line = 64 / sizeof(T);
+  const index_t rows = p.tb ? w : kc, length = p.tb ? kc : w;
+  const T* base = p.tb ? p.b + j0 * p.ldb + k0 : p.b + k0 * p.ldb + j0;
+  for (index_t r = part * rows / parts; r < (part + 1) * rows / parts; ++r)
+    for (index_t x = 0; x < length; x += line) __builtin_prefetch(base + r * p.ldb + x, 0, 2);
+}
+
 template <class T>
 void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
   using traits = gemm_kernel_traits<T>;
-  constexpr index_t mr = traits::mr, nr = traits::nr, kc_max = traits::kc;
-  const index_t mpad = round_up(p.m, mr), slices = ceil_div(p.k, kc_max);
+  constexpr index_t mr = traits::mr, nr = traits::nr;
+  const index_t mpad = round_up(p.m, mr), depth = slice_depth<T>(p.k), slices = ceil_div(p.k, depth);
   T* ap = scratch<T, scratch_slot::gemm_a>(static_cast<std::size_t>(p.k * mpad));
   const pack_once a_slices(scratch<std::int32_t, scratch_slot::gemm_flags>(static_cast<std::size_t>(slices)), slices);
   // B is packed a few hundred columns at a time: whole rows of cache lines, so the hardware
@@ -315,16 +338,26 @@ void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
   constexpr index_t chunk = nr * (512 / nr / static_cast<index_t>(sizeof(T)) * 2);
   run_tasks<T>(parallel, grid.tn, [&](index_t t) {
     const index_t j0 = t * grid.nt, cols = std::min(grid.nt, p.n - j0);
-    T* bs = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(chunk * std::min(p.k, kc_max)));
+    T* bs = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(chunk * depth));
     for (index_t q = 0; q < slices; ++q) {
-      const index_t k0 = q * kc_max, kc = std::min(kc_max, p.k - k0);
+      const index_t k0 = q * depth, kc = std::min(depth, p.k - k0);
       const tile_update<T> u = slice_update(p, q, slices);
       a_slices.require(q, [&] { pack_a(ap + k0 * mpad, p.a, p.lda, p.ta, 0, p.m, k0, kc); });
       for (index_t jc = j0; jc < j0 + cols; jc += chunk) {
         const index_t w = std::min(chunk, j0 + cols - jc);
         pack_b(bs, p.b, p.ldb, p.tb, k0, kc, jc, w);
-        for (index_t js = jc; js < jc + w; js += nr)
+        // The next chunk of B comes from memory: fetch it while this one is multiplied.
+        const bool wraps = jc + chunk >= j0 + cols;
+        const index_t next_q = wraps ? q + 1 : q, next_j = wraps ? j0 : jc + chunk;
+        const index_t parts = ceil_div(w, nr);
+        for (index_t js = jc; js < jc + w; js += nr) {
+          if (next_q < slices) {
+            const index_t next_k0 = next_q * depth;
+            prefetch_b(p, next_k0, std::min(depth, p.k - next_k0), next_j, std::min(chunk, j0 + cols - next_j),
+                       (js - jc) / nr, parts);
+          }
           sliver_tiles(p, u, q == slices - 1, kc, ap + k0 * mpad, 0, 0, p.m, bs + (js - jc) * kc, js);
+        }
       }
     }
   });
@@ -355,8 +388,8 @@ void gemm_dot(const problem<T>& p, bool parallel) {
   const tile_update<T> u{p.alpha, p.beta, p.ep.bias, p.ep.act == activation::relu};
   run_tasks<T>(parallel, ceil_div(p.m, rows_per_task), [&](index_t t) {
     const index_t i0 = t * rows_per_task;
-    dot_rows<T>(p.k, p.n, p.a + i0 * p.lda, p.lda, bt, ldbt, p.c + i0 * p.ldc, p.ldc,
-                std::min(rows_per_task, p.m - i0), u);
+    dot_rows<T>(p.k, p.n, p.a + i0 * p.lda, p.lda, bt, ldbt, p.c + i0 * p.ldc, p.ldc, std::min(rows_per_task, p.m - i0),
+                u);
   });
 }
 
@@ -418,8 +451,8 @@ void gemm_unchecked(const problem<T>& p, bool allow_threads) {
     gemm_tall(p, grid, parallel);
 }
 
-inline void check_gemm_args(const char* op, bool ta, bool tb, index_t m, index_t n, index_t k, index_t lda,
-                            index_t ldb, index_t ldc) {
+inline void check_gemm_args(const char* op, bool ta, bool tb, index_t m, index_t n, index_t k, index_t lda, index_t ldb,
+                            index_t ldc) {
   auto s = [](index_t v) { return std::to_string(v); };
   if (m < 0 || n < 0 || k < 0)
     throw invalid_argument(std::string(op) + ": sizes must be non-negative, got m = " + s(m) + ", n = " + s(n) +
@@ -451,15 +484,13 @@ void gemm(transpose trans_a, transpose trans_b, index_t m, index_t n, index_t k,
 /// batch_count independent products; matrix i of A starts at a + i * stride_a, and so on. The same
 /// epilogue (and bias) applies to each. Matrices of C must not overlap.
 template <gemm_scalar T>
-void gemm_strided_batched(transpose trans_a, transpose trans_b, index_t m, index_t n, index_t k, T alpha,
-                          const T* a, index_t lda, index_t stride_a, const T* b, index_t ldb, index_t stride_b,
-                          T beta, T* c, index_t ldc, index_t stride_c, index_t batch_count,
-                          const gemm_epilogue<T>& epilogue = {}) {
+void gemm_strided_batched(transpose trans_a, transpose trans_b, index_t m, index_t n, index_t k, T alpha, const T* a,
+                          index_t lda, index_t stride_a, const T* b, index_t ldb, index_t stride_b, T beta, T* c,
+                          index_t ldc, index_t stride_c, index_t batch_count, const gemm_epilogue<T>& epilogue = {}) {
   const bool ta = trans_a == transpose::yes, tb = trans_b == transpose::yes;
   gemm_detail::check_gemm_args("gemm_strided_batched", ta, tb, m, n, k, lda, ldb, ldc);
   if (batch_count < 0)
-    throw invalid_argument("gemm_strided_batched: batch_count = " + std::to_string(batch_count) +
-                           " is negative");
+    throw invalid_argument("gemm_strided_batched: batch_count = " + std::to_string(batch_count) + " is negative");
   if (batch_count == 0 || m == 0 || n == 0) return;
   // Large products use all threads each, one after the other; small ones are one task each.
   if (2.0 * m * n * k >= (1 << 22)) {

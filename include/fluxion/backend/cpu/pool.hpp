@@ -45,7 +45,8 @@ inline pool2d_shape pool2d_tf_shape(index_t batch, index_t in_h, index_t in_w, i
                                     index_t window_w, index_t stride_h, index_t stride_w, padding_mode padding) {
   const window_extent h = tf_window("pool2d", in_h, window_h, stride_h, 1, padding);
   const window_extent w = tf_window("pool2d", in_w, window_w, stride_w, 1, padding);
-  return {batch, in_h, in_w, channels, window_h, window_w, stride_h, stride_w, h.pad_before, w.pad_before, h.out, w.out};
+  return {batch,    in_h,     in_w,         channels,     window_h, window_w,
+          stride_h, stride_w, h.pad_before, w.pad_before, h.out,    w.out};
 }
 
 namespace pool_detail {

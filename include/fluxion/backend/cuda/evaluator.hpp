@@ -256,7 +256,7 @@ struct evaluator<cuda> {
     const reduction_space sp = prepare_reduction(v, s, mask);
     const index_t n_out = sp.n_out, n_red = sp.n_red;
     if (n_out == 0) return;
-    // Identities come from std::numeric_limits, which is host-only: evaluate them here.
+    // Computed once, on the host; it also fills the outputs of empty reductions.
     const R identity = RedOp::template identity<R>();
     if (n_red == 0) {
       thrust::fill_n(thrust::device, out, n_out, RedOp::finalize(identity, 0));

@@ -13,9 +13,8 @@
 namespace fluxion::detail::cpu {
 
 template <class T, int RB, int CB>
-FLUXION_ALWAYS_INLINE void dot_block(index_t k, const T* FLUXION_RESTRICT a, index_t lda,
-                                     const T* FLUXION_RESTRICT bt, index_t ldbt, T* FLUXION_RESTRICT c,
-                                     index_t ldc, const tile_update<T>& u) {
+FLUXION_ALWAYS_INLINE void dot_block(index_t k, const T* FLUXION_RESTRICT a, index_t lda, const T* FLUXION_RESTRICT bt,
+                                     index_t ldbt, T* FLUXION_RESTRICT c, index_t ldc, const tile_update<T>& u) {
   using ops = simd_ops<T>;
   using batch = typename ops::batch;
   constexpr index_t w = ops::width;
@@ -51,8 +50,8 @@ FLUXION_ALWAYS_INLINE void dot_block(index_t k, const T* FLUXION_RESTRICT a, ind
 
 /// Rows [0, rows) of C, all n columns, from rows of op(A) (unit stride along k) and op(B)^T.
 template <class T>
-void dot_rows(index_t k, index_t n, const T* a, index_t lda, const T* bt, index_t ldbt, T* c, index_t ldc,
-              index_t rows, const tile_update<T>& u) {
+void dot_rows(index_t k, index_t n, const T* a, index_t lda, const T* bt, index_t ldbt, T* c, index_t ldc, index_t rows,
+              const tile_update<T>& u) {
   constexpr int rb = 4, cb = 2;
   auto row_block = [&]<int RB>(index_t i) {
     const T* ai = a + i * lda;
@@ -72,10 +71,17 @@ void dot_rows(index_t k, index_t n, const T* a, index_t lda, const T* bt, index_
   index_t i = 0;
   for (; i + rb <= rows; i += rb) row_block.template operator()<rb>(i);
   switch (rows - i) {
-    case 3: row_block.template operator()<3>(i); break;
-    case 2: row_block.template operator()<2>(i); break;
-    case 1: row_block.template operator()<1>(i); break;
-    default: break;
+    case 3:
+      row_block.template operator()<3>(i);
+      break;
+    case 2:
+      row_block.template operator()<2>(i);
+      break;
+    case 1:
+      row_block.template operator()<1>(i);
+      break;
+    default:
+      break;
   }
 }
 

@@ -40,14 +40,14 @@ struct tile_update {
   bool relu;
 };
 
-/// Computes one full MR x NR tile. `b` holds kc slivers of NR values. `a` holds kc slivers of MR
-/// values (lda == 0), or is MR rows of a row-major matrix read in place (lda = its row stride):
-/// when A's rows are contiguous along k, reading them directly saves a packing pass that costs
-/// 10-20% of a convolution, and a few row streams are as easy on L1 as one packed stream.
+/// Computes one MR x NR tile and stores its first `rows` rows. `b` holds kc slivers of NR values. `a` holds kc slivers
+/// of MR values (lda == 0), or is MR rows of a row-major matrix read in place (lda = its row stride): when A's rows are
+/// contiguous along k, reading them directly saves a packing pass that costs 10-20% of a convolution, and a few row
+/// streams are as easy on L1 as one packed stream.
 template <class T>
 FLUXION_ALWAYS_INLINE void micro_kernel(index_t kc, const T* FLUXION_RESTRICT a, index_t lda,
                                         const T* FLUXION_RESTRICT b, T* FLUXION_RESTRICT c, index_t ldc,
-                                        const tile_update<T>& u) {
+                                        const tile_update<T>& u, index_t rows = gemm_kernel_traits<T>::mr) {
   using traits = gemm_kernel_traits<T>;
   using ops = typename traits::ops;
   using batch = typename ops::batch;
@@ -82,6 +82,7 @@ FLUXION_ALWAYS_INLINE void micro_kernel(index_t kc, const T* FLUXION_RESTRICT a,
   const batch alpha = ops::splat(u.alpha), beta = ops::splat(u.beta);
 #pragma GCC unroll 32
   for (index_t i = 0; i < mr; ++i) {
+    if (i == rows) break;  // a bottom-edge tile: the padded rows are computed, not stored
 #pragma GCC unroll 4
     for (index_t j = 0; j < nv; ++j) {
       T* cp = c + i * ldc + j * w;

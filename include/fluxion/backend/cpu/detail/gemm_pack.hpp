@@ -84,10 +84,22 @@ void pack_a(T* FLUXION_RESTRICT dst, const T* FLUXION_RESTRICT a, index_t lda, b
 }
 
 template <class T>
-void pack_b(T* FLUXION_RESTRICT dst, const T* FLUXION_RESTRICT b, index_t ldb, bool transposed, index_t k0,
-            index_t kc, index_t j0, index_t cols) {
+void pack_b(T* FLUXION_RESTRICT dst, const T* FLUXION_RESTRICT b, index_t ldb, bool transposed, index_t k0, index_t kc,
+            index_t j0, index_t cols) {
   constexpr index_t nr = gemm_kernel_traits<T>::nr;
-  for (index_t s = 0; s < cols; s += nr) {
+  if (!transposed) {
+    // Row by row, so that each row of B is read front to back, as the prefetcher expects; sliver
+    // by sliver would touch one cache line per row per pass.
+    const index_t full = cols / nr * nr;
+    for (index_t p = 0; p < kc; ++p) {
+      const T* src = b + (k0 + p) * ldb + j0;
+      for (index_t s = 0; s < full; s += nr)
+#pragma GCC unroll 64
+        for (index_t j = 0; j < nr; ++j) dst[s * kc + p * nr + j] = src[s + j];
+    }
+    if (full == cols) return;
+  }
+  for (index_t s = transposed ? 0 : cols / nr * nr; s < cols; s += nr) {
     const index_t w = std::min(nr, cols - s);
     T* d = dst + s * kc;
     if (!transposed) {

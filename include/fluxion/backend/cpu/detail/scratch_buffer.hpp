@@ -15,7 +15,18 @@
 
 namespace fluxion::detail::cpu {
 
-enum class scratch_slot { gemm_a, gemm_b, gemm_c, gemm_edge, gemm_flags, conv_columns, conv_filters, conv_packed, conv_flags, conv_partials };
+enum class scratch_slot {
+  gemm_a,
+  gemm_b,
+  gemm_c,
+  gemm_edge,
+  gemm_flags,
+  conv_columns,
+  conv_filters,
+  conv_packed,
+  conv_flags,
+  conv_partials
+};
 
 template <class T>
 class aligned_scratch {
@@ -31,7 +42,7 @@ class aligned_scratch {
       release();
       // Round up so that many slightly larger requests do not reallocate each time.
       std::size_t cap = n + n / 4 + 64;
-      m_data = static_cast<T*>(::operator new(cap * sizeof(T), std::align_val_t{buffer_alignment}));
+      m_data = static_cast<T*>(::operator new (cap * sizeof(T), std::align_val_t{buffer_alignment}));
       m_capacity = cap;
     }
     return m_data;
@@ -39,7 +50,7 @@ class aligned_scratch {
 
  private:
   void release() noexcept {
-    if (m_data) ::operator delete(m_data, std::align_val_t{buffer_alignment});
+    if (m_data) ::operator delete (m_data, std::align_val_t{buffer_alignment});
     m_data = nullptr;
     m_capacity = 0;
   }

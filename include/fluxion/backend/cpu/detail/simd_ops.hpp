@@ -32,16 +32,18 @@ struct simd_ops {
   static FLUXION_ALWAYS_INLINE void storeu(T* p, batch v) { v.store_unaligned(p); }
   static FLUXION_ALWAYS_INLINE batch splat(T v) { return batch(v); }
   static FLUXION_ALWAYS_INLINE batch fma(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
-  static FLUXION_ALWAYS_INLINE batch relu(batch v) {
-    return xsimd::select(v > batch(T(0)), v, batch(T(0)));
-  }
+  static FLUXION_ALWAYS_INLINE batch relu(batch v) { return xsimd::select(v > batch(T(0)), v, batch(T(0))); }
   static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
   /// out[i] = sum(v[i]) for i < width, sharing the shuffles between the reductions.
   static FLUXION_ALWAYS_INLINE void sum_each(const batch* v, T* out) { xsimd::haddp(v).store_unaligned(out); }
   static FLUXION_ALWAYS_INLINE batch max(batch a, batch b) { return xsimd::select(a > b, a, b); }
   /// Lanes where a > b take x, the others y.
-  static FLUXION_ALWAYS_INLINE batch select_greater(batch a, batch b, batch x, batch y) { return xsimd::select(a > b, x, y); }
-  static FLUXION_ALWAYS_INLINE batch select_equal(batch a, batch b, batch x, batch y) { return xsimd::select(a == b, x, y); }
+  static FLUXION_ALWAYS_INLINE batch select_greater(batch a, batch b, batch x, batch y) {
+    return xsimd::select(a > b, x, y);
+  }
+  static FLUXION_ALWAYS_INLINE batch select_equal(batch a, batch b, batch x, batch y) {
+    return xsimd::select(a == b, x, y);
+  }
 };
 
 template <class T>

@@ -1,0 +1,110 @@
+// fx::custom_gradient: a function with a hand-written backward pass.
+//
+//   auto log1pexp = fx::custom_gradient([](const auto& x) {
+//     auto e = fx::exp(x);
+//     return std::pair{fx::log(1 + e), [e](const auto& dy) { return dy * (1 - 1 / (1 + e)); }};
+//   });
+//   fx::tensor<float> y = log1pexp(x);    // under a tape, d y / d x = 1 at x = 100, not NaN
+//
+// The wrapped function runs with every tape paused, so only its value is kept; each tape that
+// tracks an argument records one entry whose backward calls the user's function. The user's
+// backward is built from ordinary differentiable ops, so an outer tape records it too, and
+// nested tapes give higher derivatives of custom functions. Arguments may be tensors or
+// variables (read as their value; trainable variables are watched as usual). With several
+// arguments, the backward function returns a std::tuple (or std::pair) of gradients.
+#pragma once
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "record.hpp"
+
+namespace fluxion {
+
+namespace detail {
+
+template <class X>
+decltype(auto) as_tensor_arg(const X& x) {
+  if constexpr (is_variable_v<X>) return x.read_value();
+  else if constexpr (is_tensor_v<X>) return x;
+  else return materialize(x);
+}
+
+template <class T>
+struct is_tuple_like : std::false_type {};
+template <class... A>
+struct is_tuple_like<std::tuple<A...>> : std::true_type {};
+template <class A, class B>
+struct is_tuple_like<std::pair<A, B>> : std::true_type {};
+
+}  // namespace detail
+
+template <class F>
+class custom_gradient_function {
+ public:
+  explicit custom_gradient_function(F f) : m_f(std::move(f)) {}
+
+  template <class... Args>
+  auto operator()(const Args&... args) const {
+    return call(detail::as_tensor_arg(args)...);
+  }
+
+ private:
+  template <class... Ts>
+  auto call(const Ts&... xs) const {
+    // Run the user's function with every tape and accumulator paused.
+    std::vector<std::unique_ptr<gradient_tape::stop_recording_scope>> quiet;
+    for (gradient_tape* t : detail::tape_stack::tapes) quiet.push_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
+    auto [value, back] = m_f(xs...);
+    auto y = detail::materialize(value);
+    quiet.clear();
+    using Y = decltype(y);
+    using T = value_type_t<Y>;
+    using D = device_t<Y>;
+    for (gradient_tape* tape : detail::tape_stack::tapes) {
+      if (!tape->recording()) continue;
+      if (!(tape->tracks(xs.id()) || ...)) continue;
+      const std::uint64_t out_id = y.id();
+      tape->record(out_id, [back, tape, out_id, xs...](autodiff::gradient_store& store) {
+        const tensor<T, D>* g = store.find<T, D>(out_id);
+        if (!g) return;
+        const tensor<T, D> dy = *g;
+        autodiff::tape_sink sink{*tape, store};
+        auto grads = back(dy);
+        if constexpr (sizeof...(Ts) == 1 && !detail::is_tuple_like<decltype(grads)>::value) {
+          (push(sink, xs, grads), ...);
+        } else {
+          static_assert(std::tuple_size_v<decltype(grads)> == sizeof...(Ts),
+                        "fluxion::custom_gradient: the backward function must return one gradient per argument.");
+          push_all(sink, grads, std::index_sequence_for<Ts...>{}, xs...);
+        }
+      });
+    }
+    return y;
+  }
+
+  template <class Sink, class X, class G>
+  static void push(Sink& sink, const X& x, const G& g) {
+    if constexpr (is_expression_v<G>) {
+      if (g.shape() != x.shape() && broadcast_shapes(g.shape(), x.shape(), "custom_gradient") != g.shape())
+        throw shape_error("custom_gradient: the gradient's shape " + to_string(g.shape()) +
+                          " does not match its argument's shape " + to_string(x.shape()));
+      sink.leaf(x, g);
+    }
+  }
+  template <class Sink, class Tuple, std::size_t... I, class... Ts>
+  static void push_all(Sink& sink, const Tuple& grads, std::index_sequence<I...>, const Ts&... xs) {
+    (push(sink, xs, std::get<I>(grads)), ...);
+  }
+
+  F m_f;
+};
+
+/// Wraps f(x...) -> std::pair{value, backward} so that tapes use `backward(dy)` for its gradient.
+template <class F>
+custom_gradient_function<F> custom_gradient(F f) {
+  return custom_gradient_function<F>(std::move(f));
+}
+
+}  // namespace fluxion

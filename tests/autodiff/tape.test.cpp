@@ -1,0 +1,176 @@
+#include "../test_util.hpp"
+
+#include <thread>
+
+TEST_CASE("tape: the gradient of sin(x) * x") {
+  fx::tensor<double> x = {0.5, 1.0, 3.0};
+  fx::gradient_tape tape;
+  tape.watch(x);
+  fx::tensor<double> y = fx::sin(x) * x;
+  CHECK(tape.entries() == 1);  // one fused statement, one entry
+  auto dx = tape.gradient(y, x);
+  for (int i = 0; i < 3; ++i) CHECK(dx(i) == doctest::Approx(std::cos(x(i)) * x(i) + std::sin(x(i))));
+}
+
+TEST_CASE("tape: one entry per materialization, control flow decides what runs") {
+  fx::tensor<double> x = {2.0};
+  fx::gradient_tape tape;
+  tape.watch(x);
+  fx::tensor<double> y = x;
+  int steps = 0;
+  for (int i = 0; i < 5; ++i) {
+    if (fx::all(y < 20.0)) {
+      y = y * x;  // multiply while small
+      ++steps;
+    } else {
+      y = y + 1.0;
+    }
+  }
+  CHECK(steps == 4);                   // x^5 = 32 after four multiplications, then +1
+  CHECK(tape.entries() == 5);
+  CHECK(y.item() == doctest::Approx(33.0));
+  CHECK(tape.gradient(y, x).item() == doctest::Approx(5 * 16.0));  // d/dx (x^5 + 1)
+}
+
+TEST_CASE("tape: one-shot and persistent tapes") {
+  fx::tensor<double> x = {3.0};
+  {
+    fx::gradient_tape tape;
+    tape.watch(x);
+    fx::tensor<double> y = x * x;
+    CHECK(tape.gradient(y, x).item() == 6.0);
+    test::check_throws_with<fx::error>([&] { (void)tape.gradient(y, x); },
+                                       "gradient_tape: gradient() was already called on this non-persistent tape");
+  }
+  {
+    fx::gradient_tape tape(fx::persistent);
+    tape.watch(x);
+    fx::tensor<double> y = x * x;
+    fx::tensor<double> z = y * y;
+    CHECK(tape.gradient(y, x).item() == 6.0);
+    CHECK(tape.gradient(z, x).item() == doctest::Approx(4 * 27.0));
+    CHECK(tape.gradient(z, y).item() == doctest::Approx(18.0));
+  }
+}
+
+TEST_CASE("tape: a one-shot tape releases its saved tensors after gradient()") {
+  fx::tensor<double> x = test::random_tensor<double>({1 << 16}, 1);
+  const auto before = fx::memory::stats().bytes_in_use;
+  fx::gradient_tape tape;
+  tape.watch(x);
+  fx::tensor<double> y = fx::sin(x);
+  fx::tensor<double> z = fx::reduce_sum(fx::exp(y));
+  y = fx::tensor<double>();  // only the tape holds y now
+  CHECK(fx::memory::stats().bytes_in_use > before + (1 << 16) * 8);
+  auto g = tape.gradient(z, x);
+  z = fx::tensor<double>();
+  const auto after = fx::memory::stats().bytes_in_use;
+  CHECK(after <= before + (1 << 16) * 8 + 256);  // only the gradient is left
+  CHECK(g.size() == (1 << 16));
+}
+
+TEST_CASE("tape: sources, unconnected gradients and output gradients") {
+  fx::tensor<double> a = {1.0, 2.0}, b = {3.0, 4.0}, c = {5.0, 6.0};
+  fx::gradient_tape tape(fx::persistent);
+  tape.watch(a);
+  tape.watch(b);
+  tape.watch(c);
+  fx::tensor<double> y = a * b;
+  auto g = tape.gradient(y, {std::cref(a), std::cref(b), std::cref(c)});
+  CHECK(g[0].to_vector() == std::vector<double>{3, 4});
+  CHECK(g[1].to_vector() == std::vector<double>{1, 2});
+  CHECK(g[2].size() == 0);  // unconnected: empty
+  CHECK(tape.gradient(y, c, fx::unconnected_gradients::zero).to_vector() == std::vector<double>{0, 0});
+  fx::tensor<double> w = {10.0, 100.0};
+  CHECK(tape.gradient(y, a, w).to_vector() == std::vector<double>{30, 400});
+  test::check_throws_with<fx::shape_error>([&] { (void)tape.gradient(y, a, fx::tensor<double>{1.0}); },
+                                           "gradient: output_gradients of shape (1,) do not match the target's shape (2,)");
+}
+
+TEST_CASE("tape: trainable variables are watched automatically") {
+  fx::variable<double> w{fx::tensor<double>{2.0}, "w"};
+  fx::variable<double> frozen{fx::tensor<double>{5.0}, "f", false};
+  {
+    fx::gradient_tape tape;
+    fx::tensor<double> y = w * w * frozen;
+    CHECK(tape.gradient(y, w).item() == 20.0);
+  }
+  {
+    fx::gradient_tape tape(false);  // watch_accessed_variables = false
+    fx::tensor<double> y = w * w;
+    CHECK(tape.gradient(y, w).size() == 0);
+  }
+  {
+    fx::gradient_tape tape(fx::persistent);
+    fx::tensor<double> y = w * w * frozen;
+    CHECK(tape.gradient(y, frozen).size() == 0);
+    tape.watch(frozen);
+    fx::tensor<double> z = w * frozen;
+    CHECK(tape.gradient(z, frozen).item() == 2.0);
+  }
+}
+
+TEST_CASE("tape: stop_recording") {
+  fx::tensor<double> x = {3.0};
+  fx::gradient_tape tape;
+  tape.watch(x);
+  fx::tensor<double> y = x * x;
+  fx::tensor<double> c;
+  {
+    auto pause = tape.stop_recording();
+    c = x * 10.0;  // treated as a constant
+  }
+  fx::tensor<double> z = y + c;
+  CHECK(tape.entries() == 2);
+  CHECK(tape.gradient(z, x).item() == 6.0);
+}
+
+TEST_CASE("tape: jacobian and batch_jacobian") {
+  fx::tensor<double> x = {1.0, 2.0, 3.0};
+  {
+    fx::gradient_tape tape;
+    tape.watch(x);
+    fx::tensor<double> y = fx::expand_dims(x, 1) * fx::expand_dims(x, 0);  // y_ij = x_i x_j
+    fx::tensor<double> j = tape.jacobian(y, x);
+    CHECK(j.shape() == fx::shape{3, 3, 3});
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 3; ++k)
+        for (int m = 0; m < 3; ++m)
+          CHECK(j(i, k, m) == doctest::Approx((i == m ? x(k) : 0.0) + (k == m ? x(i) : 0.0)));
+  }
+  {
+    fx::tensor<double> xb = {{1.0, 2.0}, {3.0, 4.0}};  // batch of 2
+    fx::gradient_tape tape;
+    tape.watch(xb);
+    fx::tensor<double> y = xb * xb;
+    fx::tensor<double> bj = tape.batch_jacobian(y, xb);
+    CHECK(bj.shape() == fx::shape{2, 2, 2});
+    CHECK(bj.to_vector() == std::vector<double>{2, 0, 0, 4, 6, 0, 0, 8});
+  }
+}
+
+TEST_CASE("tape: tapes are thread-local") {
+  fx::tensor<double> x = {2.0};
+  fx::gradient_tape tape;
+  tape.watch(x);
+  double other = 0;
+  std::thread th([&] {
+    fx::tensor<double> y = x * x;  // not recorded: no tape on this thread
+    other = y.item();
+  });
+  th.join();
+  CHECK(other == 4.0);
+  CHECK(tape.entries() == 0);
+}
+
+TEST_CASE("tape: broadcasting gradients are reduced to each operand's shape") {
+  fx::tensor<double> w = {{1.0, 2.0, 3.0}};  // (1, 3)
+  fx::tensor<double> x = {{1.0}, {2.0}};     // (2, 1)
+  fx::gradient_tape tape(fx::persistent);
+  tape.watch(w);
+  tape.watch(x);
+  fx::tensor<double> y = fx::reduce_sum(w * x);
+  CHECK(tape.gradient(y, w).to_vector() == std::vector<double>{3, 3, 3});
+  CHECK(tape.gradient(y, x).to_vector() == std::vector<double>{6, 6});
+  CHECK(tape.gradient(y, w).shape() == fx::shape{1, 3});
+}
