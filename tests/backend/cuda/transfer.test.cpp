@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "fluxion/tensor/creation.hpp"
 #include "same_on_both_devices.hpp"
 
 namespace {
@@ -114,4 +115,19 @@ TEST_CASE("cuda memory: the device cache is shared by every thread") {
   CHECK(after.allocations - before.allocations == 1);
   CHECK(after.system_allocations == before.system_allocations);
   CHECK(seen == x.to_vector());
+}
+
+TEST_CASE("cuda transfer: creation functions and variables on the device") {
+  CHECK(fx::zeros<float, fx::cuda>({2, 3}).to_vector() == std::vector<float>(6, 0.f));
+  CHECK(fx::full<std::int32_t, fx::cuda>({4}, 7).to_vector() == std::vector<std::int32_t>(4, 7));
+  CHECK(fx::eye<double, fx::cuda>(3).to_vector() == fx::eye<double>(3).to_vector());
+  CHECK(fx::arange<float, fx::cuda>(0, 5).to_vector() == std::vector<float>{0, 1, 2, 3, 4});
+  auto v = fx::from_vector<float, fx::cuda>({1, 2, 3, 4}, {2, 2});
+  CHECK(v.shape() == fx::shape{2, 2});
+  CHECK(v(1, 0) == 3.f);
+  fx::variable<float, fx::cuda> w(fx::to<fx::cuda>(fluxion_test::with_values<float>({2}, {1, 2})), "w");
+  w.assign_add(fx::ones<float, fx::cuda>({2}));
+  w.assign_sub(fx::full<float, fx::cuda>({2}, 0.5f) * 4.f);
+  CHECK(w.version() == 2);
+  CHECK(fx::to<fx::cpu>(w).to_vector() == std::vector<float>{0, 1});
 }

@@ -1,0 +1,59 @@
+# fluxion's examples, which are also tests (docs that compile and run):
+#
+#   examples/<name>.cpp    executable build/examples/<name> (target example_<name>)  ctest: example.<name>
+#   README.md              the first ```cpp block after the `## Quickstart` heading
+#                          becomes build/examples/readme_quickstart.cpp             ctest: example.readme_quickstart
+#
+# Examples run with build/examples as their working directory, so what they write stays there.
+include_guard(GLOBAL)
+
+set(FLUXION_EXAMPLES_BINARY_DIR "${PROJECT_BINARY_DIR}/examples")
+file(MAKE_DIRECTORY "${FLUXION_EXAMPLES_BINARY_DIR}")
+
+function(fluxion_add_example name source)
+  fluxion_add_program(example_${name} "${source}" "${FLUXION_EXAMPLES_BINARY_DIR}" "${name}")
+  add_test(NAME example.${name} COMMAND example_${name}
+           WORKING_DIRECTORY "${FLUXION_EXAMPLES_BINARY_DIR}")
+  set_tests_properties(example.${name} PROPERTIES LABELS example TIMEOUT 600)
+endfunction()
+
+file(GLOB fluxion_example_sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/examples/*.cpp")
+list(SORT fluxion_example_sources)
+foreach(source IN LISTS fluxion_example_sources)
+  get_filename_component(name "${source}" NAME_WLE)
+  fluxion_add_example(${name} "${source}")
+endforeach()
+
+# The README quickstart. Editing README.md re-runs the configure step, so the test follows the docs.
+set(readme "${PROJECT_SOURCE_DIR}/README.md")
+if(EXISTS "${readme}")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${readme}")
+  file(READ "${readme}" text)
+  string(PREPEND text "\n")
+  string(FIND "${text}" "\n## Quickstart\n" heading)
+  set(code "")
+  if(heading GREATER_EQUAL 0)
+    string(SUBSTRING "${text}" ${heading} -1 text)
+    string(FIND "${text}" "\n```cpp\n" fence)
+    if(fence GREATER_EQUAL 0)
+      math(EXPR start "${fence} + 8")
+      string(SUBSTRING "${text}" ${start} -1 text)
+      string(FIND "${text}" "\n```" end)
+      if(end GREATER_EQUAL 0)
+        math(EXPR end "${end} + 1")
+        string(SUBSTRING "${text}" 0 ${end} code)
+      endif()
+    endif()
+  endif()
+  if(code STREQUAL "")
+    message(WARNING "fluxion: README.md has no ```cpp block after a `## Quickstart` heading; "
+                    "example.readme_quickstart is not built.")
+  else()
+    set(quickstart "${FLUXION_EXAMPLES_BINARY_DIR}/readme_quickstart.cpp")
+    # Written through configure_file, which leaves the file untouched (no rebuild) if unchanged.
+    file(WRITE "${quickstart}.in"
+         "// Extracted from README.md (## Quickstart). Edit README.md, not this file.\n${code}")
+    configure_file("${quickstart}.in" "${quickstart}" COPYONLY)
+    fluxion_add_example(readme_quickstart "${quickstart}")
+  endif()
+endif()

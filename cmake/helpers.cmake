@@ -1,0 +1,26 @@
+# Shared pieces for fluxion's own tests, examples and benchmarks (never for consumers).
+include_guard(GLOBAL)
+include(CheckCXXCompilerFlag)
+
+# Flags for fluxion's own programs. Not installed or exported: the interface target stays clean.
+add_library(fluxion_dev_flags INTERFACE)
+target_link_libraries(fluxion_dev_flags INTERFACE fluxion::fluxion)
+if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  target_compile_options(fluxion_dev_flags INTERFACE -Wall -Wextra)
+endif()
+if(FLUXION_NATIVE)
+  check_cxx_compiler_flag(-march=native FLUXION_HAVE_MARCH_NATIVE)
+  if(FLUXION_HAVE_MARCH_NATIVE)
+    target_compile_options(fluxion_dev_flags INTERFACE -march=native)
+  endif()
+endif()
+
+# fluxion_add_program(<target> <source> <output dir> <output name>): an executable of fluxion's own,
+# placed at <output dir>/<output name>.
+function(fluxion_add_program target source output_dir output_name)
+  add_executable(${target} "${source}")
+  target_link_libraries(${target} PRIVATE fluxion_dev_flags)
+  set_target_properties(${target} PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY "${output_dir}"
+    OUTPUT_NAME "${output_name}")
+endfunction()

@@ -1,0 +1,63 @@
+# fluxion's optional targets, each defined only when what it needs is found:
+#
+#   fluxion::blas   links CBLAS (OpenBLAS preferred) and defines FLUXION_USE_CBLAS=1
+#   fluxion::cuda   adds the CCCL (Thrust, CUB, libcu++) include directory of the CUDA toolkit
+#
+# Both link fluxion::fluxion, so `target_link_libraries(app PRIVATE fluxion::blas)` is enough.
+# The build tree (with GLOBAL, so a parent project sees them after add_subdirectory) and the
+# installed fluxionConfig.cmake both call fluxion_define_optional_targets, so the detection is
+# written once.
+include_guard(GLOBAL)
+
+function(fluxion_define_optional_targets)
+  set(scope "")
+  if(ARGV0 STREQUAL "GLOBAL")
+    set(scope GLOBAL)
+  endif()
+
+  if(NOT TARGET fluxion::blas)
+    set(blas_libraries "")
+    set(blas_include_dir "")
+    find_package(OpenBLAS CONFIG QUIET)
+    if(OpenBLAS_FOUND AND OpenBLAS_LIBRARIES)
+      find_path(FLUXION_CBLAS_INCLUDE_DIR cblas.h HINTS ${OpenBLAS_INCLUDE_DIRS})
+      set(blas_libraries ${OpenBLAS_LIBRARIES})
+    else()
+      set(BLA_VENDOR OpenBLAS)
+      find_package(BLAS QUIET)
+      if(NOT BLAS_FOUND)
+        unset(BLA_VENDOR)
+        find_package(BLAS QUIET)
+      endif()
+      if(BLAS_FOUND)
+        find_path(FLUXION_CBLAS_INCLUDE_DIR cblas.h)
+        set(blas_libraries ${BLAS_LIBRARIES})
+      endif()
+    endif()
+    if(blas_libraries AND FLUXION_CBLAS_INCLUDE_DIR)
+      add_library(fluxion::blas INTERFACE IMPORTED ${scope})
+      set_target_properties(fluxion::blas PROPERTIES
+        INTERFACE_INCLUDE_DIRECTORIES "${FLUXION_CBLAS_INCLUDE_DIR}"
+        INTERFACE_LINK_LIBRARIES "fluxion::fluxion;${blas_libraries}"
+        INTERFACE_COMPILE_DEFINITIONS "FLUXION_USE_CBLAS=1")
+    endif()
+  endif()
+
+  if(NOT TARGET fluxion::cuda)
+    find_package(CUDAToolkit QUIET)
+    if(CUDAToolkit_FOUND)
+      # CUDA 13 keeps CCCL under include/cccl; CUDA 12 and older put it directly in include/.
+      find_path(FLUXION_CCCL_INCLUDE_DIR thrust/version.h
+        HINTS "${CUDAToolkit_INCLUDE_DIRS}/cccl" ${CUDAToolkit_INCLUDE_DIRS} NO_DEFAULT_PATH)
+      if(FLUXION_CCCL_INCLUDE_DIR)
+        add_library(fluxion::cuda INTERFACE IMPORTED ${scope})
+        set_target_properties(fluxion::cuda PROPERTIES
+          INTERFACE_INCLUDE_DIRECTORIES "${FLUXION_CCCL_INCLUDE_DIR}"
+          INTERFACE_LINK_LIBRARIES "fluxion::fluxion"
+          # Device lambdas, and standard constexpr functions (std::max, std::numeric_limits) in
+          # device code; applies only to sources compiled as CUDA.
+          INTERFACE_COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda>;$<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>")
+      endif()
+    endif()
+  endif()
+endfunction()

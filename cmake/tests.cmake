@@ -1,0 +1,174 @@
+# fluxion's tests. Every kind is found by file name, so adding a test never touches CMake:
+#
+#   tests/<area>/<concept>.test.cpp   doctest unit test, its own executable     ctest: <area>.<concept>
+#   tests/backend/cuda/<name>.test.cpp device-generic test: built by the host compiler against
+#                                      Thrust's OpenMP device system and run   ctest: backend.cuda.<name>
+#                                      and, where nvcc exists, compiled by nvcc ctest: nvcc.<name>
+#   tests/compile_fail/<name>.cpp      must NOT compile; its first line is
+#                                      `// expect-error: <regex>`              ctest: compile_fail.<name>
+#   tests/consumer/                    find_package and add_subdirectory users ctest: consumer.*
+#
+# Labels: unit, device, nvcc, compile_fail, consumer (and example), for `ctest -L` / `ctest -LE`.
+include_guard(GLOBAL)
+
+find_package(doctest CONFIG REQUIRED)
+
+set(FLUXION_TESTS_DIR "${PROJECT_SOURCE_DIR}/tests")
+set(FLUXION_TESTS_BINARY_DIR "${PROJECT_BINARY_DIR}/tests")
+
+# The doctest main is compiled once and shared by every test executable.
+add_library(fluxion_doctest_main STATIC "${FLUXION_TESTS_DIR}/doctest_main.cpp")
+target_link_libraries(fluxion_doctest_main PUBLIC doctest::doctest)
+target_compile_features(fluxion_doctest_main PUBLIC cxx_std_20)
+
+# fluxion_add_doctest(<ctest name> <source> [LINK <libraries>...])
+function(fluxion_add_doctest name source)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "LINK;LABELS")
+  string(REPLACE "." "_" target "test_${name}")
+  fluxion_add_program(${target} "${source}" "${FLUXION_TESTS_BINARY_DIR}" "${name}")
+  target_link_libraries(${target} PRIVATE fluxion_doctest_main ${arg_LINK})
+  # Tests need correct code, not the fastest: -O1 roughly halves their build time on two cores.
+  target_compile_options(${target} PRIVATE -O1)
+  # Every floating-point statement instantiates its backward and forward functions
+  # (autodiff/record.hpp). Tests of everything else leave autodiff out to keep CI fast; the tests
+  # under tests/autodiff/ build with the default order, or set their own.
+  if(NOT name MATCHES "^autodiff\\.")
+    target_compile_definitions(${target} PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=0)
+  endif()
+  add_test(NAME ${name} COMMAND ${target})
+  set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 120)
+endfunction()
+
+file(GLOB_RECURSE fluxion_test_sources CONFIGURE_DEPENDS "${FLUXION_TESTS_DIR}/*.test.cpp")
+list(SORT fluxion_test_sources)
+set(fluxion_device_test_sources "")
+foreach(source IN LISTS fluxion_test_sources)
+  file(RELATIVE_PATH relative "${FLUXION_TESTS_DIR}" "${source}")
+  if(relative MATCHES "^(compile_fail|consumer)/")
+    continue()
+  elseif(relative MATCHES "^backend/cuda/")
+    list(APPEND fluxion_device_test_sources "${source}")
+    continue()
+  endif()
+  string(REGEX REPLACE "\\.test\\.cpp$" "" stem "${relative}")
+  string(REPLACE "/" "." name "${stem}")
+  fluxion_add_doctest(${name} "${source}" LABELS unit)
+endforeach()
+
+# --- Device-generic tests --------------------------------------------------------------------------
+# The CUDA backend is written against Thrust. With the host compiler, Thrust's OpenMP device system
+# runs the same code on the CPU, so the device path is tested on machines without a GPU.
+
+find_package(OpenMP QUIET COMPONENTS CXX)
+if(TARGET fluxion::cuda)
+  set(fluxion_thrust_target fluxion::cuda)           # CCCL from the CUDA toolkit
+else()
+  find_path(FLUXION_THRUST_INCLUDE_DIR thrust/version.h)  # Debian's libthrust-dev
+  if(FLUXION_THRUST_INCLUDE_DIR)
+    add_library(fluxion_system_thrust INTERFACE)
+    target_include_directories(fluxion_system_thrust SYSTEM INTERFACE "${FLUXION_THRUST_INCLUDE_DIR}")
+    target_link_libraries(fluxion_system_thrust INTERFACE fluxion::fluxion)
+    set(fluxion_thrust_target fluxion_system_thrust)
+  endif()
+endif()
+
+if(fluxion_device_test_sources AND (NOT fluxion_thrust_target OR NOT TARGET OpenMP::OpenMP_CXX))
+  message(WARNING "fluxion: tests/backend/cuda is skipped: it needs Thrust (the CUDA toolkit, or "
+                  "libthrust-dev and libcub-dev) and OpenMP.")
+  set(fluxion_device_test_sources "")
+endif()
+if(fluxion_device_test_sources)
+  add_library(fluxion_thrust_omp INTERFACE)
+  target_link_libraries(fluxion_thrust_omp INTERFACE ${fluxion_thrust_target} OpenMP::OpenMP_CXX)
+  target_compile_definitions(fluxion_thrust_omp INTERFACE THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP)
+endif()
+
+find_program(FLUXION_NVCC nvcc HINTS /usr/local/cuda/bin "$ENV{CUDA_PATH}/bin")
+include(CMakeDependentOption)
+cmake_dependent_option(FLUXION_NVCC_TESTS "Compile tests/backend/cuda with nvcc (compile only)" ON
+                       "FLUXION_NVCC" OFF)
+if(FLUXION_NVCC_TESTS)
+  # nvcc gets the include directories the host build uses, minus the compiler's implicit ones:
+  # an explicit -I/usr/include breaks the #include_next chain of libstdc++.
+  # Calling a __host__ function from host-device code is only a warning in nvcc (20011, 20014), but
+  # it is a real bug on a GPU: make it an error. constexpr functions of the standard library
+  # (std::max, std::numeric_limits) are allowed in device code, as fluxion::cuda allows them.
+  # compute_<arch> makes PTX only: ptxas would double a test's time and rarely finds what cicc missed.
+  set(FLUXION_NVCC_TEST_ARCH 80 CACHE STRING "GPU architecture the nvcc compile tests target")
+  set(fluxion_nvcc_flags -std=c++20 -x cu --extended-lambda --expt-relaxed-constexpr -DFLUXION_MAX_DERIVATIVE_ORDER=0
+                         -diag-error=20011,20014 -arch=compute_${FLUXION_NVCC_TEST_ARCH}
+                         "-I${PROJECT_SOURCE_DIR}/include")
+  foreach(dependency IN ITEMS doctest::doctest xtensor xsimd xtl)
+    if(TARGET ${dependency})
+      get_target_property(dirs ${dependency} INTERFACE_INCLUDE_DIRECTORIES)
+      foreach(dir IN LISTS dirs)
+        if(dir AND NOT dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+          list(APPEND fluxion_nvcc_flags "-I${dir}")
+        endif()
+      endforeach()
+    endif()
+  endforeach()
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    list(APPEND fluxion_nvcc_flags -ccbin "${CMAKE_CXX_COMPILER}")
+  endif()
+  list(REMOVE_DUPLICATES fluxion_nvcc_flags)
+  # The object file is kept (not -o /dev/null) so that ccache, when it is the launcher, can cache it.
+endif()
+
+foreach(source IN LISTS fluxion_device_test_sources)
+  get_filename_component(file_name "${source}" NAME)
+  string(REGEX REPLACE "\\.test\\.cpp$" "" name "${file_name}")
+  fluxion_add_doctest(backend.cuda.${name} "${source}" LINK fluxion_thrust_omp LABELS device)
+  if(FLUXION_NVCC_TESTS)
+    add_test(NAME nvcc.${name}
+             COMMAND ${CMAKE_CXX_COMPILER_LAUNCHER} "${FLUXION_NVCC}" ${fluxion_nvcc_flags} -c "${source}"
+                     -o "${FLUXION_TESTS_BINARY_DIR}/nvcc.${name}.o")
+    # The slowest tests: a high COST makes ctest start them first.
+    set_tests_properties(nvcc.${name} PROPERTIES LABELS nvcc TIMEOUT 900 COST 1000)
+  endif()
+endforeach()
+
+# --- Compile-fail tests ----------------------------------------------------------------------------
+# Each file is an object library outside `all`; the test builds it through the build tree and
+# passes only if the build FAILS and its output matches the file's `// expect-error:` regex
+# (cmake/check_compile_fail.cmake). A file that compiles fails its test. The tests share a
+# RESOURCE_LOCK, since two builds must not run in one build tree at once.
+
+file(GLOB fluxion_compile_fail_sources CONFIGURE_DEPENDS "${FLUXION_TESTS_DIR}/compile_fail/*.cpp")
+list(SORT fluxion_compile_fail_sources)
+foreach(source IN LISTS fluxion_compile_fail_sources)
+  get_filename_component(name "${source}" NAME_WLE)
+  file(STRINGS "${source}" first_line LIMIT_COUNT 1)
+  if(NOT first_line MATCHES "^// expect-error: .+")
+    message(FATAL_ERROR "fluxion: ${source} must start with `// expect-error: <regex>`")
+  endif()
+  set(target compile_fail_${name})
+  add_library(${target} OBJECT EXCLUDE_FROM_ALL "${source}")
+  target_link_libraries(${target} PRIVATE fluxion::fluxion)
+  add_test(NAME compile_fail.${name}
+           COMMAND "${CMAKE_COMMAND}" "-DBUILD_DIR=${PROJECT_BINARY_DIR}" "-DTARGET=${target}"
+                   "-DSOURCE=${source}" "-DCONFIG=$<CONFIG>"
+                   -P "${PROJECT_SOURCE_DIR}/cmake/check_compile_fail.cmake")
+  set_tests_properties(compile_fail.${name} PROPERTIES
+    LABELS compile_fail TIMEOUT 300 RESOURCE_LOCK fluxion_build_tree)
+endforeach()
+
+# --- Consumer tests --------------------------------------------------------------------------------
+# Real projects that use fluxion the two supported ways, configured and built from scratch.
+
+set(fluxion_consumer_args
+  "-DGENERATOR=${CMAKE_GENERATOR}" "-DCXX_COMPILER=${CMAKE_CXX_COMPILER}" "-DCONFIG=$<CONFIG>"
+  "-DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}" "-DFLUXION_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+if(FLUXION_INSTALL)
+  add_test(NAME consumer.find_package
+           COMMAND "${CMAKE_COMMAND}" -DMODE=find_package ${fluxion_consumer_args}
+                   "-DFLUXION_BUILD_DIR=${PROJECT_BINARY_DIR}"
+                   "-DWORK_DIR=${FLUXION_TESTS_BINARY_DIR}/consumer/find_package"
+                   -P "${PROJECT_SOURCE_DIR}/cmake/run_consumer.cmake")
+  set_tests_properties(consumer.find_package PROPERTIES LABELS consumer TIMEOUT 600)
+endif()
+add_test(NAME consumer.add_subdirectory
+         COMMAND "${CMAKE_COMMAND}" -DMODE=add_subdirectory ${fluxion_consumer_args}
+                 "-DWORK_DIR=${FLUXION_TESTS_BINARY_DIR}/consumer/add_subdirectory"
+                 -P "${PROJECT_SOURCE_DIR}/cmake/run_consumer.cmake")
+set_tests_properties(consumer.add_subdirectory PROPERTIES LABELS consumer TIMEOUT 600)
