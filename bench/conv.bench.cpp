@@ -46,9 +46,13 @@ struct conv_layer {
   cpu::conv2d_shape s;
   std::vector<float> x, w, y, dy, dx, dw;
   explicit conv_layer(const cpu::conv2d_shape& shape)
-      : s(shape), x(random_vector(s.input_size())), w(random_vector(s.filter_size())),
-        y(static_cast<std::size_t>(s.output_size())), dy(random_vector(s.output_size())),
-        dx(static_cast<std::size_t>(s.input_size())), dw(static_cast<std::size_t>(s.filter_size())) {}
+      : s(shape),
+        x(random_vector(s.input_size())),
+        w(random_vector(s.filter_size())),
+        y(static_cast<std::size_t>(s.output_size())),
+        dy(random_vector(s.output_size())),
+        dx(static_cast<std::size_t>(s.input_size())),
+        dw(static_cast<std::size_t>(s.filter_size())) {}
   void forward() { cpu::conv2d_forward<float>(s, x.data(), w.data(), y.data()); }
   void input_grad() { cpu::conv2d_backward_input<float>(s, dy.data(), w.data(), dx.data()); }
   void filter_grad() { cpu::conv2d_backward_filter<float>(s, x.data(), dy.data(), dw.data()); }
@@ -58,8 +62,11 @@ struct pool_layer {
   cpu::pool2d_shape s;
   std::vector<float> x, y, dy, dx;
   explicit pool_layer(const cpu::pool2d_shape& shape)
-      : s(shape), x(random_vector(s.input_size())), y(static_cast<std::size_t>(s.output_size())),
-        dy(random_vector(s.output_size())), dx(static_cast<std::size_t>(s.input_size())) {}
+      : s(shape),
+        x(random_vector(s.input_size())),
+        y(static_cast<std::size_t>(s.output_size())),
+        dy(random_vector(s.output_size())),
+        dx(static_cast<std::size_t>(s.input_size())) {}
   void forward() { cpu::max_pool2d_forward<float>(s, x.data(), y.data()); }
   void backward() { cpu::max_pool2d_backward<float>(s, x.data(), dy.data(), dx.data()); }
 };
@@ -89,7 +96,9 @@ struct fluxion_net {
 struct torch_conv {
   torch::Tensor x, w, dy;
   torch_conv(index_t c_in, index_t hw, index_t c_out)
-      : x(torch::rand({batch, c_in, hw, hw})), w(torch::rand({c_out, c_in, 5, 5})), dy(torch::rand({batch, c_out, hw, hw})) {}
+      : x(torch::rand({batch, c_in, hw, hw})),
+        w(torch::rand({c_out, c_in, 5, 5})),
+        dy(torch::rand({batch, c_out, hw, hw})) {}
   torch::Tensor forward() { return at::convolution(x, w, {}, {1, 1}, {2, 2}, {1, 1}, false, {0, 0}, 1); }
   torch::Tensor grad(bool input) {
     auto r = at::convolution_backward(dy, x, w, c10::nullopt, {1, 1}, {2, 2}, {1, 1}, false, {0, 0}, 1,
@@ -100,8 +109,7 @@ struct torch_conv {
 
 struct torch_pool {
   torch::Tensor x, dy, indices;
-  torch_pool(index_t c, index_t hw)
-      : x(torch::rand({batch, c, hw, hw})), dy(torch::rand({batch, c, hw / 2, hw / 2})) {
+  torch_pool(index_t c, index_t hw) : x(torch::rand({batch, c, hw, hw})), dy(torch::rand({batch, c, hw / 2, hw / 2})) {
     indices = std::get<1>(at::max_pool2d_with_indices(x, {2, 2}, {2, 2}));
   }
   torch::Tensor forward() { return std::get<0>(at::max_pool2d_with_indices(x, {2, 2}, {2, 2})); }
@@ -133,9 +141,9 @@ struct torch_net {
 };
 #endif
 
-const std::vector<std::string> ops = {"conv1/forward",     "conv1/input_grad", "conv1/filter_grad", "pool1/forward",
-                                      "pool1/backward",    "conv2/forward",    "conv2/input_grad",  "conv2/filter_grad",
-                                      "pool2/forward",     "pool2/backward"};
+const std::vector<std::string> ops = {"conv1/forward",  "conv1/input_grad", "conv1/filter_grad", "pool1/forward",
+                                      "pool1/backward", "conv2/forward",    "conv2/input_grad",  "conv2/filter_grad",
+                                      "pool2/forward",  "pool2/backward"};
 
 template <class Net>
 void run(benchmark::State& state, const std::string& name, int threads) {
@@ -159,8 +167,9 @@ void run(benchmark::State& state, const std::string& name, int threads) {
 
 template <class Net>
 void add(const char* impl, const std::string& name, int threads) {
-  benchmark::RegisterBenchmark((std::string("convnet/") + impl + "/" + name + "/threads:" + std::to_string(threads)).c_str(),
-                               [name, threads](benchmark::State& st) { run<Net>(st, name, threads); })
+  benchmark::RegisterBenchmark(
+      (std::string("convnet/") + impl + "/" + name + "/threads:" + std::to_string(threads)).c_str(),
+      [name, threads](benchmark::State& st) { run<Net>(st, name, threads); })
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond)
       ->MinTime(0.3);

@@ -90,8 +90,10 @@ struct shape {
 
 struct operands {
   std::vector<float> a, b, c;
-  operands(const shape& s) : a(static_cast<std::size_t>(s.m * s.k)), b(static_cast<std::size_t>(s.k * s.n)),
-                             c(static_cast<std::size_t>(s.m * s.n)) {
+  operands(const shape& s)
+      : a(static_cast<std::size_t>(s.m * s.k)),
+        b(static_cast<std::size_t>(s.k * s.n)),
+        c(static_cast<std::size_t>(s.m * s.n)) {
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> dist(-1, 1);
     for (auto& x : a) x = dist(rng);
@@ -102,7 +104,8 @@ struct operands {
 void set_counters(benchmark::State& state, const shape& s, int threads) {
   const double flops = 2.0 * s.m * s.n * s.k;
   state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["peak"] = benchmark::Counter(flops / peak_flops(threads), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak"] =
+      benchmark::Counter(flops / peak_flops(threads), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // OpenBLAS's idle workers spin for a while (about 0.1 s) after each call and would take the second
@@ -180,24 +183,27 @@ const shape shapes[] = {
 };
 
 const int registered = [] {
-  std::printf("peak per thread: %d floats x 2 (FMA) x %d FMA units x %.0f MHz (measured; /proc/cpuinfo says %.0f)"
-              " = %.1f GFLOP/s\n",
-              static_cast<int>(cpu::simd_ops<float>::width), fma_units, measured_mhz(), cpuinfo_mhz(),
-              peak_flops(1) * 1e-9);
+  std::printf(
+      "peak per thread: %d floats x 2 (FMA) x %d FMA units x %.0f MHz (measured; /proc/cpuinfo says %.0f)"
+      " = %.1f GFLOP/s\n",
+      static_cast<int>(cpu::simd_ops<float>::width), fma_units, measured_mhz(), cpuinfo_mhz(), peak_flops(1) * 1e-9);
   std::fflush(stdout);
   for (const shape& s : shapes)
     for (int threads : {1, 2}) {
       const std::string suffix = std::string("/") + s.name + "/threads:" + std::to_string(threads);
       const double seconds = 2.0 * s.m * s.n * s.k > 1e9 ? 1.0 : 0.3;
       benchmark::RegisterBenchmark(("sgemm/fluxion" + suffix).c_str(), run_fluxion, s, threads)
-          ->UseRealTime()->MinTime(seconds);
+          ->UseRealTime()
+          ->MinTime(seconds);
 #if FLUXION_BENCH_HAVE_OPENBLAS
       benchmark::RegisterBenchmark(("sgemm/openblas" + suffix).c_str(), run_openblas, s, threads)
-          ->UseRealTime()->MinTime(seconds);
+          ->UseRealTime()
+          ->MinTime(seconds);
 #endif
 #if FLUXION_BENCH_HAVE_TORCH
       benchmark::RegisterBenchmark(("sgemm/torch" + suffix).c_str(), run_torch, s, threads)
-          ->UseRealTime()->MinTime(seconds);
+          ->UseRealTime()
+          ->MinTime(seconds);
 #endif
     }
   return 0;

@@ -190,10 +190,6 @@ void run_tasks(bool parallel, index_t n_tasks, Task&& task) {
     for (index_t t = 0; t < n_tasks; ++t) task(t);
 }
 
-// Tall C: op(B) is packed once, shared by all tasks; each task packs its own rows of op(A) per
-// k-slice, so that block stays in L2 while the B slivers stream through L1. Convolutions reuse the
-// two halves directly: one packed filter, many row blocks of im2col columns.
-
 // op(A) with rows contiguous along k is read in place by the micro-kernel instead of packed when
 // C has few columns: packing would be amortized over only a few B slivers (7-10% faster at n = 64,
 // as in convolutions), while with many slivers the packed copy's locality wins (5-8% at n >= 256).
@@ -301,6 +297,10 @@ void rows_with_packed_b(const problem<T>& p, const packed_b<T>& b, index_t i0, i
                    js);
   }
 }
+
+// Tall C: op(B) is packed once, shared by all tasks; each task packs its own rows of op(A) per
+// k-slice, so that block stays in L2 while the B slivers stream through L1. Convolutions reuse
+// packed_b and rows_with_packed_b directly: one packed filter, many row blocks of im2col columns.
 
 template <class T>
 void gemm_tall(const problem<T>& p, const task_grid& grid, bool parallel) {

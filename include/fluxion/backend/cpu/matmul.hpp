@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "../../core/config.hpp"
+#include "gemm.hpp"
 #include "thread_pool.hpp"
 
 namespace fluxion::detail::cpu_kernel {
@@ -38,6 +39,15 @@ template <class T>
 void matmul_batched(bool trans_a, bool trans_b, index_t batch, index_t m, index_t n, index_t k, const T* a,
                     const index_t* a_off, const T* b, const index_t* b_off, T* c) {
   if (batch == 0 || m == 0 || n == 0) return;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    // The packed GEMM (gemm.hpp) threads each product itself, with fixed task boundaries.
+    const auto ta = trans_a ? cpu::transpose::yes : cpu::transpose::no;
+    const auto tb = trans_b ? cpu::transpose::yes : cpu::transpose::no;
+    const index_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+    for (index_t bi = 0; bi < batch; ++bi)
+      cpu::gemm<T>(ta, tb, m, n, k, T(1), a + a_off[bi], lda, b + b_off[bi], ldb, T(0), c + bi * m * n, n);
+    return;
+  }
   constexpr index_t rows_per_task = 64;
   const index_t blocks = (m + rows_per_task - 1) / rows_per_task;
   auto run = [&](index_t t) {

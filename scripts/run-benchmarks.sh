@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs dependencies (with the peers: OpenBLAS, LibTorch), builds the benchmarks (Release, in
+# build/) and runs every bench/<name>.bench.cpp.
+#   scripts/run-benchmarks.sh [filter] [Google Benchmark arguments...]
+# filter is a regex over benchmark names (--benchmark_filter); the other arguments pass through,
+# e.g. scripts/run-benchmarks.sh gemm --benchmark_repetitions=3
+# Set FLUXION_BENCH=<name> to run only build/bench/<name>.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+args=()
+if [[ $# -gt 0 && "$1" != -* ]]; then
+  args+=("--benchmark_filter=$1")
+  shift
+fi
+args+=("$@")
+
+./scripts/install-deps.sh --bench
+configure -DFLUXION_BUILD_BENCHMARKS=ON
+cmake --build "$build_dir" --parallel "$jobs" --target fluxion_benchmarks
+
+status=0
+found=0
+for program in "$build_dir"/bench/*; do
+  [[ -f "$program" && -x "$program" ]] || continue
+  [[ -z "${FLUXION_BENCH:-}" || "$(basename "$program")" == "$FLUXION_BENCH" ]] || continue
+  found=1
+  echo "=== $(basename "$program")"
+  "$program" "${args[@]}" || status=$?
+done
+if [[ $found -eq 0 ]]; then
+  echo "run-benchmarks.sh: no benchmark was built (bench/*.bench.cpp)" >&2
+  exit 1
+fi
+exit $status

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds one example (Release, in build/) and runs it from build/examples.
+#   scripts/run-example.sh [name] [arguments for the example]    name: examples/<name>.cpp, default eager_basics
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+name=${1:-eager_basics}
+shift || true
+if [[ ! -f "examples/$name.cpp" && "$name" != readme_quickstart ]]; then
+  echo "run-example.sh: no example '$name'; the examples are:" >&2
+  for file in examples/*.cpp; do [[ -e "$file" ]] && basename "$file" .cpp >&2; done
+  exit 2
+fi
+
+./scripts/install-deps.sh
+configure -DFLUXION_BUILD_EXAMPLES=ON -DFLUXION_BUILD_BENCHMARKS=OFF
+cmake --build "$build_dir" --parallel "$jobs" --target "example_$name"
+cd "$build_dir/examples"
+exec "./$name" "$@"
