@@ -32,7 +32,7 @@
 #include <torch/torch.h>
 #endif
 
-namespace cpu = fluxion::detail::cpu;
+namespace cpu = fluxion::detail::kernels;
 using fluxion::index_t;
 
 namespace {

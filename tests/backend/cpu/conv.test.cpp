@@ -13,7 +13,7 @@
 
 #include <fluxion/backend/cpu/conv.hpp>
 
-namespace cpu = fluxion::detail::cpu;
+namespace cpu = fluxion::detail::kernels;
 using fluxion::index_t;
 
 namespace {

@@ -14,7 +14,7 @@
 
 #include <fluxion/backend/cpu/gemm.hpp>
 
-namespace cpu = fluxion::detail::cpu;
+namespace cpu = fluxion::detail::kernels;
 using fluxion::index_t;
 
 namespace {

@@ -12,7 +12,7 @@
 
 #include <fluxion/backend/cpu/pool.hpp>
 
-namespace cpu = fluxion::detail::cpu;
+namespace cpu = fluxion::detail::kernels;
 using fluxion::index_t;
 
 namespace {

@@ -2,7 +2,7 @@
 // output NHWC. Forward, gradient with respect to the input and gradient with respect to the
 // filters; fx::conv2d and its vector-Jacobian products call these.
 //
-//   using namespace fluxion::detail::cpu;
+//   using namespace fluxion::detail::kernels;
 //   auto s = conv2d_tf_shape(/*batch=*/64, 28, 28, 1, /*filter=*/5, 5, /*out_c=*/32, padding_mode::same);
 //   conv2d_forward<float>(s, x, w, y, {.bias = b, .act = activation::relu});
 //   conv2d_backward_input<float>(s, dy, w, dx);
@@ -34,7 +34,7 @@
 #include "gemm.hpp"
 #include "thread_pool.hpp"
 
-namespace fluxion::detail::cpu {
+namespace fluxion::detail::kernels {
 
 /// Sizes of one convolution. Padding is explicit (rows above, columns left); the output size
 /// implies the padding below and right. conv2d_tf_shape fills it from TF's `same`/`valid`.
@@ -362,4 +362,4 @@ void conv2d_backward_filter(const conv2d_shape& s, const T* input, const T* grad
   });
 }
 
-}  // namespace fluxion::detail::cpu
+}  // namespace fluxion::detail::kernels

@@ -2,7 +2,7 @@
 // row-major, for float and double, with a strided-batched form. fx::matmul, dense layers and the
 // convolution kernels call it; no external BLAS is needed.
 //
-//   using namespace fluxion::detail::cpu;
+//   using namespace fluxion::detail::kernels;
 //   // y = relu(x * W + b) for x (64 x 784), W (784 x 256), b (256)
 //   gemm<float>(transpose::no, transpose::no, 64, 256, 784, 1.f, x, 784, w, 256, 0.f, y, 256,
 //               {.bias = b, .act = activation::relu});
@@ -35,7 +35,7 @@
 #include "detail/scratch_buffer.hpp"
 #include "thread_pool.hpp"
 
-namespace fluxion::detail::cpu {
+namespace fluxion::detail::kernels {
 
 enum class transpose : bool { no = false, yes = true };
 
@@ -507,4 +507,4 @@ void gemm_strided_batched(transpose trans_a, transpose trans_b, index_t m, index
   });
 }
 
-}  // namespace fluxion::detail::cpu
+}  // namespace fluxion::detail::kernels

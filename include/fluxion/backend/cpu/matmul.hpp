@@ -41,11 +41,11 @@ void matmul_batched(bool trans_a, bool trans_b, index_t batch, index_t m, index_
   if (batch == 0 || m == 0 || n == 0) return;
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     // The packed GEMM (gemm.hpp) threads each product itself, with fixed task boundaries.
-    const auto ta = trans_a ? cpu::transpose::yes : cpu::transpose::no;
-    const auto tb = trans_b ? cpu::transpose::yes : cpu::transpose::no;
+    const auto ta = trans_a ? kernels::transpose::yes : kernels::transpose::no;
+    const auto tb = trans_b ? kernels::transpose::yes : kernels::transpose::no;
     const index_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
     for (index_t bi = 0; bi < batch; ++bi)
-      cpu::gemm<T>(ta, tb, m, n, k, T(1), a + a_off[bi], lda, b + b_off[bi], ldb, T(0), c + bi * m * n, n);
+      kernels::gemm<T>(ta, tb, m, n, k, T(1), a + a_off[bi], lda, b + b_off[bi], ldb, T(0), c + bi * m * n, n);
     return;
   }
   constexpr index_t rows_per_task = 64;

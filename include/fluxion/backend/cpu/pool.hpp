@@ -1,7 +1,7 @@
 // 2-D max and average pooling on the CPU, NHWC, forward and backward, with TensorFlow's conventions;
 // fx::max_pool2d and fx::avg_pool2d and their vector-Jacobian products call these.
 //
-//   using namespace fluxion::detail::cpu;
+//   using namespace fluxion::detail::kernels;
 //   auto s = pool2d_tf_shape(/*batch=*/64, 28, 28, 32, /*window=*/2, 2, /*strides=*/2, 2, padding_mode::same);
 //   max_pool2d_forward<float>(s, x, y);
 //   max_pool2d_backward<float>(s, x, dy, dx);   // recomputes each window's maximum from x
@@ -28,7 +28,7 @@
 #include "detail/window_geometry.hpp"
 #include "thread_pool.hpp"
 
-namespace fluxion::detail::cpu {
+namespace fluxion::detail::kernels {
 
 struct pool2d_shape {
   index_t batch = 0, in_h = 0, in_w = 0, channels = 0;
@@ -234,4 +234,4 @@ void avg_pool2d_backward(const pool2d_shape& s, const T* grad_output, T* grad_in
   });
 }
 
-}  // namespace fluxion::detail::cpu
+}  // namespace fluxion::detail::kernels

@@ -17,7 +17,7 @@
 #include "scratch_buffer.hpp"
 #include "simd_ops.hpp"
 
-namespace fluxion::detail::cpu::conv_detail {
+namespace fluxion::detail::kernels::conv_detail {
 
 inline int single_channel_mode = 1;  // 1: use these kernels where they apply, 0: never (measurements)
 
@@ -184,4 +184,4 @@ void single_channel_backward_input(const Shape& s, const T* grad_output, const T
   });
 }
 
-}  // namespace fluxion::detail::cpu::conv_detail
+}  // namespace fluxion::detail::kernels::conv_detail

@@ -10,7 +10,7 @@
 
 #include "gemm_micro_kernel.hpp"
 
-namespace fluxion::detail::cpu {
+namespace fluxion::detail::kernels {
 
 template <class T, int RB, int CB>
 FLUXION_ALWAYS_INLINE void dot_block(index_t k, const T* FLUXION_RESTRICT a, index_t lda, const T* FLUXION_RESTRICT bt,
@@ -85,4 +85,4 @@ void dot_rows(index_t k, index_t n, const T* a, index_t lda, const T* bt, index_
   }
 }
 
-}  // namespace fluxion::detail::cpu
+}  // namespace fluxion::detail::kernels

@@ -18,7 +18,7 @@
 #define FLUXION_ALWAYS_INLINE_LAMBDA
 #endif
 
-namespace fluxion::detail::cpu {
+namespace fluxion::detail::kernels {
 
 template <class T>
 struct gemm_kernel_traits {
@@ -96,4 +96,4 @@ FLUXION_ALWAYS_INLINE void micro_kernel(index_t kc, const T* FLUXION_RESTRICT a,
   }
 }
 
-}  // namespace fluxion::detail::cpu
+}  // namespace fluxion::detail::kernels

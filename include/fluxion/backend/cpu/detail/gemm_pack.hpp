@@ -14,7 +14,7 @@
 
 #include "gemm_micro_kernel.hpp"
 
-namespace fluxion::detail::cpu {
+namespace fluxion::detail::kernels {
 
 /// dst[c * ldd + r] = src[r * lds + c] for an 8 x 8 float block. Strided gathers cost two to three
 /// cycles per element; the register transpose about a fifth of that. xsimd 8 has no transpose,
@@ -140,4 +140,4 @@ void pack_b(T* FLUXION_RESTRICT dst, const T* FLUXION_RESTRICT b, index_t ldb, b
   }
 }
 
-}  // namespace fluxion::detail::cpu
+}  // namespace fluxion::detail::kernels

@@ -1,6 +1,6 @@
 // Reusable, aligned scratch memory for CPU kernels (GEMM packing panels, im2col columns).
 //
-//   float* panel = fluxion::detail::cpu::scratch<float, scratch_slot::gemm_a>(mc * kc);
+//   float* panel = fluxion::detail::kernels::scratch<float, scratch_slot::gemm_a>(mc * kc);
 //
 // Each (type, slot) pair is one thread_local buffer that only grows, so a kernel called in a loop
 // allocates on its first call and never again (principle 8). Contents are not preserved across a
@@ -13,7 +13,7 @@
 
 #include "../../../core/config.hpp"
 
-namespace fluxion::detail::cpu {
+namespace fluxion::detail::kernels {
 
 enum class scratch_slot {
   gemm_a,
@@ -65,4 +65,4 @@ T* scratch(std::size_t n) {
   return buffer.reserve(n);
 }
 
-}  // namespace fluxion::detail::cpu
+}  // namespace fluxion::detail::kernels

@@ -12,7 +12,7 @@
 
 #include "../../../core/config.hpp"
 
-namespace fluxion::detail::cpu {
+namespace fluxion::detail::kernels {
 
 inline constexpr bool has_xsimd_arch = !std::is_same_v<xsimd::default_arch, xsimd::unavailable>;
 
@@ -73,4 +73,4 @@ FLUXION_ALWAYS_INLINE void for_each_channel_chunk(index_t c, Body&& body) {
   for (; ch < c; ++ch) body(simd_ops<T, false>{}, ch);
 }
 
-}  // namespace fluxion::detail::cpu
+}  // namespace fluxion::detail::kernels

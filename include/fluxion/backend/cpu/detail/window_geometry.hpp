@@ -11,7 +11,7 @@
 #include "../../../core/config.hpp"
 #include "../../../core/error.hpp"
 
-namespace fluxion::detail::cpu {
+namespace fluxion::detail::kernels {
 
 enum class padding_mode { valid, same };
 
@@ -34,4 +34,4 @@ inline window_extent tf_window(const char* op, index_t in, index_t window, index
   return {out, total / 2};
 }
 
-}  // namespace fluxion::detail::cpu
+}  // namespace fluxion::detail::kernels
