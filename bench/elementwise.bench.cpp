@@ -11,6 +11,7 @@
 
 #define XTENSOR_USE_XSIMD 1
 #include <xsimd/xsimd.hpp>
+#include <xtensor/xadapt.hpp>
 #include <xtensor/xmath.hpp>
 #include <xtensor/xnoalias.hpp>
 #include <xtensor/xtensor.hpp>
@@ -63,7 +64,7 @@ void chain_xtensor(benchmark::State& state) {
   const std::size_t n = static_cast<std::size_t>(state.range(0));
   inputs in(static_cast<fx::index_t>(n));
   std::vector<xt::xtensor<float, 1>> x;
-  for (auto& t : in.t) x.push_back(xt::adapt(t.to_vector(), {n}));
+  for (auto& t : in.t) x.push_back(xt::adapt(t.to_vector(), std::vector<std::size_t>{n}));
   xt::xtensor<float, 1> r = xt::zeros<float>({n});
   for (auto _ : state) {
     xt::noalias(r) = x[0] * x[1] + x[2] * x[3] - xt::sin(x[4]);
@@ -141,7 +142,8 @@ void add_fluxion(benchmark::State& state) {
 void add_xtensor(benchmark::State& state) {
   const std::size_t n = static_cast<std::size_t>(state.range(0));
   inputs in(static_cast<fx::index_t>(n));
-  xt::xtensor<float, 1> a = xt::adapt(in.t[0].to_vector(), {n}), b = xt::adapt(in.t[1].to_vector(), {n});
+  xt::xtensor<float, 1> a = xt::adapt(in.t[0].to_vector(), std::vector<std::size_t>{n});
+  xt::xtensor<float, 1> b = xt::adapt(in.t[1].to_vector(), std::vector<std::size_t>{n});
   xt::xtensor<float, 1> r = xt::zeros<float>({n});
   for (auto _ : state) {
     xt::noalias(r) = a + b;

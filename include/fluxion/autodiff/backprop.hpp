@@ -260,23 +260,35 @@ struct backward<matmul_expr<A, B>> {
 };
 
 /// The adjoint of gather: adds each gradient row into the row of `params` it was read from.
-template <class T, class I>
-tensor<T, cpu> scatter_add(const tensor<T, cpu>& g, const tensor<I, cpu>& indices, int axis, const shape& params) {
-  tensor<T, cpu> out = broadcast_to(scalar_expr<T, cpu>(T(0)), params);
-  index_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= params[d];
-  for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
-  const index_t n_idx = indices.size(), extent = params[axis];
-  const T* gp = g.data();
-  const I* ip = indices.data();
-  T* op = out.mutable_data();
-  for (index_t o = 0; o < outer; ++o)
-    for (index_t k = 0; k < n_idx; ++k) {
-      T* dst = op + (o * extent + static_cast<index_t>(ip[k])) * inner;
-      const T* src = gp + (o * n_idx + k) * inner;
-      for (index_t i = 0; i < inner; ++i) dst[i] += src[i];
-    }
-  return out;
+/// Other devices go through the host (no device scatter kernel yet).
+template <class T, class I, class D>
+tensor<T, D> scatter_add(const tensor<T, D>& g, const tensor<I, D>& indices, int axis, const shape& params) {
+  if constexpr (!std::is_same_v<D, cpu>) {
+    tensor<T, cpu> host_g(g.shape());
+    tensor<I, cpu> host_indices(indices.shape());
+    ::fluxion::detail::device_memory<D>::to_host(host_g.mutable_data(), g.data(), g.size());
+    ::fluxion::detail::device_memory<D>::to_host(host_indices.mutable_data(), indices.data(), indices.size());
+    const tensor<T, cpu> host_out = scatter_add(host_g, host_indices, axis, params);
+    tensor<T, D> out(params);
+    ::fluxion::detail::device_memory<D>::to_device(out.mutable_data(), host_out.data(), host_out.size());
+    return out;
+  } else {
+    tensor<T, cpu> out = broadcast_to(scalar_expr<T, cpu>(T(0)), params);
+    index_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= params[d];
+    for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
+    const index_t n_idx = indices.size(), extent = params[axis];
+    const T* gp = g.data();
+    const I* ip = indices.data();
+    T* op = out.mutable_data();
+    for (index_t o = 0; o < outer; ++o)
+      for (index_t k = 0; k < n_idx; ++k) {
+        T* dst = op + (o * extent + static_cast<index_t>(ip[k])) * inner;
+        const T* src = gp + (o * n_idx + k) * inner;
+        for (index_t i = 0; i < inner; ++i) dst[i] += src[i];
+      }
+    return out;
+  }
 }
 
 template <class T, class I, class D>

@@ -56,6 +56,24 @@ auto row(const unary_view<Op, A>& v, index_t j);
 template <class Op, class A, class B>
 auto row(const binary_view<Op, A, B>& v, index_t j);
 
+/// The same, for rows where every leaf is known to be contiguous (inner stride 1): no branches.
+template <class T>
+FLUXION_ALWAYS_INLINE batch<T> contiguous_row(const leaf_view<T>& l, index_t j) {
+  return batch<T>::load_unaligned(l.data + l.base + j);
+}
+template <class T>
+FLUXION_ALWAYS_INLINE batch<T> contiguous_row(const scalar_view<T>& s, index_t) {
+  return batch<T>(s.value);
+}
+template <class Op, class A>
+FLUXION_ALWAYS_INLINE auto contiguous_row(const unary_view<Op, A>& v, index_t j) {
+  return op<Op>::apply(contiguous_row(v.a, j));
+}
+template <class Op, class A, class B>
+FLUXION_ALWAYS_INLINE auto contiguous_row(const binary_view<Op, A, B>& v, index_t j) {
+  return op<Op>::apply(contiguous_row(v.a, j), contiguous_row(v.b, j));
+}
+
 template <class T>
 FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, index_t j) {
   const T* p = l.data + l.base;
@@ -149,8 +167,14 @@ FLUXION_ALWAYS_INLINE void assign_row(T* out, const with_destination<View>& w, i
   const index_t end = j0 + len;
   if constexpr (simd::enabled<View, T>::value) {
     constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
-    if (os == 1)
-      for (; j + W <= end; j += W) simd::row(v, j).store_unaligned(o + j);
+    if (os == 1) {
+      bool contiguous = true;
+      const_cast<View&>(v).for_each_leaf([&](const leaf_layout& l) { contiguous = contiguous && l.inner == 1; });
+      if (contiguous)
+        for (; j + W <= end; j += W) simd::contiguous_row(v, j).store_unaligned(o + j);
+      else
+        for (; j + W <= end; j += W) simd::row(v, j).store_unaligned(o + j);
+    }
   }
   for (; j < end; ++j) o[j * os] = static_cast<T>(v.row(j));
 }
@@ -274,11 +298,22 @@ struct evaluator<cpu> {
         constexpr index_t W = static_cast<index_t>(B::size);
         if (len >= 4 * W) {
           B a0(RedOp::template identity<R>()), a1 = a0, a2 = a0, a3 = a0;
-          for (; j + 4 * W <= end; j += 4 * W) {
-            a0 = simd::reduce_op<RedOp>::combine(a0, simd::row(v, j));
-            a1 = simd::reduce_op<RedOp>::combine(a1, simd::row(v, j + W));
-            a2 = simd::reduce_op<RedOp>::combine(a2, simd::row(v, j + 2 * W));
-            a3 = simd::reduce_op<RedOp>::combine(a3, simd::row(v, j + 3 * W));
+          bool contiguous = true;
+          v.for_each_leaf([&](const leaf_layout& l) { contiguous = contiguous && l.inner == 1; });
+          if (contiguous) {
+            for (; j + 4 * W <= end; j += 4 * W) {
+              a0 = simd::reduce_op<RedOp>::combine(a0, simd::contiguous_row(v, j));
+              a1 = simd::reduce_op<RedOp>::combine(a1, simd::contiguous_row(v, j + W));
+              a2 = simd::reduce_op<RedOp>::combine(a2, simd::contiguous_row(v, j + 2 * W));
+              a3 = simd::reduce_op<RedOp>::combine(a3, simd::contiguous_row(v, j + 3 * W));
+            }
+          } else {
+            for (; j + 4 * W <= end; j += 4 * W) {
+              a0 = simd::reduce_op<RedOp>::combine(a0, simd::row(v, j));
+              a1 = simd::reduce_op<RedOp>::combine(a1, simd::row(v, j + W));
+              a2 = simd::reduce_op<RedOp>::combine(a2, simd::row(v, j + 2 * W));
+              a3 = simd::reduce_op<RedOp>::combine(a3, simd::row(v, j + 3 * W));
+            }
           }
           a0 = simd::reduce_op<RedOp>::combine(simd::reduce_op<RedOp>::combine(a0, a1),
                                                simd::reduce_op<RedOp>::combine(a2, a3));
