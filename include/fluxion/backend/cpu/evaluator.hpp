@@ -57,6 +57,10 @@ template <class Op, class A, class B>
 auto row(const binary_view<Op, A, B>& v, index_t j);
 
 /// The same, for rows where every leaf is known to be contiguous (inner stride 1): no branches.
+template <class Op, class A>
+auto contiguous_row(const unary_view<Op, A>& v, index_t j);
+template <class Op, class A, class B>
+auto contiguous_row(const binary_view<Op, A, B>& v, index_t j);
 template <class T>
 FLUXION_ALWAYS_INLINE batch<T> contiguous_row(const leaf_view<T>& l, index_t j) {
   return batch<T>::load_unaligned(l.data + l.base + j);
