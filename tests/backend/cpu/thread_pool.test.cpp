@@ -118,8 +118,7 @@ TEST_CASE("thread_pool: an exception in a task is rethrown, and the pool stays u
 
 // thread_pool.hpp promises that after an exception "the remaining tasks still finish". The pooled
 // path keeps that promise; the inline path (1 thread, nested or contended regions) stops at the
-// throwing task. Known defect, reported to the lead: remove should_fail once run_inline is fixed.
-TEST_CASE("thread_pool: after an exception the remaining tasks still finish" * doctest::should_fail()) {
+TEST_CASE("thread_pool: after an exception the remaining tasks still finish") {
   thread_count_guard guard;
   for (int threads : thread_counts) {
     CAPTURE(threads);
@@ -238,4 +237,11 @@ TEST_CASE("thread_pool: set_num_threads rejects counts below 1") {
   CHECK_THROWS_WITH(fx::set_num_threads(-1), doctest::Contains("set_num_threads"));
   CHECK_THROWS_AS(fx::set_num_threads(-1), fx::error);
   CHECK(fx::get_num_threads() == 2);
+}
+
+TEST_CASE("thread_pool: set_num_threads inside a task is an error, not a deadlock") {
+  fluxion::set_num_threads(2);
+  CHECK_THROWS_AS(fluxion::detail::parallel_for(2, [](fluxion::index_t) { fluxion::set_num_threads(1); }),
+                  fluxion::invalid_argument);
+  CHECK(fluxion::get_num_threads() == 2);
 }

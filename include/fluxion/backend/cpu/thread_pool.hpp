@@ -40,6 +40,8 @@ class thread_pool {
 
   void set_num_threads(int n) {
     if (n < 1) throw invalid_argument("set_num_threads: n = " + std::to_string(n) + " must be at least 1");
+    if (t_inside_task)
+      throw invalid_argument("set_num_threads: called from inside a parallel task; call it between parallel regions");
     std::lock_guard<std::mutex> region(m_region);  // wait until no region is running
     stop_workers();
     m_num_threads.store(n, std::memory_order_relaxed);
@@ -92,7 +94,15 @@ class thread_pool {
 
   template <class Body>
   static void run_inline(index_t n_tasks, Body& body) {
-    for (index_t t = 0; t < n_tasks; ++t) body(t);
+    std::exception_ptr first;
+    for (index_t t = 0; t < n_tasks; ++t) {
+      try {
+        body(t);
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
   }
 
   void work(const std::function<void(index_t)>* job, index_t n) {
