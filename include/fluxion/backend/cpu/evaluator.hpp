@@ -174,8 +174,10 @@ FLUXION_ALWAYS_INLINE void assign_row(T* out, const with_destination<View>& w, i
     if (os == 1) {
       bool contiguous = true;
       const_cast<View&>(v).for_each_leaf([&](const leaf_layout& l) { contiguous = contiguous && l.inner == 1; });
-      if (contiguous)
-        for (; j + W <= end; j += W) simd::contiguous_row(v, j).store_unaligned(o + j);
+      if (contiguous) {
+        const View local = v;  // a private copy the compiler keeps in registers across stores
+        for (; j + W <= end; j += W) simd::contiguous_row(local, j).store_unaligned(o + j);
+      }
       else
         for (; j + W <= end; j += W) simd::row(v, j).store_unaligned(o + j);
     }
