@@ -223,7 +223,8 @@ auto strided_slice(A&& a, const std::vector<index_t>& begin, const std::vector<i
 template <class A>
   requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
 auto slice(A&& a, const std::vector<index_t>& begin, const std::vector<index_t>& size) {
-  const auto& s = detail::as_expr<A>(a).shape();
+  auto&& e = detail::as_expr<A>(a);  // a temporary for expressions: keep it alive while s is used
+  const auto& s = e.shape();
   if (begin.size() != static_cast<std::size_t>(s.rank()) || size.size() != begin.size())
     throw invalid_argument("slice: begin and size need " + std::to_string(s.rank()) + " entries for shape " +
                            to_string(s));
