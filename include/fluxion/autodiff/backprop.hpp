@@ -237,7 +237,6 @@ struct backward<matmul_expr<A, B>> {
   static void run(const matmul_expr<A, B>& e, const G& g, Sink& sink) {
     if constexpr (differentiable_v<A>) {
       const auto gt = reduce_to_ordered(g, e.shape());
-      using GT = std::remove_const_t<decltype(gt)>;
       const auto a = detail::materialize(e.a);
       const auto b = detail::materialize(e.b);
       const bool ta = e.opt.transpose_a, tb = e.opt.transpose_b;
