@@ -67,7 +67,7 @@ void check_throws_with(F&& f, const std::string& text) {
     f();
     FAIL("expected an exception containing: " << text);
   } catch (const E& e) {
-    CHECK_MESSAGE(std::string(e.what()).find(text) != std::string::npos, "message was: " << e.what());
+    CHECK_MESSAGE(std::string(e.what()).find(text) != std::string::npos, "message was: " << std::string(e.what()));
   }
 }
 

@@ -161,17 +161,18 @@ struct backward<remap_expr<Map, A>> {
     } else if constexpr (std::is_same_v<Map, detail::broadcast_map>) {
       backward<A>::run(e.a, step(reduce_to_ordered(g, as)), sink);
     } else if constexpr (std::is_same_v<Map, detail::slice_map>) {
-      // Scatter the gradient into zeros at the sliced positions.
+      // Scatter the gradient into zeros at the sliced positions: a strided pad, itself differentiable.
       using T = value_type_t<G>;
-      tensor<T, device_t<G>> out = broadcast_to(scalar_expr<T, device_t<G>>(T(0)), as);
-      const auto st = contiguous_strides(as);
-      index_t offset = 0, strides[max_rank];
+      std::vector<std::pair<index_t, index_t>> pads;
+      std::vector<index_t> steps;
       for (int d = 0; d < as.rank(); ++d) {
-        offset += e.map.begin[d] * st[static_cast<std::size_t>(d)];
-        strides[d] = e.map.step[d] * st[static_cast<std::size_t>(d)];
+        const index_t n = e.shape()[d], st = e.map.step[d];
+        const index_t lo = n > 0 ? std::min(e.map.begin[d], e.map.begin[d] + (n - 1) * st) : 0;
+        pads.emplace_back(lo, as[d] - lo - (n > 0 ? (n - 1) * (st < 0 ? -st : st) + 1 : 0));
+        steps.push_back(st);
       }
-      detail::assign_into(out, offset, strides, g);
-      backward<A>::run(e.a, step(keep_order<G>(out)), sink);
+      pad_expr<G> scattered(g, std::move(pads), T(0), as, std::move(steps));
+      backward<A>::run(e.a, step(keep_order<G>(detail::materialize(scattered))), sink);
     } else if constexpr (std::is_same_v<Map, detail::unreduce_map>) {  // appears in gradients of gradients
       std::vector<int> ax;
       for (int d = 0; d < e.map.rank; ++d)
@@ -326,12 +327,13 @@ struct backward<pad_expr<A>> {
   static void run(const pad_expr<A>& e, const G& g, Sink& sink) {
     if constexpr (differentiable_v<A>) {
       const auto gt = reduce_to_ordered(g, e.shape());
-      std::vector<index_t> b, en;
+      using GT = std::remove_const_t<decltype(gt)>;
+      detail::slice_map m;
       for (int d = 0; d < e.a.shape().rank(); ++d) {
-        b.push_back(e.paddings[static_cast<std::size_t>(d)].first);
-        en.push_back(b.back() + e.a.shape()[d]);
+        m.begin[d] = e.first(d);
+        m.step[d] = e.step(d);
       }
-      backward<A>::run(e.a, step(strided_slice(gt, b, en)), sink);
+      backward<A>::run(e.a, step(remap_expr<detail::slice_map, GT>(gt, m, e.a.shape())), sink);
     }
   }
 };

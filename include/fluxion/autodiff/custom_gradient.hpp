@@ -87,7 +87,9 @@ class custom_gradient_function {
   template <class Sink, class X, class G>
   static void push(Sink& sink, const X& x, const G& g) {
     if constexpr (is_expression_v<G>) {
-      if (g.shape() != x.shape() && broadcast_shapes(g.shape(), x.shape(), "custom_gradient") != g.shape())
+      // The gradient may have the argument's shape, or broadcast with it (summed or spread by sink.leaf).
+      const auto joint = try_broadcast_shapes(g.shape(), x.shape());
+      if (!joint || (*joint != g.shape() && *joint != x.shape()))
         throw shape_error("custom_gradient: the gradient's shape " + to_string(g.shape()) +
                           " does not match its argument's shape " + to_string(x.shape()));
       sink.leaf(x, g);

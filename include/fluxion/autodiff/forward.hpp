@@ -235,7 +235,7 @@ struct tangent<pad_expr<A>> {
   template <int K>
   static auto of(const pad_expr<A>& e, const forward_accumulator& acc) {
     auto ta = tstep<K>(tangent<A>::template of<K>(e.a, acc));
-    return pad_expr<decltype(ta)>(ta, e.paddings, value_type_t<A>(0), e.shape());
+    return pad_expr<decltype(ta)>(ta, e.paddings, value_type_t<A>(0), e.shape(), e.steps);
   }
 };
 

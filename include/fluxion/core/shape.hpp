@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <initializer_list>
 #include <ostream>
 #include <string>
@@ -94,20 +95,24 @@ inline std::array<index_t, max_rank> contiguous_strides(const shape& s) {
   return st;
 }
 
-/// NumPy broadcasting of two shapes; `op` names the operation in the error message.
-inline shape broadcast_shapes(const shape& a, const shape& b, const char* op) {
+/// NumPy broadcasting of two shapes, or nothing when they do not broadcast.
+inline std::optional<shape> try_broadcast_shapes(const shape& a, const shape& b) {
   if (a == b) return a;
   const int r = std::max(a.rank(), b.rank());
   std::array<index_t, max_rank> out{};
   for (int i = 0; i < r; ++i) {
     const int ia = a.rank() - r + i, ib = b.rank() - r + i;
     const index_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    if (da != db && da != 1 && db != 1)
-      throw shape_error(std::string(op) + ": shapes " + to_string(a) + " and " + to_string(b) +
-                        " cannot be broadcast");
+    if (da != db && da != 1 && db != 1) return std::nullopt;
     out[static_cast<std::size_t>(i)] = da == 1 ? db : da;
   }
   return shape(out.begin(), out.begin() + r);
+}
+
+/// NumPy broadcasting of two shapes; `op` names the operation in the error message.
+inline shape broadcast_shapes(const shape& a, const shape& b, const char* op) {
+  if (auto s = try_broadcast_shapes(a, b)) return *s;
+  throw shape_error(std::string(op) + ": shapes " + to_string(a) + " and " + to_string(b) + " cannot be broadcast");
 }
 
 /// Maps a possibly negative axis into [0, rank) or throws naming `op`.

@@ -251,23 +251,37 @@ auto split(A&& a, int num, int axis = 0) {
   return split(t, std::vector<index_t>(static_cast<std::size_t>(num), n / num), ax);
 }
 
+/// Pads `a` with a constant. Along axis d, the elements of `a` land steps[d] apart (steps empty: all
+/// 1), from position paddings[d].first; a negative step stores them in reverse order. Steps other
+/// than 1 serve as the gradient of a strided slice, which so stays differentiable to any order.
 template <class A>
 struct pad_expr : detail::boundary_expr<pad_expr<A>, value_type_t<A>, device_t<A>> {
   A a;
   std::vector<std::pair<index_t, index_t>> paddings;
   value_type_t<A> value;
   fluxion::shape m_shape;
+  std::vector<index_t> steps;
 
-  pad_expr(A a_, std::vector<std::pair<index_t, index_t>> p, value_type_t<A> v, fluxion::shape s)
-      : a(std::move(a_)), paddings(std::move(p)), value(v), m_shape(s) {}
+  pad_expr(A a_, std::vector<std::pair<index_t, index_t>> p, value_type_t<A> v, fluxion::shape s,
+           std::vector<index_t> steps_ = {})
+      : a(std::move(a_)), paddings(std::move(p)), value(v), m_shape(s), steps(std::move(steps_)) {}
   const fluxion::shape& shape() const { return m_shape; }
+  index_t step(int d) const { return steps.empty() ? 1 : steps[static_cast<std::size_t>(d)]; }
+  /// Where element 0 of `a` lands along axis d.
+  index_t first(int d) const {
+    const index_t st = step(d), n = a.shape()[d];
+    return paddings[static_cast<std::size_t>(d)].first + (st < 0 && n > 0 ? (n - 1) * -st : 0);
+  }
   tensor<value_type_t<A>, device_t<A>> compute() const {
     tensor<value_type_t<A>, device_t<A>> out(m_shape);
     const auto st = contiguous_strides(m_shape);
     detail::assign_into(out, 0, st.data(), broadcast_to(scalar_expr<value_type_t<A>, device_t<A>>(value), m_shape));
-    index_t offset = 0;
-    for (int d = 0; d < m_shape.rank(); ++d) offset += paddings[static_cast<std::size_t>(d)].first * st[static_cast<std::size_t>(d)];
-    detail::assign_into(out, offset, st.data(), a);
+    index_t offset = 0, strides[max_rank];
+    for (int d = 0; d < m_shape.rank(); ++d) {
+      offset += first(d) * st[static_cast<std::size_t>(d)];
+      strides[d] = step(d) * st[static_cast<std::size_t>(d)];
+    }
+    detail::assign_into(out, offset, strides, a);
     return out;
   }
 };

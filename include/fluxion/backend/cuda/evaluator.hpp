@@ -283,8 +283,8 @@ struct evaluator<cuda> {
   }
 
   /// Batched matrix products, C_b = op(A_{a_off[b]}) op(B_{b_off[b]}), one thread per element
-  /// of C. The offset arrays are on the host, as fx::matmul builds them. A plain kernel: cuBLAS
-  /// is the fast path for float and double.
+  /// of C; the offset arrays are on the host, as fx::matmul builds them. A plain kernel for every
+  /// element type, until cuBLAS takes over float and double.
   template <class T>
   static void matmul(bool ta, bool tb, index_t batch, index_t m, index_t n, index_t k, const T* a,
                      const index_t* a_off, const T* b, const index_t* b_off, T* c) {

@@ -8,9 +8,11 @@
 //   fx::tensor<float, fx::cuda> r = a * b + c;    // one buffer, reused from the cache if possible
 //   assert(fx::memory::stats<fx::cuda>().allocations == before.allocations + 1);
 //
-// Everything goes through Thrust (thrust::device_malloc, thrust::copy), so under nvcc it is CUDA
-// memory and under a host compiler with THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP it is host
-// memory: the same code is tested on machines without a GPU.
+// fx::memory::empty_cache<fx::cuda>() frees the whole process's cached device buffers (the cpu
+// cache is per thread). Everything goes through Thrust (thrust::device_malloc, thrust::copy), so
+// under nvcc it is CUDA memory, and under a host compiler with
+// THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP it is host memory: the same code is tested on
+// machines without a GPU.
 #pragma once
 
 #include <cstddef>
