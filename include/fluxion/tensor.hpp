@@ -1,7 +1,9 @@
-// Facade: tensors, variables, fused expressions, reductions, shape ops and the CPU evaluator.
+// Facade: tensors, variables, fused expressions, reductions, shape ops, convolution and pooling,
+// and the CPU evaluator.
 #pragma once
 
 #include "backend/cpu/evaluator.hpp"
+#include "expr/conv.hpp"
 #include "expr/elementwise.hpp"
 #include "expr/evaluate.hpp"
 #include "expr/indexing.hpp"
@@ -10,6 +12,7 @@
 #include "expr/remap.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/variable.hpp"
+#include "autodiff/conv.hpp"
 #include "autodiff/custom_gradient.hpp"
 #include "autodiff/forward.hpp"
 #include "autodiff/functional.hpp"

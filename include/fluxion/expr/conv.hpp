@@ -1,0 +1,276 @@
+// 2-D convolution and pooling over NHWC tensors, as tf.nn.conv2d, tf.nn.max_pool2d and
+// tf.nn.avg_pool2d.
+//
+//   fx::tensor<float> x = fx::random::normal<float>({64, 28, 28, 1}, gen);  // (batch, height, width, channels)
+//   fx::tensor<float> w = fx::random::normal<float>({5, 5, 1, 32}, gen);    // (height, width, in, out)
+//   auto y = fx::conv2d(x, w, /*strides=*/1, fx::padding::same);           // (64, 28, 28, 32)
+//   auto p = fx::max_pool2d(fx::relu(y), /*ksize=*/2, /*strides=*/2);       // (64, 14, 14, 32)
+//
+// Each op is a kernel boundary, a window_expr: its operands are materialized and the CPU kernels
+// of backend/cpu/conv.hpp and pool.hpp compute it. The ops that make up their gradients (the
+// input and filter gradients of conv2d, the routing of max pooling's gradient ...) are
+// window_exprs as well, each with vjp and jvp rules (autodiff/conv.hpp), so gradients of these
+// gradients work to any order. Only the cpu device has these kernels: other devices do not
+// compile.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "../backend/cpu/conv.hpp"
+#include "../backend/cpu/pool.hpp"
+#include "../core/shape.hpp"
+#include "elementwise.hpp"
+#include "evaluate.hpp"
+
+namespace fluxion {
+
+/// TensorFlow's padding: `valid` uses only windows that lie inside the input; `same` pads with
+/// zeros (which pooling ignores) so that the output has ceil(input / stride) positions.
+using padding = detail::kernels::padding_mode;
+
+/// A (height, width) pair: strides, dilations and pooling windows. One number sets both.
+struct spatial2d {
+  index_t height = 1, width = 1;
+  constexpr spatial2d() = default;
+  constexpr spatial2d(index_t both) : height(both), width(both) {}  // NOLINT: implicit, as TF's ints
+  constexpr spatial2d(index_t h, index_t w) : height(h), width(w) {}
+};
+
+namespace detail {
+
+using conv2d_geometry = kernels::conv2d_shape;
+using pool2d_geometry = kernels::pool2d_shape;
+
+/// The role of each tensor of a window op; shape_of gives its shape in a geometry.
+enum class window_role { input, filters, output };
+
+inline fluxion::shape shape_of(window_role r, const conv2d_geometry& s) {
+  switch (r) {
+    case window_role::input: return {s.batch, s.in_h, s.in_w, s.in_c};
+    case window_role::filters: return {s.filter_h, s.filter_w, s.in_c, s.out_c};
+    default: return {s.batch, s.out_h, s.out_w, s.out_c};
+  }
+}
+inline fluxion::shape shape_of(window_role r, const pool2d_geometry& s) {
+  if (r == window_role::input) return {s.batch, s.in_h, s.in_w, s.channels};
+  return {s.batch, s.out_h, s.out_w, s.channels};
+}
+
+/// y = the value of `h` at the first maximal element of `x` in each window, the element
+/// max_pool2d_backward routes the gradient to: the adjoint of that routing in the gradient, which
+/// gives max pooling its second derivatives and its jvp.
+template <class T>
+void max_pool2d_select(const pool2d_geometry& s, const T* x, const T* h, T* y) {
+  const index_t c = s.channels, image = s.in_h * s.in_w * c;
+  kernels::pool_detail::for_each_output_row(s, [&](index_t n, index_t oh) {
+    const T* xn = x + n * image;
+    const T* hn = h + n * image;
+    for (index_t ow = 0; ow < s.out_w; ++ow) {
+      T* out = y + ((n * s.out_h + oh) * s.out_w + ow) * c;
+      const auto win = kernels::pool_detail::span_of(s, oh, ow);
+      for (index_t ch = 0; ch < c; ++ch) {
+        if (win.count() == 0) {
+          out[ch] = T(0);
+          continue;
+        }
+        index_t best = (win.h0 * s.in_w + win.w0) * c + ch;
+        for (index_t ih = win.h0; ih < win.h1; ++ih)
+          for (index_t iw = win.w0; iw < win.w1; ++iw) {
+            const index_t at = (ih * s.in_w + iw) * c + ch;
+            if (xn[at] > xn[best]) best = at;  // ties keep the earlier, as the kernels do
+          }
+        out[ch] = hn[best];
+      }
+    }
+  });
+}
+
+}  // namespace detail
+
+/// The ops of window_expr, as one table: the op, its geometry, its kernel, the role of its result
+/// and the roles of its operands. The kernel is called as kernel(geometry, operands..., result).
+#define FLUXION_WINDOW_OP(tag, geometry_type, kernel, result_role, ...)      \
+  struct tag {                                                              \
+    using enum detail::window_role;                                         \
+    static constexpr const char* name = #tag;                               \
+    using geometry = detail::geometry_type;                                 \
+    static constexpr detail::window_role result = result_role;              \
+    static constexpr std::array operands{__VA_ARGS__};                      \
+    template <class... P>                                                   \
+    static void run(const geometry& s, P*... p) {                           \
+      detail::kernel(s, p...);                                              \
+    }                                                                       \
+  };
+
+namespace window_ops {
+
+FLUXION_WINDOW_OP(conv2d, conv2d_geometry, kernels::conv2d_forward, output, input, filters)
+// The input and filter gradients of conv2d: their operand `output` is the output's gradient.
+FLUXION_WINDOW_OP(conv2d_input_gradient, conv2d_geometry, kernels::conv2d_backward_input, input, output, filters)
+FLUXION_WINDOW_OP(conv2d_filter_gradient, conv2d_geometry, kernels::conv2d_backward_filter, filters, input, output)
+
+FLUXION_WINDOW_OP(max_pool2d, pool2d_geometry, kernels::max_pool2d_forward, output, input)
+// (input, output gradient): each window's gradient goes to its first maximal element.
+FLUXION_WINDOW_OP(max_pool2d_gradient, pool2d_geometry, kernels::max_pool2d_backward, input, input, output)
+// (input, values shaped as the input): each window's value at the input's first maximal element.
+FLUXION_WINDOW_OP(max_pool2d_select, pool2d_geometry, max_pool2d_select, output, input, input)
+
+FLUXION_WINDOW_OP(avg_pool2d, pool2d_geometry, kernels::avg_pool2d_forward, output, input)
+// (output gradient): each window's gradient shared equally among its elements.
+FLUXION_WINDOW_OP(avg_pool2d_gradient, pool2d_geometry, kernels::avg_pool2d_backward, input, output)
+
+}  // namespace window_ops
+
+#undef FLUXION_WINDOW_OP
+
+/// A sliding-window op over NHWC operands: Op (a window_ops tag) with its geometry, computed by
+/// Op's CPU kernel once its operands are materialized.
+template <class Op, class... A>
+struct window_expr : detail::boundary_expr<window_expr<Op, A...>, value_type_t<std::tuple_element_t<0, std::tuple<A...>>>,
+                                           device_t<std::tuple_element_t<0, std::tuple<A...>>>> {
+  using T = value_type_t<std::tuple_element_t<0, std::tuple<A...>>>;
+  using D = device_t<std::tuple_element_t<0, std::tuple<A...>>>;
+  using geometry_type = typename Op::geometry;
+  std::tuple<A...> operands;
+  geometry_type geometry;
+  fluxion::shape m_shape;
+
+  explicit window_expr(const geometry_type& g, A... a)
+      : operands(std::move(a)...), geometry(g), m_shape(detail::shape_of(Op::result, g)) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (check_operand(I, std::get<I>(operands).shape(), detail::shape_of(std::get<I>(Op::operands), g)), ...);
+    }(std::index_sequence_for<A...>{});
+  }
+  const fluxion::shape& shape() const { return m_shape; }
+
+  tensor<T, D> compute() const {
+    tensor<T, D> out(m_shape);
+    std::apply([&](const auto&... a) { Op::run(geometry, detail::materialize(a).data()..., out.mutable_data()); },
+               operands);
+    return out;
+  }
+
+ private:
+  // The public functions build consistent operands; this guards the kernels' raw pointers.
+  static void check_operand(std::size_t i, const fluxion::shape& got, const fluxion::shape& want) {
+    if (got != want)
+      throw shape_error(std::string(Op::name) + ": operand " + std::to_string(i) + " has shape " + to_string(got) +
+                        ", expected " + to_string(want));
+  }
+};
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_window_scalar_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+inline void require_nhwc(const char* op, const char* operand, const char* layout, const fluxion::shape& s) {
+  if (s.rank() != 4)
+    throw shape_error(std::string(op) + ": " + operand + " must have rank 4 " + layout + ", got shape " + to_string(s));
+}
+
+inline void require_input_nhwc(const char* op, const fluxion::shape& s) {
+  require_nhwc(op, "input", "(batch, height, width, channels)", s);
+}
+
+// TensorFlow rejects `valid` windows larger than the input instead of giving an empty output.
+inline void require_window_fits(const char* op, bool fits, const std::string& window, const fluxion::shape& input) {
+  if (!fits)
+    throw shape_error(std::string(op) + ": with valid padding the window " + window + " is larger than the input " +
+                      to_string(input));
+}
+
+inline std::string window_text(index_t h, index_t w) { return std::to_string(h) + "x" + std::to_string(w); }
+
+inline conv2d_geometry conv2d_geometry_of(const fluxion::shape& x, const fluxion::shape& w, spatial2d strides,
+                                          padding pad, spatial2d dilations) {
+  require_input_nhwc("conv2d", x);
+  require_nhwc("conv2d", "filters", "(height, width, in_channels, out_channels)", w);
+  if (x[3] != w[2])
+    throw shape_error("conv2d: input " + to_string(x) + " has " + std::to_string(x[3]) + " channels but filters " +
+                      to_string(w) + " expect " + std::to_string(w[2]));
+  if (w[0] < 1 || w[1] < 1) throw shape_error("conv2d: filters " + to_string(w) + " have an empty window");
+  const conv2d_geometry s = kernels::conv2d_tf_shape(x[0], x[1], x[2], x[3], w[0], w[1], w[3], pad, strides.height,
+                                                     strides.width, dilations.height, dilations.width);
+  const index_t span_h = (w[0] - 1) * dilations.height + 1, span_w = (w[1] - 1) * dilations.width + 1;
+  require_window_fits("conv2d", pad == padding::same || (x[1] >= span_h && x[2] >= span_w),
+                      window_text(span_h, span_w) + " of filters " + to_string(w) + " at dilation " +
+                          window_text(dilations.height, dilations.width),
+                      x);
+  return s;
+}
+
+inline pool2d_geometry pool2d_geometry_of(const char* op, const fluxion::shape& x, spatial2d ksize, spatial2d strides,
+                                          padding pad) {
+  require_input_nhwc(op, x);
+  const kernels::window_extent h = kernels::tf_window(op, x[1], ksize.height, strides.height, 1, pad);
+  const kernels::window_extent w = kernels::tf_window(op, x[2], ksize.width, strides.width, 1, pad);
+  require_window_fits(op, pad == padding::same || (x[1] >= ksize.height && x[2] >= ksize.width),
+                      window_text(ksize.height, ksize.width), x);
+  return {x[0],           x[1],          x[2],         x[3],         ksize.height, ksize.width,
+          strides.height, strides.width, h.pad_before, w.pad_before, h.out,        w.out};
+}
+
+template <class Op, class X>
+auto pool2d(X&& input, spatial2d ksize, spatial2d strides, padding pad) {
+  using EX = expr_t<X>;
+  static_assert(is_window_scalar_v<value_type_t<EX>>,
+                "fluxion::max_pool2d, avg_pool2d: the element type must be float or double; convert with "
+                "fluxion::cast<float>.");
+  static_assert(std::is_same_v<device_t<EX>, cpu>,
+                "fluxion::max_pool2d, avg_pool2d: pooling runs on the cpu device only; move the input with "
+                "fluxion::to<fluxion::cpu>.");
+  EX x = as_expr<X>(std::forward<X>(input));
+  const pool2d_geometry s = pool2d_geometry_of(Op::name, x.shape(), ksize, strides, pad);
+  return window_expr<Op, EX>(s, std::move(x));
+}
+
+template <class X>
+concept window_operand = is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>;
+
+}  // namespace detail
+
+/// tf.nn.conv2d: input (batch, height, width, in_channels), filters (height, width, in_channels,
+/// out_channels) -> (batch, out_height, out_width, out_channels).
+template <detail::window_operand X, detail::window_operand W>
+auto conv2d(X&& input, W&& filters, spatial2d strides = 1, padding pad = padding::valid, spatial2d dilations = 1) {
+  using EX = detail::expr_t<X>;
+  using EW = detail::expr_t<W>;
+  static_assert(std::is_same_v<value_type_t<EX>, value_type_t<EW>>,
+                "fluxion::conv2d: the input and the filters have different element types; convert one with "
+                "fluxion::cast<T>.");
+  static_assert(detail::is_window_scalar_v<value_type_t<EX>>,
+                "fluxion::conv2d: the element type must be float or double; convert with fluxion::cast<float>.");
+  static_assert(std::is_same_v<device_t<EX>, cpu> && std::is_same_v<device_t<EW>, cpu>,
+                "fluxion::conv2d: convolution runs on the cpu device only; move the operands with "
+                "fluxion::to<fluxion::cpu>.");
+  EX x = detail::as_expr<X>(std::forward<X>(input));
+  EW w = detail::as_expr<W>(std::forward<W>(filters));
+  const auto s = detail::conv2d_geometry_of(x.shape(), w.shape(), strides, pad, dilations);
+  return window_expr<window_ops::conv2d, EX, EW>(s, std::move(x), std::move(w));
+}
+
+/// tf.nn.max_pool2d over NHWC input: the maximum of each window's elements inside the input
+/// (`same` padding never wins).
+template <detail::window_operand X>
+auto max_pool2d(X&& input, spatial2d ksize, spatial2d strides, padding pad = padding::valid) {
+  return detail::pool2d<window_ops::max_pool2d>(std::forward<X>(input), ksize, strides, pad);
+}
+
+/// tf.nn.avg_pool2d over NHWC input: the mean of each window's elements inside the input (`same`
+/// windows at the border divide by the number of elements they cover).
+template <detail::window_operand X>
+auto avg_pool2d(X&& input, spatial2d ksize, spatial2d strides, padding pad = padding::valid) {
+  return detail::pool2d<window_ops::avg_pool2d>(std::forward<X>(input), ksize, strides, pad);
+}
+
+}  // namespace fluxion
+
+// The vjp and jvp rules of every window op; included here so that no program can use the ops
+// without their rules (which would silently give no gradient).
+#include "../autodiff/conv.hpp"

@@ -1,0 +1,201 @@
+// conv2d, max_pool2d and avg_pool2d against central finite differences, in double: first
+// derivatives with respect to every operand over strides, dilations and `same`/`valid`; second
+// derivatives (the gradient of a gradient is checked like any other function); forward mode, and
+// forward over reverse.
+#define FLUXION_MAX_DERIVATIVE_ORDER 2
+#include "../test_util.hpp"
+
+#include <fluxion/testing/check_gradients.hpp>
+
+namespace {
+
+using fx::testing::check_gradients;
+
+struct window_case {
+  fx::shape x, w;  // w: the filters of conv2d; for pooling, w[0] x w[1] is the window
+  fx::spatial2d strides, dilations;
+  fx::padding pad;
+};
+
+std::string describe(const window_case& c) {
+  return "x " + fx::to_string(c.x) + ", w " + fx::to_string(c.w) + ", strides " + std::to_string(c.strides.height) +
+         "x" + std::to_string(c.strides.width) + ", dilations " + std::to_string(c.dilations.height) + "x" +
+         std::to_string(c.dilations.width) + (c.pad == fx::padding::same ? ", same" : ", valid");
+}
+
+const std::vector<window_case> conv_cases = {
+    {{2, 5, 4, 2}, {3, 3, 2, 3}, 1, 1, fx::padding::valid},
+    {{2, 5, 4, 2}, {3, 3, 2, 3}, 1, 1, fx::padding::same},
+    {{1, 6, 5, 2}, {3, 2, 2, 2}, 2, 1, fx::padding::same},
+    {{1, 7, 6, 3}, {2, 3, 3, 2}, {2, 1}, 1, fx::padding::valid},
+    {{1, 7, 7, 1}, {3, 3, 1, 2}, 1, 2, fx::padding::same},
+    {{1, 7, 6, 2}, {2, 2, 2, 2}, 1, {2, 1}, fx::padding::valid},
+};
+
+const std::vector<window_case> pool_cases = {
+    {{2, 4, 4, 2}, {2, 2}, 2, 1, fx::padding::valid},
+    {{1, 5, 5, 2}, {2, 2}, 2, 1, fx::padding::same},
+    {{1, 5, 4, 3}, {3, 3}, 1, 1, fx::padding::same},   // overlapping windows
+    {{1, 6, 5, 1}, {3, 2}, {2, 1}, 1, fx::padding::same},
+};
+
+auto conv_of(const window_case& c) {
+  return [c](const auto& x, const auto& w) { return fx::conv2d(x, w, c.strides, c.pad, c.dilations); };
+}
+auto max_pool_of(const window_case& c) {
+  return [c](const auto& x) { return fx::max_pool2d(x, {c.w[0], c.w[1]}, c.strides, c.pad); };
+}
+auto avg_pool_of(const window_case& c) {
+  return [c](const auto& x) { return fx::avg_pool2d(x, {c.w[0], c.w[1]}, c.strides, c.pad); };
+}
+
+// The gradient of sum(f(x)^2 * weight) with respect to x, from an inner tape: its own gradient
+// exercises the rules of the gradient ops (second order).
+template <class F, class... X>
+fx::tensor<double> inner_gradient(const F& f, std::size_t which, const X&... x) {
+  fx::gradient_tape tape;
+  (tape.watch(x), ...);
+  const fx::tensor<double> y = f(x...);
+  const fx::tensor<double> loss = fx::reduce_sum(fx::square(y) * test::random_tensor<double>(y.shape(), 99, 0.5, 1.5));
+  return tape.gradient(loss, std::vector<const fx::tensor<double>*>{&x...})[which];
+}
+
+// Central differences of f along v.
+template <class F>
+fx::tensor<double> directional_difference(const F& f, const fx::tensor<double>& x, const fx::tensor<double>& v) {
+  const double h = 1e-6;
+  const fx::tensor<double> up = f(fx::tensor<double>(x + h * v)), down = f(fx::tensor<double>(x - h * v));
+  return (up - down) / (2 * h);
+}
+
+}  // namespace
+
+TEST_CASE("rules: conv2d with respect to the input and the filters") {
+  unsigned seed = 1;
+  for (const auto& c : conv_cases) {
+    CAPTURE(describe(c));
+    const auto x = test::random_tensor<double>(c.x, seed++);
+    const auto w = test::random_tensor<double>(c.w, seed++);
+    auto r = check_gradients(conv_of(c), x, w);
+    CHECK_MESSAGE(r.ok, r.report);
+  }
+}
+
+TEST_CASE("rules: conv2d of expressions, and in graph mode") {
+  const auto x = test::random_tensor<double>({1, 5, 5, 2}, 3);
+  const auto w = test::random_tensor<double>({3, 3, 2, 2}, 4);
+  auto r = check_gradients([](const auto& a, const auto& b) { return fx::conv2d(fx::sin(a), b, 2, fx::padding::same); },
+                           x, w);
+  CHECK_MESSAGE(r.ok, r.report);
+  // fx::grad differentiates the expression's type with no tape; it agrees with the tape.
+  auto graph = fx::grad([&](const auto& a) { return fx::reduce_sum(fx::conv2d(a, w, 1, fx::padding::same)); })(x);
+  auto taped = fx::gradients_function([&](const auto& a) { return fx::conv2d(a, w, 1, fx::padding::same); })(x)[0];
+  test::check_close(graph.to_vector(), taped.to_vector(), 1e-12, 1e-12);
+}
+
+TEST_CASE("rules: trainable filters are watched when conv2d reads them") {
+  const auto x = test::random_tensor<double>({1, 4, 4, 1}, 5);
+  fx::variable<double> w(test::random_tensor<double>({2, 2, 1, 1}, 6));
+  fx::gradient_tape tape;
+  const fx::tensor<double> loss = fx::reduce_sum(fx::conv2d(x, w));
+  const fx::tensor<double> dw = tape.gradient(loss, w);
+  // d sum(conv) / dw[kh, kw] = the sum of the input under that tap over all valid positions.
+  for (int kh = 0; kh < 2; ++kh)
+    for (int kw = 0; kw < 2; ++kw) {
+      double want = 0;
+      for (int oh = 0; oh < 3; ++oh)
+        for (int ow = 0; ow < 3; ++ow) want += x(0, oh + kh, ow + kw, 0);
+      CHECK(dw(kh, kw, 0, 0) == doctest::Approx(want).epsilon(1e-12));
+    }
+}
+
+TEST_CASE("rules: float gradients agree with double ones") {
+  const auto x = test::random_tensor<double>({2, 6, 5, 2}, 7), w = test::random_tensor<double>({3, 3, 2, 3}, 8);
+  auto grads = fx::gradients_function([](const auto& a, const auto& b) {
+    return fx::max_pool2d(fx::conv2d(a, b, 1, fx::padding::same), 2, 2);
+  });
+  const auto in_double = grads(x, w);
+  const auto in_float = grads(fx::tensor<float>(fx::cast<float>(x)), fx::tensor<float>(fx::cast<float>(w)));
+  for (std::size_t i = 0; i < 2; ++i) {
+    const fx::tensor<double> got = fx::cast<double>(in_float[i]);
+    test::check_close(got.to_vector(), in_double[i].to_vector(), 1e-4, 1e-5);
+  }
+}
+
+TEST_CASE("rules: max_pool2d and avg_pool2d") {
+  unsigned seed = 10;
+  for (const auto& c : pool_cases) {
+    CAPTURE(describe(c));
+    const auto x = test::random_tensor<double>(c.x, seed++);
+    auto rm = check_gradients(max_pool_of(c), x);
+    CHECK_MESSAGE(rm.ok, rm.report);
+    auto ra = check_gradients(avg_pool_of(c), x);
+    CHECK_MESSAGE(ra.ok, ra.report);
+  }
+}
+
+TEST_CASE("rules: max_pool2d routes a tie's gradient to the window's first maximum, as TensorFlow") {
+  const fx::tensor<double> x = fx::reshape(fx::tensor<double>{1.0, 3.0, 3.0, 2.0}, {1, 2, 2, 1});
+  const auto g = fx::gradients_function([](const auto& v) { return fx::max_pool2d(v, 2, 2); })(x)[0];
+  CHECK(g.to_vector() == std::vector<double>{0, 1, 0, 0});
+}
+
+TEST_CASE("rules: second derivatives of conv2d, max_pool2d and avg_pool2d") {
+  unsigned seed = 20;
+  for (const auto& c : {conv_cases[1], conv_cases[2], conv_cases[4]}) {
+    CAPTURE(describe(c));
+    const auto x = test::random_tensor<double>(c.x, seed++);
+    const auto w = test::random_tensor<double>(c.w, seed++);
+    for (std::size_t which : {0u, 1u}) {
+      CAPTURE(which);
+      auto r = check_gradients(
+          [&](const auto& a, const auto& b) { return inner_gradient(conv_of(c), which, a, b); }, x, w);
+      CHECK_MESSAGE(r.ok, r.report);
+    }
+  }
+  for (const auto& c : {pool_cases[0], pool_cases[2]}) {
+    CAPTURE(describe(c));
+    const auto x = test::random_tensor<double>(c.x, seed++);
+    auto rm = check_gradients([&](const auto& a) { return inner_gradient(max_pool_of(c), 0, a); }, x);
+    CHECK_MESSAGE(rm.ok, rm.report);
+    auto ra = check_gradients([&](const auto& a) { return inner_gradient(avg_pool_of(c), 0, a); }, x);
+    CHECK_MESSAGE(ra.ok, ra.report);
+  }
+}
+
+TEST_CASE("rules: forward mode of conv2d, max_pool2d and avg_pool2d, and forward over reverse") {
+  const window_case c = conv_cases[2], p = pool_cases[2];
+  const auto x = test::random_tensor<double>(c.x, 30), w = test::random_tensor<double>(c.w, 31);
+  const auto vx = test::random_tensor<double>(c.x, 32), vw = test::random_tensor<double>(c.w, 33);
+  {
+    fx::forward_accumulator acc;
+    acc.watch(x, vx);
+    acc.watch(w, vw);
+    const fx::tensor<double> y = fx::conv2d(x, w, c.strides, c.pad, c.dilations);
+    const double h = 1e-6;
+    const fx::tensor<double> fd = (fx::conv2d(fx::tensor<double>(x + h * vx), fx::tensor<double>(w + h * vw),
+                                              c.strides, c.pad, c.dilations) -
+                                   fx::conv2d(fx::tensor<double>(x - h * vx), fx::tensor<double>(w - h * vw),
+                                              c.strides, c.pad, c.dilations)) /
+                                  (2 * h);
+    test::check_close(acc.jvp(y).to_vector(), fd.to_vector(), 1e-6, 1e-8);
+  }
+  const auto px = test::random_tensor<double>(p.x, 34), pv = test::random_tensor<double>(p.x, 35);
+  for (bool max : {true, false}) {
+    CAPTURE(max);
+    auto pool = [&](const fx::tensor<double>& a) {
+      return max ? fx::tensor<double>(max_pool_of(p)(a)) : fx::tensor<double>(avg_pool_of(p)(a));
+    };
+    auto [y, t] = fx::jvp(pool, px, pv);
+    test::check_close(t.to_vector(), directional_difference(pool, px, pv).to_vector(), 1e-6, 1e-8);
+    // Forward over reverse: the tangent of a gradient is a Hessian-vector product.
+    auto grad = [&](const fx::tensor<double>& a) { return inner_gradient(pool, 0, a); };
+    fx::forward_accumulator acc(px, pv);
+    const fx::tensor<double> g = grad(px);
+    test::check_close(acc.jvp(g).to_vector(), directional_difference(grad, px, pv).to_vector(), 1e-6, 1e-8);
+  }
+  auto conv_grad = [&](const fx::tensor<double>& a) { return inner_gradient(conv_of(c), 1, a, w); };
+  fx::forward_accumulator acc(x, vx);
+  const fx::tensor<double> g = conv_grad(x);
+  test::check_close(acc.jvp(g).to_vector(), directional_difference(conv_grad, x, vx).to_vector(), 1e-6, 1e-8);
+}
