@@ -29,8 +29,11 @@ TEST_CASE("shape: broadcasting follows NumPy") {
 }
 
 TEST_CASE("shape: errors") {
-  CHECK_THROWS_AS(fx::shape({1, 2, 3, 4, 5, 6, 7, 8, 9}), fx::invalid_argument);
-  CHECK_THROWS_AS(fx::shape({-1}), fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      fx::shape({1, 2, 3, 4, 5, 6, 7, 8, 9}),
+      "shape: cannot add an axis of extent 9 to shape (1, 2, 3, 4, 5, 6, 7, 8): the rank would exceed the maximum of 8",
+      fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(fx::shape({2, -1}), "shape: extent -1 is negative (after the axes (2,))", fx::invalid_argument);
   CHECK(fx::normalize_axis(-1, 3, "op") == 2);
   try {
     fx::normalize_axis(3, 3, "reduce_sum");

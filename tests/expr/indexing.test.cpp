@@ -65,6 +65,8 @@ TEST_CASE("concat, stack, split, pad") {
   CHECK(parts[1].to_vector() == std::vector<int>{3, 4, 5});
   test::check_throws_with<fx::invalid_argument>([&] { (void)fx::split(x, 2, 1); }, "split: axis 1 of shape (1, 5) cannot be split into 2 equal pieces");
   test::check_throws_with<fx::shape_error>([&] { (void)fx::split(x, std::vector<fx::index_t>{2, 2}, 1); }, "split: sizes add up to 4");
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::split(x, std::vector<fx::index_t>{-1, 2, -1}, 1); },
+                                                "split: sizes 0 and 2 are both -1; at most one size may be inferred");
   fx::tensor<int> p = fx::pad(a, {{0, 1}, {2, 0}}, -1);
   CHECK(p.shape() == fx::shape{3, 4});
   CHECK(p.to_vector() == std::vector<int>{-1, -1, 1, 2, -1, -1, 3, 4, -1, -1, -1, -1});

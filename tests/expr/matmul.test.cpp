@@ -58,5 +58,5 @@ TEST_CASE("matmul: the design's example, empty inner dimension, integers, errors
       "matmul: operands need rank >= 2, got shapes (3,) and (3, 2)");
   test::check_throws_with<fx::shape_error>(
       [] { (void)fx::matmul(fx::tensor<float>(fx::shape{2, 2, 3}), fx::tensor<float>(fx::shape{3, 3, 2})); },
-      "matmul: shapes (2,) and (3,) cannot be broadcast");
+      "matmul: batch dimensions of shapes (2, 2, 3) and (3, 3, 2) cannot be broadcast");
 }

@@ -1,3 +1,4 @@
+#include <limits>
 #include "../test_util.hpp"
 
 TEST_CASE("tensor: construction from scalars and nested braces") {
@@ -29,6 +30,18 @@ TEST_CASE("tensor: construction from scalars and nested braces") {
 
 TEST_CASE("tensor: bad construction and access throw with the values") {
   test::check_throws_with<fx::shape_error>([] { fx::tensor<int> t = {{1, 2}, {3}}; }, "ragged");
+  // Whichever branch comes first, a list where values belong (or values where lists belong) is refused.
+  test::check_throws_with<fx::shape_error>([] { fx::tensor<float> t = {{1.f, 2.f}, {{3.f}, {4.f}}}; },
+                                           "tensor: nested initializer lists are ragged: a value at depth 1 of a tensor of shape (2, 2, 1)");
+  test::check_throws_with<fx::shape_error>([] { fx::tensor<float> t = {{{3.f}, {4.f}}, {1.f, 2.f}}; },
+                                           "tensor: nested initializer lists are ragged");
+  test::check_throws_with<fx::shape_error>([] { fx::tensor<int> t = {{1, 2}, {3, 4, 5}}; },
+                                           "axis 1 has lengths 2 and 3");
+  test::check_throws_with<fx::invalid_argument>(
+      [] { (void)fx::expand_dims(fx::tensor<float>(fx::shape{1, 1, 1, 1, 1, 1, 1, 1}), 0); },
+      "expand_dims: shape (1, 1, 1, 1, 1, 1, 1, 1) already has the maximum rank, 8");
+  fx::tensor<int> empty_rows = {{}, {}};
+  CHECK(empty_rows.shape() == fx::shape{2, 0});
   fx::tensor<int> t = {{1, 2, 3}, {4, 5, 6}};
   test::check_throws_with<fx::out_of_range>([&] { (void)t(2, 0); }, "tensor: index 2 is out of range for axis 0 with size 2");
   test::check_throws_with<fx::out_of_range>([&] { (void)t(0, -4); }, "tensor: index -4 is out of range for axis 1 with size 3");
@@ -84,4 +97,28 @@ TEST_CASE("tensor: the Collatz loop on tensor values") {
     seen.push_back(a.item());
   }
   CHECK(seen == std::vector<int>{3, 10, 5, 16, 8, 4, 2, 1});
+}
+
+TEST_CASE("tensor: a moved-from tensor is empty") {
+  fx::tensor<float> a = {1.f, 2.f, 3.f};
+  fx::tensor<float> b = std::move(a);
+  CHECK(b.to_vector() == std::vector<float>{1.f, 2.f, 3.f});
+  CHECK(a.size() == 0);  // NOLINT(bugprone-use-after-move): the moved-from state is specified
+  CHECK(a.shape() == fx::shape{0});
+  CHECK(a.to_vector().empty());
+  fx::tensor<float> c;
+  c = std::move(b);
+  CHECK(c.to_vector() == std::vector<float>{1.f, 2.f, 3.f});
+  CHECK(b.shape() == fx::shape{0});  // NOLINT(bugprone-use-after-move)
+}
+
+TEST_CASE("tensor: integer division and remainder never trap") {
+  const std::int32_t lo = std::numeric_limits<std::int32_t>::min();
+  fx::tensor<std::int32_t> a = {lo, 7, -7, 5};
+  fx::tensor<std::int32_t> b = {-1, -1, 2, 0};
+  CHECK(fx::tensor<std::int32_t>(a / b).to_vector() == std::vector<std::int32_t>{lo, -7, -3, 0});
+  CHECK(fx::tensor<std::int32_t>(a % b).to_vector() == std::vector<std::int32_t>{0, 0, -1, 0});
+  const std::int64_t lo64 = std::numeric_limits<std::int64_t>::min();
+  fx::tensor<std::int64_t> c = {lo64};
+  CHECK(fx::tensor<std::int64_t>(c / std::int64_t(-1)).item() == lo64);
 }

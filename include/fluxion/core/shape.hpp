@@ -17,6 +17,9 @@
 
 namespace fluxion {
 
+class shape;
+std::string to_string(const shape& s);
+
 class shape {
  public:
   constexpr shape() = default;
@@ -43,12 +46,19 @@ class shape {
 
   void push_back(index_t d) {
     if (m_rank == max_rank)
-      throw invalid_argument("shape: rank would exceed the maximum of " + std::to_string(max_rank));
+      throw invalid_argument("shape: cannot add an axis of extent " + std::to_string(d) + " to shape " +
+                             to_string(*this) + ": the rank would exceed the maximum of " + std::to_string(max_rank));
     check_extent(d);
     m_dims[static_cast<std::size_t>(m_rank++)] = d;
   }
 
   std::vector<index_t> to_vector() const { return {begin(), end()}; }
+
+  /// Becomes (0,), the shape of an empty tensor.
+  constexpr void make_empty() noexcept {
+    m_rank = 1;
+    m_dims[0] = 0;
+  }
 
   friend constexpr bool operator==(const shape& a, const shape& b) noexcept {
     if (a.m_rank != b.m_rank) return false;
@@ -63,8 +73,10 @@ class shape {
     m_rank = 0;
     for (; first != last; ++first) push_back(static_cast<index_t>(*first));
   }
-  static void check_extent(index_t d) {
-    if (d < 0) throw invalid_argument("shape: extent " + std::to_string(d) + " is negative");
+  void check_extent(index_t d) const {
+    if (d < 0)
+      throw invalid_argument("shape: extent " + std::to_string(d) + " is negative (after the axes " + to_string(*this) +
+                             ")");
   }
 
   std::array<index_t, max_rank> m_dims{};
@@ -111,6 +123,7 @@ inline std::optional<shape> try_broadcast_shapes(const shape& a, const shape& b)
 
 /// NumPy broadcasting of two shapes; `op` names the operation in the error message.
 inline shape broadcast_shapes(const shape& a, const shape& b, const char* op) {
+  if (a == b) return a;  // the common case, without the optional's copy
   if (auto s = try_broadcast_shapes(a, b)) return *s;
   throw shape_error(std::string(op) + ": shapes " + to_string(a) + " and " + to_string(b) + " cannot be broadcast");
 }

@@ -219,6 +219,7 @@ auto split(A&& a, std::vector<index_t> sizes, int axis = 0) {
   int infer = -1;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == -1 && infer < 0) infer = static_cast<int>(i);
+    else if (sizes[i] == -1) throw invalid_argument("split: sizes " + std::to_string(infer) + " and " + std::to_string(i) + " are both -1; at most one size may be inferred");
     else if (sizes[i] < 0) throw invalid_argument("split: size " + std::to_string(sizes[i]) + " is negative");
     else known += sizes[i];
   }

@@ -57,7 +57,12 @@ struct matmul_expr : detail::boundary_expr<matmul_expr<A, B>, value_type_t<A>, d
       throw shape_error("matmul: inner dimensions differ: " + detail::matmul_operand(sa, o.transpose_a) + " x " +
                         detail::matmul_operand(sb, o.transpose_b));
     const fluxion::shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
-    m_batch = broadcast_shapes(ba, bb, "matmul");
+    try {
+      m_batch = broadcast_shapes(ba, bb, "matmul");
+    } catch (const shape_error&) {
+      throw shape_error("matmul: batch dimensions of shapes " + to_string(sa) + " and " + to_string(sb) +
+                        " cannot be broadcast");
+    }
     m_shape = m_batch;
     m_shape.push_back(m);
     m_shape.push_back(n);

@@ -20,6 +20,27 @@ namespace fluxion::ops {
 namespace detail {
 template <class T>
 using float_of = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+
+// Integer division never traps: x / 0 gives 0, and the one overflowing quotient, min / -1, wraps
+// to min (as two's complement arithmetic does), with remainder 0.
+template <class R>
+FLUXION_HOST_DEVICE R int_divide(R a, R b) {
+  if constexpr (std::is_integral_v<R>) {
+    if (b == R(0)) return R(0);
+    if constexpr (std::is_signed_v<R>)
+      if (b == R(-1)) return static_cast<R>(std::make_unsigned_t<R>(0) - static_cast<std::make_unsigned_t<R>>(a));
+    return static_cast<R>(a / b);
+  } else {
+    return static_cast<R>(a / b);
+  }
+}
+template <class R>
+FLUXION_HOST_DEVICE R int_mod(R a, R b) {
+  if (b == R(0)) return R(0);
+  if constexpr (std::is_signed_v<R>)
+    if (b == R(-1)) return R(0);
+  return static_cast<R>(a % b);
+}
 }
 
 // ---- unary ---------------------------------------------------------------------------------
@@ -93,8 +114,8 @@ struct cast {
 FLUXION_ARITH_OP(add, "add", static_cast<R>(a + b))
 FLUXION_ARITH_OP(subtract, "subtract", static_cast<R>(a - b))
 FLUXION_ARITH_OP(multiply, "multiply", static_cast<R>(a * b))
-FLUXION_ARITH_OP(divide, "divide", std::is_integral_v<R> ? (b == R(0) ? R(0) : static_cast<R>(a / b)) : static_cast<R>(a / b))
-FLUXION_ARITH_OP(mod, "mod", b == R(0) ? R(0) : static_cast<R>(a % b))
+FLUXION_ARITH_OP(divide, "divide", detail::int_divide(a, b))
+FLUXION_ARITH_OP(mod, "mod", detail::int_mod(a, b))
 FLUXION_ARITH_OP(maximum, "maximum", (a > b || a != a) ? a : b)
 FLUXION_ARITH_OP(minimum, "minimum", (a < b || a != a) ? a : b)
 #undef FLUXION_ARITH_OP

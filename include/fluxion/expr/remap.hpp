@@ -131,7 +131,8 @@ auto expand_dims(A&& a, int axis) {
   using E = detail::expr_t<A>;
   E e = detail::as_expr<A>(std::forward<A>(a));
   const int r = e.shape().rank();
-  if (r == max_rank) throw invalid_argument("expand_dims: rank would exceed " + std::to_string(max_rank));
+  if (r == max_rank) throw invalid_argument("expand_dims: shape " + to_string(e.shape()) + " already has the maximum rank, " +
+                                            std::to_string(max_rank));
   const int ax = normalize_axis(axis, r + 1, "expand_dims");
   fluxion::shape out;
   for (int d = 0; d < ax; ++d) out.push_back(e.shape()[d]);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../core/config.hpp"
@@ -79,7 +80,23 @@ class tensor : public expression_base {
   using device_type = Device;
 
   /// An empty tensor of shape (0,).
-  tensor() : m_shape{0} {}
+  tensor() { m_shape.make_empty(); }
+
+  tensor(const tensor&) = default;
+  tensor& operator=(const tensor&) = default;
+  /// A moved-from tensor is empty, of shape (0,), rather than a shape over no storage.
+  tensor(tensor&& o) noexcept
+      : m_buffer(std::move(o.m_buffer)), m_data(std::exchange(o.m_data, nullptr)), m_shape(o.m_shape), m_id(o.m_id) {
+    o.m_shape.make_empty();
+  }
+  tensor& operator=(tensor&& o) noexcept {
+    m_buffer = std::move(o.m_buffer);
+    m_data = std::exchange(o.m_data, nullptr);
+    m_shape = o.m_shape;
+    m_id = o.m_id;
+    o.m_shape.make_empty();
+    return *this;
+  }
 
   /// A rank-0 tensor.
   tensor(T value) : tensor(fluxion::shape{}) { detail::device_memory<Device>::to_device(m_data, &value, 1); }
@@ -238,10 +255,19 @@ class tensor : public expression_base {
                         " where other entries nest deeper");
     }
   }
-  static void nested_fill(std::initializer_list<nested> l, std::vector<T>& out) {
+  // The shape comes from the first list met at each depth; this pass checks every list against it,
+  // so {{1, 2}, {{3}, {4}}} is refused whichever branch comes first.
+  static void nested_fill(std::initializer_list<nested> l, const fluxion::shape& s, int depth, std::vector<T>& out) {
+    if (static_cast<index_t>(l.size()) != s[depth])
+      throw shape_error("tensor: nested initializer lists are ragged: axis " + std::to_string(depth) +
+                        " has lengths " + std::to_string(s[depth]) + " and " + std::to_string(l.size()));
     for (const auto& x : l) {
+      if (x.is_value != (depth == s.rank() - 1))
+        throw shape_error("tensor: nested initializer lists are ragged: " +
+                          std::string(x.is_value ? "a value" : "a list") + " at depth " + std::to_string(depth) +
+                          " of a tensor of shape " + to_string(s));
       if (x.is_value) out.push_back(x.value);
-      else nested_fill(x.list, out);
+      else nested_fill(x.list, s, depth + 1, out);
     }
   }
   void from_nested(std::initializer_list<nested> l) {
@@ -249,10 +275,7 @@ class tensor : public expression_base {
     nested_shape(l, s, 0);
     std::vector<T> values;
     values.reserve(static_cast<std::size_t>(s.size()));
-    nested_fill(l, values);
-    if (static_cast<index_t>(values.size()) != s.size())
-      throw shape_error("tensor: nested initializer lists are ragged: " + std::to_string(values.size()) +
-                        " values for shape " + to_string(s));
+    if (l.size() > 0) nested_fill(l, s, 0, values);
     *this = tensor(s);
     if constexpr (std::is_same_v<T, bool>) {
       auto tmp = std::make_unique<bool[]>(values.size());
