@@ -93,6 +93,12 @@ TEST_CASE("reduce: all, any, argmax, argmin") {
   CHECK(fx::tensor<std::int64_t>(fx::argmax(a, 1)).to_vector() == std::vector<std::int64_t>{0, 1});  // first of ties
   CHECK(fx::tensor<std::int64_t>(fx::argmin(a, 1)).to_vector() == std::vector<std::int64_t>{1, 0});
   CHECK(fx::tensor<std::int64_t>(fx::argmax(a, 0)).to_vector() == std::vector<std::int64_t>{0, 1, 0});
+  fx::tensor<std::int64_t> kept = fx::argmax(a, 1, /*keep=*/true);
+  CHECK(kept.shape() == fx::shape{2, 1});
+  CHECK(kept.to_vector() == std::vector<std::int64_t>{0, 1});
+  fx::tensor<std::int64_t> kept0 = fx::argmin(a, -2, true);
+  CHECK(kept0.shape() == fx::shape{1, 3});
+  CHECK(kept0.to_vector() == std::vector<std::int64_t>{1, 0, 1});
   const float nan = std::numeric_limits<float>::quiet_NaN();
   fx::tensor<float> n = {1.f, nan, 3.f};
   CHECK(fx::tensor<std::int64_t>(fx::argmax(n)).item() == 1);

@@ -8,6 +8,8 @@ TEST_CASE("remap: transpose and permutations against index arithmetic") {
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 2; ++j)
       for (int k = 0; k < 3; ++k) CHECK(t(i, j, k) == x(j, k, i));
+  fx::tensor<double> p = fx::permute(x, {2, 0, 1});
+  CHECK(p.to_vector() == t.to_vector());
   fx::tensor<double> r = fx::transpose(x);
   CHECK(r.shape() == fx::shape{4, 3, 2});
   CHECK(r(3, 2, 1) == x(1, 2, 3));

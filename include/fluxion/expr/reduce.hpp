@@ -88,7 +88,8 @@ struct arg_reduce_expr : detail::boundary_expr<arg_reduce_expr<Max, A>, std::int
   int axis;
   fluxion::shape m_shape;
 
-  arg_reduce_expr(A a_, int axis_) : a(std::move(a_)), axis(axis_), m_shape(detail::reduced_shape(a.shape(), 1u << axis_, false)) {
+  arg_reduce_expr(A a_, int axis_, bool keep)
+      : a(std::move(a_)), axis(axis_), m_shape(detail::reduced_shape(a.shape(), 1u << axis_, keep)) {
     if (a.shape()[axis] == 0)
       throw invalid_argument(std::string(Max ? "argmax" : "argmin") + ": axis " + std::to_string(axis) +
                              " of shape " + to_string(a.shape()) + " is empty");
@@ -119,22 +120,23 @@ FLUXION_REDUCTION(all, reduce_all)
 FLUXION_REDUCTION(any, reduce_any)
 #undef FLUXION_REDUCTION
 
-/// Index (int64) of the largest element along `axis`; ties give the first.
+/// Index (int64) of the largest element along `axis`; ties give the first. With `keep`, the
+/// reduced axis stays with extent 1.
 template <class A>
   requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
-auto argmax(A&& a, int axis = 0) {
+auto argmax(A&& a, int axis = 0, bool keep = false) {
   using E = detail::expr_t<A>;
   E e = detail::as_expr<A>(std::forward<A>(a));
   const int ax = normalize_axis(axis, e.shape().rank(), "argmax");
-  return arg_reduce_expr<true, E>(std::move(e), ax);
+  return arg_reduce_expr<true, E>(std::move(e), ax, keep);
 }
 template <class A>
   requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
-auto argmin(A&& a, int axis = 0) {
+auto argmin(A&& a, int axis = 0, bool keep = false) {
   using E = detail::expr_t<A>;
   E e = detail::as_expr<A>(std::forward<A>(a));
   const int ax = normalize_axis(axis, e.shape().rank(), "argmin");
-  return arg_reduce_expr<false, E>(std::move(e), ax);
+  return arg_reduce_expr<false, E>(std::move(e), ax, keep);
 }
 
 }  // namespace fluxion

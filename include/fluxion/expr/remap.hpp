@@ -124,6 +124,13 @@ auto transpose(A&& a, std::vector<int> perm = {}) {
   return remap_expr<detail::permute_map, E>(std::move(e), m, out);
 }
 
+/// NumPy's and PyTorch's name for transpose with an explicit order: result axis i is axis perm[i].
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto permute(A&& a, std::vector<int> perm) {
+  return transpose(std::forward<A>(a), std::move(perm));
+}
+
 /// Inserts an axis of extent 1 at `axis` (negative counts from the end of the result).
 template <class A>
   requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
