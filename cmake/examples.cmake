@@ -3,6 +3,11 @@
 #   examples/<name>.cpp    executable build/examples/<name> (target example_<name>)  ctest: example.<name>
 #   README.md              the first ```cpp block after the `## Quickstart` heading
 #                          becomes build/examples/readme_quickstart.cpp             ctest: example.readme_quickstart
+#   examples/<name>.expected  optional, for either kind: one CMake regex per line (blank lines and
+#                          `#` lines ignored) that the output (stdout and stderr) must match, in order,
+#                          each after the previous one's match (cmake/check_output.cmake). Without
+#                          it, a test checks only the exit code. It is read when the test runs, so
+#                          editing it needs no re-configure.
 #
 # Examples run with build/examples as their working directory, so what they write stays there.
 include_guard(GLOBAL)
@@ -12,7 +17,11 @@ file(MAKE_DIRECTORY "${FLUXION_EXAMPLES_BINARY_DIR}")
 
 function(fluxion_add_example name source)
   fluxion_add_program(example_${name} "${source}" "${FLUXION_EXAMPLES_BINARY_DIR}" "${name}")
-  add_test(NAME example.${name} COMMAND example_${name}
+  add_test(NAME example.${name}
+           COMMAND "${CMAKE_COMMAND}" "-DPROGRAM=$<TARGET_FILE:example_${name}>"
+                   "-DEXPECTED=${PROJECT_SOURCE_DIR}/examples/${name}.expected"
+                   "-DWORKING_DIRECTORY=${FLUXION_EXAMPLES_BINARY_DIR}"
+                   -P "${PROJECT_SOURCE_DIR}/cmake/check_output.cmake"
            WORKING_DIRECTORY "${FLUXION_EXAMPLES_BINARY_DIR}")
   set_tests_properties(example.${name} PROPERTIES LABELS example TIMEOUT 600)
 endfunction()
