@@ -30,3 +30,24 @@ TEST_CASE_TEMPLATE("simd: vector bodies and scalar tails agree with a scalar loo
       CHECK(r(i) == doctest::Approx(a(i) * b(i) + std::sin(a(i)) - b(i) / T(3)).epsilon(1e-5));
   }
 }
+
+TEST_CASE("simd: inline float sin and cos against double-precision std::sin and std::cos") {
+  // A dense sweep through the inline range (|x| <= 4096) and past it, where xsimd takes over.
+  const fx::index_t n = 1 << 18;
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (fx::index_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = -5000.f + 10000.f * static_cast<float>(i) / n;
+  v[0] = 0.f, v[1] = -0.f, v[2] = 1e-30f, v[3] = 4096.f, v[4] = 1e7f, v[5] = -3.14159265f;
+  const auto x = fx::from_vector(v, {n});
+  const auto s = fx::tensor<float>(fx::sin(x)).to_vector(), c = fx::tensor<float>(fx::cos(x)).to_vector();
+  double worst = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    worst = std::max(worst, std::abs(s[i] - std::sin(static_cast<double>(v[i]))));
+    worst = std::max(worst, std::abs(c[i] - std::cos(static_cast<double>(v[i]))));
+  }
+  CHECK(worst < 2.5e-7);  // about two float ulps of 1
+  CHECK(std::signbit(s[1]));
+  CHECK(s[2] == 1e-30f);
+  fx::tensor<float> special = {INFINITY, -INFINITY, NAN};
+  for (float y : fx::tensor<float>(fx::sin(special)).to_vector()) CHECK(std::isnan(y));
+  for (float y : fx::tensor<float>(fx::cos(special)).to_vector()) CHECK(std::isnan(y));
+}

@@ -162,6 +162,14 @@ FLUXION_ALWAYS_INLINE void for_rows(V& v, const shape& iter, index_t begin, inde
   }
 }
 
+/// The contiguous SIMD loop over [j, end), a multiple of the vector width. The view is taken by
+/// value: a private copy the compiler keeps in registers across the stores.
+template <class T, class View>
+FLUXION_ALWAYS_INLINE void contiguous_rows(T* FLUXION_RESTRICT o, const View v, index_t j, index_t end) {
+  constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
+  for (; j + W <= end; j += W) simd::contiguous_row(v, j).store_unaligned(o + j);
+}
+
 template <class T, class View>
 FLUXION_ALWAYS_INLINE void assign_row(T* out, const with_destination<View>& w, index_t j0, index_t len) {
   T* o = out + w.dest.base;
@@ -175,8 +183,9 @@ FLUXION_ALWAYS_INLINE void assign_row(T* out, const with_destination<View>& w, i
       bool contiguous = true;
       const_cast<View&>(v).for_each_leaf([&](const leaf_layout& l) { contiguous = contiguous && l.inner == 1; });
       if (contiguous) {
-        const View local = v;  // a private copy the compiler keeps in registers across stores
-        for (; j + W <= end; j += W) simd::contiguous_row(local, j).store_unaligned(o + j);
+        const index_t body = j + (end - j) / W * W;
+        contiguous_rows(o, v, j, body);
+        j = body;
       }
       else
         for (; j + W <= end; j += W) simd::row(v, j).store_unaligned(o + j);

@@ -2,6 +2,8 @@
 // still evaluated, by the scalar rule, so adding an op never requires touching this file.
 #pragma once
 
+#include <type_traits>
+
 #include <xsimd/xsimd.hpp>
 
 #include "../../expr/ops.hpp"
@@ -12,6 +14,33 @@ template <class Op>
 struct op {
   static constexpr bool available = false;
 };
+
+/// sin (Cosine = false) or cos of float batches, inline: Cephes' sinf/cosf (reduction by pi/4 in
+/// three parts, minimax polynomials on [-pi/4, pi/4]; relative error about 1e-7 for |x| <= 4096).
+/// xsimd's own range reduction is an out-of-line call, and a call inside a loop makes every vector
+/// register caller-saved: the fused loop around it then spills and reloads on every iteration
+/// (measured 1.8x slower than this at 1M floats). Lanes beyond 4096, inf and NaN go to xsimd.
+template <bool Cosine, class B>
+FLUXION_ALWAYS_INLINE B sin_cos_float(const B& x) {
+  const B ax = xsimd::abs(x);
+  if (!xsimd::all(ax <= B(4096.f))) return Cosine ? xsimd::cos(x) : xsimd::sin(x);
+  B y = xsimd::floor(ax * B(1.27323954473516f));           // the octant, 4/pi * |x|
+  y = y + (y - B(2.f) * xsimd::floor(y * B(0.5f)));        // rounded up to even
+  const B q = y - B(8.f) * xsimd::floor(y * B(0.125f));    // 0, 2, 4 or 6
+  const B r = ((ax - y * B(0.78515625f)) - y * B(2.4187564849853515625e-4f)) - y * B(3.77489497744594108e-8f);
+  const B z = r * r;
+  const B sin_r = xsimd::fma(xsimd::fma(xsimd::fma(B(-1.9515295891e-4f), z, B(8.3321608736e-3f)), z, B(-1.6666654611e-1f)) * z, r, r);
+  const B cos_r = xsimd::fma(xsimd::fma(xsimd::fma(B(2.443315711809948e-5f), z, B(-1.388731625493765e-3f)), z,
+                                        B(4.166664568298827e-2f)) * z, z, xsimd::fma(B(-0.5f), z, B(1.f)));
+  const auto odd_quadrant = (q == B(2.f)) || (q == B(6.f));
+  if constexpr (Cosine) {
+    const B v = xsimd::select(odd_quadrant, sin_r, cos_r);
+    return xsimd::select((q == B(2.f)) || (q == B(4.f)), -v, v);
+  } else {
+    const B v = xsimd::select(odd_quadrant, cos_r, sin_r);
+    return xsimd::select((q >= B(4.f)) != (x < B(0.f)), -v, v);
+  }
+}
 
 #define FLUXION_SIMD_OP(Tag, ...)                          \
   template <>                                            \
@@ -29,8 +58,14 @@ FLUXION_SIMD_OP(sqrt, const B& x) { return xsimd::sqrt(x); } };
 FLUXION_SIMD_OP(rsqrt, const B& x) { return B(1) / xsimd::sqrt(x); } };
 FLUXION_SIMD_OP(square, const B& x) { return x * x; } };
 FLUXION_SIMD_OP(abs, const B& x) { return xsimd::abs(x); } };
-FLUXION_SIMD_OP(sin, const B& x) { return xsimd::sin(x); } };
-FLUXION_SIMD_OP(cos, const B& x) { return xsimd::cos(x); } };
+FLUXION_SIMD_OP(sin, const B& x) {
+  if constexpr (std::is_same_v<typename B::value_type, float>) return sin_cos_float<false>(x);
+  else return xsimd::sin(x);
+} };
+FLUXION_SIMD_OP(cos, const B& x) {
+  if constexpr (std::is_same_v<typename B::value_type, float>) return sin_cos_float<true>(x);
+  else return xsimd::cos(x);
+} };
 FLUXION_SIMD_OP(tan, const B& x) { return xsimd::tan(x); } };
 FLUXION_SIMD_OP(tanh, const B& x) { return xsimd::tanh(x); } };
 FLUXION_SIMD_OP(erf, const B& x) { return xsimd::erf(x); } };
