@@ -1,6 +1,7 @@
 #include "../../test_util.hpp"
 
 #include <fluxion/backend/cpu/detail/simd_ops.hpp>
+#include <fluxion/tensor/creation.hpp>
 
 // The CPU loops use the widest vectors of the architecture the compiler targets: with
 // -march=native on an AVX-512 machine, 16 floats and 8 doubles a vector.
