@@ -35,6 +35,17 @@ TEST_CASE("errors: arange and linspace refuse non-finite or oversized ranges") {
   CHECK_THROWS_WITH_AS(fx::arange(0.0, 1.0, 1e-300),
                        Contains("arange: the range holds too many elements (start = 0, stop = 1, step = 1e-300)"),
                        fx::invalid_argument);
+  // A named integer type: arguments it cannot hold are refused rather than converted (undefined).
+  CHECK_THROWS_WITH_AS(fx::arange<std::int32_t>(0.0, 1e300),
+                       Contains("arange: start, stop and step must be finite values of the element type (start = 0, stop = 1e+300, step = 1)"),
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(fx::arange<std::int64_t>(qnan, 1.0), Contains("must be finite values of the element type"),
+                       fx::invalid_argument);
+  // An integer range too long for any tensor is refused by its shape, before allocating.
+  CHECK_THROWS_WITH_AS(fx::arange(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()),
+                       Contains("would give more than 2^56 elements"), fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(fx::tensor<double>(fx::shape{std::int64_t{1} << 61}), Contains("would give more than 2^56 elements"),
+                       fx::invalid_argument);
   CHECK_THROWS_WITH_AS(fx::arange(0.5f, 2.f, 0.f),
                        Contains("arange: step must not be 0 (start = 0.5, stop = 2, step = 0)"), fx::invalid_argument);
 

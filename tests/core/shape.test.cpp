@@ -34,6 +34,10 @@ TEST_CASE("shape: errors") {
       "shape: cannot add an axis of extent 9 to shape (1, 2, 3, 4, 5, 6, 7, 8): the rank would exceed the maximum of 8",
       fx::invalid_argument);
   CHECK_THROWS_WITH_AS(fx::shape({2, -1}), "shape: extent -1 is negative (after the axes (2,))", fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(fx::shape({std::int64_t{1} << 30, std::int64_t{1} << 30}),
+                       "shape: adding an axis of extent 1073741824 to shape (1073741824,) would give more than 2^56 elements",
+                       fx::invalid_argument);
+  CHECK(fx::shape({std::int64_t{1} << 28, 0, std::int64_t{1} << 28}).size() == 0);
   CHECK(fx::normalize_axis(-1, 3, "op") == 2);
   try {
     fx::normalize_axis(3, 3, "reduce_sum");

@@ -22,6 +22,9 @@ std::string to_string(const shape& s);
 
 class shape {
  public:
+  /// The most elements a shape may describe: 2^56, so that byte counts of any element type fit.
+  static constexpr index_t max_elements = index_t{1} << 56;
+
   constexpr shape() = default;
   shape(std::initializer_list<index_t> dims) { assign(dims.begin(), dims.end()); }
   explicit shape(const std::vector<index_t>& dims) { assign(dims.begin(), dims.end()); }
@@ -49,6 +52,13 @@ class shape {
       throw invalid_argument("shape: cannot add an axis of extent " + std::to_string(d) + " to shape " +
                              to_string(*this) + ": the rank would exceed the maximum of " + std::to_string(max_rank));
     check_extent(d);
+    // Every size computed from a shape (elements, bytes, flat offsets) stays far from overflow.
+    index_t product = 1;
+    for (int i = 0; i < m_rank; ++i)
+      if (m_dims[static_cast<std::size_t>(i)] > 0) product *= m_dims[static_cast<std::size_t>(i)];
+    if (d > 0 && product > max_elements / d)
+      throw invalid_argument("shape: adding an axis of extent " + std::to_string(d) + " to shape " + to_string(*this) +
+                             " would give more than 2^56 elements");
     m_dims[static_cast<std::size_t>(m_rank++)] = d;
   }
 

@@ -208,6 +208,14 @@ auto arange(Start start, Stop stop, Step step = 1) {
            ", step = " + detail::describe_scalar(step);
   };
   if constexpr (std::is_integral_v<R>) {
+    // Converting a floating argument that R cannot hold would be undefined: refuse it.
+    auto fits = [](auto v) {
+      if constexpr (std::is_floating_point_v<decltype(v)>)
+        return v >= static_cast<double>(std::numeric_limits<R>::min()) && v < -static_cast<double>(std::numeric_limits<R>::min());
+      else return true;
+    };
+    if (!fits(start) || !fits(stop) || !fits(step))
+      throw invalid_argument("arange: start, stop and step must be finite values of the element type (" + describe() + ")");
     const std::int64_t a = static_cast<R>(start), z = static_cast<R>(stop), d = static_cast<R>(step);
     if (d == 0) throw invalid_argument("arange: step must not be 0 (" + describe() + ")");
     index_t n = 0;
