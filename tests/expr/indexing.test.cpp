@@ -72,3 +72,11 @@ TEST_CASE("concat, stack, split, pad") {
   CHECK(p.to_vector() == std::vector<int>{-1, -1, 1, 2, -1, -1, 3, 4, -1, -1, -1, -1});
   test::check_throws_with<fx::invalid_argument>([&] { (void)fx::pad(a, {{0, 1}}); }, "pad: 1 paddings given for shape (2, 2)");
 }
+
+TEST_CASE("pad: a strided operand written into a sub-block keeps its rows apart") {
+  // The operand and the destination block share strides (6, 1) but neither is contiguous: the
+  // evaluator's flat fast path must not treat them as one row.
+  fx::tensor<float> x = {{0, 1, 2, 3, 4, 5}, {6, 7, 8, 9, 10, 11}};
+  fx::tensor<float> p = fx::pad(fx::strided_slice(x, {0, 0}, {2, 3}), {{0, 0}, {0, 3}}, -1.f);
+  CHECK(p.to_vector() == std::vector<float>{0, 1, 2, -1, -1, -1, 6, 7, 8, -1, -1, -1});
+}

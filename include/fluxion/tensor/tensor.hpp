@@ -51,8 +51,11 @@ struct device_memory<cpu> {
 /// bits, a counter in the low bits.
 inline std::uint64_t next_tensor_id() noexcept {
   static std::atomic<std::uint64_t> threads{0};
-  thread_local std::uint64_t base = (threads.fetch_add(1, std::memory_order_relaxed) + 1) << 40;
+  // Constant-initialized thread_locals: no initialization guard on this hot path.
+  thread_local std::uint64_t base = 0;
   thread_local std::uint64_t counter = 0;
+  if (base == 0) [[unlikely]]
+    base = (threads.fetch_add(1, std::memory_order_relaxed) + 1) << 40;
   return base | ++counter;
 }
 

@@ -196,6 +196,17 @@ FLUXION_ALWAYS_INLINE void assign_row(T* out, const with_destination<View>& w, i
 
 }  // namespace cpu_kernel
 
+/// Whether `l` walks shape `s` in row-major order without gaps (extent-1 axes have stride 0).
+inline bool is_row_major(const leaf_layout& l, const shape& s) {
+  if (l.rank != s.rank()) return false;
+  index_t expected = 1;
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    if (s[d] != 1 && l.strides[d] != expected) return false;
+    expected *= s[d];
+  }
+  return true;
+}
+
 template <>
 struct evaluator<cpu> {
   /// out[dest(i)] = view(i) for every i in the iteration shape s.
@@ -203,6 +214,28 @@ struct evaluator<cpu> {
   static void assign(T* out, const leaf_layout& dest, const View& view, const shape& s) {
     const index_t n = s.size();
     if (n == 0) return;
+    if constexpr (simd::enabled<View, T>::value) {
+      // The most common statement, small: the destination and every leaf walk memory in row-major
+      // order, so the whole statement is one flat row; skip collapsing, tasks and row cursors.
+      if (n <= cpu_kernel::task_elements && is_row_major(dest, s)) {
+        View flat = view;
+        bool dense = true;
+        flat.for_each_leaf([&](leaf_layout& l) {
+          if (l.rank != dest.rank) dense = false;
+          for (int d = 0; dense && d < l.rank; ++d) dense = l.strides[d] == dest.strides[d];
+          l.base = l.offset;
+          l.inner = 1;
+        });
+        if (dense) {
+          T* o = out + dest.offset;
+          constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
+          const index_t body = n / W * W;
+          cpu_kernel::contiguous_rows(o, flat, 0, body);
+          for (index_t j = body; j < n; ++j) o[j] = static_cast<T>(flat.row(j));
+          return;
+        }
+      }
+    }
     with_destination<View> w{view, dest};
     shape iter = s;
     collapse_view(w, iter);
