@@ -5,7 +5,7 @@
 // Shapes read M x K x N for the forward product Y(M x N) = X(M x K) * W(K x N); "dW" is X^T * dY
 // (A^T * B) and "dX" is dY * W^T (A * B^T). Counters:
 //   GFLOPS  achieved 2*M*N*K / time
-//   peak    fraction of this machine's peak = threads * simd floats * 2 (FMA) * fma units * clock,
+//   peak    fraction of this machine's peak = threads * FMA floats per cycle * 2 * clock,
 //           the clock measured with a chain of dependent adds (printed at start, next to the
 //           base clock /proc/cpuinfo reports)
 //
@@ -74,12 +74,18 @@ double measured_mhz() {
 #endif
 }
 
-// Zen 2/3/4 and Intel cores since Haswell issue two FMA instructions per cycle.
-constexpr int fma_units = 2;
+// FMA lanes per cycle per core: two 256-bit FMA pipes on Zen 2/3/4 and on Intel cores since Haswell,
+// that is 16 floats, whether the code issues AVX2 (two 8-wide FMAs a cycle) or AVX-512 (Zen 4 splits
+// each 16-wide FMA over both pipes, one a cycle). Intel server cores with a second 512-bit FMA unit
+// do 32; set FLUXION_BENCH_FMA_FLOATS to override.
+#ifndef FLUXION_BENCH_FMA_FLOATS
+#define FLUXION_BENCH_FMA_FLOATS 16
+#endif
+constexpr int fma_floats_per_cycle = FLUXION_BENCH_FMA_FLOATS;
 
 double peak_flops(int threads) {
   static const double mhz = measured_mhz();
-  return threads * static_cast<double>(cpu::simd_ops<float>::width) * 2 * fma_units * mhz * 1e6;
+  return threads * static_cast<double>(fma_floats_per_cycle) * 2 * mhz * 1e6;
 }
 
 struct shape {
@@ -184,9 +190,10 @@ const shape shapes[] = {
 
 const int registered = [] {
   std::printf(
-      "peak per thread: %d floats x 2 (FMA) x %d FMA units x %.0f MHz (measured; /proc/cpuinfo says %.0f)"
-      " = %.1f GFLOP/s\n",
-      static_cast<int>(cpu::simd_ops<float>::width), fma_units, measured_mhz(), cpuinfo_mhz(), peak_flops(1) * 1e-9);
+      "peak per thread: %d FMA floats a cycle x 2 flops x %.0f MHz (measured; /proc/cpuinfo says %.0f)"
+      " = %.1f GFLOP/s; fluxion's vectors hold %d floats\n",
+      fma_floats_per_cycle, measured_mhz(), cpuinfo_mhz(), peak_flops(1) * 1e-9,
+      static_cast<int>(cpu::simd_ops<float>::width));
   std::fflush(stdout);
   for (const shape& s : shapes)
     for (int threads : {1, 2}) {
