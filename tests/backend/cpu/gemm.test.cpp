@@ -103,7 +103,9 @@ TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
   const index_t shapes[][3] = {{1, 1, 1},      {2, 3, 4},      {5, 7, 3},    {6, 16, 8},    {7, 17, 9},
                                {13, 1, 31},    {1, 33, 17},    {31, 29, 37}, {64, 10, 256}, {50, 70, 300},
                                {97, 35, 513},  {200, 90, 40},  {7, 12, 600}, {20, 13, 9},   {40, 200, 520},
-                               {300, 41, 300}, {170, 150, 300}};
+                               {300, 41, 300}, {170, 150, 300},
+                               // a few rows (the streaming path): matrix-vector shapes, long k, odd n
+                               {1, 16, 20000}, {2, 300, 50},   {4, 1000, 7}, {3, 37, 129}, {16, 1, 5000}};
   const double alphas[] = {1.0, -0.5};
   const double betas[] = {0.0, 1.0, 0.75};
   int count = 0;
@@ -185,6 +187,7 @@ TEST_CASE_TEMPLATE("gemm is bitwise identical for 1, 2 and 3 threads", T, float,
   auto a = random_vector<T>(static_cast<std::size_t>(k * m), rng);
   auto b = random_vector<T>(static_cast<std::size_t>(k * n), rng);
   auto bias = random_vector<T>(static_cast<std::size_t>(n), rng);
+  auto matrix = random_vector<T>(static_cast<std::size_t>(150 * 4096), rng);
   std::vector<std::vector<T>> results;
   for (int threads : {1, 2, 3}) {
     fluxion::set_num_threads(threads);
@@ -197,6 +200,11 @@ TEST_CASE_TEMPLATE("gemm is bitwise identical for 1, 2 and 3 threads", T, float,
                  wide.data(), 300);
     cpu::gemm<T>(cpu::transpose::yes, cpu::transpose::no, 300, 10, 400, T(1), a.data(), 300, b.data(), 10, T(0),
                  narrow.data(), 10);
+    // A matrix-vector product big enough to run in parallel column blocks (the few-rows path).
+    std::vector<T> row(static_cast<std::size_t>(4096));
+    cpu::gemm<T>(cpu::transpose::no, cpu::transpose::no, 1, 4096, 150, T(1), a.data(), 150, matrix.data(), 4096, T(0),
+                 row.data(), 4096);
+    c.insert(c.end(), row.begin(), row.end());
     c.insert(c.end(), wide.begin(), wide.end());
     c.insert(c.end(), narrow.begin(), narrow.end());
     std::vector<T> cb(static_cast<std::size_t>(4 * 20 * 30));

@@ -393,6 +393,65 @@ void gemm_dot(const problem<T>& p, bool parallel) {
   });
 }
 
+// A few rows and B's rows contiguous along n (a matrix-vector product x^T * W, or the weight gradient
+// X^T * g of a one-unit layer after the transposed product below): each row of C is a sum of rows of
+// B scaled by one row of op(A), so B streams through once, in order, with no packing. The micro-
+// kernel would fill at most few_rows_max_m of its MR rows and first repack all of B (8x slower at
+// 1 x 65536 x 16). Four partial sums over k, combined in a fixed order, hide the FMA latency.
+inline constexpr index_t few_rows_max_m = 4;
+
+template <class T>
+bool uses_few_rows(const problem<T>& p) {
+  return p.m <= few_rows_max_m && !p.tb;
+}
+
+template <class T>
+void gemm_few_rows(const problem<T>& p, bool parallel) {
+  using ops = simd_ops<T>;
+  using batch = typename ops::batch;
+  constexpr index_t w = ops::width;
+  constexpr index_t block = 8 * w;  // columns per task
+  const index_t sa_i = p.ta ? 1 : p.lda, sa_k = p.ta ? p.lda : 1;  // op(A)(i, q) = a[i * sa_i + q * sa_k]
+  auto finish = [&](T acc, index_t i, index_t j) {
+    T r = p.alpha * acc;
+    T& out = p.c[i * p.ldc + j];
+    if (p.beta != T(0)) r = std::fma(p.beta, out, r);
+    if (p.ep.bias) r += p.ep.bias[j];
+    if (p.ep.act == activation::relu) r = r > T(0) ? r : T(0);
+    out = r;
+  };
+  run_tasks<T>(parallel, ceil_div(p.n, block), [&](index_t t) {
+    const index_t j_begin = t * block, j_end = std::min(p.n, j_begin + block);
+    for (index_t i = 0; i < p.m; ++i) {
+      const T* a = p.a + i * sa_i;
+      index_t j = j_begin;
+      for (; j + w <= j_end; j += w) {
+        batch s0 = ops::splat(T(0)), s1 = s0, s2 = s0, s3 = s0;
+        const T* b = p.b + j;
+        index_t q = 0;
+        for (; q + 4 <= p.k; q += 4) {
+          s0 = ops::fma(ops::splat(a[q * sa_k]), ops::loadu(b + q * p.ldb), s0);
+          s1 = ops::fma(ops::splat(a[(q + 1) * sa_k]), ops::loadu(b + (q + 1) * p.ldb), s1);
+          s2 = ops::fma(ops::splat(a[(q + 2) * sa_k]), ops::loadu(b + (q + 2) * p.ldb), s2);
+          s3 = ops::fma(ops::splat(a[(q + 3) * sa_k]), ops::loadu(b + (q + 3) * p.ldb), s3);
+        }
+        for (; q < p.k; ++q) s0 = ops::fma(ops::splat(a[q * sa_k]), ops::loadu(b + q * p.ldb), s0);
+        alignas(64) T lanes[w];
+        ops::storeu(lanes, (s0 + s1) + (s2 + s3));
+        for (index_t l = 0; l < w; ++l) finish(lanes[l], i, j + l);
+      }
+      for (; j < j_end; ++j) {
+        T s[4] = {T(0), T(0), T(0), T(0)};
+        index_t q = 0;
+        for (; q + 4 <= p.k; q += 4)
+          for (index_t u = 0; u < 4; ++u) s[u] = std::fma(a[(q + u) * sa_k], p.b[(q + u) * p.ldb + j], s[u]);
+        for (; q < p.k; ++q) s[0] = std::fma(a[q * sa_k], p.b[q * p.ldb + j], s[0]);
+        finish((s[0] + s[1]) + (s[2] + s[3]), i, j);
+      }
+    }
+  });
+}
+
 template <class T>
 void gemm_unchecked(const problem<T>& p, bool allow_threads);
 
@@ -437,6 +496,10 @@ void gemm_unchecked(const problem<T>& p, bool allow_threads) {
   const bool big = 2.0 * p.m * p.n * p.k >= min_parallel_flops;
   if (uses_dot_kernel(p)) {
     gemm_dot(p, allow_threads && big);
+    return;
+  }
+  if (uses_few_rows(p)) {
+    gemm_few_rows(p, allow_threads && big);
     return;
   }
   if (uses_swapped_product(p)) {
