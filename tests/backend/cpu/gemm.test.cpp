@@ -105,7 +105,9 @@ TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
                                {97, 35, 513},  {200, 90, 40},  {7, 12, 600}, {20, 13, 9},   {40, 200, 520},
                                {300, 41, 300}, {170, 150, 300},
                                // a few rows (the streaming path): matrix-vector shapes, long k, odd n
-                               {1, 16, 20000}, {2, 300, 50},   {4, 1000, 7}, {3, 37, 129}, {16, 1, 5000}};
+                               {1, 16, 20000}, {2, 300, 50},   {4, 1000, 7}, {3, 37, 129}, {16, 1, 5000},
+                               // bottom edges of 4 and 8 rows read in place (AVX-512: 14-row tiles)
+                               {32, 40, 50},   {36, 20, 64},   {22, 100, 33}};
   const double alphas[] = {1.0, -0.5};
   const double betas[] = {0.0, 1.0, 0.75};
   int count = 0;

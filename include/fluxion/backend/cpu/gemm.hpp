@@ -134,6 +134,25 @@ tile_update<T> slice_update(const problem<T>& p, index_t q, index_t slices) {
 /// All tiles of rows [i0, i0 + rows) in the NR columns starting at js, for one k-slice. `ap` holds
 /// those rows' A slivers (lda == 0), or is row i0 of op(A) at column k0, read in place with row
 /// stride lda; `bs` is the B sliver.
+/// The h (< MR) rows of A at `as` (row stride lda) packed as MR-value slivers, padded with zeros.
+template <class T, index_t MR>
+const T* edge_sliver(index_t kc, const T* as, index_t lda, index_t h) {
+  T* packed = scratch<T, scratch_slot::gemm_edge>(static_cast<std::size_t>(MR * kc));
+  for (index_t q = 0; q < kc; ++q) {
+    for (index_t i = 0; i < h; ++i) packed[q * MR + i] = as[i * lda + q];
+    for (index_t i = h; i < MR; ++i) packed[q * MR + i] = T(0);
+  }
+  return packed;
+}
+
+/// A bottom-edge tile of h <= MR rows of A read in place: rows that exist are read where they are.
+template <class T, index_t MR>
+void edge_tile(index_t kc, const T* as, index_t lda, index_t h, const T* bs, T* cp, index_t ldc,
+               const tile_update<T>& u) {
+  if (h == MR) micro_kernel<T, MR>(kc, as, lda, bs, cp, ldc, u);
+  else micro_kernel<T, MR>(kc, edge_sliver<T, MR>(kc, as, lda, h), 0, bs, cp, ldc, u, h);
+}
+
 template <class T>
 void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, const T* ap, index_t lda, index_t i0,
                   index_t rows, const T* bs, index_t js) {
@@ -150,15 +169,25 @@ void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, 
       micro_kernel<T>(kc, as, lda, bs, cp, p.ldc, u);
       continue;
     }
+    if (lda != 0 && h < mr && w == nr) {  // a bottom edge read in place: a shorter tile
+      u.bias = bias;
+      if constexpr (mr > 4)
+        if (h <= 4) {
+          edge_tile<T, 4>(kc, as, lda, h, bs, cp, p.ldc, u);
+          continue;
+        }
+      if constexpr (mr > 8)
+        if (h <= 8) {
+          edge_tile<T, 8>(kc, as, lda, h, bs, cp, p.ldc, u);
+          continue;
+        }
+      micro_kernel<T>(kc, edge_sliver<T, mr>(kc, as, lda, h), 0, bs, cp, p.ldc, u, h);
+      continue;
+    }
     // Rows past the end cannot be read in place: pack the partial sliver, padded with zeros.
     index_t a_stride = lda;
     if (lda != 0 && h < mr) {
-      T* packed = scratch<T, scratch_slot::gemm_edge>(static_cast<std::size_t>(mr * kc));
-      for (index_t q = 0; q < kc; ++q) {
-        for (index_t i = 0; i < h; ++i) packed[q * mr + i] = as[i * lda + q];
-        for (index_t i = h; i < mr; ++i) packed[q * mr + i] = T(0);
-      }
-      as = packed;
+      as = edge_sliver<T, mr>(kc, as, lda, h);
       a_stride = 0;
     }
     if (w == nr) {  // only rows are missing: store the rows that exist
@@ -331,7 +360,10 @@ void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
   using traits = gemm_kernel_traits<T>;
   constexpr index_t mr = traits::mr, nr = traits::nr;
   const index_t mpad = round_up(p.m, mr), depth = slice_depth<T>(p.k), slices = ceil_div(p.k, depth);
-  T* ap = scratch<T, scratch_slot::gemm_a>(static_cast<std::size_t>(p.k * mpad));
+  // With few columns, A's rows are read in place, as in rows_with_packed_b: packing all of A for a
+  // few B slivers cost a third of a 32 x 32 x 32 product.
+  const bool in_place = reads_a_in_place(p);
+  T* ap = in_place ? nullptr : scratch<T, scratch_slot::gemm_a>(static_cast<std::size_t>(p.k * mpad));
   const pack_once a_slices(scratch<std::int32_t, scratch_slot::gemm_flags>(static_cast<std::size_t>(slices)), slices);
   // B is packed a few hundred columns at a time: whole rows of cache lines, so the hardware
   // prefetcher follows, where one sliver per row would miss on every line.
@@ -342,7 +374,8 @@ void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
     for (index_t q = 0; q < slices; ++q) {
       const index_t k0 = q * depth, kc = std::min(depth, p.k - k0);
       const tile_update<T> u = slice_update(p, q, slices);
-      a_slices.require(q, [&] { pack_a(ap + k0 * mpad, p.a, p.lda, p.ta, 0, p.m, k0, kc); });
+      if (!in_place) a_slices.require(q, [&] { pack_a(ap + k0 * mpad, p.a, p.lda, p.ta, 0, p.m, k0, kc); });
+      const T* a_slice = in_place ? p.a + k0 : ap + k0 * mpad;
       for (index_t jc = j0; jc < j0 + cols; jc += chunk) {
         const index_t w = std::min(chunk, j0 + cols - jc);
         pack_b(bs, p.b, p.ldb, p.tb, k0, kc, jc, w);
@@ -356,7 +389,7 @@ void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
             prefetch_b(p, next_k0, std::min(depth, p.k - next_k0), next_j, std::min(chunk, j0 + cols - next_j),
                        (js - jc) / nr, parts);
           }
-          sliver_tiles(p, u, q == slices - 1, kc, ap + k0 * mpad, 0, 0, p.m, bs + (js - jc) * kc, js);
+          sliver_tiles(p, u, q == slices - 1, kc, a_slice, in_place ? p.lda : 0, 0, p.m, bs + (js - jc) * kc, js);
         }
       }
     }

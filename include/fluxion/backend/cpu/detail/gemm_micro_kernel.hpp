@@ -44,14 +44,16 @@ struct tile_update {
 /// of MR values (lda == 0), or is MR rows of a row-major matrix read in place (lda = its row stride): when A's rows are
 /// contiguous along k, reading them directly saves a packing pass that costs 10-20% of a convolution, and a few row
 /// streams are as easy on L1 as one packed stream.
-template <class T>
+/// MR below the full tile height serves bottom-edge tiles of A read in place (a 32-row product would
+/// otherwise compute 42 rows with AVX-512's 14-row tile); packed slivers then hold MR values per k.
+template <class T, index_t MR = gemm_kernel_traits<T>::mr>
 FLUXION_ALWAYS_INLINE void micro_kernel(index_t kc, const T* FLUXION_RESTRICT a, index_t lda,
                                         const T* FLUXION_RESTRICT b, T* FLUXION_RESTRICT c, index_t ldc,
-                                        const tile_update<T>& u, index_t rows = gemm_kernel_traits<T>::mr) {
+                                        const tile_update<T>& u, index_t rows = MR) {
   using traits = gemm_kernel_traits<T>;
   using ops = typename traits::ops;
   using batch = typename ops::batch;
-  constexpr index_t mr = traits::mr, nv = traits::nv, w = ops::width;
+  constexpr index_t mr = MR, nv = traits::nv, w = ops::width;
 
   batch acc[mr][nv];
 #pragma GCC unroll 32
