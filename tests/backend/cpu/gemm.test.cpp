@@ -107,7 +107,9 @@ TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
                                // a few rows (the streaming path): matrix-vector shapes, long k, odd n
                                {1, 16, 20000}, {2, 300, 50},   {4, 1000, 7}, {3, 37, 129}, {16, 1, 5000},
                                // bottom edges of 4 and 8 rows read in place (AVX-512: 14-row tiles)
-                               {32, 40, 50},   {36, 20, 64},   {22, 100, 33}};
+                               {32, 40, 50},   {36, 20, 64},   {22, 100, 33},
+                               // at most one vector of columns (the narrow path): every row-tile size
+                               {64, 10, 256},  {29, 16, 70},   {7, 9, 40},   {5, 1, 300}};
   const double alphas[] = {1.0, -0.5};
   const double betas[] = {0.0, 1.0, 0.75};
   int count = 0;
@@ -207,6 +209,11 @@ TEST_CASE_TEMPLATE("gemm is bitwise identical for 1, 2 and 3 threads", T, float,
     cpu::gemm<T>(cpu::transpose::no, cpu::transpose::no, 1, 4096, 150, T(1), a.data(), 150, matrix.data(), 4096, T(0),
                  row.data(), 4096);
     c.insert(c.end(), row.begin(), row.end());
+    // One vector of columns, big enough for parallel row blocks (the narrow path).
+    std::vector<T> tall(static_cast<std::size_t>(1500 * 10));
+    cpu::gemm<T>(cpu::transpose::no, cpu::transpose::yes, 1500, 10, 300, T(1), matrix.data(), 300, b.data(), 300, T(0),
+                 tall.data(), 10);
+    c.insert(c.end(), tall.begin(), tall.end());
     c.insert(c.end(), wide.begin(), wide.end());
     c.insert(c.end(), narrow.begin(), narrow.end());
     std::vector<T> cb(static_cast<std::size_t>(4 * 20 * 30));

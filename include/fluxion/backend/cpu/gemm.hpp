@@ -485,6 +485,71 @@ void gemm_few_rows(const problem<T>& p, bool parallel) {
   });
 }
 
+// At most one vector of columns (a dense layer with 10 units, or its weight gradient X^T * dY): B is
+// packed into k rows of one zero-padded vector, and tiles of MR rows by one vector read op(A) where
+// it lies, transposed or not: no repacking of A, and at most one vector's width of padding (the
+// 14 x 32 register tile would compute 32 columns for 10, and the transposed product below must
+// transpose a whole operand: 0.5x of OpenBLAS at 64 x 256 x 10 on AVX-512). Row tiles of 14, 8, 4, 2
+// and 1 cover any m exactly, so no row past the end is read.
+template <class T>
+bool uses_narrow(const problem<T>& p) {
+  return p.n <= simd_ops<T>::width && p.m > few_rows_max_m && simd_ops<T>::width > 1;
+}
+
+template <class T, index_t MR>
+FLUXION_ALWAYS_INLINE void narrow_tile(const problem<T>& p, index_t i0, const T* bp) {
+  using ops = simd_ops<T>;
+  using batch = typename ops::batch;
+  constexpr index_t w = ops::width;
+  const index_t a_row = p.ta ? 1 : p.lda, a_k = p.ta ? p.lda : 1;  // op(A)(i, q) = a[i * a_row + q * a_k]
+  const T* a = p.a + i0 * a_row;
+  batch acc[MR];
+#pragma GCC unroll 16
+  for (index_t i = 0; i < MR; ++i) acc[i] = ops::splat(T(0));
+  for (index_t q = 0; q < p.k; ++q, a += a_k) {
+    const batch bv = ops::load(bp + q * w);
+#pragma GCC unroll 16
+    for (index_t i = 0; i < MR; ++i) acc[i] = ops::fma(ops::splat(a[i * a_row]), bv, acc[i]);
+  }
+  alignas(64) T lanes[w];
+  const bool plain = p.alpha == T(1) && p.beta == T(0) && !p.ep.bias && p.ep.act == activation::none;
+  for (index_t i = 0; i < MR; ++i) {
+    ops::storeu(lanes, acc[i]);
+    T* c = p.c + (i0 + i) * p.ldc;
+    if (plain) {
+      std::copy_n(lanes, p.n, c);
+      continue;
+    }
+    for (index_t j = 0; j < p.n; ++j) {
+      T r = p.alpha * lanes[j];
+      if (p.beta != T(0)) r = std::fma(p.beta, c[j], r);
+      if (p.ep.bias) r += p.ep.bias[j];
+      if (p.ep.act == activation::relu) r = r > T(0) ? r : T(0);
+      c[j] = r;
+    }
+  }
+}
+
+template <class T>
+void gemm_narrow(const problem<T>& p, bool parallel) {
+  constexpr index_t w = simd_ops<T>::width;
+  T* bp = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(p.k * w));
+  for (index_t q = 0; q < p.k; ++q) {
+    for (index_t j = 0; j < p.n; ++j) bp[q * w + j] = p.tb ? p.b[j * p.ldb + q] : p.b[q * p.ldb + j];
+    for (index_t j = p.n; j < w; ++j) bp[q * w + j] = T(0);
+  }
+  constexpr index_t tile = 14, rows_per_task = 8 * tile;
+  run_tasks<T>(parallel, ceil_div(p.m, rows_per_task), [&](index_t t) {
+    index_t i = t * rows_per_task;
+    const index_t end = std::min(p.m, i + rows_per_task);
+    for (; i + tile <= end; i += tile) narrow_tile<T, tile>(p, i, bp);
+    if (i + 8 <= end) narrow_tile<T, 8>(p, i, bp), i += 8;
+    if (i + 4 <= end) narrow_tile<T, 4>(p, i, bp), i += 4;
+    if (i + 2 <= end) narrow_tile<T, 2>(p, i, bp), i += 2;
+    if (i < end) narrow_tile<T, 1>(p, i, bp);
+  });
+}
+
 template <class T>
 void gemm_unchecked(const problem<T>& p, bool allow_threads);
 
@@ -533,6 +598,10 @@ void gemm_unchecked(const problem<T>& p, bool allow_threads) {
   }
   if (uses_few_rows(p)) {
     gemm_few_rows(p, allow_threads && big);
+    return;
+  }
+  if (uses_narrow(p)) {
+    gemm_narrow(p, allow_threads && big);
     return;
   }
   if (uses_swapped_product(p)) {
