@@ -109,6 +109,11 @@ std::vector<cpu::conv2d_shape> test_shapes() {
       cpu::conv2d_tf_shape(1, 3, 3, 2, 5, 5, 3, padding_mode::same),   // window larger than input
       cpu::conv2d_tf_shape(1, 3, 3, 2, 4, 4, 3, padding_mode::valid),  // empty output
       cpu::conv2d_tf_shape(0, 5, 5, 2, 3, 3, 3, padding_mode::same),   // empty batch
+      // Direct kernels (conv_direct.hpp): channels in multiples of 32 floats, rows of about 14 pixels.
+      cpu::conv2d_tf_shape(2, 6, 14, 32, 5, 5, 64, padding_mode::same),            // the tutorial's second layer
+      cpu::conv2d_tf_shape(1, 7, 13, 16, 3, 3, 32, padding_mode::same, 1, 1, 2, 1),  // dilated rows, a short tile
+      cpu::conv2d_tf_shape(2, 9, 27, 8, 3, 3, 32, padding_mode::same, 2, 2),         // strided
+      cpu::conv2d_tf_shape(1, 5, 30, 32, 2, 4, 48, padding_mode::valid),            // 27 wide: a tile past the end
   };
   cpu::conv2d_shape explicit_padding = cpu::conv2d_tf_shape(1, 6, 7, 2, 3, 3, 19, padding_mode::valid);
   explicit_padding.pad_top = 2;  // more than `same` would use, and asymmetric
@@ -158,6 +163,7 @@ TEST_CASE_TEMPLATE("conv2d kernels match a direct loop", T, float, double) {
     // apply) or im2col, and for the input gradient, gather or scatter.
     for (int direct : {1, 0}) {
       cpu::conv_detail::single_channel_mode = direct;
+      cpu::conv_detail::direct_mode = direct;
       std::vector<T> y(static_cast<std::size_t>(s.output_size()), T(7));
       cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data());
       CHECK(worst_error(y, want.y, terms) <= 1.0);
@@ -176,13 +182,14 @@ TEST_CASE_TEMPLATE("conv2d kernels match a direct loop", T, float, double) {
         CHECK(worst_error(dx, want.dx, terms) <= 1.0);
       }
       cpu::conv_detail::input_grad_method = 0;
+
+      std::vector<T> dw(static_cast<std::size_t>(s.filter_size()), T(7));
+      cpu::conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data());
+      const double pixels = static_cast<double>(s.batch * s.out_h * s.out_w);
+      CHECK(worst_error(dw, want.dw, pixels) <= 1.0);
     }
     cpu::conv_detail::single_channel_mode = 1;
-
-    std::vector<T> dw(static_cast<std::size_t>(s.filter_size()), T(7));
-    cpu::conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data());
-    const double pixels = static_cast<double>(s.batch * s.out_h * s.out_w);
-    CHECK(worst_error(dw, want.dw, pixels) <= 1.0);
+    cpu::conv_detail::direct_mode = 1;
   }
 }
 
@@ -226,9 +233,10 @@ TEST_CASE_TEMPLATE("conv2d kernels are bitwise identical for 1, 2 and 3 threads"
   std::mt19937 rng(9);
   const int saved = fluxion::get_num_threads();
   // Enough work to run in parallel, and more than one 1024-pixel chunk for the filter gradient;
-  // the second shape takes the single-channel kernels.
+  // the second shape takes the single-channel kernels, the third the direct ones.
   for (const auto& s : {cpu::conv2d_tf_shape(5, 19, 17, 6, 3, 3, 24, cpu::padding_mode::same),
-                        cpu::conv2d_tf_shape(6, 20, 20, 1, 5, 5, 16, cpu::padding_mode::same)}) {
+                        cpu::conv2d_tf_shape(6, 20, 20, 1, 5, 5, 16, cpu::padding_mode::same),
+                        cpu::conv2d_tf_shape(4, 14, 14, 32, 5, 5, 64, cpu::padding_mode::same)}) {
     auto x = random_vector<T>(s.input_size(), rng);
     auto w = random_vector<T>(s.filter_size(), rng);
     auto dy = random_vector<T>(s.output_size(), rng);

@@ -28,6 +28,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/error.hpp"
+#include "detail/conv_direct.hpp"
 #include "detail/conv_single_channel.hpp"
 #include "detail/scratch_buffer.hpp"
 #include "detail/window_geometry.hpp"
@@ -87,8 +88,11 @@ inline void check_shape(const char* op, const conv2d_shape& s) {
 // Row blocks of about this many column elements stay in L2 next to the packed filter.
 inline constexpr index_t block_elements = 1 << 15;
 
-inline index_t block_rows(index_t k) {
-  return std::clamp<index_t>((block_elements / std::max<index_t>(k, 1) + 5) / 6 * 6, 24, 1024);
+// Whole register tiles: a block ending in a partial tile repacks that tile's rows on every call.
+template <class T>
+index_t block_rows(index_t k) {
+  constexpr index_t mr = gemm_kernel_traits<T>::mr;
+  return std::clamp<index_t>((block_elements / std::max<index_t>(k, 1) + mr - 1) / mr * mr, 2 * mr, 1024 / mr * mr);
 }
 
 // The input gradient scatters (fewer, but read-modify-write, column elements) or gathers.
@@ -183,7 +187,7 @@ void blocked_product(index_t rows_total, index_t k, index_t n, const T* b, index
                      const gemm_epilogue<T>& ep, MakeRows&& make_rows) {
   using namespace gemm_detail;
   problem<T> p{false, tb, rows_total, n, k, T(1), nullptr, k, b, ldb, T(0), c, n, ep};
-  const index_t block = block_rows(k), tasks = ceil_div(rows_total, block);
+  const index_t block = block_rows<T>(k), tasks = ceil_div(rows_total, block);
   const bool parallel = 2.0 * rows_total * n * k >= min_parallel_flops;
   const bool dot = uses_dot_kernel(p);
   T* bp = dot ? nullptr : scratch<T, scratch_slot::conv_packed>(static_cast<std::size_t>(packed_b_size<T>(k, n)));
@@ -225,6 +229,10 @@ void conv2d_forward(const conv2d_shape& s, const T* input, const T* filter, T* o
     conv_detail::single_channel_forward(s, input, filter, output, epilogue);
     return;
   }
+  if (conv_detail::direct_forward_applies<T>(s)) {
+    conv_detail::direct_forward(s, input, filter, output, epilogue);
+    return;
+  }
   conv_detail::blocked_product<T>(
       pixels, k, s.out_c, filter, s.out_c, false, output, epilogue, [&](index_t r0, index_t rows) {
         T* cols = scratch<T, scratch_slot::conv_columns>(static_cast<std::size_t>(rows * k));
@@ -257,7 +265,7 @@ template <class T>
 void backward_input_scatter(const conv2d_shape& s, const T* grad_output, const T* filter, T* grad_input) {
   using namespace gemm_detail;
   const index_t k = s.filter_h * s.filter_w * s.in_c, c = s.in_c, image_out = s.out_h * s.out_w;
-  const index_t image_in = s.in_h * s.in_w * c, block = block_rows(k);
+  const index_t image_in = s.in_h * s.in_w * c, block = block_rows<T>(k);
   problem<T> p{false, true, image_out, k, s.out_c, T(1), nullptr, s.out_c, filter, s.out_c, T(0), nullptr, k, {}};
   const bool dot = uses_dot_kernel(p);
   T* bp = dot ? nullptr : scratch<T, scratch_slot::conv_packed>(static_cast<std::size_t>(packed_b_size<T>(s.out_c, k)));
@@ -311,6 +319,8 @@ void conv2d_backward_input(const conv2d_shape& s, const T* grad_output, const T*
   }
   if (conv_detail::single_channel_direct<T>(s) && s.stride_h == 1 && s.stride_w == 1)
     conv_detail::single_channel_backward_input(s, grad_output, filter, grad_input);
+  else if (conv_detail::direct_backward_input_applies<T>(s))
+    conv_detail::direct_backward_input(s, grad_output, filter, grad_input);
   else if (conv_detail::use_scatter(s))
     conv_detail::backward_input_scatter(s, grad_output, filter, grad_input);
   else
@@ -326,6 +336,10 @@ void conv2d_backward_filter(const conv2d_shape& s, const T* input, const T* grad
   if (k == 0 || n == 0) return;
   if (pixels == 0) {
     std::fill_n(grad_filter, k * n, T(0));
+    return;
+  }
+  if (!conv_detail::is_pointwise(s) && conv_detail::direct_backward_filter_applies<T>(s)) {
+    conv_detail::direct_backward_filter(s, input, grad_output, grad_filter);
     return;
   }
   // Pixels are summed in fixed chunks (in parallel), and the chunks' partial sums in chunk order.
