@@ -59,6 +59,8 @@ std::vector<cpu::pool2d_shape> test_shapes() {
           cpu::pool2d_tf_shape(1, 9, 7, 2, 3, 2, 1, 3, padding_mode::same),
           cpu::pool2d_tf_shape(3, 5, 5, 1, 2, 3, 3, 1, padding_mode::valid),
           cpu::pool2d_tf_shape(1, 4, 4, 17, 4, 4, 1, 1, padding_mode::same),  // window as big as the input
+          cpu::pool2d_tf_shape(2, 8, 6, 33, 2, 2, 2, 2, padding_mode::same),  // windows tile the image
+          cpu::pool2d_tf_shape(1, 8, 7, 3, 2, 2, 3, 3, padding_mode::valid),  // disjoint, with gaps between
           cpu::pool2d_tf_shape(1, 2, 2, 3, 3, 3, 1, 1, padding_mode::valid),  // empty output
           cpu::pool2d_tf_shape(0, 4, 4, 3, 2, 2, 2, 2, padding_mode::same)};  // empty batch
 }

@@ -225,12 +225,12 @@ void conv2d_forward(const conv2d_shape& s, const T* input, const T* filter, T* o
         {false, false, pixels, s.out_c, k, T(1), input, k, filter, s.out_c, T(0), output, s.out_c, epilogue}, true);
     return;
   }
-  if (conv_detail::single_channel_direct<T>(s)) {
-    conv_detail::single_channel_forward(s, input, filter, output, epilogue);
-    return;
-  }
   if (conv_detail::direct_forward_applies<T>(s)) {
     conv_detail::direct_forward(s, input, filter, output, epilogue);
+    return;
+  }
+  if (conv_detail::single_channel_direct<T>(s)) {
+    conv_detail::single_channel_forward(s, input, filter, output, epilogue);
     return;
   }
   conv_detail::blocked_product<T>(

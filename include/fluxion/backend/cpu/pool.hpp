@@ -136,10 +136,13 @@ void max_pool2d_backward(const pool2d_shape& s, const T* input, const T* grad_ou
   pool_detail::check_shape("max_pool2d_backward", s);
   const index_t c = s.channels, image_in = s.in_h * s.in_w * c;
   const bool disjoint = s.stride_h >= s.window_h && s.stride_w >= s.window_w;
+  // Windows that tile the image exactly write every element of it: no zeroing first.
+  const bool tiling = disjoint && s.stride_h == s.window_h && s.stride_w == s.window_w && s.pad_top == 0 &&
+                      s.pad_left == 0 && s.out_h * s.stride_h == s.in_h && s.out_w * s.stride_w == s.in_w;
   pool_detail::for_each_image(s, [&](index_t n) {
     const T* x = input + n * image_in;
     T* dx = grad_input + n * image_in;
-    std::fill_n(dx, image_in, T(0));
+    if (!tiling) std::fill_n(dx, image_in, T(0));
     for (index_t oh = 0; oh < s.out_h; ++oh)
       for (index_t ow = 0; ow < s.out_w; ++ow) {
         const T* g = grad_output + ((n * s.out_h + oh) * s.out_w + ow) * c;
@@ -149,7 +152,7 @@ void max_pool2d_backward(const pool2d_shape& s, const T* input, const T* grad_ou
         // Window position -> pixel offset, without a division per channel in common window sizes.
         constexpr index_t table_size = 64;
         index_t offsets[table_size];
-        const bool tabled = win.count() <= table_size;
+        const bool tabled = !disjoint && win.count() <= table_size;
         if (tabled)
           for (index_t q = 0; q < win.count(); ++q) offsets[q] = (q / span_w * s.in_w + q % span_w) * c;
         for_each_channel_chunk<T>(c, [&](auto ops, index_t ch) {
