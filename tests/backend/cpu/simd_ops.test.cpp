@@ -52,3 +52,25 @@ TEST_CASE("simd: inline float sin and cos against double-precision std::sin and 
   for (float y : fx::tensor<float>(fx::sin(special)).to_vector()) CHECK(std::isnan(y));
   for (float y : fx::tensor<float>(fx::cos(special)).to_vector()) CHECK(std::isnan(y));
 }
+
+TEST_CASE("simd: inline float exp against double-precision std::exp") {
+  const fx::index_t n = 1 << 18;
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (fx::index_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = -87.f + 175.f * static_cast<float>(i) / n;
+  const auto e = fx::tensor<float>(fx::exp(fx::from_vector(v, {n}))).to_vector();
+  double worst = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double ref = std::exp(static_cast<double>(v[i]));
+    worst = std::max(worst, std::abs(e[i] - ref) / ref);
+  }
+  CHECK(worst < 1.8e-7);  // three float ulps
+  // Outside the inline range xsimd takes over: overflow, underflow, inf and NaN.
+  fx::tensor<float> special = {0.f, 100.f, -120.f, INFINITY, -INFINITY, NAN};
+  const auto s = fx::tensor<float>(fx::exp(special)).to_vector();
+  CHECK(s[0] == 1.f);
+  CHECK(std::isinf(s[1]));
+  CHECK(s[2] == 0.f);
+  CHECK(std::isinf(s[3]));
+  CHECK(s[4] == 0.f);
+  CHECK(std::isnan(s[5]));
+}
