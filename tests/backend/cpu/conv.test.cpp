@@ -101,6 +101,7 @@ std::vector<cpu::conv2d_shape> test_shapes() {
       cpu::conv2d_tf_shape(2, 11, 10, 2, 2, 3, 18, padding_mode::valid, 2, 1, 3, 2),
       cpu::conv2d_tf_shape(2, 8, 8, 1, 5, 5, 32, padding_mode::same),               // the tutorial's first layer
       cpu::conv2d_tf_shape(1, 9, 11, 1, 3, 2, 16, padding_mode::same, 1, 1, 2, 3),  // single channel, dilated
+      cpu::conv2d_tf_shape(1, 5, 21, 1, 5, 5, 32, padding_mode::same),  // single channel, rows of 1.3 vectors
       cpu::conv2d_tf_shape(2, 9, 10, 1, 3, 3, 8, padding_mode::valid, 2, 3),        // single channel, strided
       cpu::conv2d_tf_shape(1, 6, 6, 32, 5, 5, 13, padding_mode::same),              // k = 800: several KC slices
       cpu::conv2d_tf_shape(2, 5, 4, 6, 1, 1, 7, padding_mode::valid),               // pointwise
