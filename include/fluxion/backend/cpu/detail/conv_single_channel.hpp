@@ -153,11 +153,10 @@ FLUXION_ALWAYS_INLINE void backward_input_pixels(const Shape& s, const T* plane,
       }
     }
   }
-  if constexpr (R == w) {
-    ops::sum_each(acc, dx);
-  } else {
-    for (int r = 0; r < R; ++r) dx[r] = ops::sum(acc[r]);
-  }
+  // One reduction per pixel: xsimd's haddp (simd_ops::sum_each) permutes lanes 2-5 and 10-13 on
+  // AVX-512 (xsimd 8; tests/backend/cpu/conv.test.cpp's 21-wide single-channel shape catches it).
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) dx[r] = ops::sum(acc[r]);
 }
 
 /// The input gradient for stride 1: each input pixel gathers its taps from a bordered copy of dY.
