@@ -493,7 +493,9 @@ void gemm_few_rows(const problem<T>& p, bool parallel) {
 // and 1 cover any m exactly, so no row past the end is read.
 template <class T>
 bool uses_narrow(const problem<T>& p) {
-  return p.n <= simd_ops<T>::width && p.m > few_rows_max_m && simd_ops<T>::width > 1;
+  // With at most few_rows_max_m columns the transposed product below has that few rows, and the
+  // streaming path reads op(A) once without broadcasting lanes that are mostly padding.
+  return p.n <= simd_ops<T>::width && p.n > few_rows_max_m && p.m > few_rows_max_m && simd_ops<T>::width > 1;
 }
 
 template <class T, index_t MR>
