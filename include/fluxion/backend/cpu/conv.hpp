@@ -8,18 +8,31 @@
 //   conv2d_backward_input<float>(s, dy, w, dx);
 //   conv2d_backward_filter<float>(s, x, dy, dw);
 //
-// All three are im2col plus the packed GEMM, which measured fastest here (bench/RESULTS-kernels.md),
-// except for single-channel input (detail/conv_single_channel.hpp: direct forward and, at stride 1,
-// input gradient):
-//   forward      Y (pixels x C_out)    = columns(X) (pixels x KH*KW*C_in) * W
-//   input grad   dX (pixels x C_in)    = columns(dY) (input pixels x KH*KW*C_out) * W'; W' is W with
-//                                        each (kh, kw) slice transposed. The gather form needs no
-//                                        scatter-add, so no two tasks write one element.
-//   filter grad  dW (KH*KW*C_in x C_out) = columns(X)^T * dY, reduced over fixed chunks of output
-//                                        pixels whose partial sums are added in chunk order.
-// Row blocks of columns are built per task and stay in cache; the filter is packed once per call.
-// Work is split into blocks whose size depends only on the shape, so results are bitwise identical
-// for any thread count.
+// Algorithms, as measured on AVX-512 (Zen 4, 1 thread; bench/conv.bench.cpp, tutorial convnet at
+// batch 64):
+//   - direct kernels (detail/conv_direct.hpp) wherever dilation_w == 1, the channels that a tile
+//     vectorizes are a multiple of 2 vectors (32 floats) and (forward, input gradient) rows are long
+//     enough for 14-pixel tiles: the register tile reads a zero-bordered copy of one image instead
+//     of im2col columns. Whole 14-row tiles alone took the im2col input gradient from 20.8 to 15 ms.
+//     conv 14x14x32 -> 64, 5x5: forward 12.8 -> 11.7 ms, input gradient (stride 1) 20.8 -> 11.9 ms,
+//     filter gradient 15.5 -> 12.0 ms, i.e. 92-96% of the FMA peak; the 28x28x1 -> 32 forward
+//     1.28 -> 0.79 ms and filter gradient 3.2-4.5 -> 1.0 ms.
+//   - single-channel input (detail/conv_single_channel.hpp): direct input gradient at stride 1
+//     (output channels are reduced per pixel, so the channel tile above does not apply), and the
+//     forward pass where rows are too short for the direct tile.
+//   - otherwise im2col plus the packed GEMM:
+//       forward      Y (pixels x C_out)    = columns(X) (pixels x KH*KW*C_in) * W
+//       input grad   dX (pixels x C_in)    = columns(dY) (input pixels x KH*KW*C_out) * W' (gather;
+//                                          W' is W with each (kh, kw) slice transposed), or
+//                                          dY * W^T then col2im per image (scatter), chosen by data
+//                                          moved
+//       filter grad  dW (KH*KW*C_in x C_out) = columns(X)^T * dY, reduced over fixed chunks of output
+//                                          pixels whose partial sums are added in chunk order.
+//     Row blocks of columns are built per task, in whole register tiles, and stay in cache; the
+//     filter is packed once per call.
+// Work is split into blocks whose size depends only on the shape, or (direct filter gradient) into
+// tiles that each sum every pixel in one order, so results are bitwise identical for any thread
+// count.
 #pragma once
 
 #include <algorithm>
