@@ -74,3 +74,19 @@ TEST_CASE("simd: inline float exp against double-precision std::exp") {
   CHECK(s[4] == 0.f);
   CHECK(std::isnan(s[5]));
 }
+
+TEST_CASE_TEMPLATE("simd: sum_each gives each vector's sum in its own lane", T, float, double) {
+  using ops = fx::detail::kernels::simd_ops<T>;
+  constexpr fx::index_t w = ops::width;
+  typename ops::batch v[w];
+  std::vector<T> expected(static_cast<std::size_t>(w));
+  for (fx::index_t i = 0; i < w; ++i) {
+    alignas(64) T lanes[w];
+    for (fx::index_t j = 0; j < w; ++j) lanes[j] = static_cast<T>((i + 1) * 100 + j);
+    v[i] = ops::loadu(lanes);
+    for (fx::index_t j = 0; j < w; ++j) expected[static_cast<std::size_t>(i)] += lanes[j];
+  }
+  std::vector<T> out(static_cast<std::size_t>(w));
+  ops::sum_each(v, out.data());
+  CHECK(out == expected);
+}

@@ -71,11 +71,15 @@ FLUXION_ALWAYS_INLINE B exp_float(const B& x) {
   return p * xsimd::bitwise_cast<B>(bits);
 }
 
-FLUXION_SIMD_OP(negate, const B& x) { return -x; } };
-FLUXION_SIMD_OP(exp, const B& x) {
+/// exp through the inline float kernel where there is one.
+template <class B>
+FLUXION_ALWAYS_INLINE B exp_any(const B& x) {
   if constexpr (std::is_same_v<typename B::value_type, float>) return exp_float(x);
   else return xsimd::exp(x);
-} };
+}
+
+FLUXION_SIMD_OP(negate, const B& x) { return -x; } };
+FLUXION_SIMD_OP(exp, const B& x) { return exp_any(x); } };
 FLUXION_SIMD_OP(log, const B& x) { return xsimd::log(x); } };
 FLUXION_SIMD_OP(log1p, const B& x) { return xsimd::log1p(x); } };
 FLUXION_SIMD_OP(expm1, const B& x) { return xsimd::expm1(x); } };
@@ -100,12 +104,12 @@ FLUXION_SIMD_OP(round, const B& x) { return xsimd::nearbyint(x); } };
 FLUXION_SIMD_OP(relu, const B& x) { return xsimd::select(x < B(0), B(0), x); } };
 FLUXION_SIMD_OP(sign, const B& x) { return xsimd::select(x > B(0), B(1), xsimd::select(x < B(0), B(-1), x)); } };
 FLUXION_SIMD_OP(sigmoid, const B& x) {
-  const B e = xsimd::exp(-xsimd::abs(x));  // never overflows
+  const B e = exp_any(-xsimd::abs(x));  // never overflows
   const B p = B(1) / (B(1) + e);
   return xsimd::select(x >= B(0), p, e * p);
 } };
 FLUXION_SIMD_OP(softplus, const B& x) {
-  return xsimd::select(x > B(0), x, B(0)) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
+  return xsimd::select(x > B(0), x, B(0)) + xsimd::log1p(exp_any(-xsimd::abs(x)));
 } };
 FLUXION_SIMD_OP(add, const B& a, const B& b) { return a + b; } };
 FLUXION_SIMD_OP(subtract, const B& a, const B& b) { return a - b; } };

@@ -48,10 +48,52 @@ FLUXION_ALWAYS_INLINE void dot_block(index_t k, const T* FLUXION_RESTRICT a, ind
     }
 }
 
+/// One column (a matrix-vector product): W rows at a time, their W sums reduced together by one
+/// transposing horizontal add instead of W separate ones (which cost more than the FMAs at k = 16).
+template <class T>
+index_t dot_rows_one_column(index_t k, const T* a, index_t lda, const T* bt, T* c, index_t ldc, index_t rows,
+                            const tile_update<T>& u) {
+  using ops = simd_ops<T>;
+  using batch = typename ops::batch;
+  constexpr index_t w = ops::width;
+  const index_t kv = k / w * w;
+  index_t i = 0;
+  for (; i + w <= rows; i += w) {
+    batch acc[w];
+#pragma GCC unroll 16
+    for (index_t r = 0; r < w; ++r) acc[r] = ops::splat(T(0));
+    for (index_t p = 0; p < kv; p += w) {
+      const batch bv = ops::load(bt + p);
+#pragma GCC unroll 16
+      for (index_t r = 0; r < w; ++r) acc[r] = ops::fma(ops::loadu(a + (i + r) * lda + p), bv, acc[r]);
+    }
+    alignas(64) T sums[w];
+    ops::sum_each(acc, sums);
+    for (index_t r = 0; r < w; ++r) {
+      T s = sums[r];
+      for (index_t p = kv; p < k; ++p) s = std::fma(a[(i + r) * lda + p], bt[p], s);
+      T& out = c[(i + r) * ldc];
+      if (u.alpha != T(1)) s *= u.alpha;
+      if (u.beta != T(0)) s = std::fma(u.beta, out, s);
+      if (u.bias) s += u.bias[0];
+      if (u.relu) s = s > T(0) ? s : T(0);
+      out = s;
+    }
+  }
+  return i;
+}
+
 /// Rows [0, rows) of C, all n columns, from rows of op(A) (unit stride along k) and op(B)^T.
 template <class T>
 void dot_rows(index_t k, index_t n, const T* a, index_t lda, const T* bt, index_t ldbt, T* c, index_t ldc, index_t rows,
               const tile_update<T>& u) {
+  if constexpr (simd_ops<T>::width > 1)
+    if (n == 1) {
+      const index_t done = dot_rows_one_column(k, a, lda, bt, c, ldc, rows, u);
+      a += done * lda;
+      c += done * ldc;
+      rows -= done;
+    }
   constexpr int rb = 4, cb = 2;
   auto row_block = [&]<int RB>(index_t i) {
     const T* ai = a + i * lda;

@@ -35,7 +35,17 @@ struct simd_ops {
   static FLUXION_ALWAYS_INLINE batch relu(batch v) { return xsimd::select(v > batch(T(0)), v, batch(T(0))); }
   static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
   /// out[i] = sum(v[i]) for i < width, sharing the shuffles between the reductions.
-  static FLUXION_ALWAYS_INLINE void sum_each(const batch* v, T* out) { xsimd::haddp(v).store_unaligned(out); }
+  static FLUXION_ALWAYS_INLINE void sum_each(const batch* v, T* out) {
+    if constexpr (std::is_same_v<T, float> && width == 16) {
+      // xsimd 8's haddp for 16 floats returns the sums of lanes 2-5 and 10-13 as 4 5 2 3 and
+      // 12 13 10 11; that order is its own inverse, so feeding the vectors in it undoes it.
+      const batch w[16] = {v[0], v[1], v[4],  v[5],  v[2],  v[3],  v[6],  v[7],
+                           v[8], v[9], v[12], v[13], v[10], v[11], v[14], v[15]};
+      xsimd::haddp(w).store_unaligned(out);
+    } else {
+      xsimd::haddp(v).store_unaligned(out);
+    }
+  }
   static FLUXION_ALWAYS_INLINE batch max(batch a, batch b) { return xsimd::select(a > b, a, b); }
   /// Lanes where a > b take x, the others y.
   static FLUXION_ALWAYS_INLINE batch select_greater(batch a, batch b, batch x, batch y) {
