@@ -115,6 +115,12 @@ std::vector<cpu::conv2d_shape> test_shapes() {
       cpu::conv2d_tf_shape(1, 7, 13, 16, 3, 3, 32, padding_mode::same, 1, 1, 2, 1),  // dilated rows, a short tile
       cpu::conv2d_tf_shape(2, 9, 27, 8, 3, 3, 32, padding_mode::same, 2, 2),         // strided
       cpu::conv2d_tf_shape(1, 5, 30, 32, 2, 4, 48, padding_mode::valid),            // 27 wide: a tile past the end
+      // Filter gradient runs of 1 to 6 (kw, c_in) values: one tile of exactly that many rows.
+      cpu::conv2d_tf_shape(1, 4, 6, 1, 2, 1, 32, padding_mode::same),
+      cpu::conv2d_tf_shape(1, 5, 5, 2, 2, 1, 32, padding_mode::same, 2, 1),
+      cpu::conv2d_tf_shape(1, 6, 7, 1, 3, 3, 32, padding_mode::same),
+      cpu::conv2d_tf_shape(2, 5, 6, 2, 3, 2, 32, padding_mode::valid),
+      cpu::conv2d_tf_shape(2, 5, 6, 2, 3, 3, 32, padding_mode::valid),
   };
   cpu::conv2d_shape explicit_padding = cpu::conv2d_tf_shape(1, 6, 7, 2, 3, 3, 19, padding_mode::valid);
   explicit_padding.pad_top = 2;  // more than `same` would use, and asymmetric

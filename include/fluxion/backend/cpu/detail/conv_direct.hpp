@@ -18,6 +18,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 
 #include "../gemm.hpp"
 #include "../thread_pool.hpp"
@@ -228,7 +229,8 @@ filter_tiling<T> choose_filter_tiling(const Shape& s) {
   constexpr index_t w = tr::width;
   if (direct_mode != 1 || !has_xsimd_arch || s.dilation_w != 1) return {};
   if (tr::mr(4) >= 6 && s.out_c % (4 * w) == 0) return {4, tr::mr(4) >= 6 ? 6 : 0};
-  if (s.out_c % (2 * w) == 0) return {2, s.filter_w * s.in_c <= 6 ? 6 : tr::mr(2)};
+  // A run of at most 6 (kw, c_in) values is one tile of exactly that many rows: no idle rows.
+  if (s.out_c % (2 * w) == 0) return {2, s.filter_w * s.in_c <= 6 ? static_cast<int>(s.filter_w * s.in_c) : tr::mr(2)};
   return {};
 }
 
@@ -281,8 +283,18 @@ void direct_backward_filter(const Shape& s, const T* input, const T* grad_output
   if (tiling.nv == 4) {
     if constexpr (direct_traits<T>::mr(4) >= 6)
       direct_backward_filter_tiles<T, 6, 4>(s, grad_output, grad_filter, planes, plane_size, cols);
-  } else if (tiling.mr == 6) {
-    direct_backward_filter_tiles<T, 6, 2>(s, grad_output, grad_filter, planes, plane_size, cols);
+  } else if (tiling.mr <= 6) {
+    auto short_run = [&]<int MR>(std::integral_constant<int, MR>) {
+      direct_backward_filter_tiles<T, MR, 2>(s, grad_output, grad_filter, planes, plane_size, cols);
+    };
+    switch (tiling.mr) {
+      case 1: short_run(std::integral_constant<int, 1>{}); break;
+      case 2: short_run(std::integral_constant<int, 2>{}); break;
+      case 3: short_run(std::integral_constant<int, 3>{}); break;
+      case 4: short_run(std::integral_constant<int, 4>{}); break;
+      case 5: short_run(std::integral_constant<int, 5>{}); break;
+      default: short_run(std::integral_constant<int, 6>{}); break;
+    }
   } else {
     direct_backward_filter_tiles<T, mr2, 2>(s, grad_output, grad_filter, planes, plane_size, cols);
   }
