@@ -14,6 +14,8 @@
 //     element, and the forward pass keeps that same element;
 //   - a window with no valid element (possible only with hand-made padding) gives 0 and gets no
 //     gradient.
+// 2x2 windows at stride 2 that tile the image (the usual max pool) take a one-pass backward path:
+// each window's four pixels are compared in scan order and every dx element is written once.
 // Backward kernels add into overlapping windows one image at a time, in a fixed order, so results
 // are bitwise identical for any thread count.
 #pragma once
