@@ -54,3 +54,14 @@ TEST_CASE("custom_gradient: several arguments and a wrong-shaped gradient") {
   test::check_throws_with<fx::shape_error>([&] { (void)fx::gradients_function([&](const auto& p) { return bad(p); })(a); },
                                            "custom_gradient: the gradient's shape (3,) does not match its argument's shape (2,)");
 }
+
+TEST_CASE("custom_gradient: forward mode differentiates the function itself, not its backward") {
+  // A deliberately wrong backward (4x instead of 2x) shows which one forward mode uses.
+  auto f = fx::custom_gradient([](const auto& x) {
+    return std::pair{x * x, [x](const auto& dy) { return dy * x * 4.0; }};
+  });
+  fx::tensor<double> x = {1.5, -0.5}, v = {1.0, 2.0};
+  fx::forward_accumulator acc(x, v);
+  fx::tensor<double> y = f(x);
+  CHECK(acc.jvp(y).to_vector() == std::vector<double>{3.0, -2.0});  // 2 x v
+}

@@ -53,3 +53,18 @@ TEST_CASE("functional: jvp and forward_accumulator") {
   test::check_throws_with<fx::shape_error>([&] { acc.watch(x, fx::tensor<double>{1.0}); },
                                            "forward_accumulator: tangent of shape (1,) does not match primal of shape (2,)");
 }
+
+TEST_CASE("functional: the tangent of a statement without a derivative is zeros of its shape") {
+  fx::tensor<double> x = {{0.3, 1.2, -2.5}, {4.0, 0.5, -0.1}}, v = {{1.0, -2.0, 3.0}, {1.0, 1.0, 1.0}};
+  fx::forward_accumulator acc(x, v);
+  fx::tensor<double> f = fx::floor(x);
+  fx::tensor<double> s = fx::sign(x) + fx::round(x);   // a differentiable op of two that are not
+  fx::tensor<double> c = fx::cast<double>(x > 0.0);     // a comparison
+  fx::tensor<double> r = fx::reduce_sum(fx::ceil(x), 1);
+  for (const auto* t : {&f, &s, &c, &r}) {
+    const fx::tensor<double> tangent = acc.jvp(*t);
+    CHECK(tangent.shape() == t->shape());
+    for (double e : tangent.to_vector()) CHECK(e == 0.0);
+  }
+  CHECK(acc.jvp(f).shape() == x.shape());
+}

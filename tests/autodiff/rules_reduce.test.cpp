@@ -1,44 +1,9 @@
-#include "../test_util.hpp"
+#include "gradient_checks.hpp"
 
-#include <fluxion/testing/check_gradients.hpp>
-
-// Every differentiable op against central finite differences, in double, at several shapes
-// including broadcasting.
-
-namespace {
+// Reductions against central finite differences, reverse and forward mode, over every set of axes
+// of a matrix, with and without keepdims.
 
 using fx::testing::check_gradients;
-
-template <class F>
-void check_unary(const char* name, F f, double lo = -2, double hi = 2, fx::testing::check_options opt = {}) {
-  for (const fx::shape& s : {fx::shape{}, fx::shape{5}, fx::shape{2, 3}}) {
-    const std::string op = name;
-    CAPTURE(op);
-    CAPTURE(fx::to_string(s));
-    auto x = test::random_tensor<double>(s, 3, lo, hi);
-    auto r = check_gradients(f, opt, x);
-    CHECK_MESSAGE(r.ok, r.report);
-  }
-}
-
-template <class F>
-void check_binary(const char* name, F f, double lo = -2, double hi = 2) {
-  struct Case {
-    fx::shape a, b;
-  };
-  for (auto c : {Case{{4}, {4}}, Case{{2, 3}, {3}}, Case{{3, 1}, {1, 4}}, Case{{}, {2, 2}}}) {
-    const std::string op = name;
-    CAPTURE(op);
-    CAPTURE(fx::to_string(c.a));
-    CAPTURE(fx::to_string(c.b));
-    auto a = test::random_tensor<double>(c.a, 5, lo, hi);
-    auto b = test::random_tensor<double>(c.b, 6, lo, hi);
-    auto r = check_gradients(f, a, b);
-    CHECK_MESSAGE(r.ok, r.report);
-  }
-}
-
-}  // namespace
 
 TEST_CASE("rules: reductions") {
   auto x = test::random_tensor<double>({3, 4}, 7, 0.5, 2);

@@ -29,17 +29,28 @@ inline constexpr bool differentiable_v = std::is_floating_point_v<value_type_t<E
 /// Sums `g` (whose shape `target` broadcasts to) down to `target`.
 template <class G>
 tensor<value_type_t<G>, device_t<G>> reduce_to(const G& g, const shape& target) {
+  using T = value_type_t<G>;
+  using D = device_t<G>;
   const shape& s = g.shape();
-  if (s == target) return tensor<value_type_t<G>, device_t<G>>(g);
+  if (s == target) return tensor<T, D>(g);
   if (broadcast_shapes(s, target, "gradient") != s)
     throw shape_error("gradient: a gradient of shape " + to_string(s) + " cannot be reduced to shape " +
                       to_string(target));
   std::vector<int> ax;
+  shape dropped;  // the reduction's shape without keepdims
   const int shift = s.rank() - target.rank();
-  for (int d = 0; d < s.rank(); ++d)
+  for (int d = 0; d < s.rank(); ++d) {
     if (d < shift || (target[d - shift] == 1 && s[d] != 1)) ax.push_back(d);
-  tensor<value_type_t<G>, device_t<G>> r = reduce_sum(g, ax, true);
-  return tensor<value_type_t<G>, device_t<G>>(r, target);
+    else dropped.push_back(s[d]);
+  }
+  // The result must be a tensor that the tapes and accumulators alive saw being computed from g,
+  // so that higher derivatives pass through it: the reduction itself when its shape is the
+  // target's, else a recorded reshape of it (a reshape sharing r's buffer under a new id that
+  // no tape tracks would cut the gradient of a gradient off here).
+  const bool keep = dropped != target;
+  tensor<T, D> r = reduce_sum(g, ax, keep);
+  if (r.shape() == target) return r;
+  return tensor<T, D>(reshape_expr<tensor<T, D>>(std::move(r), target));
 }
 
 /// The gradient of a reduction's operand before any scaling: `g` broadcast back over the
@@ -85,6 +96,11 @@ template <class G>
 auto reduce_to_ordered(const G& g, const shape& target) {
   return keep_order<G>(reduce_to(g, target));
 }
+
+/// Whether a sink asks for gradients to stay fused through reductions (graph mode's) rather than be
+/// materialized there (the tape's, see backward<reduce_expr>).
+template <class Sink>
+inline constexpr bool fuses_reductions_v = requires { Sink::fuses_reductions; };
 
 /// Calls f(x) with `g` itself when it already has `s`'s shape, else with it summed down to `s`.
 template <class G, class F>
@@ -201,7 +217,17 @@ struct backward<reduce_expr<RedOp, A>> {
   static void run(const reduce_expr<RedOp, A>& e, const G& g, Sink& sink) {
     if constexpr (differentiable_v<A> && !std::is_same_v<RedOp, ops::reduce_all> &&
                   !std::is_same_v<RedOp, ops::reduce_any>)
-      with_shape(g, e.shape(), [&](const auto& gg) { pull(e, gg, sink); });
+    {
+      // A gradient that is already a tensor is passed on as it is. Another (a reduction inside an
+      // elementwise statement, as in logsumexp) is materialized, so that pull() is instantiated
+      // for one gradient type rather than two (as is, or summed down to the reduction's shape),
+      // which roughly halves what the operand's subtree instantiates. Graph mode's sink keeps the
+      // gradient fused instead: there, allocating only the result matters more.
+      if constexpr (is_materialized_v<G> || fuses_reductions_v<Sink>)
+        with_shape(g, e.shape(), [&](const auto& gg) { pull(e, gg, sink); });
+      else
+        pull(e, reduce_to_ordered(g, e.shape()), sink);
+    }
   }
 
  private:

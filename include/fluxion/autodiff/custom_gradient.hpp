@@ -12,6 +12,10 @@
 // nested tapes give higher derivatives of custom functions. Arguments may be tensors or
 // variables (read as their value; trainable variables are watched as usual). With several
 // arguments, the backward function returns a std::tuple (or std::pair) of gradients.
+//
+// Forward accumulators are not paused: forward mode (fx::jvp, fx::forward_accumulator)
+// differentiates the wrapped function's own computation with the ordinary rules; the
+// hand-written backward serves reverse mode only.
 #pragma once
 
 #include <tuple>
@@ -53,7 +57,7 @@ class custom_gradient_function {
  private:
   template <class... Ts>
   auto call(const Ts&... xs) const {
-    // Run the user's function with every tape and accumulator paused.
+    // Run the user's function with every tape paused (accumulators still see it: see above).
     std::vector<std::unique_ptr<gradient_tape::stop_recording_scope>> quiet;
     for (gradient_tape* t : detail::tape_stack::tapes) quiet.push_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
     auto [value, back] = m_f(xs...);

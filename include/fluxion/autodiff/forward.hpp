@@ -105,7 +105,7 @@ decltype(auto) tstep(X&& x) {
 template <class E>
 struct tangent {
   template <int K>
-  static auto of(const E& e, const forward_accumulator&) {
+  static auto of(const E&, const forward_accumulator&) {
     return scalar_expr<value_type_t<E>, device_t<E>>(value_type_t<E>(0));
   }
 };
@@ -127,6 +127,14 @@ struct tangent<grad_expr<K0, G>> {
   static auto of(const grad_expr<K0, G>& e, const forward_accumulator& acc) { return tstep<K>(tangent<G>::template of<K>(e.g, acc)); }
 };
 
+/// The tangent of a node without a derivative (floor, sign, comparisons, mod): zeros of the node's
+/// shape, so that the tangent of such a statement has its output's shape.
+template <class E>
+auto zero_tangent(const E& e) {
+  using T = value_type_t<E>;
+  return broadcast_to(scalar_expr<T, device_t<E>>(T(0)), e.shape());
+}
+
 template <class Op, class A>
 struct tangent<unary_expr<Op, A>> {
   template <int K>
@@ -134,7 +142,7 @@ struct tangent<unary_expr<Op, A>> {
     if constexpr (rule<Op>::differentiable && differentiable_v<A>)
       return rule<Op>::jvp(e.a, tstep<K>(tangent<A>::template of<K>(e.a, acc)));
     else
-      return scalar_expr<value_type_t<unary_expr<Op, A>>, device_t<A>>(0);
+      return zero_tangent(e);
   }
 };
 
@@ -146,7 +154,7 @@ struct tangent<binary_expr<Op, A, B>> {
     if constexpr (rule<Op>::differentiable && std::is_floating_point_v<R>)
       return rule<Op>::jvp(e.a, e.b, tstep<K>(tangent<A>::template of<K>(e.a, acc)), tstep<K>(tangent<B>::template of<K>(e.b, acc)));
     else
-      return scalar_expr<R, device_t<binary_expr<Op, A, B>>>(0);
+      return zero_tangent(e);
   }
 };
 
@@ -224,8 +232,13 @@ template <class T, class D>
 struct tangent<concat_expr<T, D>> {
   template <int K>
   static auto of(const concat_expr<T, D>& e, const forward_accumulator& acc) {
-    concat_expr<T, D> c = e;
-    for (auto& p : c.parts) p = tensor<T, D>(tstep<K>(tangent<tensor<T, D>>::template of<K>(p, acc)));
+    // A new node, not a copy of e: copies share e's cache, which holds e's value.
+    concat_expr<T, D> c;
+    c.parts.reserve(e.parts.size());
+    for (const auto& p : e.parts) c.parts.push_back(tensor<T, D>(tstep<K>(tangent<tensor<T, D>>::template of<K>(p, acc))));
+    c.axis = e.axis;
+    c.stacked = e.stacked;
+    c.m_shape = e.m_shape;
     return c;
   }
 };

@@ -9,7 +9,11 @@
 //
 // gradients_function and friends run f under a fresh tape. fx::grad needs no tape at all: when
 // f's result is a single expression (reductions included), its derivative is generated from the
-// expression's type and evaluated directly, allocating only the gradient it returns.
+// expression's type and evaluated directly. Through elementwise ops, reduce_sum and reduce_mean
+// it allocates only the gradient it returns (and a sum for each read of x that is broadcast).
+// reduce_max and reduce_min allocate temporaries (the extremes and how many elements tie for
+// each), reduce_prod the product, and the nodes that materialize the gradient they receive
+// (matmul, gather, concat, pad, reshape) theirs.
 #pragma once
 
 #include <tuple>
@@ -105,6 +109,7 @@ namespace autodiff {
 /// Graph mode's sink: accumulates the gradient of one tensor in place.
 template <class T, class D>
 struct single_leaf_sink {
+  static constexpr bool fuses_reductions = true;  // allocate as little as possible (backprop.hpp)
   std::uint64_t id;
   shape s;
   tensor<T, D> out;

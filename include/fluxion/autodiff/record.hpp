@@ -23,8 +23,9 @@ struct tape_sink {
     if constexpr (!std::is_same_v<value_type_t<G>, T>) {  // a float leaf in a double statement
       leaf(t, cast<T>(g));
     } else {
-      if (g.shape() == t.shape()) store.add<T, D>(t.id(), g);
-      else store.add<T, D>(t.id(), reduce_to(g, t.shape()));
+      // One kernel per gradient expression type: `g` is materialized as it is, or summed down to
+      // the leaf's shape in one fused reduction. Accumulating adds tensors (autodiff/tape.hpp).
+      store.add<order_v<G>>(t.id(), reduce_to(g, t.shape()));
     }
   }
 };

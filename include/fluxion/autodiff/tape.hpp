@@ -47,14 +47,26 @@ class gradient_store {
     auto it = m_grads.find(id);
     return it == m_grads.end() ? nullptr : std::any_cast<tensor<T, D>>(&it->second);
   }
-  /// Adds `g` (already of the leaf's shape) into the gradient of `id`.
-  template <class T, class D, class G>
-  void add(std::uint64_t id, const G& g) {
+  /// Adds `g` (already of the leaf's shape) into the gradient of `id`. Gradients arrive
+  /// materialized, so accumulating is the same tensor + tensor statement whatever expression
+  /// produced them: one kernel, not one per gradient type, which keeps the compile time of each
+  /// recorded statement down. K is their derivative order: an outer tape records the sum at the
+  /// order of its terms (autodiff/order.hpp). When no other tape or accumulator is alive to
+  /// record the sum and nobody else holds the accumulator, it is updated in place, so a backward
+  /// pass allocates one buffer per term, as a fused `acc + g` would.
+  template <int K, class T, class D>
+  void add(std::uint64_t id, tensor<T, D> g) {
     auto it = m_grads.find(id);
     if (it == m_grads.end()) {
-      m_grads.emplace(id, tensor<T, D>(g));
+      m_grads.emplace(id, std::any(std::move(g)));
+      return;
+    }
+    auto& acc = std::any_cast<tensor<T, D>&>(it->second);
+    if (::fluxion::detail::autodiff_state::observers <= 1 && acc.use_count() == 1) {
+      ::fluxion::detail::assign_into(acc, 0, contiguous_strides(acc.shape()).data(), acc + g);
+    } else if constexpr (K > 0) {
+      acc = tensor<T, D>(as_order<K>(acc) + as_order<K>(std::move(g)));
     } else {
-      auto& acc = std::any_cast<tensor<T, D>&>(it->second);
       acc = acc + g;
     }
   }
@@ -138,13 +150,17 @@ class gradient_tape {
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return std::move(gradient(target, std::vector<const Source*>{&source}, &output_gradients, unconnected)[0]);
   }
-  /// Gradients with respect to several sources of one type (tensors or variables), in order.
+  /// Gradients with respect to several sources of one type (tensors or variables), in order;
+  /// with output_gradients, the vector-Jacobian products with them.
   template <class T, class D, class Source>
   auto gradient(const tensor<T, D>& target, std::initializer_list<std::reference_wrapper<const Source>> sources,
                 unconnected_gradients unconnected = unconnected_gradients::none) {
-    std::vector<const Source*> p;
-    for (const auto& s : sources) p.push_back(&s.get());
-    return gradient(target, p, nullptr, unconnected);
+    return gradient(target, pointers<Source>(sources), nullptr, unconnected);
+  }
+  template <class T, class D, class Source>
+  auto gradient(const tensor<T, D>& target, std::initializer_list<std::reference_wrapper<const Source>> sources,
+                const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(target, pointers<Source>(sources), &output_gradients, unconnected);
   }
   template <class T, class D, class Source>
   auto gradient(const tensor<T, D>& target, const std::vector<Source*>& sources,
@@ -153,11 +169,20 @@ class gradient_tape {
     return gradient(target, p, nullptr, unconnected);
   }
   template <class T, class D, class Source>
+  auto gradient(const tensor<T, D>& target, const std::vector<Source*>& sources, const tensor<T, D>& output_gradients,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    std::vector<const std::remove_const_t<Source>*> p(sources.begin(), sources.end());
+    return gradient(target, p, &output_gradients, unconnected);
+  }
+  template <class T, class D, class Source>
   auto gradient(const tensor<T, D>& target, const std::vector<std::reference_wrapper<Source>>& sources,
                 unconnected_gradients unconnected = unconnected_gradients::none) {
-    std::vector<const std::remove_const_t<Source>*> p;
-    for (const auto& s : sources) p.push_back(&s.get());
-    return gradient(target, p, nullptr, unconnected);
+    return gradient(target, pointers<std::remove_const_t<Source>>(sources), nullptr, unconnected);
+  }
+  template <class T, class D, class Source>
+  auto gradient(const tensor<T, D>& target, const std::vector<std::reference_wrapper<Source>>& sources,
+                const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(target, pointers<std::remove_const_t<Source>>(sources), &output_gradients, unconnected);
   }
   /// A target expression is materialized first (and recorded, if it reads tracked tensors).
   template <expression E, class Source>
@@ -275,6 +300,13 @@ class gradient_tape {
     m_variable_reads.clear();
     m_variable_order.clear();
     m_used = true;
+  }
+
+  template <class Source, class List>
+  static std::vector<const Source*> pointers(const List& sources) {
+    std::vector<const Source*> p;
+    for (const auto& s : sources) p.push_back(&s.get());
+    return p;
   }
 
   template <class S>

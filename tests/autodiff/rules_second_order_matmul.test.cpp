@@ -1,0 +1,24 @@
+#define FLUXION_MAX_DERIVATIVE_ORDER 2
+#include "gradient_checks.hpp"
+
+// Second derivatives of matmul and shape ops: Hessian-vector products, reverse over reverse and
+// forward over reverse, against central differences of the tape's gradients. Split from
+// rules_second_order to keep each file's compile time short.
+
+using test::check_second;
+using test::random_tensor;
+
+TEST_CASE("second order: matmul") {
+  check_second("matmul", [](const auto& a, const auto& b) { return fx::matmul(a, b); }, random_tensor<double>({3, 4}, 4),
+               random_tensor<double>({4, 2}, 5));
+  check_second("matmul of a product", [](const auto& a, const auto& b) { return fx::matmul(a * a, b, fx::transpose_b); },
+               random_tensor<double>({2, 3}, 6), random_tensor<double>({4, 3}, 7));
+}
+
+TEST_CASE("second order: shape ops") {
+  const auto x = random_tensor<double>({2, 3}, 8);
+  check_second("transpose", [](const auto& v) { return fx::square(fx::transpose(v)) * fx::exp(fx::transpose(v)); }, x);
+  check_second("transpose broadcast", [](const auto& a, const auto& b) { return fx::transpose(a) * b * b; }, x,
+               random_tensor<double>({2, 3, 1}, 9));
+  check_second("strided_slice", [](const auto& v) { return fx::sin(fx::strided_slice(v, {1, fx::end}, {fx::end, 0}, {-1, -2})); }, x);
+}
