@@ -18,6 +18,7 @@
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/remap.hpp"
+#include "leaves.hpp"
 #include "order.hpp"
 #include "rules.hpp"
 
@@ -267,19 +268,25 @@ struct backward<matmul_expr<A, B>> {
       const auto a = detail::materialize(e.a);
       const auto b = detail::materialize(e.b);
       const bool ta = e.opt.transpose_a, tb = e.opt.transpose_b;
+      // An operand that reads nothing the sink wants (the data X of X * w) gets no product: it would
+      // be a whole extra GEMM, discarded at the leaf.
+      auto wanted = [&](const auto& operand) {
+        return reads_any(operand, [&](std::uint64_t id) { return sink.wants(id); });
+      };
+      const bool need_a = wanted(e.a), need_b = wanted(e.b);
       // TensorFlow's MatMulGrad, for each combination of transposes.
       if (!ta && !tb) {
-        backward<A>::run(e.a, step(reduce_to_ordered(matmul(gt, b, transpose_b), e.a.shape())), sink);
-        backward<B>::run(e.b, step(reduce_to_ordered(matmul(a, gt, transpose_a), e.b.shape())), sink);
+        if (need_a) backward<A>::run(e.a, step(reduce_to_ordered(matmul(gt, b, transpose_b), e.a.shape())), sink);
+        if (need_b) backward<B>::run(e.b, step(reduce_to_ordered(matmul(a, gt, transpose_a), e.b.shape())), sink);
       } else if (!ta && tb) {
-        backward<A>::run(e.a, step(reduce_to_ordered(matmul(gt, b), e.a.shape())), sink);
-        backward<B>::run(e.b, step(reduce_to_ordered(matmul(gt, a, transpose_a), e.b.shape())), sink);
+        if (need_a) backward<A>::run(e.a, step(reduce_to_ordered(matmul(gt, b), e.a.shape())), sink);
+        if (need_b) backward<B>::run(e.b, step(reduce_to_ordered(matmul(gt, a, transpose_a), e.b.shape())), sink);
       } else if (ta && !tb) {
-        backward<A>::run(e.a, step(reduce_to_ordered(matmul(b, gt, transpose_b), e.a.shape())), sink);
-        backward<B>::run(e.b, step(reduce_to_ordered(matmul(a, gt), e.b.shape())), sink);
+        if (need_a) backward<A>::run(e.a, step(reduce_to_ordered(matmul(b, gt, transpose_b), e.a.shape())), sink);
+        if (need_b) backward<B>::run(e.b, step(reduce_to_ordered(matmul(a, gt), e.b.shape())), sink);
       } else {
-        backward<A>::run(e.a, step(reduce_to_ordered(matmul(b, gt, transpose_ab), e.a.shape())), sink);
-        backward<B>::run(e.b, step(reduce_to_ordered(matmul(gt, a, transpose_ab), e.b.shape())), sink);
+        if (need_a) backward<A>::run(e.a, step(reduce_to_ordered(matmul(b, gt, transpose_ab), e.a.shape())), sink);
+        if (need_b) backward<B>::run(e.b, step(reduce_to_ordered(matmul(gt, a, transpose_ab), e.b.shape())), sink);
       }
     }
   }

@@ -115,6 +115,8 @@ struct single_leaf_sink {
   tensor<T, D> out;
   bool has = false;
 
+  bool wants(std::uint64_t tensor_id) const { return tensor_id == id; }
+
   template <class U, class D2, class G>
   void leaf(const tensor<U, D2>& t, const G& g) {
     if constexpr (std::is_same_v<U, T> && std::is_same_v<D2, D>) {

@@ -17,6 +17,8 @@ namespace fluxion::autodiff {
 struct tape_sink {
   const gradient_tape& tape;
   gradient_store& store;
+  /// Whether a tensor's gradient can reach a watched source: kernels skip operands that cannot.
+  bool wants(std::uint64_t id) const { return tape.tracks(id); }
   template <class T, class D, class G>
   void leaf(const tensor<T, D>& t, const G& g) {
     if (!tape.tracks(t.id())) return;
