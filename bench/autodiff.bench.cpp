@@ -83,6 +83,27 @@ bool verified(benchmark::State& state, F&& checks) {
   return false;
 }
 
+void keep(const fx::tensor<float>& t) { benchmark::DoNotOptimize(t.data()); }
+void keep(const std::vector<fx::tensor<float>>& ts) {
+  for (const auto& t : ts) keep(t);
+}
+
+/// Checks run()'s (value, gradients) once with check(value, gradients, err), then times run().
+template <class Run, class Check>
+void time_checked(benchmark::State& state, std::int64_t items, Run run, Check check) {
+  if (!verified(state, [&](std::string& err) {
+        auto [y, g] = run();
+        return check(y, g, err);
+      }))
+    return;
+  for (auto _ : state) {
+    auto [y, g] = run();
+    keep(y);
+    keep(g);
+  }
+  state.SetItemsProcessed(state.iterations() * items);
+}
+
 std::vector<double> to_double(const fx::tensor<float>& t) {
   auto v = t.to_vector();
   return {v.begin(), v.end()};
@@ -131,17 +152,9 @@ void lse_fluxion(benchmark::State& state) {
     fx::tensor<float> g = tape.gradient(y, d.x);
     return std::pair{y, g};
   };
-  if (!verified(state, [&](std::string& err) {
-        auto [y, g] = run();
-        return close(y.item(), d.value, "value", err) && close(g.to_vector(), d.grad, "d/dx", err);
-      }))
-    return;
-  for (auto _ : state) {
-    auto [y, g] = run();
-    benchmark::DoNotOptimize(y.data());
-    benchmark::DoNotOptimize(g.data());
-  }
-  state.SetItemsProcessed(state.iterations() * n);
+  time_checked(state, n, run, [&](const auto& y, const auto& g, std::string& err) {
+    return close(y.item(), d.value, "value", err) && close(g.to_vector(), d.grad, "d/dx", err);
+  });
 }
 
 #if FLUXION_BENCH_HAVE_TORCH
@@ -207,18 +220,10 @@ void normal_fluxion(benchmark::State& state) {
     auto g = tape.gradient(y, std::vector<const fx::tensor<float>*>{&d.x, &d.mu, &d.sigma});
     return std::pair{y, std::move(g)};
   };
-  if (!verified(state, [&](std::string& err) {
-        auto [y, g] = run();
-        return close(y.item(), d.value, "value", err) && close(g[0].to_vector(), d.dx, "d/dx", err) &&
+  time_checked(state, n, run, [&](const auto& y, const auto& g, std::string& err) {
+    return close(y.item(), d.value, "value", err) && close(g[0].to_vector(), d.dx, "d/dx", err) &&
                close(g[1].to_vector(), d.dmu, "d/dmu", err) && close(g[2].to_vector(), d.dsigma, "d/dsigma", err);
-      }))
-    return;
-  for (auto _ : state) {
-    auto [y, g] = run();
-    benchmark::DoNotOptimize(y.data());
-    for (auto& gi : g) benchmark::DoNotOptimize(gi.data());
-  }
-  state.SetItemsProcessed(state.iterations() * n);
+  });
 }
 
 #if FLUXION_BENCH_HAVE_TORCH
@@ -292,17 +297,9 @@ void logreg_fluxion(benchmark::State& state) {
     fx::tensor<float> g = tape.gradient(y, d.w);
     return std::pair{y, g};
   };
-  if (!verified(state, [&](std::string& err) {
-        auto [y, g] = run();
-        return close(y.item(), d.value, "value", err) && close(g.to_vector(), d.dw, "d/dw", err);
-      }))
-    return;
-  for (auto _ : state) {
-    auto [y, g] = run();
-    benchmark::DoNotOptimize(y.data());
-    benchmark::DoNotOptimize(g.data());
-  }
-  state.SetItemsProcessed(state.iterations() * n);
+  time_checked(state, n, run, [&](const auto& y, const auto& g, std::string& err) {
+    return close(y.item(), d.value, "value", err) && close(g.to_vector(), d.dw, "d/dw", err);
+  });
 }
 
 #if FLUXION_BENCH_HAVE_TORCH
@@ -366,17 +363,9 @@ void chain_fluxion(benchmark::State& state) {
     return std::pair{y, g};
   };
   const auto [value, grad] = chain_reference();
-  if (!verified(state, [&](std::string& err) {
-        auto [y, g] = run();
-        return close(y.item(), value, "value", err) && close(g.item(), grad, "d/dx", err);
-      }))
-    return;
-  for (auto _ : state) {
-    auto [y, g] = run();
-    benchmark::DoNotOptimize(y.data());
-    benchmark::DoNotOptimize(g.data());
-  }
-  state.SetItemsProcessed(state.iterations() * chain_steps);
+  time_checked(state, chain_steps, run, [&](const auto& y, const auto& g, std::string& err) {
+    return close(y.item(), value, "value", err) && close(g.item(), grad, "d/dx", err);
+  });
 }
 
 #if FLUXION_BENCH_HAVE_TORCH
@@ -474,17 +463,9 @@ void sinsq_tape(benchmark::State& state) {
     fx::tensor<float> g = tape.gradient(y, d.x);
     return std::pair{y, g};
   };
-  if (!verified(state, [&](std::string& err) {
-        auto [y, g] = run();
-        return close(y.item(), d.value, "value", err) && close(g.to_vector(), d.grad, "d/dx", err);
-      }))
-    return;
-  for (auto _ : state) {
-    auto [y, g] = run();
-    benchmark::DoNotOptimize(y.data());
-    benchmark::DoNotOptimize(g.data());
-  }
-  state.SetItemsProcessed(state.iterations() * n);
+  time_checked(state, n, run, [&](const auto& y, const auto& g, std::string& err) {
+    return close(y.item(), d.value, "value", err) && close(g.to_vector(), d.grad, "d/dx", err);
+  });
 }
 
 #if FLUXION_BENCH_HAVE_TORCH
