@@ -261,7 +261,17 @@ void offer_to_accumulators(const E& e, const tensor<T, D>& out) {
     constexpr int order = order_v<E>;
     if constexpr (order < max_derivative_order) {
       forward_accumulator::pause quiet(*acc);
-      acc->set(out.id(), tensor<T, D>(tangent<E>::template of<order + 1>(e, *acc)));
+      auto t = tangent<E>::template of<order + 1>(e, *acc);
+      // The tangent is materialized, and so offered to the tapes and accumulators alive, as a
+      // statement of order + 1. Most tangents carry that order in their type (they are built from
+      // the as_order-wrapped tangents of tensors), but not all: those of gather and concat (a
+      // new node over tangent tensors), or of floor(x) * 2 (zeros times a scalar). Without the
+      // order, the tangent's own tangent would be instantiated at the same order, and its
+      // tangent's, without end: the compiler never finishes (concat(...) * 1.0 did that).
+      if constexpr (order_v<decltype(t)> < order + 1)
+        acc->set(out.id(), tensor<T, D>(as_order<order + 1>(std::move(t))));
+      else
+        acc->set(out.id(), tensor<T, D>(t));
     } else {
       throw error("forward_accumulator: a derivative of order above " + std::to_string(max_derivative_order) +
                   " was requested; define FLUXION_MAX_DERIVATIVE_ORDER to a larger value");
