@@ -109,7 +109,11 @@ TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
                                // bottom edges of 4 and 8 rows read in place (AVX-512: 14-row tiles)
                                {32, 40, 50},   {36, 20, 64},   {22, 100, 33},
                                // at most one vector of columns (the narrow path): every row-tile size
-                               {64, 10, 256},  {29, 16, 70},   {7, 9, 40},   {5, 1, 300}};
+                               {64, 10, 256},  {29, 16, 70},   {7, 9, 40},   {5, 1, 300},
+                               // dot tiles with a k % W tail and op(A) transposed column tiles: every
+                               // column remainder (n % 4), full and single-vector row tiles, leftover rows
+                               {256, 10, 64},  {70, 11, 100},  {45, 6, 77},  {40, 3, 50},   {97, 7, 129},
+                               {33, 2, 66},    {130, 13, 17},  {81, 16, 65}};
   const double alphas[] = {1.0, -0.5};
   const double betas[] = {0.0, 1.0, 0.75};
   int count = 0;

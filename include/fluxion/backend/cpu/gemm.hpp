@@ -13,8 +13,10 @@
 //     columns) and run the micro-kernel over the B slivers;
 //   - short, wide C: op(A) is packed once; column blocks are tasks that pack B a few hundred
 //     columns at a time;
-//   - a few columns: dot products along k when n <= 6 and op(A)'s rows are contiguous
-//     (detail/gemm_dot_kernel.hpp), else, up to n = 12, the transposed product C^T = op(B)^T op(A)^T.
+//   - at most one vector of columns: dot products along k when op(A)'s rows are contiguous
+//     (detail/gemm_dot_kernel.hpp; n <= 6, or k of 4 vectors or more), vectors down C's columns when
+//     op(A) is stored transposed (detail/gemm_column_kernel.hpp), else tiles of rows by one padded
+//     vector; up to n = 12, the transposed product C^T = op(B)^T op(A)^T.
 // Every element of C is summed in the same order whichever task computes it (KC-deep slices in
 // sequence, one FMA chain per slice), and the path and the task grid depend only on the shape, so
 // results are bitwise identical for any thread count. As in BLAS, beta == 0 never reads C.
@@ -29,6 +31,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/error.hpp"
+#include "detail/gemm_column_kernel.hpp"
 #include "detail/gemm_dot_kernel.hpp"
 #include "detail/gemm_micro_kernel.hpp"
 #include "detail/gemm_pack.hpp"
@@ -398,13 +401,16 @@ void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
 
 // A few columns and rows of op(A) contiguous in k: dot products along k (detail/gemm_dot_kernel.hpp).
 // Measured against the transposed product below, dot products win up to about 6 columns (3-5x at
-// n = 1, a matrix-vector product) and lose beyond (0.5x at n = 12, k = 100).
+// n = 1, a matrix-vector product); up to one vector of columns they beat the narrow path below once
+// k has 4 vectors or more (AVX-512, against cblas_sgemm in the same process: 64 x 10 x 256 0.71 ->
+// 1.05-1.25 of OpenBLAS's speed, 64 x 10 x 64 0.61 -> 0.86; at k = 20 they reach 0.45, narrow 0.47).
 inline constexpr index_t dot_max_n = 6;
+inline constexpr index_t dot_min_k_vectors = 4;
 inline constexpr index_t swapped_max_n = 12;
 
 template <class T>
 bool uses_dot_kernel(const problem<T>& p) {
-  return !p.ta && p.n <= dot_max_n;
+  return !p.ta && (p.n <= dot_max_n || (p.n <= simd_ops<T>::width && p.k >= dot_min_k_vectors * simd_ops<T>::width));
 }
 
 template <class T>
@@ -412,11 +418,12 @@ void gemm_dot(const problem<T>& p, bool parallel) {
   constexpr index_t w = simd_ops<T>::width;
   const index_t ldbt = round_up(p.k, w);
   T* bt = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(p.n * ldbt));
+  for (index_t j = 0; j < p.n; ++j) std::fill(bt + j * ldbt + p.k, bt + (j + 1) * ldbt, T(0));
   if (p.tb)
     for (index_t j = 0; j < p.n; ++j) std::copy_n(p.b + j * p.ldb, p.k, bt + j * ldbt);
   else
-    for (index_t q = 0; q < p.k; ++q)
-      for (index_t j = 0; j < p.n; ++j) bt[j * ldbt + q] = p.b[q * p.ldb + j];
+    for (index_t j = 0; j < p.n; ++j)  // written in order: 0.4 us for 256 x 10, 0.7 us by rows of B
+      for (index_t q = 0; q < p.k; ++q) bt[j * ldbt + q] = p.b[q * p.ldb + j];
   constexpr index_t rows_per_task = 32;
   const tile_update<T> u{p.alpha, p.beta, p.ep.bias, p.ep.act == activation::relu};
   run_tasks<T>(parallel, ceil_div(p.m, rows_per_task), [&](index_t t) {
@@ -495,7 +502,8 @@ template <class T>
 bool uses_narrow(const problem<T>& p) {
   // With at most few_rows_max_m columns the transposed product below has that few rows, and the
   // streaming path reads op(A) once without broadcasting lanes that are mostly padding.
-  return p.n <= simd_ops<T>::width && p.n > few_rows_max_m && p.m > few_rows_max_m && simd_ops<T>::width > 1;
+  constexpr index_t w = simd_ops<T>::width;
+  return p.n <= w && p.m > few_rows_max_m && w > 1 && (p.n > few_rows_max_m || (p.ta && p.m >= w));
 }
 
 template <class T, index_t MR>
@@ -532,6 +540,8 @@ FLUXION_ALWAYS_INLINE void narrow_tile(const problem<T>& p, index_t i0, const T*
   }
 }
 
+inline int column_path_mode = 1;  // 0: never (a switch for measurements)
+
 template <class T>
 void gemm_narrow(const problem<T>& p, bool parallel) {
   constexpr index_t w = simd_ops<T>::width;
@@ -540,10 +550,16 @@ void gemm_narrow(const problem<T>& p, bool parallel) {
     for (index_t j = 0; j < p.n; ++j) bp[q * w + j] = p.tb ? p.b[j * p.ldb + q] : p.b[q * p.ldb + j];
     for (index_t j = p.n; j < w; ++j) bp[q * w + j] = T(0);
   }
-  constexpr index_t tile = 14, rows_per_task = 8 * tile;
+  // Stored transposed, op(A)'s columns are contiguous: vectors run down columns of C
+  // (detail/gemm_column_kernel.hpp) for all but the last rows.
+  const bool columns = p.ta && column_path_mode != 0;
+  constexpr index_t tile = 14;
+  const index_t rows_per_task = columns ? 8 * w : 8 * tile;
+  const tile_update<T> u{p.alpha, p.beta, p.ep.bias, p.ep.act == activation::relu};
   run_tasks<T>(parallel, ceil_div(p.m, rows_per_task), [&](index_t t) {
     index_t i = t * rows_per_task;
     const index_t end = std::min(p.m, i + rows_per_task);
+    if (columns) i += column_rows<T>(p.k, p.n, p.a + i, p.lda, bp, w, p.c + i * p.ldc, p.ldc, end - i, u);
     for (; i + tile <= end; i += tile) narrow_tile<T, tile>(p, i, bp);
     if (i + 8 <= end) narrow_tile<T, 8>(p, i, bp), i += 8;
     if (i + 4 <= end) narrow_tile<T, 4>(p, i, bp), i += 4;

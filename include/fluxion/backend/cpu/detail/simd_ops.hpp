@@ -35,6 +35,13 @@ struct simd_ops {
   static FLUXION_ALWAYS_INLINE batch relu(batch v) { return xsimd::select(v > batch(T(0)), v, batch(T(0))); }
   static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
   /// out[i] = sum(v[i]) for i < width, sharing the shuffles between the reductions.
+// g++ 12 warns that _mm512_shuffle_f32x4, inlined from xsimd's haddp, reads an uninitialized
+// variable: its own _mm512_undefined_ps() pass-through, which the unmasked shuffle never reads.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
   static FLUXION_ALWAYS_INLINE void sum_each(const batch* v, T* out) {
     if constexpr (std::is_same_v<T, float> && width == 16) {
       // xsimd 8's haddp for 16 floats returns the sums of lanes 2-5 and 10-13 as 4 5 2 3 and
@@ -46,6 +53,9 @@ struct simd_ops {
       xsimd::haddp(v).store_unaligned(out);
     }
   }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   static FLUXION_ALWAYS_INLINE batch max(batch a, batch b) { return xsimd::select(a > b, a, b); }
   /// Lanes where a > b take x, the others y.
   static FLUXION_ALWAYS_INLINE batch select_greater(batch a, batch b, batch x, batch y) {
