@@ -115,6 +115,13 @@ std::vector<cpu::conv2d_shape> test_shapes() {
       cpu::conv2d_tf_shape(1, 7, 13, 16, 3, 3, 32, padding_mode::same, 1, 1, 2, 1),  // dilated rows, a short tile
       cpu::conv2d_tf_shape(2, 9, 27, 8, 3, 3, 32, padding_mode::same, 2, 2),         // strided
       cpu::conv2d_tf_shape(1, 5, 30, 32, 2, 4, 48, padding_mode::valid),            // 27 wide: a tile past the end
+      // Winograd F(2x2, 5x5) (conv_winograd.hpp): odd output sizes (a tile past the end), channels
+      // that are not whole vectors, several blocks of tiles and a partial last one, the input
+      // gradient alone (forward out_c not a multiple of NR), valid padding.
+      cpu::conv2d_tf_shape(1, 7, 9, 16, 5, 5, 32, padding_mode::valid),
+      cpu::conv2d_tf_shape(2, 5, 6, 17, 5, 5, 32, padding_mode::same),
+      cpu::conv2d_tf_shape(3, 9, 11, 16, 5, 5, 32, padding_mode::same),
+      cpu::conv2d_tf_shape(1, 8, 7, 32, 5, 5, 20, padding_mode::same),
       // Filter gradient runs of 1 to 6 (kw, c_in) values: one tile of exactly that many rows.
       cpu::conv2d_tf_shape(1, 4, 6, 1, 2, 1, 32, padding_mode::same),
       cpu::conv2d_tf_shape(1, 5, 5, 2, 2, 1, 32, padding_mode::same, 2, 1),
@@ -171,6 +178,7 @@ TEST_CASE_TEMPLATE("conv2d kernels match a direct loop", T, float, double) {
     for (int direct : {1, 0}) {
       cpu::conv_detail::single_channel_mode = direct;
       cpu::conv_detail::direct_mode = direct;
+      cpu::conv_detail::winograd_mode = direct;
       std::vector<T> y(static_cast<std::size_t>(s.output_size()), T(7));
       cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data());
       CHECK(worst_error(y, want.y, terms) <= 1.0);
@@ -197,7 +205,24 @@ TEST_CASE_TEMPLATE("conv2d kernels match a direct loop", T, float, double) {
     }
     cpu::conv_detail::single_channel_mode = 1;
     cpu::conv_detail::direct_mode = 1;
+    cpu::conv_detail::winograd_mode = 1;
   }
+}
+
+TEST_CASE_TEMPLATE("Winograd runs the 5x5 stride-1 layers it is meant for", T, float, double) {
+  using cpu::padding_mode;
+  if (!cpu::has_xsimd_arch) return;  // scalar builds use the direct loops
+  const auto layer2 = cpu::conv2d_tf_shape(64, 14, 14, 32, 5, 5, 64, padding_mode::same);
+  CHECK(cpu::conv_detail::winograd_applies<T>(layer2));
+  CHECK(cpu::conv_detail::winograd_backward_input_applies<T>(layer2));
+  // the shapes "match a direct loop" runs for this path
+  CHECK(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(2, 5, 6, 17, 5, 5, 32, padding_mode::same)));
+  CHECK(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(1, 7, 9, 16, 5, 5, 32, padding_mode::valid)));
+  CHECK(cpu::conv_detail::winograd_backward_input_applies<T>(
+      cpu::conv2d_tf_shape(1, 8, 7, 32, 5, 5, 20, padding_mode::same)));
+  CHECK_FALSE(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(1, 9, 9, 32, 5, 5, 64, padding_mode::same, 2, 2)));
+  CHECK_FALSE(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(1, 9, 9, 32, 3, 3, 64, padding_mode::same)));
+  CHECK_FALSE(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(1, 9, 9, 4, 5, 5, 64, padding_mode::same)));
 }
 
 TEST_CASE("conv2d backward kernels match central finite differences of the forward kernel") {

@@ -33,15 +33,15 @@ struct simd_ops {
   static FLUXION_ALWAYS_INLINE batch splat(T v) { return batch(v); }
   static FLUXION_ALWAYS_INLINE batch fma(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
   static FLUXION_ALWAYS_INLINE batch relu(batch v) { return xsimd::select(v > batch(T(0)), v, batch(T(0))); }
-  static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
-  /// out[i] = sum(v[i]) for i < width, sharing the shuffles between the reductions.
-// g++ 12 warns that _mm512_shuffle_f32x4, inlined from xsimd's haddp, reads an uninitialized
-// variable: its own _mm512_undefined_ps() pass-through, which the unmasked shuffle never reads.
+// g++ 12 warns that AVX-512 shuffles, inlined from xsimd's hadd and haddp, read an uninitialized
+// variable: the intrinsics' own _mm512_undefined_*() pass-through, which unmasked shuffles never read.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+  static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
+  /// out[i] = sum(v[i]) for i < width, sharing the shuffles between the reductions.
   static FLUXION_ALWAYS_INLINE void sum_each(const batch* v, T* out) {
     if constexpr (std::is_same_v<T, float> && width == 16) {
       // xsimd 8's haddp for 16 floats returns the sums of lanes 2-5 and 10-13 as 4 5 2 3 and
