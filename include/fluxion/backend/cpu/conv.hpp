@@ -13,7 +13,7 @@
 //   - Winograd F(2x2, 5x5) (detail/conv_winograd.hpp) for 5x5 filters at stride 1 and dilation 1 with
 //     at least 16 input channels and output channels in whole GEMM tiles, forward and input
 //     gradient: 36 instead of 100 multiplications a channel pair. conv 14x14x32 -> 64, 5x5: forward
-//     11.7 -> 7.4 ms, input gradient 11.7 -> 7.9 ms (the direct kernels below already ran at 94% of
+//     11.7 -> 7.5 ms, input gradient 11.7 -> 6.8-7.9 ms (the direct kernels below already ran at 94% of
 //     the FMA peak). Float results differ from the direct sum by about 1e-6 of the output's scale.
 //   - direct kernels (detail/conv_direct.hpp) wherever dilation_w == 1, the channels that a tile
 //     vectorizes are a multiple of 2 vectors (32 floats) and (forward, input gradient) rows are long

@@ -501,7 +501,8 @@ void gemm_few_rows(const problem<T>& p, bool parallel) {
 template <class T>
 bool uses_narrow(const problem<T>& p) {
   // With at most few_rows_max_m columns the transposed product below has that few rows, and the
-  // streaming path reads op(A) once without broadcasting lanes that are mostly padding.
+  // streaming path reads op(A) once without broadcasting lanes that are mostly padding; but with
+  // op(A) transposed and a vector of rows or more, the column tiles here waste no lane at all.
   constexpr index_t w = simd_ops<T>::width;
   return p.n <= w && p.m > few_rows_max_m && w > 1 && (p.n > few_rows_max_m || (p.ta && p.m >= w));
 }
@@ -540,8 +541,6 @@ FLUXION_ALWAYS_INLINE void narrow_tile(const problem<T>& p, index_t i0, const T*
   }
 }
 
-inline int column_path_mode = 1;  // 0: never (a switch for measurements)
-
 template <class T>
 void gemm_narrow(const problem<T>& p, bool parallel) {
   constexpr index_t w = simd_ops<T>::width;
@@ -552,7 +551,7 @@ void gemm_narrow(const problem<T>& p, bool parallel) {
   }
   // Stored transposed, op(A)'s columns are contiguous: vectors run down columns of C
   // (detail/gemm_column_kernel.hpp) for all but the last rows.
-  const bool columns = p.ta && column_path_mode != 0;
+  const bool columns = p.ta;
   constexpr index_t tile = 14;
   const index_t rows_per_task = columns ? 8 * w : 8 * tile;
   const tile_update<T> u{p.alpha, p.beta, p.ep.bias, p.ep.act == activation::relu};

@@ -9,7 +9,7 @@
 
 #include <cmath>
 
-#include "gemm_dot_kernel.hpp"  // keep_in_register
+#include "gemm_micro_kernel.hpp"
 
 namespace fluxion::detail::kernels {
 

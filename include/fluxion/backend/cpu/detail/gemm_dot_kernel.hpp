@@ -15,16 +15,6 @@
 
 namespace fluxion::detail::kernels {
 
-/// Keeps the compiler from folding the load of v into each instruction that uses it: A's rows are
-/// often not aligned, and a vector load that crosses cache lines costs two (g++ 12 otherwise
-/// reloads A or B vectors once per use, 20 loads for 16 FMAs where 8 suffice).
-template <class B>
-FLUXION_ALWAYS_INLINE void keep_in_register([[maybe_unused]] B& v) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__))
-  if constexpr (sizeof(B) >= 16) asm("" : "+v"(v.data));  // v.data: xsimd's register (or register pair)
-#endif
-}
-
 /// An RB x CB block of C (RB * CB <= W outputs), each a dot product along k; the RB * CB sums are
 /// reduced together by one transposing horizontal add. `bt` is op(B)^T with rows of ldbt (a multiple
 /// of W) values, aligned and zero-padded past k. Per vector of k: RB loads of A and CB of B feed RB * CB FMAs.
