@@ -133,6 +133,23 @@ TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
         }
 }
 
+TEST_CASE_TEMPLATE("gemm bottom edges of every height, packed and read in place", T, float, double) {
+  // A last row tile of h < MR rows runs a 4- or 8-row kernel where the full tile is taller (AVX2:
+  // 6 rows, AVX-512: 14), on a sliver pack_a lays out that short, or on A's rows in place. n = 40
+  // reads A in place, n = 150 packs it (and ends in a right-edge tile); m above one row block
+  // (about 150 rows) takes the tall path, where each block of rows has its own edge.
+  std::mt19937 rng(11);
+  int count = 0;
+  for (index_t n : {40, 150})
+    for (index_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 17, 18, 19, 22, 23, 26, 27, 30, 301, 305, 309}) {
+      ++count;
+      gemm_case g{m, n, 37, (count & 1) != 0, (count & 2) != 0, count % 3 ? 1.0 : -0.5, count % 4 ? 0.0 : 0.75,
+                  count % 5 == 0, count % 7 == 0, count % 6 == 0 ? 2 : 0};
+      INFO(describe(g));
+      CHECK(run_case<T>(g, rng) <= 1.0);
+    }
+}
+
 TEST_CASE_TEMPLATE("gemm handles empty dimensions", T, float, double) {
   std::mt19937 rng(1);
   for (int t = 0; t < 4; ++t)

@@ -134,9 +134,6 @@ tile_update<T> slice_update(const problem<T>& p, index_t q, index_t slices) {
   return {p.alpha, q == 0 ? p.beta : T(1), nullptr, last && p.ep.act == activation::relu};
 }
 
-/// All tiles of rows [i0, i0 + rows) in the NR columns starting at js, for one k-slice. `ap` holds
-/// those rows' A slivers (lda == 0), or is row i0 of op(A) at column k0, read in place with row
-/// stride lda; `bs` is the B sliver.
 /// The h (< MR) rows of A at `as` (row stride lda) packed as MR-value slivers, padded with zeros.
 template <class T, index_t MR>
 const T* edge_sliver(index_t kc, const T* as, index_t lda, index_t h) {
@@ -148,69 +145,56 @@ const T* edge_sliver(index_t kc, const T* as, index_t lda, index_t h) {
   return packed;
 }
 
-/// A bottom-edge tile of h <= MR rows of A read in place: rows that exist are read where they are.
+/// One tile of MR rows (the first h stored) by NR columns (the first w stored). `as` is an A sliver
+/// of MR values per k (a_stride == 0) or MR rows read in place. A right-edge tile runs the same kernel
+/// on a padded copy, so edge elements round like the rest.
 template <class T, index_t MR>
-void edge_tile(index_t kc, const T* as, index_t lda, index_t h, const T* bs, T* cp, index_t ldc,
-               const tile_update<T>& u) {
-  if (h == MR) micro_kernel<T, MR>(kc, as, lda, bs, cp, ldc, u);
-  else micro_kernel<T, MR>(kc, edge_sliver<T, MR>(kc, as, lda, h), 0, bs, cp, ldc, u, h);
+FLUXION_ALWAYS_INLINE void tile(index_t kc, const T* as, index_t a_stride, const T* bs, T* cp, index_t ldc,
+                                const tile_update<T>& u, index_t h, index_t w) {
+  constexpr index_t nr = gemm_kernel_traits<T>::nr;
+  if (w == nr) {
+    micro_kernel<T, MR>(kc, as, a_stride, bs, cp, ldc, u, h);
+    return;
+  }
+  alignas(buffer_alignment) T padded[MR * nr] = {};
+  alignas(buffer_alignment) T padded_bias[nr] = {};
+  if (u.beta != T(0))
+    for (index_t i = 0; i < h; ++i)
+      for (index_t j = 0; j < w; ++j) padded[i * nr + j] = cp[i * ldc + j];
+  if (u.bias)
+    for (index_t j = 0; j < w; ++j) padded_bias[j] = u.bias[j];
+  tile_update<T> ue = u;
+  ue.bias = u.bias ? padded_bias : nullptr;
+  micro_kernel<T, MR>(kc, as, a_stride, bs, padded, nr, ue, h);
+  for (index_t i = 0; i < h; ++i)
+    for (index_t j = 0; j < w; ++j) cp[i * ldc + j] = padded[i * nr + j];
 }
 
+/// All tiles of rows [i0, i0 + rows) in the NR columns starting at js, for one k-slice. `ap` holds
+/// those rows' A slivers as pack_a lays them out (lda == 0), or is row i0 of op(A) at column k0, read
+/// in place with row stride lda; `bs` is the B sliver. A bottom edge of h rows runs the kernel of
+/// edge_height(h) rows, in place when exactly that many rows are left, else on a padded sliver.
 template <class T>
 void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, const T* ap, index_t lda, index_t i0,
                   index_t rows, const T* bs, index_t js) {
   using traits = gemm_kernel_traits<T>;
   constexpr index_t mr = traits::mr, nr = traits::nr;
   const index_t w = std::min(nr, p.n - js);
-  const T* bias = last && p.ep.bias ? p.ep.bias + js : nullptr;
+  u.bias = last && p.ep.bias ? p.ep.bias + js : nullptr;
   for (index_t is = 0; is < rows; is += mr) {
     const index_t h = std::min(mr, rows - is);
     const T* as = lda == 0 ? ap + is * kc : ap + is * lda;
     T* cp = p.c + (i0 + is) * p.ldc + js;
-    if (h == mr && w == nr) {
-      u.bias = bias;
-      micro_kernel<T>(kc, as, lda, bs, cp, p.ldc, u);
+    if (h == mr) {
+      tile<T, mr>(kc, as, lda, bs, cp, p.ldc, u, h, w);
       continue;
     }
-    if (lda != 0 && h < mr && w == nr) {  // a bottom edge read in place: a shorter tile
-      u.bias = bias;
-      if constexpr (mr > 4)
-        if (h <= 4) {
-          edge_tile<T, 4>(kc, as, lda, h, bs, cp, p.ldc, u);
-          continue;
-        }
-      if constexpr (mr > 8)
-        if (h <= 8) {
-          edge_tile<T, 8>(kc, as, lda, h, bs, cp, p.ldc, u);
-          continue;
-        }
-      micro_kernel<T>(kc, edge_sliver<T, mr>(kc, as, lda, h), 0, bs, cp, p.ldc, u, h);
-      continue;
-    }
-    // Rows past the end cannot be read in place: pack the partial sliver, padded with zeros.
-    index_t a_stride = lda;
-    if (lda != 0 && h < mr) {
-      as = edge_sliver<T, mr>(kc, as, lda, h);
-      a_stride = 0;
-    }
-    if (w == nr) {  // only rows are missing: store the rows that exist
-      u.bias = bias;
-      micro_kernel<T>(kc, as, a_stride, bs, cp, p.ldc, u, h);
-      continue;
-    }
-    // Right-edge tile: run the same kernel on a padded copy, so edge elements round like the rest.
-    alignas(buffer_alignment) T tile[mr * nr] = {};
-    alignas(buffer_alignment) T tile_bias[nr] = {};
-    if (u.beta != T(0))
-      for (index_t i = 0; i < h; ++i)
-        for (index_t j = 0; j < w; ++j) tile[i * nr + j] = cp[i * p.ldc + j];
-    if (bias)
-      for (index_t j = 0; j < w; ++j) tile_bias[j] = bias[j];
-    tile_update<T> ue = u;
-    ue.bias = bias ? tile_bias : nullptr;
-    micro_kernel<T>(kc, as, a_stride, bs, tile, nr, ue);
-    for (index_t i = 0; i < h; ++i)
-      for (index_t j = 0; j < w; ++j) cp[i * p.ldc + j] = tile[i * nr + j];
+    with_edge_height<T>(h, [&]<index_t MR>() {
+      if (lda != 0 && h < MR)  // rows past the end cannot be read in place
+        tile<T, MR>(kc, edge_sliver<T, MR>(kc, as, lda, h), 0, bs, cp, p.ldc, u, h, w);
+      else
+        tile<T, MR>(kc, as, lda, bs, cp, p.ldc, u, h, w);
+    });
   }
 }
 
@@ -239,28 +223,39 @@ index_t packed_b_size(index_t k, index_t n) {
   return k * round_up(n, gemm_kernel_traits<T>::nr);
 }
 
-/// Shared packed panels that the task needing a piece first packs, so that packing and the product
-/// share one parallel region: waking the pool twice costs more than the packing on mid-sized
-/// products. A piece is claimed with a compare-and-swap; a task that finds it claimed waits for the
-/// (running) packer, so nothing can deadlock, and packing is a copy, so who packs changes no result.
+/// Shared packed panels that the tasks needing a piece pack on demand, so that packing and the
+/// product share one parallel region: waking the pool twice costs more than the packing on mid-sized
+/// products. A task claims each idle piece it needs with a compare-and-swap and packs it, then waits
+/// for the pieces other tasks claimed first: tasks that start together pack different pieces side by
+/// side instead of one packing while the others wait. Nothing can deadlock (a claimed piece is being
+/// packed by a running task), and packing is a copy, so who packs changes no result.
 class pack_once {
  public:
   pack_once(std::int32_t* flags, index_t pieces) : m_flags(flags) { std::fill_n(flags, pieces, idle); }
 
+  /// Makes pieces [first, first + count) ready; pack(piece) packs one.
   template <class Pack>
-  void require(index_t piece, Pack&& pack) const {
-    std::atomic_ref<std::int32_t> state(m_flags[piece]);
-    if (state.load(std::memory_order_acquire) == ready) return;
-    std::int32_t expected = idle;
-    if (state.compare_exchange_strong(expected, packing, std::memory_order_acq_rel)) {
-      pack();
-      state.store(ready, std::memory_order_release);
-      return;
+  void require(index_t first, index_t count, Pack&& pack) const {
+    bool others = false;
+    for (index_t piece = first; piece < first + count; ++piece) {
+      std::atomic_ref<std::int32_t> state(m_flags[piece]);
+      if (state.load(std::memory_order_acquire) == ready) continue;
+      std::int32_t expected = idle;
+      if (state.compare_exchange_strong(expected, packing, std::memory_order_acq_rel)) {
+        pack(piece);
+        state.store(ready, std::memory_order_release);
+      } else {
+        others = true;
+      }
     }
-    while (state.load(std::memory_order_acquire) != ready) {
+    if (!others) return;
+    for (index_t piece = first; piece < first + count; ++piece) {
+      std::atomic_ref<std::int32_t> state(m_flags[piece]);
+      while (state.load(std::memory_order_acquire) != ready) {
 #if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
+        __builtin_ia32_pause();
 #endif
+      }
     }
   }
 
@@ -269,11 +264,13 @@ class pack_once {
   std::int32_t* m_flags;
 };
 
-/// op(B) in the layout above, packed on demand in pieces of 16 slivers of one k-slice.
+/// op(B) in the layout above, packed on demand in pieces of about 128 columns of one k-slice: small
+/// enough that two tasks needing the same columns pack them together, long enough that each row of
+/// B is read a few cache lines at a time.
 template <class T>
 class packed_b {
  public:
-  static constexpr index_t strips_per_piece = 16;
+  static constexpr index_t strips_per_piece = std::max<index_t>(1, 128 / gemm_kernel_traits<T>::nr);
 
   static index_t flag_count(index_t k, index_t n) {
     using traits = gemm_kernel_traits<T>;
@@ -291,14 +288,14 @@ class packed_b {
 
   /// Makes slice q of columns [j0, j0 + cols) ready to read.
   void require(index_t q, index_t j0, index_t cols) const {
-    constexpr index_t nr = gemm_kernel_traits<T>::nr;
-    constexpr index_t piece_cols = strips_per_piece * nr;
-    for (index_t g = j0 / piece_cols; g * piece_cols < j0 + cols; ++g)
-      m_once.require(q * m_pieces + g, [&] {
-        const index_t depth = slice_depth<T>(m_p.k), k0 = q * depth, kc = std::min(depth, m_p.k - k0);
-        const index_t g0 = g * piece_cols, w = std::min(piece_cols, m_p.n - g0);
-        pack_b(m_data + k0 * m_npad + g0 * kc, m_p.b, m_p.ldb, m_p.tb, k0, kc, g0, w);
-      });
+    constexpr index_t piece_cols = strips_per_piece * gemm_kernel_traits<T>::nr;
+    const index_t g0 = j0 / piece_cols, g1 = ceil_div(j0 + cols, piece_cols);
+    m_once.require(q * m_pieces + g0, g1 - g0, [&](index_t piece) {
+      const index_t g = piece - q * m_pieces;
+      const index_t depth = slice_depth<T>(m_p.k), k0 = q * depth, kc = std::min(depth, m_p.k - k0);
+      const index_t c0 = g * piece_cols, w = std::min(piece_cols, m_p.n - c0);
+      pack_b(m_data + k0 * m_npad + c0 * kc, m_p.b, m_p.ldb, m_p.tb, k0, kc, c0, w);
+    });
   }
 
  private:
@@ -367,7 +364,10 @@ void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
   // few B slivers cost a third of a 32 x 32 x 32 product.
   const bool in_place = reads_a_in_place(p);
   T* ap = in_place ? nullptr : scratch<T, scratch_slot::gemm_a>(static_cast<std::size_t>(p.k * mpad));
-  const pack_once a_slices(scratch<std::int32_t, scratch_slot::gemm_flags>(static_cast<std::size_t>(slices)), slices);
+  // A is packed on demand one MR-row sliver of one k-slice at a time, so tasks pack it side by side.
+  const index_t slivers = ceil_div(p.m, mr);
+  const pack_once a_slivers(scratch<std::int32_t, scratch_slot::gemm_flags>(static_cast<std::size_t>(slices * slivers)),
+                            slices * slivers);
   // B is packed a few hundred columns at a time: whole rows of cache lines, so the hardware
   // prefetcher follows, where one sliver per row would miss on every line.
   constexpr index_t chunk = nr * (512 / nr / static_cast<index_t>(sizeof(T)) * 2);
@@ -377,23 +377,30 @@ void gemm_wide(const problem<T>& p, const task_grid& grid, bool parallel) {
     for (index_t q = 0; q < slices; ++q) {
       const index_t k0 = q * depth, kc = std::min(depth, p.k - k0);
       const tile_update<T> u = slice_update(p, q, slices);
-      if (!in_place) a_slices.require(q, [&] { pack_a(ap + k0 * mpad, p.a, p.lda, p.ta, 0, p.m, k0, kc); });
+      if (!in_place)
+        a_slivers.require(q * slivers, slivers, [&](index_t piece) {
+          const index_t i0 = (piece - q * slivers) * mr;
+          pack_a(ap + k0 * mpad + i0 * kc, p.a, p.lda, p.ta, i0, std::min(mr, p.m - i0), k0, kc);
+        });
       const T* a_slice = in_place ? p.a + k0 : ap + k0 * mpad;
       for (index_t jc = j0; jc < j0 + cols; jc += chunk) {
         const index_t w = std::min(chunk, j0 + cols - jc);
         pack_b(bs, p.b, p.ldb, p.tb, k0, kc, jc, w);
-        // The next chunk of B comes from memory: fetch it while this one is multiplied.
+        // The next chunk of B comes from memory: fetch it while this one is multiplied, a few lines
+        // per tile (a burst per sliver overflows the miss buffers and evicts the sliver from L1).
         const bool wraps = jc + chunk >= j0 + cols;
         const index_t next_q = wraps ? q + 1 : q, next_j = wraps ? j0 : jc + chunk;
-        const index_t parts = ceil_div(w, nr);
-        for (index_t js = jc; js < jc + w; js += nr) {
-          if (next_q < slices) {
-            const index_t next_k0 = next_q * depth;
-            prefetch_b(p, next_k0, std::min(depth, p.k - next_k0), next_j, std::min(chunk, j0 + cols - next_j),
-                       (js - jc) / nr, parts);
+        const index_t row_tiles = ceil_div(p.m, mr), parts = ceil_div(w, nr) * row_tiles;
+        for (index_t js = jc; js < jc + w; js += nr)
+          for (index_t is = 0; is < p.m; is += mr) {
+            if (next_q < slices) {
+              const index_t next_k0 = next_q * depth;
+              prefetch_b(p, next_k0, std::min(depth, p.k - next_k0), next_j, std::min(chunk, j0 + cols - next_j),
+                         (js - jc) / nr * row_tiles + is / mr, parts);
+            }
+            sliver_tiles(p, u, q == slices - 1, kc, in_place ? a_slice + is * p.lda : a_slice + is * kc,
+                         in_place ? p.lda : 0, is, std::min(mr, p.m - is), bs + (js - jc) * kc, js);
           }
-          sliver_tiles(p, u, q == slices - 1, kc, a_slice, in_place ? p.lda : 0, 0, p.m, bs + (js - jc) * kc, js);
-        }
       }
     }
   });

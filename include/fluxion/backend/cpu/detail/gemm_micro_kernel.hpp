@@ -31,6 +31,30 @@ struct gemm_kernel_traits {
   static constexpr index_t mc = mr * ((sizeof(T) == 4 ? 160 : 80) / mr);
 };
 
+/// The tile height for a bottom edge of h < MR rows: 4 or 8 rows where the full tile is taller, so
+/// that a 64-row product does not compute 70 rows with AVX-512's 14-row tile (or 66 with AVX2's 6).
+/// pack_a lays out a partial sliver with this many values per k.
+template <class T>
+constexpr index_t edge_height(index_t h) {
+  constexpr index_t mr = gemm_kernel_traits<T>::mr;
+  if (h >= mr) return mr;
+  if (mr > 4 && h <= 4) return 4;
+  if (mr > 8 && h <= 8) return 8;
+  return mr;
+}
+
+/// Calls f.template operator()<edge_height<T>(h)>().
+template <class T, class F>
+FLUXION_ALWAYS_INLINE void with_edge_height(index_t h, F&& f) {
+  constexpr index_t mr = gemm_kernel_traits<T>::mr;
+  const index_t e = edge_height<T>(h);
+  if constexpr (mr > 4)
+    if (e == 4) return f.template operator()<4>();
+  if constexpr (mr > 8)
+    if (e == 8) return f.template operator()<8>();
+  f.template operator()<mr>();
+}
+
 /// Keeps the compiler from folding the load of v into each instruction that uses it: A's rows are
 /// often not aligned, and a vector load that crosses cache lines costs two (g++ 12 otherwise
 /// reloads A or B vectors once per use, 20 loads for 16 FMAs where 8 suffice).

@@ -48,37 +48,34 @@ FLUXION_ALWAYS_INLINE void transpose_8x8(const float* FLUXION_RESTRICT src, inde
 #endif
 }
 
+/// Rows [i0, i0 + rows) of op(A), columns [k0, k0 + kc), as slivers of MR rows: sliver s at dst + s * kc
+/// holds MR values per k. A last sliver of h < MR rows holds edge_height(h) values per k, zero-padded.
 template <class T>
 void pack_a(T* FLUXION_RESTRICT dst, const T* FLUXION_RESTRICT a, index_t lda, bool transposed, index_t i0,
             index_t rows, index_t k0, index_t kc) {
   constexpr index_t mr = gemm_kernel_traits<T>::mr;
+  // op(A)(i, p) of this block is src[i * row + p * col].
+  const index_t row = transposed ? 1 : lda, col = transposed ? lda : 1;
   for (index_t s = 0; s < rows; s += mr) {
     const index_t h = std::min(mr, rows - s);
     T* d = dst + s * kc;
-    if (!transposed) {
-      const T* src = a + (i0 + s) * lda + k0;
-      if (h == mr) {
+    const T* src = a + (i0 + s) * row + k0 * col;
+    if (h == mr) {
+      if (!transposed) {
         for (index_t p = 0; p < kc; ++p)
 #pragma GCC unroll 32
           for (index_t i = 0; i < mr; ++i) d[p * mr + i] = src[i * lda + p];
       } else {
-        for (index_t p = 0; p < kc; ++p) {
-          for (index_t i = 0; i < h; ++i) d[p * mr + i] = src[i * lda + p];
-          for (index_t i = h; i < mr; ++i) d[p * mr + i] = T(0);
-        }
-      }
-    } else {
-      const T* src = a + k0 * lda + i0 + s;
-      if (h == mr) {
         for (index_t p = 0; p < kc; ++p)
 #pragma GCC unroll 32
           for (index_t i = 0; i < mr; ++i) d[p * mr + i] = src[p * lda + i];
-      } else {
-        for (index_t p = 0; p < kc; ++p) {
-          for (index_t i = 0; i < h; ++i) d[p * mr + i] = src[p * lda + i];
-          for (index_t i = h; i < mr; ++i) d[p * mr + i] = T(0);
-        }
       }
+      continue;
+    }
+    const index_t e = edge_height<T>(h);
+    for (index_t p = 0; p < kc; ++p) {
+      for (index_t i = 0; i < h; ++i) d[p * e + i] = src[i * row + p * col];
+      for (index_t i = h; i < e; ++i) d[p * e + i] = T(0);
     }
   }
 }
@@ -91,8 +88,11 @@ void pack_b(T* FLUXION_RESTRICT dst, const T* FLUXION_RESTRICT b, index_t ldb, b
     // Row by row, so that each row of B is read front to back, as the prefetcher expects; sliver
     // by sliver would touch one cache line per row per pass.
     const index_t full = cols / nr * nr;
+    constexpr index_t line = 64 / static_cast<index_t>(sizeof(T)), ahead = 8;
     for (index_t p = 0; p < kc; ++p) {
       const T* src = b + (k0 + p) * ldb + j0;
+      if (p + ahead < kc)
+        for (index_t x = 0; x < cols; x += line) __builtin_prefetch(src + ahead * ldb + x, 0, 3);
       for (index_t s = 0; s < full; s += nr)
 #pragma GCC unroll 64
         for (index_t j = 0; j < nr; ++j) dst[s * kc + p * nr + j] = src[s + j];
