@@ -113,7 +113,9 @@ TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
                                // dot tiles with a k % W tail and op(A) transposed column tiles: every
                                // column remainder (n % 4), full and single-vector row tiles, leftover rows
                                {256, 10, 64},  {70, 11, 100},  {45, 6, 77},  {40, 3, 50},   {97, 7, 129},
-                               {33, 2, 66},    {130, 13, 17},  {81, 16, 65}};
+                               {33, 2, 66},    {130, 13, 17},  {81, 16, 65},
+                               // column tiles wider than one AVX2 vector, and the rows they leave
+                               {75, 9, 33},    {83, 12, 45},   {256, 10, 64}};
   const double alphas[] = {1.0, -0.5};
   const double betas[] = {0.0, 1.0, 0.75};
   int count = 0;

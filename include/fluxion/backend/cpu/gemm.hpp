@@ -509,9 +509,13 @@ template <class T>
 bool uses_narrow(const problem<T>& p) {
   // With at most few_rows_max_m columns the transposed product below has that few rows, and the
   // streaming path reads op(A) once without broadcasting lanes that are mostly padding; but with
-  // op(A) transposed and a vector of rows or more, the column tiles here waste no lane at all.
+  // op(A) transposed and a vector of rows or more, the column tiles here waste no lane at all, up to
+  // swapped_max_n columns (AVX2's 8-float vectors: 10 columns would pad the transposed product's
+  // 6 x 16 tile to 12 rows: 256 x 64 x 10 went from 0.83 to 1.22 of OpenBLAS, 784 x 64 x 12 0.92 -> 1.31).
   constexpr index_t w = simd_ops<T>::width;
-  return p.n <= w && p.m > few_rows_max_m && w > 1 && (p.n > few_rows_max_m || (p.ta && p.m >= w));
+  if (w == 1 || p.m <= few_rows_max_m) return false;
+  if (p.ta && p.m >= w && p.n <= swapped_max_n) return true;
+  return p.n <= w && p.n > few_rows_max_m;
 }
 
 template <class T, index_t MR>
@@ -549,12 +553,16 @@ FLUXION_ALWAYS_INLINE void narrow_tile(const problem<T>& p, index_t i0, const T*
 }
 
 template <class T>
+void gemm_unchecked(const problem<T>& p, bool allow_threads);
+
+template <class T>
 void gemm_narrow(const problem<T>& p, bool parallel) {
   constexpr index_t w = simd_ops<T>::width;
-  T* bp = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(p.k * w));
+  const index_t ldbp = round_up(p.n, w);  // one vector, or more for column tiles only
+  T* bp = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(p.k * ldbp));
   for (index_t q = 0; q < p.k; ++q) {
-    for (index_t j = 0; j < p.n; ++j) bp[q * w + j] = p.tb ? p.b[j * p.ldb + q] : p.b[q * p.ldb + j];
-    for (index_t j = p.n; j < w; ++j) bp[q * w + j] = T(0);
+    for (index_t j = 0; j < p.n; ++j) bp[q * ldbp + j] = p.tb ? p.b[j * p.ldb + q] : p.b[q * p.ldb + j];
+    for (index_t j = p.n; j < ldbp; ++j) bp[q * ldbp + j] = T(0);
   }
   // Stored transposed, op(A)'s columns are contiguous: vectors run down columns of C
   // (detail/gemm_column_kernel.hpp) for all but the last rows.
@@ -565,7 +573,13 @@ void gemm_narrow(const problem<T>& p, bool parallel) {
   run_tasks<T>(parallel, ceil_div(p.m, rows_per_task), [&](index_t t) {
     index_t i = t * rows_per_task;
     const index_t end = std::min(p.m, i + rows_per_task);
-    if (columns) i += column_rows<T>(p.k, p.n, p.a + i, p.lda, bp, w, p.c + i * p.ldc, p.ldc, end - i, u);
+    if (columns) i += column_rows<T>(p.k, p.n, p.a + i, p.lda, bp, ldbp, p.c + i * p.ldc, p.ldc, end - i, u);
+    if (i < end && p.n > w) {  // fewer than W rows left, wider than the row tiles below: the general path
+      gemm_unchecked<T>({p.ta, p.tb, end - i, p.n, p.k, p.alpha, p.a + i, p.lda, p.b, p.ldb, p.beta, p.c + i * p.ldc,
+                         p.ldc, p.ep},
+                        false);
+      return;
+    }
     for (; i + tile <= end; i += tile) narrow_tile<T, tile>(p, i, bp);
     if (i + 8 <= end) narrow_tile<T, 8>(p, i, bp), i += 8;
     if (i + 4 <= end) narrow_tile<T, 4>(p, i, bp), i += 4;
@@ -573,9 +587,6 @@ void gemm_narrow(const problem<T>& p, bool parallel) {
     if (i < end) narrow_tile<T, 1>(p, i, bp);
   });
 }
-
-template <class T>
-void gemm_unchecked(const problem<T>& p, bool allow_threads);
 
 // A few columns (a dense layer with 10 units, or its weight gradient X^T * dY): C^T = op(B)^T * op(A)^T
 // has a few rows instead, which waste less of the MR x NR tile than a few columns do of its NR.
