@@ -9,7 +9,11 @@
 //           the clock measured with a chain of dependent adds (printed at start, next to the
 //           base clock /proc/cpuinfo reports)
 //
+// sgemm/paired/... alternates fluxion and OpenBLAS and reports the median ratio of their times (see
+// run_paired): the figure to read on a shared machine.
+//
 //   ./gemm.bench --benchmark_filter='/512x' --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+//   ./gemm.bench --benchmark_filter=paired
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -148,6 +152,75 @@ void run_openblas(benchmark::State& state, shape s, int threads) {
 }
 #endif
 
+#if FLUXION_BENCH_HAVE_OPENBLAS
+// Paired: on a shared machine the speed drifts over seconds, so peers timed one after the other can
+// differ by 20% for no reason of their own. Here fluxion and OpenBLAS alternate, a batch of calls
+// (about 20 ms) each, 21 times, and the counter `ratio` is the median over the 21 pairs of
+// OpenBLAS's time / fluxion's time: fluxion's speed as a fraction of OpenBLAS's (above 1: faster).
+// `ratio_q25` and `ratio_q75` give the spread. With 2 threads each batch is followed by 150 ms of
+// sleep, so that the peer's spinning workers have gone to sleep before the other one runs, and
+// starts with one untimed call: waking a sleeping worker on a VM can take milliseconds, which a
+// program calling GEMM in a loop pays once, not per call.
+void run_paired(benchmark::State& state, shape s, int threads) {
+  fluxion::set_num_threads(threads);
+  openblas_set_num_threads(threads);
+  operands o(s);
+  const index_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  auto call_fluxion = [&] {
+    cpu::gemm<float>(s.ta ? cpu::transpose::yes : cpu::transpose::no, s.tb ? cpu::transpose::yes : cpu::transpose::no,
+                     s.m, s.n, s.k, 1.f, o.a.data(), lda, o.b.data(), ldb, 0.f, o.c.data(), s.n);
+    benchmark::DoNotOptimize(o.c.data());
+    benchmark::ClobberMemory();
+  };
+  auto call_openblas = [&] {
+    cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
+                static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.f, o.a.data(),
+                static_cast<int>(lda), o.b.data(), static_cast<int>(ldb), 0.f, o.c.data(), static_cast<int>(s.n));
+    benchmark::DoNotOptimize(o.c.data());
+    benchmark::ClobberMemory();
+  };
+  using clock = std::chrono::steady_clock;
+  const auto pause = std::chrono::milliseconds(threads > 1 ? 150 : 5);
+  auto batch = [&](auto& call, int calls) {
+    call();  // after the pause: wakes the peer's threads, untimed
+    const auto t0 = clock::now();
+    for (int i = 0; i < calls; ++i) call();
+    const double seconds = std::chrono::duration<double>(clock::now() - t0).count() / calls;
+    std::this_thread::sleep_for(pause);
+    return seconds;
+  };
+  constexpr int pairs = 21;
+  for (auto _ : state) {
+    // Warm both up, and size a batch to about 20 ms.
+    call_fluxion();
+    call_openblas();
+    std::this_thread::sleep_for(pause);
+    const double once = batch(call_fluxion, 3);
+    const int calls = std::max(1, static_cast<int>(0.02 / once));
+    std::vector<double> ratios, fluxion_times, openblas_times;
+    double total = 0;
+    for (int pair = 0; pair < pairs; ++pair) {
+      const double f = batch(call_fluxion, calls), b = batch(call_openblas, calls);
+      ratios.push_back(b / f);
+      fluxion_times.push_back(f);
+      openblas_times.push_back(b);
+      total += f;
+    }
+    std::sort(ratios.begin(), ratios.end());
+    std::sort(fluxion_times.begin(), fluxion_times.end());
+    std::sort(openblas_times.begin(), openblas_times.end());
+    const double flops = 2.0 * s.m * s.n * s.k;
+    state.counters["ratio"] = ratios[pairs / 2];
+    state.counters["ratio_q25"] = ratios[pairs / 4];
+    state.counters["ratio_q75"] = ratios[3 * pairs / 4];
+    state.counters["fluxion_GFLOPS"] = flops / fluxion_times[pairs / 2] * 1e-9;
+    state.counters["openblas_GFLOPS"] = flops / openblas_times[pairs / 2] * 1e-9;
+    state.counters["fluxion_peak"] = flops / fluxion_times[pairs / 2] / peak_flops(threads);
+    state.SetIterationTime(total / pairs);
+  }
+}
+#endif
+
 #if FLUXION_BENCH_HAVE_TORCH
 void run_torch(benchmark::State& state, shape s, int threads) {
   at::set_num_threads(threads);
@@ -211,6 +284,11 @@ const int registered = [] {
       benchmark::RegisterBenchmark(("sgemm/torch" + suffix).c_str(), run_torch, s, threads)
           ->UseRealTime()
           ->MinTime(seconds);
+#endif
+#if FLUXION_BENCH_HAVE_OPENBLAS
+      benchmark::RegisterBenchmark(("sgemm/paired" + suffix).c_str(), run_paired, s, threads)
+          ->UseManualTime()
+          ->Iterations(1);
 #endif
     }
   return 0;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -244,4 +245,35 @@ TEST_CASE("thread_pool: set_num_threads inside a task is an error, not a deadloc
   CHECK_THROWS_AS(fluxion::detail::parallel_for(2, [](fluxion::index_t) { fluxion::set_num_threads(1); }),
                   fluxion::invalid_argument);
   CHECK(fluxion::get_num_threads() == 2);
+}
+
+TEST_CASE("thread_pool: the spin time is settable, checked, and any value gives the same results") {
+  thread_count_guard guard;
+  const auto saved = fx::get_thread_spin_time();
+  CHECK(saved == std::chrono::milliseconds(2));
+  auto message = [](std::chrono::microseconds t) {
+    try {
+      fx::set_thread_spin_time(t);
+    } catch (const fx::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  CHECK(message(std::chrono::microseconds(-1)) == "set_thread_spin_time: -1 us is not in [0, 1000000] us");
+  CHECK(message(std::chrono::seconds(2)) == "set_thread_spin_time: 2000000 us is not in [0, 1000000] us");
+  CHECK(fx::get_thread_spin_time() == saved);  // a rejected value changes nothing
+  std::vector<float> values(100003);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 1.f / static_cast<float>(i + 1);
+  fx::set_num_threads(1);
+  const float reference = chunked_sum(values, 1000);
+  fx::set_num_threads(2);
+  for (auto t : {std::chrono::microseconds(0), std::chrono::microseconds(100), std::chrono::microseconds(5000)}) {
+    fx::set_thread_spin_time(t);
+    CHECK(fx::get_thread_spin_time() == t);
+    for (int region = 0; region < 20; ++region) {  // back-to-back regions, and regions after a pause
+      if (region % 5 == 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      CHECK(chunked_sum(values, 1000) == reference);
+    }
+  }
+  fx::set_thread_spin_time(saved);
 }
