@@ -103,13 +103,9 @@ task_grid plan_tasks(index_t m, index_t n, index_t k) {
 
 template <class T>
 void scale_only(index_t m, index_t n, T beta, T* c, index_t ldc, const gemm_epilogue<T>& ep) {
+  const tile_update<T> u{T(0), beta, ep.bias, ep.act == activation::relu};  // alpha * 0: k = 0 ignores alpha
   for (index_t i = 0; i < m; ++i)
-    for (index_t j = 0; j < n; ++j) {
-      T r = beta == T(0) ? T(0) : beta * c[i * ldc + j];
-      if (ep.bias) r += ep.bias[j];
-      if (ep.act == activation::relu) r = r > T(0) ? r : T(0);
-      c[i * ldc + j] = r;
-    }
+    for (index_t j = 0; j < n; ++j) update_element(c[i * ldc + j], T(0), u, j);
 }
 
 template <class T>
@@ -126,6 +122,12 @@ struct problem {
   index_t ldc;
   gemm_epilogue<T> ep;
 };
+
+/// The whole update in one pass (paths that sum all of k at once).
+template <class T>
+tile_update<T> full_update(const problem<T>& p) {
+  return {p.alpha, p.beta, p.ep.bias, p.ep.act == activation::relu};
+}
 
 /// The update for k-slice q of `slices`: beta only on the first, the epilogue only on the last.
 template <class T>
@@ -432,7 +434,7 @@ void gemm_dot(const problem<T>& p, bool parallel) {
     for (index_t j = 0; j < p.n; ++j)  // written in order: 0.4 us for 256 x 10, 0.7 us by rows of B
       for (index_t q = 0; q < p.k; ++q) bt[j * ldbt + q] = p.b[q * p.ldb + j];
   constexpr index_t rows_per_task = 32;
-  const tile_update<T> u{p.alpha, p.beta, p.ep.bias, p.ep.act == activation::relu};
+  const tile_update<T> u = full_update(p);
   run_tasks<T>(parallel, ceil_div(p.m, rows_per_task), [&](index_t t) {
     const index_t i0 = t * rows_per_task;
     dot_rows<T>(p.k, p.n, p.a + i0 * p.lda, p.lda, bt, ldbt, p.c + i0 * p.ldc, p.ldc, std::min(rows_per_task, p.m - i0),
@@ -459,14 +461,8 @@ void gemm_few_rows(const problem<T>& p, bool parallel) {
   constexpr index_t w = ops::width;
   constexpr index_t block = 8 * w;  // columns per task
   const index_t sa_i = p.ta ? 1 : p.lda, sa_k = p.ta ? p.lda : 1;  // op(A)(i, q) = a[i * sa_i + q * sa_k]
-  auto finish = [&](T acc, index_t i, index_t j) {
-    T r = p.alpha * acc;
-    T& out = p.c[i * p.ldc + j];
-    if (p.beta != T(0)) r = std::fma(p.beta, out, r);
-    if (p.ep.bias) r += p.ep.bias[j];
-    if (p.ep.act == activation::relu) r = r > T(0) ? r : T(0);
-    out = r;
-  };
+  const tile_update<T> update = full_update(p);
+  auto finish = [&](T acc, index_t i, index_t j) { update_element(p.c[i * p.ldc + j], acc, update, j); };
   run_tasks<T>(parallel, ceil_div(p.n, block), [&](index_t t) {
     const index_t j_begin = t * block, j_end = std::min(p.n, j_begin + block);
     for (index_t i = 0; i < p.m; ++i) {
@@ -535,6 +531,7 @@ FLUXION_ALWAYS_INLINE void narrow_tile(const problem<T>& p, index_t i0, const T*
   }
   alignas(64) T lanes[w];
   const bool plain = p.alpha == T(1) && p.beta == T(0) && !p.ep.bias && p.ep.act == activation::none;
+  const tile_update<T> u = full_update(p);
   for (index_t i = 0; i < MR; ++i) {
     ops::storeu(lanes, acc[i]);
     T* c = p.c + (i0 + i) * p.ldc;
@@ -542,13 +539,7 @@ FLUXION_ALWAYS_INLINE void narrow_tile(const problem<T>& p, index_t i0, const T*
       std::copy_n(lanes, p.n, c);
       continue;
     }
-    for (index_t j = 0; j < p.n; ++j) {
-      T r = p.alpha * lanes[j];
-      if (p.beta != T(0)) r = std::fma(p.beta, c[j], r);
-      if (p.ep.bias) r += p.ep.bias[j];
-      if (p.ep.act == activation::relu) r = r > T(0) ? r : T(0);
-      c[j] = r;
-    }
+    for (index_t j = 0; j < p.n; ++j) update_element(c[j], lanes[j], u, j);
   }
 }
 
@@ -569,7 +560,7 @@ void gemm_narrow(const problem<T>& p, bool parallel) {
   const bool columns = p.ta;
   constexpr index_t tile = 14;
   const index_t rows_per_task = columns ? 8 * w : 8 * tile;
-  const tile_update<T> u{p.alpha, p.beta, p.ep.bias, p.ep.act == activation::relu};
+  const tile_update<T> u = full_update(p);
   run_tasks<T>(parallel, ceil_div(p.m, rows_per_task), [&](index_t t) {
     index_t i = t * rows_per_task;
     const index_t end = std::min(p.m, i + rows_per_task);
@@ -606,17 +597,10 @@ void gemm_swapped(const problem<T>& p, bool allow_threads) {
       for (index_t i = 0; i < p.m; ++i) c[i * p.ldc + j] = ct[j * p.m + i];
     return;
   }
-  for (index_t j = 0; j < p.n; ++j) {
-    const T bias = p.ep.bias ? p.ep.bias[j] : T(0);
-    for (index_t i = 0; i < p.m; ++i) {
-      T r = ct[j * p.m + i];
-      T& out = c[i * p.ldc + j];
-      if (p.beta != T(0)) r = std::fma(p.beta, out, r);
-      if (p.ep.bias) r += bias;
-      if (p.ep.act == activation::relu) r = r > T(0) ? r : T(0);
-      out = r;
-    }
-  }
+  tile_update<T> u = full_update(p);
+  u.alpha = T(1);  // applied by the transposed product
+  for (index_t j = 0; j < p.n; ++j)
+    for (index_t i = 0; i < p.m; ++i) update_element(c[i * p.ldc + j], ct[j * p.m + i], u, j);
 }
 
 template <class T>

@@ -53,13 +53,7 @@ FLUXION_ALWAYS_INLINE void column_tile(index_t k, const T* FLUXION_RESTRICT a, i
       for (int j = 0; j < CB; ++j) out[j] = cols[j][i];
       continue;
     }
-    for (int j = 0; j < CB; ++j) {
-      T s = u.alpha * cols[j][i];
-      if (u.beta != T(0)) s = std::fma(u.beta, out[j], s);
-      if (u.bias) s += u.bias[j];
-      if (u.relu) s = s > T(0) ? s : T(0);
-      out[j] = s;
-    }
+    for (int j = 0; j < CB; ++j) update_element(out[j], cols[j][i], u, j);
   }
 }
 

@@ -67,15 +67,7 @@ FLUXION_ALWAYS_INLINE void dot_tile(index_t k, const T* FLUXION_RESTRICT a, inde
     return;
   }
   for (int i = 0; i < RB; ++i)
-    for (int j = 0; j < CB; ++j) {
-      T s = sums[i * CB + j];
-      T& out = c[i * ldc + j];
-      if (u.alpha != T(1)) s *= u.alpha;
-      if (u.beta != T(0)) s = std::fma(u.beta, out, s);
-      if (u.bias) s += u.bias[j];
-      if (u.relu) s = s > T(0) ? s : T(0);
-      out = s;
-    }
+    for (int j = 0; j < CB; ++j) update_element(c[i * ldc + j], sums[i * CB + j], u, j);
 }
 
 /// Rows [0, rows) of C, all n columns, from rows of op(A) (unit stride along k) and op(B)^T, in

@@ -10,6 +10,8 @@
 // through the same template.
 #pragma once
 
+#include <cmath>
+
 #include "simd_ops.hpp"
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -73,6 +75,17 @@ struct tile_update {
   const T* bias;  // nr values for this tile's columns, or nullptr
   bool relu;
 };
+
+/// The update of one element of C that no vector covers: c = act(alpha * acc + beta * c + bias[j]).
+/// beta == 0 never reads c. The kernels' scalar edges and epilogues all use it.
+template <class T>
+FLUXION_ALWAYS_INLINE void update_element(T& c, T acc, const tile_update<T>& u, index_t j) {
+  T r = u.alpha * acc;
+  if (u.beta != T(0)) r = std::fma(u.beta, c, r);
+  if (u.bias) r += u.bias[j];
+  if (u.relu) r = r > T(0) ? r : T(0);
+  c = r;
+}
 
 /// Computes one MR x NR tile and stores its first `rows` rows. `b` holds kc slivers of NR values. `a` holds kc slivers
 /// of MR values (lda == 0), or is MR rows of a row-major matrix read in place (lda = its row stride): when A's rows are
