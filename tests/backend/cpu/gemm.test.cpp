@@ -115,7 +115,9 @@ TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
                                {256, 10, 64},  {70, 11, 100},  {45, 6, 77},  {40, 3, 50},   {97, 7, 129},
                                {33, 2, 66},    {130, 13, 17},  {81, 16, 65},
                                // column tiles wider than one AVX2 vector, and the rows they leave
-                               {75, 9, 33},    {83, 12, 45},   {256, 10, 64}};
+                               {75, 9, 33},    {83, 12, 45},   {256, 10, 64},
+                               // the same with parallel row blocks, the last one leaving rows behind
+                               {1501, 10, 300}, {1333, 12, 257}};
   const double alphas[] = {1.0, -0.5};
   const double betas[] = {0.0, 1.0, 0.75};
   int count = 0;

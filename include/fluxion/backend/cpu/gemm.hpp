@@ -550,7 +550,9 @@ template <class T>
 void gemm_narrow(const problem<T>& p, bool parallel) {
   constexpr index_t w = simd_ops<T>::width;
   const index_t ldbp = round_up(p.n, w);  // one vector, or more for column tiles only
-  T* bp = scratch<T, scratch_slot::gemm_b>(static_cast<std::size_t>(p.k * ldbp));
+  // Its own slot: the rows left below may run the general path on this thread, which takes gemm_b
+  // while other tasks still read bp.
+  T* bp = scratch<T, scratch_slot::gemm_narrow>(static_cast<std::size_t>(p.k * ldbp));
   for (index_t q = 0; q < p.k; ++q) {
     for (index_t j = 0; j < p.n; ++j) bp[q * ldbp + j] = p.tb ? p.b[j * p.ldb + q] : p.b[q * p.ldb + j];
     for (index_t j = p.n; j < ldbp; ++j) bp[q * ldbp + j] = T(0);

@@ -20,6 +20,7 @@ enum class scratch_slot {
   gemm_b,
   gemm_c,
   gemm_edge,
+  gemm_narrow,  // the narrow path's packed B: its leftover rows run the general path, which uses gemm_b
   gemm_flags,
   conv_columns,
   conv_filters,
