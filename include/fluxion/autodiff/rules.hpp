@@ -34,13 +34,13 @@ using scalar_of = value_type_t<T>;
     static constexpr bool differentiable = true;                    \
     template <class A, class G>                                     \
     static auto vjp(const A& a, const G& g) {                       \
-      using T = scalar_of<A>;                                       \
+      using T [[maybe_unused]] = scalar_of<A>;                      \
       (void)a;                                                      \
       return vjp_expr;                                              \
     }                                                               \
     template <class A, class TA>                                    \
     static auto jvp(const A& a, const TA& ta) {                     \
-      using T = scalar_of<A>;                                       \
+      using T [[maybe_unused]] = scalar_of<A>;                      \
       (void)a;                                                      \
       return jvp_expr;                                              \
     }                                                               \
@@ -85,19 +85,19 @@ struct rule<ops::cast<To>> {
     static constexpr bool differentiable = true;                          \
     template <class A, class B, class G>                                  \
     static auto vjp_a(const A& a, const B& b, const G& g) {               \
-      using T = promote_t<scalar_of<A>, scalar_of<B>>;                    \
+      using T [[maybe_unused]] = promote_t<scalar_of<A>, scalar_of<B>>;   \
       (void)a, (void)b;                                                   \
       return vjp_a_expr;                                                  \
     }                                                                     \
     template <class A, class B, class G>                                  \
     static auto vjp_b(const A& a, const B& b, const G& g) {               \
-      using T = promote_t<scalar_of<A>, scalar_of<B>>;                    \
+      using T [[maybe_unused]] = promote_t<scalar_of<A>, scalar_of<B>>;   \
       (void)a, (void)b;                                                   \
       return vjp_b_expr;                                                  \
     }                                                                     \
     template <class A, class B, class TA, class TB>                       \
     static auto jvp(const A& a, const B& b, const TA& ta, const TB& tb) { \
-      using T = promote_t<scalar_of<A>, scalar_of<B>>;                    \
+      using T [[maybe_unused]] = promote_t<scalar_of<A>, scalar_of<B>>;   \
       (void)a, (void)b;                                                   \
       return jvp_expr;                                                    \
     }                                                                     \
