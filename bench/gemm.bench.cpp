@@ -122,17 +122,31 @@ void set_counters(benchmark::State& state, const shape& s, int threads) {
 // core from the next benchmark; let them go to sleep first.
 void let_peers_settle() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
 
+// One product C = op(A) op(B) of shape s, as stored by `operands`, by each peer.
+void call_fluxion(const shape& s, operands& o) {
+  const index_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  cpu::gemm<float>(s.ta ? cpu::transpose::yes : cpu::transpose::no, s.tb ? cpu::transpose::yes : cpu::transpose::no,
+                   s.m, s.n, s.k, 1.f, o.a.data(), lda, o.b.data(), ldb, 0.f, o.c.data(), s.n);
+  benchmark::DoNotOptimize(o.c.data());
+  benchmark::ClobberMemory();
+}
+
+#if FLUXION_BENCH_HAVE_OPENBLAS
+void call_openblas(const shape& s, operands& o) {
+  const index_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.f, o.a.data(),
+              static_cast<int>(lda), o.b.data(), static_cast<int>(ldb), 0.f, o.c.data(), static_cast<int>(s.n));
+  benchmark::DoNotOptimize(o.c.data());
+  benchmark::ClobberMemory();
+}
+#endif
+
 void run_fluxion(benchmark::State& state, shape s, int threads) {
   fluxion::set_num_threads(threads);
   let_peers_settle();
   operands o(s);
-  const index_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-  for (auto _ : state) {
-    cpu::gemm<float>(s.ta ? cpu::transpose::yes : cpu::transpose::no, s.tb ? cpu::transpose::yes : cpu::transpose::no,
-                     s.m, s.n, s.k, 1.f, o.a.data(), lda, o.b.data(), ldb, 0.f, o.c.data(), s.n);
-    benchmark::DoNotOptimize(o.c.data());
-    benchmark::ClobberMemory();
-  }
+  for (auto _ : state) call_fluxion(s, o);
   set_counters(state, s, threads);
 }
 
@@ -140,14 +154,7 @@ void run_fluxion(benchmark::State& state, shape s, int threads) {
 void run_openblas(benchmark::State& state, shape s, int threads) {
   openblas_set_num_threads(threads);
   operands o(s);
-  const index_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-  for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
-                static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.f, o.a.data(),
-                static_cast<int>(lda), o.b.data(), static_cast<int>(ldb), 0.f, o.c.data(), static_cast<int>(s.n));
-    benchmark::DoNotOptimize(o.c.data());
-    benchmark::ClobberMemory();
-  }
+  for (auto _ : state) call_openblas(s, o);
   set_counters(state, s, threads);
 }
 #endif
@@ -165,20 +172,8 @@ void run_paired(benchmark::State& state, shape s, int threads) {
   fluxion::set_num_threads(threads);
   openblas_set_num_threads(threads);
   operands o(s);
-  const index_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-  auto call_fluxion = [&] {
-    cpu::gemm<float>(s.ta ? cpu::transpose::yes : cpu::transpose::no, s.tb ? cpu::transpose::yes : cpu::transpose::no,
-                     s.m, s.n, s.k, 1.f, o.a.data(), lda, o.b.data(), ldb, 0.f, o.c.data(), s.n);
-    benchmark::DoNotOptimize(o.c.data());
-    benchmark::ClobberMemory();
-  };
-  auto call_openblas = [&] {
-    cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
-                static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.f, o.a.data(),
-                static_cast<int>(lda), o.b.data(), static_cast<int>(ldb), 0.f, o.c.data(), static_cast<int>(s.n));
-    benchmark::DoNotOptimize(o.c.data());
-    benchmark::ClobberMemory();
-  };
+  auto fluxion_once = [&] { call_fluxion(s, o); };
+  auto openblas_once = [&] { call_openblas(s, o); };
   using clock = std::chrono::steady_clock;
   const auto pause = std::chrono::milliseconds(threads > 1 ? 150 : 5);
   auto batch = [&](auto& call, int calls) {
@@ -192,15 +187,15 @@ void run_paired(benchmark::State& state, shape s, int threads) {
   constexpr int pairs = 21;
   for (auto _ : state) {
     // Warm both up, and size a batch to about 20 ms.
-    call_fluxion();
-    call_openblas();
+    fluxion_once();
+    openblas_once();
     std::this_thread::sleep_for(pause);
-    const double once = batch(call_fluxion, 3);
+    const double once = batch(fluxion_once, 3);
     const int calls = std::max(1, static_cast<int>(0.02 / once));
     std::vector<double> ratios, fluxion_times, openblas_times;
     double total = 0;
     for (int pair = 0; pair < pairs; ++pair) {
-      const double f = batch(call_fluxion, calls), b = batch(call_openblas, calls);
+      const double f = batch(fluxion_once, calls), b = batch(openblas_once, calls);
       ratios.push_back(b / f);
       fluxion_times.push_back(f);
       openblas_times.push_back(b);

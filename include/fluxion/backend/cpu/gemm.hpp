@@ -140,10 +140,7 @@ tile_update<T> slice_update(const problem<T>& p, index_t q, index_t slices) {
 template <class T, index_t MR>
 const T* edge_sliver(index_t kc, const T* as, index_t lda, index_t h) {
   T* packed = scratch<T, scratch_slot::gemm_edge>(static_cast<std::size_t>(MR * kc));
-  for (index_t q = 0; q < kc; ++q) {
-    for (index_t i = 0; i < h; ++i) packed[q * MR + i] = as[i * lda + q];
-    for (index_t i = h; i < MR; ++i) packed[q * MR + i] = T(0);
-  }
+  pack_partial_sliver(packed, as, lda, 1, h, MR, kc);
   return packed;
 }
 
@@ -175,7 +172,8 @@ FLUXION_ALWAYS_INLINE void tile(index_t kc, const T* as, index_t a_stride, const
 /// All tiles of rows [i0, i0 + rows) in the NR columns starting at js, for one k-slice. `ap` holds
 /// those rows' A slivers as pack_a lays them out (lda == 0), or is row i0 of op(A) at column k0, read
 /// in place with row stride lda; `bs` is the B sliver. A bottom edge of h rows runs the kernel of
-/// edge_height(h) rows, in place when exactly that many rows are left, else on a padded sliver.
+/// edge_height(h) rows (a full tile is h = MR), in place when exactly that many rows are left, else on a
+/// padded sliver.
 template <class T>
 void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, const T* ap, index_t lda, index_t i0,
                   index_t rows, const T* bs, index_t js) {
@@ -187,10 +185,6 @@ void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, 
     const index_t h = std::min(mr, rows - is);
     const T* as = lda == 0 ? ap + is * kc : ap + is * lda;
     T* cp = p.c + (i0 + is) * p.ldc + js;
-    if (h == mr) {
-      tile<T, mr>(kc, as, lda, bs, cp, p.ldc, u, h, w);
-      continue;
-    }
     with_edge_height<T>(h, [&]<index_t MR>() {
       if (lda != 0 && h < MR)  // rows past the end cannot be read in place
         tile<T, MR>(kc, edge_sliver<T, MR>(kc, as, lda, h), 0, bs, cp, p.ldc, u, h, w);

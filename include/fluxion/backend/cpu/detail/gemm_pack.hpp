@@ -48,6 +48,17 @@ FLUXION_ALWAYS_INLINE void transpose_8x8(const float* FLUXION_RESTRICT src, inde
 #endif
 }
 
+/// h rows of A (element (i, p) at src[i * row + p * col]) as one sliver of `width` >= h values per k,
+/// zero-padded: a bottom edge, packed for a shorter kernel or read past the end of A.
+template <class T>
+void pack_partial_sliver(T* FLUXION_RESTRICT d, const T* FLUXION_RESTRICT src, index_t row, index_t col, index_t h,
+                         index_t width, index_t kc) {
+  for (index_t p = 0; p < kc; ++p) {
+    for (index_t i = 0; i < h; ++i) d[p * width + i] = src[i * row + p * col];
+    for (index_t i = h; i < width; ++i) d[p * width + i] = T(0);
+  }
+}
+
 /// Rows [i0, i0 + rows) of op(A), columns [k0, k0 + kc), as slivers of MR rows: sliver s at dst + s * kc
 /// holds MR values per k. A last sliver of h < MR rows holds edge_height(h) values per k, zero-padded.
 template <class T>
@@ -72,11 +83,7 @@ void pack_a(T* FLUXION_RESTRICT dst, const T* FLUXION_RESTRICT a, index_t lda, b
       }
       continue;
     }
-    const index_t e = edge_height<T>(h);
-    for (index_t p = 0; p < kc; ++p) {
-      for (index_t i = 0; i < h; ++i) d[p * e + i] = src[i * row + p * col];
-      for (index_t i = h; i < e; ++i) d[p * e + i] = T(0);
-    }
+    pack_partial_sliver(d, src, row, col, h, edge_height<T>(h), kc);
   }
 }
 
