@@ -187,7 +187,7 @@ struct tangent<window_expr<Op, A...>> {
       using AI = std::tuple_element_t<I, std::tuple<A...>>;
       using T = value_type_t<AI>;
       using D = device_t<AI>;
-      const auto t = as_order<K>(tensor<T, D>(tstep<K>(tangent<AI>::template of<K>(std::get<I>(e.operands), acc))));
+      const auto t = as_order<K>(tensor<T, D>(tstep<K>(tangent_of<K>(std::get<I>(e.operands), acc))));
       return window_rule<Op>::template jvp<I>(e, t);
     } else {
       return window_detail::no_term{};

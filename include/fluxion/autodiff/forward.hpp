@@ -102,6 +102,20 @@ decltype(auto) tstep(X&& x) {
 }
 
 /// tangent<E>::template of<K>(e, acc): the tangent of e's value as an expression (jvp rules).
+/// Rules call tangent_of<K> for their operands, never tangent<E> directly.
+template <class E>
+struct tangent;
+
+/// The tangent of `e`, always of derivative order K in its type. Some tangents are new nodes over
+/// tangent tensors (gather, concat) or constants (the zeros of floor, sign, a scalar) that would
+/// otherwise carry order 0. A statement built from one and materialized inside a tangent (the sum
+/// of a gathered tangent, in the tangent of reduce_sum(gather(x, i) * 2)) would then be offered to
+/// the accumulator at its parent's order, and its own tangent instantiated at that order again,
+/// without end: the compiler never finished. With every tangent of order K, each materialization
+/// nested inside a tangent is one order higher, and orders stop at FLUXION_MAX_DERIVATIVE_ORDER.
+template <int K, class E>
+auto tangent_of(const E& e, const forward_accumulator& acc);
+
 template <class E>
 struct tangent {
   template <int K>
@@ -124,7 +138,7 @@ struct tangent<tensor<T, D>> {
 template <int K0, class G>
 struct tangent<grad_expr<K0, G>> {
   template <int K>
-  static auto of(const grad_expr<K0, G>& e, const forward_accumulator& acc) { return tstep<K>(tangent<G>::template of<K>(e.g, acc)); }
+  static auto of(const grad_expr<K0, G>& e, const forward_accumulator& acc) { return tstep<K>(tangent_of<K>(e.g, acc)); }
 };
 
 /// The tangent of a node without a derivative (floor, sign, comparisons, mod): zeros of the node's
@@ -140,7 +154,7 @@ struct tangent<unary_expr<Op, A>> {
   template <int K>
   static auto of(const unary_expr<Op, A>& e, const forward_accumulator& acc) {
     if constexpr (rule<Op>::differentiable && differentiable_v<A>)
-      return rule<Op>::jvp(e.a, tstep<K>(tangent<A>::template of<K>(e.a, acc)));
+      return rule<Op>::jvp(e.a, tstep<K>(tangent_of<K>(e.a, acc)));
     else
       return zero_tangent(e);
   }
@@ -152,7 +166,7 @@ struct tangent<binary_expr<Op, A, B>> {
   static auto of(const binary_expr<Op, A, B>& e, const forward_accumulator& acc) {
     using R = value_type_t<binary_expr<Op, A, B>>;
     if constexpr (rule<Op>::differentiable && std::is_floating_point_v<R>)
-      return rule<Op>::jvp(e.a, e.b, tstep<K>(tangent<A>::template of<K>(e.a, acc)), tstep<K>(tangent<B>::template of<K>(e.b, acc)));
+      return rule<Op>::jvp(e.a, e.b, tstep<K>(tangent_of<K>(e.a, acc)), tstep<K>(tangent_of<K>(e.b, acc)));
     else
       return zero_tangent(e);
   }
@@ -162,7 +176,7 @@ template <class C, class A, class B>
 struct tangent<ternary_expr<ops::where, C, A, B>> {
   template <int K>
   static auto of(const ternary_expr<ops::where, C, A, B>& e, const forward_accumulator& acc) {
-    return where(e.a, tstep<K>(tangent<A>::template of<K>(e.b, acc)), tstep<K>(tangent<B>::template of<K>(e.c, acc)));
+    return where(e.a, tstep<K>(tangent_of<K>(e.b, acc)), tstep<K>(tangent_of<K>(e.c, acc)));
   }
 };
 
@@ -170,7 +184,7 @@ template <class Map, class A>
 struct tangent<remap_expr<Map, A>> {
   template <int K>
   static auto of(const remap_expr<Map, A>& e, const forward_accumulator& acc) {
-    auto ta = tstep<K>(tangent<A>::template of<K>(e.a, acc));
+    auto ta = tstep<K>(tangent_of<K>(e.a, acc));
     return remap_expr<Map, decltype(ta)>(ta, e.map, e.shape());
   }
 };
@@ -179,7 +193,7 @@ template <class A>
 struct tangent<reshape_expr<A>> {
   template <int K>
   static auto of(const reshape_expr<A>& e, const forward_accumulator& acc) {
-    auto ta = tstep<K>(tangent<A>::template of<K>(e.a, acc));
+    auto ta = tstep<K>(tangent_of<K>(e.a, acc));
     return reshape_expr<decltype(ta)>(ta, e.shape());
   }
 };
@@ -190,7 +204,7 @@ struct tangent<reduce_expr<RedOp, A>> {
   static auto of(const reduce_expr<RedOp, A>& e, const forward_accumulator& acc) {
     using T = value_type_t<reduce_expr<RedOp, A>>;
     using D = device_t<A>;
-    auto ta = tstep<K>(tangent<A>::template of<K>(e.a, acc));
+    auto ta = tstep<K>(tangent_of<K>(e.a, acc));
     const shape& as = e.a.shape();
     if constexpr (std::is_same_v<RedOp, ops::reduce_sum> || std::is_same_v<RedOp, ops::reduce_mean>) {
       return as_order<K>(tensor<T, D>(reduce_expr<RedOp, decltype(ta)>(ta, e.mask, e.keep)));
@@ -213,8 +227,8 @@ struct tangent<matmul_expr<A, B>> {
   static auto of(const matmul_expr<A, B>& e, const forward_accumulator& acc) {
     using T = value_type_t<A>;
     using D = device_t<A>;
-    const auto ta = as_order<K>(tensor<T, D>(tstep<K>(tangent<A>::template of<K>(e.a, acc))));
-    const auto tb = as_order<K>(tensor<T, D>(tstep<K>(tangent<B>::template of<K>(e.b, acc))));
+    const auto ta = as_order<K>(tensor<T, D>(tstep<K>(tangent_of<K>(e.a, acc))));
+    const auto tb = as_order<K>(tensor<T, D>(tstep<K>(tangent_of<K>(e.b, acc))));
     return matmul(ta, e.b, e.opt) + matmul(e.a, tb, e.opt);
   }
 };
@@ -223,7 +237,7 @@ template <class T, class I, class D>
 struct tangent<gather_expr<T, I, D>> {
   template <int K>
   static auto of(const gather_expr<T, I, D>& e, const forward_accumulator& acc) {
-    const tensor<T, D> tp = tstep<K>(tangent<tensor<T, D>>::template of<K>(e.params, acc));
+    const tensor<T, D> tp = tstep<K>(tangent_of<K>(e.params, acc));
     return gather_expr<T, I, D>(tp, e.indices, e.axis);
   }
 };
@@ -235,7 +249,7 @@ struct tangent<concat_expr<T, D>> {
     // A new node, not a copy of e: copies share e's cache, which holds e's value.
     concat_expr<T, D> c;
     c.parts.reserve(e.parts.size());
-    for (const auto& p : e.parts) c.parts.push_back(tensor<T, D>(tstep<K>(tangent<tensor<T, D>>::template of<K>(p, acc))));
+    for (const auto& p : e.parts) c.parts.push_back(tensor<T, D>(tstep<K>(tangent_of<K>(p, acc))));
     c.axis = e.axis;
     c.stacked = e.stacked;
     c.m_shape = e.m_shape;
@@ -247,10 +261,17 @@ template <class A>
 struct tangent<pad_expr<A>> {
   template <int K>
   static auto of(const pad_expr<A>& e, const forward_accumulator& acc) {
-    auto ta = tstep<K>(tangent<A>::template of<K>(e.a, acc));
+    auto ta = tstep<K>(tangent_of<K>(e.a, acc));
     return pad_expr<decltype(ta)>(ta, e.paddings, value_type_t<A>(0), e.shape(), e.steps);
   }
 };
+
+template <int K, class E>
+auto tangent_of(const E& e, const forward_accumulator& acc) {
+  auto t = tangent<E>::template of<K>(e, acc);
+  if constexpr (order_v<decltype(t)> < K) return as_order<K>(std::move(t));
+  else return t;
+}
 
 /// Called for each top-level materialization while accumulators are alive.
 template <class E, class T, class D>
@@ -261,17 +282,7 @@ void offer_to_accumulators(const E& e, const tensor<T, D>& out) {
     constexpr int order = order_v<E>;
     if constexpr (order < max_derivative_order) {
       forward_accumulator::pause quiet(*acc);
-      auto t = tangent<E>::template of<order + 1>(e, *acc);
-      // The tangent is materialized, and so offered to the tapes and accumulators alive, as a
-      // statement of order + 1. Most tangents carry that order in their type (they are built from
-      // the as_order-wrapped tangents of tensors), but not all: those of gather and concat (a
-      // new node over tangent tensors), or of floor(x) * 2 (zeros times a scalar). Without the
-      // order, the tangent's own tangent would be instantiated at the same order, and its
-      // tangent's, without end: the compiler never finishes (concat(...) * 1.0 did that).
-      if constexpr (order_v<decltype(t)> < order + 1)
-        acc->set(out.id(), tensor<T, D>(as_order<order + 1>(std::move(t))));
-      else
-        acc->set(out.id(), tensor<T, D>(t));
+      acc->set(out.id(), tensor<T, D>(tangent_of<order + 1>(e, *acc)));
     } else {
       throw error("forward_accumulator: a derivative of order above " + std::to_string(max_derivative_order) +
                   " was requested; define FLUXION_MAX_DERIVATIVE_ORDER to a larger value");
