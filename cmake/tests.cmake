@@ -32,8 +32,11 @@ function(fluxion_add_doctest name source)
   # Every floating-point statement instantiates its backward and forward functions
   # (autodiff/record.hpp). Tests of everything else leave autodiff out to keep CI fast; the tests
   # under tests/autodiff/ and the device autodiff test build with the default order, or set their own.
+  # Forward mode is opt-in (FLUXION_FORWARD_MODE); the autodiff tests check it for every op.
   if(NOT name MATCHES "(^|\\.)autodiff(\\.|$)")
     target_compile_definitions(${target} PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=0)
+  elseif(name MATCHES "^autodiff\\.")
+    target_compile_definitions(${target} PRIVATE FLUXION_FORWARD_MODE=1)
   endif()
   add_test(NAME ${name} COMMAND ${target})
   set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 120)

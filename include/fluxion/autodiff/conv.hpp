@@ -171,6 +171,7 @@ struct backward<window_expr<Op, A...>> {
   }
 };
 
+#if FLUXION_FORWARD_MODE
 template <class Op, class... A>
 struct tangent<window_expr<Op, A...>> {
   template <int K>
@@ -194,5 +195,7 @@ struct tangent<window_expr<Op, A...>> {
     }
   }
 };
+
+#endif  // FLUXION_FORWARD_MODE
 
 }  // namespace fluxion::autodiff

@@ -8,6 +8,10 @@
 // computes its output's tangent, from the same rule table (the jvp side), as one fused
 // statement. Under a gradient tape inside the accumulator's scope, the tape's backward pass gets
 // tangents too: forward over reverse gives Hessian-vector products.
+//
+// Forward mode is opt-in: define FLUXION_FORWARD_MODE to 1 before including fluxion. Without it no
+// statement instantiates a tangent function (core/config.hpp), and using forward mode does not
+// compile.
 #pragma once
 
 #include <any>
@@ -21,6 +25,34 @@
 #include "leaves.hpp"
 #include "order.hpp"
 #include "rules.hpp"
+
+#if !FLUXION_FORWARD_MODE
+
+namespace fluxion {
+
+/// Forward mode is compiled out (core/config.hpp): these stand-ins turn its use into one clear error.
+template <bool Enabled = false>
+class basic_forward_accumulator {
+  static_assert(Enabled,
+                "fluxion::forward_accumulator: forward mode is compiled out; define FLUXION_FORWARD_MODE to 1 "
+                "before including fluxion (target_compile_definitions(app PRIVATE FLUXION_FORWARD_MODE=1)).");
+
+ public:
+  template <class... Args>
+  explicit basic_forward_accumulator(Args&&...) {}
+};
+using forward_accumulator = basic_forward_accumulator<>;
+
+template <class F, class T, class D>
+auto jvp(F&&, const tensor<T, D>&, const tensor<T, D>&) {
+  static_assert(sizeof(F) == 0,
+                "fluxion::jvp: forward mode is compiled out; define FLUXION_FORWARD_MODE to 1 before including "
+                "fluxion (target_compile_definitions(app PRIVATE FLUXION_FORWARD_MODE=1)).");
+}
+
+}  // namespace fluxion
+
+#else
 
 namespace fluxion {
 
@@ -302,3 +334,5 @@ auto jvp(F&& f, const tensor<T, D>& primal, const tensor<T, D>& tangent) {
 }
 
 }  // namespace fluxion
+
+#endif  // FLUXION_FORWARD_MODE

@@ -19,13 +19,7 @@
 #include "../expr/reduce.hpp"
 #include "../expr/remap.hpp"
 
-#ifndef FLUXION_MAX_DERIVATIVE_ORDER
-#define FLUXION_MAX_DERIVATIVE_ORDER 1
-#endif
-
 namespace fluxion {
-
-inline constexpr int max_derivative_order = FLUXION_MAX_DERIVATIVE_ORDER;
 
 /// A gradient or tangent of order K: evaluates exactly as G.
 template <int K, class G>

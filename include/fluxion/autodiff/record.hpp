@@ -36,7 +36,7 @@ struct tape_sink {
 
 namespace fluxion::detail {
 
-template <class E, class T, class Device>
+template <int Config, class E, class T, class Device>
 void on_materialize(const E& e, const tensor<T, Device>& out) {
   for (gradient_tape* tape : tape_stack::tapes) {
     if (!tape->recording() || tape->tracks(out.id())) continue;
@@ -59,7 +59,9 @@ void on_materialize(const E& e, const tensor<T, Device>& out) {
       });
     }
   }
+#if FLUXION_FORWARD_MODE
   autodiff::offer_to_accumulators(e, out);
+#endif
 }
 
 }  // namespace fluxion::detail

@@ -8,6 +8,27 @@
 #include <cstddef>
 #include <cstdint>
 
+// Autodiff's two compile-time settings. Each floating-point statement a program materializes
+// instantiates what these ask for, so they decide much of a program's compile time:
+//
+// FLUXION_MAX_DERIVATIVE_ORDER (default 1): the highest derivative order the tape and forward
+// mode record. 0 leaves autodiff out (inference-only code); 2 or more allows gradients of
+// gradients and Hessian-vector products.
+//
+// FLUXION_FORWARD_MODE (default 0): 1 compiles forward mode in (fx::forward_accumulator, fx::jvp,
+// forward-over-reverse). Off, a statement instantiates no tangent function, about a fifth of the
+// code a training program generates; using forward mode without it fails to compile and says so.
+//
+// Both may differ between translation units of one program: the materialization hook's name
+// carries them (detail::autodiff_config), so code compiled with one setting never links in place
+// of the other's.
+#ifndef FLUXION_MAX_DERIVATIVE_ORDER
+#define FLUXION_MAX_DERIVATIVE_ORDER 1
+#endif
+#ifndef FLUXION_FORWARD_MODE
+#define FLUXION_FORWARD_MODE 0
+#endif
+
 #if defined(__CUDACC__)
 #define FLUXION_HOST_DEVICE __host__ __device__ inline
 #define FLUXION_CUDA_COMPILER 1
@@ -27,6 +48,14 @@
 namespace fluxion {
 
 using index_t = std::int64_t;
+
+inline constexpr int max_derivative_order = FLUXION_MAX_DERIVATIVE_ORDER;
+inline constexpr bool forward_mode_enabled = FLUXION_FORWARD_MODE != 0;
+
+namespace detail {
+/// Names the autodiff settings in the materialization hook's template arguments (see above).
+inline constexpr int autodiff_config = FLUXION_MAX_DERIVATIVE_ORDER * 2 + (FLUXION_FORWARD_MODE != 0);
+}  // namespace detail
 
 /// The largest rank a tensor may have.
 inline constexpr int max_rank = 8;

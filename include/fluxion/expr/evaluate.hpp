@@ -25,7 +25,7 @@ struct autodiff_state {
   static inline thread_local int depth = 0;
 };
 
-template <class E, class T, class Device>
+template <int Config, class E, class T, class Device>
 void on_materialize(const E& e, const tensor<T, Device>& out);
 
 struct materialize_depth {
@@ -52,9 +52,9 @@ auto materialize(const E& e) -> tensor<value_type_t<E>, device_t<E>> {
         return o;
       }
     }();
-#if !defined(FLUXION_MAX_DERIVATIVE_ORDER) || FLUXION_MAX_DERIVATIVE_ORDER > 0
+#if FLUXION_MAX_DERIVATIVE_ORDER > 0
     if constexpr (std::is_floating_point_v<T>)
-      if (autodiff_state::observers > 0 && autodiff_state::depth == 0) on_materialize(e, out);
+      if (autodiff_state::observers > 0 && autodiff_state::depth == 0) on_materialize<autodiff_config>(e, out);
 #endif
     return out;
   }
@@ -89,10 +89,10 @@ struct boundary_expr : expression_base, boundary_base {
       materialize_depth nested;
       m_cache->emplace(static_cast<const Derived&>(*this).compute());
     }
-#if !defined(FLUXION_MAX_DERIVATIVE_ORDER) || FLUXION_MAX_DERIVATIVE_ORDER > 0
+#if FLUXION_MAX_DERIVATIVE_ORDER > 0
     if constexpr (std::is_floating_point_v<T>)
       if (autodiff_state::observers > 0 && autodiff_state::depth == 0)
-        on_materialize(static_cast<const Derived&>(*this), **m_cache);
+        on_materialize<autodiff_config>(static_cast<const Derived&>(*this), **m_cache);
 #endif
     return **m_cache;
   }

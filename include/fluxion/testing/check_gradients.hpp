@@ -20,7 +20,15 @@
 // products: with g(x) the tape gradient above and a random direction v over all arguments, the
 // gradient of sum_i <g_i(x), v_i> from an outer tape (reverse over reverse) and the tangent of g
 // along v from a forward accumulator (forward over reverse) against (g(x + hv) - g(x - hv)) / 2h.
+//
+// The forward-mode checks need FLUXION_FORWARD_MODE (core/config.hpp): this header turns it on when
+// it comes first. If fluxion was included before with forward mode off, a check that asks for
+// forward mode (the default) fails and says so, rather than checking less than it was asked to.
 #pragma once
+
+#ifndef FLUXION_FORWARD_MODE
+#define FLUXION_FORWARD_MODE 1
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -51,6 +59,20 @@ struct check_options {
 };
 
 namespace detail_check {
+
+/// forward_accumulator, named through F so that a check compiled with forward mode off does not
+/// instantiate the stand-in's error in the discarded branch.
+template <class F>
+struct accumulator_of {
+  using type = forward_accumulator;
+};
+
+inline void forward_mode_missing(gradient_report& r, std::ostream& os) {
+  r.ok = false;
+  os << "forward mode: not checked, it is compiled out (FLUXION_FORWARD_MODE is 0); include "
+        "<fluxion/testing/check_gradients.hpp> first, define FLUXION_FORWARD_MODE to 1, or set "
+        "check_options::forward to false\n";
+}
 
 inline tensor<double> uniform(const shape& s, unsigned seed, double lo, double hi) {
   std::mt19937 rng(seed);
@@ -194,29 +216,33 @@ gradient_report check_gradients(F f, const check_options& opt, const tensor<Args
 
   // Forward mode: the accumulator's tangent of f along v against differences along v.
   which = 0;
-  if (opt.forward) {
-    auto check_forward = [&](const tensor<double>& x) {
-      const tensor<double> v = direction(x.shape(), opt.seed, which);
-      const std::string what = "forward mode, " + describe(xs, which);
-      tensor<double> t;
-      {
-        forward_accumulator acc(x, v);
-        const tensor<double> y = value(f, xs);
-        t = acc.jvp(y);
-      }
-      if (t.shape() != probe.shape()) {
-        r.ok = false;
-        os << what << ": the tangent has shape " << to_string(t.shape()) << ", the value "
-           << to_string(probe.shape()) << "\n";
-      } else {
-        const double h = opt.step * std::max(1.0, max_abs(x));
-        const tensor<double> xp = x + h * v, xm = x - h * v;
-        const tensor<double> ref = (value(f, replaced(xs, which, xp)) - value(f, replaced(xs, which, xm))) / (2 * h);
-        compare(t.to_vector(), ref.to_vector(), opt, what, "jvp", r, os);
-      }
-      ++which;
-    };
-    std::apply([&](const auto&... x) { (check_forward(x), ...); }, xs);
+  if constexpr (!forward_mode_enabled) {
+    if (opt.forward) detail_check::forward_mode_missing(r, os);
+  } else {
+    if (opt.forward) {
+      auto check_forward = [&](const tensor<double>& x) {
+        const tensor<double> v = direction(x.shape(), opt.seed, which);
+        const std::string what = "forward mode, " + describe(xs, which);
+        tensor<double> t;
+        {
+          typename detail_check::accumulator_of<F>::type acc(x, v);
+          const tensor<double> y = value(f, xs);
+          t = acc.jvp(y);
+        }
+        if (t.shape() != probe.shape()) {
+          r.ok = false;
+          os << what << ": the tangent has shape " << to_string(t.shape()) << ", the value "
+             << to_string(probe.shape()) << "\n";
+        } else {
+          const double h = opt.step * std::max(1.0, max_abs(x));
+          const tensor<double> xp = x + h * v, xm = x - h * v;
+          const tensor<double> ref = (value(f, replaced(xs, which, xp)) - value(f, replaced(xs, which, xm))) / (2 * h);
+          compare(t.to_vector(), ref.to_vector(), opt, what, "jvp", r, os);
+        }
+        ++which;
+      };
+      std::apply([&](const auto&... x) { (check_forward(x), ...); }, xs);
+    }
   }
   r.report = os.str();
   return r;
@@ -270,14 +296,18 @@ gradient_report check_second_order(F f, const check_options& opt, const tensor<A
       compare(hv[i].to_vector(), ref.to_vector(), opt, "reverse over reverse, " + describe(xs, i), "Hv", r, os);
     }
   }
-  if (opt.forward) {  // the tangent of g(x) along v
-    forward_accumulator acc;
-    std::size_t k = 0;
-    std::apply([&](const auto&... x) { (acc.watch(x, v[k++]), ...); }, xs);
-    const std::vector<tensor<double>> g = tape_gradients(f, xs, w);
-    for (std::size_t i = 0; i < n; ++i) {
-      const tensor<double> ref = (plus[i] - minus[i]) / (2 * h);
-      compare(acc.jvp(g[i]).to_vector(), ref.to_vector(), opt, "forward over reverse, " + describe(xs, i), "Hv", r, os);
+  if constexpr (!forward_mode_enabled) {
+    if (opt.forward) detail_check::forward_mode_missing(r, os);
+  } else {
+    if (opt.forward) {  // the tangent of g(x) along v
+      typename detail_check::accumulator_of<F>::type acc;
+      std::size_t k = 0;
+      std::apply([&](const auto&... x) { (acc.watch(x, v[k++]), ...); }, xs);
+      const std::vector<tensor<double>> g = tape_gradients(f, xs, w);
+      for (std::size_t i = 0; i < n; ++i) {
+        const tensor<double> ref = (plus[i] - minus[i]) / (2 * h);
+        compare(acc.jvp(g[i]).to_vector(), ref.to_vector(), opt, "forward over reverse, " + describe(xs, i), "Hv", r, os);
+      }
     }
   }
   r.report = os.str();

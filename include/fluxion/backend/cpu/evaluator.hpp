@@ -170,8 +170,12 @@ FLUXION_ALWAYS_INLINE void contiguous_rows(T* FLUXION_RESTRICT o, const View v, 
   for (; j + W <= end; j += W) simd::contiguous_row(v, j).store_unaligned(o + j);
 }
 
+/// One row of a statement: out[j * os] = v(j) for j in [j0, j0 + len). The one place a statement's
+/// loops are emitted: the flat path and every task of the general path call it (a function of
+/// its own, not inlined into each caller, so each statement compiles its SIMD and scalar loops
+/// once).
 template <class T, class View>
-FLUXION_ALWAYS_INLINE void assign_row(T* out, const with_destination<View>& w, index_t j0, index_t len) {
+void assign_row(T* out, const with_destination<View>& w, index_t j0, index_t len) {
   T* o = out + w.dest.base;
   const index_t os = w.dest.inner;
   const View& v = w.view;
@@ -218,20 +222,18 @@ struct evaluator<cpu> {
       // The most common statement, small: the destination and every leaf walk memory in row-major
       // order, so the whole statement is one flat row; skip collapsing, tasks and row cursors.
       if (n <= cpu_kernel::task_elements && is_row_major(dest, s)) {
-        View flat = view;
+        with_destination<View> flat{view, dest};
         bool dense = true;
-        flat.for_each_leaf([&](leaf_layout& l) {
+        flat.view.for_each_leaf([&](leaf_layout& l) {
           if (l.rank != dest.rank) dense = false;
           for (int d = 0; dense && d < l.rank; ++d) dense = l.strides[d] == dest.strides[d];
           l.base = l.offset;
           l.inner = 1;
         });
         if (dense) {
-          T* o = out + dest.offset;
-          constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
-          const index_t body = n / W * W;
-          cpu_kernel::contiguous_rows(o, flat, 0, body);
-          for (index_t j = body; j < n; ++j) o[j] = static_cast<T>(flat.row(j));
+          flat.dest.base = dest.offset;
+          flat.dest.inner = 1;
+          cpu_kernel::assign_row(out, flat, 0, n);
           return;
         }
       }
@@ -240,16 +242,13 @@ struct evaluator<cpu> {
     shape iter = s;
     collapse_view(w, iter);
     const index_t tasks = (n + cpu_kernel::task_elements - 1) / cpu_kernel::task_elements;
-    auto run = [&](index_t t) {
+    // One task runs on the caller (parallel_for calls it directly): the same code either way.
+    parallel_for(tasks, [&](index_t t) {
       with_destination<View> local = w;
       const index_t b = t * cpu_kernel::task_elements, e = std::min(n, b + cpu_kernel::task_elements);
       cpu_kernel::for_rows(local, iter, b, e,
                            [&](index_t j0, index_t len) { cpu_kernel::assign_row(out, local, j0, len); });
-    };
-    if (tasks == 1)
-      cpu_kernel::for_rows(w, iter, 0, n, [&](index_t j0, index_t len) { cpu_kernel::assign_row(out, w, j0, len); });
-    else
-      parallel_for(tasks, run);
+    });
   }
 
   /// out[k] = finalize(combine over the reduced axes (bits of mask) of view), kept axes in order.

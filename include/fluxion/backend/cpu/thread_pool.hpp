@@ -26,7 +26,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
-#include <functional>
+#include <type_traits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -67,13 +67,31 @@ class thread_pool {
     m_num_threads.store(n, std::memory_order_relaxed);
   }
 
+  /// A task body, type-erased: one pointer and one call. The pool's machinery below is then
+  /// compiled once per program instead of once per loop body (every fused statement has its own).
+  struct task_ref {
+    void* body;
+    void (*call)(void*, index_t);
+    void operator()(index_t t) const { call(body, t); }
+  };
+
   /// Runs body(task) for every task in [0, n_tasks). Exceptions thrown by a task are rethrown here
   /// (the first one wins); the remaining tasks still finish, so no work is left half-done.
   template <class Body>
   void parallel_for(index_t n_tasks, Body&& body) {
     if (n_tasks <= 0) return;
+    if (n_tasks == 1) {
+      body(index_t(0));
+      return;
+    }
+    using B = std::remove_reference_t<Body>;
+    run(n_tasks, task_ref{const_cast<void*>(static_cast<const void*>(&body)),
+                          [](void* b, index_t t) { (*static_cast<B*>(b))(t); }});
+  }
+
+  void run(index_t n_tasks, task_ref body) {
     int threads = num_threads();
-    if (n_tasks == 1 || threads == 1 || t_inside_task) {
+    if (threads == 1 || t_inside_task) {
       run_inline(n_tasks, body);
       return;
     }
@@ -83,10 +101,10 @@ class thread_pool {
       return;
     }
     start_workers(threads - 1);
-    std::function<void(index_t)> fn = [&body](index_t t) { body(t); };
     {
       std::lock_guard<std::mutex> lk(m_mutex);
-      m_job = &fn;
+      m_job = body;
+      m_has_job = true;
       m_n_tasks = n_tasks;
       m_next.store(0, std::memory_order_relaxed);
       m_remaining.store(n_tasks, std::memory_order_relaxed);
@@ -94,13 +112,13 @@ class thread_pool {
       ++m_generation;
     }
     m_wake.notify_all();
-    work(&fn, n_tasks);
+    work(body, n_tasks);
     spin_until([&] { return m_remaining.load(std::memory_order_acquire) == 0 && m_active.load(std::memory_order_acquire) == 0; });
     {
       std::unique_lock<std::mutex> lk(m_mutex);
-      // Wait for every task, and for every worker that joined to leave work(): `fn` dies with us.
+      // Wait for every task, and for every worker that joined to leave work(): `body` dies with our caller.
       m_done.wait(lk, [&] { return m_remaining.load(std::memory_order_acquire) == 0 && m_active == 0; });
-      m_job = nullptr;
+      m_has_job = false;
     }
     if (m_error) std::rethrow_exception(m_error);
   }
@@ -113,8 +131,7 @@ class thread_pool {
     m_num_threads.store(hc == 0 ? 1 : static_cast<int>(hc));
   }
 
-  template <class Body>
-  static void run_inline(index_t n_tasks, Body& body) {
+  static void run_inline(index_t n_tasks, task_ref body) {
     std::exception_ptr first;
     for (index_t t = 0; t < n_tasks; ++t) {
       try {
@@ -126,7 +143,7 @@ class thread_pool {
     if (first) std::rethrow_exception(first);
   }
 
-  void work(const std::function<void(index_t)>* job, index_t n) {
+  void work(task_ref job, index_t n) {
     struct flag_guard {
       flag_guard() { t_inside_task = true; }
       ~flag_guard() { t_inside_task = false; }
@@ -135,7 +152,7 @@ class thread_pool {
       index_t t = m_next.fetch_add(1, std::memory_order_relaxed);
       if (t >= n) break;
       try {
-        (*job)(t);
+        job(t);
       } catch (...) {
         std::lock_guard<std::mutex> lk(m_mutex);
         if (!m_error) m_error = std::current_exception();
@@ -172,12 +189,12 @@ class thread_pool {
   void worker_loop() {
     std::uint64_t seen = 0;
     for (;;) {
-      const std::function<void(index_t)>* job;
+      task_ref job;
       index_t n;
       spin_until([&] { return m_stop.load(std::memory_order_relaxed) || m_generation.load(std::memory_order_acquire) != seen; });
       {
         std::unique_lock<std::mutex> lk(m_mutex);
-        m_wake.wait(lk, [&] { return m_stop || (m_generation != seen && m_job != nullptr); });
+        m_wake.wait(lk, [&] { return m_stop || (m_generation != seen && m_has_job); });
         if (m_stop) return;
         seen = m_generation;
         job = m_job;
@@ -219,7 +236,8 @@ class thread_pool {
   std::mutex m_mutex;
   std::condition_variable m_wake, m_done;
   std::vector<std::thread> m_workers;
-  const std::function<void(index_t)>* m_job = nullptr;
+  task_ref m_job{};
+  bool m_has_job = false;
   index_t m_n_tasks = 0;
   std::atomic<index_t> m_next{0};
   std::atomic<index_t> m_remaining{0};
