@@ -8,7 +8,7 @@
 #                                      `// expect-error: <regex>`              ctest: compile_fail.<name>
 #   tests/consumer/                    find_package and add_subdirectory users ctest: consumer.*
 #
-# Labels: unit, device, nvcc, compile_fail, consumer (and example), for `ctest -L` / `ctest -LE`.
+# Labels: unit, device, nvcc, compile_time, compile_fail, consumer (and example), for `ctest -L` / `ctest -LE`.
 include_guard(GLOBAL)
 
 find_package(doctest CONFIG REQUIRED)
@@ -86,6 +86,24 @@ if(fluxion_device_test_sources)
   target_compile_definitions(fluxion_thrust_omp INTERFACE THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP)
 endif()
 
+# fluxion_dependency_include_flags(<out var>): -I flags for the headers of fluxion's dependencies and
+# doctest, for tests that run a compiler by hand, minus the compiler's implicit directories (an
+# explicit -I/usr/include breaks the #include_next chain of libstdc++).
+function(fluxion_dependency_include_flags out_var)
+  set(flags "")
+  foreach(dependency IN ITEMS doctest::doctest xtensor xsimd xtl)
+    if(TARGET ${dependency})
+      get_target_property(dirs ${dependency} INTERFACE_INCLUDE_DIRECTORIES)
+      foreach(dir IN LISTS dirs)
+        if(dir AND NOT dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+          list(APPEND flags "-I${dir}")
+        endif()
+      endforeach()
+    endif()
+  endforeach()
+  set(${out_var} ${flags} PARENT_SCOPE)
+endfunction()
+
 find_program(FLUXION_NVCC nvcc HINTS /usr/local/cuda/bin "$ENV{CUDA_PATH}/bin")
 include(CMakeDependentOption)
 cmake_dependent_option(FLUXION_NVCC_TESTS "Compile tests/backend/cuda with nvcc (compile only)" ON
@@ -103,16 +121,8 @@ if(FLUXION_NVCC_TESTS)
   set(fluxion_nvcc_flags -std=c++20 -x cu --extended-lambda --expt-relaxed-constexpr
                          -diag-error=20011,20014 -arch=compute_${FLUXION_NVCC_TEST_ARCH} -Xcicc -O0
                          "-I${PROJECT_SOURCE_DIR}/include")
-  foreach(dependency IN ITEMS doctest::doctest xtensor xsimd xtl)
-    if(TARGET ${dependency})
-      get_target_property(dirs ${dependency} INTERFACE_INCLUDE_DIRECTORIES)
-      foreach(dir IN LISTS dirs)
-        if(dir AND NOT dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
-          list(APPEND fluxion_nvcc_flags "-I${dir}")
-        endif()
-      endforeach()
-    endif()
-  endforeach()
+  fluxion_dependency_include_flags(dependency_flags)
+  list(APPEND fluxion_nvcc_flags ${dependency_flags})
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     list(APPEND fluxion_nvcc_flags -ccbin "${CMAKE_CXX_COMPILER}")
   endif()
@@ -135,6 +145,27 @@ foreach(source IN LISTS fluxion_device_test_sources)
     # The slowest tests: a high COST makes ctest start them first.
     set_tests_properties(nvcc.${name} PROPERTIES LABELS nvcc TIMEOUT 900 COST 1000)
   endif()
+endforeach()
+
+# --- Compile-time tests ----------------------------------------------------------------------------
+# The composition matrix (tests/autodiff/composition.hpp) through the compiler's front end alone, at
+# derivative orders 1 and 2 with forward mode, each under a time limit: template instantiation that
+# never ends (as reduce_sum(gather(x, i) * 2) once did) fails here, by name, instead of hanging a
+# build. autodiff.composition_* build and run the same files at order 1.
+
+fluxion_dependency_include_flags(fluxion_syntax_flags)
+file(GLOB fluxion_composition_sources CONFIGURE_DEPENDS "${FLUXION_TESTS_DIR}/autodiff/composition_*.test.cpp")
+list(SORT fluxion_composition_sources)
+foreach(source IN LISTS fluxion_composition_sources)
+  get_filename_component(file_name "${source}" NAME)
+  string(REGEX REPLACE "\\.test\\.cpp$" "" name "${file_name}")
+  foreach(order IN ITEMS 1 2)
+    add_test(NAME compile_time.${name}_order${order}
+             COMMAND "${CMAKE_CXX_COMPILER}" -std=c++20 -fsyntax-only "-I${PROJECT_SOURCE_DIR}/include"
+                     ${fluxion_syntax_flags} -DFLUXION_FORWARD_MODE=1 -DFLUXION_MAX_DERIVATIVE_ORDER=${order}
+                     "${source}")
+    set_tests_properties(compile_time.${name}_order${order} PROPERTIES LABELS compile_time TIMEOUT 180)
+  endforeach()
 endforeach()
 
 # --- Compile-fail tests ----------------------------------------------------------------------------

@@ -1,31 +1,78 @@
 #!/usr/bin/env bash
-# Measures what including fluxion costs a user: the umbrella header alone, and each example, with
-# g++ at -O2 -march=native (the flags the README recommends): CPU seconds, best of three runs.
+# The compile-time benchmark (issue 10): what fluxion costs a user's build. Compiles each row with
+# g++ at -O2 -march=native (the flags the README recommends) and prints the compiler's CPU time
+# (user + system), best of three: CPU time rather than wall time, because on a shared machine it
+# barely moves with the load. Rows:
+#   - the umbrella header alone;
+#   - every example;
+#   - bench/compile/mlp_train.cpp, a plain MLP training program, and its LibTorch twin
+#     bench/compile/mlp_train_torch.cpp (when libtorch-dev is installed), with their ratio;
+#   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
+#     prebuilt (FLUXION_PREBUILT_KERNELS, the fluxion::kernels target) and a precompiled header.
 #   scripts/measure-compile-time.sh [extra compiler flags...]
+#   FLUXION_COMPILE_RUNS=1 scripts/measure-compile-time.sh     (one run per row instead of three)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-./scripts/install-deps.sh
+./scripts/install-deps.sh --bench
 cxx=${CXX:-g++}
 flags=(-std=c++20 -O2 -march=native -Iinclude "$@")
+runs=${FLUXION_COMPILE_RUNS:-3}
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-# best_of_three <label> <source>: the compiler's CPU time (user + system), best of three runs.
-# CPU time rather than wall time: on a shared machine it barely moves with the load.
-best_of_three() {
-  local label=$1 source=$2 best=""
-  for _ in 1 2 3; do
-    local cpu
-    cpu=$( { TIMEFORMAT='%U %S'; time "$cxx" "${flags[@]}" -c "$source" -o "$scratch/out.o"; } 2>&1 | tail -n 1)
-    cpu=$(awk '{ printf "%.2f", $1 + $2 }' <<<"$cpu")
-    if [[ -z "$best" ]] || awk -v a="$cpu" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$cpu; fi
-  done
-  printf '%-44s %6s s\n' "$label" "$best"
+# cpu_seconds <command...>: the command's CPU time (user + system) in seconds.
+cpu_seconds() {
+  local t
+  if ! t=$( { TIMEFORMAT='%U %S'; time "$@" >/dev/null 2>"$scratch/err"; } 2>&1 ); then
+    cat "$scratch/err" >&2
+    echo "measure-compile-time.sh: the compile failed: $*" >&2
+    exit 1
+  fi
+  awk '{ printf "%.2f", $1 + $2 }' <<<"$(tail -n 1 <<<"$t")"
 }
 
+# best <command...>: the best CPU time of $runs runs.
+best() {
+  local b="" t
+  for ((i = 0; i < runs; ++i)); do
+    t=$(cpu_seconds "$@")
+    if [[ -z "$b" ]] || awk -v a="$t" -v b="$b" 'BEGIN { exit !(a < b) }'; then b=$t; fi
+  done
+  echo "$b"
+}
+
+row() { printf '%-58s %7s s\n' "$1" "$2"; }
+
 printf '#include <fluxion/fluxion.hpp>\nint main() { return 0; }\n' > "$scratch/umbrella.cpp"
-echo "$cxx $($cxx -dumpfullversion), flags: ${flags[*]}"
-best_of_three "#include <fluxion/fluxion.hpp>" "$scratch/umbrella.cpp"
+echo "$cxx $($cxx -dumpfullversion), flags: ${flags[*]}; CPU seconds, best of $runs"
+row "#include <fluxion/fluxion.hpp>" "$(best "$cxx" "${flags[@]}" -c "$scratch/umbrella.cpp" -o "$scratch/out.o")"
 for example in examples/*.cpp; do
-  best_of_three "$example" "$example"
+  row "$example" "$(best "$cxx" "${flags[@]}" -c "$example" -o "$scratch/out.o")"
 done
+
+mlp=$(best "$cxx" "${flags[@]}" -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
+row "bench/compile/mlp_train.cpp" "$mlp"
+
+# Lever 1: the kernels prebuilt once (src/kernels.cpp, what the fluxion::kernels target compiles).
+prebuilt=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
+row "  ... with FLUXION_PREBUILT_KERNELS" "$prebuilt"
+row "  (src/kernels.cpp itself, compiled once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
+
+# Lever 2: a precompiled header of the umbrella (what fluxion_target_precompile_headers adds).
+mkdir -p "$scratch/pch/fluxion"
+cp include/fluxion/fluxion.hpp "$scratch/pch/fluxion/pch.hpp"
+sed -i 's|#include "|#include "'"$PWD"'/include/fluxion/|' "$scratch/pch/fluxion/pch.hpp"
+"$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -x c++-header "$scratch/pch/fluxion/pch.hpp" -o "$scratch/pch/fluxion/pch.hpp.gch"
+both=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -I"$scratch/pch" -include fluxion/pch.hpp -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
+row "  ... with prebuilt kernels and a precompiled header" "$both"
+
+torch_include=/usr/include/torch/csrc/api/include
+if [[ -e "$torch_include/torch/torch.h" ]]; then
+  torch=$(best "$cxx" "${flags[@]}" -I"$torch_include" -c bench/compile/mlp_train_torch.cpp -o "$scratch/out.o")
+  row "bench/compile/mlp_train_torch.cpp (LibTorch)" "$torch"
+  ratio() { awk -v a="$1" -v b="$torch" 'BEGIN { printf "%.2f", a / b }'; }
+  echo "fluxion / LibTorch: $(ratio "$mlp") header-only, $(ratio "$prebuilt") with prebuilt kernels," \
+       "$(ratio "$both") with prebuilt kernels and a precompiled header (goal: 0.5)"
+else
+  echo "LibTorch twin: skipped (install libtorch-dev, or run scripts/install-deps.sh --bench)"
+fi

@@ -17,3 +17,4 @@
 #include "autodiff/forward.hpp"
 #include "autodiff/functional.hpp"
 #include "autodiff/tape.hpp"
+#include "backend/cpu/prebuilt.hpp"  // extern templates, with FLUXION_PREBUILT_KERNELS

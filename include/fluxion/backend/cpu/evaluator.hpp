@@ -355,12 +355,9 @@ struct evaluator<cpu> {
               a3 = simd::reduce_op<RedOp>::combine(a3, simd::contiguous_row(v, j + 3 * W));
             }
           } else {
-            for (; j + 4 * W <= end; j += 4 * W) {
-              a0 = simd::reduce_op<RedOp>::combine(a0, simd::row(v, j));
-              a1 = simd::reduce_op<RedOp>::combine(a1, simd::row(v, j + W));
-              a2 = simd::reduce_op<RedOp>::combine(a2, simd::row(v, j + 2 * W));
-              a3 = simd::reduce_op<RedOp>::combine(a3, simd::row(v, j + 3 * W));
-            }
+            // Strided or broadcast leaves load lane by lane, so one accumulator keeps up; unrolling
+            // would only multiply the code every reduction statement compiles.
+            for (; j + W <= end; j += W) a0 = simd::reduce_op<RedOp>::combine(a0, simd::row(v, j));
           }
           a0 = simd::reduce_op<RedOp>::combine(simd::reduce_op<RedOp>::combine(a0, a1),
                                                simd::reduce_op<RedOp>::combine(a2, a3));

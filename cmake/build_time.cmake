@@ -1,0 +1,39 @@
+# Levers on the compile time of programs that use fluxion (README, "Compile time"):
+#
+#   fluxion_target_prebuilt_kernels(app)    compile fluxion's GEMM, convolution and pooling kernels
+#                                           once, in a static library of app's own, instead of in
+#                                           every translation unit (FLUXION_PREBUILT_KERNELS)
+#   fluxion_target_precompile_headers(app)  a precompiled header of <fluxion/fluxion.hpp> for app
+#
+# Both work the same in fluxion's build tree (add_subdirectory) and from an installed package
+# (find_package), whose fluxionConfig.cmake includes this file.
+include_guard(GLOBAL)
+
+# Where src/kernels.cpp is: the source tree, or the installed copy (set by fluxionConfig.cmake).
+if(NOT FLUXION_KERNELS_SOURCE)
+  set(FLUXION_KERNELS_SOURCE "${CMAKE_CURRENT_LIST_DIR}/../src/kernels.cpp")
+endif()
+get_filename_component(FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}" ABSOLUTE)
+set_property(GLOBAL PROPERTY FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}")
+
+function(fluxion_target_prebuilt_kernels target)
+  get_property(source GLOBAL PROPERTY FLUXION_KERNELS_SOURCE)
+  if(NOT EXISTS "${source}")
+    message(FATAL_ERROR "fluxion_target_prebuilt_kernels: ${source} is missing")
+  endif()
+  set(library ${target}_fluxion_kernels)
+  if(NOT TARGET ${library})
+    add_library(${library} STATIC "${source}")
+    target_link_libraries(${library} PRIVATE fluxion::fluxion)
+    # The program's own compile options (its -march above all), so that both sides of the link
+    # were compiled for the same vector width.
+    target_compile_options(${library} PRIVATE $<TARGET_PROPERTY:${target},COMPILE_OPTIONS>)
+    set_target_properties(${library} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  endif()
+  target_compile_definitions(${target} PRIVATE FLUXION_PREBUILT_KERNELS)
+  target_link_libraries(${target} PRIVATE ${library})
+endfunction()
+
+function(fluxion_target_precompile_headers target)
+  target_precompile_headers(${target} PRIVATE <fluxion/fluxion.hpp>)
+endfunction()

@@ -1,0 +1,52 @@
+// Prebuilt CPU kernels: the GEMM, convolution and pooling kernels of float and double, compiled
+// once in src/kernels.cpp instead of in every translation unit that uses them.
+//
+//   target_link_libraries(app PRIVATE fluxion::fluxion fluxion::kernels)   # CMake, or by hand:
+//   g++ -DFLUXION_PREBUILT_KERNELS app.cpp fluxion/src/kernels.cpp
+//
+// With FLUXION_PREBUILT_KERNELS defined, these specializations are `extern template`: a program
+// that calls matmul or conv2d then skips about a fifth of its code generation (the packed GEMM
+// alone is some 120 KB of machine code), and links them from kernels.cpp. Compile kernels.cpp
+// with the same -march as the program, or the kernels run with the other's vector width. Without
+// the macro nothing changes: fluxion stays header-only.
+#pragma once
+
+#include "conv.hpp"
+#include "gemm.hpp"
+#include "matmul.hpp"
+#include "pool.hpp"
+
+#if defined(FLUXION_PREBUILT_KERNELS) || defined(FLUXION_PREBUILT_KERNELS_SOURCE)
+
+// FLUXION_KERNEL_SPECIALIZATIONS(extern, float) declares; (, float) defines (in kernels.cpp).
+#define FLUXION_KERNEL_SPECIALIZATIONS(EXTERN, T)                                                            \
+  EXTERN template void kernels::gemm<T>(kernels::transpose, kernels::transpose, index_t, index_t, index_t, T,  \
+                                        const T*, index_t, const T*, index_t, T, T*, index_t,                 \
+                                        const kernels::gemm_epilogue<T>&);                                    \
+  EXTERN template void kernels::gemm_strided_batched<T>(                                                       \
+      kernels::transpose, kernels::transpose, index_t, index_t, index_t, T, const T*, index_t, index_t,         \
+      const T*, index_t, index_t, T, T*, index_t, index_t, index_t, const kernels::gemm_epilogue<T>&);        \
+  EXTERN template void cpu_kernel::matmul_batched<T>(bool, bool, index_t, index_t, index_t, index_t, const T*, \
+                                                     const index_t*, const T*, const index_t*, T*);           \
+  EXTERN template void kernels::conv2d_forward<T>(const kernels::conv2d_shape&, const T*, const T*, T*,        \
+                                                  const kernels::gemm_epilogue<T>&);                          \
+  EXTERN template void kernels::conv2d_backward_input<T>(const kernels::conv2d_shape&, const T*, const T*, T*); \
+  EXTERN template void kernels::conv2d_backward_filter<T>(const kernels::conv2d_shape&, const T*, const T*, T*); \
+  EXTERN template void kernels::max_pool2d_forward<T>(const kernels::pool2d_shape&, const T*, T*);             \
+  EXTERN template void kernels::max_pool2d_backward<T>(const kernels::pool2d_shape&, const T*, const T*, T*);  \
+  EXTERN template void kernels::avg_pool2d_forward<T>(const kernels::pool2d_shape&, const T*, T*);             \
+  EXTERN template void kernels::avg_pool2d_backward<T>(const kernels::pool2d_shape&, const T*, T*);
+
+namespace fluxion::detail {
+#if defined(FLUXION_PREBUILT_KERNELS_SOURCE)
+FLUXION_KERNEL_SPECIALIZATIONS(, float)
+FLUXION_KERNEL_SPECIALIZATIONS(, double)
+#else
+FLUXION_KERNEL_SPECIALIZATIONS(extern, float)
+FLUXION_KERNEL_SPECIALIZATIONS(extern, double)
+#endif
+}  // namespace fluxion::detail
+
+#undef FLUXION_KERNEL_SPECIALIZATIONS
+
+#endif
