@@ -4,7 +4,7 @@
 // Fashion-MNIST through zlib the same way. scripts/measure-compile-time.sh compiles both.
 //   mlp_train [directory of the IDX .gz files] [epochs]
 #include <fluxion/fluxion.hpp>
-#include <zlib.h>
+#include "read_idx.hpp"
 
 #include <cstdint>
 #include <iostream>
@@ -13,19 +13,6 @@
 #include <vector>
 
 namespace fx = fluxion;
-
-// Reads an IDX file (gzip), skipping `header` bytes; returns its bytes.
-static std::vector<std::uint8_t> read_idx(const std::string& path, int header) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error("cannot open " + path);
-  std::vector<std::uint8_t> bytes, chunk(1 << 16);
-  int n;
-  while ((n = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()))) > 0)
-    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + n);
-  gzclose(f);
-  if (static_cast<int>(bytes.size()) < header) throw std::runtime_error("truncated " + path);
-  return {bytes.begin() + header, bytes.end()};
-}
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : "/usr/share/datasets/fashion-mnist";

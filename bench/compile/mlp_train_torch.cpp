@@ -2,26 +2,13 @@
 // loop written as a LibTorch C++ user writes them (tensors with requires_grad, autograd, manual SGD).
 //   mlp_train_torch [directory of the IDX .gz files] [epochs]
 #include <torch/torch.h>
-#include <zlib.h>
+#include "read_idx.hpp"
 
 #include <cstdint>
 #include <iostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-// Reads an IDX file (gzip), skipping `header` bytes; returns its bytes.
-static std::vector<std::uint8_t> read_idx(const std::string& path, int header) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error("cannot open " + path);
-  std::vector<std::uint8_t> bytes, chunk(1 << 16);
-  int n;
-  while ((n = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()))) > 0)
-    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + n);
-  gzclose(f);
-  if (static_cast<int>(bytes.size()) < header) throw std::runtime_error("truncated " + path);
-  return {bytes.begin() + header, bytes.end()};
-}
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : "/usr/share/datasets/fashion-mnist";
