@@ -170,6 +170,16 @@ FLUXION_ALWAYS_INLINE void contiguous_rows(T* FLUXION_RESTRICT o, const View v, 
   for (; j + W <= end; j += W) simd::contiguous_row(v, j).store_unaligned(o + j);
 }
 
+/// out[j] = v(j) for j in [j0, end) where the destination and every leaf are contiguous: the SIMD
+/// body and the scalar tail. Shared by the flat path and assign_row (one copy per statement).
+template <class T, class View>
+void contiguous_span(T* FLUXION_RESTRICT o, const View& v, index_t j0, index_t end) {
+  constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
+  const index_t body = j0 + (end - j0) / W * W;
+  contiguous_rows(o, v, j0, body);
+  for (index_t j = body; j < end; ++j) o[j] = static_cast<T>(v.row(j));
+}
+
 /// One row of a statement: out[j * os] = v(j) for j in [j0, j0 + len). The one place a statement's
 /// loops are emitted: the flat path and every task of the general path call it (a function of
 /// its own, not inlined into each caller, so each statement compiles its SIMD and scalar loops
@@ -187,9 +197,8 @@ void assign_row(T* out, const with_destination<View>& w, index_t j0, index_t len
       bool contiguous = true;
       const_cast<View&>(v).for_each_leaf([&](const leaf_layout& l) { contiguous = contiguous && l.inner == 1; });
       if (contiguous) {
-        const index_t body = j + (end - j) / W * W;
-        contiguous_rows(o, v, j, body);
-        j = body;
+        contiguous_span(o, v, j, end);
+        return;
       }
       else
         for (; j + W <= end; j += W) simd::row(v, j).store_unaligned(o + j);
@@ -222,18 +231,16 @@ struct evaluator<cpu> {
       // The most common statement, small: the destination and every leaf walk memory in row-major
       // order, so the whole statement is one flat row; skip collapsing, tasks and row cursors.
       if (n <= cpu_kernel::task_elements && is_row_major(dest, s)) {
-        with_destination<View> flat{view, dest};
+        View flat = view;
         bool dense = true;
-        flat.view.for_each_leaf([&](leaf_layout& l) {
+        flat.for_each_leaf([&](leaf_layout& l) {
           if (l.rank != dest.rank) dense = false;
           for (int d = 0; dense && d < l.rank; ++d) dense = l.strides[d] == dest.strides[d];
           l.base = l.offset;
           l.inner = 1;
         });
         if (dense) {
-          flat.dest.base = dest.offset;
-          flat.dest.inner = 1;
-          cpu_kernel::assign_row(out, flat, 0, n);
+          cpu_kernel::contiguous_span(out + dest.offset, flat, 0, n);
           return;
         }
       }
