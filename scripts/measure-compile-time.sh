@@ -59,11 +59,10 @@ row "  ... with FLUXION_PREBUILT_KERNELS" "$prebuilt"
 row "  (src/kernels.cpp itself, compiled once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
 
 # Lever 2: a precompiled header of the umbrella (what fluxion_target_precompile_headers adds).
-mkdir -p "$scratch/pch/fluxion"
-cp include/fluxion/fluxion.hpp "$scratch/pch/fluxion/pch.hpp"
-sed -i 's|#include "|#include "'"$PWD"'/include/fluxion/|' "$scratch/pch/fluxion/pch.hpp"
-"$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -x c++-header "$scratch/pch/fluxion/pch.hpp" -o "$scratch/pch/fluxion/pch.hpp.gch"
-both=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -I"$scratch/pch" -include fluxion/pch.hpp -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
+mkdir -p "$scratch/pch"
+printf '#include <fluxion/fluxion.hpp>\n' > "$scratch/pch/fluxion_pch.hpp"
+"$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -x c++-header "$scratch/pch/fluxion_pch.hpp" -o "$scratch/pch/fluxion_pch.hpp.gch"
+both=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -I"$scratch/pch" -include fluxion_pch.hpp -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
 row "  ... with prebuilt kernels and a precompiled header" "$both"
 
 torch_include=/usr/include/torch/csrc/api/include

@@ -200,8 +200,7 @@ void assign_row(T* out, const with_destination<View>& w, index_t j0, index_t len
         contiguous_span(o, v, j, end);
         return;
       }
-      else
-        for (; j + W <= end; j += W) simd::row(v, j).store_unaligned(o + j);
+      for (; j + W <= end; j += W) simd::row(v, j).store_unaligned(o + j);
     }
   }
   for (; j < end; ++j) o[j * os] = static_cast<T>(v.row(j));

@@ -1,8 +1,8 @@
 // Prebuilt CPU kernels: the GEMM, convolution and pooling kernels of float and double, compiled
 // once in src/kernels.cpp instead of in every translation unit that uses them.
 //
-//   target_link_libraries(app PRIVATE fluxion::fluxion fluxion::kernels)   # CMake, or by hand:
-//   g++ -DFLUXION_PREBUILT_KERNELS app.cpp fluxion/src/kernels.cpp
+//   fluxion_target_prebuilt_kernels(app)     # CMake (cmake/build_time.cmake), or by hand:
+//   g++ -march=native -DFLUXION_PREBUILT_KERNELS app.cpp fluxion/src/kernels.cpp
 //
 // With FLUXION_PREBUILT_KERNELS defined, these specializations are `extern template`: a program
 // that calls matmul or conv2d then skips about a fifth of its code generation (the packed GEMM

@@ -26,10 +26,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
-#include <type_traits>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/config.hpp"
@@ -70,8 +70,8 @@ class thread_pool {
   /// A task body, type-erased: one pointer and one call. The pool's machinery below is then
   /// compiled once per program instead of once per loop body (every fused statement has its own).
   struct task_ref {
-    void* body;
-    void (*call)(void*, index_t);
+    void* body = nullptr;
+    void (*call)(void*, index_t) = nullptr;
     void operator()(index_t t) const { call(body, t); }
   };
 
@@ -104,7 +104,6 @@ class thread_pool {
     {
       std::lock_guard<std::mutex> lk(m_mutex);
       m_job = body;
-      m_has_job = true;
       m_n_tasks = n_tasks;
       m_next.store(0, std::memory_order_relaxed);
       m_remaining.store(n_tasks, std::memory_order_relaxed);
@@ -118,7 +117,7 @@ class thread_pool {
       std::unique_lock<std::mutex> lk(m_mutex);
       // Wait for every task, and for every worker that joined to leave work(): `body` dies with our caller.
       m_done.wait(lk, [&] { return m_remaining.load(std::memory_order_acquire) == 0 && m_active == 0; });
-      m_has_job = false;
+      m_job = {};
     }
     if (m_error) std::rethrow_exception(m_error);
   }
@@ -194,7 +193,7 @@ class thread_pool {
       spin_until([&] { return m_stop.load(std::memory_order_relaxed) || m_generation.load(std::memory_order_acquire) != seen; });
       {
         std::unique_lock<std::mutex> lk(m_mutex);
-        m_wake.wait(lk, [&] { return m_stop || (m_generation != seen && m_has_job); });
+        m_wake.wait(lk, [&] { return m_stop || (m_generation != seen && m_job.call != nullptr); });
         if (m_stop) return;
         seen = m_generation;
         job = m_job;
@@ -236,8 +235,7 @@ class thread_pool {
   std::mutex m_mutex;
   std::condition_variable m_wake, m_done;
   std::vector<std::thread> m_workers;
-  task_ref m_job{};
-  bool m_has_job = false;
+  task_ref m_job{};  // call == nullptr: no region is running
   index_t m_n_tasks = 0;
   std::atomic<index_t> m_next{0};
   std::atomic<index_t> m_remaining{0};
