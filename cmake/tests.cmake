@@ -33,7 +33,11 @@ function(fluxion_add_doctest name source)
   # (autodiff/record.hpp). Tests of everything else leave autodiff out to keep CI fast; the tests
   # under tests/autodiff/ and the device autodiff test build with the default order, or set their own.
   # Forward mode is opt-in (FLUXION_FORWARD_MODE); the autodiff tests check it for every op.
-  if(NOT name MATCHES "(^|\\.)autodiff(\\.|$)")
+  # The model layer (nn, optim, losses, metrics) is differentiated in its tests, so it keeps the
+  # default order too; committed peer fixtures (.npy from PyTorch) are found through
+  # FLUXION_TEST_FIXTURES_DIR.
+  target_compile_definitions(${target} PRIVATE "FLUXION_TEST_FIXTURES_DIR=\"${FLUXION_TESTS_DIR}/fixtures\"")
+  if(NOT name MATCHES "(^|\\.)autodiff(\\.|$)" AND NOT name MATCHES "^(nn|optim|losses|metrics|io)(\\.|$)")
     target_compile_definitions(${target} PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=0)
   elseif(name MATCHES "^autodiff\\.")
     target_compile_definitions(${target} PRIVATE FLUXION_FORWARD_MODE=1)

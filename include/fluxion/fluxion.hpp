@@ -13,3 +13,4 @@
 #include "tensor/creation.hpp"
 #include "tensor/print.hpp"
 #include "tensor/random.hpp"
+#include "nn.hpp"

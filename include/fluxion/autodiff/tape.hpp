@@ -115,7 +115,7 @@ class gradient_tape {
   }
   template <class T, class D>
   void watch(const variable<T, D>& v) {
-    const auto& t = v.value();
+    const auto& t = v.peek();
     m_tracked.insert(t.id());
     m_variable_reads[v.id()].push_back(t.id());
   }

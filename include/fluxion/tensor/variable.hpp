@@ -55,13 +55,20 @@ class variable {
       : m_value(std::move(o.m_value)), m_name(std::move(o.m_name)), m_trainable(o.m_trainable),
         m_version(o.m_version), m_id(o.m_id) {}
 
-  /// The current value. Under a gradient tape, reading a trainable variable watches it.
+  /// The current value. Under a gradient tape, reading a trainable variable watches it, so what
+  /// is computed from the value is differentiated with respect to the variable.
   const tensor<T, Device>& read_value() const {
     if (auto* f = detail::variable_read_observer::on_read) f(m_id, m_trainable, m_value.id(), this, typeid(variable));
     return m_value;
   }
-  /// The current value without notifying any tape.
-  const tensor<T, Device>& value() const noexcept { return m_value; }
+  /// The same as read_value(): a read under a tape is recorded (as in TensorFlow, where
+  /// `v.value()` and `v.read_value()` are both seen by the tape).
+  const tensor<T, Device>& value() const { return read_value(); }
+  /// The current value without notifying any tape: for optimizers, checkpoints and printing,
+  /// which must not make a tape watch the variable.
+  const tensor<T, Device>& peek() const noexcept { return m_value; }
+  /// Renames the variable (models give their variables hierarchical names, `conv1/kernel`).
+  void set_name(std::string name) { m_name = std::move(name); }
 
   const fluxion::shape& shape() const noexcept { return m_value.shape(); }
   int rank() const noexcept { return m_value.rank(); }
@@ -110,6 +117,10 @@ class variable {
 
  private:
   void check_update_shape(const fluxion::shape& s, const char* op) const {
+    if (s == fluxion::shape{0} && size() != 0)
+      throw shape_error(std::string(op) + ": the update for variable '" + m_name + "' of shape " + to_string(shape()) +
+                        " is an empty tensor of shape (0,). gradient_tape::gradient returns one for a source the "
+                        "target does not depend on: check that the loss reads the variable while the tape records");
     if (broadcast_shapes(s, shape(), op) != shape())
       throw shape_error(std::string(op) + ": cannot apply an update of shape " + to_string(s) + " to variable '" +
                         m_name + "' of shape " + to_string(shape()));

@@ -1,0 +1,13 @@
+// The model layer: layers that own their variables, sequential models checked at compile time,
+// composite models (fluxion/nn/module.hpp). Optimizers are in fluxion/optim.hpp, losses and
+// metrics in fluxion/losses.hpp and fluxion/metrics.hpp.
+#pragma once
+
+#include "nn/activations.hpp"
+#include "nn/conv2d.hpp"
+#include "nn/dense.hpp"
+#include "nn/dropout.hpp"
+#include "nn/module.hpp"
+#include "nn/pooling.hpp"
+#include "nn/reshape.hpp"
+#include "nn/sequential.hpp"

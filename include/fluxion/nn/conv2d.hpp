@@ -1,0 +1,133 @@
+// fx::nn::conv2d<Filters, Kernel, Padding, Stride, Dilation>: Keras's Conv2D over NHWC input.
+//
+//   fx::nn::conv2d<32, 5, fx::nn::same> conv;      // 32 filters of 5x5, stride 1
+//   fx::tensor<float> y = conv(x);                 // (batch, 28, 28, 1) -> (batch, 28, 28, 32)
+//   conv.kernel().shape();                         // (5, 5, 1, 32): (height, width, in, out)
+//
+// The kernel is glorot-uniform (fan_in = k*k*in, fan_out = k*k*out) and the bias zeros, as in
+// Keras. The convolution runs on the packed kernels of backend/cpu/conv.hpp; bias and the
+// activation that follows in a sequential model are one fused pass over its output.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "../expr/conv.hpp"
+#include "../tensor/creation.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+/// Keras's padding names, as template arguments: conv2d<32, 5, fx::nn::same>.
+inline constexpr padding same = padding::same;
+inline constexpr padding valid = padding::valid;
+
+namespace detail {
+/// Output extent of a window of `kernel` (dilated) over `in` positions.
+consteval index_t window_output(index_t in, index_t kernel, index_t stride, index_t dilation, padding pad) {
+  const index_t span = dilation * (kernel - 1) + 1;
+  if (pad == padding::same) return (in + stride - 1) / stride;
+  return in >= span ? (in - span) / stride + 1 : 0;
+}
+}  // namespace detail
+
+template <index_t Filters, index_t Kernel, padding Padding = padding::valid, index_t Stride = 1, index_t Dilation = 1,
+          class T = float>
+class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilation, T>, T> {
+  static_assert(Filters > 0 && Kernel > 0 && Stride > 0 && Dilation > 0,
+                "fluxion::nn::conv2d<Filters, Kernel, Padding, Stride, Dilation>: every size must be positive.");
+  static_assert(Stride == 1 || Dilation == 1,
+                "fluxion::nn::conv2d: a stride and a dilation both above 1 are not supported (as in Keras).");
+  using base = layer_base<conv2d, T>;
+
+ public:
+  static constexpr bool names_itself = true;
+  static constexpr bool elementwise = false;
+  static constexpr bool takes_epilogue = true;
+  static constexpr const char* base_name = "conv2d";
+  template <class U>
+  using rebind = conv2d<Filters, Kernel, Padding, Stride, Dilation, U>;
+
+  template <index_t... D>
+  static auto output_shape(static_shape<D...>) {
+    static_assert(detail::check_extents<sizeof...(D) == 3, "conv2d", "input rank", sizeof...(D), "rank", 3>::value,
+                  "fluxion::nn::conv2d: the input must be (height, width, channels) per example (rank 3); "
+                  "reshape it first, e.g. with fluxion::nn::reshape<28, 28, 1>.");
+    if constexpr (sizeof...(D) == 3) {
+      constexpr std::array<index_t, 3> in{D...};
+      constexpr index_t span = Dilation * (Kernel - 1) + 1;
+      static_assert(detail::check_extents<Padding == padding::same || in[0] >= span, "conv2d", "input height", in[0],
+                                          "kernel height (dilated)", span>::value &&
+                        detail::check_extents<Padding == padding::same || in[1] >= span, "conv2d", "input width",
+                                              in[1], "kernel width (dilated)", span>::value,
+                    "fluxion::nn::conv2d: with valid padding the kernel must fit inside the input; use "
+                    "fluxion::nn::same padding, or a smaller kernel.");
+      return static_shape<detail::window_output(in[0], Kernel, Stride, Dilation, Padding),
+                          detail::window_output(in[1], Kernel, Stride, Dilation, Padding), Filters>{};
+    } else {
+      return static_shape<1, 1, Filters>{};
+    }
+  }
+
+  explicit conv2d(std::string name = {}) : base(name.empty() ? base_name : std::move(name)) {}
+
+  bool built() const noexcept { return m_kernel.has_value(); }
+  void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
+    if (per_example.rank() != 3)
+      throw shape_error("conv2d '" + this->m_name + "': expects (batch, height, width, channels) input, got (batch, " +
+                        to_string(per_example).substr(1));
+    m_in = per_example[2];
+    m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
+    m_bias.emplace(zeros<T>({Filters}), this->m_name + "/bias");
+  }
+  void initialize(random::generator& gen) {
+    if (!built()) return;
+    m_kernel->assign(initial_kernel(gen));
+    m_bias->assign(zeros<T>({Filters}));
+  }
+
+  template <class X, class Epilogue = detail::identity>
+  tensor<T> operator()(X&& x, bool /*training*/ = false, Epilogue epilogue = {}) {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
+                  "fluxion::nn::conv2d: the input's element type differs from the layer's; convert it with "
+                  "fluxion::cast<T>.");
+    const fluxion::shape& s = e.shape();
+    if (s.rank() != 4)
+      throw shape_error("conv2d '" + this->m_name + "': expects input of shape (batch, height, width, channels), got " +
+                        to_string(s));
+    if (!built()) build(fluxion::shape{s[1], s[2], s[3]});
+    if (s[3] != m_in)
+      throw shape_error("conv2d '" + this->m_name + "': the input has " + std::to_string(s[3]) +
+                        " channels, the layer was built for " + std::to_string(m_in) + " (input shape " +
+                        to_string(s) + ")");
+    return tensor<T>(epilogue(fluxion::conv2d(e, *m_kernel, Stride, Padding, Dilation) + *m_bias));
+  }
+
+  variable<T>& kernel() { return checked(m_kernel, "kernel"); }
+  variable<T>& bias() { return checked(m_bias, "bias"); }
+
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    if (!built()) return;
+    m_kernel->set_name(prefix + "kernel");
+    f(*m_kernel);
+    m_bias->set_name(prefix + "bias");
+    f(*m_bias);
+  }
+
+ private:
+  tensor<T> initial_kernel(random::generator& gen) const {
+    return detail::glorot_uniform<T>({Kernel, Kernel, m_in, Filters}, Kernel * Kernel * m_in, Kernel * Kernel * Filters,
+                                     gen);
+  }
+  variable<T>& checked(std::optional<variable<T>>& v, const char* what) {
+    if (!v)
+      throw error("conv2d '" + this->m_name + "': " + what + " does not exist before the layer is built (call it once)");
+    return *v;
+  }
+  index_t m_in = 0;
+  std::optional<variable<T>> m_kernel, m_bias;
+};
+
+}  // namespace fluxion::nn

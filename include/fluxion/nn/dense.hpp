@@ -1,0 +1,101 @@
+// fx::nn::dense<Units>: Keras's Dense, y = x W + b along the last axis.
+//
+//   fx::nn::dense<10> fc;                        // built on its first call, from the input's width
+//   fx::tensor<float> y = fc(x);                 // x: (batch, 784) -> (batch, 10)
+//   fc.kernel().shape();                         // (784, 10), glorot-uniform; fc.bias(): zeros
+//
+// Inside a sequential model the input width is known when the program compiles, and the layer is
+// built with the model. On input of rank above 2 it applies to the last axis, as Keras's Dense.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "../expr/matmul.hpp"
+#include "../expr/remap.hpp"
+#include "../tensor/creation.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+template <index_t Units, class T = float>
+class dense : public layer_base<dense<Units, T>, T> {
+  static_assert(Units > 0, "fluxion::nn::dense<Units>: Units must be positive.");
+  using base = layer_base<dense<Units, T>, T>;
+
+ public:
+  static constexpr bool names_itself = true;
+  static constexpr bool elementwise = false;
+  static constexpr bool takes_epilogue = true;
+  static constexpr const char* base_name = "dense";
+  static constexpr index_t units = Units;
+  template <class U>
+  using rebind = dense<Units, U>;
+  /// The per-example output shape: the last extent becomes Units.
+  template <index_t... D>
+  static auto output_shape(static_shape<D...>) {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return static_shape<(I + 1 == sizeof...(D) ? Units : std::array<index_t, sizeof...(D)>{D...}[I])...>{};
+    }(std::make_index_sequence<sizeof...(D)>{});
+  }
+
+  explicit dense(std::string name = {}) : base(name.empty() ? base_name : std::move(name)) {}
+
+  bool built() const noexcept { return m_kernel.has_value(); }
+  /// Creates the variables for inputs whose last extent is per_example's.
+  void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
+    if (per_example.rank() < 1)
+      throw shape_error("dense '" + this->m_name + "': the input needs at least one axis of features");
+    m_in = per_example[per_example.rank() - 1];
+    m_kernel.emplace(detail::glorot_uniform<T>({m_in, Units}, m_in, Units, gen), this->m_name + "/kernel");
+    m_bias.emplace(zeros<T>({Units}), this->m_name + "/bias");
+  }
+  /// Draws new initial values (the same shapes and variables).
+  void initialize(random::generator& gen) {
+    if (!built()) return;
+    m_kernel->assign(detail::glorot_uniform<T>({m_in, Units}, m_in, Units, gen));
+    m_bias->assign(zeros<T>({Units}));
+  }
+
+  /// y = epilogue(x W + b): a sequential model passes the activation that follows as the
+  /// epilogue, so that bias and activation are one fused pass over the output.
+  template <class X, class Epilogue = detail::identity>
+  tensor<T> operator()(X&& x, bool /*training*/ = false, Epilogue epilogue = {}) {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
+                  "fluxion::nn::dense: the input's element type differs from the layer's; convert it with "
+                  "fluxion::cast<T>, or declare the layer as dense<Units, T>.");
+    const fluxion::shape& s = e.shape();
+    if (!built() && s.rank() >= 2) build(fluxion::shape{s[s.rank() - 1]});
+    if (s.rank() < 2 || s[s.rank() - 1] != m_in)
+      throw shape_error("dense '" + this->m_name + "': expects input of shape (batch, ..., " +
+                        (built() ? std::to_string(m_in) : std::string("features")) + "), got " + to_string(s));
+    if (s.rank() == 2) return tensor<T>(epilogue(matmul(e, *m_kernel) + *m_bias));
+    std::vector<index_t> out(s.begin(), s.end());
+    out.back() = Units;
+    tensor<T> flat = epilogue(matmul(reshape(e, {-1, m_in}), *m_kernel) + *m_bias);
+    return tensor<T>(reshape(flat, out));
+  }
+
+  variable<T>& kernel() { return checked(m_kernel, "kernel"); }
+  variable<T>& bias() { return checked(m_bias, "bias"); }
+
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    if (!built()) return;
+    m_kernel->set_name(prefix + "kernel");
+    f(*m_kernel);
+    m_bias->set_name(prefix + "bias");
+    f(*m_bias);
+  }
+
+ private:
+  variable<T>& checked(std::optional<variable<T>>& v, const char* what) {
+    if (!v) throw error("dense '" + this->m_name + "': " + what + " does not exist before the layer is built (call it once)");
+    return *v;
+  }
+  index_t m_in = 0;
+  std::optional<variable<T>> m_kernel, m_bias;
+};
+
+}  // namespace fluxion::nn

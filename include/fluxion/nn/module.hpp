@@ -1,0 +1,243 @@
+// The model layer's common parts: static per-example shapes, layer names, variable collection, and
+// the base of composite models.
+//
+//   struct two_heads : fx::nn::model<two_heads> {
+//     fx::nn::sequential_t<fx::nn::input<784>, fx::nn::dense<128>, fx::nn::relu> trunk;
+//     fx::nn::dense<10> classes;
+//     fx::nn::dense<1> score;
+//     FLUXION_LAYERS(trunk, classes, score)            // the one place that lists the sublayers
+//     auto call(const fx::tensor<float>& x, bool training) {
+//       fx::tensor<float> h = trunk(x, training);
+//       return std::pair{classes(h), score(h)};
+//     }
+//   };
+//   two_heads net;
+//   auto vars = net.trainable_variables();             // trunk/dense/kernel, ..., classes/kernel, ...
+//
+// Principle 6: what a model's definition fixes (units, kernel sizes, per-example shapes) is a
+// template argument, checked when the program compiles; the batch size is a run-time value.
+// Variables get hierarchical names from where they sit in the model (`trunk/dense/kernel`); the
+// names are stable, so checkpoints and optimizer slots can key on them.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/shape.hpp"
+#include "../tensor/random.hpp"
+#include "../tensor/tensor.hpp"
+#include "../tensor/variable.hpp"
+
+namespace fluxion::nn {
+
+/// A per-example shape known at compile time (the batch axis is not part of it).
+template <index_t... Dims>
+struct static_shape {
+  static constexpr int rank = static_cast<int>(sizeof...(Dims));
+  static constexpr std::array<index_t, sizeof...(Dims)> dims{Dims...};
+  static constexpr index_t size = (index_t(1) * ... * Dims);
+  /// The run-time shape of a batch of `batch` examples.
+  static fluxion::shape batched(index_t batch) { return fluxion::shape{batch, Dims...}; }
+  static std::string text() {
+    std::string s = "(batch";
+    ((s += ", " + std::to_string(Dims)), ...);
+    return s + ")";
+  }
+};
+
+template <class S>
+inline constexpr bool is_static_shape_v = false;
+template <index_t... D>
+inline constexpr bool is_static_shape_v<static_shape<D...>> = true;
+
+/// The model's input: its per-example shape and element type. As the first argument of
+/// `sequential`, it fixes every later shape; later in a sequential it asserts the shape there.
+template <class T, index_t... Dims>
+struct typed_input {
+  using value_type = T;
+  using shape_type = static_shape<Dims...>;
+  static_assert(sizeof...(Dims) > 0, "fluxion::nn::input: give the per-example shape, e.g. input<28, 28, 1>.");
+  static_assert(((Dims > 0) && ...), "fluxion::nn::input: every extent must be positive.");
+};
+template <index_t... Dims>
+using input = typed_input<float, Dims...>;
+
+namespace detail {
+
+/// The epilogue that leaves a layer's output as it is.
+struct identity {
+  template <class X>
+  X&& operator()(X&& x) const noexcept {
+    return std::forward<X>(x);
+  }
+};
+
+/// A string as a template argument, so that compile-time shape errors print the layer's name.
+template <std::size_t N>
+struct fixed_string {
+  char text[N]{};
+  consteval fixed_string(const char (&s)[N]) {  // NOLINT: implicit, for "dense" as an argument
+    for (std::size_t i = 0; i < N; ++i) text[i] = s[i];
+  }
+};
+
+/// A compile-time shape check. When Ok is false the compiler reports this instantiation, whose
+/// arguments name the layer and both extents (check_extents<false, "conv2d", "input height", 3,
+/// "kernel height", 5>), and the layer's own static_assert then says what to change.
+template <bool Ok, fixed_string Layer, fixed_string Got, index_t GotExtent, fixed_string Needs, index_t NeededExtent>
+struct check_extents {
+  static_assert(Ok, "fluxion::nn: a layer does not fit its input's shape; the layer, the input's extent and the "
+                    "extent the layer needs are the arguments of check_extents in the instantiation above.");
+  static constexpr bool value = Ok;
+};
+
+/// Calls f(variable&) for each variable of a layer, naming it `prefix + local name` first.
+template <class T>
+using variable_visitor = std::function<void(variable<T>&)>;
+
+/// Keras's automatic names: the first dense layer of a model is `dense`, the next `dense_1` ...
+class name_counter {
+ public:
+  std::string next(const std::string& base) {
+    const int n = m_counts[base]++;
+    return n == 0 ? base : base + "_" + std::to_string(n);
+  }
+
+ private:
+  std::map<std::string, int> m_counts;
+};
+
+/// Splits the text of FLUXION_LAYERS's arguments into member names.
+inline std::vector<std::string> split_names(std::string_view text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text) {
+    if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ' && c != '\n' && c != '\t') {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+template <class... L>
+auto named_layers(const char* text, L&... layers) {
+  return std::pair{split_names(text), std::tie(layers...)};
+}
+
+/// The trailing per-example shape of x must be S (any batch size): the run-time half of principle 6.
+template <class S>
+void check_batch_shape(const char* op, const std::string& name, const fluxion::shape& s) {
+  bool ok = s.rank() == S::rank + 1;
+  for (int d = 0; ok && d < S::rank; ++d) ok = s[d + 1] == S::dims[static_cast<std::size_t>(d)];
+  if (!ok)
+    throw shape_error(std::string(op) + ": '" + name + "' expects input of shape " + S::text() + ", got " +
+                      to_string(s));
+}
+
+/// Glorot (Xavier) uniform: U(-l, l) with l = sqrt(6 / (fan_in + fan_out)), Keras's default kernel.
+template <class T>
+tensor<T> glorot_uniform(const fluxion::shape& s, index_t fan_in, index_t fan_out, random::generator& gen) {
+  const T limit = static_cast<T>(std::sqrt(6.0 / static_cast<double>(fan_in + fan_out)));
+  return random::uniform<T>(s, gen, -limit, limit);
+}
+
+}  // namespace detail
+
+/// Mixin of every layer and model: the variable lists of Keras, from Derived's
+/// `for_each_variable(prefix, visitor)`.
+template <class Derived, class T>
+class layer_base {
+ public:
+  using value_type = T;
+
+  /// The layer's own name (Keras's automatic one, `dense`, `conv2d_1` ..., unless given).
+  const std::string& name() const noexcept { return m_name; }
+  void set_name(std::string n) { m_name = std::move(n); }
+
+  /// Every variable, trainable or not, in a stable order, named by its place in the model.
+  std::vector<variable<T>*> variables() { return collect(0); }
+  std::vector<variable<T>*> trainable_variables() { return collect(1); }
+  std::vector<variable<T>*> non_trainable_variables() { return collect(2); }
+  /// The number of scalars in the trainable variables.
+  index_t count_params() {
+    index_t n = 0;
+    for (auto* v : trainable_variables()) n += v->size();
+    return n;
+  }
+
+ protected:
+  explicit layer_base(std::string n = {}) : m_name(std::move(n)) {}
+  /// The prefix of this layer's variables when it is the root of a collection: a layer alone names
+  /// its variables `dense/kernel`; a model names them by its sublayers.
+  std::string root_prefix() const { return Derived::names_itself ? m_name + "/" : std::string{}; }
+  std::string m_name;
+
+ private:
+  std::vector<variable<T>*> collect(int which) {
+    std::vector<variable<T>*> out;
+    static_cast<Derived*>(this)->for_each_variable(root_prefix(), [&](variable<T>& v) {
+      if (which == 0 || (which == 1) == v.trainable()) out.push_back(&v);
+    });
+    return out;
+  }
+};
+
+/// Base of layers without variables (activations, pooling, reshaping): a name, no variables,
+/// the same element type whatever the model's.
+template <class Derived>
+class stateless_layer {
+ public:
+  static constexpr bool names_itself = true;
+  template <class U>
+  using rebind = Derived;
+
+  const std::string& name() const noexcept { return m_name; }
+  void set_name(std::string n) { m_name = std::move(n); }
+  template <class F>
+  void for_each_variable(const std::string&, F&&) {}
+  void initialize(random::generator&) {}
+
+ protected:
+  explicit stateless_layer(std::string n) : m_name(std::move(n)) {}
+  std::string m_name;
+};
+
+/// Base of composite models, as Keras's `Model` subclasses: list the sublayers once with
+/// FLUXION_LAYERS(a, b, ...), define `call(x, training)`, and the variable lists, names and
+/// `operator()` follow.
+template <class Derived, class T = float>
+class model : public layer_base<Derived, T> {
+ public:
+  static constexpr bool names_itself = false;
+
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) {
+    return static_cast<Derived&>(*this).call(std::forward<Args>(args)...);
+  }
+
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    auto [names, refs] = static_cast<Derived&>(*this).sublayers();
+    std::size_t i = 0;
+    std::apply([&](auto&... layer) { (layer.for_each_variable(prefix + names[i++] + "/", f), ...); }, refs);
+  }
+};
+
+}  // namespace fluxion::nn
+
+/// Lists a composite model's sublayers (members) in one place, by name: FLUXION_LAYERS(conv1, conv2, fc).
+#define FLUXION_LAYERS(...) \
+  auto sublayers() { return ::fluxion::nn::detail::named_layers(#__VA_ARGS__, __VA_ARGS__); }

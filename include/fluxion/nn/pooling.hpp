@@ -1,0 +1,66 @@
+// fx::nn::max_pool2d<Pool, Stride, Padding> and avg_pool2d: Keras's MaxPool2D and AveragePooling2D
+// over NHWC input. The stride defaults to the pool size, and the padding to valid, as in Keras.
+//
+//   fx::nn::max_pool2d<2> pool;
+//   fx::tensor<float> y = pool(x);                 // (batch, 28, 28, 32) -> (batch, 14, 14, 32)
+#pragma once
+
+#include <string>
+
+#include "../expr/conv.hpp"
+#include "conv2d.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+namespace detail {
+template <class Derived, bool Max, index_t Pool, index_t Stride, padding Padding>
+struct pool_layer : stateless_layer<Derived> {
+  static_assert(Pool > 0 && Stride > 0, "fluxion::nn::max_pool2d, avg_pool2d: the pool size and stride must be positive.");
+  static constexpr bool elementwise = false;
+  static constexpr const char* base_name = Max ? "max_pool2d" : "avg_pool2d";
+
+  template <index_t... D>
+  static auto output_shape(static_shape<D...>) {
+    static_assert(check_extents<sizeof...(D) == 3, Max ? fixed_string("max_pool2d") : fixed_string("avg_pool2d"),
+                                "input rank", sizeof...(D), "rank", 3>::value,
+                  "fluxion::nn::max_pool2d, avg_pool2d: the input must be (height, width, channels) per example "
+                  "(rank 3).");
+    if constexpr (sizeof...(D) == 3) {
+      constexpr std::array<index_t, 3> in{D...};
+      static_assert(check_extents<Padding == padding::same || in[0] >= Pool,
+                                  Max ? fixed_string("max_pool2d") : fixed_string("avg_pool2d"), "input height", in[0],
+                                  "pool height", Pool>::value &&
+                        check_extents<Padding == padding::same || in[1] >= Pool,
+                                      Max ? fixed_string("max_pool2d") : fixed_string("avg_pool2d"), "input width",
+                                      in[1], "pool width", Pool>::value,
+                    "fluxion::nn::max_pool2d, avg_pool2d: with valid padding the pool window must fit inside the "
+                    "input; use a smaller pool, or fluxion::nn::same padding.");
+      return static_shape<window_output(in[0], Pool, Stride, 1, Padding), window_output(in[1], Pool, Stride, 1, Padding),
+                          in[2]>{};
+    } else {
+      return static_shape<1, 1, 1>{};
+    }
+  }
+
+  explicit pool_layer(std::string n) : stateless_layer<Derived>(n.empty() ? base_name : std::move(n)) {}
+
+  template <class X>
+  auto operator()(X&& x, bool /*training*/ = false) const {
+    if constexpr (Max) return fluxion::max_pool2d(std::forward<X>(x), Pool, Stride, Padding);
+    else return fluxion::avg_pool2d(std::forward<X>(x), Pool, Stride, Padding);
+  }
+};
+}  // namespace detail
+
+template <index_t Pool, index_t Stride = Pool, padding Padding = padding::valid>
+struct max_pool2d : detail::pool_layer<max_pool2d<Pool, Stride, Padding>, true, Pool, Stride, Padding> {
+  explicit max_pool2d(std::string n = {}) : detail::pool_layer<max_pool2d, true, Pool, Stride, Padding>(std::move(n)) {}
+};
+
+template <index_t Pool, index_t Stride = Pool, padding Padding = padding::valid>
+struct avg_pool2d : detail::pool_layer<avg_pool2d<Pool, Stride, Padding>, false, Pool, Stride, Padding> {
+  explicit avg_pool2d(std::string n = {}) : detail::pool_layer<avg_pool2d, false, Pool, Stride, Padding>(std::move(n)) {}
+};
+
+}  // namespace fluxion::nn

@@ -1,0 +1,251 @@
+// fx::nn::sequential: a stack of layers whose shapes are checked when the program compiles.
+//
+//   auto net = fx::nn::sequential(fx::nn::input<28, 28, 1>{},
+//                                 fx::nn::conv2d<32, 5, fx::nn::same>{}, fx::nn::relu{},
+//                                 fx::nn::max_pool2d<2>{}, fx::nn::flatten{}, fx::nn::dense<10>{});
+//   fx::tensor<float> logits = net(images);           // any batch size: (batch, 28, 28, 1) -> (batch, 10)
+//   decltype(net)::output_shape_t::text();            // "(batch, 10)"
+//   std::cout << net.summary();
+//
+// Every layer's per-example output shape is computed from the input's at compile time, so a layer
+// that does not fit (a 5x5 valid convolution of a 3x3 input, a reshape to another element count,
+// one model's output fed to a model that expects another width) is a static_assert that names the
+// layer and both extents. The batch size stays a run-time value and is checked with an exception.
+// The model's element type is the input's: fx::nn::typed_input<double, 784>{} makes a double model.
+//
+// An activation that follows a dense or conv2d layer is fused into that layer's statement: bias and
+// activation are one pass over the output.
+//
+// As a member of a composite model, name the type: fx::nn::sequential_t<fx::nn::input<784>,
+// fx::nn::dense<128>, fx::nn::relu> trunk; (built with fx::random::global_generator()).
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+template <class T, class InShape, class... Layers>
+class sequential_model;
+
+namespace detail {
+
+template <class L>
+concept buildable = requires(L& l, const fluxion::shape& s, random::generator& g) { l.build(s, g); };
+template <class L>
+concept takes_epilogue = requires { requires L::takes_epilogue; };
+template <class L>
+concept elementwise_layer = requires { requires L::elementwise; };
+
+template <class In, class L>
+using output_shape_t = decltype(L::output_shape(In{}));
+
+/// The per-example input shape of each layer, and the model's output shape.
+template <class In, class... Ls>
+struct shape_chain {
+  using inputs = std::tuple<>;
+  using output = In;
+};
+template <class In, class L, class... Ls>
+struct shape_chain<In, L, Ls...> {
+  using rest = shape_chain<output_shape_t<In, L>, Ls...>;
+  using inputs = decltype(std::tuple_cat(std::declval<std::tuple<In>>(), std::declval<typename rest::inputs>()));
+  using output = typename rest::output;
+};
+
+template <class S>
+fluxion::shape runtime_shape() {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return fluxion::shape{S::dims[I]...};
+  }(std::make_index_sequence<static_cast<std::size_t>(S::rank)>{});
+}
+
+/// A model used as a layer must get the input shape it was defined for.
+template <class Got, class Expected>
+consteval bool same_static_shape() {
+  if constexpr (Got::rank != Expected::rank) {
+    static_assert(check_extents<false, "sequential (nested model)", "input rank", Got::rank, "rank", Expected::rank>::value,
+                  "fluxion::nn::sequential: a nested model gets input of another rank than its fluxion::nn::input "
+                  "declares.");
+    return false;
+  } else {
+    constexpr auto first_difference = [] {
+      for (int d = 0; d < Got::rank; ++d)
+        if (Got::dims[static_cast<std::size_t>(d)] != Expected::dims[static_cast<std::size_t>(d)]) return d;
+      return -1;
+    }();
+    if constexpr (first_difference >= 0) {
+      static_assert(check_extents<false, "sequential (nested model)", "input extent",
+                                  Got::dims[static_cast<std::size_t>(first_difference)], "extent",
+                                  Expected::dims[static_cast<std::size_t>(first_difference)]>::value,
+                    "fluxion::nn::sequential: a nested model gets input of another shape than its fluxion::nn::input "
+                    "declares.");
+      return false;
+    }
+    return true;
+  }
+}
+
+/// A layer of the model's element type: layers with variables are re-declared for T (by name);
+/// the others are moved as they are.
+template <class T, class L>
+auto rebind_layer(L&& layer) {
+  using R = typename std::remove_cvref_t<L>::template rebind<T>;
+  if constexpr (std::is_same_v<R, std::remove_cvref_t<L>>) return std::move(layer);
+  else return R(layer.name());
+}
+
+}  // namespace detail
+
+template <class T, class InShape, class... Layers>
+class sequential_model : public layer_base<sequential_model<T, InShape, Layers...>, T> {
+  static_assert(sizeof...(Layers) > 0, "fluxion::nn::sequential: give at least one layer after the input.");
+  using base = layer_base<sequential_model, T>;
+  using chain = detail::shape_chain<InShape, Layers...>;
+  static constexpr std::size_t count = sizeof...(Layers);
+
+ public:
+  static constexpr bool names_itself = false;
+  static constexpr bool elementwise = false;
+  static constexpr const char* base_name = "sequential";
+  using input_shape_t = InShape;
+  using output_shape_t = typename chain::output;
+  template <class U>
+  using rebind = sequential_model;  // a model keeps its element type; a mismatch fails at its call
+
+  template <index_t... D>
+  static output_shape_t output_shape(static_shape<D...>) {
+    detail::same_static_shape<static_shape<D...>, InShape>();
+    return {};
+  }
+
+  /// Builds every layer with fresh variables drawn from `gen`, with Keras's automatic names.
+  explicit sequential_model(random::generator& gen, Layers... layers)
+      : base(base_name), m_layers(std::move(layers)...) {
+    detail::name_counter names;
+    std::apply([&](auto&... l) { ((l.name() == l.base_name ? l.set_name(names.next(l.base_name)) : void()), ...); },
+               m_layers);
+    build_all(gen, std::make_index_sequence<count>{});
+  }
+  sequential_model() : sequential_model(random::global_generator(), Layers{}...) {}
+
+  /// The output for a batch of inputs of shape (batch, InShape...).
+  template <class X>
+  tensor<T> operator()(X&& x, bool training = false) {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
+                  "fluxion::nn::sequential: the input's element type differs from the model's (the one of its "
+                  "fluxion::nn::input); convert it with fluxion::cast<T>.");
+    detail::check_batch_shape<InShape>("sequential", this->m_name, e.shape());
+    return run<0>(std::move(e), training);
+  }
+
+  /// Draws new initial values for every layer's variables, in order.
+  void initialize(random::generator& gen) {
+    std::apply([&](auto&... l) { (l.initialize(gen), ...); }, m_layers);
+  }
+  void build(const fluxion::shape&, random::generator& gen) { initialize(gen); }
+
+  template <std::size_t I>
+  auto& layer() {
+    return std::get<I>(m_layers);
+  }
+  static constexpr std::size_t size() { return count; }
+
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    std::apply([&](auto&... l) { (l.for_each_variable(prefix + l.name() + "/", f), ...); }, m_layers);
+  }
+
+  /// A table of the layers, their per-example output shapes and parameter counts, as Keras's.
+  std::string summary() {
+    std::ostringstream out;
+    out << "layer                      output shape          params\n";
+    index_t total = 0;
+    summary_rows<0>(out, total);
+    out << "total trainable parameters: " << total << "\n";
+    return out.str();
+  }
+
+ private:
+  template <std::size_t... I>
+  void build_all(random::generator& gen, std::index_sequence<I...>) {
+    (build_one<I>(gen), ...);
+  }
+  template <std::size_t I>
+  void build_one(random::generator& gen) {
+    using L = std::tuple_element_t<I, std::tuple<Layers...>>;
+    if constexpr (detail::buildable<L>)
+      std::get<I>(m_layers).build(detail::runtime_shape<std::tuple_element_t<I, typename chain::inputs>>(), gen);
+  }
+
+  template <std::size_t I, class X>
+  tensor<T> run(X&& x, bool training) {
+    if constexpr (I == count) {
+      return tensor<T>(std::forward<X>(x));
+    } else {
+      using L = std::tuple_element_t<I, std::tuple<Layers...>>;
+      auto& layer = std::get<I>(m_layers);
+      if constexpr (I + 1 < count) {
+        using Next = std::tuple_element_t<I + 1, std::tuple<Layers...>>;
+        if constexpr (detail::takes_epilogue<L> && detail::elementwise_layer<Next>) {
+          auto& next = std::get<I + 1>(m_layers);
+          return run<I + 2>(layer(std::forward<X>(x), training,
+                                  [&](auto&& y) { return next(std::forward<decltype(y)>(y), training); }),
+                            training);
+        } else {
+          return run<I + 1>(layer(std::forward<X>(x), training), training);
+        }
+      } else {
+        return run<I + 1>(layer(std::forward<X>(x), training), training);
+      }
+    }
+  }
+
+  template <std::size_t I>
+  void summary_rows(std::ostringstream& out, index_t& total) {
+    if constexpr (I < count) {
+      auto& l = std::get<I>(m_layers);
+      index_t params = 0;
+      l.for_each_variable("", [&](variable<T>& v) {
+        if (v.trainable()) params += v.size();
+      });
+      total += params;
+      using Out = std::tuple_element_t<I + 1, decltype(std::tuple_cat(std::declval<typename chain::inputs>(),
+                                                                      std::declval<std::tuple<output_shape_t>>()))>;
+      std::string name = l.name();
+      std::string shape_text = Out::text();
+      name.resize(std::max<std::size_t>(name.size() + 1, 27), ' ');
+      shape_text.resize(std::max<std::size_t>(shape_text.size() + 1, 22), ' ');
+      out << name << shape_text << params << "\n";
+      summary_rows<I + 1>(out, total);
+    }
+  }
+
+  std::tuple<Layers...> m_layers;
+};
+
+/// The model type of sequential(input, layers...): usable as a member of a composite model.
+template <class Input, class... Layers>
+using sequential_t =
+    sequential_model<typename Input::value_type, typename Input::shape_type,
+                     typename Layers::template rebind<typename Input::value_type>...>;
+
+/// A sequential model: the input's per-example shape and element type, then the layers. Variables
+/// are drawn from `gen` (or fx::random::global_generator()).
+template <class T, index_t... D, class... Layers>
+auto sequential(random::generator& gen, typed_input<T, D...>, Layers... layers) {
+  using model = sequential_t<typed_input<T, D...>, Layers...>;
+  return model(gen, detail::rebind_layer<T>(std::move(layers))...);
+}
+template <class T, index_t... D, class... Layers>
+auto sequential(typed_input<T, D...> in, Layers... layers) {
+  return sequential(random::global_generator(), in, std::move(layers)...);
+}
+
+}  // namespace fluxion::nn
