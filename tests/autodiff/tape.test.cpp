@@ -224,3 +224,18 @@ TEST_CASE("tape: several sources with output gradients") {
   test::check_throws_with<fx::shape_error>([&] { (void)tape.gradient(y, {std::cref(a), std::cref(b)}, fx::tensor<double>{1.0}); },
                                            "gradient: output_gradients of shape (1,) do not match the target's shape (2,)");
 }
+
+TEST_CASE("tape: variable::value() is recorded as read_value() is; peek() is not") {
+  fx::variable<double> w{fx::tensor<double>{1.0, 2.0}, "w"};
+  {
+    fx::gradient_tape tape;
+    fx::tensor<double> y = fx::reduce_sum(w.value() * 3.0);
+    CHECK(tape.gradient(y, w).to_vector() == std::vector<double>{3, 3});
+  }
+  {
+    fx::gradient_tape tape{fx::persistent};
+    fx::tensor<double> y = fx::reduce_sum(w.peek() * 3.0);
+    CHECK(tape.gradient(y, w).shape() == fx::shape{0});  // unconnected: an empty tensor, as TF's None
+    CHECK(tape.gradient(y, w, fx::unconnected_gradients::zero).to_vector() == std::vector<double>{0, 0});
+  }
+}

@@ -9,12 +9,12 @@
 // the statement of the layer before it: dense + bias + relu is one matmul and one fused pass.
 #pragma once
 
+#include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
 #include <cmath>
 #include <string>
 
 #include "../expr/elementwise.hpp"
 #include "../expr/reduce.hpp"
-#include "module.hpp"
 
 namespace fluxion {
 

@@ -9,12 +9,12 @@
 // activation that follows in a sequential model are one fused pass over its output.
 #pragma once
 
+#include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
 #include <optional>
 #include <string>
 
 #include "../expr/conv.hpp"
 #include "../tensor/creation.hpp"
-#include "module.hpp"
 
 namespace fluxion::nn {
 

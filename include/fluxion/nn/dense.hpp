@@ -8,13 +8,13 @@
 // built with the model. On input of rank above 2 it applies to the last axis, as Keras's Dense.
 #pragma once
 
+#include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
 #include <optional>
 #include <string>
 
 #include "../expr/matmul.hpp"
 #include "../expr/remap.hpp"
 #include "../tensor/creation.hpp"
-#include "module.hpp"
 
 namespace fluxion::nn {
 

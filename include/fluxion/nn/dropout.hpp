@@ -8,13 +8,13 @@
 // masks whatever the thread count.
 #pragma once
 
+#include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
 #include <cmath>
 #include <memory>
 #include <string>
 
 #include "../expr/elementwise.hpp"
 #include "../tensor/random.hpp"
-#include "module.hpp"
 
 namespace fluxion::nn {
 

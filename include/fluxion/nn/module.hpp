@@ -31,11 +31,9 @@
 #include <utility>
 #include <vector>
 
-#include "../core/error.hpp"
-#include "../core/shape.hpp"
+#include "../tensor.hpp"
+#include "../tensor/creation.hpp"
 #include "../tensor/random.hpp"
-#include "../tensor/tensor.hpp"
-#include "../tensor/variable.hpp"
 
 namespace fluxion::nn {
 

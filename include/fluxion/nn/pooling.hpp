@@ -5,11 +5,11 @@
 //   fx::tensor<float> y = pool(x);                 // (batch, 28, 28, 32) -> (batch, 14, 14, 32)
 #pragma once
 
+#include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
 #include <string>
 
 #include "../expr/conv.hpp"
 #include "conv2d.hpp"
-#include "module.hpp"
 
 namespace fluxion::nn {
 

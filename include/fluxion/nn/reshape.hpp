@@ -3,12 +3,15 @@
 //
 //   fx::nn::flatten{}                      // (batch, 7, 7, 64) -> (batch, 3136)
 //   fx::nn::reshape<28, 28, 1>{}           // (batch, 784) -> (batch, 28, 28, 1)
+//   fx::nn::permute<2, 1>{}                // (batch, 49, 64) -> (batch, 64, 49), Keras's Permute
+//
+// flatten and reshape copy no data; permute is a strided view that the next statement reads.
 #pragma once
 
+#include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
 #include <string>
 
 #include "../expr/remap.hpp"
-#include "module.hpp"
 
 namespace fluxion::nn {
 
@@ -56,6 +59,49 @@ struct reshape : stateless_layer<reshape<Dims...>> {
       throw shape_error("reshape '" + this->m_name + "': cannot reshape input of shape " + to_string(s) +
                         " into " + static_shape<Dims...>::text());
     return fluxion::reshape(std::move(e), {s[0], Dims...});
+  }
+};
+
+/// Keras's Permute: Axes is a permutation of 1..rank over the per-example axes (the batch axis
+/// stays first).
+template <int... Axes>
+struct permute : stateless_layer<permute<Axes...>> {
+  static constexpr bool elementwise = false;
+  static constexpr const char* base_name = "permute";
+
+  template <index_t... D>
+  static auto output_shape(static_shape<D...>) {
+    static_assert(detail::check_extents<sizeof...(D) == sizeof...(Axes), "permute", "input rank", sizeof...(D),
+                                        "axes given", sizeof...(Axes)>::value,
+                  "fluxion::nn::permute<Axes...>: give one axis for each per-example axis of the input.");
+    constexpr bool is_permutation = [] {
+      constexpr int n = sizeof...(Axes);
+      bool seen[n + 1]{};
+      for (int a : {Axes...}) {
+        if (a < 1 || a > n || seen[a]) return false;
+        seen[a] = true;
+      }
+      return true;
+    }();
+    static_assert(is_permutation, "fluxion::nn::permute<Axes...>: Axes must be a permutation of 1, ..., rank (the "
+                                  "per-example axes, counted from 1 as in Keras).");
+    if constexpr (sizeof...(D) == sizeof...(Axes) && is_permutation) {
+      constexpr std::array<index_t, sizeof...(D)> in{D...};
+      return static_shape<in[Axes - 1]...>{};
+    } else {
+      return static_shape<D...>{};
+    }
+  }
+
+  explicit permute(std::string n = {}) : stateless_layer<permute>(n.empty() ? base_name : std::move(n)) {}
+
+  template <class X>
+  auto operator()(X&& x, bool /*training*/ = false) const {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    if (e.shape().rank() != static_cast<int>(sizeof...(Axes)) + 1)
+      throw shape_error("permute '" + this->m_name + "': expects input of rank " + std::to_string(sizeof...(Axes) + 1) +
+                        " (batch first), got " + to_string(e.shape()));
+    return fluxion::transpose(std::move(e), {0, Axes...});
   }
 };
 

@@ -20,13 +20,13 @@
 // fx::nn::dense<128>, fx::nn::relu> trunk; (built with fx::random::global_generator()).
 #pragma once
 
+#include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
-#include "module.hpp"
 
 namespace fluxion::nn {
 
@@ -72,7 +72,7 @@ consteval bool same_static_shape() {
     static_assert(check_extents<false, "sequential (nested model)", "input rank", Got::rank, "rank", Expected::rank>::value,
                   "fluxion::nn::sequential: a nested model gets input of another rank than its fluxion::nn::input "
                   "declares.");
-    return false;
+    return true;  // reported above
   } else {
     constexpr auto first_difference = [] {
       for (int d = 0; d < Got::rank; ++d)
@@ -85,7 +85,6 @@ consteval bool same_static_shape() {
                                   Expected::dims[static_cast<std::size_t>(first_difference)]>::value,
                     "fluxion::nn::sequential: a nested model gets input of another shape than its fluxion::nn::input "
                     "declares.");
-      return false;
     }
     return true;
   }
@@ -119,9 +118,9 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Layers..
   using rebind = sequential_model;  // a model keeps its element type; a mismatch fails at its call
 
   template <index_t... D>
-  static output_shape_t output_shape(static_shape<D...>) {
-    detail::same_static_shape<static_shape<D...>, InShape>();
-    return {};
+  static auto output_shape(static_shape<D...>) {
+    static_assert(detail::same_static_shape<static_shape<D...>, InShape>());
+    return output_shape_t{};
   }
 
   /// Builds every layer with fresh variables drawn from `gen`, with Keras's automatic names.
