@@ -14,3 +14,5 @@
 #include "tensor/print.hpp"
 #include "tensor/random.hpp"
 #include "nn.hpp"
+#include "optim.hpp"
+#include "io.hpp"

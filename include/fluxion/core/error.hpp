@@ -34,4 +34,11 @@ class shape_error : public invalid_argument {
   using invalid_argument::invalid_argument;
 };
 
+/// A file cannot be opened, read or written, or its contents are not what the reader expects
+/// (fluxion::io: a bad magic number, a malformed header, too few bytes, another element type).
+class io_error : public error {
+ public:
+  using error::error;
+};
+
 }  // namespace fluxion

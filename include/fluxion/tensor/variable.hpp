@@ -79,10 +79,37 @@ class variable {
   std::uint64_t version() const noexcept { return m_version; }
   std::uint64_t id() const noexcept { return m_id; }
 
+  /// Replaces the value with a tensor of the variable's shape: the tensor is shared, not copied
+  /// (tensors are immutable). Not a template, so optimizers and layers that swap in new values do
+  /// not instantiate the expression path below; other shapes go through it (broadcasting).
+  variable& assign(const tensor<T, Device>& t) {
+    if (t.shape() != shape()) return assign_expression(t);
+    m_value = t;
+    ++m_version;
+    return *this;
+  }
   /// Replaces the value; `e` must have the variable's shape or broadcast to it.
   template <class E>
     requires(operand<E>)
   variable& assign(const E& e) {
+    return assign_expression(e);
+  }
+  template <class E>
+    requires(operand<E>)
+  variable& assign_add(const E& e) {
+    check_update_shape(detail::as_expr<variable>(e).shape(), "assign_add");
+    return assign(m_value + e);
+  }
+  template <class E>
+    requires(operand<E>)
+  variable& assign_sub(const E& e) {
+    check_update_shape(detail::as_expr<variable>(e).shape(), "assign_sub");
+    return assign(m_value - e);
+  }
+
+ private:
+  template <class E>
+  variable& assign_expression(const E& e) {
     auto x = detail::as_expr<variable>(e);
     using X = decltype(x);
     static_assert(std::is_same_v<value_type_t<X>, T>,
@@ -102,20 +129,6 @@ class variable {
     ++m_version;
     return *this;
   }
-  template <class E>
-    requires(operand<E>)
-  variable& assign_add(const E& e) {
-    check_update_shape(detail::as_expr<variable>(e).shape(), "assign_add");
-    return assign(m_value + e);
-  }
-  template <class E>
-    requires(operand<E>)
-  variable& assign_sub(const E& e) {
-    check_update_shape(detail::as_expr<variable>(e).shape(), "assign_sub");
-    return assign(m_value - e);
-  }
-
- private:
   void check_update_shape(const fluxion::shape& s, const char* op) const {
     if (s == fluxion::shape{0} && size() != 0)
       throw shape_error(std::string(op) + ": the update for variable '" + m_name + "' of shape " + to_string(shape()) +

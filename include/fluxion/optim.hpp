@@ -1,0 +1,21 @@
+// Facade: optimizers, learning-rate schedules and gradient clipping (Keras semantics).
+//
+//   #include <fluxion/optim.hpp>
+//   fx::optim::adam opt{fx::optim::cosine_decay(1e-3, /*decay_steps=*/10000)};
+//   fx::gradient_tape tape;
+//   auto loss = fx::reduce_mean(fx::square(y - model(x)));
+//   auto [grads, norm] = fx::optim::clip_by_global_norm(tape.gradient(loss, vars), 1.0);
+//   opt.apply_gradients(grads, vars);
+//
+// fx::optim::sgd, adagrad, rmsprop, adam and adamw share fx::optim::optimizer (optim/optimizer.hpp):
+// iterations(), learning_rate(), slot_variables() for checkpoints, and one fused update loop per
+// variable.
+#pragma once
+
+#include "optim/adagrad.hpp"
+#include "optim/adam.hpp"
+#include "optim/clip.hpp"
+#include "optim/optimizer.hpp"
+#include "optim/rmsprop.hpp"
+#include "optim/schedules.hpp"
+#include "optim/sgd.hpp"

@@ -1,0 +1,67 @@
+// fx::optim::adagrad: per-coordinate learning rates from the sum of squared gradients (Keras's
+// Adagrad).
+//
+//   fx::optim::adagrad opt{0.01};
+//   fx::optim::adagrad custom{{.learning_rate = 0.1, .initial_accumulator_value = 0.0, .epsilon = 1e-10}};
+//   opt.apply_gradients(tape.gradient(loss, vars), vars);
+//
+// One slot per variable, `accumulator` (a, starting at initial_accumulator_value):
+//   a = a + g^2
+//   w = w - learning_rate * g / sqrt(a + epsilon)
+// Defaults as in Keras: learning_rate 0.001, initial_accumulator_value 0.1, epsilon 1e-7.
+//
+// PyTorch's torch.optim.Adagrad puts epsilon outside the square root, w -= lr * g / (sqrt(a) + eps),
+// starts the accumulator at 0 by default (eps 1e-10), and has an lr_decay with no Keras
+// counterpart. With epsilon = 0 on both sides and the same initial_accumulator_value the two agree
+// (tests/optim/peer.test.cpp).
+#pragma once
+
+#include "optimizer.hpp"
+
+namespace fluxion::optim {
+
+struct adagrad_options {
+  schedule learning_rate = 0.001;
+  double initial_accumulator_value = 0.1;  // >= 0
+  double epsilon = 1e-7;                   // >= 0, inside the square root
+  double weight_decay = 0.0;               // decoupled, as Keras's weight_decay
+};
+
+class adagrad : public optimizer {
+ public:
+  using options = adagrad_options;
+
+  adagrad() : adagrad(options{}) {}
+  explicit adagrad(schedule learning_rate) : adagrad(options{.learning_rate = std::move(learning_rate)}) {}
+  explicit adagrad(options o)
+      : optimizer("adagrad", std::move(o.learning_rate), o.weight_decay),
+        m_initial_accumulator_value(o.initial_accumulator_value), m_epsilon(o.epsilon) {
+    detail::check_non_negative("adagrad", "initial_accumulator_value", m_initial_accumulator_value);
+    detail::check_non_negative("adagrad", "epsilon", m_epsilon);
+  }
+
+  double initial_accumulator_value() const noexcept { return m_initial_accumulator_value; }
+  double epsilon() const noexcept { return m_epsilon; }
+
+  std::vector<slot_spec> slot_specs() const override { return {{"accumulator", m_initial_accumulator_value}}; }
+
+ protected:
+  void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const override { kernel(b, c); }
+
+ private:
+  template <class T>
+  void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
+    const T lr = static_cast<T>(c.learning_rate), epsilon = static_cast<T>(m_epsilon);
+    detail::fused_update<1>(b, c, [=](auto g, auto& w, auto& s) {
+      using V = decltype(g);
+      s[0] = s[0] + g * g;
+      w = w - (V(lr) * g) / detail::sqrt_of(s[0] + V(epsilon));
+    });
+  }
+
+  double m_initial_accumulator_value;
+  double m_epsilon;
+};
+
+}  // namespace fluxion::optim

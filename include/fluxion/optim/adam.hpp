@@ -1,0 +1,127 @@
+// fx::optim::adam and fx::optim::adamw: adaptive moment estimation, optionally AMSGrad, and its
+// variant with decoupled weight decay (Keras's Adam and AdamW).
+//
+//   fx::optim::adam opt{1e-3};
+//   fx::optim::adam ams{{.learning_rate = 1e-3, .beta_2 = 0.99, .amsgrad = true}};
+//   fx::optim::adamw decoupled{{.learning_rate = 1e-3, .weight_decay = 0.01}};
+//   opt.apply_gradients(tape.gradient(loss, vars), vars);
+//
+// Slots per variable, in this order: `momentum` (m, from 0), `velocity` (v, from 0), and
+// `velocity_hat` (from 0) with amsgrad. At step t = iterations() + 1:
+//   alpha = learning_rate * sqrt(1 - beta_2^t) / (1 - beta_1^t)
+//   m = m + (g - m) * (1 - beta_1)
+//   v = v + (g^2 - v) * (1 - beta_2)
+//   v_hat = max(v_hat, v)                                  (amsgrad; then v_hat replaces v below)
+//   w = w - m * alpha / (sqrt(v) + epsilon)
+// adamw first applies w = w - w * weight_decay * learning_rate (so does any optimizer given a
+// weight_decay). Defaults as in Keras: learning_rate 0.001, beta_1 0.9, beta_2 0.999, epsilon
+// 1e-7, no amsgrad; adamw's weight_decay 0.004. alpha is computed in double and rounded to the
+// variable's type (Keras computes it in the variable's type).
+//
+// PyTorch's torch.optim.Adam and AdamW divide by sqrt(v) / sqrt(1 - beta_2^t) + eps: its epsilon
+// is Keras's divided by sqrt(1 - beta_2^t), which changes every step, so the two agree exactly
+// only with epsilon = 0 (tests/optim/peer.test.cpp); PyTorch's default eps is 1e-8. Its Adam's
+// weight_decay is an L2 term added to the gradient (not decoupled); its AdamW's is decoupled, as
+// here, with a default of 0.01.
+#pragma once
+
+#include <cmath>
+
+#include "optimizer.hpp"
+
+namespace fluxion::optim {
+
+struct adam_options {
+  schedule learning_rate = 0.001;
+  double beta_1 = 0.9;    // in [0, 1)
+  double beta_2 = 0.999;  // in [0, 1)
+  double epsilon = 1e-7;  // >= 0, outside the square root ("epsilon hat")
+  bool amsgrad = false;
+  double weight_decay = 0.0;  // decoupled, as Keras's weight_decay
+};
+
+struct adamw_options {
+  schedule learning_rate = 0.001;
+  double weight_decay = 0.004;
+  double beta_1 = 0.9;
+  double beta_2 = 0.999;
+  double epsilon = 1e-7;
+  bool amsgrad = false;
+};
+
+class adam : public optimizer {
+ public:
+  using options = adam_options;
+
+  adam() : adam(options{}) {}
+  explicit adam(schedule learning_rate) : adam(options{.learning_rate = std::move(learning_rate)}) {}
+  explicit adam(options o) : adam("adam", std::move(o)) {}
+
+  double beta_1() const noexcept { return m_beta_1; }
+  double beta_2() const noexcept { return m_beta_2; }
+  double epsilon() const noexcept { return m_epsilon; }
+  bool amsgrad() const noexcept { return m_amsgrad; }
+
+  std::vector<slot_spec> slot_specs() const override {
+    std::vector<slot_spec> s{{"momentum", 0.0}, {"velocity", 0.0}};
+    if (m_amsgrad) s.push_back({"velocity_hat", 0.0});
+    return s;
+  }
+
+ protected:
+  adam(std::string name, options o)
+      : optimizer(std::move(name), std::move(o.learning_rate), o.weight_decay), m_beta_1(o.beta_1),
+        m_beta_2(o.beta_2), m_epsilon(o.epsilon), m_amsgrad(o.amsgrad) {
+    detail::check_unit_interval(this->name().c_str(), "beta_1", m_beta_1, /*closed=*/false);
+    detail::check_unit_interval(this->name().c_str(), "beta_2", m_beta_2, /*closed=*/false);
+    detail::check_non_negative(this->name().c_str(), "epsilon", m_epsilon);
+  }
+
+  void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const override { kernel(b, c); }
+
+ private:
+  template <class T>
+  void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
+    const double t = static_cast<double>(c.iteration) + 1;
+    const T alpha = static_cast<T>(c.learning_rate * std::sqrt(1 - std::pow(m_beta_2, t)) / (1 - std::pow(m_beta_1, t)));
+    const T one_minus_beta_1 = static_cast<T>(1 - m_beta_1), one_minus_beta_2 = static_cast<T>(1 - m_beta_2),
+            epsilon = static_cast<T>(m_epsilon);
+    auto step = [=](auto g, auto& w, auto& s) {
+      using V = decltype(g);
+      s[0] = s[0] + (g - s[0]) * V(one_minus_beta_1);
+      s[1] = s[1] + (g * g - s[1]) * V(one_minus_beta_2);
+      V v = s[1];
+      if constexpr (std::tuple_size_v<std::remove_cvref_t<decltype(s)>> == 3) {
+        s[2] = detail::max_of(s[2], s[1]);
+        v = s[2];
+      }
+      w = w - (s[0] * V(alpha)) / (detail::sqrt_of(v) + V(epsilon));
+    };
+    if (m_amsgrad) detail::fused_update<3>(b, c, step);
+    else detail::fused_update<2>(b, c, step);
+  }
+
+  double m_beta_1;
+  double m_beta_2;
+  double m_epsilon;
+  bool m_amsgrad;
+};
+
+/// Adam with decoupled weight decay, 0.004 by default (Keras's AdamW).
+class adamw : public adam {
+ public:
+  using options = adamw_options;
+
+  adamw() : adamw(options{}) {}
+  explicit adamw(schedule learning_rate) : adamw(options{.learning_rate = std::move(learning_rate)}) {}
+  explicit adamw(options o)
+      : adam("adamw", adam_options{.learning_rate = std::move(o.learning_rate),
+                                   .beta_1 = o.beta_1,
+                                   .beta_2 = o.beta_2,
+                                   .epsilon = o.epsilon,
+                                   .amsgrad = o.amsgrad,
+                                   .weight_decay = o.weight_decay}) {}
+};
+
+}  // namespace fluxion::optim

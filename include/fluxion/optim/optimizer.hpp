@@ -1,0 +1,374 @@
+// fx::optim::optimizer: what every optimizer shares: the iteration counter, the learning rate (a
+// constant or a schedule), decoupled weight decay, the slot variables, the checks, and the fused
+// update loop.
+//
+//   fx::optim::adam opt{1e-3};
+//   std::vector<fx::variable<float>*> vars = model.trainable_variables();
+//   {
+//     fx::gradient_tape tape;
+//     fx::tensor<float> loss = fx::reduce_mean(fx::square(y - model(x)));
+//     opt.apply_gradients(tape.gradient(loss, vars), vars);   // one fused pass per variable
+//   }
+//   opt.iterations();                                          // 1
+//   for (auto& [name, slot] : opt.slot_variables<float, fx::cpu>()) save(name, slot->peek());
+//   // names: "dense/kernel/momentum", "dense/kernel/velocity", ...
+//
+// apply_gradients checks every (gradient, variable) pair before it changes anything, so a bad
+// call leaves the variables, the slots and the counter as they were. Then, for each variable, one
+// loop reads the gradient, the value and the slots and writes the new value and new slots into
+// fresh buffers (xsimd batches, split across the thread pool above 32768 elements), which are
+// swapped in with variable::assign: tensors read from a variable earlier never change (principle
+// 1). The loop is compiled once per optimizer and element type, not once per expression type.
+// The update formulas are Keras 3's (keras/src/optimizers); each header says where PyTorch's
+// differ. As in Keras: a variable that is not trainable is skipped (its gradient is not looked
+// at), an empty list of gradients is a no-op, weight_decay (any optimizer) is decoupled,
+// w -= w * weight_decay * learning_rate before the update, and NaN or inf in a gradient is not
+// checked. Slots are created on the first apply_gradients (or by build()), owned by the
+// optimizer, and keyed by the variable's id(). The CPU is the only device for now.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <typeinfo>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../backend/cpu/thread_pool.hpp"
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+// The facade, not tensor/variable.hpp alone: variable.hpp does not compile on its own at present.
+#include "../tensor.hpp"
+#include "schedules.hpp"
+
+namespace fluxion::optim {
+
+namespace detail {
+
+/// The most slots an optimizer keeps per variable (Adam with amsgrad, centered RMSprop with momentum).
+inline constexpr std::size_t max_slots = 3;
+/// Elements per thread-pool task; task boundaries never depend on the thread count.
+inline constexpr index_t update_task_elements = 32768;
+
+/// What one fused update reads and writes. The new buffers never alias the old ones.
+template <class T>
+struct update_buffers {
+  index_t size = 0;
+  const T* gradient = nullptr;
+  const T* value = nullptr;
+  T* new_value = nullptr;
+  std::array<const T*, max_slots> slots{};
+  std::array<T*, max_slots> new_slots{};
+};
+
+/// The per-call scalars: the learning rate at this iteration, the decoupled weight decay, and the
+/// iteration count before this call (Keras's `iterations`; its local_step is iteration + 1).
+struct step_constants {
+  double learning_rate = 0;
+  double weight_decay = 0;
+  std::int64_t iteration = 0;
+};
+
+// g++ 12 warns, at -O1 with AVX-512, that _mm512_sqrt_* and _mm512_max_* read an uninitialized
+// variable: the intrinsics' own _mm512_undefined_*() pass-through, which unmasked operations never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+template <class V>
+FLUXION_ALWAYS_INLINE V sqrt_of(const V& x) {
+  if constexpr (std::is_floating_point_v<V>) return std::sqrt(x);
+  else return xsimd::sqrt(x);
+}
+template <class V>
+FLUXION_ALWAYS_INLINE V max_of(const V& a, const V& b) {
+  if constexpr (std::is_floating_point_v<V>) return a < b ? b : a;
+  else return xsimd::max(a, b);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/// Runs step(gradient, value, slots) over every element: V is an xsimd batch of T, then T for the
+/// tail (and for everything where xsimd knows no architecture). `value` and the Slots entries of
+/// `slots` are read, updated in place by step, and stored into the new buffers. Decoupled weight
+/// decay runs first, as Keras's _apply_weight_decay does.
+template <std::size_t Slots, class T, class Step>
+void fused_update(const update_buffers<T>& b, const step_constants& c, const Step& step) {
+  const bool decay = c.weight_decay != 0;
+  const T weight_decay = static_cast<T>(c.weight_decay), learning_rate = static_cast<T>(c.learning_rate);
+  auto run = [&](index_t begin, index_t end) {
+    index_t i = begin;
+    if constexpr (!std::is_same_v<xsimd::default_arch, xsimd::unavailable>) {
+      using batch = xsimd::batch<T, xsimd::default_arch>;
+      constexpr index_t width = static_cast<index_t>(batch::size);
+      for (; i + width <= end; i += width) {
+        const batch g = batch::load_unaligned(b.gradient + i);
+        batch w = batch::load_unaligned(b.value + i);
+        std::array<batch, Slots> s;
+        for (std::size_t k = 0; k < Slots; ++k) s[k] = batch::load_unaligned(b.slots[k] + i);
+        if (decay) w = w - w * batch(weight_decay) * batch(learning_rate);
+        step(g, w, s);
+        w.store_unaligned(b.new_value + i);
+        for (std::size_t k = 0; k < Slots; ++k) s[k].store_unaligned(b.new_slots[k] + i);
+      }
+    }
+    for (; i < end; ++i) {
+      const T g = b.gradient[i];
+      T w = b.value[i];
+      std::array<T, Slots> s;
+      for (std::size_t k = 0; k < Slots; ++k) s[k] = b.slots[k][i];
+      if (decay) w = w - w * weight_decay * learning_rate;
+      step(g, w, s);
+      b.new_value[i] = w;
+      for (std::size_t k = 0; k < Slots; ++k) b.new_slots[k][i] = s[k];
+    }
+  };
+  const index_t n = b.size;
+  const index_t tasks = (n + update_task_elements - 1) / update_task_elements;
+  if (tasks <= 1) {
+    run(0, n);
+    return;
+  }
+  fluxion::detail::parallel_for(tasks, [&](index_t t) {
+    const index_t begin = t * update_task_elements;
+    run(begin, std::min(n, begin + update_task_elements));
+  });
+}
+
+/// Throws "<op>: <name> = <value> must be finite and non-negative" unless 0 <= value < inf.
+inline void check_non_negative(const char* op, const char* name, double value) {
+  if (!(value >= 0) || !std::isfinite(value))
+    throw invalid_argument(std::string(op) + ": " + name + " = " + format_number(value) +
+                           " must be finite and non-negative");
+}
+/// Throws "<op>: <name> = <value> is not in [0, 1)" (or [0, 1] with `closed`).
+inline void check_unit_interval(const char* op, const char* name, double value, bool closed) {
+  if (!(value >= 0) || (closed ? !(value <= 1) : !(value < 1)))
+    throw invalid_argument(std::string(op) + ": " + name + " = " + format_number(value) + " is not in [0, " +
+                           (closed ? "1]" : "1)"));
+}
+
+}  // namespace detail
+
+/// A slot an optimizer keeps per variable: its name (the suffix of the slot variable's name) and
+/// the value it starts from.
+struct slot_spec {
+  std::string name;
+  double initial_value = 0;
+};
+
+class optimizer {
+ public:
+  virtual ~optimizer() = default;
+  optimizer(const optimizer&) = delete;  // slots are owned: copying would share or duplicate state
+  optimizer& operator=(const optimizer&) = delete;
+  optimizer(optimizer&&) noexcept = default;
+  optimizer& operator=(optimizer&&) noexcept = default;
+
+  /// "sgd", "adagrad", "rmsprop", "adam" or "adamw".
+  const std::string& name() const noexcept { return m_name; }
+
+  /// How many times apply_gradients has updated the variables.
+  std::int64_t iterations() const noexcept { return m_iterations; }
+  /// Sets the counter, as when restoring a checkpoint; schedules and Adam's bias correction follow it.
+  void set_iterations(std::int64_t n) {
+    if (n < 0) throw invalid_argument("set_iterations: n = " + std::to_string(n) + " must be non-negative");
+    m_iterations = n;
+  }
+
+  /// The learning rate the next apply_gradients uses: the schedule at iterations().
+  double learning_rate() const { return m_learning_rate(m_iterations); }
+  const schedule& learning_rate_schedule() const noexcept { return m_learning_rate; }
+  void set_learning_rate(schedule learning_rate) {
+    if (learning_rate.is_constant()) detail::check_non_negative("set_learning_rate", "learning_rate", learning_rate(0));
+    m_learning_rate = std::move(learning_rate);
+  }
+  double weight_decay() const noexcept { return m_weight_decay; }
+
+  /// The slots kept per variable, in order: for Adam, momentum and velocity (and velocity_hat).
+  virtual std::vector<slot_spec> slot_specs() const = 0;
+
+  /// Updates each trainable variable from its gradient, then increments iterations(). gradients[i]
+  /// belongs to variables[i]; a gradient must have its variable's shape. Throws
+  /// fluxion::invalid_argument, before changing anything, when the lists differ in length, a
+  /// pointer is null, a variable appears twice, or a gradient is empty or of the wrong shape.
+  template <class T, class Device>
+  void apply_gradients(const std::vector<tensor<T, Device>>& gradients,
+                       const std::vector<variable<T, Device>*>& variables) {
+    static_assert(std::is_same_v<Device, cpu>,
+                  "fluxion::optim::optimizer::apply_gradients: optimizers update variables on the cpu device only "
+                  "for now; keep the model's variables on fluxion::cpu.");
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                  "fluxion::optim::optimizer::apply_gradients: optimizers update float or double variables; "
+                  "make the variable's element type float or double.");
+    if (gradients.size() != variables.size())
+      throw invalid_argument("apply_gradients: " + std::to_string(gradients.size()) + " gradients for " +
+                             std::to_string(variables.size()) +
+                             " variables; pass one gradient per variable, in the same order");
+    if (variables.empty()) return;
+    const double lr = learning_rate();
+    if (!(lr >= 0) || !std::isfinite(lr))
+      throw invalid_argument("apply_gradients: the learning rate schedule gives " + detail::format_number(lr) +
+                             " at iteration " + std::to_string(m_iterations) +
+                             "; a learning rate must be finite and non-negative");
+    std::unordered_set<std::uint64_t> seen;
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+      const variable<T, Device>* v = variables[i];
+      if (v == nullptr)
+        throw invalid_argument("apply_gradients: variables[" + std::to_string(i) + "] is a null pointer");
+      if (!v->trainable()) continue;
+      if (!seen.insert(v->id()).second)
+        throw invalid_argument("apply_gradients: " + describe(*v, i) +
+                               " appears more than once; pass each variable once, with the sum of its gradients");
+      check_gradient(gradients[i], *v, i);
+    }
+    // Slots are created before any variable changes, so a failure here changes nothing either.
+    std::vector<std::vector<variable<T, Device>>*> slots(variables.size(), nullptr);
+    for (std::size_t i = 0; i < variables.size(); ++i)
+      if (variables[i]->trainable()) slots[i] = &slots_of(*variables[i]);
+    const detail::step_constants constants{lr, m_weight_decay, m_iterations};
+    for (std::size_t i = 0; i < variables.size(); ++i)
+      if (slots[i] != nullptr) update_variable(gradients[i], *variables[i], *slots[i], constants);
+    ++m_iterations;
+  }
+
+  /// Creates the slots of these variables now rather than on the first apply_gradients, so that a
+  /// checkpoint can be restored into them.
+  template <class T, class Device>
+  void build(const std::vector<variable<T, Device>*>& variables) {
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+      if (variables[i] == nullptr)
+        throw invalid_argument("build: variables[" + std::to_string(i) + "] is a null pointer");
+      if (variables[i]->trainable()) slots_of(*variables[i]);
+    }
+  }
+
+  /// Every slot variable of element type T on Device, with its name `<variable name>/<slot>`
+  /// (`dense/kernel/momentum`), in the order the slots were created. For checkpoints.
+  template <class T, class Device>
+  std::vector<std::pair<std::string, variable<T, Device>*>> slot_variables() {
+    std::vector<std::pair<std::string, variable<T, Device>*>> out;
+    for (auto& entry : m_slots) {
+      if (*entry.type != typeid(variable<T, Device>)) continue;
+      for (auto& s : *static_cast<std::vector<variable<T, Device>>*>(entry.variables.get())) out.emplace_back(s.name(), &s);
+    }
+    return out;
+  }
+
+  /// The slot `slot` (a name from slot_specs(), else this throws) of `v`, or nullptr if `v` has no
+  /// slots yet.
+  template <class T, class Device>
+  variable<T, Device>* get_slot(const variable<T, Device>& v, std::string_view slot) {
+    const auto specs = slot_specs();
+    std::size_t k = 0;
+    while (k < specs.size() && specs[k].name != slot) ++k;
+    if (k == specs.size())
+      throw invalid_argument("get_slot: " + m_name + " has no slot named '" + std::string(slot) + "'");
+    const auto it = m_slot_index.find(v.id());
+    if (it == m_slot_index.end()) return nullptr;
+    return &(*static_cast<std::vector<variable<T, Device>>*>(m_slots[it->second].variables.get()))[k];
+  }
+
+ protected:
+  optimizer(std::string name, schedule learning_rate, double weight_decay)
+      : m_name(std::move(name)), m_learning_rate(std::move(learning_rate)), m_weight_decay(weight_decay) {
+    if (m_learning_rate.is_constant()) detail::check_non_negative(m_name.c_str(), "learning_rate", m_learning_rate(0));
+    detail::check_non_negative(m_name.c_str(), "weight_decay", weight_decay);
+  }
+
+  /// One fused pass over a variable: read b.gradient, b.value and the slot_specs().size() slots,
+  /// write b.new_value and the new slots.
+  virtual void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const = 0;
+  virtual void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const = 0;
+
+ private:
+  struct slot_entry {
+    std::uint64_t variable_id;
+    const std::type_info* type;       // typeid(variable<T, Device>)
+    std::shared_ptr<void> variables;  // std::vector<variable<T, Device>>, one per slot_specs() entry
+  };
+
+  template <class T, class Device>
+  static std::string describe(const variable<T, Device>& v, std::size_t i) {
+    return v.name().empty() ? "variables[" + std::to_string(i) + "] (unnamed)" : "variable '" + v.name() + "'";
+  }
+
+  template <class T, class Device>
+  static void check_gradient(const tensor<T, Device>& g, const variable<T, Device>& v, std::size_t i) {
+    if (g.shape() == v.shape()) return;
+    const std::string what = describe(v, i);
+    if (g.empty() && g.shape() == fluxion::shape{0})
+      throw invalid_argument("apply_gradients: the gradient for " + what + " of shape " + to_string(v.shape()) +
+                             " is empty (shape (0,)): the tape never saw " + what +
+                             " read: the loss does not depend on it, or it was read before the tape started recording");
+    throw shape_error("apply_gradients: the gradient for " + what + " has shape " + to_string(g.shape()) +
+                      ", but the variable has shape " + to_string(v.shape()));
+  }
+
+  /// The slots of `v`, created (filled with their initial values) on first use.
+  template <class T, class Device>
+  std::vector<variable<T, Device>>& slots_of(const variable<T, Device>& v) {
+    using slots_t = std::vector<variable<T, Device>>;
+    if (const auto it = m_slot_index.find(v.id()); it != m_slot_index.end()) {
+      auto& existing = *static_cast<slots_t*>(m_slots[it->second].variables.get());
+      for (const auto& s : existing)
+        if (s.shape() != v.shape())
+          throw shape_error("apply_gradients: slot '" + s.name() + "' has shape " + to_string(s.shape()) +
+                            ", but its variable has shape " + to_string(v.shape()));
+      return existing;
+    }
+    const auto specs = slot_specs();
+    auto created = std::make_shared<slots_t>();
+    created->reserve(specs.size());  // never grows again: pointers to the slots stay valid
+    const std::string prefix = v.name().empty() ? "variable_" + std::to_string(v.id()) : v.name();
+    for (const auto& spec : specs) {
+      tensor<T, Device> initial(v.shape());
+      T* p = initial.mutable_data();
+      for (index_t k = 0; k < initial.size(); ++k) p[k] = static_cast<T>(spec.initial_value);
+      created->emplace_back(std::move(initial), prefix + "/" + spec.name, /*trainable=*/false);
+    }
+    m_slots.push_back({v.id(), &typeid(variable<T, Device>), created});
+    m_slot_index.emplace(v.id(), m_slots.size() - 1);
+    return *created;
+  }
+
+  template <class T, class Device>
+  void update_variable(const tensor<T, Device>& g, variable<T, Device>& v, std::vector<variable<T, Device>>& slots,
+                       const detail::step_constants& c) {
+    tensor<T, Device> new_value(v.shape());
+    std::array<tensor<T, Device>, detail::max_slots> new_slots;
+    detail::update_buffers<T> b;
+    b.size = v.size();
+    b.gradient = g.data();
+    b.value = v.peek().data();
+    b.new_value = new_value.mutable_data();
+    for (std::size_t k = 0; k < slots.size(); ++k) {
+      new_slots[k] = tensor<T, Device>(v.shape());
+      b.slots[k] = slots[k].peek().data();
+      b.new_slots[k] = new_slots[k].mutable_data();
+    }
+    update(b, c);
+    v.assign(new_value);  // the same shape: the new buffer is swapped in
+    for (std::size_t k = 0; k < slots.size(); ++k) slots[k].assign(new_slots[k]);
+  }
+
+  std::string m_name;
+  schedule m_learning_rate;
+  double m_weight_decay = 0;
+  std::int64_t m_iterations = 0;
+  std::vector<slot_entry> m_slots;
+  std::unordered_map<std::uint64_t, std::size_t> m_slot_index;
+};
+
+}  // namespace fluxion::optim

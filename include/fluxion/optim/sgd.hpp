@@ -1,0 +1,83 @@
+// fx::optim::sgd: gradient descent, with optional momentum and Nesterov momentum (Keras's SGD).
+//
+//   fx::optim::sgd opt{0.1};                                     // w -= 0.1 * g
+//   fx::optim::sgd nesterov{{.learning_rate = 0.01, .momentum = 0.9, .nesterov = true}};
+//   opt.apply_gradients(tape.gradient(loss, vars), vars);
+//
+// With momentum, one slot per variable, `momentum` (m, starting at 0):
+//   m = momentum * m - learning_rate * g
+//   w = w + m                                   (nesterov: w = w + momentum * m - learning_rate * g)
+// Without momentum there is no slot and w = w - learning_rate * g. Defaults as in Keras:
+// learning_rate 0.01, momentum 0.
+//
+// PyTorch's torch.optim.SGD keeps b = momentum * b + g (b = g on the first step) and steps
+// w -= lr * b (nesterov: w -= lr * (g + momentum * b)): the same weights while the learning rate
+// is constant, since then m = -lr * b; they differ when a schedule changes the learning rate
+// (Keras's velocity keeps the old rates, PyTorch's rescales the whole history). Its
+// weight_decay is an L2 term added to the gradient, not Keras's decoupled decay, and dampening
+// has no Keras counterpart.
+#pragma once
+
+#include "optimizer.hpp"
+
+namespace fluxion::optim {
+
+struct sgd_options {
+  schedule learning_rate = 0.01;
+  double momentum = 0.0;  // in [0, 1]
+  bool nesterov = false;
+  double weight_decay = 0.0;  // decoupled, as Keras's weight_decay
+};
+
+class sgd : public optimizer {
+ public:
+  using options = sgd_options;
+
+  sgd() : sgd(options{}) {}
+  explicit sgd(schedule learning_rate) : sgd(options{.learning_rate = std::move(learning_rate)}) {}
+  explicit sgd(options o)
+      : optimizer("sgd", std::move(o.learning_rate), o.weight_decay), m_momentum(o.momentum), m_nesterov(o.nesterov) {
+    detail::check_unit_interval("sgd", "momentum", m_momentum, /*closed=*/true);
+  }
+
+  double momentum() const noexcept { return m_momentum; }
+  bool nesterov() const noexcept { return m_nesterov; }
+
+  std::vector<slot_spec> slot_specs() const override {
+    if (m_momentum == 0) return {};
+    return {{"momentum", 0.0}};
+  }
+
+ protected:
+  void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const override { kernel(b, c); }
+
+ private:
+  template <class T>
+  void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
+    const T lr = static_cast<T>(c.learning_rate), momentum = static_cast<T>(m_momentum);
+    if (m_momentum == 0) {
+      detail::fused_update<0>(b, c, [=](auto g, auto& w, auto&) {
+        using V = decltype(g);
+        w = w - g * V(lr);
+      });
+    } else if (m_nesterov) {
+      detail::fused_update<1>(b, c, [=](auto g, auto& w, auto& s) {
+        using V = decltype(g);
+        s[0] = s[0] * V(momentum) - g * V(lr);
+        w = w + (s[0] * V(momentum) - g * V(lr));
+      });
+    } else {
+      detail::fused_update<1>(b, c, [=](auto g, auto& w, auto& s) {
+        using V = decltype(g);
+        s[0] = s[0] * V(momentum) - g * V(lr);
+        w = w + s[0];
+      });
+    }
+  }
+
+  double m_momentum;
+  bool m_nesterov;
+};
+
+}  // namespace fluxion::optim

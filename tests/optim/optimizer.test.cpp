@@ -1,0 +1,211 @@
+// The machinery every optimizer shares (optim/optimizer.hpp): checks, slots, the counter, the
+// fused loop's parallel path, and training through a gradient tape.
+#include <fluxion/optim/adam.hpp>
+#include <fluxion/optim/sgd.hpp>
+
+#include "reference.hpp"
+
+namespace {
+
+struct model_state {
+  std::vector<float> kernel, bias;
+  std::uint64_t kernel_version, bias_version;
+};
+
+model_state snapshot(const fx::variable<float>& kernel, const fx::variable<float>& bias) {
+  return {kernel.peek().to_vector(), bias.peek().to_vector(), kernel.version(), bias.version()};
+}
+
+void check_unchanged(const model_state& before, const fx::variable<float>& kernel, const fx::variable<float>& bias,
+                     fx::optim::optimizer& opt) {
+  CHECK(kernel.peek().to_vector() == before.kernel);
+  CHECK(bias.peek().to_vector() == before.bias);
+  CHECK(kernel.version() == before.kernel_version);
+  CHECK(bias.version() == before.bias_version);
+  CHECK(opt.iterations() == 0);
+  CHECK(opt.slot_variables<float, fx::cpu>().empty());
+}
+
+}  // namespace
+
+TEST_CASE("apply_gradients: every bad call throws before anything changes, naming the variable") {
+  fx::variable<float> kernel{test::random_tensor<float>({2, 3}, 1), "dense/kernel"};
+  fx::variable<float> bias{test::random_tensor<float>({3}, 2), "dense/bias"};
+  fx::optim::adam opt{0.1};
+  const std::vector<fx::variable<float>*> vars{&bias, &kernel};  // bias first: it would be updated first
+  const fx::tensor<float> good_bias = test::random_tensor<float>({3}, 3);
+  const auto before = snapshot(kernel, bias);
+
+  test::check_throws_with<fx::invalid_argument>(
+      [&] { opt.apply_gradients(std::vector<fx::tensor<float>>{good_bias}, vars); },
+      "apply_gradients: 1 gradients for 2 variables; pass one gradient per variable, in the same order");
+  check_unchanged(before, kernel, bias, opt);
+
+  // What the tape returns for a variable the loss does not depend on: an empty tensor of shape (0,).
+  test::check_throws_with<fx::invalid_argument>(
+      [&] { opt.apply_gradients(std::vector<fx::tensor<float>>{good_bias, fx::tensor<float>{}}, vars); },
+      "apply_gradients: the gradient for variable 'dense/kernel' of shape (2, 3) is empty (shape (0,)): the tape "
+      "never saw variable 'dense/kernel' read: the loss does not depend on it, or it was read before the tape "
+      "started recording");
+  check_unchanged(before, kernel, bias, opt);
+
+  test::check_throws_with<fx::shape_error>(
+      [&] { opt.apply_gradients(std::vector<fx::tensor<float>>{good_bias, test::random_tensor<float>({3, 2}, 4)}, vars); },
+      "apply_gradients: the gradient for variable 'dense/kernel' has shape (3, 2), but the variable has shape (2, 3)");
+  check_unchanged(before, kernel, bias, opt);
+
+  test::check_throws_with<fx::invalid_argument>(
+      [&] {
+        opt.apply_gradients(std::vector<fx::tensor<float>>{good_bias, good_bias},
+                            std::vector<fx::variable<float>*>{&bias, nullptr});
+      },
+      "apply_gradients: variables[1] is a null pointer");
+  check_unchanged(before, kernel, bias, opt);
+
+  test::check_throws_with<fx::invalid_argument>(
+      [&] {
+        opt.apply_gradients(std::vector<fx::tensor<float>>{good_bias, good_bias},
+                            std::vector<fx::variable<float>*>{&bias, &bias});
+      },
+      "apply_gradients: variable 'dense/bias' appears more than once");
+  check_unchanged(before, kernel, bias, opt);
+
+  fx::variable<float> unnamed{fx::tensor<float>{1.f}};
+  test::check_throws_with<fx::shape_error>(
+      [&] {
+        opt.apply_gradients(std::vector<fx::tensor<float>>{fx::tensor<float>{1.f, 2.f}},
+                            std::vector<fx::variable<float>*>{&unnamed});
+      },
+      "apply_gradients: the gradient for variables[0] (unnamed) has shape (2,), but the variable has shape (1,)");
+  CHECK(unnamed.version() == 0);
+
+  // The same calls, fixed, then succeed.
+  opt.apply_gradients(std::vector<fx::tensor<float>>{good_bias, test::random_tensor<float>({2, 3}, 5)}, vars);
+  CHECK(opt.iterations() == 1);
+  CHECK(kernel.version() == 1);
+  CHECK(bias.version() == 1);
+  test::check_throws_with<fx::invalid_argument>([&] { opt.set_iterations(-1); },
+                                                "set_iterations: n = -1 must be non-negative");
+}
+
+TEST_CASE("apply_gradients: non-trainable variables are skipped, an empty list is a no-op") {
+  fx::variable<float> w{fx::tensor<float>{1.f, 2.f}, "w"};
+  fx::variable<float> frozen{fx::tensor<float>{3.f, 4.f}, "frozen", /*trainable=*/false};
+  fx::optim::sgd opt{{.learning_rate = 0.5, .momentum = 0.5}};
+  opt.apply_gradients(std::vector<fx::tensor<float>>{}, std::vector<fx::variable<float>*>{});
+  CHECK(opt.iterations() == 0);  // as Keras: no gradients, no step
+  // The frozen variable's gradient is not even looked at (the tape gives none for it).
+  opt.apply_gradients(std::vector<fx::tensor<float>>{fx::tensor<float>{1.f, 1.f}, fx::tensor<float>{}},
+                      std::vector<fx::variable<float>*>{&w, &frozen});
+  CHECK(opt.iterations() == 1);
+  CHECK(w.peek().to_vector() == std::vector<float>{0.5f, 1.5f});
+  CHECK(frozen.peek().to_vector() == std::vector<float>{3.f, 4.f});
+  CHECK(frozen.version() == 0);
+  const auto slots = opt.slot_variables<float, fx::cpu>();
+  REQUIRE(slots.size() == 1);
+  CHECK(slots[0].first == "w/momentum");
+  CHECK(opt.get_slot(frozen, "momentum") == nullptr);
+  test::check_throws_with<fx::invalid_argument>([&] { opt.get_slot(w, "velocity"); },
+                                                "get_slot: sgd has no slot named 'velocity'");
+}
+
+TEST_CASE("slots: float and double variables in one optimizer, named <variable>/<slot>, in creation order") {
+  fx::variable<float> a{fx::tensor<float>{1.f}, "a"};
+  fx::variable<double> b{fx::tensor<double>{{1.0, 2.0}}, "b"};
+  fx::variable<float> c{fx::tensor<float>{1.f, 2.f, 3.f}, "c"};
+  fx::optim::adam opt{{.amsgrad = true}};
+  opt.build(std::vector<fx::variable<float>*>{&c});
+  opt.apply_gradients(std::vector<fx::tensor<double>>{fx::tensor<double>{{0.5, 0.5}}}, std::vector<fx::variable<double>*>{&b});
+  opt.apply_gradients(std::vector<fx::tensor<float>>{fx::tensor<float>{1.f}, fx::tensor<float>{1.f, 1.f, 1.f}},
+                      std::vector<fx::variable<float>*>{&a, &c});
+  CHECK(opt.iterations() == 2);
+  std::vector<std::string> names;
+  for (auto& [name, slot] : opt.slot_variables<float, fx::cpu>()) {
+    names.push_back(name);
+    CHECK(!slot->trainable());
+  }
+  CHECK(names == std::vector<std::string>{"c/momentum", "c/velocity", "c/velocity_hat", "a/momentum", "a/velocity",
+                                          "a/velocity_hat"});
+  const auto doubles = opt.slot_variables<double, fx::cpu>();
+  REQUIRE(doubles.size() == 3);
+  CHECK(doubles[0].first == "b/momentum");
+  CHECK(doubles[0].second->shape() == fx::shape{1, 2});
+  // Adam's first momentum is (1 - beta_1) * g.
+  CHECK(doubles[0].second->peek()(0, 1) == doctest::Approx(0.05).epsilon(1e-12));
+  // A slot can be written, as a checkpoint restore does, and the next step reads it.
+  auto* m = opt.get_slot(a, "momentum");
+  REQUIRE(m != nullptr);
+  m->assign(fx::tensor<float>{0.f});
+  CHECK(opt.get_slot(a, "momentum")->peek()(0) == 0.f);
+  // The optimizer moves with its slots.
+  fx::optim::adam moved = std::move(opt);
+  CHECK(moved.iterations() == 2);
+  CHECK(moved.slot_variables<float, fx::cpu>().size() == 6);
+}
+
+TEST_CASE("the update is one fused pass: one new buffer per variable and per slot, swapped in") {
+  fx::variable<float> w{test::random_tensor<float>({64, 64}, 1), "w"};
+  fx::optim::adam opt{0.01};
+  const std::vector<fx::variable<float>*> vars{&w};
+  const std::vector<fx::tensor<float>> g{test::random_tensor<float>({64, 64}, 2)};
+  opt.apply_gradients(g, vars);  // creates the two slots
+  const fx::tensor<float> earlier = w.peek();
+  const auto earlier_values = earlier.to_vector();
+  const auto allocations = fx::memory::stats().allocations;
+  opt.apply_gradients(g, vars);
+  CHECK(fx::memory::stats().allocations - allocations == 3);  // w, m and v
+  CHECK(earlier.to_vector() == earlier_values);               // tensors read earlier never change
+  CHECK(w.peek().id() != earlier.id());
+}
+
+TEST_CASE("large variables: the thread pool splits the loop, and the result does not depend on the thread count") {
+  const fx::index_t n = 100003;  // four tasks of 32768 and a scalar tail
+  const auto w0 = optim_test::random_vector<double>(n, 1);
+  const auto grads = optim_test::random_gradients<double>(n, 10);
+  auto train = [&](int threads) {
+    fx::set_num_threads(threads);
+    fx::optim::adam opt{{.learning_rate = 0.1, .amsgrad = true}};
+    fx::variable<double> w{fx::from_vector(w0, {n}), "w"};
+    return optim_test::run(opt, w, grads).back();
+  };
+  const int saved = fx::get_num_threads();
+  const auto one = train(1), two = train(2);
+  fx::set_num_threads(saved);
+  CHECK(one == two);
+  // Against a naive loop over every element.
+  std::vector<double> w = w0, m(n, 0.0), v(n, 0.0), v_hat(n, 0.0);
+  for (int s = 0; s < optim_test::steps; ++s) {
+    const double t = s + 1, alpha = 0.1 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+    for (fx::index_t i = 0; i < n; ++i) {
+      const double g = grads[s][i];
+      m[i] += (g - m[i]) * (1 - 0.9);
+      v[i] += (g * g - v[i]) * (1 - 0.999);
+      v_hat[i] = std::max(v_hat[i], v[i]);
+      w[i] -= m[i] * alpha / (std::sqrt(v_hat[i]) + 1e-7);
+    }
+  }
+  test::check_close(two, w, 1e-12, 1e-14);
+}
+
+TEST_CASE("training through a gradient tape: the tape's gradients go straight in") {
+  fx::variable<float> w{fx::tensor<float>{1.f, -2.f, 3.f}, "w"};
+  fx::variable<float> unused{fx::tensor<float>{5.f}, "unused"};
+  fx::optim::sgd opt{0.25};
+  std::vector<fx::variable<float>*> vars{&w};
+  for (int step = 0; step < 3; ++step) {
+    fx::gradient_tape tape;
+    fx::tensor<float> loss = fx::reduce_sum(w * w);  // gradient 2 w: w shrinks by half each step
+    opt.apply_gradients(tape.gradient(loss, vars), vars);
+  }
+  CHECK(w.peek().to_vector() == std::vector<float>{0.125f, -0.25f, 0.375f});
+  CHECK(opt.iterations() == 3);
+  // A variable the loss does not read gets an empty gradient, and the error says why.
+  std::vector<fx::variable<float>*> both{&w, &unused};
+  fx::gradient_tape tape;
+  fx::tensor<float> loss = fx::reduce_sum(w * w);
+  auto grads = tape.gradient(loss, both);
+  test::check_throws_with<fx::invalid_argument>([&] { opt.apply_gradients(grads, both); },
+                                                "the tape never saw variable 'unused' read");
+  CHECK(w.peek().to_vector() == std::vector<float>{0.125f, -0.25f, 0.375f});
+  CHECK(opt.iterations() == 3);
+}
