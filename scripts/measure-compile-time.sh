@@ -7,6 +7,8 @@
 #   - every example;
 #   - bench/compile/mlp_train.cpp, a plain MLP training program, and its LibTorch twin
 #     bench/compile/mlp_train_torch.cpp (when libtorch-dev is installed), with their ratio;
+#   - examples/mnist_models.cpp (issue 11's model layer: conv, pool, LSTM, dense, Adam) against its
+#     LibTorch twin bench/compile/mnist_models_torch.cpp, header-only and with both levers;
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
 #     prebuilt (FLUXION_PREBUILT_KERNELS, the fluxion::kernels target) and a precompiled header.
 #   scripts/measure-compile-time.sh [extra compiler flags...]
@@ -46,8 +48,11 @@ row() { printf '%-58s %7s s\n' "$1" "$2"; }
 printf '#include <fluxion/fluxion.hpp>\nint main() { return 0; }\n' > "$scratch/umbrella.cpp"
 echo "$cxx $($cxx -dumpfullversion), flags: ${flags[*]}; CPU seconds, best of $runs"
 row "#include <fluxion/fluxion.hpp>" "$(best "$cxx" "${flags[@]}" -c "$scratch/umbrella.cpp" -o "$scratch/out.o")"
+models=""
 for example in examples/*.cpp; do
-  row "$example" "$(best "$cxx" "${flags[@]}" -c "$example" -o "$scratch/out.o")"
+  t=$(best "$cxx" "${flags[@]}" -c "$example" -o "$scratch/out.o")
+  row "$example" "$t"
+  [[ "$example" == examples/mnist_models.cpp ]] && models=$t
 done
 
 mlp=$(best "$cxx" "${flags[@]}" -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
@@ -72,6 +77,12 @@ if [[ -e "$torch_include/torch/torch.h" ]]; then
   ratio() { awk -v a="$1" -v b="$torch" 'BEGIN { printf "%.2f", a / b }'; }
   echo "fluxion / LibTorch: $(ratio "$mlp") header-only, $(ratio "$prebuilt") with prebuilt kernels," \
        "$(ratio "$both") with prebuilt kernels and a precompiled header (goal: 0.5)"
+  models_levers=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -I"$scratch/pch" -include fluxion_pch.hpp -c examples/mnist_models.cpp -o "$scratch/out.o")
+  row "examples/mnist_models.cpp ... with both levers" "$models_levers"
+  models_torch=$(best "$cxx" "${flags[@]}" -I"$torch_include" -c bench/compile/mnist_models_torch.cpp -o "$scratch/out.o")
+  row "bench/compile/mnist_models_torch.cpp (LibTorch)" "$models_torch"
+  echo "mnist_models fluxion / LibTorch: $(awk -v a="$models" -v b="$models_torch" 'BEGIN { printf "%.2f", a / b }')" \
+       "header-only, $(awk -v a="$models_levers" -v b="$models_torch" 'BEGIN { printf "%.2f", a / b }') with both levers (goal: 0.5)"
 else
-  echo "LibTorch twin: skipped (install libtorch-dev, or run scripts/install-deps.sh --bench)"
+  echo "LibTorch twins: skipped (install libtorch-dev, or run scripts/install-deps.sh --bench)"
 fi

@@ -16,3 +16,5 @@
 #include "nn.hpp"
 #include "optim.hpp"
 #include "io.hpp"
+#include "losses.hpp"
+#include "metrics.hpp"

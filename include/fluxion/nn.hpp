@@ -4,9 +4,14 @@
 #pragma once
 
 #include "nn/activations.hpp"
+#include "nn/batch_norm.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/dense.hpp"
 #include "nn/dropout.hpp"
+#include "nn/embedding.hpp"
+#include "nn/initializers.hpp"
+#include "nn/layer_norm.hpp"
+#include "nn/lstm.hpp"
 #include "nn/module.hpp"
 #include "nn/pooling.hpp"
 #include "nn/reshape.hpp"

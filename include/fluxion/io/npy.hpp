@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/dtype.hpp"
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
 #include "../tensor/tensor.hpp"
@@ -351,10 +352,8 @@ inline std::string temporary_name(const std::string& path) {
 }  // namespace detail
 
 /// Reads a .npy file into a tensor<T>. T must be the element type of the file's dtype.
-template <class T>
+template <element_type T>
 tensor<T> load_npy(const std::string& path) {
-  static_assert(is_element_type_v<T>,
-                "fluxion::io::load_npy<T>: T must be float, double, std::int32_t, std::int64_t or bool.");
   std::ifstream in = detail::open_for_reading(path);
   std::error_code ec;
   const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
@@ -373,8 +372,7 @@ tensor<T> load_npy(const std::string& path) {
     elements *= d;
   }
   const shape s(h.extents);
-  const std::size_t width = sizeof(T);
-  static_assert(sizeof(bool) == 1, "fluxion::io::load_npy: bool must be one byte, as NumPy's is.");
+  const std::size_t width = std::is_same_v<T, bool> ? 1 : sizeof(T);  // NumPy's bool is one byte
   const std::size_t needed = static_cast<std::size_t>(elements) * width;
   const std::uintmax_t available = file_size - h.data_offset;
   if (available < needed)
@@ -389,11 +387,16 @@ tensor<T> load_npy(const std::string& path) {
   in.read(bytes.data(), static_cast<std::streamsize>(needed));
   if (!in) detail::fail("load_npy", path, "cannot read the data");
   if constexpr (std::endian::native == std::endian::big) detail::swap_bytes(bytes.data(), bytes.size() / width, width);
-  char* out = reinterpret_cast<char*>(t.mutable_data());
-  if constexpr (std::is_same_v<T, bool>)
-    for (char& b : bytes) b = static_cast<char>(b != 0);  // any nonzero byte is true, as in NumPy
-  if (h.fortran_order && s.rank() > 1) detail::fortran_to_row_major(bytes.data(), out, s, width);
-  else if (needed) std::memcpy(out, bytes.data(), needed);
+  if (h.fortran_order && s.rank() > 1) {
+    std::vector<char> row_major(needed);
+    detail::fortran_to_row_major(bytes.data(), row_major.data(), s, width);
+    bytes.swap(row_major);
+  }
+  if constexpr (std::is_same_v<T, bool>) {
+    for (std::size_t i = 0; i < needed; ++i) t.mutable_data()[i] = bytes[i] != 0;  // any nonzero byte is true
+  } else if (needed) {
+    std::memcpy(t.mutable_data(), bytes.data(), needed);
+  }
   return t;
 }
 
@@ -408,7 +411,7 @@ void save_npy(const std::string& path, const tensor<T, Device>& t) {
   prefix += static_cast<char>(header.size() & 0xff);
   prefix += static_cast<char>(header.size() >> 8);
 
-  std::vector<char> bytes(static_cast<std::size_t>(t.size()) * sizeof(T));
+  std::vector<char> bytes(static_cast<std::size_t>(t.size()) * (std::is_same_v<T, bool> ? 1 : sizeof(T)));
   const std::vector<T> values = t.to_vector();
   if constexpr (std::is_same_v<T, bool>) {
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(values[i] ? 1 : 0);

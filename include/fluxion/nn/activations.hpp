@@ -62,7 +62,7 @@ struct activation_layer : stateless_layer<Derived> {
 #define FLUXION_ACTIVATION_LAYER(layer_name, keras_name, body)              \
   struct layer_name : detail::activation_layer<layer_name> {                \
     static constexpr const char* base_name = keras_name;                    \
-    explicit layer_name(std::string n = {}) : activation_layer(std::move(n)) {} \
+    explicit layer_name(std::string n = {}) : activation_layer(n.empty() ? keras_name : std::move(n)) {} \
     template <class X>                                                      \
     auto operator()(X&& x, bool /*training*/ = false) const {               \
       return body(std::forward<X>(x));                                      \

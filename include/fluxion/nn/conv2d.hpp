@@ -87,7 +87,7 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
   }
 
   template <class X, class Epilogue = detail::identity>
-  tensor<T> operator()(X&& x, bool /*training*/ = false, Epilogue epilogue = {}) {
+  tensor<T> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
     static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
                   "fluxion::nn::conv2d: the input's element type differs from the layer's; convert it with "

@@ -60,7 +60,7 @@ class dense : public layer_base<dense<Units, T>, T> {
   /// y = epilogue(x W + b): a sequential model passes the activation that follows as the
   /// epilogue, so that bias and activation are one fused pass over the output.
   template <class X, class Epilogue = detail::identity>
-  tensor<T> operator()(X&& x, bool /*training*/ = false, Epilogue epilogue = {}) {
+  tensor<T> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
     static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
                   "fluxion::nn::dense: the input's element type differs from the layer's; convert it with "

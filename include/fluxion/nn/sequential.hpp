@@ -21,6 +21,7 @@
 #pragma once
 
 #include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -90,14 +91,33 @@ consteval bool same_static_shape() {
   }
 }
 
-/// A layer of the model's element type: layers with variables are re-declared for T (by name);
+/// A layer of the model's element type: layers with variables are re-declared for T (from the
+/// layer itself where they can be, keeping settings such as batch_norm's momentum; else by name);
 /// the others are moved as they are.
 template <class T, class L>
 auto rebind_layer(L&& layer) {
   using R = typename std::remove_cvref_t<L>::template rebind<T>;
   if constexpr (std::is_same_v<R, std::remove_cvref_t<L>>) return std::move(layer);
+  else if constexpr (std::is_constructible_v<R, const std::remove_cvref_t<L>&>) return R(layer);
   else return R(layer.name());
 }
+
+template <class L>
+concept takes_indices = requires { requires L::takes_indices; };
+
+/// The model's element type: the input's, unless the input holds integers (indices) for a first
+/// layer that maps them to values (an embedding): then that layer's.
+template <class In, class... Layers>
+struct model_value {
+  using type = In;
+};
+template <class In, class First, class... Rest>
+  requires(std::is_integral_v<In> && takes_indices<First>)
+struct model_value<In, First, Rest...> {
+  using type = typename First::value_type;
+};
+template <class In, class... Layers>
+using model_value_t = typename model_value<In, Layers...>::type;
 
 }  // namespace detail
 
@@ -137,7 +157,9 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Layers..
   template <class X>
   tensor<T> operator()(X&& x, bool training = false) {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
-    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
+    using first = std::tuple_element_t<0, std::tuple<Layers...>>;
+    static_assert(std::is_same_v<value_type_t<decltype(e)>, T> ||
+                      (detail::takes_indices<first> && std::is_integral_v<value_type_t<decltype(e)>>),
                   "fluxion::nn::sequential: the input's element type differs from the model's (the one of its "
                   "fluxion::nn::input); convert it with fluxion::cast<T>.");
     detail::check_batch_shape<InShape>("sequential", this->m_name, e.shape());
@@ -183,6 +205,11 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Layers..
       std::get<I>(m_layers).build(detail::runtime_shape<std::tuple_element_t<I, typename chain::inputs>>(), gen);
   }
 
+  // Between layers the value is a tensor, so that each layer's statements have the same types
+  // whatever came before it: a program's models then share their kernels and backward functions
+  // (compile time), and a kernel-boundary layer (pooling, LSTM) would materialize its input anyway.
+  // The exception is an elementwise activation after a layer that takes an epilogue (dense,
+  // conv2d, the normalizations): it is fused into that layer's statement.
   template <std::size_t I, class X>
   tensor<T> run(X&& x, bool training) {
     if constexpr (I == count) {
@@ -190,18 +217,11 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Layers..
     } else {
       using L = std::tuple_element_t<I, std::tuple<Layers...>>;
       auto& layer = std::get<I>(m_layers);
-      if constexpr (I + 1 < count) {
-        using Next = std::tuple_element_t<I + 1, std::tuple<Layers...>>;
-        if constexpr (detail::takes_epilogue<L> && detail::elementwise_layer<Next>) {
-          auto& next = std::get<I + 1>(m_layers);
-          return run<I + 2>(layer(std::forward<X>(x), training,
-                                  [&](auto&& y) { return next(std::forward<decltype(y)>(y), training); }),
-                            training);
-        } else {
-          return run<I + 1>(layer(std::forward<X>(x), training), training);
-        }
+      if constexpr (I + 1 < count && detail::takes_epilogue<L> &&
+                    detail::elementwise_layer<std::tuple_element_t<std::min(I + 1, count - 1), std::tuple<Layers...>>>) {
+        return run<I + 2>(layer(std::forward<X>(x), training, std::get<I + 1>(m_layers)), training);
       } else {
-        return run<I + 1>(layer(std::forward<X>(x), training), training);
+        return run<I + 1>(fluxion::detail::materialize(layer(std::forward<X>(x), training)), training);
       }
     }
   }
@@ -232,15 +252,15 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Layers..
 /// The model type of sequential(input, layers...): usable as a member of a composite model.
 template <class Input, class... Layers>
 using sequential_t =
-    sequential_model<typename Input::value_type, typename Input::shape_type,
-                     typename Layers::template rebind<typename Input::value_type>...>;
+    sequential_model<detail::model_value_t<typename Input::value_type, Layers...>, typename Input::shape_type,
+                     typename Layers::template rebind<detail::model_value_t<typename Input::value_type, Layers...>>...>;
 
 /// A sequential model: the input's per-example shape and element type, then the layers. Variables
 /// are drawn from `gen` (or fx::random::global_generator()).
 template <class T, index_t... D, class... Layers>
 auto sequential(random::generator& gen, typed_input<T, D...>, Layers... layers) {
   using model = sequential_t<typed_input<T, D...>, Layers...>;
-  return model(gen, detail::rebind_layer<T>(std::move(layers))...);
+  return model(gen, detail::rebind_layer<typename model::value_type>(std::move(layers))...);
 }
 template <class T, index_t... D, class... Layers>
 auto sequential(typed_input<T, D...> in, Layers... layers) {

@@ -1,0 +1,202 @@
+// Model-layer benchmarks against LibTorch, in one run (issue 11):
+//
+//   train_mlp    784-256-256-10 MLP, relu                                     batch 64, Adam
+//   train_cnn    the TF tutorial's 2-conv net: conv 32 5x5 same relu, pool 2, conv 64 5x5 same
+//                relu, pool 2, dense 1024 relu, dense 10 (no dropout)         batch 64, Adam
+//   train_lstm   the seed's CNN+LSTM (MNIST_HighLevel): conv 32 5x5, pool, conv 64 5x5, pool,
+//                (49, 64) -> transpose -> LSTM 128 -> dense 10               batch 64, Adam
+//   infer_mlp, infer_cnn   the MLP and the CNN in inference, batch 1 (latency)
+//
+// A training step is: forward, softmax cross-entropy with integer labels, the gradients of every
+// variable, and one Adam update (fluxion: a gradient tape and fx::optim::adam; LibTorch: autograd,
+// zero_grad and torch::optim::Adam). Inputs are random images and labels, the same for both. The
+// second argument is the thread count given to both libraries; the README reports each library at
+// its best thread count. Before timing, each training case checks that three steps on one batch
+// lower the loss (SkipWithError otherwise), so a step that does nothing cannot look fast.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fluxion/fluxion.hpp>
+
+#if FLUXION_BENCH_HAVE_TORCH
+#include <torch/torch.h>
+#endif
+
+namespace fx = fluxion;
+namespace nn = fluxion::nn;
+
+namespace {
+
+constexpr fx::index_t train_batch = 64;
+
+void set_threads(int n) {
+  fx::set_num_threads(n);
+#if FLUXION_BENCH_HAVE_TORCH
+  at::set_num_threads(n);
+#endif
+}
+
+struct batch_data {
+  fx::tensor<float> images;   // (batch, 784)
+  fx::tensor<std::int32_t> labels;
+};
+
+batch_data make_batch(fx::index_t batch) {
+  fx::random::generator gen{17};
+  return {fx::random::uniform<float>({batch, 784}, gen), fx::random::uniform<std::int32_t>({batch}, gen, 0, 10)};
+}
+
+using mlp_t = nn::sequential_t<nn::input<784>, nn::dense<256>, nn::relu, nn::dense<256>, nn::relu, nn::dense<10>>;
+using cnn_t = nn::sequential_t<nn::input<28, 28, 1>, nn::conv2d<32, 5, nn::same>, nn::relu, nn::max_pool2d<2>,
+                               nn::conv2d<64, 5, nn::same>, nn::relu, nn::max_pool2d<2>, nn::flatten,
+                               nn::dense<1024>, nn::relu, nn::dense<10>>;
+using lstm_t = nn::sequential_t<nn::input<28, 28, 1>, nn::conv2d<32, 5, nn::same>, nn::max_pool2d<2, 2, nn::same>,
+                                nn::conv2d<64, 5, nn::same>, nn::max_pool2d<2, 2, nn::same>, nn::reshape<49, 64>,
+                                nn::permute<2, 1>, nn::lstm<128>, nn::dense<10>>;
+
+template <class Model>
+float fluxion_step(Model& model, fx::optim::adam& opt, const fx::tensor<float>& x, const fx::tensor<std::int32_t>& y) {
+  fx::gradient_tape tape;
+  fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(model(x, true), y);
+  auto vars = model.trainable_variables();
+  opt.apply_gradients(tape.gradient(loss, vars), vars);
+  return loss.item();
+}
+
+template <class Model>
+void fluxion_train(benchmark::State& state, bool images) {
+  set_threads(static_cast<int>(state.range(0)));
+  Model model;
+  fx::optim::adam opt{1e-3};
+  const batch_data d = make_batch(train_batch);
+  const fx::tensor<float> x = images ? fx::tensor<float>(fx::reshape(d.images, {train_batch, 28, 28, 1})) : d.images;
+  const float first = fluxion_step(model, opt, x, d.labels);
+  fluxion_step(model, opt, x, d.labels);
+  if (!(fluxion_step(model, opt, x, d.labels) < first)) state.SkipWithError("fluxion: the loss did not fall");
+  for (auto _ : state) benchmark::DoNotOptimize(fluxion_step(model, opt, x, d.labels));
+}
+
+void train_mlp_fluxion(benchmark::State& s) { fluxion_train<mlp_t>(s, false); }
+void train_cnn_fluxion(benchmark::State& s) { fluxion_train<cnn_t>(s, true); }
+void train_lstm_fluxion(benchmark::State& s) { fluxion_train<lstm_t>(s, true); }
+
+template <class Model>
+void fluxion_infer(benchmark::State& state, bool images) {
+  set_threads(static_cast<int>(state.range(0)));
+  Model model;
+  const batch_data d = make_batch(1);
+  const fx::tensor<float> x = images ? fx::tensor<float>(fx::reshape(d.images, {1, 28, 28, 1})) : d.images;
+  for (auto _ : state) benchmark::DoNotOptimize(model(x).data());
+}
+void infer_mlp_fluxion(benchmark::State& s) { fluxion_infer<mlp_t>(s, false); }
+void infer_cnn_fluxion(benchmark::State& s) { fluxion_infer<cnn_t>(s, true); }
+
+#if FLUXION_BENCH_HAVE_TORCH
+
+torch::Tensor to_torch(const fx::tensor<float>& t, std::vector<std::int64_t> shape) {
+  return torch::from_blob(const_cast<float*>(t.data()), shape, torch::kFloat32).clone();
+}
+torch::Tensor labels_to_torch(const fx::tensor<std::int32_t>& t) {
+  std::vector<std::int64_t> v(t.to_vector().begin(), t.to_vector().end());
+  return torch::tensor(v, torch::kInt64);
+}
+
+struct torch_mlp : torch::nn::Module {
+  torch::nn::Linear l1{784, 256}, l2{256, 256}, l3{256, 10};
+  torch_mlp() {
+    register_module("l1", l1), register_module("l2", l2), register_module("l3", l3);
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return l3(torch::relu(l2(torch::relu(l1(x))))); }
+};
+
+struct torch_cnn : torch::nn::Module {
+  torch::nn::Conv2d c1{torch::nn::Conv2dOptions(1, 32, 5).padding(2)}, c2{torch::nn::Conv2dOptions(32, 64, 5).padding(2)};
+  torch::nn::Linear f1{7 * 7 * 64, 1024}, f2{1024, 10};
+  torch_cnn() {
+    register_module("c1", c1), register_module("c2", c2), register_module("f1", f1), register_module("f2", f2);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = torch::max_pool2d(torch::relu(c1(x)), 2);
+    h = torch::max_pool2d(torch::relu(c2(h)), 2);
+    return f2(torch::relu(f1(h.flatten(1))));
+  }
+};
+
+struct torch_lstm : torch::nn::Module {
+  torch::nn::Conv2d c1{torch::nn::Conv2dOptions(1, 32, 5).padding(2)}, c2{torch::nn::Conv2dOptions(32, 64, 5).padding(2)};
+  torch::nn::LSTM lstm{torch::nn::LSTMOptions(49, 128).batch_first(true)};
+  torch::nn::Linear fc{128, 10};
+  torch_lstm() {
+    register_module("c1", c1), register_module("c2", c2), register_module("lstm", lstm), register_module("fc", fc);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = torch::max_pool2d(c1(x), 2);
+    h = torch::max_pool2d(c2(h), 2);                   // (batch, 64, 7, 7): channels first already
+    auto seq = h.flatten(2);                           // (batch, 64, 49) = fluxion's permuted (49, 64)
+    auto out = std::get<0>(lstm(seq));                 // (batch, 64, 128)
+    return fc(out.select(1, out.size(1) - 1));
+  }
+};
+
+template <class Module>
+void torch_train(benchmark::State& state, bool images) {
+  set_threads(static_cast<int>(state.range(0)));
+  torch::manual_seed(0);
+  Module model;
+  torch::optim::Adam opt(model.parameters(), torch::optim::AdamOptions(1e-3).eps(1e-7));
+  const batch_data d = make_batch(train_batch);
+  const auto x = images ? to_torch(d.images, {train_batch, 1, 28, 28}) : to_torch(d.images, {train_batch, 784});
+  const auto y = labels_to_torch(d.labels);
+  auto step = [&] {
+    opt.zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(model.forward(x), y);
+    loss.backward();
+    opt.step();
+    return loss.item<float>();
+  };
+  const float first = step();
+  step();
+  if (!(step() < first)) state.SkipWithError("LibTorch: the loss did not fall");
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+}
+void train_mlp_torch(benchmark::State& s) { torch_train<torch_mlp>(s, false); }
+void train_cnn_torch(benchmark::State& s) { torch_train<torch_cnn>(s, true); }
+void train_lstm_torch(benchmark::State& s) { torch_train<torch_lstm>(s, true); }
+
+template <class Module>
+void torch_infer(benchmark::State& state, bool images) {
+  set_threads(static_cast<int>(state.range(0)));
+  torch::manual_seed(0);
+  Module model;
+  torch::NoGradGuard no_grad;
+  const batch_data d = make_batch(1);
+  const auto x = images ? to_torch(d.images, {1, 1, 28, 28}) : to_torch(d.images, {1, 784});
+  for (auto _ : state) benchmark::DoNotOptimize(model.forward(x).data_ptr());
+}
+void infer_mlp_torch(benchmark::State& s) { torch_infer<torch_mlp>(s, false); }
+void infer_cnn_torch(benchmark::State& s) { torch_infer<torch_cnn>(s, true); }
+#endif
+
+void threads(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"threads"});
+  for (int th : {1, 2}) b->Args({th});
+  b->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace
+
+BENCHMARK(train_mlp_fluxion)->Apply(threads);
+BENCHMARK(train_cnn_fluxion)->Apply(threads);
+BENCHMARK(train_lstm_fluxion)->Apply(threads);
+BENCHMARK(infer_mlp_fluxion)->Apply(threads);
+BENCHMARK(infer_cnn_fluxion)->Apply(threads);
+#if FLUXION_BENCH_HAVE_TORCH
+BENCHMARK(train_mlp_torch)->Apply(threads);
+BENCHMARK(train_cnn_torch)->Apply(threads);
+BENCHMARK(train_lstm_torch)->Apply(threads);
+BENCHMARK(infer_mlp_torch)->Apply(threads);
+BENCHMARK(infer_cnn_torch)->Apply(threads);
+#endif

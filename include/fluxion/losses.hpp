@@ -1,0 +1,213 @@
+// Loss functions with Keras semantics, composed from differentiable primitives, so a gradient tape
+// (or forward mode, or a higher-order tape) differentiates them with no rule of their own.
+//
+//   #include <fluxion/losses.hpp>
+//   fx::gradient_tape tape;
+//   fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(model(x), labels);
+//   auto grads = tape.gradient(loss, model.trainable_variables());
+//
+// Logits and predictions are float or double, with the class (or feature) axis last: (batch,
+// classes). Labels and targets of another element type are converted to the logits' type.
+// reduction::none gives one value per example: the cross entropies reduce the class axis; the
+// elementwise losses (binary cross entropy, mean squared error, Huber) average the last axis, as
+// Keras does, when the input has rank 2 or more, and treat each element of a rank-1 input as an
+// example. reduction::mean (Keras's sum over batch size) averages those values, reduction::sum adds
+// them. Every loss returns a materialized tensor<T>, of shape () unless the reduction is none.
+//
+// The cross entropies go through reduce_logsumexp and the binary one through
+// max(x, 0) - x z + log1p(exp(-|x|)), so |logits| of 1e4 give finite losses and gradients.
+// Shapes that disagree throw fluxion::shape_error naming the loss and both shapes; class indices
+// outside [0, classes) throw fluxion::out_of_range naming the value and its position.
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "core/error.hpp"
+#include "core/shape.hpp"
+#include "tensor.hpp"
+
+namespace fluxion::losses {
+
+/// How per-example losses are combined: their mean, their sum, or none (one value per example).
+enum class reduction { mean, sum, none };
+
+namespace detail {
+
+template <class X>
+concept tensor_like = is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>;
+
+template <class X>
+using expr_of = fluxion::detail::expr_t<X>;
+
+template <class E>
+constexpr void require_floating() {
+  static_assert(std::is_floating_point_v<value_type_t<E>>,
+                "fluxion::losses: logits and predictions must be float or double tensors; convert them with "
+                "fluxion::cast<float>(x) first.");
+}
+
+/// `y` as an expression of element type T (labels and targets follow the logits' type).
+template <class T, class Y>
+auto as_type(Y&& y) {
+  auto e = fluxion::detail::as_expr<Y>(std::forward<Y>(y));
+  if constexpr (std::is_same_v<value_type_t<decltype(e)>, T>) return e;
+  else return cast<T>(std::move(e));
+}
+
+inline void check_same_shape(const char* loss, const char* a_name, const shape& a, const char* b_name,
+                             const shape& b) {
+  if (!(a == b))
+    throw shape_error(std::string(loss) + ": " + a_name + " " + to_string(a) + " and " + b_name + " " + to_string(b) +
+                      " must have the same shape");
+}
+
+/// The first operand as an expression of a floating type and the second converted to it, once
+/// their shapes are checked to agree.
+template <class A, class B>
+auto floating_pair(const char* loss, const char* a_name, A&& a, const char* b_name, B&& b) {
+  auto x = fluxion::detail::as_expr<A>(std::forward<A>(a));
+  require_floating<decltype(x)>();
+  auto y = as_type<value_type_t<decltype(x)>>(std::forward<B>(b));
+  check_same_shape(loss, a_name, x.shape(), b_name, y.shape());
+  return std::pair{std::move(x), std::move(y)};
+}
+
+inline void check_class_axis(const char* loss, const shape& logits) {
+  if (logits.rank() == 0)
+    throw shape_error(std::string(loss) + ": logits of shape () have no class axis; give them the shape "
+                      "(batch, classes)");
+}
+
+/// Combines per-example losses as `r` asks.
+template <class E>
+auto reduce_examples(const E& per_example, reduction r) {
+  using result = tensor<value_type_t<E>, device_t<E>>;
+  switch (r) {
+    case reduction::none: return result(per_example);
+    case reduction::sum: return result(reduce_sum(per_example));
+    case reduction::mean: break;
+  }
+  return result(reduce_mean(per_example));
+}
+
+/// An elementwise loss: its per-example value averages the last axis when the rank is 2 or more.
+template <class E>
+auto reduce_elementwise(const E& elementwise, reduction r) {
+  if (elementwise.shape().rank() >= 2) {
+    // The mean of per-example means is the mean of all elements: one reduction, not two.
+    if (r == reduction::mean) return tensor<value_type_t<E>, device_t<E>>(reduce_mean(elementwise));
+    return reduce_examples(reduce_mean(elementwise, -1), r);
+  }
+  return reduce_examples(elementwise, r);
+}
+
+/// sum_c y_c (logsumexp(x) - x_c) over the class axis: -sum_c y_c log softmax(x)_c, stably.
+template <class X, class Y>
+auto softmax_cross_entropy_per_example(const X& logits, const Y& labels) {
+  return reduce_sum(labels * (reduce_logsumexp(logits, -1, keepdims) - logits), -1);
+}
+
+/// "[3]" or "[1, 2]": the position of flat element `i` in shape `s`.
+inline std::string position(index_t i, const shape& s) {
+  std::string r;
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    r = std::to_string(i % s[d]) + (r.empty() ? "" : ", ") + r;
+    i /= s[d];
+  }
+  return "[" + r + "]";
+}
+
+}  // namespace detail
+
+/// Cross entropy between softmax(logits) and a distribution over classes (one-hot or soft labels)
+/// of the same shape: -sum_c labels_c log softmax(logits)_c per example.
+template <detail::tensor_like L, detail::tensor_like Y>
+auto softmax_cross_entropy(L&& logits, Y&& labels, reduction r = reduction::mean) {
+  const auto [x, y] = detail::floating_pair("softmax_cross_entropy", "logits", std::forward<L>(logits), "labels",
+                                             std::forward<Y>(labels));
+  detail::check_class_axis("softmax_cross_entropy", x.shape());
+  return detail::reduce_examples(detail::softmax_cross_entropy_per_example(x, y), r);
+}
+
+/// Cross entropy between softmax(logits) and integer class indices: logits (batch, classes),
+/// labels (batch,) (or (batch, 1)) of int32 or int64, each in [0, classes).
+template <detail::tensor_like L, detail::tensor_like I>
+auto sparse_softmax_cross_entropy(L&& logits, I&& labels, reduction r = reduction::mean) {
+  auto x = fluxion::detail::as_expr<L>(std::forward<L>(logits));
+  using T = value_type_t<decltype(x)>;
+  detail::require_floating<decltype(x)>();
+  using IT = value_type_t<detail::expr_of<I>>;
+  static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
+                "fluxion::losses::sparse_softmax_cross_entropy: labels must be int32 or int64 class indices; "
+                "for one-hot or soft labels use softmax_cross_entropy.");
+  auto indices = fluxion::detail::materialize(fluxion::detail::as_expr<I>(std::forward<I>(labels)));
+  const char* name = "sparse_softmax_cross_entropy";
+  detail::check_class_axis(name, x.shape());
+  const shape& xs = x.shape();
+  const shape examples(xs.begin(), xs.end() - 1);
+  shape with_unit_axis = examples;  // Keras also takes labels of shape (batch, 1)
+  with_unit_axis.push_back(1);
+  if (indices.shape() == with_unit_axis) indices = decltype(indices)(indices, examples);
+  if (!(indices.shape() == examples))
+    throw shape_error(std::string(name) + ": logits " + to_string(xs) + " need labels of shape " +
+                      to_string(examples) + " or " + to_string(with_unit_axis) + ", not " + to_string(indices.shape()));
+  const index_t classes = xs[xs.rank() - 1];
+  const auto values = indices.to_vector();
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (values[i] < 0 || values[i] >= classes)
+      throw out_of_range(std::string(name) + ": labels" + detail::position(static_cast<index_t>(i), examples) +
+                         " = " + std::to_string(values[i]) + " is not in [0, " + std::to_string(classes) + ")");
+  return detail::reduce_examples(detail::softmax_cross_entropy_per_example(x, one_hot<T>(indices, classes)), r);
+}
+
+/// Binary cross entropy between sigmoid(logits) and labels in [0, 1] of the same shape, computed
+/// as TensorFlow's sigmoid_cross_entropy_with_logits: max(x, 0) - x z + log1p(exp(-|x|)).
+template <detail::tensor_like L, detail::tensor_like Y>
+auto sigmoid_binary_cross_entropy(L&& logits, Y&& labels, reduction r = reduction::mean) {
+  const auto [x, z] = detail::floating_pair("sigmoid_binary_cross_entropy", "logits", std::forward<L>(logits),
+                                             "labels", std::forward<Y>(labels));
+  using T = value_type_t<decltype(x)>;
+  // Written with where rather than relu and abs so that the gradient at x = 0 is exact
+  // (sigmoid(0) - z), as in TensorFlow.
+  const auto positive = x >= T(0);
+  return detail::reduce_elementwise(where(positive, x, T(0)) - x * z + log1p(exp(where(positive, -x, x))), r);
+}
+
+/// The mean of (predictions - targets)^2 over the last axis, per example.
+template <detail::tensor_like P, detail::tensor_like Y>
+auto mean_squared_error(P&& predictions, Y&& targets, reduction r = reduction::mean) {
+  const auto [p, y] = detail::floating_pair("mean_squared_error", "predictions", std::forward<P>(predictions),
+                                             "targets", std::forward<Y>(targets));
+  return detail::reduce_elementwise(square(p - y), r);
+}
+
+/// The Huber loss: 0.5 e^2 where |e| <= delta, delta (|e| - 0.5 delta) beyond, for the error
+/// e = predictions - targets, averaged over the last axis per example. delta must be positive.
+template <detail::tensor_like P, detail::tensor_like Y>
+auto huber(P&& predictions, Y&& targets, double delta = 1.0, reduction r = reduction::mean) {
+  const auto [p, y] = detail::floating_pair("huber", "predictions", std::forward<P>(predictions), "targets",
+                                             std::forward<Y>(targets));
+  using T = value_type_t<decltype(p)>;
+  if (!(delta > 0)) {
+    std::ostringstream os;
+    os << "huber: delta = " << delta << " must be positive";
+    throw invalid_argument(os.str());
+  }
+  // With q = min(|e|, delta): 0.5 q^2 + delta (|e| - q), the two pieces without a branch, smooth at
+  // |e| = delta.
+  const auto a = abs(p - y);
+  const auto q = minimum(a, static_cast<T>(delta));
+  return detail::reduce_elementwise(T(0.5) * square(q) + static_cast<T>(delta) * (a - q), r);
+}
+
+/// The Huber loss with delta = 1 and the given reduction.
+template <detail::tensor_like P, detail::tensor_like Y>
+auto huber(P&& predictions, Y&& targets, reduction r) {
+  return huber(std::forward<P>(predictions), std::forward<Y>(targets), 1.0, r);
+}
+
+}  // namespace fluxion::losses

@@ -1,0 +1,229 @@
+// fx::nn::batch_norm<Axis>: Keras's BatchNormalization over the channel axis (the last by default).
+//
+//   fx::nn::batch_norm<> bn;                          // momentum 0.99, epsilon 1e-3, as Keras
+//   fx::tensor<float> y = bn(x, /*training=*/true);   // x: (batch, C) or (batch, H, W, C)
+//   fx::tensor<float> z = bn(x);                      // inference: the moving statistics
+//   bn.moving_mean().peek();                          // updated by the training call above
+//
+// Training normalizes with the batch's mean and biased variance over every axis but the channel
+// axis, y = gamma (x - mean) / sqrt(var + epsilon) + beta, and is differentiable through those
+// statistics. It then updates the moving statistics, moving = moving * momentum + batch * (1 -
+// momentum), as Keras does (with the biased variance: PyTorch uses the unbiased one there), with
+// every tape and forward accumulator paused: the moving statistics are state, not part of the
+// computation, and the update is never recorded. gamma and beta are trainable; moving_mean and
+// moving_variance are not (non_trainable_variables()).
+//
+// Inference is one fused statement over x: x * scale + shift, with scale = gamma * rsqrt(
+// moving_variance + epsilon) and shift = beta - moving_mean * scale computed first from the
+// per-channel vectors, as Keras's fused inference does.
+//
+// A block that recomputes its forward pass (a reversible block's backward pass) must not update the
+// moving statistics twice: call bn.call(x, true, /*update_moving_averages=*/false), or switch the
+// updates off with bn.set_update_moving_averages(false).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../autodiff/forward.hpp"
+#include "../autodiff/tape.hpp"
+#include "../expr/elementwise.hpp"
+#include "../expr/reduce.hpp"
+#include "../expr/remap.hpp"
+#include "../tensor/creation.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+namespace detail {
+
+/// While alive, every gradient tape (and forward accumulator) of this thread is paused: what is
+/// materialized in its scope is invisible to autodiff.
+class autodiff_paused {
+ public:
+  autodiff_paused() {
+    for (gradient_tape* t : fluxion::detail::tape_stack::tapes)
+      m_tapes.push_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
+#if FLUXION_FORWARD_MODE
+    for (forward_accumulator* a : fluxion::detail::accumulator_stack::accumulators)
+      m_accumulators.push_back(std::make_unique<forward_accumulator::pause>(*a));
+#endif
+  }
+
+ private:
+  std::vector<std::unique_ptr<gradient_tape::stop_recording_scope>> m_tapes;
+#if FLUXION_FORWARD_MODE
+  std::vector<std::unique_ptr<forward_accumulator::pause>> m_accumulators;
+#endif
+};
+
+/// The shape that puts a per-channel vector of `channels` on `axis` of a rank-`rank` input.
+inline fluxion::shape channel_broadcast_shape(int rank, int axis, index_t channels) {
+  fluxion::shape s;
+  for (int d = 0; d < rank; ++d) s.push_back(d == axis ? channels : 1);
+  return s;
+}
+
+}  // namespace detail
+
+template <int Axis = -1, class T = float>
+class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
+  static_assert(std::is_floating_point_v<T>, "fluxion::nn::batch_norm<Axis, T>: T must be a floating-point type.");
+  static_assert(Axis != 0,
+                "fluxion::nn::batch_norm<Axis>: axis 0 is the batch axis; give the channel axis, counted with the "
+                "batch axis (-1, the last, for (batch, ..., channels) input).");
+  using base = layer_base<batch_norm<Axis, T>, T>;
+
+ public:
+  static constexpr bool names_itself = true;
+  static constexpr bool elementwise = false;
+  static constexpr bool takes_epilogue = true;
+  static constexpr const char* base_name = "batch_normalization";
+  template <class U>
+  using rebind = batch_norm<Axis, U>;
+  /// The per-example output shape is the input's; the channel axis must exist.
+  template <index_t... D>
+  static auto output_shape(static_shape<D...>) {  // auto: sequential's decltype runs the check
+    constexpr int rank = static_cast<int>(sizeof...(D)) + 1;  // with the batch axis
+    constexpr int axis = Axis < 0 ? Axis + rank : Axis;
+    static_assert(detail::check_extents<(axis >= 1 && axis < rank), "batch_norm", "channel axis", Axis,
+                                        "input rank (with the batch axis)", rank>::value,
+                  "fluxion::nn::batch_norm<Axis>: the channel axis is outside the input's axes; Axis counts the "
+                  "batch axis (as Keras's axis): -1 is the last, 1 the first after the batch.");
+    return static_shape<D...>{};
+  }
+
+  /// Keras's defaults: momentum 0.99, epsilon 1e-3.
+  explicit batch_norm(double momentum = 0.99, double epsilon = 1e-3, std::string name = {})
+      : base(name.empty() ? base_name : std::move(name)), m_momentum(momentum), m_epsilon(epsilon) {
+    if (!(momentum >= 0.0 && momentum <= 1.0))
+      throw invalid_argument("batch_norm '" + this->m_name + "': momentum = " + std::to_string(momentum) +
+                             " is not in [0, 1]");
+    if (!(epsilon > 0.0))
+      throw invalid_argument("batch_norm '" + this->m_name + "': epsilon = " + std::to_string(epsilon) +
+                             " is not positive");
+  }
+  explicit batch_norm(std::string name) : batch_norm(0.99, 1e-3, std::move(name)) {}
+  /// The same layer for another element type (a sequential model re-declares its layers for the
+  /// model's type): the settings carry over, the variables are created when it is built.
+  template <class U>
+    requires(!std::is_same_v<U, T>)
+  explicit batch_norm(const batch_norm<Axis, U>& other) : batch_norm(other.momentum(), other.epsilon(), other.name()) {
+    m_update = other.update_moving_averages();
+  }
+
+  double momentum() const noexcept { return m_momentum; }
+  double epsilon() const noexcept { return m_epsilon; }
+  /// Whether training calls update the moving statistics (true unless switched off).
+  bool update_moving_averages() const noexcept { return m_update; }
+  void set_update_moving_averages(bool on) noexcept { m_update = on; }
+
+  bool built() const noexcept { return m_gamma.has_value(); }
+  /// Creates the variables for inputs whose per-example shape is `per_example`.
+  void build(const fluxion::shape& per_example, random::generator& /*gen*/ = random::global_generator()) {
+    const int axis = channel_axis(per_example.rank() + 1, [&] { return "(batch, " + to_string(per_example).substr(1); });
+    m_channels = per_example[axis - 1];
+    m_gamma.emplace(ones<T>({m_channels}), this->m_name + "/gamma");
+    m_beta.emplace(zeros<T>({m_channels}), this->m_name + "/beta");
+    m_moving_mean.emplace(zeros<T>({m_channels}), this->m_name + "/moving_mean", false);
+    m_moving_variance.emplace(ones<T>({m_channels}), this->m_name + "/moving_variance", false);
+  }
+  void initialize(random::generator&) {
+    if (!built()) return;
+    m_gamma->assign(ones<T>({m_channels}));
+    m_beta->assign(zeros<T>({m_channels}));
+    m_moving_mean->assign(zeros<T>({m_channels}));
+    m_moving_variance->assign(ones<T>({m_channels}));
+  }
+
+  /// The normalized input; a training call updates the moving statistics unless that is switched
+  /// off. A sequential model passes the activation that follows as the epilogue (one fused pass).
+  template <class X, class Epilogue = detail::identity>
+  tensor<T> operator()(X&& x, bool training = false, const Epilogue& epilogue = {}) {
+    return call(std::forward<X>(x), training, m_update, std::move(epilogue));
+  }
+  /// As operator(), with the update of the moving statistics chosen for this call.
+  template <class X, class Epilogue = detail::identity>
+  tensor<T> call(X&& x, bool training, bool update, const Epilogue& epilogue = {}) {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
+                  "fluxion::nn::batch_norm: the input's element type differs from the layer's; convert it with "
+                  "fluxion::cast<T>, or declare the layer as batch_norm<Axis, T>.");
+    const fluxion::shape s = e.shape();
+    const int axis = channel_axis(s.rank(), [&] { return to_string(s); });
+    if (!built()) build(fluxion::shape(std::vector<index_t>(s.begin() + 1, s.end())));
+    if (s[axis] != m_channels)
+      throw shape_error("batch_norm '" + this->m_name + "': the input has " + std::to_string(s[axis]) +
+                        " channels on axis " + std::to_string(axis) + ", the layer was built for " +
+                        std::to_string(m_channels) + " (input shape " + to_string(s) + ")");
+    const fluxion::shape channel_shape = detail::channel_broadcast_shape(s.rank(), axis, m_channels);
+    const T eps = static_cast<T>(m_epsilon);
+    if (!training) {
+      const tensor<T> scale = *m_gamma * rsqrt(m_moving_variance->peek() + eps);
+      const tensor<T> shift = *m_beta - m_moving_mean->peek() * scale;
+      return tensor<T>(epilogue(e * reshape(scale, channel_shape.to_vector()) +
+                                reshape(shift, channel_shape.to_vector())));
+    }
+    std::vector<int> reduced;
+    for (int d = 0; d < s.rank(); ++d)
+      if (d != axis) reduced.push_back(d);
+    const tensor<T> xt(e);
+    const tensor<T> mean = reduce_mean(xt, reduced, keepdims);
+    const tensor<T> variance = reduce_mean(square(xt - mean), reduced, keepdims);  // biased, as Keras
+    tensor<T> y = epilogue((xt - mean) * (rsqrt(variance + eps) * reshape(*m_gamma, channel_shape.to_vector())) +
+                           reshape(*m_beta, channel_shape.to_vector()));
+    if (update) {
+      detail::autodiff_paused quiet;
+      const T m = static_cast<T>(m_momentum);
+      m_moving_mean->assign(m_moving_mean->peek() * m + reshape(mean, {m_channels}) * (T(1) - m));
+      m_moving_variance->assign(m_moving_variance->peek() * m + reshape(variance, {m_channels}) * (T(1) - m));
+    }
+    return y;
+  }
+
+  variable<T>& gamma() { return checked(m_gamma, "gamma"); }
+  variable<T>& beta() { return checked(m_beta, "beta"); }
+  variable<T>& moving_mean() { return checked(m_moving_mean, "moving_mean"); }
+  variable<T>& moving_variance() { return checked(m_moving_variance, "moving_variance"); }
+
+  /// gamma, beta (trainable), moving_mean, moving_variance (not trainable), in Keras's order.
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    if (!built()) return;
+    visit(m_gamma, prefix + "gamma", f);
+    visit(m_beta, prefix + "beta", f);
+    visit(m_moving_mean, prefix + "moving_mean", f);
+    visit(m_moving_variance, prefix + "moving_variance", f);
+  }
+
+ private:
+  /// The channel axis of a rank-`rank` input (batch axis included); `shape_text` describes it.
+  template <class ShapeText>
+  int channel_axis(int rank, ShapeText shape_text) const {
+    const int axis = Axis < 0 ? Axis + rank : Axis;
+    if (rank < 2 || axis < 1 || axis >= rank)
+      throw shape_error("batch_norm '" + this->m_name + "': expects input of shape (batch, ..., channels) with the "
+                        "channel axis " + std::to_string(Axis) + ", got " + shape_text());
+    return axis;
+  }
+  template <class F>
+  static void visit(std::optional<variable<T>>& v, std::string name, F& f) {
+    v->set_name(std::move(name));
+    f(*v);
+  }
+  variable<T>& checked(std::optional<variable<T>>& v, const char* what) {
+    if (!v)
+      throw error("batch_norm '" + this->m_name + "': " + what +
+                  " does not exist before the layer is built (call it once)");
+    return *v;
+  }
+
+  double m_momentum, m_epsilon;
+  bool m_update = true;
+  index_t m_channels = 0;
+  std::optional<variable<T>> m_gamma, m_beta, m_moving_mean, m_moving_variance;
+};
+
+}  // namespace fluxion::nn

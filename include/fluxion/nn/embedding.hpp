@@ -1,0 +1,102 @@
+// fx::nn::embedding<InputDim, OutputDim>: Keras's Embedding, a trainable lookup table.
+//
+//   fx::nn::embedding<1000, 64> embed;               // 1000 rows of 64 values, uniform(-0.05, 0.05)
+//   fx::tensor<float> v = embed(ids);                // ids: int32 or int64 (batch, ...) -> (batch, ..., 64)
+//   auto net = fx::nn::sequential(fx::nn::typed_input<std::int32_t, 10>{}, fx::nn::embedding<1000, 64>{},
+//                                 fx::nn::flatten{}, fx::nn::dense<1>{});   // a float model of int input
+//
+// The lookup is fluxion::gather of the table's rows, so it fuses into whatever reads it and its
+// gradient reaches only the rows that were looked up. An index outside [0, InputDim) throws
+// fx::out_of_range naming the layer, the index and the range. As the first layer of a sequential
+// model whose input holds integers, it makes the model's element type its own T.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../expr/indexing.hpp"
+#include "../tensor/random.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+template <index_t InputDim, index_t OutputDim, class T = float>
+class embedding : public layer_base<embedding<InputDim, OutputDim, T>, T> {
+  static_assert(InputDim > 0 && OutputDim > 0,
+                "fluxion::nn::embedding<InputDim, OutputDim>: both sizes must be positive.");
+  static_assert(std::is_floating_point_v<T>, "fluxion::nn::embedding<InputDim, OutputDim, T>: T must be a "
+                                             "floating-point type (the indices are integers, the values are T).");
+  using base = layer_base<embedding<InputDim, OutputDim, T>, T>;
+
+ public:
+  static constexpr bool names_itself = true;
+  static constexpr bool elementwise = false;
+  /// Reads integer indices: as a sequential model's first layer, it sets the model's element type.
+  static constexpr bool takes_indices = true;
+  static constexpr const char* base_name = "embedding";
+  static constexpr index_t input_dim = InputDim;
+  static constexpr index_t output_dim = OutputDim;
+  template <class U>
+  using rebind = embedding<InputDim, OutputDim, U>;
+  /// Any per-example shape of indices; each index becomes OutputDim values.
+  template <index_t... D>
+  static static_shape<D..., OutputDim> output_shape(static_shape<D...>) {
+    return {};
+  }
+
+  explicit embedding(std::string name = {}) : base(name.empty() ? base_name : std::move(name)) {}
+
+  bool built() const noexcept { return m_embeddings.has_value(); }
+  /// Creates the table (its shape does not depend on the input's).
+  void build(const fluxion::shape& /*per_example*/ = {}, random::generator& gen = random::global_generator()) {
+    m_embeddings.emplace(initial_table(gen), this->m_name + "/embeddings");
+  }
+  void initialize(random::generator& gen) {
+    if (built()) m_embeddings->assign(initial_table(gen));
+  }
+
+  /// The rows of the table at `indices`, of shape indices.shape() + (OutputDim).
+  template <class X>
+  tensor<T> operator()(X&& indices, bool /*training*/ = false) {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(indices));
+    using I = value_type_t<decltype(e)>;
+    static_assert(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>,
+                  "fluxion::nn::embedding: the indices must be int32 or int64; convert them with "
+                  "fluxion::cast<std::int32_t>.");
+    const tensor<I, device_t<decltype(e)>> ids(e);
+    if (ids.rank() < 1)
+      throw shape_error("embedding '" + this->m_name + "': expects indices of shape (batch, ...), got " +
+                        to_string(ids.shape()));
+    if (!built()) build();
+    const std::vector<I> host = ids.to_vector();  // on the host, whatever the device
+    for (std::size_t k = 0; k < host.size(); ++k)
+      if (host[k] < 0 || static_cast<index_t>(host[k]) >= InputDim)
+        throw out_of_range("embedding '" + this->m_name + "': index " + std::to_string(host[k]) +
+                           " (at flat position " + std::to_string(k) + " of indices of shape " +
+                           to_string(ids.shape()) + ") is not in [0, " + std::to_string(InputDim) + ")");
+    return tensor<T>(gather(*m_embeddings, ids, 0));
+  }
+
+  variable<T>& embeddings() {
+    if (!m_embeddings)
+      throw error("embedding '" + this->m_name + "': embeddings does not exist before the layer is built (call it once)");
+    return *m_embeddings;
+  }
+
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    if (!built()) return;
+    m_embeddings->set_name(prefix + "embeddings");
+    f(*m_embeddings);
+  }
+
+ private:
+  static tensor<T> initial_table(random::generator& gen) {
+    return random::uniform<T>({InputDim, OutputDim}, gen, T(-0.05), T(0.05));  // Keras's RandomUniform
+  }
+  std::optional<variable<T>> m_embeddings;
+};
+
+}  // namespace fluxion::nn

@@ -1,0 +1,108 @@
+// fx::nn::layer_norm: Keras's LayerNormalization over the last axis.
+//
+//   fx::nn::layer_norm ln;                            // epsilon 1e-3, as Keras
+//   fx::tensor<float> y = ln(x);                      // x: (batch, ..., features), same shape out
+//   ln.gamma().shape();                               // (features): ones; ln.beta(): zeros
+//
+// Each example's last axis is normalized with its own mean and biased variance, y = gamma (x -
+// mean) / sqrt(var + epsilon) + beta, the same in training and inference: two reductions, then one
+// fused statement (with the activation that follows in a sequential model as its epilogue).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "../expr/elementwise.hpp"
+#include "../expr/reduce.hpp"
+#include "../tensor/creation.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+template <class T = float>
+class layer_norm : public layer_base<layer_norm<T>, T> {
+  static_assert(std::is_floating_point_v<T>, "fluxion::nn::layer_norm<T>: T must be a floating-point type.");
+  using base = layer_base<layer_norm<T>, T>;
+
+ public:
+  static constexpr bool names_itself = true;
+  static constexpr bool elementwise = false;
+  static constexpr bool takes_epilogue = true;
+  static constexpr const char* base_name = "layer_normalization";
+  template <class U>
+  using rebind = layer_norm<U>;
+  template <index_t... D>
+  static static_shape<D...> output_shape(static_shape<D...>) {
+    return {};
+  }
+
+  explicit layer_norm(double epsilon = 1e-3, std::string name = {})
+      : base(name.empty() ? base_name : std::move(name)), m_epsilon(epsilon) {
+    if (!(epsilon > 0.0))
+      throw invalid_argument("layer_norm '" + this->m_name + "': epsilon = " + std::to_string(epsilon) +
+                             " is not positive");
+  }
+  explicit layer_norm(std::string name) : layer_norm(1e-3, std::move(name)) {}
+  /// The same layer for another element type; the variables are created when it is built.
+  template <class U>
+    requires(!std::is_same_v<U, T>)
+  explicit layer_norm(const layer_norm<U>& other) : layer_norm(other.epsilon(), other.name()) {}
+
+  double epsilon() const noexcept { return m_epsilon; }
+
+  bool built() const noexcept { return m_gamma.has_value(); }
+  void build(const fluxion::shape& per_example, random::generator& /*gen*/ = random::global_generator()) {
+    if (per_example.rank() < 1)
+      throw shape_error("layer_norm '" + this->m_name + "': the input needs at least one axis of features");
+    m_features = per_example[per_example.rank() - 1];
+    m_gamma.emplace(ones<T>({m_features}), this->m_name + "/gamma");
+    m_beta.emplace(zeros<T>({m_features}), this->m_name + "/beta");
+  }
+  void initialize(random::generator&) {
+    if (!built()) return;
+    m_gamma->assign(ones<T>({m_features}));
+    m_beta->assign(zeros<T>({m_features}));
+  }
+
+  template <class X, class Epilogue = detail::identity>
+  tensor<T> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
+                  "fluxion::nn::layer_norm: the input's element type differs from the layer's; convert it with "
+                  "fluxion::cast<T>, or declare the layer as layer_norm<T>.");
+    const fluxion::shape& s = e.shape();
+    if (!built() && s.rank() >= 2) build(fluxion::shape{s[s.rank() - 1]});
+    if (s.rank() < 2 || s[s.rank() - 1] != m_features)
+      throw shape_error("layer_norm '" + this->m_name + "': expects input of shape (batch, ..., " +
+                        (built() ? std::to_string(m_features) : std::string("features")) + "), got " + to_string(s));
+    const tensor<T> xt(e);
+    const tensor<T> mean = reduce_mean(xt, -1, keepdims);
+    const tensor<T> variance = reduce_mean(square(xt - mean), -1, keepdims);
+    return tensor<T>(epilogue((xt - mean) * rsqrt(variance + static_cast<T>(m_epsilon)) * *m_gamma + *m_beta));
+  }
+
+  variable<T>& gamma() { return checked(m_gamma, "gamma"); }
+  variable<T>& beta() { return checked(m_beta, "beta"); }
+
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    if (!built()) return;
+    m_gamma->set_name(prefix + "gamma");
+    f(*m_gamma);
+    m_beta->set_name(prefix + "beta");
+    f(*m_beta);
+  }
+
+ private:
+  variable<T>& checked(std::optional<variable<T>>& v, const char* what) {
+    if (!v)
+      throw error("layer_norm '" + this->m_name + "': " + what +
+                  " does not exist before the layer is built (call it once)");
+    return *v;
+  }
+  double m_epsilon;
+  index_t m_features = 0;
+  std::optional<variable<T>> m_gamma, m_beta;
+};
+
+}  // namespace fluxion::nn

@@ -1,0 +1,151 @@
+// fx::nn::lstm<Units, ReturnSequences>: Keras's LSTM (tanh activation, sigmoid recurrent
+// activation, gates in Keras's order i, f, c, o).
+//
+//   fx::nn::lstm<32> rnn;                            // the last output: (batch, time, features) -> (batch, 32)
+//   fx::tensor<float> h = rnn(x);
+//   fx::nn::lstm<32, true> seq;                      // every output: -> (batch, time, 32)
+//   rnn.kernel().shape();                            // (features, 128): glorot-uniform
+//   rnn.recurrent_kernel().shape();                  // (32, 128): orthogonal; rnn.bias(): (128)
+//
+// The bias starts at zeros with its forget block at ones (Keras's unit_forget_bias). The input
+// projection of every time step is one GEMM up front, x (batch * time, features) times the kernel
+// plus the bias; each step is then one GEMM h @ recurrent_kernel added to that step's rows, the
+// pre-activation z (batch, 4 units), and two fused statements over slices of z:
+//   c = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_c),   h = sigmoid(z_o) * tanh(c).
+// The state starts at zeros. Under a gradient tape each of those statements is one entry, so the
+// C++ loop over time steps is differentiated as it ran (backpropagation through time).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../expr/elementwise.hpp"
+#include "../expr/indexing.hpp"
+#include "../expr/matmul.hpp"
+#include "../expr/remap.hpp"
+#include "../tensor/creation.hpp"
+#include "initializers.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+template <index_t Units, bool ReturnSequences = false, class T = float>
+class lstm : public layer_base<lstm<Units, ReturnSequences, T>, T> {
+  static_assert(Units > 0, "fluxion::nn::lstm<Units>: Units must be positive.");
+  static_assert(std::is_floating_point_v<T>, "fluxion::nn::lstm<Units, ReturnSequences, T>: T must be a "
+                                             "floating-point type.");
+  using base = layer_base<lstm<Units, ReturnSequences, T>, T>;
+
+ public:
+  static constexpr bool names_itself = true;
+  static constexpr bool elementwise = false;
+  static constexpr const char* base_name = "lstm";
+  static constexpr index_t units = Units;
+  static constexpr bool return_sequences = ReturnSequences;
+  template <class U>
+  using rebind = lstm<Units, ReturnSequences, U>;
+  /// (time, features) per example becomes (Units), or (time, Units) with ReturnSequences.
+  template <index_t... D>
+  static auto output_shape(static_shape<D...>) {
+    static_assert(detail::check_extents<sizeof...(D) == 2, "lstm", "input rank", sizeof...(D), "rank", 2>::value,
+                  "fluxion::nn::lstm: the input must be (time, features) per example (rank 2); reshape it first, "
+                  "e.g. with fluxion::nn::reshape<Time, Features>.");
+    if constexpr (sizeof...(D) == 2 && ReturnSequences) {
+      return static_shape<std::array<index_t, 2>{D...}[0], Units>{};
+    } else {
+      return static_shape<Units>{};
+    }
+  }
+
+  explicit lstm(std::string name = {}) : base(name.empty() ? base_name : std::move(name)) {}
+
+  bool built() const noexcept { return m_kernel.has_value(); }
+  /// Creates the variables for inputs of per-example shape (time, features).
+  void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
+    if (per_example.rank() != 2)
+      throw shape_error("lstm '" + this->m_name + "': expects (batch, time, features) input, got (batch, " +
+                        to_string(per_example).substr(1));
+    m_in = per_example[1];
+    m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
+    m_recurrent_kernel.emplace(initial_recurrent_kernel(gen), this->m_name + "/recurrent_kernel");
+    m_bias.emplace(initial_bias(), this->m_name + "/bias");
+  }
+  void initialize(random::generator& gen) {
+    if (!built()) return;
+    m_kernel->assign(initial_kernel(gen));
+    m_recurrent_kernel->assign(initial_recurrent_kernel(gen));
+    m_bias->assign(initial_bias());
+  }
+
+  /// The last hidden state (batch, Units), or every one (batch, time, Units) with ReturnSequences.
+  template <class X>
+  tensor<T> operator()(X&& x, bool /*training*/ = false) {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
+                  "fluxion::nn::lstm: the input's element type differs from the layer's; convert it with "
+                  "fluxion::cast<T>, or declare the layer as lstm<Units, ReturnSequences, T>.");
+    const fluxion::shape s = e.shape();
+    if (s.rank() != 3)
+      throw shape_error("lstm '" + this->m_name + "': expects input of shape (batch, time, features), got " +
+                        to_string(s));
+    if (!built()) build(fluxion::shape{s[1], s[2]});
+    if (s[2] != m_in || s[1] < 1)
+      throw shape_error("lstm '" + this->m_name + "': expects input of shape (batch, time >= 1, " +
+                        std::to_string(m_in) + "), got " + to_string(s));
+    const index_t batch = s[0], steps = s[1];
+    // Row b * steps + t holds example b at step t.
+    const tensor<T> projected = matmul(reshape(e, {-1, m_in}), *m_kernel) + *m_bias;
+    tensor<T> h = zeros<T>({batch, Units}), c = zeros<T>({batch, Units});
+    std::vector<tensor<T>> outputs;
+    for (index_t t = 0; t < steps; ++t) {
+      const tensor<T> z =
+          strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1}) + matmul(h, *m_recurrent_kernel);
+      auto gate = [&](index_t k) { return slice(z, {0, k * Units}, {batch, Units}); };
+      c = fluxion::sigmoid(gate(1)) * c + fluxion::sigmoid(gate(0)) * fluxion::tanh(gate(2));
+      h = fluxion::sigmoid(gate(3)) * fluxion::tanh(c);
+      if constexpr (ReturnSequences) outputs.push_back(h);
+    }
+    if constexpr (ReturnSequences) return tensor<T>(stack(std::move(outputs), 1));
+    else return h;
+  }
+
+  variable<T>& kernel() { return checked(m_kernel, "kernel"); }
+  variable<T>& recurrent_kernel() { return checked(m_recurrent_kernel, "recurrent_kernel"); }
+  variable<T>& bias() { return checked(m_bias, "bias"); }
+
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    if (!built()) return;
+    m_kernel->set_name(prefix + "kernel");
+    f(*m_kernel);
+    m_recurrent_kernel->set_name(prefix + "recurrent_kernel");
+    f(*m_recurrent_kernel);
+    m_bias->set_name(prefix + "bias");
+    f(*m_bias);
+  }
+
+ private:
+  tensor<T> initial_kernel(random::generator& gen) const {
+    return detail::glorot_uniform<T>({m_in, 4 * Units}, m_in, 4 * Units, gen);
+  }
+  static tensor<T> initial_recurrent_kernel(random::generator& gen) {
+    return initializers::orthogonal<T>({Units, 4 * Units}, gen);
+  }
+  static tensor<T> initial_bias() {  // zeros, the forget gate's block at ones
+    std::vector<T> b(static_cast<std::size_t>(4 * Units), T(0));
+    std::fill(b.begin() + Units, b.begin() + 2 * Units, T(1));
+    return from_vector(b, {4 * Units});
+  }
+  variable<T>& checked(std::optional<variable<T>>& v, const char* what) {
+    if (!v)
+      throw error("lstm '" + this->m_name + "': " + what + " does not exist before the layer is built (call it once)");
+    return *v;
+  }
+  index_t m_in = 0;
+  std::optional<variable<T>> m_kernel, m_recurrent_kernel, m_bias;
+};
+
+}  // namespace fluxion::nn

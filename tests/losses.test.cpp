@@ -1,0 +1,314 @@
+// fx::losses: values against naive loops in double, gradients against finite differences (both
+// modes), stability at |logits| = 1e4, every error, and PyTorch's numbers
+// (tests/fixtures/losses/make_fixtures.py) read through fx::io::load_npy.
+#include <fluxion/testing/check_gradients.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fluxion/io/npy.hpp>
+#include <fluxion/losses.hpp>
+#include <fluxion/tensor/creation.hpp>
+
+#include "test_util.hpp"
+
+namespace {
+
+using fx::losses::reduction;
+using matrix = std::vector<std::vector<double>>;
+
+matrix rows(const fx::tensor<double>& t) {
+  const auto v = t.to_vector();
+  const auto n = static_cast<std::size_t>(t.shape()[0]), k = static_cast<std::size_t>(t.shape()[1]);
+  matrix m(n, std::vector<double>(k));
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < k; ++j) m[i][j] = v[i * k + j];
+  return m;
+}
+
+double naive_logsumexp(const std::vector<double>& r) {
+  double m = r[0];
+  for (double v : r) m = std::max(m, v);
+  double s = 0;
+  for (double v : r) s += std::exp(v - m);
+  return m + std::log(s);
+}
+
+/// Per-example losses from a naive loop over rows.
+std::vector<double> per_row(const matrix& a, const matrix& b, const std::function<double(double, double)>& element,
+                            bool average) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double s = 0;
+    for (std::size_t j = 0; j < a[i].size(); ++j) s += element(a[i][j], b[i][j]);
+    out.push_back(average ? s / static_cast<double>(a[i].size()) : s);
+  }
+  return out;
+}
+
+/// Checks a loss's three reductions against the per-example reference.
+template <class F>
+void check_reductions(F loss, const std::vector<double>& want_none) {
+  double sum = 0;
+  for (double v : want_none) sum += v;
+  const fx::tensor<double> none = loss(reduction::none);
+  CHECK(none.shape() == fx::shape{static_cast<fx::index_t>(want_none.size())});
+  test::check_close(none.to_vector(), want_none, 1e-12, 1e-12);
+  const fx::tensor<double> total = loss(reduction::sum), mean = loss(reduction::mean);
+  CHECK(total.rank() == 0);
+  CHECK(mean.rank() == 0);
+  CHECK(total.item() == doctest::Approx(sum).epsilon(1e-12));
+  CHECK(mean.item() == doctest::Approx(sum / static_cast<double>(want_none.size())).epsilon(1e-12));
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const fx::error& e) {
+    return e.what();
+  }
+  FAIL("no fx::error was thrown");
+  return "";
+}
+
+void check_contains(const std::string& message, const std::vector<std::string>& parts) {
+  INFO("message: " << message);
+  for (const auto& part : parts) CHECK_MESSAGE(message.find(part) != std::string::npos, "missing: " << part);
+}
+
+}  // namespace
+
+TEST_CASE("losses: values against naive loops, every reduction") {
+  const auto x = test::random_tensor<double>({4, 5}, 1, -3, 3);
+  const auto xs = rows(x);
+
+  SUBCASE("softmax_cross_entropy with soft labels") {
+    const auto y = test::random_tensor<double>({4, 5}, 2, 0, 1);
+    const auto ys = rows(y);
+    std::vector<double> want;
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const double lse = naive_logsumexp(xs[i]);
+      double s = 0;
+      for (std::size_t j = 0; j < 5; ++j) s -= ys[i][j] * (xs[i][j] - lse);
+      want.push_back(s);
+    }
+    check_reductions([&](reduction r) { return fx::losses::softmax_cross_entropy(x, y, r); }, want);
+  }
+  SUBCASE("sparse_softmax_cross_entropy, int32 and int64 labels, shape (batch,) and (batch, 1)") {
+    const fx::tensor<std::int32_t> labels = {4, 0, 2, 2};
+    std::vector<double> want;
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      want.push_back(naive_logsumexp(xs[i]) - xs[i][static_cast<std::size_t>(labels(static_cast<int>(i)))]);
+    check_reductions([&](reduction r) { return fx::losses::sparse_softmax_cross_entropy(x, labels, r); }, want);
+    const fx::tensor<std::int64_t> labels64 = {{4}, {0}, {2}, {2}};
+    check_reductions([&](reduction r) { return fx::losses::sparse_softmax_cross_entropy(x, labels64, r); }, want);
+    // The one-hot form gives the same numbers.
+    check_reductions(
+        [&](reduction r) { return fx::losses::softmax_cross_entropy(x, fx::one_hot<double>(labels, 5), r); }, want);
+  }
+  SUBCASE("sigmoid_binary_cross_entropy, averaged over the last axis") {
+    const auto z = test::random_tensor<double>({4, 5}, 3, 0, 1);
+    auto element = [](double l, double t) {
+      const double p = 1 / (1 + std::exp(-l));
+      return -(t * std::log(p) + (1 - t) * std::log(1 - p));
+    };
+    check_reductions([&](reduction r) { return fx::losses::sigmoid_binary_cross_entropy(x, z, r); },
+                     per_row(xs, rows(z), element, true));
+  }
+  SUBCASE("mean_squared_error, averaged over the last axis") {
+    const auto t = test::random_tensor<double>({4, 5}, 4);
+    check_reductions([&](reduction r) { return fx::losses::mean_squared_error(x, t, r); },
+                     per_row(xs, rows(t), [](double p, double y) { return (p - y) * (p - y); }, true));
+  }
+  SUBCASE("huber, both branches, delta 1 and 0.5") {
+    const auto t = test::random_tensor<double>({4, 5}, 5);
+    for (double delta : {1.0, 0.5}) {
+      CAPTURE(delta);
+      auto element = [delta](double p, double y) {
+        const double e = std::abs(p - y);
+        return e <= delta ? 0.5 * e * e : delta * e - 0.5 * delta * delta;
+      };
+      check_reductions([&](reduction r) { return fx::losses::huber(x, t, delta, r); },
+                       per_row(xs, rows(t), element, true));
+    }
+    check_reductions([&](reduction r) { return fx::losses::huber(x, t, r); },
+                     per_row(xs, rows(t), [](double p, double y) {
+                       const double e = std::abs(p - y);
+                       return e <= 1 ? 0.5 * e * e : e - 0.5;
+                     }, true));
+  }
+}
+
+TEST_CASE("losses: the elementwise losses treat each element of a rank-1 input as an example") {
+  const fx::tensor<double> p = {0.5, -1.0, 2.0}, t = {1.0, 1.0, 0.0};
+  const fx::tensor<double> mse = fx::losses::mean_squared_error(p, t, reduction::none);
+  CHECK(mse.to_vector() == std::vector<double>{0.25, 4.0, 4.0});
+  const fx::tensor<double> h = fx::losses::huber(p, t, reduction::none);
+  CHECK(h.to_vector() == std::vector<double>{0.125, 1.5, 1.5});
+  CHECK(fx::tensor<double>(fx::losses::sigmoid_binary_cross_entropy(p, t, reduction::none)).shape() == fx::shape{3});
+}
+
+TEST_CASE("losses: float inputs with int or bool labels and targets, and float results") {
+  const fx::tensor<float> x = {{1.f, -2.f}, {0.5f, 3.f}};
+  const fx::tensor<std::int32_t> one_hot = {{1, 0}, {0, 1}};
+  const fx::tensor<float> a = fx::losses::softmax_cross_entropy(x, one_hot);
+  const fx::tensor<float> b = fx::losses::sparse_softmax_cross_entropy(x, fx::tensor<std::int32_t>{0, 1});
+  CHECK(a.item() == doctest::Approx(b.item()));
+  const fx::tensor<bool> z = {{true, false}, {false, true}};
+  const fx::tensor<float> c = fx::losses::sigmoid_binary_cross_entropy(x, z);
+  const fx::tensor<float> d = fx::losses::sigmoid_binary_cross_entropy(x, fx::cast<float>(z));
+  CHECK(c.item() == d.item());
+  // Lazy expressions are accepted as logits: no separate materialization is needed.
+  const fx::tensor<float> e = fx::losses::mean_squared_error(x * 2.f, x + x);
+  CHECK(e.item() == 0.f);
+}
+
+TEST_CASE("losses: gradients against finite differences, both modes") {
+  using fx::testing::check_gradients;
+  const auto x = test::random_tensor<double>({3, 4}, 11, -3, 3);
+  const auto soft = test::random_tensor<double>({3, 4}, 12, 0, 1);
+  const fx::tensor<std::int64_t> labels = {3, 0, 1};
+  const auto z = test::random_tensor<double>({3, 4}, 13, 0, 1);
+  const auto t = test::random_tensor<double>({3, 4}, 14, -3, 3);
+  for (reduction r : {reduction::mean, reduction::sum, reduction::none}) {
+    CAPTURE(static_cast<int>(r));
+    auto r1 = check_gradients([&](const auto& v) { return fx::losses::softmax_cross_entropy(v, soft, r); }, x);
+    CHECK_MESSAGE(r1.ok, r1.report);
+    auto r2 = check_gradients([&](const auto& v) { return fx::losses::sparse_softmax_cross_entropy(v, labels, r); }, x);
+    CHECK_MESSAGE(r2.ok, r2.report);
+    auto r3 = check_gradients([&](const auto& v) { return fx::losses::sigmoid_binary_cross_entropy(v, z, r); }, x);
+    CHECK_MESSAGE(r3.ok, r3.report);
+    auto r4 = check_gradients([&](const auto& v) { return fx::losses::mean_squared_error(v, t, r); }, x);
+    CHECK_MESSAGE(r4.ok, r4.report);
+    auto r5 = check_gradients([&](const auto& v) { return fx::losses::huber(v, t, 0.8, r); }, x);
+    CHECK_MESSAGE(r5.ok, r5.report);
+  }
+  // With respect to the soft labels and the targets too.
+  auto r6 = check_gradients([&](const auto& y) { return fx::losses::softmax_cross_entropy(x, y); }, soft);
+  CHECK_MESSAGE(r6.ok, r6.report);
+  auto r7 = check_gradients([&](const auto& y) { return fx::losses::huber(x, y, 0.8); }, t);
+  CHECK_MESSAGE(r7.ok, r7.report);
+}
+
+TEST_CASE("losses: sigmoid_binary_cross_entropy's gradient at logit 0 is sigmoid(0) - z") {
+  const fx::tensor<double> x = {0.0, 0.0};
+  const fx::tensor<double> z = {0.0, 1.0};
+  fx::gradient_tape tape;
+  tape.watch(x);
+  const fx::tensor<double> loss = fx::losses::sigmoid_binary_cross_entropy(x, z, reduction::sum);
+  const fx::tensor<double> g = tape.gradient(loss, x);
+  CHECK(g.to_vector() == std::vector<double>{0.5, -0.5});
+}
+
+TEST_CASE("losses: finite losses and gradients at |logits| = 1e4, in float") {
+  const fx::tensor<float> x = {{1e4f, -1e4f, 0.f}, {-1e4f, -1e4f, 1e4f}};
+  const fx::tensor<float> soft = {{0.f, 1.f, 0.f}, {0.5f, 0.f, 0.5f}};
+  const fx::tensor<std::int32_t> labels = {1, 2};
+  const fx::tensor<float> z = {{0.f, 1.f, 1.f}, {1.f, 0.f, 0.f}};
+  auto all_finite = [](const fx::tensor<float>& t) { return static_cast<bool>(fx::all(fx::is_finite(t))); };
+  auto check = [&](const char* what, auto loss, float want_loss, const std::vector<float>& want_grad) {
+    CAPTURE(what);
+    fx::gradient_tape tape;
+    tape.watch(x);
+    const fx::tensor<float> l = loss();
+    const fx::tensor<float> g = tape.gradient(l, x);
+    CHECK(all_finite(l));
+    CHECK(all_finite(g));
+    CHECK(l.item() == doctest::Approx(want_loss).epsilon(1e-6));
+    test::check_close(g.to_vector(), want_grad, 1e-6, 1e-6);
+  };
+  // Row 0: -log softmax at -1e4 is 2e4; row 1: half of 2e4 at class 0, nothing at class 2.
+  check("softmax_cross_entropy", [&] { return fx::losses::softmax_cross_entropy(x, soft, reduction::sum); },
+        2e4f + 1e4f, {1.f, -1.f, 0.f, -0.5f, 0.f, 0.5f});
+  check("sparse_softmax_cross_entropy",
+        [&] { return fx::losses::sparse_softmax_cross_entropy(x, labels, reduction::sum); }, 2e4f,
+        {1.f, -1.f, 0.f, 0.f, 0.f, 0.f});
+  // Elementwise: a logit of 1e4 with z = 0, or -1e4 with z = 1, costs 1e4; a right one costs 0; a
+  // logit of 0 costs log 2. Each example averages its three.
+  check("sigmoid_binary_cross_entropy",
+        [&] { return fx::losses::sigmoid_binary_cross_entropy(x, z, reduction::sum); },
+        (1e4f + 1e4f + std::log(2.f)) / 3 + (1e4f + 0.f + 1e4f) / 3,
+        {1.f / 3, -1.f / 3, -0.5f / 3, -1.f / 3, 0.f, 1.f / 3});
+}
+
+TEST_CASE("losses: bad shapes, labels and arguments throw, naming the loss and the values") {
+  const fx::tensor<float> x = fx::zeros<float>({4, 5});
+  const fx::tensor<float> other = fx::zeros<float>({4, 3});
+  check_contains(message_of([&] { (void)fx::losses::softmax_cross_entropy(x, other); }),
+                 {"softmax_cross_entropy: logits (4, 5) and labels (4, 3) must have the same shape"});
+  check_contains(message_of([&] { (void)fx::losses::sigmoid_binary_cross_entropy(x, other); }),
+                 {"sigmoid_binary_cross_entropy: logits (4, 5) and labels (4, 3)"});
+  check_contains(message_of([&] { (void)fx::losses::mean_squared_error(x, other); }),
+                 {"mean_squared_error: predictions (4, 5) and targets (4, 3)"});
+  check_contains(message_of([&] { (void)fx::losses::huber(x, other); }), {"huber: predictions (4, 5) and targets (4, 3)"});
+  check_contains(message_of([&] { (void)fx::losses::huber(x, x, -1.0); }), {"huber: delta = -1", "must be positive"});
+  check_contains(message_of([&] { (void)fx::losses::softmax_cross_entropy(fx::tensor<float>(1.f), fx::tensor<float>(1.f)); }),
+                 {"softmax_cross_entropy: logits of shape () have no class axis"});
+  CHECK_THROWS_AS((void)fx::losses::softmax_cross_entropy(x, other), fx::shape_error);
+
+  const std::string shape_message =
+      message_of([&] { (void)fx::losses::sparse_softmax_cross_entropy(x, fx::tensor<std::int32_t>{0, 1, 2}); });
+  check_contains(shape_message, {"sparse_softmax_cross_entropy: logits (4, 5) need labels of shape (4,) or (4, 1), not (3,)"});
+  const std::string high = message_of(
+      [&] { (void)fx::losses::sparse_softmax_cross_entropy(x, fx::tensor<std::int64_t>{0, 1, 5, 2}); });
+  check_contains(high, {"sparse_softmax_cross_entropy: labels[2] = 5 is not in [0, 5)"});
+  const std::string low = message_of(
+      [&] { (void)fx::losses::sparse_softmax_cross_entropy(x, fx::tensor<std::int32_t>{{0}, {-1}, {1}, {2}}); });
+  check_contains(low, {"labels[1] = -1 is not in [0, 5)"});
+  CHECK_THROWS_AS((void)fx::losses::sparse_softmax_cross_entropy(x, fx::tensor<std::int32_t>{0, 7, 1, 2}),
+                  fx::out_of_range);
+}
+
+namespace {
+
+fx::tensor<float> peer(const std::string& name) {
+  return fx::io::load_npy<float>(std::string(FLUXION_TEST_FIXTURES_DIR) + "/losses/" + name + ".npy");
+}
+
+/// |got - want| <= rtol * max(1, |want|) element by element, with equal shapes.
+void check_peer(const fx::tensor<float>& got, const fx::tensor<float>& want, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.shape() == want.shape());
+  const auto g = got.to_vector(), w = want.to_vector();
+  for (std::size_t i = 0; i < g.size(); ++i)
+    CHECK_MESSAGE(std::abs(g[i] - w[i]) <= 1e-5 * std::max(1.f, std::abs(w[i])),
+                  "element " << i << ": " << g[i] << " vs PyTorch " << w[i]);
+}
+
+template <class F>
+void check_against_torch(const std::string& prefix, const fx::tensor<float>& x, F loss) {
+  check_peer(loss(x, reduction::none), peer(prefix + "_none"), prefix + ", reduction none");
+  fx::gradient_tape tape;
+  tape.watch(x);
+  const fx::tensor<float> mean = loss(x, reduction::mean);
+  check_peer(mean, peer(prefix + "_mean"), prefix + ", reduction mean");
+  check_peer(tape.gradient(mean, x), peer(prefix + "_grad"), prefix + ", gradient of the mean");
+}
+
+}  // namespace
+
+TEST_CASE("losses: PyTorch's values and gradients, in float") {
+  const auto soft = peer("softmax_ce_labels");
+  check_against_torch("softmax_ce", peer("softmax_ce_logits"),
+                      [&](const auto& x, reduction r) { return fx::losses::softmax_cross_entropy(x, soft, r); });
+  const auto labels = fx::io::load_npy<std::int64_t>(std::string(FLUXION_TEST_FIXTURES_DIR) +
+                                                     "/losses/sparse_softmax_ce_labels.npy");
+  check_against_torch("sparse_softmax_ce", peer("sparse_softmax_ce_logits"), [&](const auto& x, reduction r) {
+    return fx::losses::sparse_softmax_cross_entropy(x, labels, r);
+  });
+  const auto z = peer("sigmoid_bce_labels");
+  check_against_torch("sigmoid_bce", peer("sigmoid_bce_logits"),
+                      [&](const auto& x, reduction r) { return fx::losses::sigmoid_binary_cross_entropy(x, z, r); });
+  const auto mse_t = peer("mse_targets");
+  check_against_torch("mse", peer("mse_predictions"),
+                      [&](const auto& p, reduction r) { return fx::losses::mean_squared_error(p, mse_t, r); });
+  const auto huber_t = peer("huber_targets");
+  check_against_torch("huber", peer("huber_predictions"),
+                      [&](const auto& p, reduction r) { return fx::losses::huber(p, huber_t, 0.7, r); });
+}

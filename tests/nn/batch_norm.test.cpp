@@ -1,0 +1,215 @@
+// fx::nn::batch_norm: gradients against finite differences (double) in training and inference,
+// forward values and the moving-average update against a naive loop, the update kept off the
+// tape, the channel axis, settings kept by a sequential model, errors.
+// Forward mode on here (unlike the other layer tests): the moving-average update pauses forward
+// accumulators too, and the gradient check covers tangents through the batch statistics.
+#define FLUXION_FORWARD_MODE 1
+#include <fluxion/testing/check_gradients.hpp>
+#include <fluxion/fluxion.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace fx = fluxion;
+namespace nn = fluxion::nn;
+
+namespace {
+
+/// Per-channel mean and biased variance of x viewed as (rows, channels), channels last.
+struct channel_stats {
+  std::vector<double> mean, variance;
+};
+channel_stats naive_stats(const std::vector<double>& x, std::size_t channels) {
+  const std::size_t rows = x.size() / channels;
+  channel_stats s{std::vector<double>(channels, 0.0), std::vector<double>(channels, 0.0)};
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < channels; ++c) s.mean[c] += x[r * channels + c] / static_cast<double>(rows);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < channels; ++c) {
+      const double d = x[r * channels + c] - s.mean[c];
+      s.variance[c] += d * d / static_cast<double>(rows);
+    }
+  return s;
+}
+
+/// gamma (x - mean) / sqrt(var + eps) + beta, channels last.
+std::vector<double> naive_normalize(const std::vector<double>& x, const std::vector<double>& mean,
+                                    const std::vector<double>& variance, const std::vector<double>& gamma,
+                                    const std::vector<double>& beta, double eps) {
+  const std::size_t channels = mean.size();
+  std::vector<double> y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::size_t c = i % channels;
+    y[i] = gamma[c] * (x[i] - mean[c]) / std::sqrt(variance[c] + eps) + beta[c];
+  }
+  return y;
+}
+
+void check_all_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::abs(got[i] - want[i]) <= tol, "element " << i);
+}
+
+}  // namespace
+
+TEST_CASE("batch_norm: gradients and tangents with respect to the input, gamma and beta, in training and inference") {
+  fx::random::generator gen{3};
+  for (const fx::shape& s : {fx::shape{5, 3}, fx::shape{2, 3, 2, 3}}) {
+    CAPTURE(s);
+    nn::batch_norm<-1, double> layer;
+    layer.build(fx::shape(std::vector<fx::index_t>(s.begin() + 1, s.end())), gen);
+    layer.moving_mean().assign(fx::random::normal<double>({3}, gen));
+    layer.moving_variance().assign(fx::random::uniform<double>({3}, gen, 0.5, 1.5));
+    const fx::tensor<double> x = fx::random::normal<double>(s, gen, 0.5, 2.0);
+    const fx::tensor<double> g = fx::random::uniform<double>({3}, gen, 0.5, 1.5), b = fx::random::normal<double>({3}, gen);
+    for (bool training : {true, false}) {
+      CAPTURE(training);
+      auto r = fx::testing::check_gradients(
+          [&](const auto& xi, const auto& gi, const auto& bi) {
+            layer.gamma().assign(gi);
+            layer.beta().assign(bi);
+            return layer(xi, training);
+          },
+          x, g, b);
+      CHECK_MESSAGE(r.ok, r.report);
+    }
+  }
+}
+
+TEST_CASE("batch_norm: training and inference values, and the moving averages, against a naive loop") {
+  fx::random::generator gen{8};
+  nn::batch_norm<-1, double> layer{0.9};
+  const fx::tensor<double> x = fx::random::normal<double>({2, 2, 3, 4}, gen, 1.0, 3.0);
+  const std::vector<double> xv = x.to_vector();
+  fx::tensor<double> y = layer(x, /*training=*/true);
+  REQUIRE(y.shape() == x.shape());
+  const std::vector<double> gamma(4, 1.0), beta(4, 0.0);
+  const channel_stats st = naive_stats(xv, 4);
+  check_all_close(y.to_vector(), naive_normalize(xv, st.mean, st.variance, gamma, beta, 1e-3));
+  // Keras's update from zeros and ones, with the biased batch variance.
+  std::vector<double> mean_after(4), variance_after(4);
+  for (std::size_t c = 0; c < 4; ++c) {
+    mean_after[c] = 0.0 * 0.9 + st.mean[c] * 0.1;
+    variance_after[c] = 1.0 * 0.9 + st.variance[c] * 0.1;
+  }
+  check_all_close(layer.moving_mean().peek().to_vector(), mean_after);
+  check_all_close(layer.moving_variance().peek().to_vector(), variance_after);
+  // Inference uses the moving statistics and leaves them as they are.
+  layer.gamma().assign(fx::from_vector(std::vector<double>{0.5, 1.0, 1.5, 2.0}, {4}));
+  layer.beta().assign(fx::from_vector(std::vector<double>{-1.0, 0.0, 1.0, 2.0}, {4}));
+  fx::tensor<double> z = layer(x);
+  check_all_close(z.to_vector(), naive_normalize(xv, mean_after, variance_after, {0.5, 1.0, 1.5, 2.0},
+                                                 {-1.0, 0.0, 1.0, 2.0}, 1e-3));
+  check_all_close(layer.moving_mean().peek().to_vector(), mean_after);
+  // A second training step moves the averages again, from where they are.
+  layer(x, true);
+  for (std::size_t c = 0; c < 4; ++c) mean_after[c] = mean_after[c] * 0.9 + st.mean[c] * 0.1;
+  check_all_close(layer.moving_mean().peek().to_vector(), mean_after);
+}
+
+TEST_CASE("batch_norm: the moving-average update can be switched off and is never recorded") {
+  fx::random::generator gen{4};
+  nn::batch_norm<-1, double> layer;
+  const fx::tensor<double> x = fx::random::normal<double>({6, 3}, gen);
+  layer.build(fx::shape{3}, gen);
+  const auto before = layer.moving_mean().peek().to_vector();
+  layer.call(x, /*training=*/true, /*update=*/false);
+  CHECK(layer.moving_mean().peek().to_vector() == before);
+  layer.set_update_moving_averages(false);
+  CHECK_FALSE(layer.update_moving_averages());
+  layer(x, true);
+  CHECK(layer.moving_variance().peek().to_vector() == std::vector<double>(3, 1.0));
+  layer.set_update_moving_averages(true);
+
+  // Under a tape: the same entries with and without the update; the moving statistics get no
+  // gradient (they are not trainable), gamma and beta do.
+  std::size_t entries[2];
+  for (bool update : {false, true}) {
+    fx::gradient_tape tape{fx::persistent};
+    tape.watch(x);
+    const std::uint64_t version = layer.moving_mean().version();
+    fx::tensor<double> loss = fx::reduce_sum(fx::square(layer.call(x, true, update)));
+    entries[update] = tape.entries();
+    CHECK(layer.moving_mean().version() == version + (update ? 1 : 0));
+    auto grads = tape.gradient(loss, layer.trainable_variables());
+    REQUIRE(grads.size() == 2);
+    CHECK(grads[0].shape() == fx::shape{3});
+    CHECK(grads[1].shape() == fx::shape{3});
+  }
+  CHECK(entries[0] == entries[1]);
+  CHECK(entries[0] > 0);
+
+  // A forward accumulator watching x does not see the update either: the moving mean gets no tangent.
+  fx::forward_accumulator acc(x, fx::ones_like(x));
+  const fx::tensor<double> y = layer(x, true);
+  CHECK(acc.has(y.id()));
+  CHECK_FALSE(acc.has(layer.moving_mean().peek().id()));
+}
+
+TEST_CASE("batch_norm: variables, names, and channels on another axis") {
+  nn::batch_norm<> layer{"bn"};
+  layer.build(fx::shape{3, 3, 8});
+  std::vector<std::string> names;
+  for (auto* v : layer.variables()) names.push_back(v->name());
+  CHECK(names == std::vector<std::string>{"bn/gamma", "bn/beta", "bn/moving_mean", "bn/moving_variance"});
+  CHECK(layer.trainable_variables().size() == 2);
+  CHECK(layer.non_trainable_variables().size() == 2);
+  CHECK(layer.count_params() == 16);
+  CHECK(layer.gamma().peek().to_vector() == std::vector<float>(8, 1.f));
+  CHECK(layer.moving_variance().peek().to_vector() == std::vector<float>(8, 1.f));
+
+  // Channels first (Keras's axis = 1): (batch, C, L) normalized over batch and L.
+  fx::random::generator gen{2};
+  nn::batch_norm<1, double> first;
+  const fx::tensor<double> x = fx::random::normal<double>({2, 3, 4}, gen);
+  const fx::tensor<double> y = first(x, true);
+  // The same numbers as channels last after moving the axis.
+  nn::batch_norm<-1, double> last;
+  const fx::tensor<double> xt = fx::transpose(x, {0, 2, 1});
+  const fx::tensor<double> yt = last(xt, true);
+  check_all_close(fx::tensor<double>(fx::transpose(y, {0, 2, 1})).to_vector(), yt.to_vector());
+  check_all_close(first.moving_mean().peek().to_vector(), last.moving_mean().peek().to_vector());
+  CHECK(first.gamma().shape() == fx::shape{3});
+}
+
+TEST_CASE("batch_norm: in a sequential model, settings are kept and the activation is fused") {
+  fx::random::generator gen{9};
+  auto net = nn::sequential(gen, nn::typed_input<double, 5>{}, nn::dense<4>{}, nn::batch_norm<>{0.5, 1e-2},
+                            nn::relu{});
+  static_assert(std::is_same_v<decltype(net)::output_shape_t, nn::static_shape<4>>);
+  auto& bn = net.layer<1>();
+  CHECK(bn.momentum() == 0.5);
+  CHECK(bn.epsilon() == 1e-2);
+  CHECK(bn.name() == "batch_normalization");
+  const fx::tensor<double> x = fx::random::normal<double>({6, 5}, gen);
+  const fx::tensor<double> y = net(x, /*training=*/true);
+  const fx::tensor<double> h = net.layer<0>()(x);
+  const std::vector<double> hv = h.to_vector();
+  const channel_stats st = naive_stats(hv, 4);
+  std::vector<double> want = naive_normalize(hv, st.mean, st.variance, std::vector<double>(4, 1.0),
+                                             std::vector<double>(4, 0.0), 1e-2);
+  for (double& v : want) v = std::max(v, 0.0);
+  check_all_close(y.to_vector(), want);
+  for (std::size_t c = 0; c < 4; ++c)
+    CHECK(bn.moving_mean().peek().to_vector()[c] == doctest::Approx(st.mean[c] * 0.5).epsilon(1e-12));
+  CHECK(net.non_trainable_variables().size() == 2);
+  CHECK(net.trainable_variables().size() == 4);
+}
+
+TEST_CASE("batch_norm: errors name the layer and the shapes") {
+  nn::batch_norm<> layer;
+  layer.build(fx::shape{4});
+  CHECK_THROWS_WITH_AS(layer(fx::zeros<float>({2, 5})),
+                       "batch_norm 'batch_normalization': the input has 5 channels on axis 1, the layer was built "
+                       "for 4 (input shape (2, 5))",
+                       fx::shape_error);
+  CHECK_THROWS_WITH_AS(layer(fx::zeros<float>({4})),
+                       "batch_norm 'batch_normalization': expects input of shape (batch, ..., channels) with the "
+                       "channel axis -1, got (4,)",
+                       fx::shape_error);
+  CHECK_THROWS_AS(nn::batch_norm<>(1.5), fx::invalid_argument);
+  CHECK_THROWS_AS(nn::batch_norm<>(0.9, 0.0), fx::invalid_argument);
+  CHECK_THROWS_AS(nn::batch_norm<>{}.gamma(), fx::error);
+}

@@ -1,0 +1,92 @@
+// fx::nn::layer_norm: gradients against finite differences (double), values against a naive loop,
+// variables, a sequential model with a fused activation, errors.
+#define FLUXION_FORWARD_MODE 0  // layers are checked through the tape; the ops' tests check forward mode
+#include <fluxion/testing/check_gradients.hpp>
+#include <fluxion/fluxion.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace fx = fluxion;
+namespace nn = fluxion::nn;
+
+namespace {
+
+const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
+
+/// Each row of the last axis: gamma (x - mean) / sqrt(var + eps) + beta, var biased.
+std::vector<double> naive_layer_norm(const std::vector<double>& x, const std::vector<double>& gamma,
+                                     const std::vector<double>& beta, double eps) {
+  const std::size_t n = gamma.size();
+  std::vector<double> y(x.size());
+  for (std::size_t r = 0; r < x.size() / n; ++r) {
+    double mean = 0, var = 0;
+    for (std::size_t i = 0; i < n; ++i) mean += x[r * n + i] / static_cast<double>(n);
+    for (std::size_t i = 0; i < n; ++i) var += (x[r * n + i] - mean) * (x[r * n + i] - mean) / static_cast<double>(n);
+    for (std::size_t i = 0; i < n; ++i) y[r * n + i] = gamma[i] * (x[r * n + i] - mean) / std::sqrt(var + eps) + beta[i];
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("layer_norm: gradients with respect to the input, gamma and beta") {
+  fx::random::generator gen{6};
+  nn::layer_norm<double> layer;
+  layer.build(fx::shape{4});
+  for (const fx::shape& s : {fx::shape{3, 4}, fx::shape{2, 3, 4}}) {
+    CAPTURE(s);
+    const fx::tensor<double> x = fx::random::normal<double>(s, gen, 0.5, 2.0);
+    const fx::tensor<double> g = fx::random::uniform<double>({4}, gen, 0.5, 1.5), b = fx::random::normal<double>({4}, gen);
+    auto r = fx::testing::check_gradients(
+        [&](const auto& xi, const auto& gi, const auto& bi) {
+          layer.gamma().assign(gi);
+          layer.beta().assign(bi);
+          return layer(xi);
+        },
+        reverse_only, x, g, b);
+    CHECK_MESSAGE(r.ok, r.report);
+  }
+}
+
+TEST_CASE("layer_norm: values against a naive loop, the same in training and inference") {
+  fx::random::generator gen{1};
+  nn::layer_norm<double> layer{1e-2};
+  const fx::tensor<double> x = fx::random::normal<double>({2, 3, 5}, gen, 1.0, 3.0);
+  layer(x);
+  const std::vector<double> gamma{0.5, 1.0, 1.5, 2.0, 2.5}, beta{-1.0, 0.0, 1.0, 2.0, 3.0};
+  layer.gamma().assign(fx::from_vector(gamma, {5}));
+  layer.beta().assign(fx::from_vector(beta, {5}));
+  const std::vector<double> want = naive_layer_norm(x.to_vector(), gamma, beta, 1e-2);
+  for (bool training : {false, true}) {
+    const fx::tensor<double> y = layer(x, training);
+    REQUIRE(y.shape() == x.shape());
+    const auto got = y.to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+  }
+  std::vector<std::string> names;
+  for (auto* v : layer.trainable_variables()) names.push_back(v->name());
+  CHECK(names == std::vector<std::string>{"layer_normalization/gamma", "layer_normalization/beta"});
+}
+
+TEST_CASE("layer_norm: in a sequential model, epsilon is kept and the activation is fused") {
+  fx::random::generator gen{2};
+  auto net = nn::sequential(gen, nn::typed_input<double, 3, 4>{}, nn::layer_norm{0.5}, nn::tanh{});
+  static_assert(std::is_same_v<decltype(net)::output_shape_t, nn::static_shape<3, 4>>);
+  CHECK(net.layer<0>().epsilon() == 0.5);
+  const fx::tensor<double> x = fx::random::normal<double>({2, 3, 4}, gen);
+  const auto y = fx::tensor<double>(net(x)).to_vector();
+  auto want = naive_layer_norm(x.to_vector(), std::vector<double>(4, 1.0), std::vector<double>(4, 0.0), 0.5);
+  for (std::size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(std::tanh(want[i])).epsilon(1e-12));
+}
+
+TEST_CASE("layer_norm: errors name the layer and the shapes") {
+  nn::layer_norm<> layer{"ln"};
+  layer(fx::zeros<float>({2, 4}));
+  CHECK_THROWS_WITH_AS(layer(fx::zeros<float>({2, 5})), "layer_norm 'ln': expects input of shape (batch, ..., 4), got (2, 5)",
+                       fx::shape_error);
+  CHECK_THROWS_AS(layer(fx::zeros<float>({4})), fx::shape_error);
+  CHECK_THROWS_AS(nn::layer_norm<>(-1.0), fx::invalid_argument);
+}
