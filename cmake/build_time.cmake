@@ -1,8 +1,11 @@
 # Levers on the compile time of programs that use fluxion (README, "Compile time"):
 #
 #   fluxion_target_prebuilt_kernels(app)    compile fluxion's GEMM, convolution and pooling kernels
-#                                           once, in a static library of app's own, instead of in
-#                                           every translation unit (FLUXION_PREBUILT_KERNELS)
+#                                           (src/kernels.cpp) and the model layer's float statements
+#                                           (src/nn_kernels.cpp: dense, conv2d, pooling, LSTM, sparse
+#                                           cross-entropy, optimizer updates) once, in a static
+#                                           library of app's own, instead of in every translation
+#                                           unit (FLUXION_PREBUILT_KERNELS)
 #   fluxion_target_precompile_headers(app)  a precompiled header of <fluxion/fluxion.hpp> for app
 #
 # Both work the same in fluxion's build tree (add_subdirectory) and from an installed package
@@ -23,7 +26,9 @@ function(fluxion_target_prebuilt_kernels target)
   endif()
   set(library ${target}_fluxion_kernels)
   if(NOT TARGET ${library})
-    add_library(${library} STATIC "${source}")
+    # nn_kernels.cpp sits beside kernels.cpp (in the source tree and in the installed package).
+    get_filename_component(source_dir "${source}" DIRECTORY)
+    add_library(${library} STATIC "${source}" "${source_dir}/nn_kernels.cpp")
     target_link_libraries(${library} PRIVATE fluxion::fluxion)
     # The program's own compile options (its -march above all), so that both sides of the link
     # were compiled for the same vector width.

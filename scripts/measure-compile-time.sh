@@ -62,6 +62,7 @@ row "bench/compile/mlp_train.cpp" "$mlp"
 prebuilt=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
 row "  ... with FLUXION_PREBUILT_KERNELS" "$prebuilt"
 row "  (src/kernels.cpp itself, compiled once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
+row "  (src/nn_kernels.cpp, the model layer's, once per build)" "$(best "$cxx" "${flags[@]}" -c src/nn_kernels.cpp -o "$scratch/nn_kernels.o")"
 
 # Lever 2: a precompiled header of the umbrella (what fluxion_target_precompile_headers adds).
 mkdir -p "$scratch/pch"
@@ -77,12 +78,15 @@ if [[ -e "$torch_include/torch/torch.h" ]]; then
   ratio() { awk -v a="$1" -v b="$torch" 'BEGIN { printf "%.2f", a / b }'; }
   echo "fluxion / LibTorch: $(ratio "$mlp") header-only, $(ratio "$prebuilt") with prebuilt kernels," \
        "$(ratio "$both") with prebuilt kernels and a precompiled header (goal: 0.5)"
+  models_prebuilt=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c examples/mnist_models.cpp -o "$scratch/out.o")
+  row "examples/mnist_models.cpp ... with FLUXION_PREBUILT_KERNELS" "$models_prebuilt"
   models_levers=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -I"$scratch/pch" -include fluxion_pch.hpp -c examples/mnist_models.cpp -o "$scratch/out.o")
   row "examples/mnist_models.cpp ... with both levers" "$models_levers"
   models_torch=$(best "$cxx" "${flags[@]}" -I"$torch_include" -c bench/compile/mnist_models_torch.cpp -o "$scratch/out.o")
   row "bench/compile/mnist_models_torch.cpp (LibTorch)" "$models_torch"
   echo "mnist_models fluxion / LibTorch: $(awk -v a="$models" -v b="$models_torch" 'BEGIN { printf "%.2f", a / b }')" \
-       "header-only, $(awk -v a="$models_levers" -v b="$models_torch" 'BEGIN { printf "%.2f", a / b }') with both levers (goal: 0.5)"
+       "header-only, $(awk -v a="$models_prebuilt" -v b="$models_torch" 'BEGIN { printf "%.2f", a / b }') with prebuilt kernels," \
+       "$(awk -v a="$models_levers" -v b="$models_torch" 'BEGIN { printf "%.2f", a / b }') with both levers (goal: 0.5)"
 else
   echo "LibTorch twins: skipped (install libtorch-dev, or run scripts/install-deps.sh --bench)"
 fi

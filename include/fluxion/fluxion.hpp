@@ -18,3 +18,4 @@
 #include "io.hpp"
 #include "losses.hpp"
 #include "metrics.hpp"
+#include "nn/prebuilt.hpp"

@@ -133,20 +133,14 @@ auto softmax_cross_entropy(L&& logits, Y&& labels, reduction r = reduction::mean
   return detail::reduce_examples(detail::softmax_cross_entropy_per_example(x, y), r);
 }
 
-/// Cross entropy between softmax(logits) and integer class indices: logits (batch, classes),
-/// labels (batch,) (or (batch, 1)) of int32 or int64, each in [0, classes).
-template <detail::tensor_like L, detail::tensor_like I>
-auto sparse_softmax_cross_entropy(L&& logits, I&& labels, reduction r = reduction::mean) {
-  auto x = fluxion::detail::as_expr<L>(std::forward<L>(logits));
-  using T = value_type_t<decltype(x)>;
-  detail::require_floating<decltype(x)>();
-  using IT = value_type_t<detail::expr_of<I>>;
-  static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
-                "fluxion::losses::sparse_softmax_cross_entropy: labels must be int32 or int64 class indices; "
-                "for one-hot or soft labels use softmax_cross_entropy.");
-  auto indices = fluxion::detail::materialize(fluxion::detail::as_expr<I>(std::forward<I>(labels)));
+namespace detail {
+/// The statements of sparse_softmax_cross_entropy on tensors: one instance per element type and
+/// label type in a program, whatever expression the logits came from (and prebuilt with
+/// FLUXION_PREBUILT_KERNELS, nn/prebuilt.hpp).
+template <class T, class IT, int Config = fluxion::detail::autodiff_config>
+tensor<T> sparse_softmax_cross_entropy_tensors(const tensor<T>& x, tensor<IT> indices, reduction r) {
   const char* name = "sparse_softmax_cross_entropy";
-  detail::check_class_axis(name, x.shape());
+  check_class_axis(name, x.shape());
   const shape& xs = x.shape();
   const shape examples(xs.begin(), xs.end() - 1);
   shape with_unit_axis = examples;  // Keras also takes labels of shape (batch, 1)
@@ -159,9 +153,25 @@ auto sparse_softmax_cross_entropy(L&& logits, I&& labels, reduction r = reductio
   const auto values = indices.to_vector();
   for (std::size_t i = 0; i < values.size(); ++i)
     if (values[i] < 0 || values[i] >= classes)
-      throw out_of_range(std::string(name) + ": labels" + detail::position(static_cast<index_t>(i), examples) +
+      throw out_of_range(std::string(name) + ": labels" + position(static_cast<index_t>(i), examples) +
                          " = " + std::to_string(values[i]) + " is not in [0, " + std::to_string(classes) + ")");
-  return detail::reduce_examples(detail::softmax_cross_entropy_per_example(x, one_hot<T>(indices, classes)), r);
+  return reduce_examples(detail::softmax_cross_entropy_per_example(x, one_hot<T>(indices, classes)), r);
+}
+}  // namespace detail
+
+/// Cross entropy between softmax(logits) and integer class indices: logits (batch, classes),
+/// labels (batch,) (or (batch, 1)) of int32 or int64, each in [0, classes).
+template <detail::tensor_like L, detail::tensor_like I>
+auto sparse_softmax_cross_entropy(L&& logits, I&& labels, reduction r = reduction::mean) {
+  auto x = fluxion::detail::as_expr<L>(std::forward<L>(logits));
+  using T = value_type_t<decltype(x)>;
+  detail::require_floating<decltype(x)>();
+  using IT = value_type_t<detail::expr_of<I>>;
+  static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
+                "fluxion::losses::sparse_softmax_cross_entropy: labels must be int32 or int64 class indices; "
+                "for one-hot or soft labels use softmax_cross_entropy.");
+  auto indices = fluxion::detail::materialize(fluxion::detail::as_expr<I>(std::forward<I>(labels)));
+  return detail::sparse_softmax_cross_entropy_tensors<T>(fluxion::detail::materialize(x), std::move(indices), r);
 }
 
 /// Binary cross entropy between sigmoid(logits) and labels in [0, 1] of the same shape, computed

@@ -29,6 +29,14 @@ consteval index_t window_output(index_t in, index_t kernel, index_t stride, inde
   if (pad == padding::same) return (in + stride - 1) / stride;
   return in >= span ? (in - span) / stride + 1 : 0;
 }
+
+/// The statement of every conv2d layer of element type T: epilogue(conv2d(x, W) + b). One instance
+/// serves all such layers of a program (see dense_forward in nn/dense.hpp).
+template <class T, class Epilogue, int Config = fluxion::detail::autodiff_config>
+tensor<T> conv2d_forward(const tensor<T>& x, const variable<T>& kernel, const variable<T>& bias, spatial2d strides,
+                         padding pad, spatial2d dilations, const Epilogue& epilogue) {
+  return tensor<T>(epilogue(fluxion::conv2d(x, kernel, strides, pad, dilations) + bias));
+}
 }  // namespace detail
 
 template <index_t Filters, index_t Kernel, padding Padding = padding::valid, index_t Stride = 1, index_t Dilation = 1,
@@ -92,7 +100,8 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
     static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
                   "fluxion::nn::conv2d: the input's element type differs from the layer's; convert it with "
                   "fluxion::cast<T>.");
-    const fluxion::shape& s = e.shape();
+    const tensor<T> in = fluxion::detail::materialize(e);  // the convolution would materialize it anyway
+    const fluxion::shape& s = in.shape();
     if (s.rank() != 4)
       throw shape_error("conv2d '" + this->m_name + "': expects input of shape (batch, height, width, channels), got " +
                         to_string(s));
@@ -101,7 +110,7 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
       throw shape_error("conv2d '" + this->m_name + "': the input has " + std::to_string(s[3]) +
                         " channels, the layer was built for " + std::to_string(m_in) + " (input shape " +
                         to_string(s) + ")");
-    return tensor<T>(epilogue(fluxion::conv2d(e, *m_kernel, Stride, Padding, Dilation) + *m_bias));
+    return detail::conv2d_forward<T, Epilogue>(in, *m_kernel, *m_bias, Stride, Padding, Dilation, epilogue);
   }
 
   variable<T>& kernel() { return checked(m_kernel, "kernel"); }

@@ -18,6 +18,24 @@
 
 namespace fluxion::nn {
 
+namespace detail {
+/// The statement of every dense layer of element type T: epilogue(x W + b), along the last axis.
+/// A function of tensors and variables, not of the layers' types or of the input's expression, so
+/// that one instance (and one backward function) serves all dense layers of a program, and
+/// FLUXION_PREBUILT_KERNELS can compile the common ones once (nn/prebuilt.hpp). Config keeps
+/// programs built with other autodiff settings (core/config.hpp) from linking another's copy.
+template <class T, class Epilogue, int Config = fluxion::detail::autodiff_config>
+tensor<T> dense_forward(const tensor<T>& x, const variable<T>& kernel, const variable<T>& bias,
+                        const Epilogue& epilogue) {
+  const fluxion::shape& s = x.shape();
+  if (s.rank() == 2) return tensor<T>(epilogue(matmul(x, kernel) + bias));
+  std::vector<index_t> out(s.begin(), s.end());
+  out.back() = kernel.shape()[1];
+  const tensor<T> flat = epilogue(matmul(reshape(x, {-1, kernel.shape()[0]}), kernel) + bias);
+  return tensor<T>(reshape(flat, out));
+}
+}  // namespace detail
+
 template <index_t Units, class T = float>
 class dense : public layer_base<dense<Units, T>, T> {
   static_assert(Units > 0, "fluxion::nn::dense<Units>: Units must be positive.");
@@ -65,16 +83,13 @@ class dense : public layer_base<dense<Units, T>, T> {
     static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
                   "fluxion::nn::dense: the input's element type differs from the layer's; convert it with "
                   "fluxion::cast<T>, or declare the layer as dense<Units, T>.");
-    const fluxion::shape& s = e.shape();
+    const tensor<T> in = fluxion::detail::materialize(e);  // matmul would materialize it anyway
+    const fluxion::shape& s = in.shape();
     if (!built() && s.rank() >= 2) build(fluxion::shape{s[s.rank() - 1]});
     if (s.rank() < 2 || s[s.rank() - 1] != m_in)
       throw shape_error("dense '" + this->m_name + "': expects input of shape (batch, ..., " +
                         (built() ? std::to_string(m_in) : std::string("features")) + "), got " + to_string(s));
-    if (s.rank() == 2) return tensor<T>(epilogue(matmul(e, *m_kernel) + *m_bias));
-    std::vector<index_t> out(s.begin(), s.end());
-    out.back() = Units;
-    tensor<T> flat = epilogue(matmul(reshape(e, {-1, m_in}), *m_kernel) + *m_bias);
-    return tensor<T>(reshape(flat, out));
+    return detail::dense_forward<T, Epilogue>(in, *m_kernel, *m_bias, epilogue);
   }
 
   variable<T>& kernel() { return checked(m_kernel, "kernel"); }

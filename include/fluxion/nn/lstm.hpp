@@ -32,6 +32,31 @@
 
 namespace fluxion::nn {
 
+namespace detail {
+/// The statements of every LSTM layer of element type T (one instance per program; see
+/// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked.
+template <class T, bool ReturnSequences, int Config = fluxion::detail::autodiff_config>
+tensor<T> lstm_forward(const tensor<T>& e, const variable<T>& kernel, const variable<T>& recurrent_kernel,
+                       const variable<T>& bias, index_t units) {
+  const fluxion::shape& s = e.shape();
+  const index_t batch = s[0], steps = s[1], features = s[2];
+  // Row b * steps + t holds example b at step t.
+  const tensor<T> projected = matmul(reshape(e, {-1, features}), kernel) + bias;
+  tensor<T> h = zeros<T>({batch, units}), c = zeros<T>({batch, units});
+  std::vector<tensor<T>> outputs;
+  for (index_t t = 0; t < steps; ++t) {
+    const tensor<T> z =
+        strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1}) + matmul(h, recurrent_kernel);
+    auto gate = [&](index_t k) { return slice(z, {0, k * units}, {batch, units}); };
+    c = fluxion::sigmoid(gate(1)) * c + fluxion::sigmoid(gate(0)) * fluxion::tanh(gate(2));
+    h = fluxion::sigmoid(gate(3)) * fluxion::tanh(c);
+    if constexpr (ReturnSequences) outputs.push_back(h);
+  }
+  if constexpr (ReturnSequences) return tensor<T>(stack(std::move(outputs), 1));
+  else return h;
+}
+}  // namespace detail
+
 template <index_t Units, bool ReturnSequences = false, class T = float>
 class lstm : public layer_base<lstm<Units, ReturnSequences, T>, T> {
   static_assert(Units > 0, "fluxion::nn::lstm<Units>: Units must be positive.");
@@ -95,21 +120,8 @@ class lstm : public layer_base<lstm<Units, ReturnSequences, T>, T> {
     if (s[2] != m_in || s[1] < 1)
       throw shape_error("lstm '" + this->m_name + "': expects input of shape (batch, time >= 1, " +
                         std::to_string(m_in) + "), got " + to_string(s));
-    const index_t batch = s[0], steps = s[1];
-    // Row b * steps + t holds example b at step t.
-    const tensor<T> projected = matmul(reshape(e, {-1, m_in}), *m_kernel) + *m_bias;
-    tensor<T> h = zeros<T>({batch, Units}), c = zeros<T>({batch, Units});
-    std::vector<tensor<T>> outputs;
-    for (index_t t = 0; t < steps; ++t) {
-      const tensor<T> z =
-          strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1}) + matmul(h, *m_recurrent_kernel);
-      auto gate = [&](index_t k) { return slice(z, {0, k * Units}, {batch, Units}); };
-      c = fluxion::sigmoid(gate(1)) * c + fluxion::sigmoid(gate(0)) * fluxion::tanh(gate(2));
-      h = fluxion::sigmoid(gate(3)) * fluxion::tanh(c);
-      if constexpr (ReturnSequences) outputs.push_back(h);
-    }
-    if constexpr (ReturnSequences) return tensor<T>(stack(std::move(outputs), 1));
-    else return h;
+    return detail::lstm_forward<T, ReturnSequences>(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel,
+                                                    *m_bias, Units);
   }
 
   variable<T>& kernel() { return checked(m_kernel, "kernel"); }

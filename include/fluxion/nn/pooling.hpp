@@ -14,6 +14,14 @@
 namespace fluxion::nn {
 
 namespace detail {
+/// The statement of every pooling layer of element type T (one instance per program; see
+/// dense_forward in nn/dense.hpp).
+template <bool Max, class T, int Config = fluxion::detail::autodiff_config>
+tensor<T> pool_forward(const tensor<T>& x, spatial2d pool, spatial2d strides, padding pad) {
+  if constexpr (Max) return tensor<T>(fluxion::max_pool2d(x, pool, strides, pad));
+  else return tensor<T>(fluxion::avg_pool2d(x, pool, strides, pad));
+}
+
 template <class Derived, bool Max, index_t Pool, index_t Stride, padding Padding>
 struct pool_layer : stateless_layer<Derived> {
   static_assert(Pool > 0 && Stride > 0, "fluxion::nn::max_pool2d, avg_pool2d: the pool size and stride must be positive.");
@@ -47,8 +55,8 @@ struct pool_layer : stateless_layer<Derived> {
 
   template <class X>
   auto operator()(X&& x, bool /*training*/ = false) const {
-    if constexpr (Max) return fluxion::max_pool2d(std::forward<X>(x), Pool, Stride, Padding);
-    else return fluxion::avg_pool2d(std::forward<X>(x), Pool, Stride, Padding);
+    return pool_forward<Max>(fluxion::detail::materialize(fluxion::detail::as_expr<X>(std::forward<X>(x))), Pool,
+                             Stride, Padding);
   }
 };
 }  // namespace detail

@@ -1,0 +1,63 @@
+// Prebuilt statements of the model layer: the float statements of dense, conv2d, pooling and LSTM
+// layers, sparse softmax cross-entropy and the optimizers' update, compiled once in
+// src/nn_kernels.cpp instead of in every translation unit of a program that uses them.
+//
+//   fluxion_target_prebuilt_kernels(app)     # CMake (cmake/build_time.cmake): both kernel sources
+//
+// With FLUXION_PREBUILT_KERNELS (and the default autodiff settings, which nn_kernels.cpp is built
+// with), these specializations are `extern template`: a program's layers then compile to calls,
+// and the fused kernels and backward functions behind them come from the library. Each function
+// names the autodiff settings in its template arguments (Config), so a program built with other
+// settings instantiates its own instead of linking code that records differently. Included by
+// <fluxion/fluxion.hpp>.
+#pragma once
+
+#include "../losses.hpp"
+#include "../nn.hpp"
+#include "../optim.hpp"
+
+#if (defined(FLUXION_PREBUILT_KERNELS) || defined(FLUXION_PREBUILT_NN_SOURCE)) && \
+    FLUXION_MAX_DERIVATIVE_ORDER == 1 && !FLUXION_FORWARD_MODE
+
+#define FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, E)                                                             \
+  EXTERN template tensor<float> nn::detail::dense_forward<float, E>(const tensor<float>&, const variable<float>&, \
+                                                                    const variable<float>&, const E&);             \
+  EXTERN template tensor<float> nn::detail::conv2d_forward<float, E>(const tensor<float>&, const variable<float>&, \
+                                                                     const variable<float>&, spatial2d, padding,    \
+                                                                     spatial2d, const E&);
+
+#define FLUXION_NN_SPECIALIZATIONS(EXTERN)                                                                          \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::detail::identity)                                                \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::relu)                                                            \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::sigmoid)                                                         \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::tanh)                                                            \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::gelu)                                                            \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::softmax)                                                         \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::log_softmax)                                                     \
+  EXTERN template tensor<float> nn::detail::pool_forward<true, float>(const tensor<float>&, spatial2d, spatial2d,  \
+                                                                      padding);                                    \
+  EXTERN template tensor<float> nn::detail::pool_forward<false, float>(const tensor<float>&, spatial2d, spatial2d, \
+                                                                       padding);                                   \
+  EXTERN template tensor<float> nn::detail::lstm_forward<float, false>(                                            \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t);      \
+  EXTERN template tensor<float> nn::detail::lstm_forward<float, true>(                                             \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t);      \
+  EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int32_t>(         \
+      const tensor<float>&, tensor<std::int32_t>, losses::reduction);                                              \
+  EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int64_t>(         \
+      const tensor<float>&, tensor<std::int64_t>, losses::reduction);                                              \
+  EXTERN template void optim::optimizer::apply_gradients<float, cpu>(const std::vector<tensor<float, cpu>>&,       \
+                                                                     const std::vector<variable<float, cpu>*>&);
+
+namespace fluxion {
+#if defined(FLUXION_PREBUILT_NN_SOURCE)
+FLUXION_NN_SPECIALIZATIONS()
+#else
+FLUXION_NN_SPECIALIZATIONS(extern)
+#endif
+}  // namespace fluxion
+
+#undef FLUXION_NN_SPECIALIZATIONS
+#undef FLUXION_NN_EPILOGUE_SPECIALIZATIONS
+
+#endif
