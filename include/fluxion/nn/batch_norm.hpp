@@ -183,19 +183,18 @@ class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
     return y;
   }
 
-  variable<T>& gamma() { return checked(m_gamma, "gamma"); }
-  variable<T>& beta() { return checked(m_beta, "beta"); }
-  variable<T>& moving_mean() { return checked(m_moving_mean, "moving_mean"); }
-  variable<T>& moving_variance() { return checked(m_moving_variance, "moving_variance"); }
+  variable<T>& gamma() { return this->require_built(m_gamma, "batch_norm", "gamma"); }
+  variable<T>& beta() { return this->require_built(m_beta, "batch_norm", "beta"); }
+  variable<T>& moving_mean() { return this->require_built(m_moving_mean, "batch_norm", "moving_mean"); }
+  variable<T>& moving_variance() { return this->require_built(m_moving_variance, "batch_norm", "moving_variance"); }
 
   /// gamma, beta (trainable), moving_mean, moving_variance (not trainable), in Keras's order.
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
-    if (!built()) return;
-    visit(m_gamma, prefix + "gamma", f);
-    visit(m_beta, prefix + "beta", f);
-    visit(m_moving_mean, prefix + "moving_mean", f);
-    visit(m_moving_variance, prefix + "moving_variance", f);
+    this->visit(prefix, f, m_gamma, "gamma");
+    this->visit(prefix, f, m_beta, "beta");
+    this->visit(prefix, f, m_moving_mean, "moving_mean");
+    this->visit(prefix, f, m_moving_variance, "moving_variance");
   }
 
  private:
@@ -208,18 +207,6 @@ class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
                         "channel axis " + std::to_string(Axis) + ", got " + shape_text());
     return axis;
   }
-  template <class F>
-  static void visit(std::optional<variable<T>>& v, std::string name, F& f) {
-    v->set_name(std::move(name));
-    f(*v);
-  }
-  variable<T>& checked(std::optional<variable<T>>& v, const char* what) {
-    if (!v)
-      throw error("batch_norm '" + this->m_name + "': " + what +
-                  " does not exist before the layer is built (call it once)");
-    return *v;
-  }
-
   double m_momentum, m_epsilon;
   bool m_update = true;
   index_t m_channels = 0;

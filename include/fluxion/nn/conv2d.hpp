@@ -113,27 +113,19 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
     return detail::conv2d_forward<T, Epilogue>(in, *m_kernel, *m_bias, Stride, Padding, Dilation, epilogue);
   }
 
-  variable<T>& kernel() { return checked(m_kernel, "kernel"); }
-  variable<T>& bias() { return checked(m_bias, "bias"); }
+  variable<T>& kernel() { return this->require_built(m_kernel, "conv2d", "kernel"); }
+  variable<T>& bias() { return this->require_built(m_bias, "conv2d", "bias"); }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
-    if (!built()) return;
-    m_kernel->set_name(prefix + "kernel");
-    f(*m_kernel);
-    m_bias->set_name(prefix + "bias");
-    f(*m_bias);
+    this->visit(prefix, f, m_kernel, "kernel");
+    this->visit(prefix, f, m_bias, "bias");
   }
 
  private:
   tensor<T> initial_kernel(random::generator& gen) const {
     return detail::glorot_uniform<T>({Kernel, Kernel, m_in, Filters}, Kernel * Kernel * m_in, Kernel * Kernel * Filters,
                                      gen);
-  }
-  variable<T>& checked(std::optional<variable<T>>& v, const char* what) {
-    if (!v)
-      throw error("conv2d '" + this->m_name + "': " + what + " does not exist before the layer is built (call it once)");
-    return *v;
   }
   index_t m_in = 0;
   std::optional<variable<T>> m_kernel, m_bias;

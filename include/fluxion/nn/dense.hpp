@@ -92,23 +92,16 @@ class dense : public layer_base<dense<Units, T>, T> {
     return detail::dense_forward<T, Epilogue>(in, *m_kernel, *m_bias, epilogue);
   }
 
-  variable<T>& kernel() { return checked(m_kernel, "kernel"); }
-  variable<T>& bias() { return checked(m_bias, "bias"); }
+  variable<T>& kernel() { return this->require_built(m_kernel, "dense", "kernel"); }
+  variable<T>& bias() { return this->require_built(m_bias, "dense", "bias"); }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
-    if (!built()) return;
-    m_kernel->set_name(prefix + "kernel");
-    f(*m_kernel);
-    m_bias->set_name(prefix + "bias");
-    f(*m_bias);
+    this->visit(prefix, f, m_kernel, "kernel");
+    this->visit(prefix, f, m_bias, "bias");
   }
 
  private:
-  variable<T>& checked(std::optional<variable<T>>& v, const char* what) {
-    if (!v) throw error("dense '" + this->m_name + "': " + what + " does not exist before the layer is built (call it once)");
-    return *v;
-  }
   index_t m_in = 0;
   std::optional<variable<T>> m_kernel, m_bias;
 };

@@ -79,17 +79,11 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T>, T> {
     return tensor<T>(gather(*m_embeddings, ids, 0));
   }
 
-  variable<T>& embeddings() {
-    if (!m_embeddings)
-      throw error("embedding '" + this->m_name + "': embeddings does not exist before the layer is built (call it once)");
-    return *m_embeddings;
-  }
+  variable<T>& embeddings() { return this->require_built(m_embeddings, "embedding", "embeddings"); }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
-    if (!built()) return;
-    m_embeddings->set_name(prefix + "embeddings");
-    f(*m_embeddings);
+    this->visit(prefix, f, m_embeddings, "embeddings");
   }
 
  private:

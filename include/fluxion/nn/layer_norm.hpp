@@ -81,25 +81,16 @@ class layer_norm : public layer_base<layer_norm<T>, T> {
     return tensor<T>(epilogue((xt - mean) * rsqrt(variance + static_cast<T>(m_epsilon)) * *m_gamma + *m_beta));
   }
 
-  variable<T>& gamma() { return checked(m_gamma, "gamma"); }
-  variable<T>& beta() { return checked(m_beta, "beta"); }
+  variable<T>& gamma() { return this->require_built(m_gamma, "layer_norm", "gamma"); }
+  variable<T>& beta() { return this->require_built(m_beta, "layer_norm", "beta"); }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
-    if (!built()) return;
-    m_gamma->set_name(prefix + "gamma");
-    f(*m_gamma);
-    m_beta->set_name(prefix + "beta");
-    f(*m_beta);
+    this->visit(prefix, f, m_gamma, "gamma");
+    this->visit(prefix, f, m_beta, "beta");
   }
 
  private:
-  variable<T>& checked(std::optional<variable<T>>& v, const char* what) {
-    if (!v)
-      throw error("layer_norm '" + this->m_name + "': " + what +
-                  " does not exist before the layer is built (call it once)");
-    return *v;
-  }
   double m_epsilon;
   index_t m_features = 0;
   std::optional<variable<T>> m_gamma, m_beta;

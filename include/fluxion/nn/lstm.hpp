@@ -124,19 +124,15 @@ class lstm : public layer_base<lstm<Units, ReturnSequences, T>, T> {
                                                     *m_bias, Units);
   }
 
-  variable<T>& kernel() { return checked(m_kernel, "kernel"); }
-  variable<T>& recurrent_kernel() { return checked(m_recurrent_kernel, "recurrent_kernel"); }
-  variable<T>& bias() { return checked(m_bias, "bias"); }
+  variable<T>& kernel() { return this->require_built(m_kernel, "lstm", "kernel"); }
+  variable<T>& recurrent_kernel() { return this->require_built(m_recurrent_kernel, "lstm", "recurrent_kernel"); }
+  variable<T>& bias() { return this->require_built(m_bias, "lstm", "bias"); }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
-    if (!built()) return;
-    m_kernel->set_name(prefix + "kernel");
-    f(*m_kernel);
-    m_recurrent_kernel->set_name(prefix + "recurrent_kernel");
-    f(*m_recurrent_kernel);
-    m_bias->set_name(prefix + "bias");
-    f(*m_bias);
+    this->visit(prefix, f, m_kernel, "kernel");
+    this->visit(prefix, f, m_recurrent_kernel, "recurrent_kernel");
+    this->visit(prefix, f, m_bias, "bias");
   }
 
  private:
@@ -150,11 +146,6 @@ class lstm : public layer_base<lstm<Units, ReturnSequences, T>, T> {
     std::vector<T> b(static_cast<std::size_t>(4 * Units), T(0));
     std::fill(b.begin() + Units, b.begin() + 2 * Units, T(1));
     return from_vector(b, {4 * Units});
-  }
-  variable<T>& checked(std::optional<variable<T>>& v, const char* what) {
-    if (!v)
-      throw error("lstm '" + this->m_name + "': " + what + " does not exist before the layer is built (call it once)");
-    return *v;
   }
   index_t m_in = 0;
   std::optional<variable<T>> m_kernel, m_recurrent_kernel, m_bias;

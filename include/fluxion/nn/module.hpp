@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -178,6 +179,21 @@ class layer_base {
 
  protected:
   explicit layer_base(std::string n = {}) : m_name(std::move(n)) {}
+
+  /// A variable of the layer once it is built; before, an error that names the layer.
+  variable<T>& require_built(std::optional<variable<T>>& v, const char* op, const char* what) {
+    if (!v)
+      throw error(std::string(op) + " '" + m_name + "': " + what +
+                  " does not exist before the layer is built (call it once)");
+    return *v;
+  }
+  /// Names v `prefix + local` and hands it to f; nothing before the layer is built.
+  template <class F>
+  static void visit(const std::string& prefix, F& f, std::optional<variable<T>>& v, const char* local) {
+    if (!v) return;
+    v->set_name(prefix + local);
+    f(*v);
+  }
   /// The prefix of this layer's variables when it is the root of a collection: a layer alone names
   /// its variables `dense/kernel`; a model names them by its sublayers.
   std::string root_prefix() const { return Derived::names_itself ? m_name + "/" : std::string{}; }
