@@ -100,7 +100,8 @@ torch::Tensor to_torch(const fx::tensor<float>& t, std::vector<std::int64_t> sha
   return torch::from_blob(const_cast<float*>(t.data()), shape, torch::kFloat32).clone();
 }
 torch::Tensor labels_to_torch(const fx::tensor<std::int32_t>& t) {
-  std::vector<std::int64_t> v(t.to_vector().begin(), t.to_vector().end());
+  const std::vector<std::int32_t> labels = t.to_vector();
+  std::vector<std::int64_t> v(labels.begin(), labels.end());
   return torch::tensor(v, torch::kInt64);
 }
 
@@ -155,7 +156,7 @@ void torch_train(benchmark::State& state, bool images) {
     auto loss = torch::nn::functional::cross_entropy(model.forward(x), y);
     loss.backward();
     opt.step();
-    return loss.item<float>();
+    return loss.template item<float>();
   };
   const float first = step();
   step();

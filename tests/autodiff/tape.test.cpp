@@ -239,3 +239,20 @@ TEST_CASE("tape: variable::value() is recorded as read_value() is; peek() is not
     CHECK(tape.gradient(y, w, fx::unconnected_gradients::zero).to_vector() == std::vector<double>{0, 0});
   }
 }
+
+TEST_CASE("tape: the gradients of many slices of one tensor add into their regions") {
+  // Each row a slice of its own (weighted by its index), plus a strided slice over all of x: the
+  // tape adds each slice's gradient into its region of x's gradient, in place after the first.
+  const fx::tensor<double> x = test::random_tensor<double>({6, 4}, 17);
+  fx::gradient_tape tape;
+  tape.watch(x);
+  fx::tensor<double> y = fx::reduce_sum(fx::strided_slice(x, {0, 1}, {fx::end, fx::end}, {2, 2}) * 3.0);
+  for (fx::index_t i = 0; i < 6; ++i)
+    y = y + static_cast<double>(i + 1) * fx::reduce_sum(fx::square(fx::slice(x, {i, 0}, {1, 4})));
+  const auto g = tape.gradient(y, x);
+  for (fx::index_t i = 0; i < 6; ++i)
+    for (fx::index_t j = 0; j < 4; ++j) {
+      const double want = 2.0 * static_cast<double>(i + 1) * x(i, j) + ((i % 2 == 0 && j % 2 == 1) ? 3.0 : 0.0);
+      CHECK(g(i, j) == doctest::Approx(want));
+    }
+}

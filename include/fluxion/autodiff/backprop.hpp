@@ -189,6 +189,11 @@ struct backward<remap_expr<Map, A>> {
         steps.push_back(st);
       }
       pad_expr<G> scattered(g, std::move(pads), T(0), as, std::move(steps));
+      // A slice of a leaf (a recurrent network's step of a projected sequence, a gate of a fused
+      // pre-activation): the tape adds the slice's gradient into that region of the leaf's
+      // gradient in place, instead of adding a whole leaf-sized tensor of mostly zeros per slice.
+      if constexpr (is_tensor_v<A> && requires { sink.add_scattered(e.a, scattered); })
+        if (sink.add_scattered(e.a, scattered)) return;
       backward<A>::run(e.a, step(keep_order<G>(detail::materialize(scattered))), sink);
     } else if constexpr (std::is_same_v<Map, detail::unreduce_map>) {  // appears in gradients of gradients
       std::vector<int> ax;

@@ -30,6 +30,14 @@ struct tape_sink {
       store.add<order_v<G>>(t.id(), reduce_to(g, t.shape()));
     }
   }
+  /// A slice's gradient scattered into the leaf's shape (backward of a strided slice): added into
+  /// that region of the leaf's gradient in place when it can be; false means "add it whole".
+  template <class T, class D, class P>
+  bool add_scattered(const tensor<T, D>& t, const P& scattered) {
+    if (!tape.tracks(t.id())) return true;
+    if constexpr (!std::is_same_v<value_type_t<P>, T>) return false;
+    else return store.add_region(t.id(), scattered);
+  }
 };
 
 }  // namespace fluxion::autodiff

@@ -70,6 +70,37 @@ class gradient_store {
       acc = acc + g;
     }
   }
+  /// Adds `scattered`, a pad of zeros around a slice's gradient (`scattered.a`) shaped as the
+  /// gradient of `id`, into that gradient in place, touching only the slice's region. Only where
+  /// add() would update in place (nothing else records or holds the accumulator), the padding is
+  /// zeros and every step is positive; returns false otherwise, and for the first term (which
+  /// add() then stores whole).
+  template <class P>
+  bool add_region(std::uint64_t id, const P& scattered) {
+    using T = value_type_t<P>;
+    using D = device_t<P>;
+    auto it = m_grads.find(id);
+    if (it == m_grads.end()) return false;
+    auto* acc = std::any_cast<tensor<T, D>>(&it->second);
+    if (!acc || ::fluxion::detail::autodiff_state::observers > 1 || acc->use_count() != 1) return false;
+    if (scattered.value != T(0) || acc->shape() != scattered.shape()) return false;
+    const fluxion::shape& s = scattered.shape();
+    const auto st = contiguous_strides(s);
+    std::vector<index_t> begin, end, steps;
+    index_t offset = 0, strides[max_rank];
+    for (int d = 0; d < s.rank(); ++d) {
+      const index_t step = scattered.step(d), n = scattered.a.shape()[d], first = scattered.first(d);
+      if (step <= 0) return false;
+      if (n == 0) return true;
+      begin.push_back(first);
+      end.push_back(first + (n - 1) * step + 1);
+      steps.push_back(step);
+      offset += first * st[static_cast<std::size_t>(d)];
+      strides[d] = step * st[static_cast<std::size_t>(d)];
+    }
+    ::fluxion::detail::assign_into(*acc, offset, strides, strided_slice(*acc, begin, end, steps) + scattered.a);
+    return true;
+  }
   template <class T, class D>
   void put(std::uint64_t id, tensor<T, D> g) {
     m_grads.insert_or_assign(id, std::any(std::move(g)));
