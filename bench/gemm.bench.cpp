@@ -254,6 +254,8 @@ const shape shapes[] = {
     {"64x3136x1024", 64, 1024, 3136, false, false},
     {"64x3136x1024/dW", 3136, 1024, 64, true, false},
     {"64x3136x1024/dX", 64, 3136, 1024, false, true},
+    {"1x784x256", 1, 256, 784, false, false},      // batch-1 inference: a matrix-vector product
+    {"1x3136x1024", 1, 1024, 3136, false, false},
 };
 
 const int registered = [] {
