@@ -18,6 +18,16 @@
 
 namespace fluxion::nn {
 
+namespace detail {
+/// The statement of every dropout layer of element type T in training mode (one instance per
+/// program, prebuilt with FLUXION_PREBUILT_KERNELS; see dense_forward in nn/dense.hpp).
+template <class T, int Config = fluxion::detail::autodiff_config>
+tensor<T> dropout_forward(const tensor<T>& x, double rate, random::generator& gen) {
+  const tensor<T> u = random::uniform<T>(x.shape(), gen);
+  return tensor<T>(where(u >= static_cast<T>(rate), x * static_cast<T>(1.0 / (1.0 - rate)), T(0)));
+}
+}  // namespace detail
+
 class dropout : public stateless_layer<dropout> {
  public:
   static constexpr bool elementwise = false;
@@ -40,8 +50,7 @@ class dropout : public stateless_layer<dropout> {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
     using T = value_type_t<decltype(e)>;
     if (!training || m_rate == 0.0) return tensor<T>(e);
-    const tensor<T> u = random::uniform<T>(e.shape(), *m_generator);
-    return tensor<T>(where(u >= static_cast<T>(m_rate), e * static_cast<T>(1.0 / (1.0 - m_rate)), T(0)));
+    return detail::dropout_forward<T>(fluxion::detail::materialize(e), m_rate, *m_generator);
   }
 
  private:

@@ -1,5 +1,5 @@
-// Prebuilt statements of the model layer: the float statements of dense, conv2d, pooling and LSTM
-// layers, sparse softmax cross-entropy and the optimizers' update, compiled once in
+// Prebuilt statements of the model layer: the float statements of dense, conv2d, pooling, dropout,
+// permute and LSTM layers, sparse softmax cross-entropy and the optimizers' update, compiled once in
 // src/nn_kernels.cpp instead of in every translation unit of a program that uses them.
 //
 //   fluxion_target_prebuilt_kernels(app)     # CMake (cmake/build_time.cmake): both kernel sources
@@ -38,6 +38,8 @@
                                                                       padding);                                    \
   EXTERN template tensor<float> nn::detail::pool_forward<false, float>(const tensor<float>&, spatial2d, spatial2d, \
                                                                        padding);                                   \
+  EXTERN template tensor<float> nn::detail::dropout_forward<float>(const tensor<float>&, double, random::generator&); \
+  EXTERN template tensor<float> nn::detail::permute_forward<float>(const tensor<float>&, std::vector<int>);          \
   EXTERN template tensor<float> nn::detail::lstm_forward<float, false>(                                            \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t);      \
   EXTERN template tensor<float> nn::detail::lstm_forward<float, true>(                                             \

@@ -10,6 +10,7 @@
 
 #include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
 #include <string>
+#include <vector>
 
 #include "../expr/remap.hpp"
 
@@ -62,6 +63,15 @@ struct reshape : stateless_layer<reshape<Dims...>> {
   }
 };
 
+namespace detail {
+/// The statement of every permute layer of element type T (one instance per program; see
+/// dense_forward in nn/dense.hpp): the permuted copy, contiguous for the next layer.
+template <class T, int Config = fluxion::detail::autodiff_config>
+tensor<T> permute_forward(const tensor<T>& x, std::vector<int> perm) {
+  return tensor<T>(fluxion::transpose(x, std::move(perm)));
+}
+}  // namespace detail
+
 /// Keras's Permute: Axes is a permutation of 1..rank over the per-example axes (the batch axis
 /// stays first).
 template <int... Axes>
@@ -101,7 +111,7 @@ struct permute : stateless_layer<permute<Axes...>> {
     if (e.shape().rank() != static_cast<int>(sizeof...(Axes)) + 1)
       throw shape_error("permute '" + this->m_name + "': expects input of rank " + std::to_string(sizeof...(Axes) + 1) +
                         " (batch first), got " + to_string(e.shape()));
-    return fluxion::transpose(std::move(e), {0, Axes...});
+    return detail::permute_forward(fluxion::detail::materialize(e), {0, Axes...});
   }
 };
 
