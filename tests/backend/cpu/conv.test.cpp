@@ -178,7 +178,7 @@ TEST_CASE_TEMPLATE("conv2d kernels match a direct loop", T, float, double) {
     for (int direct : {1, 0}) {
       cpu::conv_detail::single_channel_mode = direct;
       cpu::conv_detail::direct_mode = direct;
-      cpu::conv_detail::winograd_mode = direct;
+      cpu::conv_detail::winograd_mode = direct ? 2 : 0;  // 2: even where too few tiles make it pay
       std::vector<T> y(static_cast<std::size_t>(s.output_size()), T(7));
       cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data());
       CHECK(worst_error(y, want.y, terms) <= 1.0);
@@ -215,6 +215,11 @@ TEST_CASE_TEMPLATE("Winograd runs the 5x5 stride-1 layers it is meant for", T, f
   const auto layer2 = cpu::conv2d_tf_shape(64, 14, 14, 32, 5, 5, 64, padding_mode::same);
   CHECK(cpu::conv_detail::winograd_applies<T>(layer2));
   CHECK(cpu::conv_detail::winograd_backward_input_applies<T>(layer2));
+  // At batch 1 the same layer has 49 tiles: the filter transform would cost more than it saves.
+  const auto layer2_batch1 = cpu::conv2d_tf_shape(1, 14, 14, 32, 5, 5, 64, padding_mode::same);
+  CHECK_FALSE(cpu::conv_detail::winograd_applies<T>(layer2_batch1));
+  CHECK(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(3, 14, 14, 32, 5, 5, 64, padding_mode::same)));
+  cpu::conv_detail::winograd_mode = 2;  // the small shapes below: where the method applies at all
   // the shapes "match a direct loop" runs for this path
   CHECK(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(2, 5, 6, 17, 5, 5, 32, padding_mode::same)));
   CHECK(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(1, 7, 9, 16, 5, 5, 32, padding_mode::valid)));
@@ -223,6 +228,7 @@ TEST_CASE_TEMPLATE("Winograd runs the 5x5 stride-1 layers it is meant for", T, f
   CHECK_FALSE(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(1, 9, 9, 32, 5, 5, 64, padding_mode::same, 2, 2)));
   CHECK_FALSE(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(1, 9, 9, 32, 3, 3, 64, padding_mode::same)));
   CHECK_FALSE(cpu::conv_detail::winograd_applies<T>(cpu::conv2d_tf_shape(1, 9, 9, 4, 5, 5, 64, padding_mode::same)));
+  cpu::conv_detail::winograd_mode = 1;
 }
 
 TEST_CASE("conv2d backward kernels match central finite differences of the forward kernel") {

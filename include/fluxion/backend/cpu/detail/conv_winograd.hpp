@@ -30,7 +30,9 @@
 
 namespace fluxion::detail::kernels::conv_detail {
 
-inline int winograd_mode = 1;  // 1: use Winograd where it applies, 0: never (measurements, tests)
+// 1: use Winograd where it applies and pays (winograd_min_tiles), 2: wherever it applies (tests),
+// 0: never (measurements, tests).
+inline int winograd_mode = 1;
 
 // Below this many input channels the GEMMs are too short (k = C_in) to pay for the transforms.
 inline constexpr index_t winograd_min_channels = 16;
@@ -39,10 +41,16 @@ struct winograd_geometry {
   index_t batch, in_h, in_w, in_c, out_h, out_w, out_c, pad_top, pad_left;
 };
 
+// Below this many 2x2 output tiles (batch x ceil(h / 2) x ceil(w / 2)) the filter transform, some 300
+// operations per channel pair and redone on every call, costs more than Winograd saves: a batch-1
+// 14x14x32 -> 64 layer (49 tiles) spent half its time transforming filters.
+inline constexpr index_t winograd_min_tiles = 128;
+
 template <class T>
-bool winograd_fits(index_t in_c, index_t out_c, index_t out_h, index_t out_w) {
-  return winograd_mode == 1 && has_xsimd_arch && in_c >= winograd_min_channels &&
-         out_c % gemm_kernel_traits<T>::nr == 0 && out_h >= 2 && out_w >= 2;
+bool winograd_fits(index_t batch, index_t in_c, index_t out_c, index_t out_h, index_t out_w) {
+  return winograd_mode >= 1 && has_xsimd_arch && in_c >= winograd_min_channels &&
+         out_c % gemm_kernel_traits<T>::nr == 0 && out_h >= 2 && out_w >= 2 &&
+         (winograd_mode == 2 || batch * ((out_h + 1) / 2) * ((out_w + 1) / 2) >= winograd_min_tiles);
 }
 
 template <class Shape>
@@ -53,12 +61,12 @@ bool is_5x5_stride_1(const Shape& s) {
 
 template <class T, class Shape>
 bool winograd_applies(const Shape& s) {
-  return is_5x5_stride_1(s) && winograd_fits<T>(s.in_c, s.out_c, s.out_h, s.out_w);
+  return is_5x5_stride_1(s) && winograd_fits<T>(s.batch, s.in_c, s.out_c, s.out_h, s.out_w);
 }
 
 template <class T, class Shape>
 bool winograd_backward_input_applies(const Shape& s) {
-  return is_5x5_stride_1(s) && winograd_fits<T>(s.out_c, s.in_c, s.in_h, s.in_w);
+  return is_5x5_stride_1(s) && winograd_fits<T>(s.batch, s.out_c, s.in_c, s.in_h, s.in_w);
 }
 
 /// o = B^T d for one column of six values (vectors or scalars).
