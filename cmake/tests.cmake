@@ -37,7 +37,7 @@ function(fluxion_add_doctest name source)
   # default order too; committed peer fixtures (.npy from PyTorch) are found through
   # FLUXION_TEST_FIXTURES_DIR.
   target_compile_definitions(${target} PRIVATE "FLUXION_TEST_FIXTURES_DIR=\"${FLUXION_TESTS_DIR}/fixtures\"")
-  if(NOT name MATCHES "(^|\\.)autodiff(\\.|$)" AND NOT name MATCHES "^(nn|optim|losses|metrics|io)(\\.|$)")
+  if(NOT name MATCHES "(^|\\.)autodiff(\\.|$)" AND NOT name MATCHES "^(nn|optim|losses|metrics|io|fit)(\\.|$)")
     target_compile_definitions(${target} PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=0)
   elseif(name MATCHES "^autodiff\\.")
     target_compile_definitions(${target} PRIVATE FLUXION_FORWARD_MODE=1)

@@ -18,4 +18,5 @@
 #include "io.hpp"
 #include "losses.hpp"
 #include "metrics.hpp"
+#include "fit.hpp"
 #include "nn/prebuilt.hpp"

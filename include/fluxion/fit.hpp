@@ -1,0 +1,296 @@
+// fx::fit: Keras's Model.fit for fluxion models: epochs over a dataset of (inputs, labels) batches,
+// one gradient-tape step per batch, a progress bar, callbacks, and Ctrl-C that stops cleanly.
+//
+//   auto net = fx::nn::sequential(fx::nn::input<784>{}, fx::nn::dense<128>{}, fx::nn::relu{},
+//                                 fx::nn::dense<10>{});
+//   fx::optim::adam opt{1e-3};
+//   auto loss = [](const auto& logits, const auto& labels) {
+//     return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+//   };
+//   fx::early_stopping stop{{.patience = 2}};
+//   auto history = fx::fit(net, opt, loss, train_batches, {.epochs = 10, .callbacks = {&stop}});
+//
+// The dataset is any range whose elements are (x, y) pairs or tuples of tensors, iterated once per
+// epoch from its beginning (a std::vector of pairs, or an fx::data pipeline). With integer labels
+// and logits of shape (batch, classes), fit also reports sparse categorical accuracy.
+//
+// Progress: on a terminal, a bar per epoch that shows step/total, loss, accuracy, samples per second
+// and the ETA, redrawn at most ten times a second; otherwise (CI, logs) one line per epoch. While fit
+// runs, SIGINT (Ctrl-C) asks it to stop after the current step: callbacks then see
+// on_train_end (a checkpoint callback saves there) and fit returns with history.interrupted set; the
+// previous handler is restored when fit returns.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "metrics.hpp"
+#include "optim.hpp"
+#include "tensor.hpp"
+
+namespace fluxion {
+
+/// What callbacks and the progress output see after a step or an epoch.
+struct fit_logs {
+  int epoch = 0;               // from 0
+  std::int64_t step = 0;       // steps done in this epoch
+  std::int64_t global_step = 0;  // steps done since fit began (plus the optimizer's earlier ones)
+  double loss = 0;             // mean over the epoch's steps so far
+  double accuracy = -1;        // sparse categorical accuracy so far, -1 when not computed
+  double samples_per_second = 0;
+  double seconds = 0;          // since the epoch began
+};
+
+/// Hooks into fit, as Keras's callbacks. Setting stop_training ends fit after the current step.
+class callback {
+ public:
+  virtual ~callback() = default;
+  virtual void on_train_begin() {}
+  virtual void on_epoch_begin(int /*epoch*/) {}
+  virtual void on_batch_end(const fit_logs&) {}
+  virtual void on_epoch_end(const fit_logs&) {}
+  virtual void on_train_end(const fit_logs&) {}
+  bool stop_training = false;
+};
+
+struct early_stopping_options {
+  int patience = 3;
+  double min_delta = 0;
+};
+
+/// Stops training when the epoch's mean loss has not improved by min_delta for `patience` epochs.
+class early_stopping : public callback {
+ public:
+  using options = early_stopping_options;
+  explicit early_stopping(options o = {}) : m_options(o) {
+    if (o.patience < 0) throw invalid_argument("early_stopping: patience = " + std::to_string(o.patience) + " is negative");
+  }
+  void on_train_begin() override {
+    m_best = std::numeric_limits<double>::infinity();
+    m_wait = 0;
+    m_stopped_epoch = -1;
+  }
+  void on_epoch_end(const fit_logs& logs) override {
+    if (logs.loss < m_best - m_options.min_delta) {
+      m_best = logs.loss;
+      m_wait = 0;
+    } else if (++m_wait > m_options.patience) {
+      stop_training = true;
+      m_stopped_epoch = logs.epoch;
+    }
+  }
+  /// The epoch after which training stopped, or -1.
+  int stopped_epoch() const noexcept { return m_stopped_epoch; }
+
+ private:
+  options m_options;
+  double m_best = std::numeric_limits<double>::infinity();
+  int m_wait = 0;
+  int m_stopped_epoch = -1;
+};
+
+struct fit_options {
+  int epochs = 1;
+  /// Steps per epoch: -1 runs each epoch to the end of the dataset.
+  std::int64_t steps_per_epoch = -1;
+  /// 1: a progress bar on a terminal, one line per epoch otherwise; 2: one line per epoch; 0: silent.
+  int verbose = 1;
+  std::ostream* out = &std::cout;
+  std::vector<callback*> callbacks = {};
+  /// Stop cleanly on SIGINT (Ctrl-C) instead of being killed.
+  bool handle_interrupt = true;
+};
+
+struct fit_history {
+  std::vector<double> loss;      // per epoch
+  std::vector<double> accuracy;  // per epoch, when computed
+  std::int64_t steps = 0;
+  bool interrupted = false;      // stopped by SIGINT
+  bool stopped_early = false;    // stopped by a callback
+};
+
+namespace detail {
+
+inline std::atomic<bool>& fit_interrupted() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+/// Installs a SIGINT handler that sets fit_interrupted() for the scope's lifetime.
+class interrupt_scope {
+ public:
+  explicit interrupt_scope(bool active) : m_active(active) {
+    fit_interrupted() = false;
+    if (m_active) m_previous = std::signal(SIGINT, [](int) { fit_interrupted() = true; });
+  }
+  ~interrupt_scope() {
+    if (m_active) std::signal(SIGINT, m_previous == SIG_ERR ? SIG_DFL : m_previous);
+  }
+  interrupt_scope(const interrupt_scope&) = delete;
+  interrupt_scope& operator=(const interrupt_scope&) = delete;
+
+ private:
+  bool m_active;
+  void (*m_previous)(int) = SIG_DFL;
+};
+
+inline bool is_terminal(const std::ostream* out) {
+  if (out == &std::cout) return ::isatty(STDOUT_FILENO) != 0;
+  if (out == &std::cerr || out == &std::clog) return ::isatty(STDERR_FILENO) != 0;
+  return false;
+}
+
+inline std::string format_seconds(double s) {
+  std::ostringstream o;
+  if (s >= 3600) o << static_cast<long>(s) / 3600 << "h" << std::setw(2) << std::setfill('0') << (static_cast<long>(s) % 3600) / 60 << "m";
+  else if (s >= 60) o << static_cast<long>(s) / 60 << "m" << std::setw(2) << std::setfill('0') << static_cast<long>(s) % 60 << "s";
+  else o << std::fixed << std::setprecision(s < 10 ? 1 : 0) << s << "s";
+  return o.str();
+}
+
+/// The progress bar of one epoch: `  37/938 [=>..........] 1.2s - loss: 0.5432 - accuracy: 0.8012
+/// - 3021 samples/s - ETA: 29s`, or without a total `  37 steps 1.2s - loss ...`.
+inline std::string progress_line(const fit_logs& l, std::int64_t total) {
+  std::ostringstream o;
+  if (total > 0) {
+    const int width = 24;
+    const int done = static_cast<int>(width * std::min<std::int64_t>(l.step, total) / total);
+    const int digits = static_cast<int>(std::to_string(total).size());
+    o << std::setw(digits) << l.step << "/" << total << " [" << std::string(static_cast<std::size_t>(std::max(done - 1, 0)), '=')
+      << (done > 0 ? (l.step >= total ? "=" : ">") : "") << std::string(static_cast<std::size_t>(width - done), '.') << "]";
+  } else {
+    o << l.step << " steps";
+  }
+  o << " " << format_seconds(l.seconds) << " - loss: " << std::fixed << std::setprecision(4) << l.loss;
+  if (l.accuracy >= 0) o << " - accuracy: " << std::setprecision(4) << l.accuracy;
+  o << " - " << std::setprecision(0) << l.samples_per_second << " samples/s";
+  if (total > 0 && l.step < total && l.step > 0)
+    o << " - ETA: " << format_seconds(l.seconds / static_cast<double>(l.step) * static_cast<double>(total - l.step));
+  return o.str();
+}
+
+template <class R>
+concept sized_range = requires(R& r) { std::size(r); };
+
+}  // namespace detail
+
+/// Trains `model` with `optimizer` on `dataset` for options.epochs epochs; loss_fn(logits, labels)
+/// returns the scalar loss (a tensor of shape ()). Returns the per-epoch history.
+template <class Model, class Optimizer, class LossFn, class Dataset>
+fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& dataset, const fit_options& options = {}) {
+  if (options.epochs < 0) throw invalid_argument("fit: epochs = " + std::to_string(options.epochs) + " is negative");
+  if (options.steps_per_epoch == 0 || options.steps_per_epoch < -1)
+    throw invalid_argument("fit: steps_per_epoch = " + std::to_string(options.steps_per_epoch) +
+                           " must be positive, or -1 for whole epochs");
+  if (!options.out) throw invalid_argument("fit: options.out is a null stream");
+  std::ostream& out = *options.out;
+  const bool bar = options.verbose == 1 && detail::is_terminal(options.out);
+  std::int64_t total = options.steps_per_epoch;
+  if constexpr (detail::sized_range<std::remove_reference_t<Dataset>>)
+    if (total < 0) total = static_cast<std::int64_t>(std::size(dataset));
+
+  fit_history history;
+  fit_logs logs;
+  logs.global_step = static_cast<std::int64_t>(optimizer.iterations());
+  detail::interrupt_scope interrupt(options.handle_interrupt);
+  auto stop_requested = [&] {
+    bool stop = false;
+    for (callback* c : options.callbacks) stop = stop || c->stop_training;
+    return stop;
+  };
+  for (callback* c : options.callbacks) {
+    c->stop_training = false;
+    c->on_train_begin();
+  }
+  using clock = std::chrono::steady_clock;
+  for (int epoch = 0; epoch < options.epochs && !history.interrupted && !history.stopped_early; ++epoch) {
+    for (callback* c : options.callbacks) c->on_epoch_begin(epoch);
+    metrics::mean epoch_loss;
+    metrics::sparse_categorical_accuracy accuracy;
+    bool has_accuracy = false;
+    std::int64_t samples = 0;
+    const auto start = clock::now();
+    auto last_draw = start;
+    logs = fit_logs{epoch, 0, logs.global_step, 0, -1, 0, 0};
+    for (auto&& element : dataset) {
+      if (options.steps_per_epoch > 0 && logs.step >= options.steps_per_epoch) break;
+      const auto& x = std::get<0>(element);
+      const auto& y = std::get<1>(element);
+      double step_loss = 0;
+      {
+        gradient_tape tape;
+        auto logits = model(x, /*training=*/true);
+        auto loss = loss_fn(logits, y);
+        step_loss = static_cast<double>(loss.item());
+        if (!std::isfinite(step_loss))
+          throw error("fit: the loss is " + std::to_string(step_loss) + " at epoch " + std::to_string(epoch + 1) +
+                      ", step " + std::to_string(logs.step + 1) +
+                      " (global step " + std::to_string(logs.global_step + 1) +
+                      "); the variables were not updated with this step's gradients");
+        auto vars = model.trainable_variables();
+        optimizer.apply_gradients(tape.gradient(loss, vars), vars);
+        using Y = std::remove_cvref_t<decltype(y)>;
+        if constexpr (std::is_integral_v<value_type_t<Y>>) {
+          if (logits.rank() == 2) {
+            accuracy.update(y, logits);
+            has_accuracy = true;
+          }
+        }
+      }
+      epoch_loss.update(step_loss);
+      samples += x.rank() > 0 ? x.shape()[0] : 1;
+      ++logs.step;
+      ++logs.global_step;
+      ++history.steps;
+      const auto now = clock::now();
+      logs.seconds = std::chrono::duration<double>(now - start).count();
+      logs.loss = epoch_loss.result();
+      logs.accuracy = has_accuracy ? accuracy.result() : -1;
+      logs.samples_per_second = logs.seconds > 0 ? static_cast<double>(samples) / logs.seconds : 0;
+      for (callback* c : options.callbacks) c->on_batch_end(logs);
+      if (bar && (now - last_draw > std::chrono::milliseconds(100) || logs.step == total)) {
+        out << "\r" << detail::progress_line(logs, total) << "\x1b[K" << std::flush;
+        last_draw = now;
+      }
+      if (detail::fit_interrupted()) {
+        history.interrupted = true;
+        break;
+      }
+      if (stop_requested()) {
+        history.stopped_early = true;
+        break;
+      }
+    }
+    if (logs.step == 0) throw invalid_argument("fit: the dataset gave no batch in epoch " + std::to_string(epoch + 1));
+    history.loss.push_back(logs.loss);
+    if (logs.accuracy >= 0) history.accuracy.push_back(logs.accuracy);
+    if (bar) {
+      out << "\r" << detail::progress_line(logs, logs.step) << "\x1b[K\n";
+    } else if (options.verbose >= 1) {
+      out << "epoch " << epoch + 1 << "/" << options.epochs << ": " << detail::progress_line(logs, 0) << "\n";
+    }
+    if (history.interrupted && options.verbose >= 1) out << "interrupted (SIGINT) at global step " << logs.global_step << "\n";
+    for (callback* c : options.callbacks) c->on_epoch_end(logs);
+    if (stop_requested()) history.stopped_early = true;
+  }
+  for (callback* c : options.callbacks) c->on_train_end(logs);
+  out << std::flush;
+  return history;
+}
+
+}  // namespace fluxion

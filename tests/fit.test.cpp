@@ -1,0 +1,140 @@
+// fx::fit: training lowers the loss, reports per epoch, calls callbacks in order, stops early, and
+// stops cleanly on SIGINT with the previous handler restored; a NaN loss is an error that names the
+// step and leaves the variables unchanged.
+#include <fluxion/fit.hpp>
+#include <fluxion/fluxion.hpp>
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace fx = fluxion;
+namespace nn = fluxion::nn;
+
+namespace {
+using batch = std::pair<fx::tensor<float>, fx::tensor<std::int32_t>>;
+
+/// Two Gaussian blobs in 4 dimensions, class 0 around -1 and class 1 around +1: separable.
+std::vector<batch> blobs(int batches, fx::index_t size, std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  std::vector<batch> out;
+  for (int b = 0; b < batches; ++b) {
+    const fx::tensor<std::int32_t> y = fx::random::uniform<std::int32_t>({size}, gen, 0, 2);
+    const fx::tensor<float> noise = fx::random::normal<float>({size, 4}, gen, 0.f, 0.5f);
+    const fx::tensor<float> centre = fx::reshape(fx::cast<float>(y) * 2.f - 1.f, {size, 1});
+    out.emplace_back(fx::tensor<float>(noise + centre), y);
+  }
+  return out;
+}
+
+auto cross_entropy = [](const auto& logits, const auto& labels) {
+  return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+};
+
+struct recorder : fx::callback {
+  std::vector<std::string> events;
+  void on_train_begin() override { events.push_back("train_begin"); }
+  void on_epoch_begin(int e) override { events.push_back("epoch_begin " + std::to_string(e)); }
+  void on_batch_end(const fx::fit_logs& l) override { events.push_back("batch " + std::to_string(l.global_step)); }
+  void on_epoch_end(const fx::fit_logs& l) override { events.push_back("epoch_end " + std::to_string(l.epoch)); }
+  void on_train_end(const fx::fit_logs&) override { events.push_back("train_end"); }
+};
+}  // namespace
+
+TEST_CASE("fit: the loss falls, one line per epoch off a terminal, accuracy for integer labels") {
+  fx::random::generator gen{1};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<8>{}, nn::relu{}, nn::dense<2>{});
+  fx::optim::adam opt{0.05};
+  const auto data = blobs(8, 16, 2);
+  std::ostringstream log;
+  const auto history = fx::fit(net, opt, cross_entropy, data, {.epochs = 3, .out = &log});
+  REQUIRE(history.loss.size() == 3);
+  CHECK(history.loss[2] < history.loss[0]);
+  REQUIRE(history.accuracy.size() == 3);
+  CHECK(history.accuracy[2] > 0.9);
+  CHECK(history.steps == 24);
+  CHECK(opt.iterations() == 24);
+  const std::string text = log.str();
+  CHECK(text.find("epoch 1/3: 8 steps") != std::string::npos);
+  CHECK(text.find("epoch 3/3: 8 steps") != std::string::npos);
+  CHECK(text.find("accuracy: ") != std::string::npos);
+  CHECK(text.find("samples/s") != std::string::npos);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 3);
+}
+
+TEST_CASE("fit: callbacks in order, steps_per_epoch, early stopping") {
+  fx::random::generator gen{3};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::sgd opt{0.0};  // a learning rate of 0: the loss never improves
+  const auto data = blobs(5, 8, 4);
+  recorder rec;
+  fx::early_stopping stop{{.patience = 1}};
+  std::ostringstream log;
+  const auto history =
+      fx::fit(net, opt, cross_entropy, data, {.epochs = 10, .steps_per_epoch = 2, .verbose = 0, .out = &log, .callbacks = {&rec, &stop}});
+  CHECK(history.stopped_early);
+  CHECK(stop.stopped_epoch() == 2);  // epoch 0 sets the best; 1 and 2 do not improve it
+  CHECK(history.loss.size() == 3);
+  CHECK(log.str().empty());
+  const std::vector<std::string> want = {"train_begin", "epoch_begin 0", "batch 1", "batch 2", "epoch_end 0",
+                                         "epoch_begin 1", "batch 3", "batch 4", "epoch_end 1", "epoch_begin 2",
+                                         "batch 5", "batch 6", "epoch_end 2", "train_end"};
+  CHECK(rec.events == want);
+}
+
+TEST_CASE("fit: SIGINT stops after the current step, and the previous handler comes back") {
+  static std::atomic<int> outer_calls{0};
+  auto previous = std::signal(SIGINT, [](int) { ++outer_calls; });
+  fx::random::generator gen{5};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::sgd opt{0.1};
+  const auto data = blobs(6, 8, 6);
+  struct interrupter : fx::callback {
+    void on_batch_end(const fx::fit_logs& l) override {
+      if (l.global_step == 3) std::raise(SIGINT);
+    }
+  } ctrl_c;
+  std::ostringstream log;
+  const auto history = fx::fit(net, opt, cross_entropy, data, {.epochs = 4, .out = &log, .callbacks = {&ctrl_c}});
+  CHECK(history.interrupted);
+  CHECK(history.steps == 3);
+  CHECK(log.str().find("interrupted (SIGINT) at global step 3") != std::string::npos);
+  CHECK(outer_calls == 0);  // fit's handler took it
+  std::raise(SIGINT);       // the test's own handler is back
+  CHECK(outer_calls == 1);
+  std::signal(SIGINT, previous);
+}
+
+TEST_CASE("fit: a NaN loss names the step and leaves the variables unchanged; bad options") {
+  fx::random::generator gen{7};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::sgd opt{0.1};
+  auto data = blobs(3, 4, 8);
+  data[1].first = fx::tensor<float>(data[1].first * std::numeric_limits<float>::quiet_NaN());
+  std::ostringstream log;
+  std::vector<float> before;
+  CHECK_THROWS_WITH_AS(
+      [&] {
+        fx::fit(net, opt, cross_entropy, data, {.epochs = 1, .out = &log, .callbacks = {}});
+      }(),
+      doctest::Contains("fit: the loss is nan at epoch 1, step 2"), fx::error);
+  CHECK(opt.iterations() == 1);  // the first step only
+  CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, data, {.epochs = -1}), "fit: epochs = -1 is negative",
+                       fx::invalid_argument);
+  CHECK_THROWS_AS(fx::fit(net, opt, cross_entropy, std::vector<batch>{}, {.epochs = 1, .out = &log}), fx::invalid_argument);
+}
+
+TEST_CASE("fit: the progress line of a terminal") {
+  fx::fit_logs l;
+  l.step = 10;
+  l.loss = 0.5;
+  l.accuracy = 0.75;
+  l.seconds = 2;
+  l.samples_per_second = 320;
+  const std::string line = fx::detail::progress_line(l, 40);
+  CHECK(line.find("10/40 [=====>") == 0);
+  CHECK(line.find("loss: 0.5000 - accuracy: 0.7500 - 320 samples/s - ETA: 6.0s") != std::string::npos);
+}
