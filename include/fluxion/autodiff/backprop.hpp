@@ -140,9 +140,26 @@ struct backward<binary_expr<Op, A, B>> {
   template <class G, class Sink>
   static void run(const binary_expr<Op, A, B>& e, const G& g, Sink& sink) {
     if constexpr (rule<Op>::differentiable) {
-      if constexpr (differentiable_v<A>) backward<A>::run(e.a, step(rule<Op>::vjp_a(e.a, e.b, g)), sink);
-      if constexpr (differentiable_v<B>) backward<B>::run(e.b, step(rule<Op>::vjp_b(e.a, e.b, g)), sink);
+      // x + b with x a kernel boundary (conv2d, matmul) that materializes its gradient anyway and b
+      // broadcast (a bias): materialize the gradient once, so that b's reduction to its shape reads
+      // a tensor instead of recomputing the whole gradient expression through a broadcast (the bias
+      // gradient of a conv2d + relu layer: 5.3 ms -> under 1 ms at (64, 28, 28, 32)).
+      constexpr bool shared = (std::is_same_v<Op, ops::add> || std::is_same_v<Op, ops::subtract>) &&
+                              differentiable_v<A> && differentiable_v<B> && (detail::is_boundary_v<A> || detail::is_boundary_v<B>) &&
+                              !is_materialized_v<G> && !fuses_reductions_v<Sink>;
+      if constexpr (shared) {
+        run_sides(e, keep_order<G>(detail::materialize(g)), sink);
+      } else {
+        run_sides(e, g, sink);
+      }
     }
+  }
+
+ private:
+  template <class G, class Sink>
+  static void run_sides(const binary_expr<Op, A, B>& e, const G& g, Sink& sink) {
+    if constexpr (differentiable_v<A>) backward<A>::run(e.a, step(rule<Op>::vjp_a(e.a, e.b, g)), sink);
+    if constexpr (differentiable_v<B>) backward<B>::run(e.b, step(rule<Op>::vjp_b(e.a, e.b, g)), sink);
   }
 };
 
