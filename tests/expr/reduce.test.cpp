@@ -145,3 +145,33 @@ TEST_CASE("reduce: bitwise identical for any thread count, large and column redu
   for (float v : x.to_vector()) want += double(v) * v;
   CHECK(r[0][0] == doctest::Approx(want).epsilon(1e-5));
 }
+
+TEST_CASE_TEMPLATE("reduce_sum and reduce_mean over leading axes of a contiguous tensor match a naive loop", T, float,
+                   double) {
+  // The column path (rows added into an accumulator row, in chunks of 16384 elements): several
+  // chunks, ragged vectors, and any thread count give the naive result.
+  for (const auto& [s, lead] : std::vector<std::pair<fx::shape, int>>{
+           {fx::shape{300, 7, 5}, 2}, {fx::shape{70000, 3}, 1}, {fx::shape{5, 33}, 1}, {fx::shape{2, 3, 4, 17}, 3}}) {
+    const fx::tensor<T> x = test::random_tensor<T>(s, 11);
+    std::vector<int> axes;
+    for (int d = 0; d < lead; ++d) axes.push_back(d);
+    fx::index_t rows = 1, cols = 1;
+    for (int d = 0; d < s.rank(); ++d) (d < lead ? rows : cols) *= s[d];
+    std::vector<double> want(static_cast<std::size_t>(cols), 0.0);
+    const auto v = x.to_vector();
+    for (fx::index_t r = 0; r < rows; ++r)
+      for (fx::index_t j = 0; j < cols; ++j) want[static_cast<std::size_t>(j)] += v[static_cast<std::size_t>(r * cols + j)];
+    const int before = fx::get_num_threads();
+    for (int threads : {1, 2}) {
+      fx::set_num_threads(threads);
+      const auto sum = fx::tensor<T>(fx::reduce_sum(x, axes)).to_vector();
+      const auto mean = fx::tensor<T>(fx::reduce_mean(x, axes)).to_vector();
+      REQUIRE(sum.size() == want.size());
+      for (std::size_t j = 0; j < want.size(); ++j) {
+        CHECK(sum[j] == doctest::Approx(want[j]).epsilon(std::is_same_v<T, float> ? 1e-4 : 1e-12));
+        CHECK(mean[j] == doctest::Approx(want[j] / static_cast<double>(rows)).epsilon(std::is_same_v<T, float> ? 1e-4 : 1e-12));
+      }
+    }
+    fx::set_num_threads(before);
+  }
+}

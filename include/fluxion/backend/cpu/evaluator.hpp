@@ -260,6 +260,10 @@ struct evaluator<cpu> {
   /// out[k] = finalize(combine over the reduced axes (bits of mask) of view), kept axes in order.
   template <class RedOp, class R, class View>
   static void reduce(R* out, const View& view, const shape& s, unsigned mask) {
+    if constexpr (std::is_same_v<View, leaf_view<R>> && std::is_floating_point_v<R> &&
+                  (std::is_same_v<RedOp, ops::reduce_sum> || std::is_same_v<RedOp, ops::reduce_mean>)) {
+      if (sum_leading_axes<RedOp>(out, view, s, mask)) return;
+    }
     View v = view;
     const reduction_space sp = prepare_reduction(v, s, mask);
     const index_t n_out = sp.n_out, n_red = sp.n_red;
@@ -340,6 +344,60 @@ struct evaluator<cpu> {
   }
 
  private:
+  /// The sum (or mean) of a contiguous tensor over its leading axes: a bias's gradient, summed over
+  /// batch and pixels. Rows are added into an accumulator row with vectors, in fixed chunks of rows
+  /// combined in chunk order (the same result for any thread count), instead of walking each
+  /// output's column with a stride. False when the tensor is not contiguous or the reduced axes
+  /// are not a leading run.
+  template <class RedOp, class R>
+  static bool sum_leading_axes(R* out, const leaf_view<R>& v, const shape& s, unsigned mask) {
+    const int rank = s.rank();
+    int lead = 0;
+    while (lead < rank && (mask >> lead & 1u)) ++lead;
+    if (lead == 0 || lead == rank) return false;
+    for (int d = lead; d < rank; ++d)
+      if (mask >> d & 1u) return false;
+    index_t expected = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (s[d] != 1 && v.strides[d] != expected) return false;
+      expected *= s[d];
+    }
+    index_t rows = 1, cols = 1;
+    for (int d = 0; d < rank; ++d) (d < lead ? rows : cols) *= s[d];
+    if (rows == 0 || cols == 0) return false;
+    const R* x = v.data + v.offset;
+    using batch = xsimd::batch<R, xsimd::default_arch>;
+    constexpr index_t w = static_cast<index_t>(batch::size);
+    const index_t rows_per_chunk = std::max<index_t>(1, 16384 / cols);
+    const index_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+    std::vector<R> partial(static_cast<std::size_t>(chunks * cols));
+    auto run = [&](index_t c) {
+      R* acc = partial.data() + c * cols;
+      const index_t r_end = std::min(rows, (c + 1) * rows_per_chunk);
+      std::copy_n(x + c * rows_per_chunk * cols, cols, acc);
+      for (index_t r = c * rows_per_chunk + 1; r < r_end; ++r) {
+        const R* row = x + r * cols;
+        index_t j = 0;
+        for (; j + w <= cols; j += w)
+          (batch::load_unaligned(acc + j) + batch::load_unaligned(row + j)).store_unaligned(acc + j);
+        for (; j < cols; ++j) acc[j] += row[j];
+      }
+    };
+    const index_t per_task = std::max<index_t>(1, cpu_kernel::task_elements / (rows_per_chunk * cols));
+    const index_t tasks = (chunks + per_task - 1) / per_task;
+    auto run_tasks = [&](index_t t) {
+      for (index_t c = t * per_task; c < std::min(chunks, (t + 1) * per_task); ++c) run(c);
+    };
+    if (tasks == 1) run_tasks(0);
+    else parallel_for(tasks, run_tasks);
+    for (index_t j = 0; j < cols; ++j) {
+      R acc = partial[static_cast<std::size_t>(j)];
+      for (index_t c = 1; c < chunks; ++c) acc += partial[static_cast<std::size_t>(c * cols + j)];
+      out[j] = RedOp::finalize(acc, rows);
+    }
+    return true;
+  }
+
   template <class RedOp, class R, class View>
   static R reduce_range(View& v, const shape& iter, index_t b, index_t e) {
     R acc = RedOp::template identity<R>();
