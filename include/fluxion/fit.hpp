@@ -54,6 +54,7 @@ struct fit_logs {
   double accuracy = -1;        // sparse categorical accuracy so far, -1 when not computed
   double samples_per_second = 0;
   double seconds = 0;          // since the epoch began
+  double data_seconds = 0;     // of which waiting for the dataset's next batch
 };
 
 /// Hooks into fit, as Keras's callbacks. Setting stop_training ends fit after the current step.
@@ -179,6 +180,7 @@ inline std::string progress_line(const fit_logs& l, std::int64_t total) {
   o << " " << format_seconds(l.seconds) << " - loss: " << std::fixed << std::setprecision(4) << l.loss;
   if (l.accuracy >= 0) o << " - accuracy: " << std::setprecision(4) << l.accuracy;
   o << " - " << std::setprecision(0) << l.samples_per_second << " samples/s";
+  if (l.data_seconds > 0 && l.seconds > 0) o << " - waiting for data " << std::setprecision(1) << 100 * l.data_seconds / l.seconds << "%";
   if (total > 0 && l.step < total && l.step > 0)
     o << " - ETA: " << format_seconds(l.seconds / static_cast<double>(l.step) * static_cast<double>(total - l.step));
   return o.str();
@@ -201,8 +203,11 @@ fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& da
   std::ostream& out = *options.out;
   const bool bar = options.verbose == 1 && detail::is_terminal(options.out);
   std::int64_t total = options.steps_per_epoch;
-  if constexpr (detail::sized_range<std::remove_reference_t<Dataset>>)
+  if constexpr (detail::sized_range<std::remove_reference_t<Dataset>>) {
     if (total < 0) total = static_cast<std::int64_t>(std::size(dataset));
+  } else if constexpr (requires { dataset.cardinality(); }) {
+    if (total < 0 && dataset.cardinality() >= 0) total = static_cast<std::int64_t>(dataset.cardinality());
+  }
 
   fit_history history;
   fit_logs logs;
@@ -226,9 +231,14 @@ fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& da
     std::int64_t samples = 0;
     const auto start = clock::now();
     auto last_draw = start;
-    logs = fit_logs{epoch, 0, logs.global_step, 0, -1, 0, 0};
-    for (auto&& element : dataset) {
+    logs = fit_logs{epoch, 0, logs.global_step, 0, -1, 0, 0, 0};
+    auto fetch_start = clock::now();
+    auto it = std::begin(dataset);
+    const auto last = std::end(dataset);
+    for (; !(it == last); fetch_start = clock::now(), ++it) {
       if (options.steps_per_epoch > 0 && logs.step >= options.steps_per_epoch) break;
+      auto&& element = *it;
+      logs.data_seconds += std::chrono::duration<double>(clock::now() - fetch_start).count();
       const auto& x = std::get<0>(element);
       const auto& y = std::get<1>(element);
       double step_loss = 0;
