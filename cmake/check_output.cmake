@@ -1,5 +1,6 @@
 # Runs a program and checks its output (see cmake/examples.cmake):
-#   cmake -DPROGRAM=<executable> [-DEXPECTED=<file>] [-DWORKING_DIRECTORY=<dir>] -P this
+#   cmake -DPROGRAM=<executable> [-DEXPECTED=<file>] [-DARGS_FILE=<file>] [-DWORKING_DIRECTORY=<dir>] -P this
+# ARGS_FILE, when it exists, holds the program's arguments, separated by spaces (one line).
 # Passes when PROGRAM exits with 0 and, if EXPECTED names an existing file, every regex in it
 # matches the program's output (stdout and stderr together), in order: each regex is searched
 # from the end of the previous one's match. EXPECTED holds one CMake regex per line; blank lines
@@ -12,8 +13,14 @@ if(NOT WORKING_DIRECTORY)
   set(WORKING_DIRECTORY ".")
 endif()
 
+set(arguments "")
+if(ARGS_FILE AND EXISTS "${ARGS_FILE}")
+  file(READ "${ARGS_FILE}" arguments)
+  string(STRIP "${arguments}" arguments)
+  separate_arguments(arguments UNIX_COMMAND "${arguments}")
+endif()
 execute_process(
-  COMMAND "${PROGRAM}"
+  COMMAND "${PROGRAM}" ${arguments}
   WORKING_DIRECTORY "${WORKING_DIRECTORY}"
   RESULT_VARIABLE result
   OUTPUT_VARIABLE output ERROR_VARIABLE output

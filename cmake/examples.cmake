@@ -3,6 +3,8 @@
 #   examples/<name>.cpp    executable build/examples/<name> (target example_<name>)  ctest: example.<name>
 #   README.md              the first ```cpp block after the `## Quickstart` heading
 #                          becomes build/examples/readme_quickstart.cpp             ctest: example.readme_quickstart
+#   examples/<name>.args   optional: the arguments the test runs the example with (one line), e.g.
+#                          a short training run where the example alone trains for minutes
 #   examples/<name>.expected  optional, for either kind: one CMake regex per line (blank lines and
 #                          `#` lines ignored) that the output (stdout and stderr) must match, in order,
 #                          each after the previous one's match (cmake/check_output.cmake). Without
@@ -17,9 +19,13 @@ file(MAKE_DIRECTORY "${FLUXION_EXAMPLES_BINARY_DIR}")
 
 function(fluxion_add_example name source)
   fluxion_add_program(example_${name} "${source}" "${FLUXION_EXAMPLES_BINARY_DIR}" "${name}")
+  if(TARGET fluxion::zlib)
+    target_link_libraries(example_${name} PRIVATE fluxion::zlib)  # the data sets' .gz files
+  endif()
   add_test(NAME example.${name}
            COMMAND "${CMAKE_COMMAND}" "-DPROGRAM=$<TARGET_FILE:example_${name}>"
                    "-DEXPECTED=${PROJECT_SOURCE_DIR}/examples/${name}.expected"
+                   "-DARGS_FILE=${PROJECT_SOURCE_DIR}/examples/${name}.args"
                    "-DWORKING_DIRECTORY=${FLUXION_EXAMPLES_BINARY_DIR}"
                    -P "${PROJECT_SOURCE_DIR}/cmake/check_output.cmake"
            WORKING_DIRECTORY "${FLUXION_EXAMPLES_BINARY_DIR}")

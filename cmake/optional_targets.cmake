@@ -2,8 +2,9 @@
 #
 #   fluxion::blas   links CBLAS (OpenBLAS preferred) and defines FLUXION_USE_CBLAS=1
 #   fluxion::cuda   adds the CCCL (Thrust, CUB, libcu++) include directory of the CUDA toolkit
+#   fluxion::zlib   links ZLIB::ZLIB and defines FLUXION_HAS_ZLIB=1: fluxion::data reads .gz files
 #
-# Both link fluxion::fluxion, so `target_link_libraries(app PRIVATE fluxion::blas)` is enough.
+# All link fluxion::fluxion, so `target_link_libraries(app PRIVATE fluxion::blas)` is enough.
 # The build tree (with GLOBAL, so a parent project sees them after add_subdirectory) and the
 # installed fluxionConfig.cmake both call fluxion_define_optional_targets, so the detection is
 # written once.
@@ -58,6 +59,23 @@ function(fluxion_define_optional_targets)
           # device code; applies only to sources compiled as CUDA.
           INTERFACE_COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda>;$<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>")
       endif()
+    endif()
+  endif()
+
+  if(NOT TARGET fluxion::zlib)
+    find_package(ZLIB QUIET)
+    if(ZLIB_FOUND AND TARGET ZLIB::ZLIB)
+      if(scope STREQUAL "GLOBAL")
+        get_target_property(zlib_imported ZLIB::ZLIB IMPORTED)
+        get_target_property(zlib_global ZLIB::ZLIB IMPORTED_GLOBAL)
+        if(zlib_imported AND NOT zlib_global)
+          set_target_properties(ZLIB::ZLIB PROPERTIES IMPORTED_GLOBAL TRUE)  # seen by a parent project too
+        endif()
+      endif()
+      add_library(fluxion::zlib INTERFACE IMPORTED ${scope})
+      set_target_properties(fluxion::zlib PROPERTIES
+        INTERFACE_LINK_LIBRARIES "fluxion::fluxion;ZLIB::ZLIB"
+        INTERFACE_COMPILE_DEFINITIONS "FLUXION_HAS_ZLIB=1")
     endif()
   endif()
 endfunction()

@@ -59,7 +59,11 @@ foreach(source IN LISTS fluxion_test_sources)
   endif()
   string(REGEX REPLACE "\\.test\\.cpp$" "" stem "${relative}")
   string(REPLACE "/" "." name "${stem}")
-  fluxion_add_doctest(${name} "${source}" LABELS unit)
+  set(link "")
+  if(name MATCHES "^data\\." AND TARGET fluxion::zlib)
+    set(link fluxion::zlib)  # the data tests read .gz files
+  endif()
+  fluxion_add_doctest(${name} "${source}" LINK ${link} LABELS unit)
 endforeach()
 
 # --- Device-generic tests --------------------------------------------------------------------------

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds one example (Release, in build/) and runs it from build/examples.
-#   scripts/run-example.sh [name] [arguments for the example]    name: examples/<name>.cpp, default eager_basics
+# Installs dependencies (and the Fashion-MNIST data set), builds one example (Release, in build/)
+# and runs it from build/examples.
+#   scripts/run-example.sh [name] [arguments for the example]
+# name: examples/<name>.cpp, default fashion_mnist_cnn (trains the TF tutorial's CNN on Fashion-MNIST;
+# e.g. scripts/run-example.sh --epochs 3).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-name=${1:-eager_basics}
-shift || true
+name=fashion_mnist_cnn
+if [[ $# -gt 0 && "$1" != -* ]]; then
+  name=$1
+  shift
+fi
 if [[ ! -f "examples/$name.cpp" && "$name" != readme_quickstart ]]; then
   echo "run-example.sh: no example '$name'; the examples are:" >&2
   for file in examples/*.cpp; do [[ -e "$file" ]] && basename "$file" .cpp >&2; done

@@ -8,3 +8,4 @@
 #pragma once
 
 #include "io/npy.hpp"
+#include "io/summary.hpp"

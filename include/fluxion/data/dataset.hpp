@@ -1,0 +1,491 @@
+// fx::data::dataset<Element>: a lazy, streaming input pipeline, as tf.data.Dataset.
+//
+//   auto ds = fx::data::idx_images("train-images-idx3-ubyte.gz")          // (28, 28, 1) float
+//                 .zip(fx::data::idx_labels("train-labels-idx1-ubyte.gz")) // () int32
+//                 .shuffle(10000, /*seed=*/42).batch(64).prefetch(2);
+//   for (auto [images, labels] : ds) { ... }          // (64, 28, 28, 1) float, (64,) int32
+//   auto it = ds.open();                               // or explicitly:
+//   while (auto element = it.next()) { ... }           // std::optional<Element>
+//
+// A dataset is a recipe, cheap to copy: nothing is read until it is iterated, and every iteration
+// (each range-for, each open()) starts again from the beginning. An element is a tensor, a
+// std::tuple or std::pair of elements, or any movable value (tfrecord() yields std::string records,
+// which map(parse_example) turns into tensors). Each transform returns a new dataset; the type is
+// erased (dataset<Element> only names the element), so a pipeline costs one indirect call per
+// element and per stage, little next to the work of a batch, and long pipelines compile fast.
+//
+// Transforms, with tf.data's meaning:
+//   map(f)                     f(element), or f(parts...) when the element is a tuple; expressions
+//                              that f returns are materialized into tensors
+//   shuffle(buffer, seed)      a uniform shuffle buffer of `buffer` elements; the order depends on
+//                              the seed and on how many times this dataset was opened before (each
+//                              iteration reshuffles, as reshuffle_each_iteration=True) and on
+//                              nothing else: not on threads, prefetch or timing
+//   batch(n, drop_remainder)   stacks n elements along a new leading axis (tuples part by part);
+//                              the last batch is short unless drop_remainder
+//   repeat(count = -1)         count passes, or forever
+//   take(n)                    the first n elements
+//   zip(other)                 std::tuple{a, b}; ends with the shorter
+//   prefetch(n)                a background thread keeps up to n elements ready; an exception of the
+//                              producer is rethrown by next(), and destroying the iterator stops it
+// cardinality() is the number of elements when it is known, infinite_cardinality (-1) or
+// unknown_cardinality (-2) otherwise.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/shape.hpp"
+#include "../expr/forward.hpp"
+#include "../tensor/random.hpp"
+#include "../tensor/tensor.hpp"
+
+namespace fluxion::data {
+
+inline constexpr std::int64_t infinite_cardinality = -1;
+inline constexpr std::int64_t unknown_cardinality = -2;
+
+template <class Element>
+class dataset;
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_tuple_like_v = false;
+template <class... T>
+inline constexpr bool is_tuple_like_v<std::tuple<T...>> = true;
+template <class A, class B>
+inline constexpr bool is_tuple_like_v<std::pair<A, B>> = true;
+
+/// What map stores for a value f returns: expressions become tensors, tuples part by part.
+template <class R>
+struct materialized {
+  using type = std::remove_cvref_t<R>;
+};
+template <class R>
+  requires(is_expression_v<R> && !is_tensor_v<std::remove_cvref_t<R>>)
+struct materialized<R> {
+  using type = tensor<value_type_t<R>, device_t<R>>;
+};
+template <class... T>
+struct materialized<std::tuple<T...>> {
+  using type = std::tuple<typename materialized<T>::type...>;
+};
+template <class A, class B>
+struct materialized<std::pair<A, B>> {
+  using type = std::pair<typename materialized<A>::type, typename materialized<B>::type>;
+};
+template <class R>
+using materialized_t = typename materialized<std::remove_cvref_t<R>>::type;
+
+template <class R>
+materialized_t<R> materialize_element(R&& r) {
+  using M = materialized_t<R>;
+  if constexpr (std::is_same_v<M, std::remove_cvref_t<R>>) return std::forward<R>(r);
+  else if constexpr (is_tuple_like_v<M>)
+    return std::apply([](auto&&... parts) { return M{materialize_element(std::forward<decltype(parts)>(parts))...}; },
+                      std::forward<R>(r));
+  else return M(r);
+}
+
+template <class F, class E>
+decltype(auto) invoke_on(F& f, E&& e) {
+  if constexpr (std::is_invocable_v<F&, E&&>) return std::invoke(f, std::forward<E>(e));
+  else if constexpr (is_tuple_like_v<std::remove_cvref_t<E>>) return std::apply(f, std::forward<E>(e));
+  else static_assert(std::is_invocable_v<F&, E&&>, "fluxion::data::dataset::map: f cannot be called with the element");
+}
+
+template <class F, class E>
+using map_result_t = materialized_t<decltype(invoke_on(std::declval<F&>(), std::declval<E>()))>;
+
+/// Stacks n tensors of one shape into one of shape (n, ...).
+template <class T, class D>
+tensor<T, D> stack_tensors(std::vector<tensor<T, D>>& parts, const char* op) {
+  static_assert(std::is_same_v<D, cpu>, "fluxion::data: batch stacks host (fluxion::cpu) tensors");
+  const shape& first = parts.front().shape();
+  for (std::size_t i = 1; i < parts.size(); ++i)
+    if (parts[i].shape() != first)
+      throw shape_error(std::string(op) + ": element " + std::to_string(i) + " of the batch has shape " +
+                        to_string(parts[i].shape()) + " but element 0 has shape " + to_string(first) +
+                        "; batch needs elements of one shape (map them to one shape first)");
+  std::vector<index_t> dims{static_cast<index_t>(parts.size())};
+  for (index_t d : first) dims.push_back(d);
+  tensor<T, D> out{shape(dims)};
+  const std::size_t n = static_cast<std::size_t>(first.size());
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    if (n) std::memcpy(out.mutable_data() + i * n, parts[i].data(), n * sizeof(T));
+  return out;
+}
+
+template <class E>
+E stack(std::vector<E>& parts, const char* op) {
+  if constexpr (is_tensor_v<E>) {
+    return stack_tensors(parts, op);
+  } else if constexpr (is_tuple_like_v<E>) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      auto column = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+        std::vector<std::remove_cvref_t<std::tuple_element_t<J, E>>> c;
+        c.reserve(parts.size());
+        for (auto& p : parts) c.push_back(std::move(std::get<J>(p)));
+        return stack(c, op);
+      };
+      return E{column(std::integral_constant<std::size_t, I>{})...};
+    }(std::make_index_sequence<std::tuple_size_v<E>>{});
+  } else {
+    static_assert(is_tensor_v<E>, "fluxion::data::dataset::batch: elements must be tensors, or tuples or pairs of "
+                                  "tensors; map other elements (records, examples) to tensors first");
+  }
+}
+
+}  // namespace detail
+
+/// One pass over a dataset: next() returns the elements in order, then std::nullopt.
+template <class Element>
+class iterator {
+ public:
+  using next_fn = std::function<std::optional<Element>()>;
+  iterator() = default;
+  explicit iterator(next_fn next) : m_next(std::move(next)) {}
+  /// The next element, or std::nullopt when the pass is over (and at every later call).
+  std::optional<Element> next() {
+    if (!m_next) return std::nullopt;
+    auto e = m_next();
+    if (!e) m_next = nullptr;  // releases the upstream (files, threads) at once
+    return e;
+  }
+
+ private:
+  next_fn m_next;
+};
+
+/// The input iterator range-for uses.
+template <class Element>
+class range_iterator {
+ public:
+  using value_type = Element;
+  using difference_type = std::ptrdiff_t;
+  range_iterator() = default;
+  explicit range_iterator(iterator<Element> it) : m_it(std::make_shared<iterator<Element>>(std::move(it))) { ++*this; }
+  Element& operator*() const { return **m_current; }
+  Element* operator->() const { return &**m_current; }
+  range_iterator& operator++() {
+    *m_current = m_it->next();
+    return *this;
+  }
+  void operator++(int) { ++*this; }
+  friend bool operator==(const range_iterator& a, std::default_sentinel_t) { return !a.m_current || !*a.m_current; }
+
+ private:
+  std::shared_ptr<iterator<Element>> m_it;
+  std::shared_ptr<std::optional<Element>> m_current = std::make_shared<std::optional<Element>>();
+};
+
+template <class Element>
+class dataset {
+ public:
+  using element_type = Element;
+  using next_fn = typename iterator<Element>::next_fn;
+  /// Makes the next_fn of one pass; called once per iteration.
+  using open_fn = std::function<next_fn()>;
+
+  /// A dataset from a function that starts a pass and returns its next() function.
+  explicit dataset(open_fn open, std::int64_t cardinality = unknown_cardinality)
+      : m_open(std::make_shared<const open_fn>(std::move(open))), m_cardinality(cardinality) {}
+
+  /// Starts a pass.
+  iterator<Element> open() const { return iterator<Element>((*m_open)()); }
+  range_iterator<Element> begin() const { return range_iterator<Element>(open()); }
+  std::default_sentinel_t end() const { return {}; }
+
+  std::int64_t cardinality() const noexcept { return m_cardinality; }
+
+  /// Applies f to each element; a tuple element may be taken as separate arguments.
+  template <class F>
+  dataset<detail::map_result_t<F, Element>> map(F f) const {
+    using R = detail::map_result_t<F, Element>;
+    auto up = m_open;
+    auto fn = std::make_shared<F>(std::move(f));
+    return dataset<R>(
+        [up, fn]() -> typename dataset<R>::next_fn {
+          return [next = (*up)(), fn]() mutable -> std::optional<R> {
+            auto e = next();
+            if (!e) return std::nullopt;
+            return detail::materialize_element(detail::invoke_on(*fn, std::move(*e)));
+          };
+        },
+        m_cardinality);
+  }
+
+  /// A uniform shuffle buffer of `buffer_size` elements, deterministic for the seed.
+  dataset shuffle(std::size_t buffer_size, std::uint64_t seed, bool reshuffle_each_iteration = true) const {
+    if (buffer_size == 0) throw invalid_argument("shuffle: buffer_size must be at least 1, got 0");
+    auto up = m_open;
+    auto passes = std::make_shared<std::atomic<std::uint32_t>>(0);
+    return dataset(
+        [up, passes, buffer_size, seed, reshuffle_each_iteration]() -> next_fn {
+          const std::uint32_t pass = reshuffle_each_iteration ? passes->fetch_add(1) : 0;
+          struct state {
+            next_fn next;
+            std::vector<Element> buffer;
+            random::generator gen;
+            std::uint32_t pass;
+            std::uint64_t drawn = 0;
+            bool upstream_done = false;
+          };
+          auto s = std::make_shared<state>(state{(*up)(), {}, random::generator(seed), pass});
+          s->buffer.reserve(std::min<std::size_t>(buffer_size, 1 << 16));
+          return [s, buffer_size]() -> std::optional<Element> {
+            while (!s->upstream_done && s->buffer.size() < buffer_size) {
+              auto e = s->next();
+              if (!e) {
+                s->upstream_done = true;
+                s->next = nullptr;
+                break;
+              }
+              s->buffer.push_back(std::move(*e));
+            }
+            if (s->buffer.empty()) return std::nullopt;
+            // Block `drawn` of the stream for attempt `pass`: 64 bits, scaled to [0, size).
+            const auto block = s->gen.block(s->drawn++, s->pass);
+            const std::uint64_t bits = (static_cast<std::uint64_t>(block[1]) << 32) | block[0];
+            const auto n = static_cast<unsigned __int128>(s->buffer.size());
+            const auto i = static_cast<std::size_t>((static_cast<unsigned __int128>(bits) * n) >> 64);
+            Element out = std::move(s->buffer[i]);
+            if (!s->upstream_done) {
+              if (auto e = s->next()) {
+                s->buffer[i] = std::move(*e);
+                return out;
+              }
+              s->upstream_done = true;
+              s->next = nullptr;
+            }
+            if (i + 1 != s->buffer.size()) s->buffer[i] = std::move(s->buffer.back());
+            s->buffer.pop_back();
+            return out;
+          };
+        },
+        m_cardinality);
+  }
+
+  /// Stacks `batch_size` consecutive elements along a new leading axis.
+  dataset batch(std::int64_t batch_size, bool drop_remainder = false) const {
+    if (batch_size < 1) throw invalid_argument("batch: batch_size must be at least 1, got " + std::to_string(batch_size));
+    auto up = m_open;
+    std::int64_t card = m_cardinality;
+    if (card >= 0) card = drop_remainder ? card / batch_size : (card + batch_size - 1) / batch_size;
+    return dataset(
+        [up, batch_size, drop_remainder]() -> next_fn {
+          return [next = (*up)(), batch_size, drop_remainder]() mutable -> std::optional<Element> {
+            if (!next) return std::nullopt;
+            std::vector<Element> parts;
+            parts.reserve(static_cast<std::size_t>(batch_size));
+            while (static_cast<std::int64_t>(parts.size()) < batch_size) {
+              auto e = next();
+              if (!e) {
+                next = nullptr;
+                break;
+              }
+              parts.push_back(std::move(*e));
+            }
+            if (parts.empty() || (drop_remainder && static_cast<std::int64_t>(parts.size()) < batch_size))
+              return std::nullopt;
+            return detail::stack(parts, "batch");
+          };
+        },
+        card);
+  }
+
+  /// `count` passes over this dataset, or endless ones when count is -1. A pass that yields
+  /// nothing ends the repetition (no endless loop over an empty dataset).
+  dataset repeat(std::int64_t count = -1) const {
+    if (count < -1) throw invalid_argument("repeat: count must be -1 (forever) or at least 0, got " + std::to_string(count));
+    auto up = m_open;
+    std::int64_t card = m_cardinality;
+    if (count == 0 || card == 0) card = 0;
+    else if (count == -1) card = card == unknown_cardinality ? unknown_cardinality : infinite_cardinality;
+    else if (card > 0) card *= count;
+    return dataset(
+        [up, count]() -> next_fn {
+          struct state {
+            next_fn next;
+            std::int64_t passes = 0;
+            bool pass_empty = true;
+          };
+          auto s = std::make_shared<state>();
+          return [s, up, count]() -> std::optional<Element> {
+            for (;;) {
+              if (!s->next) {
+                if (count != -1 && s->passes >= count) return std::nullopt;
+                if (s->passes > 0 && s->pass_empty) return std::nullopt;
+                s->next = (*up)();
+                ++s->passes;
+                s->pass_empty = true;
+              }
+              if (auto e = s->next()) {
+                s->pass_empty = false;
+                return e;
+              }
+              s->next = nullptr;
+            }
+          };
+        },
+        card);
+  }
+
+  /// The first `count` elements (all of them when count is -1).
+  dataset take(std::int64_t count) const {
+    if (count < -1) throw invalid_argument("take: count must be -1 (all) or at least 0, got " + std::to_string(count));
+    if (count == -1) return *this;
+    auto up = m_open;
+    std::int64_t card = m_cardinality;
+    if (card == infinite_cardinality || card > count) card = count;
+    return dataset(
+        [up, count]() -> next_fn {
+          return [next = count > 0 ? (*up)() : next_fn{}, left = count]() mutable -> std::optional<Element> {
+            if (left <= 0) {
+              next = nullptr;
+              return std::nullopt;
+            }
+            --left;
+            return next();
+          };
+        },
+        card);
+  }
+
+  /// Pairs this dataset's elements with other's: std::tuple{a, b}, until either ends.
+  template <class Other>
+  dataset<std::tuple<Element, Other>> zip(const dataset<Other>& other) const {
+    using R = std::tuple<Element, Other>;
+    auto a = m_open;
+    auto b = other.m_open;
+    std::int64_t card;
+    const std::int64_t x = m_cardinality, y = other.cardinality();
+    if (x >= 0 && y >= 0) card = std::min(x, y);
+    else if (x >= 0 && y == infinite_cardinality) card = x;
+    else if (y >= 0 && x == infinite_cardinality) card = y;
+    else if (x == infinite_cardinality && y == infinite_cardinality) card = infinite_cardinality;
+    else card = unknown_cardinality;
+    return dataset<R>(
+        [a, b]() -> typename dataset<R>::next_fn {
+          return [na = (*a)(), nb = (*b)()]() mutable -> std::optional<R> {
+            if (!na) return std::nullopt;
+            auto ea = na();
+            std::optional<Other> eb;
+            if (ea) eb = nb();
+            if (!ea || !eb) {
+              na = nullptr;
+              nb = nullptr;
+              return std::nullopt;
+            }
+            return R{std::move(*ea), std::move(*eb)};
+          };
+        },
+        card);
+  }
+
+  /// Prepares up to `buffer_size` elements on a background thread while the consumer works.
+  dataset prefetch(std::size_t buffer_size) const {
+    if (buffer_size == 0) throw invalid_argument("prefetch: buffer_size must be at least 1, got 0");
+    auto up = m_open;
+    return dataset(
+        [up, buffer_size]() -> next_fn {
+          auto s = std::make_shared<prefetch_state>(buffer_size);
+          s->start(up);
+          // The state's destructor stops and joins the thread when the pass is dropped.
+          return [s]() { return s->take(); };
+        },
+        m_cardinality);
+  }
+
+ private:
+  template <class>
+  friend class dataset;
+
+  struct prefetch_state {
+    explicit prefetch_state(std::size_t capacity) : m_capacity(capacity) {}
+    ~prefetch_state() { stop(); }
+
+    void start(std::shared_ptr<const open_fn> up) {
+      m_thread = std::thread([this, up = std::move(up)] {
+        std::exception_ptr error;
+        try {
+          next_fn next = (*up)();
+          for (;;) {
+            auto e = next();
+            std::unique_lock lock(m_mutex);
+            if (!e) {
+              m_done = true;
+              m_ready.notify_all();
+              return;
+            }
+            m_space.wait(lock, [&] { return m_stopping || m_queue.size() < m_capacity; });
+            if (m_stopping) return;
+            m_queue.push_back(std::move(*e));
+            m_ready.notify_all();
+          }
+        } catch (...) {
+          error = std::current_exception();
+        }
+        // Published after the catch block has ended, so that this thread holds no reference left
+        // to the exception when the consumer rethrows it.
+        std::lock_guard lock(m_mutex);
+        m_error = std::move(error);
+        m_done = true;
+        m_ready.notify_all();
+      });
+    }
+
+    std::optional<Element> take() {
+      std::unique_lock lock(m_mutex);
+      m_ready.wait(lock, [&] { return !m_queue.empty() || m_done; });
+      if (!m_queue.empty()) {
+        std::optional<Element> e(std::move(m_queue.front()));
+        m_queue.pop_front();
+        m_space.notify_all();
+        return e;
+      }
+      if (m_error) std::rethrow_exception(std::exchange(m_error, nullptr));  // once; then the pass is over
+      return std::nullopt;
+    }
+
+    void stop() {
+      {
+        std::lock_guard lock(m_mutex);
+        m_stopping = true;
+        m_space.notify_all();
+      }
+      if (m_thread.joinable()) m_thread.join();
+    }
+
+    std::size_t m_capacity;
+    std::mutex m_mutex;
+    std::condition_variable m_ready, m_space;
+    std::deque<Element> m_queue;
+    std::exception_ptr m_error;
+    bool m_done = false, m_stopping = false;
+    std::thread m_thread;
+  };
+
+  std::shared_ptr<const open_fn> m_open;
+  std::int64_t m_cardinality;
+};
+
+}  // namespace fluxion::data
