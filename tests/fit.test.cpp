@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <filesystem>
+#include <unistd.h>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -137,4 +139,34 @@ TEST_CASE("fit: the progress line of a terminal") {
   const std::string line = fx::detail::progress_line(l, 40);
   CHECK(line.find("10/40 [=====>") == 0);
   CHECK(line.find("loss: 0.5000 - accuracy: 0.7500 - 320 samples/s - ETA: 6.0s") != std::string::npos);
+}
+
+TEST_CASE("fit: the TensorBoard callback writes loss and accuracy every N steps") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("fluxion_fit_tb_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  {
+    fx::random::generator gen{9};
+    auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+    fx::optim::adam opt{0.01};
+    fx::summary_writer writer{dir.string()};
+    fx::tensorboard_callback tb{writer, 2, &opt};
+    std::ostringstream log;
+    fx::fit(net, opt, cross_entropy, blobs(4, 8, 10), {.epochs = 1, .out = &log, .callbacks = {&tb}});
+  }
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
+  REQUIRE(files.size() == 1);
+  fx::io::tfrecord_reader reader{files[0].string()};
+  int records = 0;
+  std::string all;
+  while (auto record = reader.next()) {
+    ++records;
+    all += *record;
+  }
+  // The file version, then steps 2 and 4: loss, accuracy, learning rate each; then the epoch's three.
+  CHECK(records == 1 + 2 * 3 + 3);
+  for (const char* tag : {"loss", "accuracy", "learning_rate", "epoch_loss", "samples_per_second"})
+    CHECK(all.find(tag) != std::string::npos);
+  fs::remove_all(dir);
 }

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/summary.hpp"
 #include "metrics.hpp"
 #include "optim.hpp"
 #include "tensor.hpp"
@@ -103,6 +104,37 @@ class early_stopping : public callback {
   double m_best = std::numeric_limits<double>::infinity();
   int m_wait = 0;
   int m_stopped_epoch = -1;
+};
+
+/// Writes the running loss and accuracy (and the learning rate, when given the optimizer) to a
+/// TensorBoard summary_writer every `every_steps` steps, under `loss`, `accuracy`, `learning_rate`,
+/// as the reference texts' tf.contrib.summary.scalar calls every 10 steps.
+class tensorboard_callback : public callback {
+ public:
+  explicit tensorboard_callback(io::summary_writer& writer, std::int64_t every_steps = 10,
+                                const optim::optimizer* optimizer = nullptr)
+      : m_writer(&writer), m_every(every_steps), m_optimizer(optimizer) {
+    if (every_steps < 1)
+      throw invalid_argument("tensorboard_callback: every_steps = " + std::to_string(every_steps) + " must be at least 1");
+  }
+  void on_batch_end(const fit_logs& logs) override {
+    if (logs.global_step % m_every != 0) return;
+    m_writer->scalar("loss", logs.loss, logs.global_step);
+    if (logs.accuracy >= 0) m_writer->scalar("accuracy", logs.accuracy, logs.global_step);
+    if (m_optimizer) m_writer->scalar("learning_rate", m_optimizer->learning_rate(), logs.global_step);
+  }
+  void on_epoch_end(const fit_logs& logs) override {
+    m_writer->scalar("epoch_loss", logs.loss, logs.global_step);
+    if (logs.accuracy >= 0) m_writer->scalar("epoch_accuracy", logs.accuracy, logs.global_step);
+    m_writer->scalar("samples_per_second", logs.samples_per_second, logs.global_step);
+    m_writer->flush();
+  }
+  void on_train_end(const fit_logs&) override { m_writer->flush(); }
+
+ private:
+  io::summary_writer* m_writer;
+  std::int64_t m_every;
+  const optim::optimizer* m_optimizer;
 };
 
 struct fit_options {
