@@ -2,7 +2,8 @@
 // conv 64 5x5 same, max pool 2, dense 1024, dropout 0.4, dense 10, with Adam. It shows the whole
 // training story of fluxion: the data pipeline (IDX files through zlib, shuffled, batched and
 // prefetched on a background thread), a compile-time-checked model, fx::fit with its progress bar,
-// and the test accuracy at the end.
+// TensorBoard logs (runs/fashion_mnist_cnn: `tensorboard --logdir build/examples/runs`), and the
+// test accuracy at the end.
 //
 //   ./scripts/run-example.sh                       # installs the data set, builds, trains 12 epochs
 //   build/examples/fashion_mnist_cnn --epochs 3 --steps 100 --data /path/to/fashion-mnist
@@ -57,11 +58,15 @@ int main(int argc, char** argv) {
     auto loss = [](const auto& logits, const auto& labels) {
       return fx::losses::sparse_softmax_cross_entropy(logits, labels);
     };
-    const auto history = fx::fit(net, opt, loss, train, {.epochs = epochs, .steps_per_epoch = steps});
+    fx::summary_writer log{"runs/fashion_mnist_cnn"};
+    fx::tensorboard_callback tensorboard{log, /*every_steps=*/10, &opt};
+    const auto history =
+        fx::fit(net, opt, loss, train, {.epochs = epochs, .steps_per_epoch = steps, .callbacks = {&tensorboard}});
 
     fx::metrics::sparse_categorical_accuracy accuracy;
     for (auto [images, labels] : test) accuracy.update(labels, net(images));
     std::cout << "test accuracy: " << accuracy.result() << " (" << accuracy.count() << " images)\n";
+    log.scalar("test_accuracy", accuracy.result(), opt.iterations());
     if (history.interrupted) std::cout << "stopped by Ctrl-C\n";
     return 0;
   } catch (const fx::error& e) {

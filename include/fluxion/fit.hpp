@@ -324,7 +324,7 @@ fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& da
     if (bar) {
       out << "\r" << detail::progress_line(logs, logs.step) << "\x1b[K\n";
     } else if (options.verbose >= 1) {
-      out << "epoch " << epoch + 1 << "/" << options.epochs << ": " << detail::progress_line(logs, 0) << "\n";
+      out << "epoch " << epoch + 1 << "/" << options.epochs << ": " << detail::progress_line(logs, 0) << std::endl;
     }
     if (history.interrupted && options.verbose >= 1) out << "interrupted (SIGINT) at global step " << logs.global_step << "\n";
     for (callback* c : options.callbacks) c->on_epoch_end(logs);
