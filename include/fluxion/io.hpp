@@ -7,5 +7,7 @@
 // Every failure throws fluxion::io_error, naming the function, the file and what is wrong.
 #pragma once
 
+#include "io/checkpoint.hpp"
 #include "io/npy.hpp"
+#include "io/safetensors.hpp"
 #include "io/summary.hpp"

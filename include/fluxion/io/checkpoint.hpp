@@ -1,0 +1,519 @@
+// fx::checkpoint: saves and restores the state of a training run (models, optimizers with their
+// slots, the step counter, random generators) as one safetensors file, like tf.train.Checkpoint.
+//
+//   auto net = fx::nn::sequential(fx::nn::input<784>{}, fx::nn::dense<128>{}, fx::nn::relu{}, fx::nn::dense<10>{});
+//   fx::optim::adam opt{1e-3};
+//   fx::variable<std::int64_t> step{fx::tensor<std::int64_t>(std::int64_t{0})};  // or a std::int64_t
+//   fx::random::generator gen{42};
+//   fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}, {"step", step}, {"rng", gen}};
+//   ckpt.save("ckpt/model");              // ckpt/model.safetensors, atomically
+//   ckpt.restore("ckpt/model");           // checks every name, shape and dtype before assigning
+//
+//   fx::checkpoint_manager manager{ckpt, "ckpt", {.max_to_keep = 3}};
+//   manager.save(1000);                   // ckpt/ckpt-1000.safetensors; older ones beyond 3 deleted
+//   if (auto path = fx::latest_checkpoint("ckpt")) ckpt.restore(*path);
+//
+// Tensor names in the file (Python's safetensors package reads them as they are):
+// - a model (anything whose `variables()` returns std::vector<fx::variable<T>*>): `<object>/<variable
+//   name>`, e.g. `model/conv2d/kernel`; the model must be built (sequential models are; a layer
+//   alone is built by its first call);
+// - an optimizer: `<object>/<slot name>` (`optimizer/dense/kernel/momentum`) and `<object>/iterations`
+//   (an I64 scalar); its kind and hyperparameters go in `__metadata__` (`optimizer/optimizer: adam`,
+//   `optimizer/beta_1: 0.9` ...). Hyperparameters are recorded, not restored: the program constructs
+//   its optimizer; restoring into an optimizer of another kind is refused;
+// - a variable of any element type, or a std::int64_t: `<object>` itself;
+// - an fx::random::generator: `<object>/seed` and `<object>/offset` (I64 scalars holding the bits
+//   of the unsigned values).
+// Learning-rate schedules keep no state (they are functions of the optimizer's iterations(), which
+// is saved), so there is nothing of theirs to save.
+//
+// Restoring into an optimizer whose slots do not exist yet (a fresh program) creates them:
+// restore() calls optimizer::build, after the whole file has been validated, for each trainable
+// variable (float or double) of the checkpoint's models and variables whose slots the file holds;
+// a variable without slots in the file (the saved optimizer had not trained it yet) gets none. The file is read and
+// every name, dtype and shape checked against the objects before anything is assigned, so a
+// refused file leaves every object as it was; the first mismatch is named:
+//   checkpoint::restore: 'ckpt/model.safetensors': 'model/dense/kernel' has shape (784, 128) in the
+//   file, (784, 256) in the model
+// Names missing from the file, and names in the file that no object has, are errors unless
+// restore_options::allow_partial is set (then they are left as they are, and ignored).
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../optim/adagrad.hpp"
+#include "../optim/adam.hpp"
+#include "../optim/optimizer.hpp"
+#include "../optim/rmsprop.hpp"
+#include "../optim/sgd.hpp"
+#include "../tensor.hpp"
+#include "../tensor/random.hpp"
+#include "safetensors.hpp"
+
+namespace fluxion {
+
+/// How checkpoint::restore treats names that the file and the objects do not share.
+struct restore_options {
+  /// Leave objects' tensors that the file lacks as they are, and ignore the file's extra tensors.
+  bool allow_partial = false;
+};
+
+namespace detail {
+
+template <class V>
+inline constexpr bool is_variable_pointer_vector_v = false;
+template <class T>
+inline constexpr bool is_variable_pointer_vector_v<std::vector<variable<T, cpu>*>> = true;
+
+template <class V>
+inline constexpr bool is_cpu_variable_v = false;
+template <class T>
+inline constexpr bool is_cpu_variable_v<variable<T, cpu>> = true;
+
+/// A model: anything with `variables()` returning std::vector<fx::variable<T>*>.
+template <class M>
+concept checkpointable_model = requires(M& m) { m.variables(); } && is_variable_pointer_vector_v<decltype(std::declval<M&>().variables())>;
+
+/// The state restore() builds before assigning anything.
+struct restore_context {
+  const io::safetensors& file;
+  const std::string& path;
+  restore_options options;
+  std::set<std::string> claimed;  // names some object expects
+  std::vector<variable<float>*> float_trainables;
+  std::vector<variable<double>*> double_trainables;
+};
+
+[[noreturn]] inline void restore_fail(const restore_context& c, const std::string& what) {
+  throw io_error("checkpoint::restore: '" + c.path + "': " + what);
+}
+
+/// The tensor `name` of the file as a tensor<T> of shape `expected`, or nullopt when it is absent
+/// and partial restores are allowed. `where` says whose it is ("the model").
+template <element_type T>
+std::optional<tensor<T>> take(restore_context& c, const std::string& name, const shape& expected, const std::string& where) {
+  if (!c.claimed.insert(name).second)
+    restore_fail(c, "two objects expect a tensor named '" + name + "'; give the objects distinct names");
+  const io::safetensors_tensor* t = c.file.find(name);
+  if (t == nullptr) {
+    if (c.options.allow_partial) return std::nullopt;
+    restore_fail(c, "'" + name + "' is missing from the file (" + where +
+                        " has it; pass restore_options{.allow_partial = true} to restore what the file has)");
+  }
+  constexpr io::safetensors_dtype d = io::safetensors_dtype_of<T>();
+  if (t->dtype() != d)
+    restore_fail(c, "'" + name + "' has dtype " + io::safetensors_dtype_name(t->dtype()) + " in the file, " +
+                        io::safetensors_dtype_name(d) + " (" + dtype_name<T>() + ") in " + where);
+  if (t->shape() != expected)
+    restore_fail(c, "'" + name + "' has shape " + to_string(t->shape()) + " in the file, " + to_string(expected) +
+                        " in " + where);
+  return io::safetensors::decode<T>(*t);
+}
+
+inline void add_unique(io::safetensors& file, std::set<std::string>& names, const std::string& name, const auto& t) {
+  if (!names.insert(name).second)
+    throw invalid_argument("checkpoint::save: two tensors are named '" + name +
+                           "'; give the objects (or the variables) distinct names");
+  file.add(name, t);
+}
+
+inline std::string number_text(double x) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
+}
+
+/// The optimizer's kind and hyperparameters, as metadata.
+inline std::vector<std::pair<std::string, std::string>> hyperparameters(const optim::optimizer& o) {
+  std::vector<std::pair<std::string, std::string>> h{{"optimizer", o.name()}};
+  h.emplace_back("learning_rate", o.learning_rate_schedule().is_constant() ? number_text(o.learning_rate())
+                                                                            : "schedule (now " + number_text(o.learning_rate()) + ")");
+  h.emplace_back("weight_decay", number_text(o.weight_decay()));
+  if (const auto* a = dynamic_cast<const optim::adam*>(&o)) {
+    h.emplace_back("beta_1", number_text(a->beta_1()));
+    h.emplace_back("beta_2", number_text(a->beta_2()));
+    h.emplace_back("epsilon", number_text(a->epsilon()));
+    h.emplace_back("amsgrad", a->amsgrad() ? "true" : "false");
+  } else if (const auto* s = dynamic_cast<const optim::sgd*>(&o)) {
+    h.emplace_back("momentum", number_text(s->momentum()));
+    h.emplace_back("nesterov", s->nesterov() ? "true" : "false");
+  } else if (const auto* r = dynamic_cast<const optim::rmsprop*>(&o)) {
+    h.emplace_back("rho", number_text(r->rho()));
+    h.emplace_back("momentum", number_text(r->momentum()));
+    h.emplace_back("epsilon", number_text(r->epsilon()));
+    h.emplace_back("centered", r->centered() ? "true" : "false");
+  } else if (const auto* g = dynamic_cast<const optim::adagrad*>(&o)) {
+    h.emplace_back("initial_accumulator_value", number_text(g->initial_accumulator_value()));
+    h.emplace_back("epsilon", number_text(g->epsilon()));
+  }
+  return h;
+}
+
+}  // namespace detail
+
+/// One named object of a checkpoint: a reference to a model, an optimizer, a variable, a
+/// std::int64_t or a random generator (the object must outlive the checkpoint).
+class checkpoint_object {
+ public:
+  template <class Object>
+  checkpoint_object(std::string name, Object& object) : m_name(std::move(name)) {  // NOLINT: {"model", net}
+    if (m_name.empty()) throw invalid_argument("checkpoint: an object's name must not be empty");
+    if constexpr (std::is_base_of_v<optim::optimizer, Object>) {
+      bind_optimizer(object);
+    } else if constexpr (detail::is_cpu_variable_v<Object>) {
+      bind_variable(object);
+    } else if constexpr (std::is_same_v<Object, std::int64_t>) {
+      bind_integer(object);
+    } else if constexpr (std::is_same_v<Object, random::generator>) {
+      bind_generator(object);
+    } else if constexpr (detail::checkpointable_model<Object>) {
+      bind_model(object);
+    } else {
+      static_assert(detail::checkpointable_model<Object>,
+                    "fluxion::checkpoint: an object must be a model (with variables() returning "
+                    "std::vector<fluxion::variable<T>*>), an optimizer, a fluxion::variable on the cpu, a "
+                    "std::int64_t or a fluxion::random::generator. Learning-rate schedules keep no state: "
+                    "save the optimizer, whose iterations() they follow.");
+    }
+  }
+
+  const std::string& name() const noexcept { return m_name; }
+  /// "model", "optimizer", "variable", "integer" or "generator".
+  const std::string& kind() const noexcept { return m_kind; }
+
+ private:
+  friend class checkpoint;
+  using commit_function = std::function<void()>;
+
+  template <class M>
+  void bind_model(M& m) {
+    using pointers = decltype(m.variables());
+    using T = typename std::remove_pointer_t<typename pointers::value_type>::value_type;
+    m_kind = "model";
+    m_save = [name = m_name, &m](io::safetensors& file, std::set<std::string>& names) {
+      for (auto* v : m.variables()) detail::add_unique(file, names, name + "/" + v->name(), v->peek());
+    };
+    m_trainables = [&m](detail::restore_context& c) {
+      for (auto* v : m.variables()) {
+        if constexpr (std::is_same_v<T, float>) { if (v->trainable()) c.float_trainables.push_back(v); }
+        else if constexpr (std::is_same_v<T, double>) { if (v->trainable()) c.double_trainables.push_back(v); }
+      }
+    };
+    m_plan = [name = m_name, &m](detail::restore_context& c) -> commit_function {
+      std::vector<std::pair<variable<T>*, tensor<T>>> values;
+      for (auto* v : m.variables())
+        if (auto t = detail::take<T>(c, name + "/" + v->name(), v->shape(), "the model")) values.emplace_back(v, std::move(*t));
+      return [values = std::move(values)] {
+        for (const auto& [v, t] : values) v->assign(t);
+      };
+    };
+  }
+
+  template <class T>
+  void bind_variable(variable<T>& v) {
+    m_kind = "variable";
+    m_save = [name = m_name, &v](io::safetensors& file, std::set<std::string>& names) { detail::add_unique(file, names, name, v.peek()); };
+    m_trainables = [&v](detail::restore_context& c) {
+      if constexpr (std::is_same_v<T, float>) { if (v.trainable()) c.float_trainables.push_back(&v); }
+      else if constexpr (std::is_same_v<T, double>) { if (v.trainable()) c.double_trainables.push_back(&v); }
+    };
+    m_plan = [name = m_name, &v](detail::restore_context& c) -> commit_function {
+      auto t = detail::take<T>(c, name, v.shape(), "the variable");
+      if (!t) return [] {};
+      return [&v, value = std::move(*t)] { v.assign(value); };
+    };
+  }
+
+  void bind_integer(std::int64_t& n) {
+    m_kind = "integer";
+    m_save = [name = m_name, &n](io::safetensors& file, std::set<std::string>& names) {
+      detail::add_unique(file, names, name, tensor<std::int64_t>(n));
+    };
+    m_plan = [name = m_name, &n](detail::restore_context& c) -> commit_function {
+      auto t = detail::take<std::int64_t>(c, name, shape{}, "the program (a std::int64_t)");
+      if (!t) return [] {};
+      return [&n, value = t->data()[0]] { n = value; };
+    };
+  }
+
+  void bind_generator(random::generator& g) {
+    m_kind = "generator";
+    m_save = [name = m_name, &g](io::safetensors& file, std::set<std::string>& names) {
+      detail::add_unique(file, names, name + "/seed", tensor<std::int64_t>(std::bit_cast<std::int64_t>(g.seed())));
+      detail::add_unique(file, names, name + "/offset", tensor<std::int64_t>(std::bit_cast<std::int64_t>(g.offset())));
+    };
+    m_plan = [name = m_name, &g](detail::restore_context& c) -> commit_function {
+      auto seed = detail::take<std::int64_t>(c, name + "/seed", shape{}, "the generator");
+      auto offset = detail::take<std::int64_t>(c, name + "/offset", shape{}, "the generator");
+      if (seed.has_value() != offset.has_value())
+        detail::restore_fail(c, "generator '" + name + "' needs both '" + name + "/seed' and '" + name +
+                                    "/offset', the file has only one");
+      if (!seed) return [] {};
+      return [&g, s = std::bit_cast<std::uint64_t>(seed->data()[0]), o = std::bit_cast<std::uint64_t>(offset->data()[0])] {
+        g.reset(s);
+        g.skip(o);
+      };
+    };
+  }
+
+  void bind_optimizer(optim::optimizer& o) {
+    m_kind = "optimizer";
+    m_save = [name = m_name, &o](io::safetensors& file, std::set<std::string>& names) {
+      for (auto& [slot, v] : o.slot_variables<float, cpu>()) detail::add_unique(file, names, name + "/" + slot, v->peek());
+      for (auto& [slot, v] : o.slot_variables<double, cpu>()) detail::add_unique(file, names, name + "/" + slot, v->peek());
+      detail::add_unique(file, names, name + "/iterations", tensor<std::int64_t>(o.iterations()));
+      for (const auto& [key, value] : detail::hyperparameters(o)) file.set_metadata(name + "/" + key, value);
+    };
+    m_plan = [name = m_name, &o](detail::restore_context& c) -> commit_function {
+      if (const std::string* kind = c.file.find_metadata(name + "/optimizer"); kind && *kind != o.name())
+        detail::restore_fail(c, "'" + name + "' is a " + *kind + " optimizer in the file, a " + o.name() +
+                                    " optimizer in the program");
+      auto floats = plan_slots<float>(name, o, c, c.float_trainables);
+      auto doubles = plan_slots<double>(name, o, c, c.double_trainables);
+      auto iterations = detail::take<std::int64_t>(c, name + "/iterations", shape{}, "the optimizer");
+      if (iterations && iterations->data()[0] < 0)
+        detail::restore_fail(c, "'" + name + "/iterations' = " + std::to_string(iterations->data()[0]) +
+                                    " is negative");
+      return [&o, floats = std::move(floats), doubles = std::move(doubles),
+              n = iterations ? std::optional<std::int64_t>(iterations->data()[0]) : std::nullopt] {
+        floats();
+        doubles();
+        if (n) o.set_iterations(*n);
+      };
+    };
+  }
+
+  /// Checks the slots the optimizer has, and those build() will create for `trainables`, against
+  /// the file; the commit creates the missing slots, then assigns.
+  template <class T>
+  static commit_function plan_slots(const std::string& name, optim::optimizer& o, detail::restore_context& c, const std::vector<variable<T>*>& trainables) {
+    std::map<std::string, shape> expected;  // slot name -> shape
+    std::vector<std::string> order;
+    for (auto& [slot, v] : o.slot_variables<T, cpu>())
+      if (expected.emplace(slot, v->shape()).second) order.push_back(slot);
+    const auto specs = o.slot_specs();
+    std::vector<variable<T>*> to_build;
+    for (auto* v : trainables) {
+      if (specs.empty() || o.get_slot(*v, specs.front().name) != nullptr) continue;
+      // A variable the saved optimizer had no slots for (it had not trained it yet) gets none.
+      const std::string prefix = v->name().empty() ? "variable_" + std::to_string(v->id()) : v->name();
+      bool in_file = false;
+      for (const auto& spec : specs) in_file = in_file || c.file.contains(name + "/" + prefix + "/" + spec.name);
+      if (!in_file) continue;
+      to_build.push_back(v);
+      for (const auto& spec : specs)
+        if (expected.emplace(prefix + "/" + spec.name, v->shape()).second) order.push_back(prefix + "/" + spec.name);
+    }
+    std::map<std::string, tensor<T>> values;
+    for (const auto& slot : order)
+      if (auto t = detail::take<T>(c, name + "/" + slot, expected.at(slot), "the optimizer")) values.emplace(slot, std::move(*t));
+    return [&o, to_build = std::move(to_build), values = std::move(values)] {
+      o.build(to_build);
+      for (auto& [slot, v] : o.slot_variables<T, cpu>())
+        if (const auto it = values.find(slot); it != values.end()) v->assign(it->second);
+    };
+  }
+
+  std::string m_name;
+  std::string m_kind;
+  std::function<void(io::safetensors&, std::set<std::string>&)> m_save;
+  std::function<void(detail::restore_context&)> m_trainables;
+  std::function<commit_function(detail::restore_context&)> m_plan;
+};
+
+/// Saves and restores a set of named objects as one safetensors file.
+class checkpoint {
+ public:
+  checkpoint(std::initializer_list<checkpoint_object> objects) : m_objects(objects) {
+    std::set<std::string> names;
+    for (const auto& o : m_objects)
+      if (!names.insert(o.name()).second)
+        throw invalid_argument("checkpoint: two objects are named '" + o.name() + "'");
+  }
+
+  const std::vector<checkpoint_object>& objects() const noexcept { return m_objects; }
+
+  /// `path` with ".safetensors" appended unless it ends with it: the file save and restore use.
+  static std::string file_name(const std::string& path) {
+    const std::string ext = ".safetensors";
+    if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) return path;
+    return path + ext;
+  }
+
+  /// The objects' state as safetensors: what save() writes.
+  io::safetensors to_safetensors() const {
+    io::safetensors file;
+    std::set<std::string> names;
+    for (const auto& o : m_objects) o.m_save(file, names);
+    file.set_metadata("format", "fluxion.checkpoint");
+    return file;
+  }
+
+  /// Writes every object to file_name(path) atomically (a temporary file in the same directory,
+  /// fsync, rename, fsync of the directory), creating the directory if needed. Returns the path.
+  std::string save(const std::string& path) const {
+    const std::string file = file_name(path);
+    const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+    if (!parent.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(parent, ec);
+      if (ec) throw io_error("checkpoint::save: '" + file + "': cannot create the directory '" + parent.string() +
+                             "': " + ec.message());
+    }
+    to_safetensors().save(file, "checkpoint::save");
+    return file;
+  }
+
+  /// Reads and validates file_name(path), checks it against every object, then assigns. Throws
+  /// fluxion::io_error, with nothing changed, when the file or any name, shape or dtype is wrong.
+  std::string restore(const std::string& path, restore_options options = {}) {
+    const std::string file = file_name(path);
+    restore(io::safetensors::load(file, "checkpoint::restore"), options, file);
+    return file;
+  }
+  /// Restores from tensors already read; `source` names them in errors.
+  void restore(const io::safetensors& file, restore_options options = {}, const std::string& source = {}) {
+    detail::restore_context c{file, source.empty() ? file.source() : source, options, {}, {}, {}};
+    for (const auto& o : m_objects)
+      if (o.m_trainables) o.m_trainables(c);
+    std::vector<std::function<void()>> commits;
+    for (const auto& o : m_objects) commits.push_back(o.m_plan(c));
+    if (!options.allow_partial)
+      for (const auto& name : file.names())
+        if (!c.claimed.count(name))
+          detail::restore_fail(c, "the file has a tensor '" + name + "' that no object of the checkpoint has" +
+                                      unbuilt_hint(name) +
+                                      " (pass restore_options{.allow_partial = true} to ignore it)");
+    for (auto& commit : commits) commit();
+  }
+
+ private:
+  std::string unbuilt_hint(const std::string& name) const {
+    for (const auto& o : m_objects)
+      if (o.kind() == "model" && name.rfind(o.name() + "/", 0) == 0)
+        return " (is model '" + o.name() + "' built? layers create their variables on their first call)";
+    return "";
+  }
+
+  std::vector<checkpoint_object> m_objects;
+};
+
+/// The checkpoints `<prefix>-<step>.safetensors` in `directory`, sorted by step (then by name); with
+/// an empty prefix, any prefix. Temporary files of saves in progress never match. A missing
+/// directory has none.
+inline std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& directory,
+                                                                          const std::string& prefix = {}) {
+  std::vector<std::pair<std::int64_t, std::string>> out;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(directory, ec), last;
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory) return out;
+    throw io_error("list_checkpoints: '" + directory + "': cannot list the directory: " + ec.message());
+  }
+  const std::string ext = ".safetensors";
+  for (; it != last; it.increment(ec)) {
+    if (ec) throw io_error("list_checkpoints: '" + directory + "': cannot list the directory: " + ec.message());
+    const std::string file = it->path().filename().string();
+    if (file.size() <= ext.size() || file.compare(file.size() - ext.size(), ext.size(), ext) != 0) continue;
+    const std::string stem = file.substr(0, file.size() - ext.size());
+    const std::size_t dash = stem.rfind('-');
+    if (dash == std::string::npos || dash + 1 == stem.size()) continue;
+    if (!prefix.empty() ? stem.compare(0, dash, prefix) != 0 || dash != prefix.size() : dash == 0) continue;
+    const std::string digits = stem.substr(dash + 1);
+    std::int64_t step = 0;
+    const auto [ptr, err] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+    if (err != std::errc() || ptr != digits.data() + digits.size() || step < 0 || digits[0] == '+') continue;
+    if (!it->is_regular_file(ec)) continue;
+    out.emplace_back(step, it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The checkpoint of `directory` with the highest step (by the number in its name, not by the
+/// file's time), or nullopt when there is none.
+inline std::optional<std::string> latest_checkpoint(const std::string& directory, const std::string& prefix = {}) {
+  const auto all = list_checkpoints(directory, prefix);
+  if (all.empty()) return std::nullopt;
+  return all.back().second;
+}
+
+struct checkpoint_manager_options {
+  /// How many checkpoints to keep, the highest steps; 0 keeps all.
+  int max_to_keep = 5;
+  /// Files are `<prefix>-<step>.safetensors`.
+  std::string prefix = "ckpt";
+};
+
+/// Numbered checkpoints in one directory, keeping the newest max_to_keep (tf.train.CheckpointManager).
+class checkpoint_manager {
+ public:
+  checkpoint_manager(checkpoint& ckpt, std::string directory, checkpoint_manager_options options = {})
+      : m_checkpoint(&ckpt), m_directory(std::move(directory)), m_options(std::move(options)) {
+    if (m_options.max_to_keep < 0)
+      throw invalid_argument("checkpoint_manager: max_to_keep = " + std::to_string(m_options.max_to_keep) +
+                             " must be non-negative (0 keeps every checkpoint)");
+    if (m_options.prefix.empty() || m_options.prefix.find('/') != std::string::npos)
+      throw invalid_argument("checkpoint_manager: prefix = '" + m_options.prefix +
+                             "' must be a non-empty file name without '/'");
+  }
+
+  const std::string& directory() const noexcept { return m_directory; }
+
+  /// Saves `<directory>/<prefix>-<step>.safetensors` atomically; once it is in place, deletes the
+  /// checkpoints of lowest step beyond max_to_keep (never the one just written). Returns its path.
+  std::string save(std::int64_t step) {
+    if (step < 0) throw invalid_argument("checkpoint_manager::save: step = " + std::to_string(step) + " must be non-negative");
+    const std::string path =
+        (std::filesystem::path(m_directory) / (m_options.prefix + "-" + std::to_string(step) + ".safetensors")).string();
+    m_checkpoint->save(path);
+    if (m_options.max_to_keep > 0) {
+      auto all = checkpoints();
+      std::size_t excess = all.size() > static_cast<std::size_t>(m_options.max_to_keep)
+                               ? all.size() - static_cast<std::size_t>(m_options.max_to_keep)
+                               : 0;
+      for (const auto& [s, file] : all) {
+        if (excess == 0) break;
+        if (file == path) continue;
+        std::error_code ec;
+        std::filesystem::remove(file, ec);
+        if (ec) throw io_error("checkpoint_manager::save: cannot delete the old checkpoint '" + file + "': " + ec.message());
+        --excess;
+      }
+    }
+    return path;
+  }
+
+  /// This manager's checkpoints, sorted by step.
+  std::vector<std::pair<std::int64_t, std::string>> checkpoints() const {
+    return list_checkpoints(m_directory, m_options.prefix);
+  }
+  std::optional<std::string> latest() const { return latest_checkpoint(m_directory, m_options.prefix); }
+
+  /// Restores the latest checkpoint, if there is one, and returns its path.
+  std::optional<std::string> restore_latest(restore_options options = {}) {
+    auto path = latest();
+    if (path) m_checkpoint->restore(*path, options);
+    return path;
+  }
+
+ private:
+  checkpoint* m_checkpoint;
+  std::string m_directory;
+  checkpoint_manager_options m_options;
+};
+
+}  // namespace fluxion

@@ -1,0 +1,498 @@
+// fx::checkpoint and fx::checkpoint_manager: tensor names, bit-identical continued training after a
+// restore (model, Adam and its slots, step, generator), every mismatch and corruption refused with
+// everything left unchanged, max_to_keep and latest_checkpoint, and processes killed with SIGKILL
+// while saving, after which the previous checkpoint still restores bit-exactly.
+#include <fluxion/fluxion.hpp>
+#include <fluxion/io.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fx = fluxion;
+namespace nn = fluxion::nn;
+
+namespace {
+
+struct scratch_dir {
+  std::filesystem::path path;
+  scratch_dir() {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("fluxion_checkpoint_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~scratch_dir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+using mlp_t = nn::sequential_t<nn::input<4>, nn::dense<8>, nn::relu, nn::dense<2>>;
+
+mlp_t make_mlp(std::uint64_t seed) {
+  fx::random::generator init{seed};
+  return nn::sequential(init, nn::input<4>{}, nn::dense<8>{}, nn::relu{}, nn::dense<2>{});
+}
+
+/// One training step on data drawn from `data`: the generator's state decides the batch.
+template <class Model>
+void train_step(Model& net, fx::optim::optimizer& opt, fx::random::generator& data) {
+  const fx::tensor<float> x = fx::random::uniform<float>({16, 4}, data);
+  const fx::tensor<float> y = fx::random::uniform<float>({16, 2}, data);
+  auto vars = net.trainable_variables();
+  fx::gradient_tape tape;
+  const fx::tensor<float> loss = fx::reduce_mean(fx::square(y - net(x)));
+  opt.apply_gradients(tape.gradient(loss, vars), vars);
+}
+
+/// Every byte of state: variables, slots, iteration count, the step, the generator.
+struct snapshot {
+  std::vector<std::pair<std::string, std::vector<float>>> values;
+  std::int64_t iterations = 0, step = 0;
+  std::uint64_t seed = 0, offset = 0;
+  bool operator==(const snapshot&) const = default;
+};
+
+template <class Model>
+snapshot take_snapshot(Model& net, fx::optim::optimizer& opt, std::int64_t step, const fx::random::generator& gen) {
+  snapshot s;
+  for (auto* v : net.variables()) s.values.emplace_back(v->name(), v->peek().to_vector());
+  for (auto& [name, v] : opt.slot_variables<float, fx::cpu>()) s.values.emplace_back(name, v->peek().to_vector());
+  s.iterations = opt.iterations();
+  s.step = step;
+  s.seed = gen.seed();
+  s.offset = gen.offset();
+  return s;
+}
+
+/// Float vectors compared bit for bit (== on floats would let -0 equal 0).
+bool bit_identical(const snapshot& a, const snapshot& b) {
+  if (a.values.size() != b.values.size() || a.iterations != b.iterations || a.step != b.step || a.seed != b.seed ||
+      a.offset != b.offset)
+    return false;
+  for (std::size_t i = 0; i < a.values.size(); ++i) {
+    const auto& [na, va] = a.values[i];
+    const auto& [nb, vb] = b.values[i];
+    if (na != nb || va.size() != vb.size() || std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) != 0)
+      return false;
+  }
+  return true;
+}
+
+std::string restore_error(fx::checkpoint& ckpt, const std::string& path, fx::restore_options options = {}) {
+  try {
+    ckpt.restore(path, options);
+  } catch (const fx::io_error& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: tensors are named by object and variable; the optimizer's kind is metadata") {
+  scratch_dir dir;
+  auto net = make_mlp(1);
+  fx::optim::adam opt{1e-2};
+  fx::variable<std::int64_t> step{fx::tensor<std::int64_t>(std::int64_t{5})};
+  std::int64_t epoch = 2;
+  fx::random::generator gen{0xfedcba9876543210ULL};
+  gen.skip(11);
+  fx::random::generator data{3};
+  train_step(net, opt, data);
+  fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}, {"step", step}, {"epoch", epoch}, {"rng", gen}};
+  const std::string path = ckpt.save(dir.file("ckpt/model"));
+  CHECK(path == dir.file("ckpt/model.safetensors"));
+  const auto file = fx::io::safetensors::load(path);
+  auto names = file.names();
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"epoch",
+                                          "model/dense/bias",
+                                          "model/dense/kernel",
+                                          "model/dense_1/bias",
+                                          "model/dense_1/kernel",
+                                          "optimizer/dense/bias/momentum",
+                                          "optimizer/dense/bias/velocity",
+                                          "optimizer/dense/kernel/momentum",
+                                          "optimizer/dense/kernel/velocity",
+                                          "optimizer/dense_1/bias/momentum",
+                                          "optimizer/dense_1/bias/velocity",
+                                          "optimizer/dense_1/kernel/momentum",
+                                          "optimizer/dense_1/kernel/velocity",
+                                          "optimizer/iterations",
+                                          "rng/offset",
+                                          "rng/seed",
+                                          "step"});
+  CHECK(file.get<float>("model/dense/kernel").to_vector() == net.variables()[0]->peek().to_vector());
+  CHECK(file.get<std::int64_t>("optimizer/iterations").to_vector() == std::vector<std::int64_t>{1});
+  CHECK(file.get<std::int64_t>("step").to_vector() == std::vector<std::int64_t>{5});
+  CHECK(file.get<std::int64_t>("epoch").to_vector() == std::vector<std::int64_t>{2});
+  CHECK(static_cast<std::uint64_t>(file.get<std::int64_t>("rng/seed").to_vector()[0]) == 0xfedcba9876543210ULL);
+  CHECK(file.get<std::int64_t>("rng/offset").to_vector() == std::vector<std::int64_t>{11});
+  CHECK(file.metadata().at("optimizer/optimizer") == "adam");
+  CHECK(file.metadata().at("optimizer/learning_rate") == "0.01");
+  CHECK(file.metadata().at("optimizer/beta_2") == "0.999");
+  // Saved before any training, the optimizer has no slots; restored, it has none either.
+  auto fresh = make_mlp(2);
+  fx::optim::adam fresh_opt;
+  fx::checkpoint{{"model", fresh}, {"optimizer", fresh_opt}}.save(dir.file("untrained"));
+  auto other = make_mlp(3);
+  fx::optim::adam other_opt;
+  fx::checkpoint{{"model", other}, {"optimizer", other_opt}}.restore(dir.file("untrained"));
+  CHECK(other_opt.slot_variables<float, fx::cpu>().empty());
+  CHECK(other.variables()[0]->peek().to_vector() == fresh.variables()[0]->peek().to_vector());
+  // ".safetensors" is not appended twice.
+  CHECK(ckpt.save(path) == path);
+  CHECK_THROWS_WITH_AS((fx::checkpoint{{"a", epoch}, {"a", step}}), "checkpoint: two objects are named 'a'",
+                       fx::invalid_argument);
+}
+
+TEST_CASE("checkpoint: restoring model, Adam, step and generator continues training bit-identically") {
+  scratch_dir dir;
+  // Run A: 3 steps, save, 2 more steps.
+  auto net_a = make_mlp(1);
+  fx::optim::adam opt_a{{.learning_rate = 0.05, .amsgrad = true}};
+  fx::variable<std::int64_t> step_a{fx::tensor<std::int64_t>(std::int64_t{0})};
+  fx::random::generator data_a{7};
+  fx::checkpoint ckpt_a{{"model", net_a}, {"optimizer", opt_a}, {"step", step_a}, {"data", data_a}};
+  auto advance = [](fx::variable<std::int64_t>& s) { s.assign(fx::tensor<std::int64_t>(s.peek().to_vector()[0] + 1)); };
+  for (int i = 0; i < 3; ++i) {
+    train_step(net_a, opt_a, data_a);
+    advance(step_a);
+  }
+  const std::string path = ckpt_a.save(dir.file("run"));
+  const snapshot at_save = take_snapshot(net_a, opt_a, step_a.peek().to_vector()[0], data_a);
+  for (int i = 0; i < 2; ++i) {
+    train_step(net_a, opt_a, data_a);
+    advance(step_a);
+  }
+  const snapshot a = take_snapshot(net_a, opt_a, step_a.peek().to_vector()[0], data_a);
+
+  // Run B: a fresh program, other initial weights, an optimizer without slots, another data seed.
+  auto net_b = make_mlp(99);
+  fx::optim::adam opt_b{{.learning_rate = 0.05, .amsgrad = true}};
+  fx::variable<std::int64_t> step_b{fx::tensor<std::int64_t>(std::int64_t{0})};
+  fx::random::generator data_b{12345};
+  fx::checkpoint ckpt_b{{"model", net_b}, {"optimizer", opt_b}, {"step", step_b}, {"data", data_b}};
+  REQUIRE(opt_b.slot_variables<float, fx::cpu>().empty());
+  CHECK(ckpt_b.restore(dir.file("run")) == path);
+  CHECK(opt_b.slot_variables<float, fx::cpu>().size() == 12);  // 4 variables x (momentum, velocity, velocity_hat)
+  CHECK(bit_identical(take_snapshot(net_b, opt_b, step_b.peek().to_vector()[0], data_b), at_save));
+  for (int i = 0; i < 2; ++i) {
+    train_step(net_b, opt_b, data_b);
+    advance(step_b);
+  }
+  const snapshot b = take_snapshot(net_b, opt_b, step_b.peek().to_vector()[0], data_b);
+  CHECK(b.step == 5);
+  CHECK(b.iterations == 5);
+  CHECK(bit_identical(a, b));
+  // The training moved the weights: the comparison is not between two untouched models.
+  CHECK(!bit_identical(a, at_save));
+}
+
+TEST_CASE("checkpoint: a shape, dtype or name mismatch is named, and nothing changes") {
+  scratch_dir dir;
+  fx::random::generator init{1};
+  auto saved = nn::sequential(init, nn::input<4>{}, nn::dense<8>{}, nn::dense<3>{});
+  fx::optim::sgd saved_opt{{.learning_rate = 0.1, .momentum = 0.9}};
+  saved_opt.build(saved.trainable_variables());
+  std::int64_t saved_step = 9;
+  fx::checkpoint{{"model", saved}, {"optimizer", saved_opt}, {"step", saved_step}}.save(dir.file("a"));
+
+  SUBCASE("shape") {
+    auto other = nn::sequential(init, nn::input<4>{}, nn::dense<8>{}, nn::dense<6>{});
+    fx::optim::sgd opt{{.learning_rate = 0.1, .momentum = 0.9}};
+    std::int64_t step = 0;
+    std::vector<std::vector<float>> before;
+    for (auto* v : other.variables()) before.push_back(v->peek().to_vector());
+    fx::checkpoint ckpt{{"model", other}, {"optimizer", opt}, {"step", step}};
+    CHECK(restore_error(ckpt, dir.file("a")) == "checkpoint::restore: '" + dir.file("a.safetensors") +
+                                                    "': 'model/dense_1/kernel' has shape (8, 3) in the file, (8, 6) "
+                                                    "in the model");
+    std::vector<std::vector<float>> after;
+    for (auto* v : other.variables()) after.push_back(v->peek().to_vector());
+    CHECK(before == after);
+    CHECK(step == 0);
+    CHECK(opt.slot_variables<float, fx::cpu>().empty());
+    CHECK(opt.iterations() == 0);
+  }
+  SUBCASE("dtype") {
+    fx::random::generator g{2};
+    auto doubles = nn::sequential(g, nn::typed_input<double, 4>{}, nn::dense<8>{}, nn::dense<3>{});
+    const auto before = doubles.variables()[0]->peek().to_vector();
+    fx::checkpoint ckpt{{"model", doubles}};
+    CHECK(restore_error(ckpt, dir.file("a"), {.allow_partial = true}) ==
+          "checkpoint::restore: '" + dir.file("a.safetensors") +
+              "': 'model/dense/kernel' has dtype F32 in the file, F64 (float64) in the model");
+    CHECK(doubles.variables()[0]->peek().to_vector() == before);
+  }
+  SUBCASE("missing and extra names; allow_partial") {
+    auto same = nn::sequential(init, nn::input<4>{}, nn::dense<8>{}, nn::dense<3>{});
+    std::int64_t step = 0, extra = 3;
+    fx::checkpoint without_optimizer{{"model", same}, {"step", step}};
+    const std::string error = restore_error(without_optimizer, dir.file("a"));
+    CHECK(error.rfind("checkpoint::restore: '" + dir.file("a.safetensors") + "': the file has a tensor 'optimizer/", 0) == 0);
+    CHECK(error.find("that no object of the checkpoint has") != std::string::npos);
+    CHECK(step == 0);
+    fx::checkpoint with_extra{{"model", same}, {"step", step}, {"extra", extra}};
+    CHECK(restore_error(with_extra, dir.file("a"), {.allow_partial = true}) == "(no exception)");
+    CHECK(step == 9);
+    CHECK(extra == 3);
+    CHECK(same.variables()[2]->peek().to_vector() == saved.variables()[2]->peek().to_vector());
+    step = 0;
+    CHECK(restore_error(with_extra, dir.file("a")) ==
+          "checkpoint::restore: '" + dir.file("a.safetensors") +
+              "': 'extra' is missing from the file (the program (a std::int64_t) has it; pass "
+              "restore_options{.allow_partial = true} to restore what the file has)");
+    CHECK(step == 0);
+  }
+  SUBCASE("another kind of optimizer") {
+    auto same = nn::sequential(init, nn::input<4>{}, nn::dense<8>{}, nn::dense<3>{});
+    fx::optim::adam opt;
+    std::int64_t step = 0;
+    fx::checkpoint ckpt{{"model", same}, {"optimizer", opt}, {"step", step}};
+    CHECK(restore_error(ckpt, dir.file("a")) == "checkpoint::restore: '" + dir.file("a.safetensors") +
+                                                    "': 'optimizer' is a sgd optimizer in the file, a adam optimizer "
+                                                    "in the program");
+    CHECK(opt.slot_variables<float, fx::cpu>().empty());
+  }
+  SUBCASE("an unbuilt layer") {
+    fx::checkpoint{{"model", saved}}.save(dir.file("m"));
+    nn::dense<3> layer;
+    fx::checkpoint ckpt{{"model", layer}};
+    const std::string error = restore_error(ckpt, dir.file("m"), {});
+    INFO(error);
+    CHECK(error.find("is model 'model' built? layers create their variables on their first call") != std::string::npos);
+  }
+}
+
+TEST_CASE("checkpoint: a truncated or corrupted file is refused and the objects keep their values") {
+  scratch_dir dir;
+  auto net = make_mlp(4);
+  fx::optim::adam opt{1e-2};
+  std::int64_t step = 3;
+  fx::random::generator data{8};
+  train_step(net, opt, data);
+  fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}, {"step", step}, {"data", data}};
+  const std::string path = ckpt.save(dir.file("good"));
+  const std::string good = read_bytes(path);
+
+  // The objects now hold other values; no refused file may change them.
+  train_step(net, opt, data);
+  step = 4;
+  const snapshot before = take_snapshot(net, opt, step, data);
+  std::uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(good[static_cast<std::size_t>(i)]);
+
+  std::vector<std::pair<std::string, std::string>> corruptions;  // bytes, expected part of the message
+  for (std::size_t cut : {std::size_t{5}, std::size_t{8} + header / 2, std::size_t{8} + header + 10, good.size() - 1})
+    corruptions.emplace_back(good.substr(0, cut), cut < 8 ? "truncated file" : cut < 8 + header ? "the header length says" : "reach past the end of the data");
+  std::string flipped = good;
+  flipped[3] = static_cast<char>(flipped[3] ^ 0x40);
+  corruptions.emplace_back(flipped, "the header length says");
+  std::string bad_json = good;
+  bad_json[8 + header / 2] = '\x01';
+  corruptions.emplace_back(bad_json, "malformed JSON header");
+  std::string overlap = good;
+  // The second tensor's data_offsets start 4 bytes earlier: it overlaps the first.
+  const std::size_t at = overlap.find("\"data_offsets\":[", overlap.find("\"data_offsets\":[0,") + 1);
+  REQUIRE(at < 8 + header);
+  const std::size_t digits = at + std::strlen("\"data_offsets\":[");
+  const std::size_t comma = overlap.find(',', digits);
+  const std::int64_t begin = std::stoll(overlap.substr(digits, comma - digits));
+  const std::size_t close = overlap.find(']', comma);
+  const std::int64_t end = std::stoll(overlap.substr(comma + 1, close - comma - 1));
+  std::string replaced = std::to_string(begin - 4) + "," + std::to_string(end - 4);
+  replaced.resize(close - digits, ' ');  // the header keeps its length (JSON allows the spaces)
+  overlap.replace(digits, close - digits, replaced);
+  corruptions.emplace_back(overlap, "overlap");
+  std::string wrong_size = good;
+  const std::size_t dtype = wrong_size.find("\"dtype\":\"F32\"");
+  wrong_size.replace(dtype, 13, "\"dtype\":\"I64\"");
+  corruptions.emplace_back(wrong_size, "of I64 needs");
+
+  for (const auto& [bytes, what] : corruptions) {
+    CAPTURE(what);
+    const std::string bad = dir.file("bad.safetensors");
+    write_bytes(bad, bytes);
+    const std::string message = restore_error(ckpt, bad);
+    CHECK(message.rfind("checkpoint::restore: '" + bad + "': ", 0) == 0);
+    CHECK(message.find(what) != std::string::npos);
+    CHECK(bit_identical(take_snapshot(net, opt, step, data), before));
+  }
+  // The good file still restores.
+  CHECK(restore_error(ckpt, path) == "(no exception)");
+  CHECK(step == 3);
+  CHECK(opt.iterations() == 1);
+}
+
+TEST_CASE("checkpoint_manager: keeps max_to_keep files; latest_checkpoint goes by step number") {
+  scratch_dir dir;
+  std::int64_t counter = 0;
+  fx::checkpoint ckpt{{"counter", counter}};
+  fx::checkpoint_manager manager{ckpt, dir.file("run"), {.max_to_keep = 3, .prefix = "ckpt"}};
+  CHECK(!manager.latest());
+  CHECK(!fx::latest_checkpoint(dir.file("run")));
+  CHECK(!fx::latest_checkpoint(dir.file("absent")));
+  for (std::int64_t s : {1, 2, 8, 9, 10, 11}) {
+    counter = s * 100;
+    CHECK(manager.save(s) == dir.file("run/ckpt-" + std::to_string(s) + ".safetensors"));
+  }
+  std::vector<std::int64_t> kept;
+  for (const auto& [s, path] : manager.checkpoints()) kept.push_back(s);
+  CHECK(kept == std::vector<std::int64_t>{9, 10, 11});  // 11 > 9 though "ckpt-11" < "ckpt-9" as text
+  // Neither modification times nor files of other shapes matter.
+  std::filesystem::last_write_time(dir.file("run/ckpt-9.safetensors"),
+                                   std::filesystem::file_time_type::clock::now() + std::chrono::hours(1));
+  for (const char* other : {"ckpt-99.safetensors.tmp-1-2", ".ckpt-99.safetensors.tmp-1-2", "ckpt-x.safetensors",
+                            "ckpt-.safetensors", "notes.txt", "ckpt-12.npy"})
+    write_bytes(dir.file(std::string("run/") + other), "junk");
+  write_bytes(dir.file("run/other-50.safetensors"), read_bytes(dir.file("run/ckpt-9.safetensors")));
+  CHECK(fx::latest_checkpoint(dir.file("run"), "ckpt") == dir.file("run/ckpt-11.safetensors"));
+  CHECK(manager.latest() == dir.file("run/ckpt-11.safetensors"));
+  CHECK(fx::latest_checkpoint(dir.file("run")) == dir.file("run/other-50.safetensors"));  // any prefix
+  counter = 0;
+  CHECK(manager.restore_latest() == dir.file("run/ckpt-11.safetensors"));
+  CHECK(counter == 1100);
+  // A save keeps the file it just wrote, even with a lower step than those kept.
+  manager.save(4);
+  CHECK(std::filesystem::exists(dir.file("run/ckpt-4.safetensors")));
+  CHECK(manager.checkpoints().size() == 3);
+  CHECK_THROWS_AS((fx::checkpoint_manager{ckpt, dir.file("run"), {.max_to_keep = -1}}), fx::invalid_argument);
+}
+
+namespace {
+
+/// The deterministic state the crash test's child writes at step k.
+void fill_state(mlp_t& net, fx::optim::optimizer& opt, std::int64_t& step, std::int64_t k) {
+  float salt = 0;
+  auto fill = [&](fx::variable<float>& v) {
+    fx::tensor<float> t(v.shape());
+    float* p = t.mutable_data();
+    for (fx::index_t i = 0; i < t.size(); ++i) p[i] = static_cast<float>(k) + salt + static_cast<float>(i) * 1e-3f;
+    v.assign(t);
+    salt += 0.5f;
+  };
+  for (auto* v : net.variables()) fill(*v);
+  for (auto& [name, v] : opt.slot_variables<float, fx::cpu>()) fill(*v);
+  opt.set_iterations(k);
+  step = k;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: SIGKILL while saving never leaves a partial checkpoint; the previous one restores exactly") {
+  scratch_dir dir;
+  auto net = make_mlp(5);
+  fx::optim::adam opt;
+  opt.build(net.trainable_variables());
+  std::int64_t step = 0;
+  const std::string run = dir.file("run");
+  fill_state(net, opt, step, 0);
+
+  // Eight 256x512 variables (4 MB) next to the model make each save long enough to be killed midway.
+  std::vector<fx::variable<float>> ballast;
+  ballast.reserve(8);
+  for (int i = 0; i < 8; ++i) ballast.emplace_back(fx::zeros<float>({256, 512}), "ballast_" + std::to_string(i));
+  fx::checkpoint big{{"model", net}, {"optimizer", opt}, {"step", step}, {"b0", ballast[0]}, {"b1", ballast[1]},
+                     {"b2", ballast[2]}, {"b3", ballast[3]}, {"b4", ballast[4]}, {"b5", ballast[5]}, {"b6", ballast[6]},
+                     {"b7", ballast[7]}};
+  fx::checkpoint_manager big_manager{big, run, {.max_to_keep = 2}};
+  auto fill_ballast = [&](std::int64_t k) {
+    for (auto& b : ballast) {
+      fx::tensor<float> t(b.shape());
+      std::fill(t.mutable_data(), t.mutable_data() + t.size(), static_cast<float>(k));
+      b.assign(t);
+    }
+  };
+  fill_ballast(0);
+  big_manager.save(0);
+
+  std::mt19937 rng(20240601);
+  int interrupted = 0;
+  std::int64_t highest = 0;
+  for (int round = 0; round < 20; ++round) {
+    CAPTURE(round);
+    const auto latest_before = fx::latest_checkpoint(run);
+    REQUIRE(latest_before);
+    const std::int64_t first = fx::list_checkpoints(run).back().first + 1;
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      for (std::int64_t k = first; k < first + 100000; ++k) {
+        fill_state(net, opt, step, k);
+        fill_ballast(k);
+        big_manager.save(k);
+      }
+      ::_exit(0);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(2000, 60000)(rng)));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK(WIFSIGNALED(status));
+
+    for (const auto& entry : std::filesystem::directory_iterator(run))
+      if (entry.path().filename().string().find(".tmp-") != std::string::npos) {
+        ++interrupted;
+        std::filesystem::remove(entry.path());  // a leftover of the killed save
+        break;
+      }
+    // Every file that looks like a checkpoint is complete and valid.
+    const auto all = fx::list_checkpoints(run);
+    REQUIRE(!all.empty());
+    for (const auto& [k, path] : all) {
+      CAPTURE(path);
+      CHECK_NOTHROW(fx::io::safetensors::load(path));
+    }
+    // The latest restores bit-exactly into objects that held other values.
+    const std::int64_t k = all.back().first;
+    CHECK(k >= first - 1);
+    fill_state(net, opt, step, 999999);
+    fill_ballast(999999);
+    REQUIRE(big_manager.restore_latest() == all.back().second);
+    auto expected_net = make_mlp(5);
+    fx::optim::adam expected_opt;
+    expected_opt.build(expected_net.trainable_variables());
+    std::int64_t expected_step = 0;
+    fill_state(expected_net, expected_opt, expected_step, k);
+    CHECK(step == k);
+    CHECK(opt.iterations() == k);
+    CHECK(bit_identical(take_snapshot(net, opt, step, fx::random::generator{0}),
+                        take_snapshot(expected_net, expected_opt, expected_step, fx::random::generator{0})));
+    bool ballast_ok = true;
+    for (auto& b : ballast) {
+      const float* p = b.peek().data();
+      for (fx::index_t i = 0; i < b.size(); ++i) ballast_ok = ballast_ok && p[i] == static_cast<float>(k);
+    }
+    CHECK(ballast_ok);
+    highest = k;
+  }
+  MESSAGE("crash test: 20 kills, " << interrupted << " in the middle of writing a temporary file; reached step "
+                                   << highest);
+  CHECK(highest > 0);  // the children made progress, so kills landed between and during saves
+}
