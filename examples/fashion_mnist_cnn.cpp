@@ -7,6 +7,7 @@
 //
 //   ./scripts/run-example.sh                       # installs the data set, builds, trains 12 epochs
 //   build/examples/fashion_mnist_cnn --epochs 3 --steps 100 --data /path/to/fashion-mnist
+//   build/examples/fashion_mnist_cnn --resume      # continue from checkpoints/fashion_mnist_cnn
 //
 // The data set comes from Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist), or
 // from --data / FLUXION_DATASETS_DIR.
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   int epochs = 12;
   std::int64_t steps = -1;  // per epoch; -1: the whole training set
   std::string data_dir;
+  bool resume = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -37,8 +39,9 @@ int main(int argc, char** argv) {
     if (arg == "--epochs") epochs = std::stoi(value());
     else if (arg == "--steps") steps = std::stoll(value());
     else if (arg == "--data") data_dir = value();
+    else if (arg == "--resume") resume = true;
     else {
-      std::cerr << "usage: fashion_mnist_cnn [--epochs N] [--steps N] [--data DIR]\n";
+      std::cerr << "usage: fashion_mnist_cnn [--epochs N] [--steps N] [--data DIR] [--resume]\n";
       return 2;
     }
   }
@@ -58,16 +61,25 @@ int main(int argc, char** argv) {
     auto loss = [](const auto& logits, const auto& labels) {
       return fx::losses::sparse_softmax_cross_entropy(logits, labels);
     };
+    // Checkpoints of the model and the optimizer (its moments and step), every epoch and on Ctrl-C;
+    // a run started again resumes from the latest one.
+    fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}};
+    fx::checkpoint_manager checkpoints{ckpt, "checkpoints/fashion_mnist_cnn", {.max_to_keep = 3}};
+    if (resume) {
+      if (auto path = checkpoints.restore_latest()) std::cout << "resumed from " << *path << " at step " << opt.iterations() << "\n";
+    }
+    fx::checkpoint_callback saver{checkpoints};
     fx::summary_writer log{"runs/fashion_mnist_cnn"};
     fx::tensorboard_callback tensorboard{log, /*every_steps=*/10, &opt};
-    const auto history =
-        fx::fit(net, opt, loss, train, {.epochs = epochs, .steps_per_epoch = steps, .callbacks = {&tensorboard}});
+    const auto history = fx::fit(net, opt, loss, train,
+                                 {.epochs = epochs, .steps_per_epoch = steps, .callbacks = {&tensorboard, &saver}});
 
     fx::metrics::sparse_categorical_accuracy accuracy;
     for (auto [images, labels] : test) accuracy.update(labels, net(images));
     std::cout << "test accuracy: " << accuracy.result() << " (" << accuracy.count() << " images)\n";
     log.scalar("test_accuracy", accuracy.result(), opt.iterations());
-    if (history.interrupted) std::cout << "stopped by Ctrl-C\n";
+    std::cout << "checkpoint: " << saver.last_saved() << "\n";
+    if (history.interrupted) std::cout << "stopped by Ctrl-C; --resume continues from the checkpoint\n";
     return 0;
   } catch (const fx::error& e) {
     std::cerr << "fashion_mnist_cnn: " << e.what() << "\n";

@@ -170,3 +170,34 @@ TEST_CASE("fit: the TensorBoard callback writes loss and accuracy every N steps"
     CHECK(all.find(tag) != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("fit: the checkpoint callback saves every N steps, each epoch, and when Ctrl-C stops training") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("fluxion_fit_ckpt_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fx::random::generator gen{11};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::adam opt{0.01};
+  fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}};
+  fx::checkpoint_manager manager{ckpt, dir.string(), {.max_to_keep = 0}};
+  fx::checkpoint_callback saver{manager, 3};
+  struct interrupter : fx::callback {
+    void on_batch_end(const fx::fit_logs& l) override {
+      if (l.global_step == 7) std::raise(SIGINT);
+    }
+  } ctrl_c;
+  std::ostringstream log;
+  const auto history = fx::fit(net, opt, cross_entropy, blobs(4, 8, 12), {.epochs = 3, .out = &log, .callbacks = {&saver, &ctrl_c}});
+  CHECK(history.interrupted);
+  std::vector<std::int64_t> steps;
+  for (const auto& [step, path] : manager.checkpoints()) steps.push_back(step);
+  CHECK(steps == std::vector<std::int64_t>{3, 4, 6, 7});  // every 3 steps, the first epoch's end, Ctrl-C
+  // The last checkpoint restores the state fit stopped in.
+  const auto kernel = net.layer<0>().kernel().peek().to_vector();
+  net.layer<0>().kernel().assign(fx::zeros<float>({4, 2}));
+  opt.set_iterations(0);
+  manager.restore_latest();
+  CHECK(net.layer<0>().kernel().peek().to_vector() == kernel);
+  CHECK(opt.iterations() == 7);
+  fs::remove_all(dir);
+}

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/checkpoint.hpp"
 #include "io/summary.hpp"
 #include "metrics.hpp"
 #include "optim.hpp"
@@ -135,6 +136,36 @@ class tensorboard_callback : public callback {
   io::summary_writer* m_writer;
   std::int64_t m_every;
   const optim::optimizer* m_optimizer;
+};
+
+/// Saves a checkpoint through a checkpoint_manager every `every_steps` steps (0: never), at the end
+/// of every epoch, and when training ends, also by Ctrl-C or early stopping; the file's step is
+/// the global step (the optimizer's iteration count).
+class checkpoint_callback : public callback {
+ public:
+  explicit checkpoint_callback(checkpoint_manager& manager, std::int64_t every_steps = 0)
+      : m_manager(&manager), m_every(every_steps) {
+    if (every_steps < 0)
+      throw invalid_argument("checkpoint_callback: every_steps = " + std::to_string(every_steps) + " is negative");
+  }
+  void on_batch_end(const fit_logs& logs) override {
+    if (m_every > 0 && logs.global_step % m_every == 0) save(logs.global_step);
+  }
+  void on_epoch_end(const fit_logs& logs) override { save(logs.global_step); }
+  void on_train_end(const fit_logs& logs) override { save(logs.global_step); }
+  /// The last file written, empty before the first save.
+  const std::string& last_saved() const noexcept { return m_last; }
+
+ private:
+  void save(std::int64_t step) {
+    if (step == m_last_step) return;  // already saved at this step
+    m_last = m_manager->save(step);
+    m_last_step = step;
+  }
+  checkpoint_manager* m_manager;
+  std::int64_t m_every;
+  std::int64_t m_last_step = -1;
+  std::string m_last;
 };
 
 struct fit_options {
