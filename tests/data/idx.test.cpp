@@ -148,6 +148,11 @@ TEST_CASE("idx: every malformed file names the file, the offset or element, and 
   check_contains(io_error_of([&] { fx::data::idx_labels(path); }),
                  {"idx_labels", "expected labels: 1 dimension", "(3, 2, 3)", "use idx_images"});
   check_contains(io_error_of([&] { fx::data::idx_labels(dir.file("missing")); }), {"missing'", "no such file"});
+  // Found by fuzz/idx.fuzz.cpp: 134 million items of zero values each, which the reader streamed
+  // (empty tensor after empty tensor) until the fuzzer's timeout.
+  write_bytes(path, std::string("\0\0\x08\x02\x08\x02\x01\0\0\0\0\0", 12));
+  check_contains(io_error_of([&] { fx::data::idx<float>(path); }),
+                 {"idx: '" + path + "'", "bad IDX header: extent 1 is 0", "134349056 items"});
 
   if (!fx::data::has_zlib) return;
   // A gzip file whose data is short: found while streaming, at the element it hits.

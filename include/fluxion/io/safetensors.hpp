@@ -112,13 +112,21 @@ namespace detail {
 
 /// The header's JSON, parsed: the subset of JSON a header uses is all of JSON, so this is a small
 /// complete reader (numbers are kept as text and converted where an integer is expected).
+struct json_member;
+
 struct json_value {
   enum class kind { null, boolean, number, string, array, object };
   kind type = kind::null;
   bool flag = false;
   std::string text;  // a string's value, or a number's text
   std::vector<json_value> items;
-  std::vector<std::pair<std::string, json_value>> members;
+  std::vector<json_member> members;  // an object's members, in file order
+};
+
+/// One member of a JSON object (a struct rather than std::pair, which needs json_value complete).
+struct json_member {
+  std::string first;
+  json_value second;
 };
 
 inline const char* json_kind_name(json_value::kind k) {
@@ -186,7 +194,7 @@ class json_reader {
         skip_space();
         expect(':', "expected ':' after a key");
         skip_space();
-        v.members.emplace_back(std::move(key), value(depth + 1));
+        v.members.push_back(json_member{std::move(key), value(depth + 1)});
         skip_space();
         if (peek() == ',') {
           ++m_pos;

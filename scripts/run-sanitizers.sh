@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the unit tests with AddressSanitizer and UndefinedBehaviorSanitizer (in build-sanitize/)
+# and runs them. Not part of CI: the whole suite takes about three times as long as run-tests.sh.
+#   scripts/run-sanitizers.sh                     # every unit test
+#   scripts/run-sanitizers.sh -R '^(io|data)\.'   # a subset (extra ctest arguments)
+# Any sanitizer report fails the test that triggered it (halt_on_error, no recovery from UBSan).
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+./scripts/install-deps.sh
+sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Release -DFLUXION_BUILD_TESTS=ON -DFLUXION_BUILD_EXAMPLES=OFF \
+  -DFLUXION_BUILD_BENCHMARKS=OFF -DFLUXION_NVCC_TESTS=OFF \
+  "-DCMAKE_CXX_FLAGS=$sanitize" "-DCMAKE_EXE_LINKER_FLAGS=$sanitize"
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if [[ $# -gt 0 ]]; then
+  ctest_args=("$@")
+else
+  ctest_args=(-L unit)
+fi
+# Build only the test programs that the selection runs.
+targets=$(ctest --test-dir build-sanitize -N "${ctest_args[@]}" 2>/dev/null |
+  sed -n 's/^ *Test *#[0-9]*: \([a-z0-9_.]*\)$/test_\1/p' | tr '.' '_' || true)
+if [[ -n "$targets" ]]; then
+  # shellcheck disable=SC2086
+  cmake --build build-sanitize --parallel "$jobs" --target $targets
+else
+  cmake --build build-sanitize --parallel "$jobs"
+fi
+ctest --test-dir build-sanitize --output-on-failure --parallel "$jobs" "${ctest_args[@]}"
