@@ -153,6 +153,12 @@ TEST_CASE("idx: every malformed file names the file, the offset or element, and 
   write_bytes(path, std::string("\0\0\x08\x02\x08\x02\x01\0\0\0\0\0", 12));
   check_contains(io_error_of([&] { fx::data::idx<float>(path); }),
                  {"idx: '" + path + "'", "bad IDX header: extent 1 is 0", "134349056 items"});
+  // Also found by the fuzzer: no items of 4 billion values each. The reader allocated an element's
+  // buffer (16 GB) before knowing whether there was any element to read.
+  write_bytes(path, std::string("\0\0\x08\x03\0\0\0\0\0\0\0\x7a\x02\0\x10\0", 16));
+  std::size_t items = 0;
+  for (const auto& image : fx::data::idx<float>(path)) items += static_cast<std::size_t>(image.size() >= 0);
+  CHECK(items == 0);
 
   if (!fx::data::has_zlib) return;
   // A gzip file whose data is short: found while streaming, at the element it hits.

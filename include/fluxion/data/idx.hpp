@@ -151,16 +151,32 @@ dataset<tensor<T>> idx_dataset(const std::string& path, const std::string& op, c
         if (again.type != h.type || again.extents != h.extents)
           fail(op, path, "the file changed since the dataset was made (another header)");
         const std::size_t values = static_cast<std::size_t>(element_shape.size());
-        auto bytes = std::make_shared<std::vector<unsigned char>>(values * h.value_bytes);
-        return [in, bytes, values, h, element_shape, scale, count, index = index_t{0}]() mutable
+        const std::size_t element_bytes = values * h.value_bytes;
+        auto bytes = std::make_shared<std::vector<unsigned char>>();
+        return [in, bytes, values, element_bytes, h, element_shape, scale, count, index = index_t{0}]() mutable
                    -> std::optional<tensor<T>> {
           if (index >= count) return std::nullopt;
           const std::uint64_t at = in->offset();
-          const std::size_t got = in->read(bytes->data(), bytes->size());
-          if (got < bytes->size())
+          // Read in chunks, so that memory follows the data that is there: a gzip stream's header
+          // may declare elements of gigabytes (found by fuzz/idx.fuzz.cpp), and the truncation is then
+          // reported before anything that large is allocated.
+          std::size_t got = 0;
+          if (bytes->size() < element_bytes) {
+            constexpr std::size_t chunk = std::size_t{1} << 20;
+            while (got < element_bytes) {
+              const std::size_t want = std::min(chunk, element_bytes - got);
+              if (bytes->size() < got + want) bytes->resize(got + want);
+              const std::size_t n = in->read(bytes->data() + got, want);
+              got += n;
+              if (n < want) break;
+            }
+          } else {
+            got = in->read(bytes->data(), element_bytes);
+          }
+          if (got < element_bytes)
             fail(in->op(), in->path(),
                  "truncated IDX data: element " + std::to_string(index) + " of " + std::to_string(count) +
-                     " at byte offset " + std::to_string(at) + " needs " + std::to_string(bytes->size()) +
+                     " at byte offset " + std::to_string(at) + " needs " + std::to_string(element_bytes) +
                      " bytes, the data ends after " + std::to_string(got));
           tensor<T> t(element_shape);
           T* out = t.mutable_data();
