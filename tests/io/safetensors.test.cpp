@@ -20,26 +20,12 @@
 #include <fluxion/tensor/creation.hpp>
 
 #include "../test_util.hpp"
+#include "../scratch_dir.hpp"
 
 namespace {
 
 namespace io = fluxion::io;
 
-struct scratch_dir {
-  std::filesystem::path path;
-  scratch_dir() {
-    static int counter = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("fluxion_safetensors_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -27,25 +27,10 @@
 #include <fluxion/tensor/creation.hpp>
 
 #include "../test_util.hpp"
+#include "../scratch_dir.hpp"
 
 namespace {
 
-/// A fresh directory under the system's temporary directory, removed at the end of the test.
-struct scratch_dir {
-  std::filesystem::path path;
-  scratch_dir() {
-    static int counter = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("fluxion_summary_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~scratch_dir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
