@@ -61,9 +61,10 @@ int main(int argc, char** argv) {
     auto loss = [](const auto& logits, const auto& labels) {
       return fx::losses::sparse_softmax_cross_entropy(logits, labels);
     };
-    // Checkpoints of the model and the optimizer (its moments and step), every epoch and on Ctrl-C;
-    // a run started again resumes from the latest one.
-    fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}};
+    // Checkpoints of the model, the optimizer (its moments and step) and dropout's random stream,
+    // every epoch and on Ctrl-C; --resume continues the run from the latest one: the same step, the
+    // same batches in the same order (epoch n is the pipeline's pass n), the same dropout masks.
+    fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}, {"dropout", net.layer<9>().generator()}};
     fx::checkpoint_manager checkpoints{ckpt, "checkpoints/fashion_mnist_cnn", {.max_to_keep = 3}};
     if (resume) {
       if (auto path = checkpoints.restore_latest()) std::cout << "resumed from " << *path << " at step " << opt.iterations() << "\n";
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
     fx::summary_writer log{"runs/fashion_mnist_cnn"};
     fx::tensorboard_callback tensorboard{log, /*every_steps=*/10, &opt};
     const auto history = fx::fit(net, opt, loss, train,
-                                 {.epochs = epochs, .steps_per_epoch = steps, .callbacks = {&tensorboard, &saver}});
+                                 {.epochs = epochs, .steps_per_epoch = steps, .callbacks = {&tensorboard, &saver}, .resume = resume});
 
     fx::metrics::sparse_categorical_accuracy accuracy;
     for (auto [images, labels] : test) accuracy.update(labels, net(images));

@@ -1,6 +1,7 @@
 // fx::fit: training lowers the loss, reports per epoch, calls callbacks in order, stops early, and
 // stops cleanly on SIGINT with the previous handler restored; a NaN loss is an error that names the
 // step and leaves the variables unchanged.
+#include <fluxion/data.hpp>
 #include <fluxion/fit.hpp>
 #include <fluxion/fluxion.hpp>
 
@@ -199,5 +200,81 @@ TEST_CASE("fit: the checkpoint callback saves every N steps, each epoch, and whe
   manager.restore_latest();
   CHECK(net.layer<0>().kernel().peek().to_vector() == kernel);
   CHECK(opt.iterations() == 7);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("fit: resume continues the interrupted run bit for bit: same step, data order, optimizer and dropout state") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("fluxion_fit_resume_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  // 40 samples shuffled and batched by 8: 5 steps an epoch, a new order each epoch (pass).
+  fx::tensor<float> xs = fx::zeros<float>({0, 4});
+  fx::tensor<std::int32_t> ys = fx::zeros<std::int32_t>({0});
+  {
+    std::vector<float> xv;
+    std::vector<std::int32_t> yv;
+    for (const auto& [x, y] : blobs(5, 8, 21)) {
+      const auto a = x.to_vector();
+      const auto b = y.to_vector();
+      xv.insert(xv.end(), a.begin(), a.end());
+      yv.insert(yv.end(), b.begin(), b.end());
+    }
+    xs = fx::from_vector(xv, {40, 4});
+    ys = fx::from_vector(yv, {40});
+  }
+  const auto data = fx::data::tensors(xs, ys).shuffle(40, 5).batch(8).prefetch(2);
+  auto make = [](std::uint64_t seed) {
+    fx::random::generator gen{seed};
+    return nn::sequential(gen, nn::input<4>{}, nn::dense<16>{}, nn::relu{}, nn::dropout{0.25, 3}, nn::dense<2>{});
+  };
+  std::ostringstream log;
+
+  // The reference: 3 epochs without a stop.
+  auto reference = make(1);
+  fx::optim::adam reference_opt{0.01};
+  fx::fit(reference, reference_opt, cross_entropy, data, {.epochs = 3, .out = &log});
+  CHECK(reference_opt.iterations() == 15);
+
+  // The same run stopped by Ctrl-C at global step 7 (epoch 2, step 2), saved on the way out...
+  {
+    auto net = make(1);
+    fx::optim::adam opt{0.01};
+    fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}, {"dropout", net.layer<2>().generator()}};
+    fx::checkpoint_manager manager{ckpt, dir.string()};
+    fx::checkpoint_callback saver{manager};
+    struct interrupter : fx::callback {
+      void on_batch_end(const fx::fit_logs& l) override {
+        if (l.global_step == 7) std::raise(SIGINT);
+      }
+    } ctrl_c;
+    CHECK(fx::fit(net, opt, cross_entropy, data, {.epochs = 3, .out = &log, .callbacks = {&saver, &ctrl_c}}).interrupted);
+  }
+  // ... and resumed in a fresh model (other initial weights) from the checkpoint, with a fresh
+  // dataset object (a new process opens it for the first time).
+  auto net = make(99);
+  fx::optim::adam opt{0.01};
+  fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}, {"dropout", net.layer<2>().generator()}};
+  fx::checkpoint_manager manager{ckpt, dir.string()};
+  REQUIRE(manager.restore_latest());
+  CHECK(opt.iterations() == 7);
+  std::ostringstream resumed_log;
+  const auto data_again = fx::data::tensors(xs, ys).shuffle(40, 5).batch(8).prefetch(2);
+  const auto history = fx::fit(net, opt, cross_entropy, data_again, {.epochs = 3, .out = &resumed_log, .resume = true});
+  CHECK(resumed_log.str().find("resuming at epoch 2/3, step 3 (global step 8)") != std::string::npos);
+  CHECK(history.steps == 8);  // 3 left in epoch 2, 5 in epoch 3
+  CHECK(history.loss.size() == 2);
+  CHECK(opt.iterations() == 15);
+  auto vars = net.variables();
+  auto reference_vars = reference.variables();
+  REQUIRE(vars.size() == reference_vars.size());
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    INFO(vars[i]->name());
+    CHECK(vars[i]->peek().to_vector() == reference_vars[i]->peek().to_vector());  // bitwise
+  }
+  // A finished run resumes to nothing; an unknown epoch length is an error.
+  CHECK(fx::fit(net, opt, cross_entropy, data_again, {.epochs = 3, .out = &resumed_log, .resume = true}).steps == 0);
+  const auto endless = fx::data::tensors(xs, ys).batch(8).repeat();
+  CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, endless, {.epochs = 4, .out = &resumed_log, .resume = true}),
+                       doctest::Contains("resume needs the number of steps in an epoch"), fx::invalid_argument);
   fs::remove_all(dir);
 }

@@ -57,6 +57,7 @@ struct fit_logs {
   double samples_per_second = 0;
   double seconds = 0;          // since the epoch began
   double data_seconds = 0;     // of which waiting for the dataset's next batch
+  std::int64_t skipped = 0;    // steps of this epoch a resumed run skipped (trained before it)
 };
 
 /// Hooks into fit, as Keras's callbacks. Setting stop_training ends fit after the current step.
@@ -178,6 +179,13 @@ struct fit_options {
   std::vector<callback*> callbacks = {};
   /// Stop cleanly on SIGINT (Ctrl-C) instead of being killed.
   bool handle_interrupt = true;
+  /// Continue the run whose steps the optimizer has already taken (its iteration count, as a
+  /// checkpoint restored it): with N steps an epoch (steps_per_epoch, or the dataset's length),
+  /// training starts at epoch iterations / N, skipping the first iterations % N batches of that
+  /// epoch's pass; `epochs` then counts the run's epochs from its beginning, as Keras's epochs with
+  /// initial_epoch. With an fx::data pipeline, epoch n is its pass n, so the resumed run sees the
+  /// batches in the order the first run would have.
+  bool resume = false;
 };
 
 struct fit_history {
@@ -244,8 +252,8 @@ inline std::string progress_line(const fit_logs& l, std::int64_t total) {
   if (l.accuracy >= 0) o << " - accuracy: " << std::setprecision(4) << l.accuracy;
   o << " - " << std::setprecision(0) << l.samples_per_second << " samples/s";
   if (l.data_seconds > 0 && l.seconds > 0) o << " - waiting for data " << std::setprecision(1) << 100 * l.data_seconds / l.seconds << "%";
-  if (total > 0 && l.step < total && l.step > 0)
-    o << " - ETA: " << format_seconds(l.seconds / static_cast<double>(l.step) * static_cast<double>(total - l.step));
+  if (total > 0 && l.step < total && l.step > l.skipped)
+    o << " - ETA: " << format_seconds(l.seconds / static_cast<double>(l.step - l.skipped) * static_cast<double>(total - l.step));
   return o.str();
 }
 
@@ -275,6 +283,19 @@ fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& da
   fit_history history;
   fit_logs logs;
   logs.global_step = static_cast<std::int64_t>(optimizer.iterations());
+  int first_epoch = 0;
+  std::int64_t skip = 0;  // batches of the first epoch already trained on
+  if (options.resume) {
+    const std::int64_t per_epoch = options.steps_per_epoch > 0 ? options.steps_per_epoch : total;
+    if (per_epoch <= 0)
+      throw invalid_argument("fit: resume needs the number of steps in an epoch: set steps_per_epoch, the dataset's "
+                             "length is not known");
+    first_epoch = static_cast<int>(std::min<std::int64_t>(logs.global_step / per_epoch, options.epochs));
+    skip = first_epoch < options.epochs ? logs.global_step % per_epoch : 0;
+    if (options.verbose >= 1 && logs.global_step > 0)
+      out << "resuming at epoch " << first_epoch + 1 << "/" << options.epochs << ", step " << skip + 1 << " (global step "
+          << logs.global_step + 1 << ")\n";
+  }
   detail::interrupt_scope interrupt(options.handle_interrupt);
   auto stop_requested = [&] {
     bool stop = false;
@@ -286,7 +307,7 @@ fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& da
     c->on_train_begin();
   }
   using clock = std::chrono::steady_clock;
-  for (int epoch = 0; epoch < options.epochs && !history.interrupted && !history.stopped_early; ++epoch) {
+  for (int epoch = first_epoch; epoch < options.epochs && !history.interrupted && !history.stopped_early; ++epoch) {
     for (callback* c : options.callbacks) c->on_epoch_begin(epoch);
     metrics::mean epoch_loss;
     metrics::sparse_categorical_accuracy accuracy;
@@ -294,10 +315,21 @@ fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& da
     std::int64_t samples = 0;
     const auto start = clock::now();
     auto last_draw = start;
-    logs = fit_logs{epoch, 0, logs.global_step, 0, -1, 0, 0, 0};
+    logs = fit_logs{epoch, 0, logs.global_step, 0, -1, 0, 0, 0, 0};
     auto fetch_start = clock::now();
-    auto it = std::begin(dataset);
+    // Epoch n is pass n of an fx::data pipeline (the same order in a resumed run).
+    auto it = [&] {
+      if constexpr (requires { dataset.begin(std::uint64_t{}); }) return dataset.begin(static_cast<std::uint64_t>(epoch));
+      else return std::begin(dataset);
+    }();
     const auto last = std::end(dataset);
+    if (epoch == first_epoch) {
+      for (; logs.step < skip && !(it == last); ++it) ++logs.step;
+      if (logs.step < skip)
+        throw invalid_argument("fit: resume: epoch " + std::to_string(epoch + 1) + " has " + std::to_string(logs.step) +
+                               " batches, fewer than the " + std::to_string(skip) + " the optimizer's iteration count says were done");
+    }
+    const std::int64_t first_step = logs.skipped = logs.step;
     for (; !(it == last); fetch_start = clock::now(), ++it) {
       if (options.steps_per_epoch > 0 && logs.step >= options.steps_per_epoch) break;
       auto&& element = *it;
@@ -349,7 +381,7 @@ fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& da
         break;
       }
     }
-    if (logs.step == 0) throw invalid_argument("fit: the dataset gave no batch in epoch " + std::to_string(epoch + 1));
+    if (logs.step == first_step) throw invalid_argument("fit: the dataset gave no batch in epoch " + std::to_string(epoch + 1));
     history.loss.push_back(logs.loss);
     if (logs.accuracy >= 0) history.accuracy.push_back(logs.accuracy);
     if (bar) {

@@ -119,6 +119,35 @@ TEST_CASE("shuffle: a deterministic permutation, reshuffled per pass, and a loca
   CHECK_THROWS_AS(range(3).shuffle(0, 1), fx::invalid_argument);
 }
 
+TEST_CASE("passes: open(n) starts pass n whatever came before, through every transform") {
+  auto pass_values = [](const auto& ds, std::uint64_t n) {
+    std::vector<std::int32_t> out;
+    for (auto it = ds.begin(n); !(it == ds.end()); ++it) out.push_back(it->item());
+    return out;
+  };
+  const auto ds = range(50).shuffle(50, 9).map([](const fx::tensor<std::int32_t>& t) { return t + 0; }).prefetch(3);
+  const auto p0 = values(ds), p1 = values(ds), p2 = values(ds);  // passes 0, 1, 2 in turn
+  CHECK(p0 != p1);
+  CHECK(p1 != p2);
+  const auto fresh = range(50).shuffle(50, 9).map([](const fx::tensor<std::int32_t>& t) { return t + 0; }).prefetch(3);
+  CHECK(pass_values(fresh, 2) == p2);  // a fresh dataset object: pass 2 directly
+  CHECK(pass_values(fresh, 0) == p0);
+  CHECK(pass_values(fresh, 2) == p2);  // and again: open(n) does not advance anything
+  CHECK(values(fresh) == p0);          // open() still counts from 0
+  // repeat(2)'s pass 1 is its upstream's passes 2 and 3; an endless repeat's passes differ.
+  const auto twice = range(50).shuffle(50, 9).repeat(2);
+  const auto r1 = pass_values(twice, 1);
+  CHECK(std::vector<std::int32_t>(r1.begin(), r1.begin() + 50) == p2);
+  CHECK(std::vector<std::int32_t>(r1.begin() + 50, r1.end()) != p2);
+  const auto endless = range(50).shuffle(50, 9).repeat().take(50);
+  CHECK(pass_values(endless, 0) == p0);
+  CHECK(pass_values(endless, 1) != p0);
+  // zip opens both sides at the same pass.
+  const auto zipped = range(50).shuffle(50, 9).zip(range(50).shuffle(50, 9));
+  auto z = zipped.open(1);
+  while (auto e = z.next()) CHECK(std::get<0>(*e).item() == std::get<1>(*e).item());
+}
+
 TEST_CASE("batch: stacks elements and tuples; a short last batch unless drop_remainder") {
   auto b = range(10).batch(4);
   CHECK(b.cardinality() == 3);

@@ -18,9 +18,9 @@
 //   map(f)                     f(element), or f(parts...) when the element is a tuple; expressions
 //                              that f returns are materialized into tensors
 //   shuffle(buffer, seed)      a uniform shuffle buffer of `buffer` elements; the order depends on
-//                              the seed and on how many times this dataset was opened before (each
-//                              iteration reshuffles, as reshuffle_each_iteration=True) and on
-//                              nothing else: not on threads, prefetch or timing
+//                              the seed and on the pass number (each iteration reshuffles, as
+//                              reshuffle_each_iteration=True) and on nothing else: not on threads,
+//                              prefetch or timing
 //   batch(n, drop_remainder)   stacks n elements along a new leading axis (tuples part by part);
 //                              the last batch is short unless drop_remainder
 //   repeat(count = -1)         count passes, or forever
@@ -30,6 +30,12 @@
 //                              producer is rethrown by next(), and destroying the iterator stops it
 // cardinality() is the number of elements when it is known, infinite_cardinality (-1) or
 // unknown_cardinality (-2) otherwise.
+//
+// Passes are numbered. open() and range-for start pass 0, 1, 2, ... of this dataset object (and its
+// copies) in turn; open(n) and begin(n) start pass n itself, whatever came before, so epoch n of a
+// training run sees the same order in a fresh process as in the first one (fx::fit opens epoch n as
+// pass n, and a resumed run continues in the same order). repeat() numbers the passes it makes of
+// its upstream after its own.
 #pragma once
 
 #include <algorithm>
@@ -202,16 +208,26 @@ class dataset {
  public:
   using element_type = Element;
   using next_fn = typename iterator<Element>::next_fn;
-  /// Makes the next_fn of one pass; called once per iteration.
-  using open_fn = std::function<next_fn()>;
+  /// Makes the next_fn of pass `pass`; called once per iteration.
+  using open_fn = std::function<next_fn(std::uint64_t pass)>;
 
-  /// A dataset from a function that starts a pass and returns its next() function.
-  explicit dataset(open_fn open, std::int64_t cardinality = unknown_cardinality)
-      : m_open(std::make_shared<const open_fn>(std::move(open))), m_cardinality(cardinality) {}
+  /// A dataset from a function that starts a pass and returns its next() function: open(pass), or
+  /// open() for a source whose passes are all alike.
+  template <class F>
+    requires std::is_invocable_r_v<next_fn, F&, std::uint64_t> || std::is_invocable_r_v<next_fn, F&>
+  explicit dataset(F open, std::int64_t cardinality = unknown_cardinality) : m_cardinality(cardinality) {
+    if constexpr (std::is_invocable_r_v<next_fn, F&, std::uint64_t>)
+      m_open = std::make_shared<const open_fn>(std::move(open));
+    else
+      m_open = std::make_shared<const open_fn>([f = std::move(open)](std::uint64_t) mutable { return f(); });
+  }
 
-  /// Starts a pass.
-  iterator<Element> open() const { return iterator<Element>((*m_open)()); }
+  /// Starts the next pass of this dataset object: 0, 1, 2, ...
+  iterator<Element> open() const { return open(m_passes->fetch_add(1)); }
+  /// Starts pass `pass`, the same elements in the same order whenever it is started.
+  iterator<Element> open(std::uint64_t pass) const { return iterator<Element>((*m_open)(pass)); }
   range_iterator<Element> begin() const { return range_iterator<Element>(open()); }
+  range_iterator<Element> begin(std::uint64_t pass) const { return range_iterator<Element>(open(pass)); }
   std::default_sentinel_t end() const { return {}; }
 
   std::int64_t cardinality() const noexcept { return m_cardinality; }
@@ -223,8 +239,8 @@ class dataset {
     auto up = m_open;
     auto fn = std::make_shared<F>(std::move(f));
     return dataset<R>(
-        [up, fn]() -> typename dataset<R>::next_fn {
-          return [next = (*up)(), fn]() mutable -> std::optional<R> {
+        [up, fn](std::uint64_t pass) -> typename dataset<R>::next_fn {
+          return [next = (*up)(pass), fn]() mutable -> std::optional<R> {
             auto e = next();
             if (!e) return std::nullopt;
             return detail::materialize_element(detail::invoke_on(*fn, std::move(*e)));
@@ -237,10 +253,9 @@ class dataset {
   dataset shuffle(std::size_t buffer_size, std::uint64_t seed, bool reshuffle_each_iteration = true) const {
     if (buffer_size == 0) throw invalid_argument("shuffle: buffer_size must be at least 1, got 0");
     auto up = m_open;
-    auto passes = std::make_shared<std::atomic<std::uint32_t>>(0);
     return dataset(
-        [up, passes, buffer_size, seed, reshuffle_each_iteration]() -> next_fn {
-          const std::uint32_t pass = reshuffle_each_iteration ? passes->fetch_add(1) : 0;
+        [up, buffer_size, seed, reshuffle_each_iteration](std::uint64_t upstream_pass) -> next_fn {
+          const std::uint64_t pass = reshuffle_each_iteration ? upstream_pass : 0;
           struct state {
             next_fn next;
             std::vector<Element> buffer;
@@ -249,7 +264,10 @@ class dataset {
             std::uint64_t drawn = 0;
             bool upstream_done = false;
           };
-          auto s = std::make_shared<state>(state{(*up)(), {}, random::generator(seed), pass});
+          // The low 32 bits of the pass pick Philox's attempt, the high ones (an endless repeat's
+          // passes) perturb the key, so that passes below 2^32 keep the order they always had.
+          const random::generator gen(seed + 0x9E3779B97F4A7C15ull * (pass >> 32));
+          auto s = std::make_shared<state>(state{(*up)(upstream_pass), {}, gen, static_cast<std::uint32_t>(pass)});
           s->buffer.reserve(std::min<std::size_t>(buffer_size, 1 << 16));
           return [s, buffer_size]() -> std::optional<Element> {
             while (!s->upstream_done && s->buffer.size() < buffer_size) {
@@ -291,8 +309,8 @@ class dataset {
     std::int64_t card = m_cardinality;
     if (card >= 0) card = drop_remainder ? card / batch_size : (card + batch_size - 1) / batch_size;
     return dataset(
-        [up, batch_size, drop_remainder]() -> next_fn {
-          return [next = (*up)(), batch_size, drop_remainder]() mutable -> std::optional<Element> {
+        [up, batch_size, drop_remainder](std::uint64_t pass) -> next_fn {
+          return [next = (*up)(pass), batch_size, drop_remainder]() mutable -> std::optional<Element> {
             if (!next) return std::nullopt;
             std::vector<Element> parts;
             parts.reserve(static_cast<std::size_t>(batch_size));
@@ -322,19 +340,22 @@ class dataset {
     else if (count == -1) card = card == unknown_cardinality ? unknown_cardinality : infinite_cardinality;
     else if (card > 0) card *= count;
     return dataset(
-        [up, count]() -> next_fn {
+        [up, count](std::uint64_t pass) -> next_fn {
           struct state {
             next_fn next;
             std::int64_t passes = 0;
             bool pass_empty = true;
+            std::uint64_t first_upstream_pass;
           };
-          auto s = std::make_shared<state>();
+          // Pass p of a repeat(count) makes upstream passes p * count, p * count + 1, ...; an endless
+          // repeat makes p << 32, (p << 32) + 1, ...
+          auto s = std::make_shared<state>(state{nullptr, 0, true, count == -1 ? pass << 32 : pass * static_cast<std::uint64_t>(count)});
           return [s, up, count]() -> std::optional<Element> {
             for (;;) {
               if (!s->next) {
                 if (count != -1 && s->passes >= count) return std::nullopt;
                 if (s->passes > 0 && s->pass_empty) return std::nullopt;
-                s->next = (*up)();
+                s->next = (*up)(s->first_upstream_pass + static_cast<std::uint64_t>(s->passes));
                 ++s->passes;
                 s->pass_empty = true;
               }
@@ -357,8 +378,8 @@ class dataset {
     std::int64_t card = m_cardinality;
     if (card == infinite_cardinality || card > count) card = count;
     return dataset(
-        [up, count]() -> next_fn {
-          return [next = count > 0 ? (*up)() : next_fn{}, left = count]() mutable -> std::optional<Element> {
+        [up, count](std::uint64_t pass) -> next_fn {
+          return [next = count > 0 ? (*up)(pass) : next_fn{}, left = count]() mutable -> std::optional<Element> {
             if (left <= 0) {
               next = nullptr;
               return std::nullopt;
@@ -384,8 +405,8 @@ class dataset {
     else if (x == infinite_cardinality && y == infinite_cardinality) card = infinite_cardinality;
     else card = unknown_cardinality;
     return dataset<R>(
-        [a, b]() -> typename dataset<R>::next_fn {
-          return [na = (*a)(), nb = (*b)()]() mutable -> std::optional<R> {
+        [a, b](std::uint64_t pass) -> typename dataset<R>::next_fn {
+          return [na = (*a)(pass), nb = (*b)(pass)]() mutable -> std::optional<R> {
             if (!na) return std::nullopt;
             auto ea = na();
             std::optional<Other> eb;
@@ -406,9 +427,9 @@ class dataset {
     if (buffer_size == 0) throw invalid_argument("prefetch: buffer_size must be at least 1, got 0");
     auto up = m_open;
     return dataset(
-        [up, buffer_size]() -> next_fn {
+        [up, buffer_size](std::uint64_t pass) -> next_fn {
           auto s = std::make_shared<prefetch_state>(buffer_size);
-          s->start(up);
+          s->start(up, pass);
           // The state's destructor stops and joins the thread when the pass is dropped.
           return [s]() { return s->take(); };
         },
@@ -423,11 +444,11 @@ class dataset {
     explicit prefetch_state(std::size_t capacity) : m_capacity(capacity) {}
     ~prefetch_state() { stop(); }
 
-    void start(std::shared_ptr<const open_fn> up) {
-      m_thread = std::thread([this, up = std::move(up)] {
+    void start(std::shared_ptr<const open_fn> up, std::uint64_t pass) {
+      m_thread = std::thread([this, up = std::move(up), pass] {
         std::exception_ptr error;
         try {
-          next_fn next = (*up)();
+          next_fn next = (*up)(pass);
           for (;;) {
             auto e = next();
             std::unique_lock lock(m_mutex);
@@ -486,6 +507,7 @@ class dataset {
 
   std::shared_ptr<const open_fn> m_open;
   std::int64_t m_cardinality;
+  std::shared_ptr<std::atomic<std::uint64_t>> m_passes = std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
 }  // namespace fluxion::data
