@@ -21,8 +21,10 @@
 
 #include <fluxion/fluxion.hpp>
 
+#include "threads.hpp"
+
 #if FLUXION_BENCH_HAVE_TORCH
-#include <torch/torch.h>
+#include "torch_models.hpp"
 #endif
 
 namespace fx = fluxion;
@@ -32,12 +34,6 @@ namespace {
 
 constexpr fx::index_t train_batch = 64;
 
-void set_threads(int n) {
-  fx::set_num_threads(n);
-#if FLUXION_BENCH_HAVE_TORCH
-  at::set_num_threads(n);
-#endif
-}
 
 struct batch_data {
   fx::tensor<float> images;   // (batch, 784)
@@ -104,43 +100,6 @@ torch::Tensor labels_to_torch(const fx::tensor<std::int32_t>& t) {
   std::vector<std::int64_t> v(labels.begin(), labels.end());
   return torch::tensor(v, torch::kInt64);
 }
-
-struct torch_mlp : torch::nn::Module {
-  torch::nn::Linear l1{784, 256}, l2{256, 256}, l3{256, 10};
-  torch_mlp() {
-    register_module("l1", l1), register_module("l2", l2), register_module("l3", l3);
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return l3(torch::relu(l2(torch::relu(l1(x))))); }
-};
-
-struct torch_cnn : torch::nn::Module {
-  torch::nn::Conv2d c1{torch::nn::Conv2dOptions(1, 32, 5).padding(2)}, c2{torch::nn::Conv2dOptions(32, 64, 5).padding(2)};
-  torch::nn::Linear f1{7 * 7 * 64, 1024}, f2{1024, 10};
-  torch_cnn() {
-    register_module("c1", c1), register_module("c2", c2), register_module("f1", f1), register_module("f2", f2);
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto h = torch::max_pool2d(torch::relu(c1(x)), 2);
-    h = torch::max_pool2d(torch::relu(c2(h)), 2);
-    return f2(torch::relu(f1(h.flatten(1))));
-  }
-};
-
-struct torch_lstm : torch::nn::Module {
-  torch::nn::Conv2d c1{torch::nn::Conv2dOptions(1, 32, 5).padding(2)}, c2{torch::nn::Conv2dOptions(32, 64, 5).padding(2)};
-  torch::nn::LSTM lstm{torch::nn::LSTMOptions(49, 128).batch_first(true)};
-  torch::nn::Linear fc{128, 10};
-  torch_lstm() {
-    register_module("c1", c1), register_module("c2", c2), register_module("lstm", lstm), register_module("fc", fc);
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto h = torch::max_pool2d(c1(x), 2);
-    h = torch::max_pool2d(c2(h), 2);                   // (batch, 64, 7, 7): channels first already
-    auto seq = h.flatten(2);                           // (batch, 64, 49) = fluxion's permuted (49, 64)
-    auto out = std::get<0>(lstm(seq));                 // (batch, 64, 128)
-    return fc(out.select(1, out.size(1) - 1));
-  }
-};
 
 template <class Module>
 void torch_train(benchmark::State& state, bool images) {
