@@ -271,10 +271,13 @@ TEST_CASE_TEMPLATE("conv2d kernels are bitwise identical for 1, 2 and 3 threads"
   std::mt19937 rng(9);
   const int saved = fluxion::get_num_threads();
   // Enough work to run in parallel, and more than one 1024-pixel chunk for the filter gradient;
-  // the second shape takes the single-channel kernels, the third the direct ones.
+  // the second shape takes the single-channel kernels, the third the direct ones, and the last two
+  // the direct forward kernel with fewer images than threads (bands of output rows per image).
   for (const auto& s : {cpu::conv2d_tf_shape(5, 19, 17, 6, 3, 3, 24, cpu::padding_mode::same),
                         cpu::conv2d_tf_shape(6, 20, 20, 1, 5, 5, 16, cpu::padding_mode::same),
-                        cpu::conv2d_tf_shape(4, 14, 14, 32, 5, 5, 64, cpu::padding_mode::same)}) {
+                        cpu::conv2d_tf_shape(4, 14, 14, 32, 5, 5, 64, cpu::padding_mode::same),
+                        cpu::conv2d_tf_shape(1, 14, 14, 32, 5, 5, 64, cpu::padding_mode::same),
+                        cpu::conv2d_tf_shape(2, 15, 28, 16, 3, 3, 32, cpu::padding_mode::valid)}) {
     auto x = random_vector<T>(s.input_size(), rng);
     auto w = random_vector<T>(s.filter_size(), rng);
     auto dy = random_vector<T>(s.output_size(), rng);
