@@ -2,7 +2,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-jobs=$(nproc 2>/dev/null || echo 2)
+jobs=${FLUXION_JOBS:-$(nproc 2>/dev/null || echo 2)}  # FLUXION_JOBS overrides the build and test parallelism
 build_dir=build
 
 # configure <cmake -D options>...: configures build/ as a Release build.

@@ -44,3 +44,54 @@ TEST_CASE("allocator: bytes in use track live tensors, across threads") {
   moved = fx::tensor<float>();  // freed on this thread, allocated on another: still balanced
   CHECK(fx::memory::stats().buffers_in_use == before.buffers_in_use);
 }
+
+/// The bytes a tensor buffer of `bytes` holds: its size class, header included.
+std::int64_t held(std::int64_t bytes) {
+  int idx;
+  return static_cast<std::int64_t>(fx::detail::size_class(static_cast<std::size_t>(bytes) + fx::buffer_alignment, idx));
+}
+
+TEST_CASE("memory_stats: the peak of bytes in use, against known allocations, and reset_peak") {
+  constexpr std::int64_t mb = 1 << 20;
+  fx::memory::reset_peak();
+  const auto start = fx::memory_stats();
+  CHECK(start.peak_bytes_in_use == start.bytes_in_use);
+  {
+    fx::tensor<float> a(fx::shape{mb / 4});            // 1 MiB
+    fx::tensor<double> b(fx::shape{3 * mb / 2 / 8});   // 1.5 MiB
+    CHECK(fx::memory_stats().bytes_in_use - start.bytes_in_use == held(mb) + held(3 * mb / 2));
+  }
+  const auto after = fx::memory_stats();
+  CHECK(after.bytes_in_use == start.bytes_in_use);
+  CHECK(after.peak_bytes_in_use - start.bytes_in_use == held(mb) + held(3 * mb / 2));  // both were live at once
+  CHECK(after.cached_bytes >= held(mb) + held(3 * mb / 2));                             // and are now cached
+  // reset_peak restarts from what is in use now; a smaller pattern then peaks lower.
+  fx::memory::reset_peak();
+  CHECK(fx::memory_stats().peak_bytes_in_use == after.bytes_in_use);
+  for (int i = 0; i < 3; ++i) fx::tensor<float> t(fx::shape{mb / 4});  // one at a time: 1 MiB
+  CHECK(fx::memory_stats().peak_bytes_in_use - after.bytes_in_use == held(mb));
+  // A buffer made on another thread and freed here counts in the peak and balances out.
+  fx::memory::reset_peak();
+  fx::tensor<float> moved;
+  std::thread th([&] { moved = fx::tensor<float>(fx::shape{mb / 2}); });  // 2 MiB
+  th.join();
+  CHECK(fx::memory_stats().peak_bytes_in_use - after.bytes_in_use == held(2 * mb));
+  moved = fx::tensor<float>();
+  CHECK(fx::memory_stats().bytes_in_use == after.bytes_in_use);
+}
+
+TEST_CASE("memory_stats: a fused statement's peak is its output; a chain of statements holds its temporaries") {
+  constexpr fx::index_t n = 1 << 18;  // 1 MiB of float
+  fx::tensor<float> a(fx::shape{n}), b(fx::shape{n});
+  fx::memory::reset_peak();
+  const auto base = fx::memory_stats().bytes_in_use;
+  { fx::tensor<float> r = fx::sin(a) * b + a * 2.f - fx::exp(b); }
+  CHECK(fx::memory_stats().peak_bytes_in_use - base == held(n * 4));
+  fx::memory::reset_peak();
+  {
+    fx::tensor<float> t1 = fx::sin(a);
+    fx::tensor<float> t2 = t1 * b;
+    fx::tensor<float> t3 = t2 + a;
+  }
+  CHECK(fx::memory_stats().peak_bytes_in_use - base == 3 * held(n * 4));
+}

@@ -2,12 +2,20 @@
 //
 // Tensors get their buffers here. A freed buffer goes back to a per-thread cache keyed by a size
 // class (at most 12.5% larger than asked), so a training loop in steady state allocates nothing
-// from the system. fx::memory::stats<fx::cpu>() counts requests and bytes, which the tests use to
-// prove that a fused statement allocates exactly its output.
+// from the system. fx::memory_stats<fx::cpu>() (also fx::memory::stats) counts requests and bytes,
+// which the tests use to prove that a fused statement allocates exactly its output, and keeps the
+// peak of the bytes in use, which fx::memory::reset_peak() restarts from the current value:
 //
-//   auto before = fx::memory::stats<fx::cpu>().allocations;
+//   auto before = fx::memory_stats().allocations;
 //   fx::tensor<float> r = a * b + c * d - fx::sin(e);
-//   assert(fx::memory::stats<fx::cpu>().allocations - before == 1);
+//   assert(fx::memory_stats().allocations - before == 1);
+//
+//   fx::memory::reset_peak();
+//   train_step();
+//   auto activations = fx::memory_stats().peak_bytes_in_use - weights_and_slots;
+//
+// Bytes are those of the size classes handed out (what the process holds for them), counted for
+// tensor buffers; the kernels' per-thread scratch (packing, im2col) is not counted.
 #pragma once
 
 #include <atomic>
@@ -32,6 +40,7 @@ struct statistics {
   std::int64_t bytes_in_use = 0;        // bytes held by live buffers (size classes, not requests)
   std::int64_t buffers_in_use = 0;
   std::int64_t cached_bytes = 0;        // bytes kept for reuse
+  std::int64_t peak_bytes_in_use = 0;   // the most bytes_in_use since the start or reset_peak()
 };
 
 }  // namespace memory
@@ -71,6 +80,22 @@ struct counter_registry {
   }
 };
 
+/// The process-wide bytes in use and their peak. Per-thread counters cannot give a peak (a buffer
+/// freed on another thread than the one that made it), so these two are shared atomics: one locked
+/// add per allocation and per free, and a compare-exchange only when a new peak is reached.
+struct peak_tracker {
+  static inline std::atomic<std::int64_t> in_use{0};
+  static inline std::atomic<std::int64_t> peak{0};
+  static void allocated(std::int64_t bytes) noexcept {
+    const std::int64_t now = in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    std::int64_t p = peak.load(std::memory_order_relaxed);
+    while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+    }
+  }
+  static void freed(std::int64_t bytes) noexcept { in_use.fetch_sub(bytes, std::memory_order_relaxed); }
+  static void reset() noexcept { peak.store(in_use.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+};
+
 /// Size classes: 128 bytes minimum, then 8 classes per power of two.
 inline std::size_t size_class(std::size_t bytes, int& index) {
   if (bytes <= 128) {
@@ -97,6 +122,7 @@ class host_cache {
     thread_counters::bump(m_counters.allocations, 1);
     thread_counters::bump(m_counters.bytes_in_use, static_cast<std::int64_t>(actual));
     thread_counters::bump(m_counters.buffers_in_use, 1);
+    peak_tracker::allocated(static_cast<std::int64_t>(actual));
     auto& list = m_free[static_cast<std::size_t>(idx)];
     if (!list.empty()) {
       void* p = list.back();
@@ -113,6 +139,7 @@ class host_cache {
       if (!p) {
         thread_counters::bump(m_counters.bytes_in_use, -static_cast<std::int64_t>(actual));
         thread_counters::bump(m_counters.buffers_in_use, -1);
+        peak_tracker::freed(static_cast<std::int64_t>(actual));
         throw std::bad_alloc();
       }
     }
@@ -124,6 +151,7 @@ class host_cache {
     size_class(actual, idx);
     thread_counters::bump(m_counters.bytes_in_use, -static_cast<std::int64_t>(actual));
     thread_counters::bump(m_counters.buffers_in_use, -1);
+    peak_tracker::freed(static_cast<std::int64_t>(actual));
     if (m_cached + actual > max_cached_bytes) {
       ::operator delete(p, std::align_val_t{buffer_alignment});
       return;
@@ -193,13 +221,24 @@ struct device_allocator<cpu> {
     if (auto* c = host_cache::local()) return c->allocate(bytes, actual);
     int idx;
     actual = size_class(bytes, idx);
-    return ::operator new(actual, std::align_val_t{buffer_alignment});
+    void* p = ::operator new(actual, std::align_val_t{buffer_alignment});
+    peak_tracker::allocated(static_cast<std::int64_t>(actual));
+    return p;
   }
   static void deallocate(void* p, std::size_t actual) noexcept {
-    if (auto* c = host_cache::local()) c->deallocate(p, actual);
-    else ::operator delete(p, std::align_val_t{buffer_alignment});
+    if (auto* c = host_cache::local()) {
+      c->deallocate(p, actual);
+    } else {
+      peak_tracker::freed(static_cast<std::int64_t>(actual));
+      ::operator delete(p, std::align_val_t{buffer_alignment});
+    }
   }
-  static memory::statistics stats() { return counter_registry::instance().sum(); }
+  static memory::statistics stats() {
+    memory::statistics s = counter_registry::instance().sum();
+    s.peak_bytes_in_use = peak_tracker::peak.load(std::memory_order_relaxed);
+    return s;
+  }
+  static void reset_peak() noexcept { peak_tracker::reset(); }
   static void empty_cache() noexcept {
     if (auto* c = host_cache::local()) c->release_all();
   }
@@ -221,5 +260,17 @@ void empty_cache() {
   detail::device_allocator<Device>::empty_cache();
 }
 
+/// Restarts the device's peak_bytes_in_use from its current bytes_in_use.
+template <class Device = cpu>
+void reset_peak() {
+  detail::device_allocator<Device>::reset_peak();
+}
+
 }  // namespace memory
+
+/// The device's allocation statistics: bytes and buffers in use, their peak, the cache, requests.
+template <class Device = cpu>
+memory::statistics memory_stats() {
+  return memory::stats<Device>();
+}
 }  // namespace fluxion

@@ -100,6 +100,21 @@ TEST_CASE("cuda memory: statistics count requests, and freed buffers are reused 
   CHECK(fx::memory::stats<fx::cuda>().cached_bytes == 0);
 }
 
+TEST_CASE("cuda memory: the peak of bytes in use, and reset_peak") {
+  auto x = filled<float>({1 << 16}, 1);  // 256 KiB, an exact size class
+  fx::memory::reset_peak<fx::cuda>();
+  const auto start = fx::memory_stats<fx::cuda>();
+  CHECK(start.peak_bytes_in_use == start.bytes_in_use);
+  {
+    auto a = fx::to<fx::cuda>(x);
+    auto b = fx::to<fx::cuda>(x);
+  }
+  CHECK(fx::memory_stats<fx::cuda>().peak_bytes_in_use - start.bytes_in_use == 2 * (1 << 18));
+  fx::memory::reset_peak<fx::cuda>();
+  { auto a = fx::to<fx::cuda>(x); }
+  CHECK(fx::memory_stats<fx::cuda>().peak_bytes_in_use - start.bytes_in_use == 1 << 18);
+}
+
 TEST_CASE("cuda memory: the device cache is shared by every thread") {
   fx::memory::empty_cache<fx::cuda>();
   auto x = filled<double>({5000}, 2);

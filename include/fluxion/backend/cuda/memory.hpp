@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <mutex>
+#include <algorithm>
 #include <new>
 #include <vector>
 
@@ -69,6 +70,7 @@ class device_cache {
     ++m_stats.allocations;
     ++m_stats.buffers_in_use;
     m_stats.bytes_in_use += static_cast<std::int64_t>(actual);
+    m_stats.peak_bytes_in_use = std::max(m_stats.peak_bytes_in_use, m_stats.bytes_in_use);
     return p;
   }
 
@@ -94,6 +96,11 @@ class device_cache {
   void release_all() noexcept {
     std::lock_guard<std::mutex> lk(m_mutex);
     release_all_locked();
+  }
+
+  void reset_peak() noexcept {
+    std::lock_guard<std::mutex> lk(m_mutex);
+    m_stats.peak_bytes_in_use = m_stats.bytes_in_use;
   }
 
   memory::statistics stats() {
@@ -142,6 +149,7 @@ struct device_allocator<cuda> {
   static void deallocate(void* p, std::size_t actual) noexcept { device_cache::instance().deallocate(p, actual); }
   static memory::statistics stats() { return device_cache::instance().stats(); }
   static void empty_cache() noexcept { device_cache::instance().release_all(); }
+  static void reset_peak() noexcept { device_cache::instance().reset_peak(); }
 };
 
 /// Temporary device memory for a kernel's partial results, from the same cache as tensors (and
