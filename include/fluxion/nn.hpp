@@ -15,4 +15,5 @@
 #include "nn/module.hpp"
 #include "nn/pooling.hpp"
 #include "nn/reshape.hpp"
+#include "nn/reversible.hpp"
 #include "nn/sequential.hpp"

@@ -17,9 +17,10 @@
 // moving_variance + epsilon) and shift = beta - moving_mean * scale computed first from the
 // per-channel vectors, as Keras's fused inference does.
 //
-// A block that recomputes its forward pass (a reversible block's backward pass) must not update the
-// moving statistics twice: call bn.call(x, true, /*update_moving_averages=*/false), or switch the
-// updates off with bn.set_update_moving_averages(false).
+// A block that recomputes its forward pass (a reversible block's backward pass, gradient
+// checkpointing) must not update the moving statistics twice: inside an nn::recompute_scope (which
+// those use) training calls leave them alone; bn.call(x, true, /*update_moving_averages=*/false) or
+// bn.set_update_moving_averages(false) switch the updates off by hand.
 #pragma once
 
 #include <memory>
@@ -174,7 +175,7 @@ class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
     const tensor<T> variance = reduce_mean(square(xt - mean), reduced, keepdims);  // biased, as Keras
     tensor<T> y = epilogue((xt - mean) * (rsqrt(variance + eps) * reshape(*m_gamma, channel_shape.to_vector())) +
                            reshape(*m_beta, channel_shape.to_vector()));
-    if (update) {
+    if (update && !recompute_scope::active()) {
       detail::autodiff_paused quiet;
       const T m = static_cast<T>(m_momentum);
       m_moving_mean->assign(m_moving_mean->peek() * m + reshape(mean, {m_channels}) * (T(1) - m));

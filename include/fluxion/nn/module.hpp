@@ -155,6 +155,23 @@ tensor<T> glorot_uniform(const fluxion::shape& s, index_t fan_in, index_t fan_ou
 
 }  // namespace detail
 
+namespace detail {
+inline thread_local int recompute_depth = 0;
+}  // namespace detail
+
+/// While alive, layers run again only to rebuild values for a backward pass (reversible blocks,
+/// gradient checkpointing): batch normalization then does not update its moving statistics a
+/// second time in the same step.
+class recompute_scope {
+ public:
+  recompute_scope() noexcept { ++detail::recompute_depth; }
+  ~recompute_scope() { --detail::recompute_depth; }
+  recompute_scope(const recompute_scope&) = delete;
+  recompute_scope& operator=(const recompute_scope&) = delete;
+  /// Whether this thread is inside a recompute_scope.
+  static bool active() noexcept { return detail::recompute_depth > 0; }
+};
+
 /// Mixin of every layer and model: the variable lists of Keras, from Derived's
 /// `for_each_variable(prefix, visitor)`.
 template <class Derived, class T>

@@ -1,0 +1,223 @@
+// Reversible residual blocks (RevNet, Gomez et al. 2017: the first reference text), whose backward
+// pass rebuilds each block's input from its output instead of keeping it.
+//
+//   using residual = fx::nn::sequential_t<fx::nn::input<32, 32, 16>, fx::nn::batch_norm<>, fx::nn::relu,
+//                                         fx::nn::conv2d<16, 3, fx::nn::same>>;
+//   fx::nn::reversible_sequence<residual, residual, 9> stage;   // 9 blocks on (batch, 32, 32, 32)
+//   fx::tensor<float> y = stage(x, /*training=*/true);          // under a tape: one entry, keeping y
+//
+// A block splits its input (batch, ..., C) along the channel (last) axis into x1 and x2 (C/2 each),
+// and computes y1 = x1 + F(x2), y2 = x2 + G(y1), y = concat(y1, y2); F and G map (..., C/2) to
+// (..., C/2) and are any layers or models (a sequential_t, a composite model). A
+// reversible_sequence<F, G, N> is N such blocks, each with its own F and G.
+//
+// Under a gradient tape the sequence runs with every tape paused and records one entry that keeps
+// only its output (and reads of its trainable variables, which share their storage): the
+// activations inside the blocks are never stored. The backward pass walks the blocks from the last,
+// as the reference's backward_grads: from y and dy it recomputes G(y1) under a tape of its own,
+// x2 = y2 - G(y1) and dx1 = dy1 + dG/dy1^T dy2 with G's variable gradients; then F(x2), x1 = y1 -
+// F(x2), dx2 = dy2 + dF/dx2^T dx1 with F's; then moves on to the block before with (x, dx), freeing
+// what it leaves behind. Activation memory so stays that of one block whatever the depth, for one
+// more forward pass of F and G per block. The recomputation runs inside nn::recompute_scope, in
+// which batch normalization does not update its moving statistics again (once per step).
+//
+// Reconstruction is exact in real arithmetic and close in floating point (differences of the order
+// of the rounding error per block, growing with depth); the tests compare the gradients with
+// ordinary backpropagation of the same blocks (set_reversible(false)). The backward pass is
+// first order: tapes that record the gradient computation itself (a gradient of a gradient) do not
+// see through a reversible sequence.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../autodiff/record.hpp"
+#include "../autodiff/tape.hpp"
+#include "../expr/indexing.hpp"
+#include "batch_norm.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+template <class F, class G, int Blocks = 1, class T = float>
+class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, T>, T> {
+  static_assert(Blocks >= 1, "fluxion::nn::reversible_sequence<F, G, Blocks>: give at least one block.");
+  using base = layer_base<reversible_sequence, T>;
+
+ public:
+  static constexpr bool names_itself = true;
+  static constexpr bool elementwise = false;
+  static constexpr const char* base_name = "reversible";
+  template <class U>
+  using rebind = reversible_sequence;
+
+  /// The output has the input's shape; the channel (last) extent must be even.
+  template <index_t... D>
+  static auto output_shape(static_shape<D...>) {  // auto: the shape chain instantiates the check
+    constexpr index_t channels = static_shape<D...>::dims[sizeof...(D) - 1];
+    static_assert(detail::check_extents<channels % 2 == 0, "reversible", "input channels", channels,
+                                        "an even number of channels, got remainder", channels % 2>::value,
+                  "fluxion::nn::reversible_sequence: the input's channel (last) extent must be even, to split "
+                  "it into the halves x1 and x2.");
+    return static_shape<D...>{};
+  }
+
+  struct block {
+    F f;
+    G g;
+  };
+
+  explicit reversible_sequence(std::string name = {}) : base(name.empty() ? base_name : std::move(name)), m_blocks(Blocks) {}
+  /// Blocks whose F and G draw their variables from `gen`, in order (block 0's F, its G, block 1's F ...).
+  explicit reversible_sequence(random::generator& gen, std::string name = {}) : reversible_sequence(std::move(name)) {
+    initialize(gen);
+  }
+
+  void initialize(random::generator& gen) {
+    for (block& b : m_blocks) {
+      init_one(b.f, gen);
+      init_one(b.g, gen);
+    }
+  }
+  void build(const fluxion::shape&, random::generator& gen) { initialize(gen); }
+
+  block& operator[](std::size_t i) { return m_blocks.at(i); }
+  static constexpr int size() { return Blocks; }
+
+  /// Whether the backward pass reconstructs inputs (true, the default) or the blocks are recorded by
+  /// the tape as ordinary layers (false: ordinary backpropagation, for comparisons).
+  bool reversible() const noexcept { return m_reversible; }
+  void set_reversible(bool on) noexcept { m_reversible = on; }
+
+  template <class X>
+  tensor<T> operator()(X&& x, bool training = false) {
+    const tensor<T> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
+    check_input(in.shape());
+    bool recording = false;
+    for (gradient_tape* t : fluxion::detail::tape_stack::tapes) recording = recording || t->recording();
+    if (!m_reversible || !recording) return forward(in, training);
+
+    // Read the trainable variables where the tapes see it (each tape then knows the entry depends on
+    // them), run the blocks with every tape paused, and record one entry per interested tape.
+    std::vector<variable<T>*> vars = this->trainable_variables();
+    std::vector<tensor<T>> reads;
+    reads.reserve(vars.size());
+    for (variable<T>* v : vars) reads.push_back(v->read_value());
+    tensor<T> y;
+    {
+      detail::autodiff_paused quiet;
+      y = forward(in, training);
+    }
+    for (gradient_tape* tape : fluxion::detail::tape_stack::tapes) {
+      if (!tape->recording()) continue;
+      bool depends = tape->tracks(in.id());
+      for (const tensor<T>& r : reads) depends = depends || tape->tracks(r.id());
+      if (!depends) continue;
+      const std::uint64_t in_id = in.id(), out_id = y.id();
+      tape->record(out_id, [this, tape, in_id, out_id, y, reads, training](autodiff::gradient_store& store) {
+        const tensor<T>* g = store.find<T, cpu>(out_id);
+        if (!g) return;
+        std::vector<tensor<T>> grads;
+        tensor<T> dx = backward(y, *g, training, grads);
+        if (tape->tracks(in_id)) store.add<autodiff::order_v<tensor<T>>>(in_id, std::move(dx));
+        autodiff::tape_sink sink{*tape, store};
+        for (std::size_t i = 0; i < reads.size(); ++i) sink.leaf(reads[i], grads[i]);
+      });
+    }
+    return y;
+  }
+
+  /// The blocks' output without recording anything special (the tapes record the blocks' own
+  /// statements, if they are not paused).
+  tensor<T> forward(const tensor<T>& x, bool training) {
+    tensor<T> h = x;
+    for (block& b : m_blocks) {
+      auto halves = split(h, 2, -1);
+      tensor<T> y1(halves[0] + b.f(halves[1], training));
+      tensor<T> y2(halves[1] + b.g(y1, training));
+      h = tensor<T>(concat({y1, y2}, -1));
+    }
+    return h;
+  }
+
+  /// From the output y and its gradient dy: the gradient of the input, and in `grads` those of
+  /// trainable_variables(), in that order. Runs F and G again (in nn::recompute_scope).
+  tensor<T> backward(tensor<T> y, tensor<T> dy, bool training, std::vector<tensor<T>>& grads) {
+    detail::autodiff_paused outer;  // first order: enclosing tapes do not record the recomputation
+    recompute_scope again;
+    std::vector<std::vector<tensor<T>>> per_block(m_blocks.size());
+    for (std::size_t i = m_blocks.size(); i-- > 0;) {
+      block& b = m_blocks[i];
+      auto ys = split(y, 2, -1), dys = split(dy, 2, -1);
+      y = tensor<T>();  // the block's output is no longer needed once split
+      // G: x2 = y2 - G(y1), dx1 = dy1 + (dG/dy1)^T dy2.
+      auto [gy1, g_grads] = run_and_differentiate(b.g, ys[0], dys[1], training);
+      tensor<T> x2(ys[1] - gy1);
+      tensor<T> dx1(dys[0] + g_grads[0]);
+      // F: x1 = y1 - F(x2), dx2 = dy2 + (dF/dx2)^T dx1.
+      auto [fx2, f_grads] = run_and_differentiate(b.f, x2, dx1, training);
+      tensor<T> x1(ys[0] - fx2);
+      tensor<T> dx2(dys[1] + f_grads[0]);
+      auto& mine = per_block[i];
+      mine.assign(std::make_move_iterator(f_grads.begin() + 1), std::make_move_iterator(f_grads.end()));
+      mine.insert(mine.end(), std::make_move_iterator(g_grads.begin() + 1), std::make_move_iterator(g_grads.end()));
+      y = tensor<T>(concat({x1, x2}, -1));
+      dy = tensor<T>(concat({dx1, dx2}, -1));
+    }
+    grads.clear();
+    for (auto& g : per_block)
+      for (auto& t : g) grads.push_back(std::move(t));
+    return dy;
+  }
+
+  template <class V>
+  void for_each_variable(const std::string& prefix, V&& f) {
+    for (std::size_t i = 0; i < m_blocks.size(); ++i) {
+      const std::string p = prefix + "block_" + std::to_string(i) + "/";
+      m_blocks[i].f.for_each_variable(p + "f/", f);
+      m_blocks[i].g.for_each_variable(p + "g/", f);
+    }
+  }
+
+ private:
+  template <class L>
+  static void init_one(L& layer, random::generator& gen) {
+    if constexpr (requires { layer.initialize(gen); }) layer.initialize(gen);
+  }
+
+  void check_input(const fluxion::shape& s) const {
+    if (s.rank() < 2 || s[s.rank() - 1] % 2 != 0)
+      throw shape_error("reversible_sequence '" + this->m_name + "': the input " + to_string(s) +
+                        " must be (batch, ..., channels) with an even number of channels");
+  }
+
+  /// out = layer(x) under a tape of its own, and the gradients of <out, dout> with respect to x
+  /// (first) and to the layer's trainable variables (then, in their order).
+  template <class L>
+  static std::pair<tensor<T>, std::vector<tensor<T>>> run_and_differentiate(L& layer, const tensor<T>& x,
+                                                                           const tensor<T>& dout, bool training) {
+    std::vector<variable<T>*> vars;
+    layer.for_each_variable("", [&](variable<T>& v) {
+      if (v.trainable()) vars.push_back(&v);
+    });
+    gradient_tape tape;
+    tape.watch(x);
+    tensor<T> out(layer(x, training));
+    std::vector<const tensor<T>*> sources{&x};
+    for (variable<T>* v : vars) sources.push_back(&v->peek());
+    auto grads = tape.gradient(out, sources, dout, unconnected_gradients::zero);
+    return {std::move(out), std::move(grads)};
+  }
+
+  std::vector<block> m_blocks;
+  bool m_reversible = true;
+};
+
+/// One reversible block: y1 = x1 + F(x2), y2 = x2 + G(y1).
+template <class F, class G, class T = float>
+using reversible = reversible_sequence<F, G, 1, T>;
+
+}  // namespace fluxion::nn

@@ -1,0 +1,9 @@
+// expect-error: "reversible"}.*"input channels"}, 7,.*fluxion::nn::reversible_sequence: the input's channel \(last\) extent must be even
+// A reversible block on 7 channels: they cannot be split into two halves.
+#include <fluxion/nn.hpp>
+namespace nn = fluxion::nn;
+using half = nn::sequential_t<nn::input<4, 4, 3>, nn::conv2d<3, 3, nn::same>>;
+int main() {
+  auto net = nn::sequential(nn::input<4, 4, 7>{}, nn::reversible<half, half>{}, nn::flatten{}, nn::dense<2>{});
+  (void)net;
+}
