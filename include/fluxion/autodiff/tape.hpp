@@ -105,6 +105,8 @@ class gradient_store {
   void put(std::uint64_t id, tensor<T, D> g) {
     m_grads.insert_or_assign(id, std::any(std::move(g)));
   }
+  /// Drops the gradient of `id` (the tape, once nothing can add to it or read it any more).
+  void erase(std::uint64_t id) { m_grads.erase(id); }
 
  private:
   std::unordered_map<std::uint64_t, std::any> m_grads;
@@ -379,7 +381,28 @@ class gradient_tape {
       stop_recording_scope quiet(*this);  // the backward pass is not recorded on this tape
       store.put(target.id(), output_gradients ? *output_gradients
                                               : tensor<T, D>(broadcast_to(scalar_expr<T, D>(T(1)), target.shape())));
-      for (auto it = m_entries.rbegin(); it != m_entries.rend(); ++it) it->backward(store);
+      // A one-shot tape frees as it goes, as PyTorch's backward without retain_graph: once an
+      // entry has run, nothing adds to its output's gradient any more (the entries that read the
+      // output were recorded after it, so they ran before it), so that gradient is dropped unless
+      // it was asked for, and so is the entry with the activations it kept. Peak memory of a
+      // backward pass is then the activations not yet reached plus the gradients in flight, not
+      // every activation and every gradient at once.
+      const bool release = !m_persistent && !m_keep;
+      std::unordered_set<std::uint64_t> asked;
+      if (release)
+        for (const Source* src : sources) {
+          asked.insert(src->id());
+          if constexpr (is_variable_v<Source>) {
+            if (auto v = m_variable_reads.find(src->id()); v != m_variable_reads.end()) asked.insert(v->second.begin(), v->second.end());
+          }
+        }
+      for (auto it = m_entries.rbegin(); it != m_entries.rend(); ++it) {
+        it->backward(store);
+        if (release) {
+          it->backward = nullptr;
+          if (!asked.contains(it->output)) store.erase(it->output);
+        }
+      }
     }
     std::vector<tensor<S, D>> out;
     for (const Source* src : sources) {

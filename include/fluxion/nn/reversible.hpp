@@ -39,6 +39,7 @@
 #include "../expr/indexing.hpp"
 #include "batch_norm.hpp"
 #include "module.hpp"
+#include "recompute.hpp"
 
 namespace fluxion::nn {
 
@@ -96,38 +97,16 @@ class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, 
   tensor<T> operator()(X&& x, bool training = false) {
     const tensor<T> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
     check_input(in.shape());
-    bool recording = false;
-    for (gradient_tape* t : fluxion::detail::tape_stack::tapes) recording = recording || t->recording();
-    if (!m_reversible || !recording) return forward(in, training);
-
+    if (!m_reversible || !detail::any_tape_recording()) return forward(in, training);
     // Read the trainable variables where the tapes see it (each tape then knows the entry depends on
-    // them), run the blocks with every tape paused, and record one entry per interested tape.
-    std::vector<variable<T>*> vars = this->trainable_variables();
+    // them), run the blocks with every tape paused, and record one entry that keeps only the output.
     std::vector<tensor<T>> reads;
-    reads.reserve(vars.size());
-    for (variable<T>* v : vars) reads.push_back(v->read_value());
-    tensor<T> y;
-    {
-      detail::autodiff_paused quiet;
-      y = forward(in, training);
-    }
-    for (gradient_tape* tape : fluxion::detail::tape_stack::tapes) {
-      if (!tape->recording()) continue;
-      bool depends = tape->tracks(in.id());
-      for (const tensor<T>& r : reads) depends = depends || tape->tracks(r.id());
-      if (!depends) continue;
-      const std::uint64_t in_id = in.id(), out_id = y.id();
-      tape->record(out_id, [this, tape, in_id, out_id, y, reads, training](autodiff::gradient_store& store) {
-        const tensor<T>* g = store.find<T, cpu>(out_id);
-        if (!g) return;
-        std::vector<tensor<T>> grads;
-        tensor<T> dx = backward(y, *g, training, grads);
-        if (tape->tracks(in_id)) store.add<autodiff::order_v<tensor<T>>>(in_id, std::move(dx));
-        autodiff::tape_sink sink{*tape, store};
-        for (std::size_t i = 0; i < reads.size(); ++i) sink.leaf(reads[i], grads[i]);
-      });
-    }
-    return y;
+    for (variable<T>* v : this->trainable_variables()) reads.push_back(v->read_value());
+    return detail::record_segment<T>(
+        in, std::move(reads), [&] { return forward(in, training); },
+        [this, training](const tensor<T>& y, const tensor<T>& dy, std::vector<tensor<T>>& grads) {
+          return backward(y, dy, training, grads);
+        });
   }
 
   /// The blocks' output without recording anything special (the tapes record the blocks' own
@@ -154,11 +133,11 @@ class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, 
       auto ys = split(y, 2, -1), dys = split(dy, 2, -1);
       y = tensor<T>();  // the block's output is no longer needed once split
       // G: x2 = y2 - G(y1), dx1 = dy1 + (dG/dy1)^T dy2.
-      auto [gy1, g_grads] = run_and_differentiate(b.g, ys[0], dys[1], training);
+      auto [gy1, g_grads] = detail::run_and_differentiate<T>(b.g, ys[0], dys[1], training);
       tensor<T> x2(ys[1] - gy1);
       tensor<T> dx1(dys[0] + g_grads[0]);
       // F: x1 = y1 - F(x2), dx2 = dy2 + (dF/dx2)^T dx1.
-      auto [fx2, f_grads] = run_and_differentiate(b.f, x2, dx1, training);
+      auto [fx2, f_grads] = detail::run_and_differentiate<T>(b.f, x2, dx1, training);
       tensor<T> x1(ys[0] - fx2);
       tensor<T> dx2(dys[1] + f_grads[0]);
       auto& mine = per_block[i];
@@ -192,24 +171,6 @@ class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, 
     if (s.rank() < 2 || s[s.rank() - 1] % 2 != 0)
       throw shape_error("reversible_sequence '" + this->m_name + "': the input " + to_string(s) +
                         " must be (batch, ..., channels) with an even number of channels");
-  }
-
-  /// out = layer(x) under a tape of its own, and the gradients of <out, dout> with respect to x
-  /// (first) and to the layer's trainable variables (then, in their order).
-  template <class L>
-  static std::pair<tensor<T>, std::vector<tensor<T>>> run_and_differentiate(L& layer, const tensor<T>& x,
-                                                                           const tensor<T>& dout, bool training) {
-    std::vector<variable<T>*> vars;
-    layer.for_each_variable("", [&](variable<T>& v) {
-      if (v.trainable()) vars.push_back(&v);
-    });
-    gradient_tape tape;
-    tape.watch(x);
-    tensor<T> out(layer(x, training));
-    std::vector<const tensor<T>*> sources{&x};
-    for (variable<T>* v : vars) sources.push_back(&v->peek());
-    auto grads = tape.gradient(out, sources, dout, unconnected_gradients::zero);
-    return {std::move(out), std::move(grads)};
   }
 
   std::vector<block> m_blocks;

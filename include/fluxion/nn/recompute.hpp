@@ -1,0 +1,162 @@
+// Gradient checkpointing: nn::recompute<L> keeps only its input under a gradient tape and runs L
+// again in the backward pass (tf.recompute_grad; LibTorch's C++ API has none, pytorch #52744).
+//
+//   using segment = fx::nn::sequential_t<fx::nn::input<256>, fx::nn::dense<256>, fx::nn::relu,
+//                                        fx::nn::dense<256>, fx::nn::relu, fx::nn::dense<256>, fx::nn::relu>;
+//   auto net = fx::nn::sequential(gen, fx::nn::input<256>{}, fx::nn::recompute<segment>{},
+//                                 fx::nn::recompute<segment>{}, fx::nn::recompute<segment>{}, fx::nn::dense<10>{});
+//
+// Each recompute<L> is a segment: the tape records one entry for it that keeps the segment's input
+// (the boundary) and reads of its trainable variables, and none of the activations inside. When the
+// backward pass reaches it, L runs again on the kept input under a tape of its own, inside an
+// nn::recompute_scope (batch normalization does not update its moving statistics twice), and that
+// tape's vector-Jacobian product with the output gradient gives the input's and the variables'
+// gradients. With n layers in sqrt(n) segments, activation memory falls from n layers' to about
+// 2 sqrt(n), for one more forward pass.
+//
+// It composes: the recomputation is an ordinary computation, so enclosing tapes (higher orders)
+// record it and differentiate through it; L may hold reversible blocks, dropout (the same mask is
+// drawn again only if L's generator is reset: keep dropout outside recomputed segments), other
+// recomputed segments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../autodiff/record.hpp"
+#include "../autodiff/tape.hpp"
+#include "batch_norm.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+namespace detail {
+
+/// Whether any gradient tape of this thread records now.
+inline bool any_tape_recording() {
+  for (gradient_tape* t : fluxion::detail::tape_stack::tapes)
+    if (t->recording()) return true;
+  return false;
+}
+
+/// Runs `forward()` with every tape paused and records, on each recording tape that tracks `in` or
+/// one of `reads` (the layer's trainable variables, read where the tapes saw it), one entry for its
+/// output y: backward(y, dy, grads) returns d in and fills `grads` with the reads' gradients.
+template <class T, class Forward, class Backward>
+tensor<T> record_segment(const tensor<T>& in, std::vector<tensor<T>> reads, Forward&& forward, Backward backward) {
+  tensor<T> y;
+  {
+    autodiff_paused quiet;
+    y = forward();
+  }
+  for (gradient_tape* tape : fluxion::detail::tape_stack::tapes) {
+    if (!tape->recording()) continue;
+    bool depends = tape->tracks(in.id());
+    for (const tensor<T>& r : reads) depends = depends || tape->tracks(r.id());
+    if (!depends) continue;
+    const std::uint64_t in_id = in.id(), out_id = y.id();
+    tape->record(out_id, [tape, in_id, out_id, y, reads, backward](autodiff::gradient_store& store) {
+      const tensor<T>* g = store.find<T, cpu>(out_id);
+      if (!g) return;
+      std::vector<tensor<T>> grads;
+      tensor<T> dx = backward(y, *g, grads);
+      if (tape->tracks(in_id)) store.add<autodiff::order_v<tensor<T>>>(in_id, std::move(dx));
+      autodiff::tape_sink sink{*tape, store};
+      for (std::size_t i = 0; i < reads.size() && i < grads.size(); ++i) sink.leaf(reads[i], grads[i]);
+    });
+  }
+  return y;
+}
+
+/// The trainable variables of a layer, in its order.
+template <class T, class L>
+std::vector<variable<T>*> trainable_of(L& layer) {
+  std::vector<variable<T>*> vars;
+  layer.for_each_variable("", [&](variable<T>& v) {
+    if (v.trainable()) vars.push_back(&v);
+  });
+  return vars;
+}
+
+/// out = layer(x) under a tape of its own, and the vector-Jacobian products of dout with respect to
+/// x (first) and to the layer's trainable variables (then, in their order).
+template <class T, class L>
+std::pair<tensor<T>, std::vector<tensor<T>>> run_and_differentiate(L& layer, const tensor<T>& x, const tensor<T>& dout,
+                                                                   bool training) {
+  const std::vector<variable<T>*> vars = trainable_of<T>(layer);
+  gradient_tape tape;
+  tape.watch(x);
+  tensor<T> out(layer(x, training));
+  std::vector<const tensor<T>*> sources{&x};
+  for (variable<T>* v : vars) sources.push_back(&v->peek());
+  auto grads = tape.gradient(out, sources, dout, unconnected_gradients::zero);
+  return {std::move(out), std::move(grads)};
+}
+
+}  // namespace detail
+
+/// A segment of a model that is recomputed in the backward pass instead of stored.
+template <class L>
+class recompute {
+ public:
+  using layer_type = L;
+  using value_type = typename L::value_type;
+  using T = value_type;
+  static constexpr bool names_itself = true;
+  static constexpr bool elementwise = false;
+  static constexpr const char* base_name = "recompute";
+  template <class U>
+  using rebind = recompute;
+
+  template <index_t... D>
+  static auto output_shape(static_shape<D...> s) {
+    return L::output_shape(s);
+  }
+
+  explicit recompute(std::string name = {}) : m_name(name.empty() ? base_name : std::move(name)) {}
+  explicit recompute(L layer, std::string name = {}) : m_layer(std::move(layer)), m_name(name.empty() ? base_name : std::move(name)) {}
+
+  const std::string& name() const noexcept { return m_name; }
+  void set_name(std::string n) { m_name = std::move(n); }
+  L& layer() noexcept { return m_layer; }
+
+  void build(const fluxion::shape& s, random::generator& gen) {
+    if constexpr (requires { m_layer.build(s, gen); }) m_layer.build(s, gen);
+    else if constexpr (requires { m_layer.initialize(gen); }) m_layer.initialize(gen);
+  }
+  void initialize(random::generator& gen) {
+    if constexpr (requires { m_layer.initialize(gen); }) m_layer.initialize(gen);
+  }
+  template <class V>
+  void for_each_variable(const std::string& prefix, V&& f) {
+    m_layer.for_each_variable(prefix, f);
+  }
+  std::vector<variable<T>*> trainable_variables() { return detail::trainable_of<T>(m_layer); }
+
+  template <class X>
+  tensor<T> operator()(X&& x, bool training = false) {
+    const tensor<T> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
+    if (!detail::any_tape_recording()) return tensor<T>(m_layer(in, training));
+    std::vector<tensor<T>> reads;
+    for (variable<T>* v : detail::trainable_of<T>(m_layer)) reads.push_back(v->read_value());
+    // The entry keeps `in` (the boundary) alive; the layer's activations are dropped.
+    return detail::record_segment<T>(
+        in, std::move(reads), [&] { return tensor<T>(m_layer(in, training)); },
+        [this, in, training](const tensor<T>&, const tensor<T>& dy, std::vector<tensor<T>>& grads) {
+          recompute_scope again;
+          auto [out, g] = detail::run_and_differentiate<T>(m_layer, in, dy, training);
+          tensor<T> dx = std::move(g[0]);
+          grads.assign(std::make_move_iterator(g.begin() + 1), std::make_move_iterator(g.end()));
+          return dx;
+        });
+  }
+
+ private:
+  L m_layer;
+  std::string m_name;
+};
+
+}  // namespace fluxion::nn
