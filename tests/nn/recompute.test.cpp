@@ -154,3 +154,25 @@ TEST_CASE("recompute: a recomputed reversible sequence, and inference without a 
   CHECK(max_abs_diff(grads(plain), grads(wrapped)) <= 1e-12);
   CHECK(max_abs_diff(plain(x), wrapped(x)) == 0);
 }
+
+TEST_CASE("recompute: dropout inside a segment replays its forward mask in the backward pass") {
+  using drop_segment = nn::sequential_t<nn::typed_input<double, 8>, nn::dense<8>, nn::relu, nn::dropout, nn::dense<8>>;
+  fx::random::generator gen{9};
+  drop_segment plain(gen, nn::dense<8, double>{}, nn::relu{}, nn::dropout{0.5, 21}, nn::dense<8, double>{});
+  nn::recompute<drop_segment> seg(drop_segment(gen, nn::dense<8, double>{}, nn::relu{}, nn::dropout{0.5, 21}, nn::dense<8, double>{}));
+  auto pv = plain.trainable_variables(), sv = seg.trainable_variables();
+  REQUIRE(pv.size() == sv.size());
+  for (std::size_t i = 0; i < pv.size(); ++i) sv[i]->assign(pv[i]->peek());
+  const fx::tensor<double> x = fx::random::normal<double>({16, 8}, gen);
+  for (int step = 0; step < 2; ++step) {  // a new mask each step, the same in both
+    fx::gradient_tape ta;
+    fx::tensor<double> la = fx::reduce_sum(fx::square(plain(x, true)));
+    const auto ga = ta.gradient(la, plain.trainable_variables());
+    fx::gradient_tape tb;
+    fx::tensor<double> lb = fx::reduce_sum(fx::square(seg(x, true)));
+    const auto gb = tb.gradient(lb, seg.trainable_variables());
+    CHECK(la.item() == lb.item());
+    REQUIRE(ga.size() == gb.size());
+    for (std::size_t i = 0; i < ga.size(); ++i) CHECK(max_abs_diff(ga[i], gb[i]) <= 1e-12);
+  }
+}

@@ -45,17 +45,27 @@ class dropout : public stateless_layer<dropout> {
   double rate() const noexcept { return m_rate; }
   random::generator& generator() noexcept { return *m_generator; }
 
+  /// In training mode, a new mask from the generator; inside an nn::recompute_scope (a recomputed
+  /// segment, a reversible block's backward pass) the mask of this layer's last call again, without
+  /// advancing the generator, so that the recomputation sees what the forward pass saw.
   template <class X>
   auto operator()(X&& x, bool training = false) const {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
     using T = value_type_t<decltype(e)>;
     if (!training || m_rate == 0.0) return tensor<T>(e);
+    if (recompute_scope::active()) {
+      random::generator replay(m_generator->seed());
+      replay.skip(*m_last_offset);
+      return detail::dropout_forward<T>(fluxion::detail::materialize(e), m_rate, replay);
+    }
+    *m_last_offset = m_generator->offset();
     return detail::dropout_forward<T>(fluxion::detail::materialize(e), m_rate, *m_generator);
   }
 
  private:
   double m_rate;
   std::shared_ptr<random::generator> m_generator;  // shared: a copied model draws from one stream
+  std::shared_ptr<std::uint64_t> m_last_offset = std::make_shared<std::uint64_t>(0);  // the last mask's
 };
 
 }  // namespace fluxion::nn

@@ -15,9 +15,9 @@
 // 2 sqrt(n), for one more forward pass.
 //
 // It composes: the recomputation is an ordinary computation, so enclosing tapes (higher orders)
-// record it and differentiate through it; L may hold reversible blocks, dropout (the same mask is
-// drawn again only if L's generator is reset: keep dropout outside recomputed segments), other
-// recomputed segments.
+// record it and differentiate through it; L may hold reversible blocks, other recomputed segments,
+// and dropout (inside a recompute_scope a dropout layer replays the mask of its last call: keep
+// each dropout layer to one call per segment and step).
 #pragma once
 
 #include <cstdint>
