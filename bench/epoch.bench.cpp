@@ -30,6 +30,8 @@
 #include <fluxion/data.hpp>
 #include <fluxion/fluxion.hpp>
 
+#include "../examples/mnist_high_level.hpp"
+
 #include "threads.hpp"
 
 #if FLUXION_BENCH_HAVE_TORCH
@@ -60,18 +62,6 @@ bool trained(const std::vector<double>& losses) {
   return last < first;
 }
 
-/// examples/mnist_cnn_lstm.cpp's model.
-struct mnist_high_level : nn::model<mnist_high_level> {
-  nn::sequential_t<nn::input<28, 28, 1>, nn::conv2d<32, 5, nn::same>, nn::max_pool2d<2, 2, nn::same>,
-                   nn::conv2d<64, 5, nn::same>, nn::max_pool2d<2, 2, nn::same>, nn::reshape<49, 64>,
-                   nn::permute<2, 1>, nn::lstm<128>>
-      features;
-  nn::dense<10> classifier;
-  FLUXION_LAYERS(features, classifier)
-  fx::tensor<float> call(const fx::tensor<float>& images, bool training = false) {
-    return classifier(features(images, training));
-  }
-};
 
 /// Records each step's loss: fit's logs carry the running mean, so the step's own loss is
 /// recovered from consecutive means.

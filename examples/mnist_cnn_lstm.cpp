@@ -8,27 +8,14 @@
 #include <fluxion/data.hpp>
 #include <fluxion/fluxion.hpp>
 
+#include "mnist_high_level.hpp"
+
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
 namespace fx = fluxion;
-namespace nn = fluxion::nn;
-
-/// MNIST_HighLevel, as the seed's Keras Model subclass: the sublayers are members, listed once.
-struct mnist_high_level : nn::model<mnist_high_level> {
-  nn::sequential_t<nn::input<28, 28, 1>, nn::conv2d<32, 5, nn::same>, nn::max_pool2d<2, 2, nn::same>,
-                   nn::conv2d<64, 5, nn::same>, nn::max_pool2d<2, 2, nn::same>, nn::reshape<49, 64>,
-                   nn::permute<2, 1>, nn::lstm<128>>
-      features;
-  nn::dense<10> classifier;
-  FLUXION_LAYERS(features, classifier)
-
-  fx::tensor<float> call(const fx::tensor<float>& images, bool training = false) {
-    return classifier(features(images, training));
-  }
-};
 
 int main(int argc, char** argv) {
   int epochs = 2;
