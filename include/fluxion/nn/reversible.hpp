@@ -99,7 +99,8 @@ class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, 
     check_input(in.shape());
     if (!m_reversible || !detail::any_tape_recording()) return forward(in, training);
     // Read the trainable variables where the tapes see it (each tape then knows the entry depends on
-    // them), run the blocks with every tape paused, and record one entry that keeps only the output.
+    // them), run the blocks with every tape paused, and record one entry that keeps only the output
+    // and the input.
     std::vector<tensor<T>> reads;
     for (variable<T>* v : this->trainable_variables()) reads.push_back(v->read_value());
     return detail::record_segment<T>(
@@ -143,12 +144,11 @@ class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, 
       tensor<T> dx1(dys[0] + g_grads[0]);
       // F: x1 = y1 - F(x2), dx2 = dy2 + (dF/dx2)^T dx1.
       auto [fx2, f_grads] = detail::run_and_differentiate<T>(b.f, x2, dx1, training);
-      tensor<T> x1(ys[0] - fx2);
       tensor<T> dx2(dys[1] + f_grads[0]);
       auto& mine = per_block[i];
       mine.assign(std::make_move_iterator(f_grads.begin() + 1), std::make_move_iterator(f_grads.end()));
       mine.insert(mine.end(), std::make_move_iterator(g_grads.begin() + 1), std::make_move_iterator(g_grads.end()));
-      y = tensor<T>(concat({x1, x2}, -1));
+      if (i > 0) y = tensor<T>(concat({tensor<T>(ys[0] - fx2), x2}, -1));  // x = (x1, x2), the block before's output
       dy = tensor<T>(concat({dx1, dx2}, -1));
     }
     grads.clear();
