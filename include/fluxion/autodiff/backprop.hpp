@@ -27,13 +27,26 @@ namespace fluxion::autodiff {
 template <class E>
 inline constexpr bool differentiable_v = std::is_floating_point_v<value_type_t<E>>;
 
+/// Past first order, gradients are materialized at every node instead of flowing as one fused
+/// expression: the statements of a backward pass of a backward pass then have a bounded set of
+/// types, which keeps the compile time of higher derivatives in check (autodiff/order.hpp).
+template <class E>
+inline constexpr bool is_materialized_v = is_tensor_v<E>;
+template <int K, class T, class D>
+inline constexpr bool is_materialized_v<grad_expr<K, tensor<T, D>>> = true;
+
 /// Sums `g` (whose shape `target` broadcasts to) down to `target`.
 template <class G>
 tensor<value_type_t<G>, device_t<G>> reduce_to(const G& g, const shape& target) {
   using T = value_type_t<G>;
   using D = device_t<G>;
   const shape& s = g.shape();
-  if (s == target) return tensor<T, D>(g);
+  if (s == target) {
+    // A materialized gradient passes as it is (shared, not copied: its buffer is never written in
+    // place while anything else holds it, see gradient_store::add).
+    if constexpr (is_materialized_v<G> && !is_tensor_v<G>) return g.g;
+    else return tensor<T, D>(g);
+  }
   if (broadcast_shapes(s, target, "gradient") != s)
     throw shape_error("gradient: a gradient of shape " + to_string(s) + " cannot be reduced to shape " +
                       to_string(target));
@@ -75,13 +88,6 @@ auto keep_order(tensor<T, D> t) {
   else return t;
 }
 
-/// Past first order, gradients are materialized at every node instead of flowing as one fused
-/// expression: the statements of a backward pass of a backward pass then have a bounded set of
-/// types, which keeps the compile time of higher derivatives in check (autodiff/order.hpp).
-template <class E>
-inline constexpr bool is_materialized_v = is_tensor_v<E>;
-template <int K, class T, class D>
-inline constexpr bool is_materialized_v<grad_expr<K, tensor<T, D>>> = true;
 
 template <class G>
 decltype(auto) step(G&& g) {
