@@ -14,6 +14,7 @@
 #include "nn/lstm.hpp"
 #include "nn/module.hpp"
 #include "nn/pooling.hpp"
+#include "nn/compiled_step.hpp"
 #include "nn/recompute.hpp"
 #include "nn/reshape.hpp"
 #include "nn/reversible.hpp"

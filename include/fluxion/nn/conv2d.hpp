@@ -113,6 +113,22 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
     return detail::conv2d_forward<T, Epilogue>(in, *m_kernel, *m_bias, Stride, Padding, Dilation, epilogue);
   }
 
+  /// The layer's statement, unevaluated: epilogue(conv2d(x, W) + b), the expression operator()
+  /// materializes (nn::compiled_step differentiates it from its type, with no tape).
+  template <class Epilogue = detail::identity>
+  auto statement(const tensor<T>& in, const Epilogue& epilogue = {}) {
+    const fluxion::shape& s = in.shape();
+    if (s.rank() != 4)
+      throw shape_error("conv2d '" + this->m_name + "': expects input of shape (batch, height, width, channels), got " +
+                        to_string(s));
+    if (!built()) build(fluxion::shape{s[1], s[2], s[3]});
+    if (s[3] != m_in)
+      throw shape_error("conv2d '" + this->m_name + "': the input has " + std::to_string(s[3]) +
+                        " channels, the layer was built for " + std::to_string(m_in) + " (input shape " +
+                        to_string(s) + ")");
+    return epilogue(fluxion::conv2d(in, m_kernel->peek(), Stride, Padding, Dilation) + m_bias->peek());
+  }
+
   variable<T>& kernel() { return this->require_built(m_kernel, "conv2d", "kernel"); }
   variable<T>& bias() { return this->require_built(m_bias, "conv2d", "bias"); }
 

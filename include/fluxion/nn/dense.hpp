@@ -92,6 +92,21 @@ class dense : public layer_base<dense<Units, T>, T> {
     return detail::dense_forward<T, Epilogue>(in, *m_kernel, *m_bias, epilogue);
   }
 
+  /// Whether statement() applies to per-example input shape S (rank 1; above, the layer reshapes).
+  template <class S>
+  static constexpr bool statement_for = S::rank == 1;
+  /// The layer's statement on a batch of rank 2, unevaluated: epilogue(x W + b), the expression
+  /// operator() materializes (nn::compiled_step differentiates it from its type, with no tape).
+  template <class Epilogue = detail::identity>
+  auto statement(const tensor<T>& in, const Epilogue& epilogue = {}) {
+    const fluxion::shape& s = in.shape();
+    if (!built() && s.rank() == 2) build(fluxion::shape{s[1]});
+    if (s.rank() != 2 || s[1] != m_in)
+      throw shape_error("dense '" + this->m_name + "': expects input of shape (batch, " +
+                        (built() ? std::to_string(m_in) : std::string("features")) + "), got " + to_string(s));
+    return epilogue(matmul(in, m_kernel->peek()) + m_bias->peek());
+  }
+
   variable<T>& kernel() { return this->require_built(m_kernel, "dense", "kernel"); }
   variable<T>& bias() { return this->require_built(m_bias, "dense", "bias"); }
 

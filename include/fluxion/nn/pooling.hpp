@@ -53,6 +53,13 @@ struct pool_layer : stateless_layer<Derived> {
 
   explicit pool_layer(std::string n) : stateless_layer<Derived>(n.empty() ? base_name : std::move(n)) {}
 
+  /// The layer's statement, unevaluated (nn::compiled_step differentiates it from its type).
+  template <class U>
+  auto statement(const tensor<U>& in) const {
+    if constexpr (Max) return fluxion::max_pool2d(in, Pool, Stride, Padding);
+    else return fluxion::avg_pool2d(in, Pool, Stride, Padding);
+  }
+
   template <class X>
   auto operator()(X&& x, bool /*training*/ = false) const {
     return pool_forward<Max>(fluxion::detail::materialize(fluxion::detail::as_expr<X>(std::forward<X>(x))), Pool,

@@ -1,0 +1,384 @@
+// fx::nn::compiled_step: a whole training step (forward, loss, gradients, optimizer update) in one
+// call, its backward pass generated from the model's type when the program compiles: graph mode
+// (fx::grad) grown to a sequential model, a loss and an optimizer. TensorFlow's tf.function around
+// a train step; LibTorch has no counterpart in C++.
+//
+//   auto net = fx::nn::sequential(fx::nn::input<784>{}, fx::nn::dense<256>{}, fx::nn::relu{},
+//                                 fx::nn::dense<10>{});
+//   fx::optim::adam opt{1e-3};
+//   auto step = fx::nn::compile_step(net, opt, [](const auto& logits, const auto& labels) {
+//     return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+//   });
+//   fx::tensor<float> loss = step(images, labels);     // the variables are updated
+//
+// How it runs. Each layer of the model, or a dense/conv2d layer and the activation fused into it,
+// is one statement, exactly the expression the layer evaluates on its own: the same kernels, in
+// the same order. The forward pass keeps each statement (its operands are tensors, shared, not
+// copied); the backward pass runs each statement's backward rule, autodiff::backward<E> for the
+// statement's type E, instantiated when the program compiles, on the gradient of its output: no
+// tape, no recorded closures, no gradient map, and each activation is released as soon as the
+// backward pass has gone past it. The loss alone, a few values per example, is differentiated with
+// a gradient tape, so any loss function works. The optimizer then updates every trainable
+// variable, as apply_gradients does. The numbers are the tape-based step's, bitwise (the same
+// statements and rules in the same order; tests/nn/compiled_step.test.cpp checks it).
+//
+// Layers with one statement: dense (on rank-2 input), conv2d, max_pool2d, avg_pool2d, the
+// activation layers, flatten and reshape. Any other layer (batch_norm, dropout, lstm, embedding,
+// a nested model, reversible blocks) runs as a recomputed segment: its input is kept, and the
+// backward pass runs it again under a tape of its own inside an nn::recompute_scope (batch norm's
+// moving averages are updated once, dropout replays its mask), as nn::recompute<L> does. Such a
+// layer costs one more forward pass of itself.
+//
+// Errors: the model's checks (shapes, element types) throw as the model does, before anything
+// changes; a loss that is not a scalar, or is NaN or infinite, throws fluxion::error naming the
+// step and the optimizer's iteration, and the variables, the optimizer's slots and its iteration
+// count are left as they were.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "../autodiff/backprop.hpp"
+#include "../autodiff/order.hpp"
+#include "../autodiff/tape.hpp"
+#include "module.hpp"
+#include "recompute.hpp"
+#include "sequential.hpp"
+
+namespace fluxion::nn {
+
+namespace detail {
+
+/// The compiled step's sink: the gradients of a few tensors (a statement's input and its layer's
+/// trainable variables), each summed to its tensor's shape and accumulated as the tape's gradient
+/// store accumulates them (autodiff/tape.hpp), so that the sums are the tape's, bitwise.
+template <class T>
+struct statement_sink {
+  std::vector<std::uint64_t> ids;
+  std::vector<fluxion::shape> shapes;
+  std::vector<tensor<T>> grads;
+  std::vector<bool> has;
+
+  void want(const tensor<T>& t) {
+    ids.push_back(t.id());
+    shapes.push_back(t.shape());
+    grads.emplace_back();
+    has.push_back(false);
+  }
+  bool wants(std::uint64_t id) const {
+    for (std::uint64_t i : ids)
+      if (i == id) return true;
+    return false;
+  }
+  template <class U, class D, class G>
+  void leaf(const tensor<U, D>& t, const G& g) {
+    if constexpr (std::is_same_v<U, T> && std::is_same_v<D, cpu>) {
+      std::size_t k = 0;
+      while (k < ids.size() && ids[k] != t.id()) ++k;
+      if (k == ids.size()) return;
+      if constexpr (!std::is_same_v<value_type_t<G>, T>) {
+        leaf(t, cast<T>(g));
+      } else {
+        tensor<T> term = autodiff::reduce_to(g, shapes[k]);
+        if (!has[k]) {
+          grads[k] = std::move(term);
+          has[k] = true;
+        } else if (grads[k].use_count() == 1) {
+          fluxion::detail::assign_into(grads[k], 0, contiguous_strides(shapes[k]).data(), grads[k] + term);
+        } else {
+          grads[k] = tensor<T>(grads[k] + term);
+        }
+      }
+    }
+  }
+  /// The gradient of the k-th wanted tensor: zeros when nothing reached it.
+  tensor<T> take(std::size_t k) {
+    if (!has[k]) return tensor<T>(broadcast_to(scalar_expr<T, cpu>(T(0)), shapes[k]));
+    return std::move(grads[k]);
+  }
+};
+
+template <class L, class T>
+concept statement_with_epilogue = requires(L& l, const tensor<T>& x) { l.statement(x, identity{}); };
+template <class L, class T>
+concept statement_alone = requires(L& l, const tensor<T>& x) { l.statement(x); };
+/// A layer without variables whose call on a tensor returns an unevaluated expression (the
+/// activations, flatten, reshape): that expression is its statement.
+template <class L, class T>
+concept expression_layer = requires(L& l, const tensor<T>& x) {
+  requires !is_tensor_v<std::remove_cvref_t<decltype(l(x, true))>>;
+  requires is_expression_v<std::remove_cvref_t<decltype(l(x, true))>>;
+  requires std::is_same_v<value_type_t<std::remove_cvref_t<decltype(l(x, true))>>, T>;
+};
+
+/// A layer and the activation fused into it, as one layer (for recomputing it).
+template <class L, class A>
+struct fused_pair {
+  L& layer;
+  const A& activation;
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    layer.for_each_variable(prefix, f);
+  }
+  template <class X>
+  auto operator()(X&& x, bool training) {
+    return layer(std::forward<X>(x), training, activation);
+  }
+};
+
+template <class T, class L>
+auto layer_statement(L& l, const tensor<T>& x, bool training) {
+  if constexpr (statement_with_epilogue<L, T>) return l.statement(x, identity{});
+  else if constexpr (statement_alone<L, T>) return l.statement(x);
+  else return l(x, training);
+}
+
+/// Whether layer L, fed per-example input shape In, runs as one statement.
+template <class L, class T, class In>
+constexpr bool has_statement() {
+  if constexpr (requires { L::template statement_for<In>; })
+    if constexpr (!L::template statement_for<In>) return false;
+  return statement_with_epilogue<L, T> || statement_alone<L, T> || expression_layer<L, T>;
+}
+
+}  // namespace detail
+
+template <class Model, class Optimizer, class LossFn>
+class compiled_step;
+
+/// A compiled training step for a sequential model (see the top of this file).
+template <class T, class InShape, class... Layers, class Optimizer, class LossFn>
+class compiled_step<sequential_model<T, InShape, Layers...>, Optimizer, LossFn> {
+  using model_type = sequential_model<T, InShape, Layers...>;
+  using layers = std::tuple<Layers...>;
+  using chain = detail::shape_chain<InShape, Layers...>;
+  static constexpr std::size_t count = sizeof...(Layers);
+  template <std::size_t I>
+  using layer_t = std::tuple_element_t<I, layers>;
+  template <std::size_t I>
+  static constexpr bool statement_at = detail::has_statement<layer_t<I>, T, std::tuple_element_t<I, typename chain::inputs>>();
+
+  /// Whether layer I takes the activation that follows it as its epilogue (as sequential does).
+  template <std::size_t I>
+  static constexpr bool fuses() {
+    if constexpr (I + 1 >= count) return false;
+    else return detail::takes_epilogue<layer_t<I>> && detail::elementwise_layer<layer_t<I + 1>>;
+  }
+  template <std::size_t I>
+  static constexpr bool unit_start() {
+    if constexpr (I == 0) return true;
+    else return !fuses<I - 1>();
+  }
+  template <std::size_t I>
+  static constexpr std::size_t unit_end() {  // one past the unit's last layer
+    return fuses<I>() ? I + 2 : I + 1;
+  }
+  /// The start of the unit that ends where unit I starts.
+  template <std::size_t I>
+  static constexpr std::size_t previous_start() {
+    if constexpr (I >= 2) return fuses<I - 2>() ? I - 2 : I - 1;
+    else return I - 1;
+  }
+
+  template <std::size_t I>
+  static auto statement_type() {
+    if constexpr (unit_start<I>() && statement_at<I>) {
+      if constexpr (fuses<I>())
+        return std::type_identity<decltype(std::declval<layer_t<I>&>().statement(std::declval<const tensor<T>&>(),
+                                                                                  std::declval<const layer_t<I + 1>&>()))>{};
+      else
+        return std::type_identity<decltype(detail::layer_statement<T>(std::declval<layer_t<I>&>(),
+                                                                      std::declval<const tensor<T>&>(), true))>{};
+    } else {
+      return std::type_identity<std::monostate>{};
+    }
+  }
+  /// What the forward pass keeps of layer I: its statement, the input of a recomputed layer, or
+  /// nothing (the activation fused into the layer before it).
+  template <std::size_t I>
+  struct kept {
+    using statement = typename decltype(statement_type<I>())::type;
+    std::optional<statement> e;
+    tensor<T> input;  // the layer's input (a recomputed layer's, and the sink's key)
+    std::vector<variable<T>*> vars;
+    std::vector<tensor<T>> reads;  // the variables' values the statement read
+    void clear() {
+      e.reset();
+      input = tensor<T>();
+      vars.clear();
+      reads.clear();
+    }
+  };
+
+ public:
+  using value_type = T;
+  static_assert(!detail::takes_indices<layer_t<0>>,
+                "fluxion::nn::compiled_step: models whose input is integer indices (an embedding first) are not "
+                "supported yet; differentiate their step with fluxion::gradient_tape.");
+
+  compiled_step(model_type& model, Optimizer& optimizer, LossFn loss)
+      : m_model(model), m_optimizer(optimizer), m_loss(std::move(loss)) {}
+
+  /// One training step on a batch: returns the loss (before the update) and updates the variables.
+  template <class X, class Y>
+  tensor<T> operator()(const X& x, const Y& labels, bool training = true) {
+    auto e = fluxion::detail::as_expr<const X&>(x);
+    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
+                  "fluxion::nn::compiled_step: the input's element type differs from the model's; convert it with "
+                  "fluxion::cast<T>.");
+    detail::check_batch_shape<InShape>("compiled_step", m_model.name(), e.shape());
+    const tensor<T> in = fluxion::detail::materialize(e);
+    m_training = training;
+    try {
+      return run(in, labels, training);
+    } catch (...) {
+      std::apply([](auto&... k) { (k.clear(), ...); }, m_kept);  // drop what the forward pass kept
+      throw;
+    }
+  }
+
+  model_type& model() noexcept { return m_model; }
+  Optimizer& optimizer() noexcept { return m_optimizer; }
+
+ private:
+  template <class Y>
+  tensor<T> run(const tensor<T>& in, const Y& labels, bool training) {
+    tensor<T> logits = forward<0>(in, training);
+
+    tensor<T> loss, dlogits;
+    {
+      gradient_tape tape(false);
+      tape.watch(logits);
+      loss = fluxion::detail::materialize(m_loss(logits, labels));
+      if (loss.size() != 1)
+        throw error("compiled_step: the loss function returned shape " + to_string(loss.shape()) +
+                    "; it must return one value (reduce it with a mean or a sum)");
+      const double value = static_cast<double>(loss.item());
+      if (!std::isfinite(value))
+        throw error("compiled_step: the loss is " + std::to_string(value) + " at optimizer iteration " +
+                    std::to_string(m_optimizer.iterations()) + "; the variables were not updated");
+      dlogits = tape.gradient(loss, logits, unconnected_gradients::zero);
+    }
+
+    std::vector<variable<T>*> vars;
+    std::vector<tensor<T>> grads;
+    backward<last_start()>(std::move(dlogits), vars, grads);
+    // Units ran last to first: put the variables back in the model's order.
+    std::vector<variable<T>*> ordered = m_model.trainable_variables();
+    std::vector<tensor<T>> ordered_grads(ordered.size());
+    std::vector<bool> filled(ordered.size(), false);
+    for (std::size_t i = 0; i < vars.size(); ++i)
+      for (std::size_t j = 0; j < ordered.size(); ++j)
+        if (ordered[j] == vars[i]) {
+          ordered_grads[j] = std::move(grads[i]);
+          filled[j] = true;
+        }
+    for (std::size_t j = 0; j < ordered.size(); ++j)
+      if (!filled[j]) ordered_grads[j] = tensor<T>(broadcast_to(scalar_expr<T, cpu>(T(0)), ordered[j]->shape()));
+    m_optimizer.apply_gradients(ordered_grads, ordered);
+    return loss;
+  }
+
+  static constexpr std::size_t last_start() {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      std::size_t last = 0;
+      ((unit_start<I>() ? (last = I, 0) : 0), ...);
+      return last;
+    }(std::make_index_sequence<count>{});
+  }
+
+  template <std::size_t I>
+  tensor<T> forward(tensor<T> x, bool training) {
+    if constexpr (I == count) {
+      return x;
+    } else {
+      auto& layer = m_model.template layer<I>();
+      auto& k = std::get<I>(m_kept);
+      k.input = x;
+      k.vars = detail::trainable_of<T>(layer);
+      k.reads.clear();
+      for (variable<T>* v : k.vars) k.reads.push_back(v->peek());
+      tensor<T> y;
+      if constexpr (statement_at<I>) {
+        if constexpr (fuses<I>()) k.e.emplace(layer.statement(x, m_model.template layer<I + 1>()));
+        else k.e.emplace(detail::layer_statement<T>(layer, x, training));
+        y = fluxion::detail::materialize(*k.e);
+      } else if constexpr (fuses<I>()) {
+        y = tensor<T>(layer(x, training, m_model.template layer<I + 1>()));
+      } else {
+        y = tensor<T>(layer(x, training));
+      }
+      return forward<unit_end<I>()>(std::move(y), training);
+    }
+  }
+
+  /// The backward pass of the unit starting at layer I, then of the units before it.
+  template <std::size_t I>
+  void backward(tensor<T> dy, std::vector<variable<T>*>& vars, std::vector<tensor<T>>& grads) {
+    auto& layer = m_model.template layer<I>();
+    auto& k = std::get<I>(m_kept);
+    constexpr bool needs_input = I > 0;
+    tensor<T> dx;
+    if constexpr (statement_at<I>) {
+      detail::statement_sink<T> sink;
+      if (needs_input) sink.want(k.input);
+      for (const tensor<T>& r : k.reads) sink.want(r);
+      autodiff::backward<typename kept<I>::statement>::run(*k.e, autodiff::as_order<1>(std::move(dy)), sink);
+      std::size_t s = 0;
+      if (needs_input) dx = sink.take(s++);
+      for (std::size_t v = 0; v < k.vars.size(); ++v) {
+        vars.push_back(k.vars[v]);
+        grads.push_back(sink.take(s++));
+      }
+    } else {
+      recompute_scope again;  // batch norm: no second moving-average update; dropout: the same mask
+      auto [out, g] = [&] {
+        if constexpr (fuses<I>()) {
+          detail::fused_pair<layer_t<I>, layer_t<I + 1>> pair{layer, m_model.template layer<I + 1>()};
+          return detail::run_and_differentiate<T>(pair, k.input, dy, m_training);
+        } else {
+          return detail::run_and_differentiate<T>(layer, k.input, dy, m_training);
+        }
+      }();
+      dx = std::move(g[0]);
+      for (std::size_t v = 0; v < k.vars.size() && v + 1 < g.size(); ++v) {
+        vars.push_back(k.vars[v]);
+        grads.push_back(std::move(g[v + 1]));
+      }
+    }
+    k.clear();
+    if constexpr (I > 0) backward<previous_start<I>()>(std::move(dx), vars, grads);
+  }
+
+  template <std::size_t... I>
+  static auto kept_tuple(std::index_sequence<I...>) -> std::tuple<kept<I>...>;
+
+  model_type& m_model;
+  Optimizer& m_optimizer;
+  LossFn m_loss;
+  bool m_training = true;
+  decltype(kept_tuple(std::make_index_sequence<count>{})) m_kept;
+};
+
+/// A compiled training step for `model` with `optimizer` and loss_fn(logits, labels) -> a scalar.
+/// The step refers to the model and the optimizer: keep both alive while it is used.
+template <class Model, class Optimizer, class LossFn>
+auto compile_step(Model& model, Optimizer& optimizer, LossFn loss) {
+  static_assert(requires { typename Model::input_shape_t; },
+                "fluxion::nn::compile_step: the model must be a fluxion::nn::sequential model; for other models, "
+                "differentiate a step with fluxion::gradient_tape.");
+  static_assert(requires(Optimizer& o) { o.iterations(); o.slot_specs(); },
+                "fluxion::nn::compile_step: the optimizer must be a fluxion::optim optimizer (sgd, adam, ...).");
+  return compiled_step<Model, Optimizer, LossFn>(model, optimizer, std::move(loss));
+}
+
+}  // namespace fluxion::nn

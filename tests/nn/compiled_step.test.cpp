@@ -1,0 +1,175 @@
+// fx::nn::compiled_step against the tape-based step it replaces (the same numbers, bitwise: the
+// same statements, rules and order), against finite differences (double), with recomputed layers
+// (batch norm, dropout), and its errors (nothing changes when a step throws).
+#include <fluxion/fluxion.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace fx = fluxion;
+namespace nn = fluxion::nn;
+
+namespace {
+
+auto cross_entropy = [](const auto& logits, const auto& labels) {
+  return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+};
+
+template <class Model, class Opt, class X>
+fx::tensor<typename Model::value_type> tape_step(Model& model, Opt& opt, const X& x, const fx::tensor<std::int32_t>& y) {
+  fx::gradient_tape tape;
+  fx::tensor<typename Model::value_type> loss = cross_entropy(model(x, true), y);
+  auto vars = model.trainable_variables();
+  opt.apply_gradients(tape.gradient(loss, vars), vars);
+  return loss;
+}
+
+template <class A, class B>
+void check_same_variables(A& a, B& b) {
+  auto va = a.variables(), vb = b.variables();
+  REQUIRE(va.size() == vb.size());
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    CAPTURE(va[i]->name());
+    CHECK(va[i]->peek().to_vector() == vb[i]->peek().to_vector());
+  }
+}
+
+/// Runs `steps` steps of the tape-based step on one model and of the compiled step on its twin
+/// (the same initial weights), and checks losses, variables and optimizer slots for equality.
+template <class Make, class X>
+void check_bitwise(Make make, const X& x, const fx::tensor<std::int32_t>& y, int steps) {
+  auto a = make(), b = make();
+  check_same_variables(a, b);
+  fx::optim::adam opt_a{1e-2}, opt_b{1e-2};
+  auto step = nn::compile_step(b, opt_b, cross_entropy);
+  for (int s = 0; s < steps; ++s) {
+    CAPTURE(s);
+    const auto la = tape_step(a, opt_a, x, y);
+    const auto lb = step(x, y);
+    CHECK(la.item() == lb.item());
+  }
+  check_same_variables(a, b);
+  CHECK(opt_a.iterations() == opt_b.iterations());
+  auto sa = opt_a.slot_variables<typename decltype(a)::value_type, fx::cpu>();
+  auto sb = opt_b.slot_variables<typename decltype(a)::value_type, fx::cpu>();
+  REQUIRE(sa.size() == sb.size());
+  for (std::size_t i = 0; i < sa.size(); ++i) CHECK(sa[i].second->peek().to_vector() == sb[i].second->peek().to_vector());
+}
+
+fx::tensor<std::int32_t> labels(fx::index_t n, int classes) {
+  std::vector<std::int32_t> v;
+  for (fx::index_t i = 0; i < n; ++i) v.push_back(static_cast<std::int32_t>((i * 7 + 3) % classes));
+  return fx::from_vector(v, {n});
+}
+
+}  // namespace
+
+TEST_CASE("compiled_step: an MLP's steps equal the tape-based steps, bitwise") {
+  auto make = [] {
+    fx::random::generator gen{5};
+    return nn::sequential(gen, nn::input<20>{}, nn::dense<16>{}, nn::relu{}, nn::dense<12>{}, nn::tanh{},
+                          nn::dense<4>{});
+  };
+  fx::random::generator gen{9};
+  const fx::tensor<float> x = fx::random::normal<float>({8, 20}, gen);
+  check_bitwise(make, x, labels(8, 4), 4);
+}
+
+TEST_CASE("compiled_step: a CNN's steps (conv, pooling, flatten) equal the tape-based steps, bitwise") {
+  auto make = [] {
+    fx::random::generator gen{6};
+    return nn::sequential(gen, nn::input<8, 8, 2>{}, nn::conv2d<4, 3, nn::same>{}, nn::relu{}, nn::max_pool2d<2>{},
+                          nn::conv2d<6, 3>{}, nn::sigmoid{}, nn::avg_pool2d<2>{}, nn::flatten{}, nn::dense<5>{});
+  };
+  fx::random::generator gen{10};
+  const fx::tensor<float> x = fx::random::normal<float>({6, 8, 8, 2}, gen);
+  check_bitwise(make, x, labels(6, 5), 3);
+}
+
+TEST_CASE("compiled_step: recomputed layers (batch norm, dropout) equal the tape-based steps, moving averages included") {
+  auto make = [] {
+    fx::random::generator gen{7};
+    return nn::sequential(gen, nn::input<10>{}, nn::dense<12>{}, nn::batch_norm<>{}, nn::relu{},
+                          nn::dropout{0.3, 42}, nn::dense<3>{});
+  };
+  fx::random::generator gen{11};
+  const fx::tensor<float> x = fx::random::normal<float>({16, 10}, gen);
+  check_bitwise(make, x, labels(16, 3), 3);  // variables() includes the moving averages
+}
+
+TEST_CASE("compiled_step: the update is the finite-difference gradient of the loss (double, SGD)") {
+  fx::random::generator gen{8};
+  auto net = nn::sequential(gen, nn::typed_input<double, 3, 3, 1>{}, nn::conv2d<2, 2>{}, nn::tanh{}, nn::flatten{},
+                            nn::dense<3>{});
+  fx::random::generator data{12};
+  const fx::tensor<double> x = fx::random::normal<double>({4, 3, 3, 1}, data);
+  const auto y = labels(4, 3);
+  auto loss_at = [&] { return cross_entropy(net(x), y).item(); };
+  std::vector<std::vector<double>> fd;
+  const double h = 1e-6;
+  for (auto* v : net.trainable_variables()) {
+    std::vector<double> g;
+    const auto w0 = v->peek().to_vector();
+    for (std::size_t i = 0; i < w0.size(); ++i) {
+      auto w = w0;
+      w[i] = w0[i] + h;
+      v->assign(fx::from_vector(w, v->shape()));
+      const double up = loss_at();
+      w[i] = w0[i] - h;
+      v->assign(fx::from_vector(w, v->shape()));
+      const double down = loss_at();
+      g.push_back((up - down) / (2 * h));
+    }
+    v->assign(fx::from_vector(w0, v->shape()));
+    fd.push_back(g);
+  }
+  REQUIRE(fd.size() == 4);
+  std::vector<std::vector<double>> before;
+  for (auto* v : net.trainable_variables()) before.push_back(v->peek().to_vector());
+  fx::optim::sgd opt{1.0};
+  auto step = nn::compile_step(net, opt, cross_entropy);
+  step(x, y, false);
+  auto vars = net.trainable_variables();
+  for (std::size_t k = 0; k < vars.size(); ++k) {
+    const auto after = vars[k]->peek().to_vector();
+    for (std::size_t i = 0; i < after.size(); ++i)
+      CHECK(before[k][i] - after[i] == doctest::Approx(fd[k][i]).epsilon(1e-6).scale(1e-8));
+  }
+}
+
+TEST_CASE("compiled_step: a step that throws changes nothing") {
+  fx::random::generator gen{3};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<3>{});
+  fx::optim::adam opt{1e-2};
+  auto step = nn::compile_step(net, opt, cross_entropy);
+  const auto w0 = net.layer<0>().kernel().peek().to_vector();
+  const fx::tensor<float> x = fx::ones<float>({2, 4});
+  SUBCASE("a NaN in the input makes the loss NaN") {
+    fx::tensor<float> bad = fx::ones<float>({2, 4});
+    bad.mutable_data()[1] = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(step(bad, labels(2, 3)), doctest::Contains("compiled_step: the loss is nan at optimizer iteration 0"),
+                         fx::error);
+  }
+  SUBCASE("the wrong input width") {
+    CHECK_THROWS_AS(step(fx::ones<float>({2, 5}), labels(2, 3)), fx::shape_error);
+  }
+  SUBCASE("a label out of range") {
+    CHECK_THROWS_AS(step(x, fx::from_vector(std::vector<std::int32_t>{0, 7}, {2})), fx::out_of_range);
+  }
+  SUBCASE("a loss that is not a scalar") {
+    auto per_example = nn::compile_step(net, opt, [](const auto& l, const auto& t) {
+      return fx::losses::sparse_softmax_cross_entropy(l, t, fx::losses::reduction::none);
+    });
+    CHECK_THROWS_WITH_AS(per_example(x, labels(2, 3)), doctest::Contains("it must return one value"), fx::error);
+  }
+  CHECK(net.layer<0>().kernel().peek().to_vector() == w0);
+  CHECK(opt.iterations() == 0);
+  CHECK(opt.slot_variables<float, fx::cpu>().empty());
+  // And the step still works afterwards.
+  const float first = step(x, labels(2, 3)).item();
+  step(x, labels(2, 3));
+  CHECK(step(x, labels(2, 3)).item() < first);
+}
