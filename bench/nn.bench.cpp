@@ -6,6 +6,7 @@
 //   train_lstm   the seed's CNN+LSTM (MNIST_HighLevel): conv 32 5x5, pool, conv 64 5x5, pool,
 //                (49, 64) -> transpose -> LSTM 128 -> dense 10               batch 64, Adam
 //   infer_mlp, infer_cnn   the MLP and the CNN in inference, batch 1 (latency)
+//   train_*_compiled       the MLP's and the CNN's steps as one nn::compiled_step (no tape)
 //
 // A training step is: forward, softmax cross-entropy with integer labels, the gradients of every
 // variable, and one Adam update (fluxion: a gradient tape and fx::optim::adam; LibTorch: autograd,
@@ -75,7 +76,27 @@ void fluxion_train(benchmark::State& state, bool images) {
   for (auto _ : state) benchmark::DoNotOptimize(fluxion_step(model, opt, x, d.labels));
 }
 
+/// The same step as one nn::compiled_step (issue 13: the compiled training step): the numbers are
+/// the tape-based step's, bitwise (tests/nn/compiled_step.test.cpp).
+template <class Model>
+void compiled_train(benchmark::State& state, bool images) {
+  set_threads(static_cast<int>(state.range(0)));
+  Model model;
+  fx::optim::adam opt{1e-3};
+  auto step = nn::compile_step(model, opt, [](const auto& logits, const auto& labels) {
+    return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+  });
+  const batch_data d = make_batch(train_batch);
+  const fx::tensor<float> x = images ? fx::tensor<float>(fx::reshape(d.images, {train_batch, 28, 28, 1})) : d.images;
+  const float first = step(x, d.labels).item();
+  step(x, d.labels);
+  if (!(step(x, d.labels).item() < first)) state.SkipWithError("fluxion compiled: the loss did not fall");
+  for (auto _ : state) benchmark::DoNotOptimize(step(x, d.labels).item());
+}
+
 void train_mlp_fluxion(benchmark::State& s) { fluxion_train<mlp_t>(s, false); }
+void train_mlp_compiled(benchmark::State& s) { compiled_train<mlp_t>(s, false); }
+void train_cnn_compiled(benchmark::State& s) { compiled_train<cnn_t>(s, true); }
 void train_cnn_fluxion(benchmark::State& s) { fluxion_train<cnn_t>(s, true); }
 void train_lstm_fluxion(benchmark::State& s) { fluxion_train<lstm_t>(s, true); }
 
@@ -149,7 +170,9 @@ void threads(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(train_mlp_fluxion)->Apply(threads);
+BENCHMARK(train_mlp_compiled)->Apply(threads);
 BENCHMARK(train_cnn_fluxion)->Apply(threads);
+BENCHMARK(train_cnn_compiled)->Apply(threads);
 BENCHMARK(train_lstm_fluxion)->Apply(threads);
 BENCHMARK(infer_mlp_fluxion)->Apply(threads);
 BENCHMARK(infer_cnn_fluxion)->Apply(threads);
