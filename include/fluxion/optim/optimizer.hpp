@@ -15,10 +15,10 @@
 //
 // apply_gradients checks every (gradient, variable) pair before it changes anything, so a bad
 // call leaves the variables, the slots and the counter as they were. Then, for each variable, one
-// loop reads the gradient, the value and the slots and writes the new value and new slots into
-// fresh buffers (xsimd batches, split across the thread pool above 32768 elements), which are
-// swapped in with variable::assign: tensors read from a variable earlier never change (principle
-// 1). The loop is compiled once per optimizer and element type, not once per expression type.
+// loop reads the gradient, the value and the slots and writes the new value and new slots (xsimd
+// batches, split across the thread pool above 32768 elements), swapped in with variable::assign:
+// tensors read from a variable earlier never change (principle 1). The new values go into fresh
+// buffers, or into the old ones when nothing but the variable holds them (nobody can tell). The loop is compiled once per optimizer and element type, not once per expression type.
 // The update formulas are Keras 3's (keras/src/optimizers); each header says where PyTorch's
 // differ. As in Keras: a variable that is not trainable is skipped (its gradient is not looked
 // at), an empty list of gradients is a no-op, weight_decay (any optimizer) is decoupled,
@@ -59,7 +59,8 @@ inline constexpr std::size_t max_slots = 3;
 /// Elements per thread-pool task; task boundaries never depend on the thread count.
 inline constexpr index_t update_task_elements = 32768;
 
-/// What one fused update reads and writes. The new buffers never alias the old ones.
+/// What one fused update reads and writes. A new buffer is either distinct from the old one or the
+/// same buffer (an update in place): each element is read before it is written.
 template <class T>
 struct update_buffers {
   index_t size = 0;
@@ -346,7 +347,15 @@ class optimizer {
   template <class T, class Device>
   void update_variable(const tensor<T, Device>& g, variable<T, Device>& v, std::vector<variable<T, Device>>& slots,
                        const detail::step_constants& c) {
-    tensor<T, Device> new_value(v.shape());
+    // A buffer that nothing but its variable holds (no tensor read from the variable is alive)
+    // is updated in place, under a new tensor id: nobody can see the old values change, and the
+    // loop then reads and writes each line once instead of also filling fresh buffers (a third
+    // less memory traffic; Adam on a 784x256 kernel is bound by it). Otherwise, fresh buffers.
+    auto next = [](const tensor<T, Device>& old) {
+      return old.use_count() == 1 && old.data() != nullptr ? tensor<T, Device>(old, old.shape())
+                                                            : tensor<T, Device>(old.shape());
+    };
+    tensor<T, Device> new_value = next(v.peek());
     std::array<tensor<T, Device>, detail::max_slots> new_slots;
     detail::update_buffers<T> b;
     b.size = v.size();
@@ -354,7 +363,7 @@ class optimizer {
     b.value = v.peek().data();
     b.new_value = new_value.mutable_data();
     for (std::size_t k = 0; k < slots.size(); ++k) {
-      new_slots[k] = tensor<T, Device>(v.shape());
+      new_slots[k] = next(slots[k].peek());
       b.slots[k] = slots[k].peek().data();
       b.new_slots[k] = new_slots[k].mutable_data();
     }
