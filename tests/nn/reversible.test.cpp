@@ -129,7 +129,10 @@ TEST_CASE("reversible: activation memory stays flat in depth, and below ordinary
       auto g = tape.gradient(loss, vars);
       CHECK(g.size() == vars.size());
     }
-    return fx::memory_stats().peak_bytes_in_use - base;
+    // The variables' gradients grow with depth in any method: count the activations only.
+    std::size_t gradient_bytes = 0;
+    for (auto* v : s.trainable_variables()) gradient_bytes += static_cast<std::size_t>(v->size()) * sizeof(float);
+    return fx::memory_stats().peak_bytes_in_use - base - gradient_bytes;
   };
   fx::random::generator gen{2};
   stage<float, 2> shallow(gen);
@@ -137,7 +140,7 @@ TEST_CASE("reversible: activation memory stays flat in depth, and below ordinary
   const auto rev2 = peak_of_step(shallow, true), rev12 = peak_of_step(deep, true);
   const auto plain2 = peak_of_step(shallow, false), plain12 = peak_of_step(deep, false);
   MESSAGE("peak bytes: reversible ", rev2, " -> ", rev12, ", ordinary ", plain2, " -> ", plain12);
-  CHECK(static_cast<double>(rev12) <= 1.3 * static_cast<double>(rev2));   // flat in depth (the variables' gradients aside)
+  CHECK(static_cast<double>(rev12) <= 1.3 * static_cast<double>(rev2));   // flat in depth
   CHECK(static_cast<double>(plain12) >= 3.0 * static_cast<double>(plain2));  // ordinary grows with depth
   CHECK(static_cast<double>(rev12) <= 0.35 * static_cast<double>(plain12));
 }
