@@ -1,7 +1,10 @@
 #include "../../test_util.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 // The CPU evaluator runs where(compare(a, b), x, y) (every kinked derivative: relu, abs, max,
 // clip) with SIMD selects. These check it against a scalar loop: every comparison, NaN on either
@@ -56,5 +59,82 @@ TEST_CASE_TEMPLATE("evaluator: relu's backward with a broadcast bias and a strid
     fx::tensor<T> mt = fx::where(fx::transpose(m) > g, g, fx::transpose(m));
     for (fx::index_t i = 0; i < 9; ++i)
       for (fx::index_t j = 0; j < c; ++j) CHECK(mt(i, j) == (m(j, i) > g(i, j) ? g(i, j) : m(j, i)));
+  }
+}
+
+TEST_CASE_TEMPLATE("evaluator: reductions over every axis but the last (per-channel statistics) against a naive loop", T,
+                   float, double) {
+  // (batch, h, w, c) with c at, below and above the vector width; enough rows for several chunks.
+  for (fx::index_t c : {8, 16, 17, 37, 64}) {
+    CAPTURE(c);
+    const fx::shape s{6, 9, 10, c};
+    auto x = test::random_tensor<T>(s, 21), m = test::random_tensor<T>({c}, 22);
+    const fx::index_t rows = s.size() / c;
+    fx::tensor<T> sum = fx::reduce_sum(fx::square(x - m), {0, 1, 2});
+    fx::tensor<T> mean = fx::reduce_mean(x * m, {0, 1, 2});
+    fx::tensor<T> mx = fx::reduce_max(x + m, {0, 1, 2});
+    fx::tensor<T> mn = fx::reduce_min(x - m, {0, 1, 2}, /*keepdims=*/true);
+    CHECK(mn.shape() == fx::shape{1, 1, 1, c});
+    for (fx::index_t j = 0; j < c; ++j) {
+      double ws = 0, wm = 0, wmax = -1e300, wmin = 1e300;
+      for (fx::index_t r = 0; r < rows; ++r) {
+        const double v = x.data()[r * c + j], b = m(j);
+        ws += (v - b) * (v - b);
+        wm += v * b;
+        wmax = std::max(wmax, v + b);
+        wmin = std::min(wmin, v - b);
+      }
+      CHECK(sum(j) == doctest::Approx(ws).epsilon(1e-5));
+      CHECK(mean(j) == doctest::Approx(wm / static_cast<double>(rows)).epsilon(1e-5).scale(1));
+      CHECK(mx(j) == static_cast<T>(static_cast<T>(wmax)));
+      CHECK(mn.data()[j] == static_cast<T>(wmin));
+    }
+  }
+}
+
+TEST_CASE("evaluator: per-channel reductions propagate NaN and do not depend on the thread count") {
+  const fx::shape s{64, 14, 14, 32};
+  auto x = test::random_tensor<float>(s, 31), m = test::random_tensor<float>({32}, 32);
+  x.mutable_data()[5 * 32 + 3] = std::numeric_limits<float>::quiet_NaN();
+  const int saved = fx::get_num_threads();
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 2, 3}) {
+    fx::set_num_threads(threads);
+    fx::tensor<float> v = fx::reduce_mean(fx::square(x - m), {0, 1, 2});
+    fx::tensor<float> mx = fx::reduce_max(x * m, {0, 1, 2});
+    CHECK(std::isnan(v(3)));
+    CHECK(std::isnan(mx(3)));
+    CHECK_FALSE(std::isnan(v(4)));
+    auto r = v.to_vector();
+    const auto rm = mx.to_vector();
+    r.insert(r.end(), rm.begin(), rm.end());
+    results.push_back(r);
+  }
+  fx::set_num_threads(saved);
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<std::uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+    return b;
+  };
+  CHECK(bits(results[0]) == bits(results[1]));
+  CHECK(bits(results[0]) == bits(results[2]));
+}
+
+TEST_CASE_TEMPLATE("evaluator: maximum, minimum and reduce_max propagate NaN in the SIMD paths too", T, float, double) {
+  // xsimd's != is an ordered comparison (false on NaN), so `a != a` does not detect NaN in a batch.
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  for (fx::index_t n : {16, 40, 1000}) {
+    CAPTURE(n);
+    auto a = test::random_tensor<T>({n}, 41), b = test::random_tensor<T>({n}, 42);
+    a.mutable_data()[1] = nan;
+    b.mutable_data()[2] = nan;
+    fx::tensor<T> mx = fx::maximum(a, b), mn = fx::minimum(a, b);
+    for (fx::index_t i : {1, 2}) {
+      CHECK(std::isnan(mx(i)));
+      CHECK(std::isnan(mn(i)));
+    }
+    CHECK(mx(3) == std::max(a(3), b(3)));
+    CHECK(std::isnan(fx::tensor<T>(fx::reduce_max(a * T(2))).item()));
+    CHECK(std::isnan(fx::tensor<T>(fx::reduce_min(b + T(1))).item()));
   }
 }

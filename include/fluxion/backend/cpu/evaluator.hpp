@@ -172,13 +172,13 @@ template <>
 struct reduce_op<ops::reduce_max> {
   static constexpr bool available = true;
   template <class B>
-  FLUXION_ALWAYS_INLINE static B combine(const B& a, const B& b) { return xsimd::select((a > b) || (a != a), a, b); }
+  FLUXION_ALWAYS_INLINE static B combine(const B& a, const B& b) { return xsimd::select((a > b) || xsimd::isnan(a), a, b); }
 };
 template <>
 struct reduce_op<ops::reduce_min> {
   static constexpr bool available = true;
   template <class B>
-  FLUXION_ALWAYS_INLINE static B combine(const B& a, const B& b) { return xsimd::select((a < b) || (a != a), a, b); }
+  FLUXION_ALWAYS_INLINE static B combine(const B& a, const B& b) { return xsimd::select((a < b) || xsimd::isnan(a), a, b); }
 };
 
 }  // namespace simd
@@ -313,6 +313,9 @@ struct evaluator<cpu> {
                   (std::is_same_v<RedOp, ops::reduce_sum> || std::is_same_v<RedOp, ops::reduce_mean>)) {
       if (sum_leading_axes<RedOp>(out, view, s, mask)) return;
     }
+    if constexpr (simd::enabled<View, R>::value && simd::reduce_op<RedOp>::available) {
+      if (reduce_all_but_last<RedOp>(out, view, s, mask)) return;
+    }
     View v = view;
     const reduction_space sp = prepare_reduction(v, s, mask);
     const index_t n_out = sp.n_out, n_red = sp.n_red;
@@ -442,6 +445,49 @@ struct evaluator<cpu> {
     for (index_t j = 0; j < cols; ++j) {
       R acc = partial[static_cast<std::size_t>(j)];
       for (index_t c = 1; c < chunks; ++c) acc += partial[static_cast<std::size_t>(c * cols + j)];
+      out[j] = RedOp::finalize(acc, rows);
+    }
+    return true;
+  }
+
+  /// A reduction over every axis but the last (per-channel statistics of NHWC data: batch norm's
+  /// means and variances and their gradients): rows of the last axis are combined into a row of
+  /// accumulators with SIMD batches, where the general path would walk each channel's values one
+  /// by one at a stride of the channel count. Rows are combined in fixed chunks, in order, so the
+  /// result does not depend on the thread count.
+  template <class RedOp, class R, class View>
+  static bool reduce_all_but_last(R* out, const View& view, const shape& s, unsigned mask) {
+    const int rank = s.rank();
+    if (rank < 2 || mask != (1u << (rank - 1)) - 1u) return false;
+    const index_t cols = s[rank - 1], rows = cols == 0 ? 0 : s.size() / cols;
+    if (rows == 0 || cols < static_cast<index_t>(simd::batch<R>::size)) return false;
+    using B = simd::batch<R>;
+    constexpr index_t W = static_cast<index_t>(B::size);
+    const index_t rows_per_chunk = std::max<index_t>(1, 16384 / cols);
+    const index_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+    std::vector<R> partial(static_cast<std::size_t>(chunks * cols), RedOp::template identity<R>());
+    auto run = [&](index_t c) {
+      View local = view;
+      R* acc = partial.data() + c * cols;
+      const index_t r_end = std::min(rows, (c + 1) * rows_per_chunk);
+      cpu_kernel::for_rows(local, s, c * rows_per_chunk * cols, r_end * cols, [&](index_t j0, index_t len) {
+        index_t j = j0;
+        const index_t end = j0 + len;
+        for (; j + W <= end; j += W)
+          simd::reduce_op<RedOp>::combine(B::load_unaligned(acc + j), simd::row(local, j)).store_unaligned(acc + j);
+        for (; j < end; ++j) acc[j] = RedOp::combine(acc[j], static_cast<R>(local.row(j)));
+      });
+    };
+    const index_t per_task = std::max<index_t>(1, cpu_kernel::task_elements / (rows_per_chunk * cols));
+    const index_t tasks = (chunks + per_task - 1) / per_task;
+    auto run_tasks = [&](index_t t) {
+      for (index_t c = t * per_task; c < std::min(chunks, (t + 1) * per_task); ++c) run(c);
+    };
+    if (tasks == 1) run_tasks(0);
+    else parallel_for(tasks, run_tasks);
+    for (index_t j = 0; j < cols; ++j) {
+      R acc = partial[static_cast<std::size_t>(j)];
+      for (index_t c = 1; c < chunks; ++c) acc = RedOp::combine(acc, partial[static_cast<std::size_t>(c * cols + j)]);
       out[j] = RedOp::finalize(acc, rows);
     }
     return true;

@@ -116,8 +116,8 @@ FLUXION_SIMD_OP(subtract, const B& a, const B& b) { return a - b; } };
 FLUXION_SIMD_OP(multiply, const B& a, const B& b) { return a * b; } };
 FLUXION_SIMD_OP(divide, const B& a, const B& b) { return a / b; } };
 FLUXION_SIMD_OP(pow, const B& a, const B& b) { return xsimd::pow(a, b); } };
-FLUXION_SIMD_OP(maximum, const B& a, const B& b) { return xsimd::select((a > b) || (a != a), a, b); } };
-FLUXION_SIMD_OP(minimum, const B& a, const B& b) { return xsimd::select((a < b) || (a != a), a, b); } };
+FLUXION_SIMD_OP(maximum, const B& a, const B& b) { return xsimd::select((a > b) || xsimd::isnan(a), a, b); } };
+FLUXION_SIMD_OP(minimum, const B& a, const B& b) { return xsimd::select((a < b) || xsimd::isnan(a), a, b); } };
 #undef FLUXION_SIMD_OP
 
 }  // namespace fluxion::detail::simd
