@@ -101,15 +101,7 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
                   "fluxion::nn::conv2d: the input's element type differs from the layer's; convert it with "
                   "fluxion::cast<T>.");
     const tensor<T> in = fluxion::detail::materialize(e);  // the convolution would materialize it anyway
-    const fluxion::shape& s = in.shape();
-    if (s.rank() != 4)
-      throw shape_error("conv2d '" + this->m_name + "': expects input of shape (batch, height, width, channels), got " +
-                        to_string(s));
-    if (!built()) build(fluxion::shape{s[1], s[2], s[3]});
-    if (s[3] != m_in)
-      throw shape_error("conv2d '" + this->m_name + "': the input has " + std::to_string(s[3]) +
-                        " channels, the layer was built for " + std::to_string(m_in) + " (input shape " +
-                        to_string(s) + ")");
+    check_input(in.shape());
     return detail::conv2d_forward<T, Epilogue>(in, *m_kernel, *m_bias, Stride, Padding, Dilation, epilogue);
   }
 
@@ -117,15 +109,7 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
   /// materializes (nn::compiled_step differentiates it from its type, with no tape).
   template <class Epilogue = detail::identity>
   auto statement(const tensor<T>& in, const Epilogue& epilogue = {}) {
-    const fluxion::shape& s = in.shape();
-    if (s.rank() != 4)
-      throw shape_error("conv2d '" + this->m_name + "': expects input of shape (batch, height, width, channels), got " +
-                        to_string(s));
-    if (!built()) build(fluxion::shape{s[1], s[2], s[3]});
-    if (s[3] != m_in)
-      throw shape_error("conv2d '" + this->m_name + "': the input has " + std::to_string(s[3]) +
-                        " channels, the layer was built for " + std::to_string(m_in) + " (input shape " +
-                        to_string(s) + ")");
+    check_input(in.shape());
     return epilogue(fluxion::conv2d(in, m_kernel->peek(), Stride, Padding, Dilation) + m_bias->peek());
   }
 
@@ -139,6 +123,17 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
   }
 
  private:
+  /// Builds the layer on its first input; throws unless `s` is (batch, height, width, m_in).
+  void check_input(const fluxion::shape& s) {
+    if (s.rank() != 4)
+      throw shape_error("conv2d '" + this->m_name + "': expects input of shape (batch, height, width, channels), got " +
+                        to_string(s));
+    if (!built()) build(fluxion::shape{s[1], s[2], s[3]});
+    if (s[3] != m_in)
+      throw shape_error("conv2d '" + this->m_name + "': the input has " + std::to_string(s[3]) +
+                        " channels, the layer was built for " + std::to_string(m_in) + " (input shape " +
+                        to_string(s) + ")");
+  }
   tensor<T> initial_kernel(random::generator& gen) const {
     return detail::glorot_uniform<T>({Kernel, Kernel, m_in, Filters}, Kernel * Kernel * m_in, Kernel * Kernel * Filters,
                                      gen);

@@ -435,6 +435,21 @@ struct evaluator<cpu> {
         for (; j < cols; ++j) acc[j] += row[j];
       }
     };
+    combine_row_chunks<RedOp>(out, partial, rows, cols, rows_per_chunk, run);
+    return true;
+  }
+
+  /// A reduction over every axis but the last (per-channel statistics of NHWC data: batch norm's
+  /// means and variances and their gradients): rows of the last axis are combined into a row of
+  /// accumulators with SIMD batches, where the general path would walk each channel's values one
+  /// by one at a stride of the channel count. Rows are combined in fixed chunks, in order, so the
+  /// result does not depend on the thread count.
+  /// Runs run(c) for every chunk of rows_per_chunk rows (fixed tasks), each filling its row of
+  /// `partial` (cols accumulators), then combines the chunks' rows in order into `out`.
+  template <class RedOp, class R, class Run>
+  static void combine_row_chunks(R* out, const std::vector<R>& partial, index_t rows, index_t cols,
+                                 index_t rows_per_chunk, const Run& run) {
+    const index_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
     const index_t per_task = std::max<index_t>(1, cpu_kernel::task_elements / (rows_per_chunk * cols));
     const index_t tasks = (chunks + per_task - 1) / per_task;
     auto run_tasks = [&](index_t t) {
@@ -444,17 +459,11 @@ struct evaluator<cpu> {
     else parallel_for(tasks, run_tasks);
     for (index_t j = 0; j < cols; ++j) {
       R acc = partial[static_cast<std::size_t>(j)];
-      for (index_t c = 1; c < chunks; ++c) acc += partial[static_cast<std::size_t>(c * cols + j)];
+      for (index_t c = 1; c < chunks; ++c) acc = RedOp::combine(acc, partial[static_cast<std::size_t>(c * cols + j)]);
       out[j] = RedOp::finalize(acc, rows);
     }
-    return true;
   }
 
-  /// A reduction over every axis but the last (per-channel statistics of NHWC data: batch norm's
-  /// means and variances and their gradients): rows of the last axis are combined into a row of
-  /// accumulators with SIMD batches, where the general path would walk each channel's values one
-  /// by one at a stride of the channel count. Rows are combined in fixed chunks, in order, so the
-  /// result does not depend on the thread count.
   template <class RedOp, class R, class View>
   static bool reduce_all_but_last(R* out, const View& view, const shape& s, unsigned mask) {
     const int rank = s.rank();
@@ -478,18 +487,7 @@ struct evaluator<cpu> {
         for (; j < end; ++j) acc[j] = RedOp::combine(acc[j], static_cast<R>(local.row(j)));
       });
     };
-    const index_t per_task = std::max<index_t>(1, cpu_kernel::task_elements / (rows_per_chunk * cols));
-    const index_t tasks = (chunks + per_task - 1) / per_task;
-    auto run_tasks = [&](index_t t) {
-      for (index_t c = t * per_task; c < std::min(chunks, (t + 1) * per_task); ++c) run(c);
-    };
-    if (tasks == 1) run_tasks(0);
-    else parallel_for(tasks, run_tasks);
-    for (index_t j = 0; j < cols; ++j) {
-      R acc = partial[static_cast<std::size_t>(j)];
-      for (index_t c = 1; c < chunks; ++c) acc = RedOp::combine(acc, partial[static_cast<std::size_t>(c * cols + j)]);
-      out[j] = RedOp::finalize(acc, rows);
-    }
+    combine_row_chunks<RedOp>(out, partial, rows, cols, rows_per_chunk, run);
     return true;
   }
 
