@@ -9,6 +9,8 @@
 #     bench/compile/mlp_train_torch.cpp (when libtorch-dev is installed), with their ratio;
 #   - examples/mnist_models.cpp (issue 11's model layer: conv, pool, LSTM, dense, Adam) against its
 #     LibTorch twin bench/compile/mnist_models_torch.cpp, header-only and with both levers;
+#   - bench/compile/train_step.cpp: the MLP and CNN of bench/nn trained by a tape and by
+#     nn::compile_step (issue 13);
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
 #     prebuilt (FLUXION_PREBUILT_KERNELS, the fluxion::kernels target) and a precompiled header.
 #   scripts/measure-compile-time.sh [extra compiler flags...]
@@ -57,6 +59,12 @@ done
 
 mlp=$(best "$cxx" "${flags[@]}" -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
 row "bench/compile/mlp_train.cpp" "$mlp"
+
+# The compiled training step (issue 13) against the same program with a tape.
+row "bench/compile/train_step.cpp, tape-based step" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_COMPILED_STEP=0 -c bench/compile/train_step.cpp -o "$scratch/out.o")"
+row "bench/compile/train_step.cpp, nn::compile_step" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_COMPILED_STEP=1 -c bench/compile/train_step.cpp -o "$scratch/out.o")"
 
 # Lever 1: the kernels prebuilt once (src/kernels.cpp, what the fluxion::kernels target compiles).
 prebuilt=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
