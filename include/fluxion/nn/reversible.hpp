@@ -113,14 +113,16 @@ class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, 
   /// The blocks' output without recording anything special (the tapes record the blocks' own
   /// statements, if they are not paused).
   tensor<T> forward(const tensor<T>& x, bool training) {
-    tensor<T> h = x;
+    // The halves pass from block to block as they are: one split and one concatenation per
+    // sequence, not per block.
+    auto halves = split(x, 2, -1);
+    tensor<T> h1 = halves[0], h2 = halves[1];
     for (block& b : m_blocks) {
-      auto halves = split(h, 2, -1);
-      tensor<T> y1(halves[0] + b.f(halves[1], training));
-      tensor<T> y2(halves[1] + b.g(y1, training));
-      h = tensor<T>(concat({y1, y2}, -1));
+      tensor<T> y1(h1 + b.f(h2, training));
+      h2 = tensor<T>(h2 + b.g(y1, training));
+      h1 = std::move(y1);
     }
-    return h;
+    return tensor<T>(concat({h1, h2}, -1));
   }
 
   /// From the output y and its gradient dy: the gradient of the input, and in `grads` those of
@@ -134,27 +136,33 @@ class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, 
     detail::autodiff_paused outer;  // first order: enclosing tapes do not record the recomputation
     recompute_scope again;
     std::vector<std::vector<tensor<T>>> per_block(m_blocks.size());
+    // The halves of the output and of its gradient pass from block to block as they are.
+    auto ys = split(y, 2, -1), dys = split(dy, 2, -1);
+    y = tensor<T>();
+    dy = tensor<T>();
+    tensor<T> y1 = std::move(ys[0]), y2 = std::move(ys[1]), d1 = std::move(dys[0]), d2 = std::move(dys[1]);
     for (std::size_t i = m_blocks.size(); i-- > 0;) {
       block& b = m_blocks[i];
-      auto ys = split(y, 2, -1), dys = split(dy, 2, -1);
-      y = tensor<T>();  // the block's output is no longer needed once split
       // G: x2 = y2 - G(y1), dx1 = dy1 + (dG/dy1)^T dy2.
-      auto [gy1, g_grads] = detail::run_and_differentiate<T>(b.g, ys[0], dys[1], training);
-      tensor<T> x2 = i == 0 && input ? split(*input, 2, -1)[1] : tensor<T>(ys[1] - gy1);
-      tensor<T> dx1(dys[0] + g_grads[0]);
+      auto [gy1, g_grads] = detail::run_and_differentiate<T>(b.g, y1, d2, training);
+      tensor<T> x2 = i == 0 && input ? split(*input, 2, -1)[1] : tensor<T>(y2 - gy1);
+      y2 = tensor<T>();
+      d1 = tensor<T>(d1 + g_grads[0]);  // dx1
       // F: x1 = y1 - F(x2), dx2 = dy2 + (dF/dx2)^T dx1.
-      auto [fx2, f_grads] = detail::run_and_differentiate<T>(b.f, x2, dx1, training);
-      tensor<T> dx2(dys[1] + f_grads[0]);
+      auto [fx2, f_grads] = detail::run_and_differentiate<T>(b.f, x2, d1, training);
+      d2 = tensor<T>(d2 + f_grads[0]);  // dx2
       auto& mine = per_block[i];
       mine.assign(std::make_move_iterator(f_grads.begin() + 1), std::make_move_iterator(f_grads.end()));
       mine.insert(mine.end(), std::make_move_iterator(g_grads.begin() + 1), std::make_move_iterator(g_grads.end()));
-      if (i > 0) y = tensor<T>(concat({tensor<T>(ys[0] - fx2), x2}, -1));  // x = (x1, x2), the block before's output
-      dy = tensor<T>(concat({dx1, dx2}, -1));
+      if (i > 0) {  // x = (x1, x2), the block before's output
+        y1 = tensor<T>(y1 - fx2);
+        y2 = std::move(x2);
+      }
     }
     grads.clear();
     for (auto& g : per_block)
       for (auto& t : g) grads.push_back(std::move(t));
-    return dy;
+    return tensor<T>(concat({d1, d2}, -1));
   }
 
   template <class V>
