@@ -63,40 +63,31 @@ float fluxion_step(Model& model, fx::optim::adam& opt, const fx::tensor<float>& 
   return loss.item();
 }
 
-template <class Model>
+/// Times `Compiled` ? one nn::compiled_step : the tape-based step above. The compiled step's
+/// numbers are the tape-based step's, bitwise (tests/nn/compiled_step.test.cpp; issue 13).
+template <class Model, bool Compiled = false>
 void fluxion_train(benchmark::State& state, bool images) {
   set_threads(static_cast<int>(state.range(0)));
   Model model;
   fx::optim::adam opt{1e-3};
-  const batch_data d = make_batch(train_batch);
-  const fx::tensor<float> x = images ? fx::tensor<float>(fx::reshape(d.images, {train_batch, 28, 28, 1})) : d.images;
-  const float first = fluxion_step(model, opt, x, d.labels);
-  fluxion_step(model, opt, x, d.labels);
-  if (!(fluxion_step(model, opt, x, d.labels) < first)) state.SkipWithError("fluxion: the loss did not fall");
-  for (auto _ : state) benchmark::DoNotOptimize(fluxion_step(model, opt, x, d.labels));
-}
-
-/// The same step as one nn::compiled_step (issue 13: the compiled training step): the numbers are
-/// the tape-based step's, bitwise (tests/nn/compiled_step.test.cpp).
-template <class Model>
-void compiled_train(benchmark::State& state, bool images) {
-  set_threads(static_cast<int>(state.range(0)));
-  Model model;
-  fx::optim::adam opt{1e-3};
-  auto step = nn::compile_step(model, opt, [](const auto& logits, const auto& labels) {
+  auto compiled = nn::compile_step(model, opt, [](const auto& logits, const auto& labels) {
     return fx::losses::sparse_softmax_cross_entropy(logits, labels);
   });
   const batch_data d = make_batch(train_batch);
   const fx::tensor<float> x = images ? fx::tensor<float>(fx::reshape(d.images, {train_batch, 28, 28, 1})) : d.images;
-  const float first = step(x, d.labels).item();
-  step(x, d.labels);
-  if (!(step(x, d.labels).item() < first)) state.SkipWithError("fluxion compiled: the loss did not fall");
-  for (auto _ : state) benchmark::DoNotOptimize(step(x, d.labels).item());
+  auto step = [&] {
+    if constexpr (Compiled) return compiled(x, d.labels).item();
+    else return fluxion_step(model, opt, x, d.labels);
+  };
+  const float first = step();
+  step();
+  if (!(step() < first)) state.SkipWithError("fluxion: the loss did not fall");
+  for (auto _ : state) benchmark::DoNotOptimize(step());
 }
 
 void train_mlp_fluxion(benchmark::State& s) { fluxion_train<mlp_t>(s, false); }
-void train_mlp_compiled(benchmark::State& s) { compiled_train<mlp_t>(s, false); }
-void train_cnn_compiled(benchmark::State& s) { compiled_train<cnn_t>(s, true); }
+void train_mlp_compiled(benchmark::State& s) { fluxion_train<mlp_t, true>(s, false); }
+void train_cnn_compiled(benchmark::State& s) { fluxion_train<cnn_t, true>(s, true); }
 void train_cnn_fluxion(benchmark::State& s) { fluxion_train<cnn_t>(s, true); }
 void train_lstm_fluxion(benchmark::State& s) { fluxion_train<lstm_t>(s, true); }
 

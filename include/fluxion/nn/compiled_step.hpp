@@ -35,6 +35,7 @@
 // count are left as they were.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -58,52 +59,25 @@ namespace fluxion::nn {
 
 namespace detail {
 
-/// The compiled step's sink: the gradients of a few tensors (a statement's input and its layer's
-/// trainable variables), each summed to its tensor's shape and accumulated as the tape's gradient
-/// store accumulates them (autodiff/tape.hpp), so that the sums are the tape's, bitwise.
+/// The compiled step's sink: the tape's (autodiff/record.hpp) for a few wanted tensors, a
+/// statement's input and its layer's trainable variables. Each gradient is summed to its tensor's
+/// shape and accumulated by the tape's own gradient store, so that the sums are the tape's, bitwise.
 template <class T>
 struct statement_sink {
   std::vector<std::uint64_t> ids;
-  std::vector<fluxion::shape> shapes;
-  std::vector<tensor<T>> grads;
-  std::vector<bool> has;
+  autodiff::gradient_store store;
 
-  void want(const tensor<T>& t) {
-    ids.push_back(t.id());
-    shapes.push_back(t.shape());
-    grads.emplace_back();
-    has.push_back(false);
-  }
-  bool wants(std::uint64_t id) const {
-    for (std::uint64_t i : ids)
-      if (i == id) return true;
-    return false;
-  }
+  bool wants(std::uint64_t id) const { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
   template <class U, class D, class G>
   void leaf(const tensor<U, D>& t, const G& g) {
-    if constexpr (std::is_same_v<U, T> && std::is_same_v<D, cpu>) {
-      std::size_t k = 0;
-      while (k < ids.size() && ids[k] != t.id()) ++k;
-      if (k == ids.size()) return;
-      if constexpr (!std::is_same_v<value_type_t<G>, T>) {
-        leaf(t, cast<T>(g));
-      } else {
-        tensor<T> term = autodiff::reduce_to(g, shapes[k]);
-        if (!has[k]) {
-          grads[k] = std::move(term);
-          has[k] = true;
-        } else if (grads[k].use_count() == 1) {
-          fluxion::detail::assign_into(grads[k], 0, contiguous_strides(shapes[k]).data(), grads[k] + term);
-        } else {
-          grads[k] = tensor<T>(grads[k] + term);
-        }
-      }
-    }
+    if (!wants(t.id())) return;
+    if constexpr (!std::is_same_v<value_type_t<G>, U>) leaf(t, cast<U>(g));
+    else store.add<autodiff::order_v<G>>(t.id(), autodiff::reduce_to(g, t.shape()));
   }
-  /// The gradient of the k-th wanted tensor: zeros when nothing reached it.
-  tensor<T> take(std::size_t k) {
-    if (!has[k]) return tensor<T>(broadcast_to(scalar_expr<T, cpu>(T(0)), shapes[k]));
-    return std::move(grads[k]);
+  /// The gradient of `t` (one of ids): zeros when nothing reached it.
+  tensor<T> take(const tensor<T>& t) {
+    if (const tensor<T>* g = store.find<T, cpu>(t.id())) return *g;
+    return tensor<T>(broadcast_to(scalar_expr<T, cpu>(T(0)), t.shape()));
   }
 };
 
@@ -209,13 +183,11 @@ class compiled_step<sequential_model<T, InShape, Layers...>, Optimizer, LossFn> 
     using statement = typename decltype(statement_type<I>())::type;
     std::optional<statement> e;
     tensor<T> input;  // the layer's input (a recomputed layer's, and the sink's key)
-    std::vector<variable<T>*> vars;
-    std::vector<tensor<T>> reads;  // the variables' values the statement read
+    std::vector<variable<T>*> vars;  // the layer's trainable variables (their values are what it read)
     void clear() {
       e.reset();
       input = tensor<T>();
       vars.clear();
-      reads.clear();
     }
   };
 
@@ -237,7 +209,6 @@ class compiled_step<sequential_model<T, InShape, Layers...>, Optimizer, LossFn> 
                   "fluxion::cast<T>.");
     detail::check_batch_shape<InShape>("compiled_step", m_model.name(), e.shape());
     const tensor<T> in = fluxion::detail::materialize(e);
-    m_training = training;
     try {
       return run(in, labels, training);
     } catch (...) {
@@ -271,19 +242,17 @@ class compiled_step<sequential_model<T, InShape, Layers...>, Optimizer, LossFn> 
 
     std::vector<variable<T>*> vars;
     std::vector<tensor<T>> grads;
-    backward<last_start()>(std::move(dlogits), vars, grads);
-    // Units ran last to first: put the variables back in the model's order.
+    backward<last_start()>(std::move(dlogits), training, vars, grads);
+    // Units ran last to first: put the variables back in the model's order (every trainable
+    // variable belongs to one unit, which gave it a gradient).
     std::vector<variable<T>*> ordered = m_model.trainable_variables();
     std::vector<tensor<T>> ordered_grads(ordered.size());
-    std::vector<bool> filled(ordered.size(), false);
-    for (std::size_t i = 0; i < vars.size(); ++i)
-      for (std::size_t j = 0; j < ordered.size(); ++j)
-        if (ordered[j] == vars[i]) {
-          ordered_grads[j] = std::move(grads[i]);
-          filled[j] = true;
-        }
-    for (std::size_t j = 0; j < ordered.size(); ++j)
-      if (!filled[j]) ordered_grads[j] = tensor<T>(broadcast_to(scalar_expr<T, cpu>(T(0)), ordered[j]->shape()));
+    for (std::size_t j = 0; j < ordered.size(); ++j) {
+      const auto it = std::find(vars.begin(), vars.end(), ordered[j]);
+      if (it == vars.end())
+        throw error("compiled_step: no layer of the model gave a gradient for variable '" + ordered[j]->name() + "'");
+      ordered_grads[j] = std::move(grads[static_cast<std::size_t>(it - vars.begin())]);
+    }
     m_optimizer.apply_gradients(ordered_grads, ordered);
     return loss;
   }
@@ -305,8 +274,6 @@ class compiled_step<sequential_model<T, InShape, Layers...>, Optimizer, LossFn> 
       auto& k = std::get<I>(m_kept);
       k.input = x;
       k.vars = detail::trainable_of<T>(layer);
-      k.reads.clear();
-      for (variable<T>* v : k.vars) k.reads.push_back(v->peek());
       tensor<T> y;
       if constexpr (statement_at<I>) {
         if constexpr (fuses<I>()) k.e.emplace(layer.statement(x, m_model.template layer<I + 1>()));
@@ -323,40 +290,40 @@ class compiled_step<sequential_model<T, InShape, Layers...>, Optimizer, LossFn> 
 
   /// The backward pass of the unit starting at layer I, then of the units before it.
   template <std::size_t I>
-  void backward(tensor<T> dy, std::vector<variable<T>*>& vars, std::vector<tensor<T>>& grads) {
+  void backward(tensor<T> dy, bool training, std::vector<variable<T>*>& vars, std::vector<tensor<T>>& grads) {
     auto& layer = m_model.template layer<I>();
     auto& k = std::get<I>(m_kept);
     constexpr bool needs_input = I > 0;
     tensor<T> dx;
     if constexpr (statement_at<I>) {
+      // The variables are updated only after the backward pass: their values are the statement's.
       detail::statement_sink<T> sink;
-      if (needs_input) sink.want(k.input);
-      for (const tensor<T>& r : k.reads) sink.want(r);
+      if (needs_input) sink.ids.push_back(k.input.id());
+      for (variable<T>* v : k.vars) sink.ids.push_back(v->peek().id());
       autodiff::backward<typename kept<I>::statement>::run(*k.e, autodiff::as_order<1>(std::move(dy)), sink);
-      std::size_t s = 0;
-      if (needs_input) dx = sink.take(s++);
-      for (std::size_t v = 0; v < k.vars.size(); ++v) {
-        vars.push_back(k.vars[v]);
-        grads.push_back(sink.take(s++));
+      if (needs_input) dx = sink.take(k.input);
+      for (variable<T>* v : k.vars) {
+        vars.push_back(v);
+        grads.push_back(sink.take(v->peek()));
       }
     } else {
       recompute_scope again;  // batch norm: no second moving-average update; dropout: the same mask
       auto [out, g] = [&] {
         if constexpr (fuses<I>()) {
           detail::fused_pair<layer_t<I>, layer_t<I + 1>> pair{layer, m_model.template layer<I + 1>()};
-          return detail::run_and_differentiate<T>(pair, k.input, dy, m_training);
+          return detail::run_and_differentiate<T>(pair, k.input, dy, training);
         } else {
-          return detail::run_and_differentiate<T>(layer, k.input, dy, m_training);
+          return detail::run_and_differentiate<T>(layer, k.input, dy, training);
         }
       }();
       dx = std::move(g[0]);
-      for (std::size_t v = 0; v < k.vars.size() && v + 1 < g.size(); ++v) {
+      for (std::size_t v = 0; v < k.vars.size(); ++v) {  // g: the input's, then the variables' (in order)
         vars.push_back(k.vars[v]);
         grads.push_back(std::move(g[v + 1]));
       }
     }
     k.clear();
-    if constexpr (I > 0) backward<previous_start<I>()>(std::move(dx), vars, grads);
+    if constexpr (I > 0) backward<previous_start<I>()>(std::move(dx), training, vars, grads);
   }
 
   template <std::size_t... I>
@@ -365,7 +332,6 @@ class compiled_step<sequential_model<T, InShape, Layers...>, Optimizer, LossFn> 
   model_type& m_model;
   Optimizer& m_optimizer;
   LossFn m_loss;
-  bool m_training = true;
   decltype(kept_tuple(std::make_index_sequence<count>{})) m_kept;
 };
 

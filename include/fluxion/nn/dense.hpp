@@ -84,11 +84,7 @@ class dense : public layer_base<dense<Units, T>, T> {
                   "fluxion::nn::dense: the input's element type differs from the layer's; convert it with "
                   "fluxion::cast<T>, or declare the layer as dense<Units, T>.");
     const tensor<T> in = fluxion::detail::materialize(e);  // matmul would materialize it anyway
-    const fluxion::shape& s = in.shape();
-    if (!built() && s.rank() >= 2) build(fluxion::shape{s[s.rank() - 1]});
-    if (s.rank() < 2 || s[s.rank() - 1] != m_in)
-      throw shape_error("dense '" + this->m_name + "': expects input of shape (batch, ..., " +
-                        (built() ? std::to_string(m_in) : std::string("features")) + "), got " + to_string(s));
+    check_input(in.shape(), /*matrix=*/false);
     return detail::dense_forward<T, Epilogue>(in, *m_kernel, *m_bias, epilogue);
   }
 
@@ -99,11 +95,7 @@ class dense : public layer_base<dense<Units, T>, T> {
   /// operator() materializes (nn::compiled_step differentiates it from its type, with no tape).
   template <class Epilogue = detail::identity>
   auto statement(const tensor<T>& in, const Epilogue& epilogue = {}) {
-    const fluxion::shape& s = in.shape();
-    if (!built() && s.rank() == 2) build(fluxion::shape{s[1]});
-    if (s.rank() != 2 || s[1] != m_in)
-      throw shape_error("dense '" + this->m_name + "': expects input of shape (batch, " +
-                        (built() ? std::to_string(m_in) : std::string("features")) + "), got " + to_string(s));
+    check_input(in.shape(), /*matrix=*/true);
     return epilogue(matmul(in, m_kernel->peek()) + m_bias->peek());
   }
 
@@ -117,6 +109,16 @@ class dense : public layer_base<dense<Units, T>, T> {
   }
 
  private:
+  /// Builds the layer on its first input; throws unless `s` is (batch, ..., m_in), or (batch, m_in)
+  /// with `matrix`.
+  void check_input(const fluxion::shape& s, bool matrix) {
+    const bool rank_ok = matrix ? s.rank() == 2 : s.rank() >= 2;
+    if (!built() && rank_ok) build(fluxion::shape{s[s.rank() - 1]});
+    if (!rank_ok || s[s.rank() - 1] != m_in)
+      throw shape_error("dense '" + this->m_name + "': expects input of shape (batch, " + (matrix ? "" : "..., ") +
+                        (built() ? std::to_string(m_in) : std::string("features")) + "), got " + to_string(s));
+  }
+
   index_t m_in = 0;
   std::optional<variable<T>> m_kernel, m_bias;
 };
