@@ -11,7 +11,9 @@ endif()
 if(FLUXION_NATIVE)
   check_cxx_compiler_flag(-march=native FLUXION_HAVE_MARCH_NATIVE)
   if(FLUXION_HAVE_MARCH_NATIVE)
-    target_compile_options(fluxion_dev_flags INTERFACE -march=native)
+    # A program that sets its own FLUXION_MARCH property (tests of older vector sets) gets that.
+    target_compile_options(fluxion_dev_flags INTERFACE
+      "-march=$<IF:$<BOOL:$<TARGET_PROPERTY:FLUXION_MARCH>>,$<TARGET_PROPERTY:FLUXION_MARCH>,native>")
   endif()
 endif()
 

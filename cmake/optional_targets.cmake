@@ -1,7 +1,8 @@
 # fluxion's optional targets, each defined only when what it needs is found:
 #
 #   fluxion::blas   links CBLAS (OpenBLAS preferred) and defines FLUXION_USE_CBLAS=1
-#   fluxion::cuda   adds the CCCL (Thrust, CUB, libcu++) include directory of the CUDA toolkit
+#   fluxion::cuda   adds the CCCL (Thrust, CUB, libcu++) include directory of the CUDA toolkit, and
+#                   cuBLAS to programs whose sources nvcc compiles
 #   fluxion::zlib   links ZLIB::ZLIB and defines FLUXION_HAS_ZLIB=1: fluxion::data reads .gz files
 #
 # All link fluxion::fluxion, so `target_link_libraries(app PRIVATE fluxion::blas)` is enough.
@@ -54,7 +55,8 @@ function(fluxion_define_optional_targets)
         add_library(fluxion::cuda INTERFACE IMPORTED ${scope})
         set_target_properties(fluxion::cuda PROPERTIES
           INTERFACE_INCLUDE_DIRECTORIES "${FLUXION_CCCL_INCLUDE_DIR}"
-          INTERFACE_LINK_LIBRARIES "fluxion::fluxion"
+          # cuBLAS serves float and double fx::matmul in programs compiled by nvcc.
+          INTERFACE_LINK_LIBRARIES "fluxion::fluxion;$<$<LINK_LANGUAGE:CUDA>:CUDA::cublas>"
           # Device lambdas, and standard constexpr functions (std::max, std::numeric_limits) in
           # device code; applies only to sources compiled as CUDA.
           INTERFACE_COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda>;$<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>")

@@ -66,6 +66,19 @@ foreach(source IN LISTS fluxion_test_sources)
   fluxion_add_doctest(${name} "${source}" LINK ${link} LABELS unit)
 endforeach()
 
+# The SIMD kernels again for the older x86 vector sets, since -march=native picks the build
+# machine's widest (AVX-512 or AVX2) and users may build for less: baseline x86-64 (SSE2) and AVX2.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  foreach(isa IN ITEMS sse2 avx2)
+    set(march x86-64)
+    if(isa STREQUAL "avx2")
+      set(march haswell)
+    endif()
+    fluxion_add_doctest(backend.cpu.simd_ops_${isa} "${FLUXION_TESTS_DIR}/backend/cpu/simd_ops.test.cpp" LABELS unit)
+    set_target_properties(test_backend_cpu_simd_ops_${isa} PROPERTIES FLUXION_MARCH ${march})
+  endforeach()
+endif()
+
 # --- Device-generic tests --------------------------------------------------------------------------
 # The CUDA backend is written against Thrust. With the host compiler, Thrust's OpenMP device system
 # runs the same code on the CPU, so the device path is tested on machines without a GPU.

@@ -54,3 +54,22 @@ TEST_CASE("cuda matmul: fused operands and consumers, and empty inner dimensions
   CHECK_THROWS_WITH_AS(fx::matmul(fx::to<fx::cuda>(x), fx::to<fx::cuda>(x)),
                        "matmul: inner dimensions differ: (8, 16) x (8, 16)", fx::shape_error);
 }
+
+TEST_CASE("cuda matmul: float products are full float32 unless TF32 is allowed") {
+  // Sums of 512 products of values in [-2, 2) (the sums' spread is about 30): float32 rounding
+  // leaves about 2e-5 of absolute error, TF32 (10-bit mantissas) about 2e-2 (seen on an H100). On
+  // a GPU the default must be float32 (cuBLAS's default math mode), which the 1e-4 bound tells
+  // apart from TF32; with allow_tf32 the result stays within TF32's error.
+  CHECK_FALSE(fx::tf32_allowed());
+  auto a = filled<float>({64, 512}, 11), b = filled<float>({512, 48}, 12);
+  same_on_both_devices(1e-4, [](const auto& a, const auto& b) { return fx::matmul(a, b); }, a, b);
+  fx::allow_tf32(true);
+  CHECK(fx::tf32_allowed());
+  same_on_both_devices(0.1, [](const auto& a, const auto& b) { return fx::matmul(a, b); }, a, b);
+  fx::allow_tf32(false);
+  // Evenly spaced batches (one strided-batched call) and a batch of one matrix against many.
+  same_on_both_devices(1e-5, [](const auto& a, const auto& b) { return fx::matmul(a, b, fx::transpose_b); },
+                       filled<float>({5, 7, 33}, 13), filled<float>({5, 9, 33}, 14));
+  same_on_both_devices(1e-12, [](const auto& a, const auto& b) { return fx::matmul(a, b, fx::transpose_a); },
+                       filled<double>({33, 7}, 15), filled<double>({4, 33, 9}, 16));
+}

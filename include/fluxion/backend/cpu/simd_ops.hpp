@@ -39,7 +39,12 @@ FLUXION_ALWAYS_INLINE B sin_cos_float(const B& x) {
     return xsimd::select((q == B(2.f)) || (q == B(4.f)), -v, v);
   } else {
     const B v = xsimd::select(odd_quadrant, cos_r, sin_r);
-    return xsimd::select((q >= B(4.f)) != (x < B(0.f)), -v, v);
+    // sin(x) = sign(x) sin(|x|): x's sign bit goes onto the result by xor, which also keeps
+    // sin(-0) = -0. Combining the two conditions as masks (`!=`, `^`) is wrong on some of
+    // xsimd's architectures: on SSE2 its `!=` compares the all-ones masks as floats (NaNs), so
+    // true != true was true and sin had the wrong sign for x < -3 pi / 4.
+    const B w = xsimd::select(q >= B(4.f), -v, v);
+    return xsimd::bitwise_xor(w, xsimd::bitwise_and(x, B(-0.f)));
   }
 }
 

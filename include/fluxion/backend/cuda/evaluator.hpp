@@ -29,6 +29,7 @@
 #include "../../expr/layout.hpp"
 #include "../../expr/reduce_ops.hpp"
 #include "../../expr/view.hpp"
+#include "blas.hpp"
 #include "memory.hpp"
 
 namespace fluxion::detail {
@@ -199,13 +200,13 @@ void segmented_reduce(Out* out, index_t n_out, index_t n_red, const Value& value
                       const Combine& combine, const Finalize& finalize) {
   const thrust::counting_iterator<index_t> first(0);
   if (n_red <= reduce_chunk) {
-    thrust::for_each_n(thrust::device, first, n_out,
+    thrust::for_each_n(kernel_policy(), first, n_out,
                        segment_loop<Out, Acc, Value, Combine, Finalize>{out, value, combine, finalize, init, n_red});
     return;
   }
   const index_t n_chunks = (n_red + reduce_chunk - 1) / reduce_chunk;
   device_scratch<Acc> partial(n_out * n_chunks);
-  thrust::for_each_n(thrust::device, first, n_out * n_chunks,
+  thrust::for_each_n(kernel_policy(), first, n_out * n_chunks,
                      chunk_partial<Acc, Value, Combine>{partial.data(), value, combine, init, n_red, n_chunks});
   segmented_reduce(out, n_out, n_chunks, read_partial<Acc>{partial.data()}, init, combine, finalize);
 }
@@ -245,7 +246,7 @@ struct evaluator<cuda> {
     with_destination<View> w{view, dest};
     shape iter = s;
     collapse_view(w, iter);
-    thrust::for_each_n(thrust::device, thrust::counting_iterator<index_t>(0), n,
+    thrust::for_each_n(kernel_policy(), thrust::counting_iterator<index_t>(0), n,
                        cuda_kernel::assign_element<T, View>{out, w.dest, w.view, cuda_kernel::make_extents(iter)});
   }
 
@@ -259,7 +260,7 @@ struct evaluator<cuda> {
     // Computed once, on the host; it also fills the outputs of empty reductions.
     const R identity = RedOp::template identity<R>();
     if (n_red == 0) {
-      thrust::fill_n(thrust::device, out, n_out, RedOp::finalize(identity, 0));
+      thrust::fill_n(kernel_policy(), out, n_out, RedOp::finalize(identity, 0));
       return;
     }
     cuda_kernel::segmented_reduce(out, n_out, n_red,
@@ -283,23 +284,33 @@ struct evaluator<cuda> {
   }
 
   /// Batched matrix products, C_b = op(A_{a_off[b]}) op(B_{b_off[b]}), one thread per element
-  /// of C; the offset arrays are on the host, as fx::matmul builds them. A plain kernel for every
-  /// element type, until cuBLAS takes over float and double.
+  /// of C; the offset arrays are on the host, as fx::matmul builds them. Under nvcc, float and
+  /// double go to cuBLAS (backend/cuda/blas.hpp); other types, and every type on Thrust's OpenMP
+  /// system, run the plain kernel below.
   template <class T>
   static void matmul(bool ta, bool tb, index_t batch, index_t m, index_t n, index_t k, const T* a,
                      const index_t* a_off, const T* b, const index_t* b_off, T* c) {
     if (batch == 0 || m == 0 || n == 0) return;
+#if FLUXION_HAVE_CUBLAS
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      constexpr index_t int_max = 2147483647;
+      if (k > 0 && m <= int_max && n <= int_max && k <= int_max && batch <= int_max) {
+        cublas::gemm(ta, tb, batch, m, n, k, a, a_off, b, b_off, c);
+        return;
+      }
+    }
+#endif
     cuda_kernel::matmul_element<T> f{a, b, c, nullptr, a_off[0], b_off[0], batch, m, n, k, ta, tb};
     const auto first = thrust::counting_iterator<index_t>(0);
     if (batch == 1) {
-      thrust::for_each_n(thrust::device, first, m * n, f);
+      thrust::for_each_n(kernel_policy(), first, m * n, f);
       return;
     }
     device_scratch<index_t> offsets(2 * batch);
     device_memory<cuda>::to_device(offsets.data(), a_off, batch);
     device_memory<cuda>::to_device(offsets.data() + batch, b_off, batch);
     f.offsets = offsets.data();
-    thrust::for_each_n(thrust::device, first, batch * m * n, f);
+    thrust::for_each_n(kernel_policy(), first, batch * m * n, f);
   }
 };
 

@@ -26,6 +26,9 @@
 #include <thrust/device_malloc.h>
 #include <thrust/device_ptr.h>
 #include <thrust/execution_policy.h>
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+#include <thrust/system/cuda/execution_policy.h>
+#endif
 
 #include "../../core/allocator.hpp"
 #include "../../core/config.hpp"
@@ -34,6 +37,21 @@
 #include "../../tensor/tensor.hpp"
 
 namespace fluxion::detail {
+
+/// The execution policy of every fx::cuda kernel. On a GPU, kernels are queued on the default stream
+/// without waiting for them (thrust::cuda::par_nosync), as in PyTorch: the host goes on building
+/// the next statement while the device computes. Reading values back (item, to<cpu>, printing)
+/// waits for the queue. Buffers released while kernels that use them are still queued go back to
+/// the cache and are only handed to kernels queued later on the same stream, so reuse is safe.
+/// Define FLUXION_CUDA_SYNC to wait after every kernel instead, so that a failing kernel is
+/// reported by the statement that launched it (as CUDA_LAUNCH_BLOCKING=1 does for PyTorch).
+inline auto kernel_policy() {
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA && !defined(FLUXION_CUDA_SYNC)
+  return thrust::cuda::par_nosync;
+#else
+  return thrust::device;
+#endif
+}
 
 /// The process-wide cache of free device buffers, keyed by size class (core/allocator.hpp). One
 /// cache for all threads, behind a mutex: device memory is scarce, so one thread's freed buffers

@@ -1,0 +1,163 @@
+// fx::cuda on a real GPU against the device's own ceilings, in one run (scripts/run-gpu-benchmarks.sh):
+//   copy      cudaMemcpy device to device: the measured memory bandwidth (bytes read + written)
+//   chain     r = a*b + c*d - sin(e), as in bench/elementwise.bench.cpp: fluxion's fused Thrust
+//             kernel against a hand-written CUDA kernel, in GB/s of the 6 arrays it must move
+//   sum       fx::reduce_sum of one array
+//   sgemm     fx::matmul on float against cublasSgemm called directly, on the same buffers
+// Every case is timed with CUDA events around each iteration (manual time), after a warm-up, so
+// module loading and handle creation stay out of the figures. Inputs are uniform in [-1, 1).
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <fluxion/cuda.hpp>
+#include <fluxion/tensor/random.hpp>
+
+namespace fx = fluxion;
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+/// Times one iteration of f with CUDA events on the default stream.
+struct event_timer {
+  cudaEvent_t start, stop;
+  event_timer() {
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+  }
+  ~event_timer() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  template <class F>
+  void run(benchmark::State& state, F&& f) {
+    f();  // warm-up: module load, cache fill
+    check(cudaDeviceSynchronize(), "warm-up");
+    for (auto _ : state) {
+      cudaEventRecord(start);
+      f();
+      cudaEventRecord(stop);
+      check(cudaEventSynchronize(stop), "iteration");
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      state.SetIterationTime(ms * 1e-3);
+    }
+  }
+};
+
+fx::tensor<float, fx::cuda> uniform(fx::index_t n, std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return fx::to<fx::cuda>(fx::random::uniform<float>({n}, gen, -1.f, 1.f));
+}
+
+void copy_d2d(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  auto a = uniform(n, 1);
+  fx::tensor<float, fx::cuda> r(fx::shape{n});
+  event_timer t;
+  t.run(state, [&] {
+    check(cudaMemcpyAsync(r.mutable_data(), a.data(), n * sizeof(float), cudaMemcpyDeviceToDevice), "copy");
+  });
+  state.SetBytesProcessed(state.iterations() * n * 2 * static_cast<std::int64_t>(sizeof(float)));
+}
+
+void chain_fluxion(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  auto a = uniform(n, 1), b = uniform(n, 2), c = uniform(n, 3), d = uniform(n, 4), e = uniform(n, 5);
+  event_timer t;
+  t.run(state, [&] {
+    fx::tensor<float, fx::cuda> r = a * b + c * d - fx::sin(e);
+    benchmark::DoNotOptimize(r.data());
+  });
+  state.SetBytesProcessed(state.iterations() * n * 6 * static_cast<std::int64_t>(sizeof(float)));
+}
+
+__global__ void chain_kernel(const float* __restrict__ a, const float* __restrict__ b, const float* __restrict__ c,
+                             const float* __restrict__ d, const float* __restrict__ e, float* __restrict__ r,
+                             long long n) {
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (i < n) r[i] = a[i] * b[i] + c[i] * d[i] - sinf(e[i]);
+}
+
+void chain_handwritten(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  auto a = uniform(n, 1), b = uniform(n, 2), c = uniform(n, 3), d = uniform(n, 4), e = uniform(n, 5);
+  fx::tensor<float, fx::cuda> r(fx::shape{n});
+  event_timer t;
+  t.run(state, [&] {
+    chain_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(a.data(), b.data(), c.data(), d.data(), e.data(),
+                                                                  r.mutable_data(), n);
+    check(cudaGetLastError(), "chain_kernel");
+  });
+  // The same values as fluxion's statement, up to the last bit of sin.
+  fx::tensor<float, fx::cuda> f = a * b + c * d - fx::sin(e);
+  const fx::tensor<float, fx::cuda> diff_max = fx::reduce_max(fx::abs(f - r));
+  const double diff = diff_max.item();
+  if (diff > 1e-5) state.SkipWithError("hand-written kernel disagrees with fluxion");
+  state.SetBytesProcessed(state.iterations() * n * 6 * static_cast<std::int64_t>(sizeof(float)));
+}
+
+void sum_fluxion(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  auto a = uniform(n, 1);
+  event_timer t;
+  t.run(state, [&] {
+    fx::tensor<float, fx::cuda> s = fx::reduce_sum(a);
+    benchmark::DoNotOptimize(s.data());
+  });
+  state.SetBytesProcessed(state.iterations() * n * static_cast<std::int64_t>(sizeof(float)));
+}
+
+void sgemm_fluxion(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  fx::tensor<float, fx::cuda> a(uniform(n * n, 1), {n, n}), b(uniform(n * n, 2), {n, n});
+  event_timer t;
+  t.run(state, [&] {
+    fx::tensor<float, fx::cuda> c = fx::matmul(a, b);
+    benchmark::DoNotOptimize(c.data());
+  });
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * n * n * n * state.iterations() * 1e-12,
+                                                 benchmark::Counter::kIsRate);
+}
+
+void sgemm_cublas(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  fx::tensor<float, fx::cuda> a(uniform(n * n, 1), {n, n}), b(uniform(n * n, 2), {n, n});
+  fx::tensor<float, fx::cuda> c(fx::shape{n, n});
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+    state.SkipWithError("cublasCreate failed");
+    return;
+  }
+  const float one = 1.f, zero = 0.f;
+  const int in = static_cast<int>(n);
+  event_timer t;
+  t.run(state, [&] {  // row-major C = A B is column-major C^T = B^T A^T
+    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, in, in, in, &one, b.data(), in, a.data(), in, &zero, c.mutable_data(), in);
+  });
+  cublasDestroy(h);
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * n * n * n * state.iterations() * 1e-12,
+                                                 benchmark::Counter::kIsRate);
+}
+
+constexpr fx::index_t m16 = fx::index_t{1} << 24;
+
+}  // namespace
+
+BENCHMARK(copy_d2d)->Arg(m16)->Arg(4 * m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(chain_fluxion)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(chain_handwritten)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(sum_fluxion)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(sgemm_fluxion)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(sgemm_cublas)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);

@@ -1,0 +1,72 @@
+"""PyTorch on the same GPU, for the rows of bench/cuda/kernels.bench.cu (run by run-gpu-benchmarks.sh
+where python3 has torch). Timed like the C++ side: CUDA events around each iteration after a warm-up,
+median of the iterations. Prints one line per case: name, microseconds, GB/s or TFLOP/s."""
+import statistics
+import sys
+
+import torch
+
+
+def timed(f, iters=50):
+    f()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        f()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    if not torch.cuda.is_available():
+        print("torch_peer.py: no CUDA device", file=sys.stderr)
+        return 1
+    torch.backends.cuda.matmul.allow_tf32 = False
+    n = 1 << 24
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a, b, c, d, e = (torch.rand(n, device="cuda", generator=g) * 2 - 1 for _ in range(5))
+    us = timed(lambda: a * b + c * d - torch.sin(e))
+    print(f"torch_chain/{n}  {us:10.1f} us  {6 * 4 * n / us / 1e3:8.1f} GB/s")
+    us = timed(lambda: a.sum())
+    print(f"torch_sum/{n}  {us:10.1f} us  {4 * n / us / 1e3:8.1f} GB/s")
+    for m in (1024, 4096):
+        x = torch.rand(m, m, device="cuda", generator=g)
+        y = torch.rand(m, m, device="cuda", generator=g)
+        us = timed(lambda: x @ y)
+        print(f"torch_sgemm/{m}  {us:10.1f} us  {2 * m**3 / us / 1e6:8.1f} TFLOP/s")
+    for batch in (64, 256):
+        us = timed(mlp_step(batch, g))
+        print(f"torch_mlp_train/{batch}  {us:10.1f} us")
+    return 0
+
+
+def mlp_step(batch, g):
+    """The step of bench/cuda/train.bench.cu: 784-256-256-10, softmax cross-entropy, SGD 0.01."""
+    sizes = (784, 256, 256, 10)
+    params = []
+    for i in range(3):
+        limit = (6.0 / (sizes[i] + sizes[i + 1])) ** 0.5
+        params.append(((torch.rand(sizes[i], sizes[i + 1], device="cuda", generator=g) * 2 - 1) * limit).requires_grad_())
+        params.append(torch.zeros(sizes[i + 1], device="cuda", requires_grad=True))
+    x = torch.rand(batch, 784, device="cuda", generator=g)
+    labels = torch.arange(batch, device="cuda") % 7
+    opt = torch.optim.SGD(params, lr=0.01)
+
+    def step():
+        w1, b1, w2, b2, w3, b3 = params
+        h = torch.relu(x @ w1 + b1)
+        h = torch.relu(h @ w2 + b2)
+        loss = torch.nn.functional.cross_entropy(h @ w3 + b3, labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+// A training step on fx::cuda: the 784-256-256-10 MLP of bench/nn.bench.cpp, written with the tape
+// and fx::variable (the layer templates are cpu-only so far), at batch 64 and 256:
+//   logits = relu(relu(x W1 + b1) W2 + b2) W3 + b3
+//   loss   = mean(logsumexp(logits) - sum(logits * onehot))      (softmax cross-entropy)
+//   every variable -= 0.01 * its gradient                          (SGD)
+// PyTorch's same step on the same GPU is in bench/cuda/torch_peer.py. Timed with CUDA events
+// around each step after a warm-up; the step reads the loss back only in the check after timing.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include <fluxion/cuda.hpp>
+#include <fluxion/tensor/random.hpp>
+
+namespace fx = fluxion;
+
+namespace {
+
+using tensor = fx::tensor<float, fx::cuda>;
+using variable = fx::variable<float, fx::cuda>;
+
+tensor uniform(const fx::shape& s, fx::random::generator& gen, float lo, float hi) {
+  return fx::to<fx::cuda>(fx::random::uniform<float>(s, gen, lo, hi));
+}
+
+struct mlp {
+  std::vector<variable> vars;
+  explicit mlp(fx::random::generator& gen) {
+    const fx::index_t sizes[] = {784, 256, 256, 10};
+    for (int l = 0; l < 3; ++l) {
+      const float limit = std::sqrt(6.f / static_cast<float>(sizes[l] + sizes[l + 1]));
+      vars.emplace_back(uniform({sizes[l], sizes[l + 1]}, gen, -limit, limit), "w");
+      vars.emplace_back(fx::zeros<float, fx::cuda>({sizes[l + 1]}), "b");
+    }
+  }
+
+  /// One SGD step; returns the loss (on the device: reading it would wait for the step).
+  tensor step(const tensor& x, const tensor& onehot) {
+    fx::gradient_tape tape;
+    tensor h1 = fx::relu(fx::matmul(x, vars[0]) + vars[1]);
+    tensor h2 = fx::relu(fx::matmul(h1, vars[2]) + vars[3]);
+    tensor logits = fx::matmul(h2, vars[4]) + vars[5];
+    tensor loss = fx::reduce_mean(fx::reduce_logsumexp(logits, {1}) - fx::reduce_sum(logits * onehot, {1}));
+    auto grads = tape.gradient(loss, {std::cref(vars[0]), std::cref(vars[1]), std::cref(vars[2]), std::cref(vars[3]),
+                                      std::cref(vars[4]), std::cref(vars[5])});
+    for (std::size_t i = 0; i < vars.size(); ++i) vars[i].assign_sub(0.01f * grads[i]);
+    return loss;
+  }
+};
+
+void mlp_train_fluxion(benchmark::State& state) {
+  const fx::index_t batch = state.range(0);
+  fx::random::generator gen{3};
+  mlp net(gen);
+  tensor x = uniform({batch, 784}, gen, 0.f, 1.f);
+  fx::tensor<float> labels(fx::shape{batch, 10});
+  for (fx::index_t i = 0; i < batch * 10; ++i) labels.mutable_data()[i] = (i % 10 == (i / 10) % 7) ? 1.f : 0.f;
+  tensor onehot = fx::to<fx::cuda>(labels);
+  const float first = net.step(x, onehot).item();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  for (auto _ : state) {
+    cudaEventRecord(start);
+    tensor loss = net.step(x, onehot);
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    state.SetIterationTime(ms * 1e-3);
+  }
+  const float last = net.step(x, onehot).item();
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  // The same batch over and over: the loss must fall, or the step is not training.
+  if (!(last < first)) state.SkipWithError("the loss did not fall");
+  state.counters["loss_first"] = first;
+  state.counters["loss_last"] = last;
+}
+
+}  // namespace
+
+BENCHMARK(mlp_train_fluxion)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

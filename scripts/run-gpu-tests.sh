@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds the device-generic tests (tests/backend/cuda) with nvcc for a real GPU and runs them on it.
+#   scripts/run-gpu-tests.sh              build, then run (needs nvcc, the test headers and a GPU)
+#   scripts/run-gpu-tests.sh build        build only: on a machine with nvcc and no GPU
+#   scripts/run-gpu-tests.sh run          run what `build` made: on the GPU machine, which needs
+#                                         the CUDA driver and cuBLAS, not the compiler or headers
+# FLUXION_GPU_ARCH (default 90: Hopper, H100/H200) picks the GPU architecture; FLUXION_GPU_BUILD_DIR
+# (default build-gpu) where the binaries go (objects in its obj/, so that the folder can travel
+# to the GPU machine without them: `rm -rf build-gpu/obj` or carry the binaries alone). In CI the same tests run through Thrust's OpenMP
+# backend (ctest: backend.cuda.*) and are compiled by nvcc (ctest: nvcc.*); only here do they run
+# on a GPU.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+mode=${1:-all}
+arch=${FLUXION_GPU_ARCH:-90}
+out=${FLUXION_GPU_BUILD_DIR:-build-gpu}
+nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+tests=(tests/backend/cuda/*.test.cpp)
+
+build() {
+  [[ -x "$nvcc" ]] || { echo "run-gpu-tests.sh: nvcc not found (set NVCC)" >&2; exit 1; }
+  mkdir -p "$out/obj"
+  local flags=(-std=c++20 -x cu --extended-lambda --expt-relaxed-constexpr -diag-error=20011,20014
+               "-gencode=arch=compute_${arch},code=sm_${arch}" -O2 -Iinclude -Itests -DFLUXION_GPU_TESTS=1)
+  [[ -n "${CXX:-}" ]] && flags+=(-ccbin "$CXX")
+  "$nvcc" "${flags[@]}" -c tests/doctest_main.cpp -o "$out/obj/doctest_main.o"
+  local pids=() names=()
+  for source in "${tests[@]}"; do
+    local name; name=$(basename "$source" .test.cpp)
+    rm -f "$out/$name"
+    local order=(-DFLUXION_MAX_DERIVATIVE_ORDER=0)  # as ctest's builds of the same tests
+    [[ "$name" == autodiff ]] && order=()
+    ( "$nvcc" "${flags[@]}" "${order[@]}" -c "$source" -o "$out/obj/$name.o" &&
+      "$nvcc" "-gencode=arch=compute_${arch},code=sm_${arch}" "$out/obj/$name.o" "$out/obj/doctest_main.o" -lcublas \
+        -o "$out/$name" ) &
+    pids+=($!); names+=("$name")
+    while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
+  done
+  local failed=0
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" 2>/dev/null || true
+    [[ -x "$out/${names[$i]}" ]] || { echo "run-gpu-tests.sh: ${names[$i]} did not build" >&2; failed=1; }
+  done
+  return $failed
+}
+
+run() {
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  local failed=()
+  for source in "${tests[@]}"; do
+    local name; name=$(basename "$source" .test.cpp)
+    echo "== $name"
+    if ! "$out/$name"; then failed+=("$name"); fi
+  done
+  if (( ${#failed[@]} )); then
+    echo "run-gpu-tests.sh: FAILED on the GPU: ${failed[*]}" >&2
+    exit 1
+  fi
+  echo "run-gpu-tests.sh: all ${#tests[@]} device test suites passed on the GPU"
+}
+
+case "$mode" in
+  build) build ;;
+  run) run ;;
+  all) build && run ;;
+  *) echo "run-gpu-tests.sh: unknown mode '$mode' (expected build, run or nothing)" >&2; exit 2 ;;
+esac
