@@ -19,7 +19,7 @@ build() {
   [[ -x "$nvcc" ]] || { echo "run-gpu-benchmarks.sh: nvcc not found (set NVCC)" >&2; exit 1; }
   mkdir -p "$out/lib"
   local lib
-  lib=$(ldconfig -p | awk '/libbenchmark\.so\.[0-9]/ {print $NF; exit}')
+  lib=$(ldconfig -p | awk '/libbenchmark\.so\.[0-9]/ && !found {print $NF; found = 1}')
   [[ -n "$lib" ]] || { echo "run-gpu-benchmarks.sh: Google Benchmark not found (scripts/install-deps.sh)" >&2; exit 1; }
   cp -L "$lib" "$out/lib/"
   for source in bench/cuda/*.bench.cu; do

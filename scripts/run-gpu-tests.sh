@@ -14,24 +14,25 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 mode=${1:-all}
 arch=${FLUXION_GPU_ARCH:-90}
 out=${FLUXION_GPU_BUILD_DIR:-build-gpu}
+obj=$out-obj  # objects apart, so that $out alone travels to the GPU machine
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 tests=(tests/backend/cuda/*.test.cpp)
 
 build() {
   [[ -x "$nvcc" ]] || { echo "run-gpu-tests.sh: nvcc not found (set NVCC)" >&2; exit 1; }
-  mkdir -p "$out/obj"
+  mkdir -p "$out" "$obj"
   local flags=(-std=c++20 -x cu --extended-lambda --expt-relaxed-constexpr -diag-error=20011,20014
                "-gencode=arch=compute_${arch},code=sm_${arch}" -O2 -Iinclude -Itests -DFLUXION_GPU_TESTS=1)
   [[ -n "${CXX:-}" ]] && flags+=(-ccbin "$CXX")
-  "$nvcc" "${flags[@]}" -c tests/doctest_main.cpp -o "$out/obj/doctest_main.o"
+  "$nvcc" "${flags[@]}" -c tests/doctest_main.cpp -o "$obj/doctest_main.o"
   local pids=() names=()
   for source in "${tests[@]}"; do
     local name; name=$(basename "$source" .test.cpp)
     rm -f "$out/$name"
     local order=(-DFLUXION_MAX_DERIVATIVE_ORDER=0)  # as ctest's builds of the same tests
     [[ "$name" == autodiff ]] && order=()
-    ( "$nvcc" "${flags[@]}" "${order[@]}" -c "$source" -o "$out/obj/$name.o" &&
-      "$nvcc" "-gencode=arch=compute_${arch},code=sm_${arch}" "$out/obj/$name.o" "$out/obj/doctest_main.o" -lcublas \
+    ( "$nvcc" "${flags[@]}" "${order[@]}" -c "$source" -o "$obj/$name.o" &&
+      "$nvcc" "-gencode=arch=compute_${arch},code=sm_${arch}" "$obj/$name.o" "$obj/doctest_main.o" -lcublas \
         -o "$out/$name" ) &
     pids+=($!); names+=("$name")
     while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done

@@ -49,11 +49,22 @@ struct extents {
 
   /// Coordinates of flat (row-major) index i.
   FLUXION_HOST_DEVICE void unravel(index_t i, index_t* coord) const {
+#if defined(__CUDA_ARCH__)
+#pragma unroll  // constant indices keep coord in registers (see leaf_layout::seek)
+    for (int d = max_rank - 1; d > 0; --d) {
+      if (d < rank) {
+        const index_t q = i / ext[d];
+        coord[d] = i - q * ext[d];
+        i = q;
+      }
+    }
+#else
     for (int d = rank - 1; d > 0; --d) {
       const index_t q = i / ext[d];
       coord[d] = i - q * ext[d];
       i = q;
     }
+#endif
     if (rank > 0) coord[0] = i;
   }
 };
@@ -78,6 +89,18 @@ struct assign_element {
     iter.unravel(i, coord);
     out[dest.position(coord)] = static_cast<T>(view.at(coord));
   }
+};
+
+/// out[i * out_stride] = view.row(i): a statement whose iteration collapsed to one dimension
+/// (most of them: contiguous operands, scalars, broadcast rows). The views were positioned on the
+/// host (seek), so each thread only multiplies its index by the strides.
+template <class T, class View>
+struct assign_row {
+  T* out;
+  index_t out_stride;
+  View view;
+
+  FLUXION_HOST_DEVICE void operator()(index_t i) const { out[i * out_stride] = static_cast<T>(view.row(i)); }
 };
 
 /// Element i of a reduction space (kept axes outer, reduced axes inner), converted to R.
@@ -246,7 +269,15 @@ struct evaluator<cuda> {
     with_destination<View> w{view, dest};
     shape iter = s;
     collapse_view(w, iter);
-    thrust::for_each_n(kernel_policy(), thrust::counting_iterator<index_t>(0), n,
+    const auto first = thrust::counting_iterator<index_t>(0);
+    if (iter.rank() <= 1) {
+      const index_t origin[max_rank] = {};
+      w.seek(origin, 0);
+      thrust::for_each_n(kernel_policy(), first, n,
+                         cuda_kernel::assign_row<T, View>{out + w.dest.base, w.dest.inner, w.view});
+      return;
+    }
+    thrust::for_each_n(kernel_policy(), first, n,
                        cuda_kernel::assign_element<T, View>{out, w.dest, w.view, cuda_kernel::make_extents(iter)});
   }
 
