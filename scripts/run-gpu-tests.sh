@@ -4,19 +4,25 @@
 #   scripts/run-gpu-tests.sh build        build only: on a machine with nvcc and no GPU
 #   scripts/run-gpu-tests.sh run          run what `build` made: on the GPU machine, which needs
 #                                         the CUDA driver and cuBLAS, not the compiler or headers
+#   scripts/run-gpu-tests.sh MODE NAME... only the suites named (tests/backend/cuda/NAME.test.cpp)
 # FLUXION_GPU_ARCH (default 90: Hopper, H100/H200) picks the GPU architecture; FLUXION_GPU_BUILD_DIR
-# (default build-gpu) where the binaries go (objects in its obj/, so that the folder can travel
-# to the GPU machine without them: `rm -rf build-gpu/obj` or carry the binaries alone). In CI the same tests run through Thrust's OpenMP
+# (default build-gpu) where the binaries go; objects go to build-gpu-obj, so that build-gpu alone
+# travels to the GPU machine. In CI the same tests run through Thrust's OpenMP
 # backend (ctest: backend.cuda.*) and are compiled by nvcc (ctest: nvcc.*); only here do they run
 # on a GPU.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 mode=${1:-all}
+[[ $# -gt 0 ]] && shift
 arch=${FLUXION_GPU_ARCH:-90}
 out=${FLUXION_GPU_BUILD_DIR:-build-gpu}
 obj=$out-obj  # objects apart, so that $out alone travels to the GPU machine
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 tests=(tests/backend/cuda/*.test.cpp)
+if [[ $# -gt 0 ]]; then  # names given: only those suites (e.g. `build matmul reduce`)
+  tests=()
+  for name in "$@"; do tests+=("tests/backend/cuda/$name.test.cpp"); done
+fi
 
 build() {
   [[ -x "$nvcc" ]] || { echo "run-gpu-tests.sh: nvcc not found (set NVCC)" >&2; exit 1; }

@@ -5,6 +5,8 @@
 //   fx::tensor<float, fx::cuda> g = fx::to<fx::cuda>(x);   // copy to the device
 //   fx::tensor<float, fx::cuda> y = fx::sin(g) * g + 1.f;  // one fused kernel on the device
 //   auto total = fx::reduce_sum(y).item();                 // reduced on the device, read back
+//   std::cout << y;                                        // copied back: tensor([...], ..., device=cuda)
+//   fx::tensor<float, fx::cuda> p = fx::matmul(g, g2);     // cuBLAS; fx::allow_tf32(true) opts in to TF32
 //
 // Compile with nvcc (-x cu) to run on a CUDA GPU, or with a host compiler, -fopenmp and
 // -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP to run the same code on the CPU's cores; either
@@ -16,3 +18,4 @@
 #include "backend/cuda/memory.hpp"
 #include "backend/cuda/transfer.hpp"
 #include "tensor.hpp"
+#include "tensor/print.hpp"  // printing a device tensor copies it back

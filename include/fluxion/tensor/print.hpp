@@ -300,10 +300,13 @@ std::string format_values(const std::vector<T>& values, const shape& s) {
 
 }  // namespace detail::printing
 
-/// NumPy's repr of the tensor's values, with its dtype and shape.
+/// NumPy's repr of the tensor's values, with its dtype and shape, and its device when that is not
+/// the cpu (the values are copied back to print them).
 template <class T, class Device>
 std::string to_string(const tensor<T, Device>& t) {
-  return detail::printing::format_values(t.to_vector(), t.shape());
+  std::string s = detail::printing::format_values(t.to_vector(), t.shape());
+  if constexpr (!std::is_same_v<Device, cpu>) s.insert(s.size() - 1, std::string(", device=") + Device::name);
+  return s;
 }
 
 /// Materializes the expression, then prints it.

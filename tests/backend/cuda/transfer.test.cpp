@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -145,4 +146,14 @@ TEST_CASE("cuda transfer: creation functions and variables on the device") {
   w.assign_sub(fx::full<float, fx::cuda>({2}, 0.5f) * 4.f);
   CHECK(w.version() == 2);
   CHECK(fx::to<fx::cpu>(w).to_vector() == std::vector<float>{0, 1});
+}
+
+TEST_CASE("cuda transfer: printing a device tensor copies it back and names the device") {
+  fx::tensor<float, fx::cuda> g = {{1.f, 2.f}, {3.f, 4.f}};
+  const std::string host = fx::to_string(fx::to<fx::cpu>(g));
+  CHECK(host == "tensor([[1., 2.],\n        [3., 4.]], dtype=float32, shape=(2, 2))");
+  CHECK(fx::to_string(g) == "tensor([[1., 2.],\n        [3., 4.]], dtype=float32, shape=(2, 2), device=cuda)");
+  std::ostringstream os;
+  os << g * 2.f;  // an expression on the device: evaluated there, then printed
+  CHECK(os.str() == "tensor([[2., 4.],\n        [6., 8.]], dtype=float32, shape=(2, 2), device=cuda)");
 }
