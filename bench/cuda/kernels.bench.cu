@@ -8,7 +8,9 @@
 // module loading and handle creation stay out of the figures. Inputs are uniform in [-1, 1).
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <vector>
 
@@ -151,10 +153,51 @@ void sgemm_cublas(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
 }
 
+/// Host to device, 16M floats, timed on the host until the copy is done: fx::to<fx::cuda> (pinned
+/// staging, copy queued) against cudaMemcpy from the same pageable buffer and cudaMemcpyAsync from
+/// pinned memory (the link's ceiling).
+enum class upload { fluxion, pageable, pinned };
+
+template <upload How>
+void upload_16m(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  fx::random::generator gen{1};
+  fx::tensor<float> host = fx::random::uniform<float>({n}, gen, -1.f, 1.f);
+  fx::tensor<float, fx::cuda> dev(fx::shape{n});
+  float* pinned = nullptr;
+  if (How == upload::pinned) {
+    check(cudaMallocHost(&pinned, n * sizeof(float)), "cudaMallocHost");
+    std::memcpy(pinned, host.data(), n * sizeof(float));
+  }
+  auto once = [&] {
+    if constexpr (How == upload::fluxion) {
+      fx::tensor<float, fx::cuda> d = fx::to<fx::cuda>(host);
+      benchmark::DoNotOptimize(d.data());
+      check(cudaDeviceSynchronize(), "sync");
+    } else if constexpr (How == upload::pageable) {
+      check(cudaMemcpy(dev.mutable_data(), host.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    } else {
+      check(cudaMemcpyAsync(dev.mutable_data(), pinned, n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpyAsync");
+      check(cudaDeviceSynchronize(), "sync");
+    }
+  };
+  once();
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    once();
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (pinned) cudaFreeHost(pinned);
+  state.SetBytesProcessed(state.iterations() * n * static_cast<std::int64_t>(sizeof(float)));
+}
+
 constexpr fx::index_t m16 = fx::index_t{1} << 24;
 
 }  // namespace
 
+BENCHMARK_TEMPLATE(upload_16m, upload::fluxion)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(upload_16m, upload::pageable)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(upload_16m, upload::pinned)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(copy_d2d)->Arg(m16)->Arg(4 * m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(chain_fluxion)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(chain_handwritten)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);

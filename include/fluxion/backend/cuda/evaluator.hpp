@@ -106,15 +106,27 @@ struct assign_row {
   FLUXION_HOST_DEVICE void operator()(index_t i) const { out[i * out_stride] = static_cast<T>(view.row(i)); }
 };
 
-/// Element i of a reduction space (kept axes outer, reduced axes inner), converted to R.
+/// Element j of output k's segment of a reduction space (kept axes outer, reduced axes inner),
+/// converted to R. Value functors of the reduction kernels take (output, position in segment), so
+/// the common spaces need no division: one reduced axis (a full reduction of a contiguous
+/// operand), or one kept and one reduced axis (rows, columns, bias gradients).
 template <class R, class View>
 struct reduction_element {
   View view;
   extents iter;
+  index_t n_red;
+  int split;  // kept axes: [0, split) of iter
 
-  FLUXION_HOST_DEVICE R operator()(index_t i) const {
+  FLUXION_HOST_DEVICE R operator()(index_t k, index_t j) const {
     index_t coord[max_rank] = {};
-    iter.unravel(i, coord);
+    if (iter.rank == 1) {
+      coord[0] = split == 1 ? k : j;  // a kept axis alone: every segment has one element
+    } else if (iter.rank == 2 && split == 1) {
+      coord[0] = k;
+      coord[1] = j;
+    } else {
+      iter.unravel(k * n_red + j, coord);
+    }
     return static_cast<R>(view.at(coord));
   }
 };
@@ -137,13 +149,12 @@ struct arg_candidate {
   index_t index;
 };
 
-/// Element i of an arg_reduce space, with its position inside its output's segment.
+/// Element j of output k's segment of an arg_reduce space, with j, its index along the axis.
 template <class T, class View>
 struct arg_element {
   reduction_element<T, View> element;
-  index_t n_red;
 
-  FLUXION_HOST_DEVICE arg_candidate<T> operator()(index_t i) const { return {element(i), i % n_red}; }
+  FLUXION_HOST_DEVICE arg_candidate<T> operator()(index_t k, index_t j) const { return {element(k, j), j}; }
 };
 
 /// Keeps the first maximum (Max) or minimum; a NaN beats every number, and the first NaN wins.
@@ -172,7 +183,7 @@ struct arg_index {
   FLUXION_HOST_DEVICE std::int64_t operator()(const arg_candidate<T>& a) const { return a.index; }
 };
 
-/// Output k = finalize(combine over value(k * n_red + j), j < n_red), one thread per output.
+/// Output k = finalize(combine over value(k, j), j < n_red), one thread per output.
 template <class Out, class Acc, class Value, class Combine, class Finalize>
 struct segment_loop {
   Out* out;
@@ -184,8 +195,7 @@ struct segment_loop {
 
   FLUXION_HOST_DEVICE void operator()(index_t k) const {
     Acc acc = init;
-    const index_t b = k * n_red;
-    for (index_t j = 0; j < n_red; ++j) acc = combine(acc, value(b + j));
+    for (index_t j = 0; j < n_red; ++j) acc = combine(acc, value(k, j));
     out[k] = finalize(acc);
   }
 };
@@ -205,9 +215,8 @@ struct chunk_partial {
 
   FLUXION_HOST_DEVICE void operator()(index_t p) const {
     const index_t k = p / n_chunks, c = p - k * n_chunks;
-    const index_t b = k * n_red;
     Acc acc = init;
-    for (index_t j = c; j < n_red; j += n_chunks) acc = combine(acc, value(b + j));
+    for (index_t j = c; j < n_red; j += n_chunks) acc = combine(acc, value(k, j));
     partial[p] = acc;
   }
 };
@@ -215,12 +224,13 @@ struct chunk_partial {
 template <class Acc>
 struct read_partial {
   const Acc* partial;
-  FLUXION_HOST_DEVICE Acc operator()(index_t i) const { return partial[i]; }
+  index_t n;  // partial results per output
+  FLUXION_HOST_DEVICE Acc operator()(index_t k, index_t j) const { return partial[k * n + j]; }
 };
 
-/// out[k] = finalize(combine of value(i) over segment k), for n_out segments of n_red >= 1
-/// consecutive flat indices; `init` is the combine's identity. Long segments are split into
-/// parts whose partial results are reduced again, the same way.
+/// out[k] = finalize(combine of value(k, j) over j < n_red), for n_out segments of n_red >= 1
+/// elements; `init` is the combine's identity. Long segments are split into parts whose partial
+/// results are reduced again, the same way.
 template <class Out, class Acc, class Value, class Combine, class Finalize>
 void segmented_reduce(Out* out, index_t n_out, index_t n_red, const Value& value, const Acc& init,
                       const Combine& combine, const Finalize& finalize) {
@@ -234,7 +244,7 @@ void segmented_reduce(Out* out, index_t n_out, index_t n_red, const Value& value
   device_scratch<Acc> partial(n_out * n_chunks);
   thrust::for_each_n(kernel_policy(), first, n_out * n_chunks,
                      chunk_partial<Acc, Value, Combine>{partial.data(), value, combine, init, n_red, n_chunks});
-  segmented_reduce(out, n_out, n_chunks, read_partial<Acc>{partial.data()}, init, combine, finalize);
+  segmented_reduce(out, n_out, n_chunks, read_partial<Acc>{partial.data(), n_chunks}, init, combine, finalize);
 }
 
 /// One element of C = op(A) op(B), for a batch of matrix pairs; offsets index A and B per
@@ -298,7 +308,7 @@ struct evaluator<cuda> {
       return;
     }
     cuda_kernel::segmented_reduce(out, n_out, n_red,
-                                  cuda_kernel::reduction_element<R, View>{v, cuda_kernel::make_extents(sp.iter)},
+                                  cuda_kernel::reduction_element<R, View>{v, cuda_kernel::make_extents(sp.iter), n_red, sp.split},
                                   identity, cuda_kernel::reduction_combine<RedOp, R>{},
                                   cuda_kernel::reduction_finalize<RedOp, R>{n_red});
   }
@@ -312,7 +322,7 @@ struct evaluator<cuda> {
     if (n_out == 0 || n_red == 0) return;  // an empty axis is rejected when the node is built
     using T = typename View::value_type;
     using candidate = cuda_kernel::arg_candidate<T>;
-    const cuda_kernel::arg_element<T, View> element{{v, cuda_kernel::make_extents(sp.iter)}, n_red};
+    const cuda_kernel::arg_element<T, View> element{{v, cuda_kernel::make_extents(sp.iter), n_red, sp.split}};
     cuda_kernel::segmented_reduce(out, n_out, n_red, element, candidate{T{}, -1}, cuda_kernel::arg_combine<Max, T>{},
                                   cuda_kernel::arg_index<T>{});
   }

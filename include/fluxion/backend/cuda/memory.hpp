@@ -16,7 +16,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <algorithm>
 #include <new>
 #include <vector>
@@ -27,6 +30,7 @@
 #include <thrust/device_ptr.h>
 #include <thrust/execution_policy.h>
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+#include <cuda_runtime.h>
 #include <thrust/system/cuda/execution_policy.h>
 #endif
 
@@ -221,12 +225,111 @@ struct buffer_factory<cuda> {
   }
 };
 
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+/// Host-to-device copies that do not wait. A copy from ordinary (pageable) host memory first waits
+/// for everything queued on the stream, which would stall the host behind the kernels it queued
+/// (the next batch's upload behind the last step). Instead the values are copied into a pinned
+/// block, whose copy to the device is queued without waiting; the caller's memory is free again at
+/// once. A block returns to the pool when the event recorded after its copy has completed.
+class pinned_staging {
+ public:
+  /// Pinned blocks kept for reuse beyond this many bytes are freed.
+  static constexpr std::size_t max_pooled_bytes = std::size_t{256} << 20;
+
+  static pinned_staging& instance() {
+    static pinned_staging* s = new pinned_staging;  // never destroyed: the CUDA context may be gone
+    return *s;
+  }
+
+  void copy_to_device(void* dst, const void* src, std::size_t bytes) {
+    block b = acquire(bytes);
+    std::memcpy(b.data, src, bytes);
+    check(cudaMemcpyAsync(dst, b.data, bytes, cudaMemcpyHostToDevice, cudaStreamLegacy), "cudaMemcpyAsync", bytes);
+    check(cudaEventRecord(b.done, cudaStreamLegacy), "cudaEventRecord", bytes);
+    std::lock_guard<std::mutex> lk(m_mutex);
+    m_in_flight.push_back(b);
+  }
+
+ private:
+  struct block {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+
+  static void check(cudaError_t e, const char* call, std::size_t bytes) {
+    if (e != cudaSuccess)
+      throw std::runtime_error(std::string("copy to cuda: ") + call + " failed for " + std::to_string(bytes) +
+                               " bytes: " + cudaGetErrorString(e));
+  }
+
+  block acquire(std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lk(m_mutex);
+      // Blocks whose copies have finished go back to the pool.
+      for (std::size_t i = 0; i < m_in_flight.size();) {
+        if (cudaEventQuery(m_in_flight[i].done) == cudaSuccess) {
+          m_pooled += m_in_flight[i].bytes;
+          m_free.push_back(m_in_flight[i]);
+          m_in_flight[i] = m_in_flight.back();
+          m_in_flight.pop_back();
+        } else {
+          ++i;
+        }
+      }
+      // The smallest free block that fits, not more than twice the size asked.
+      std::size_t best = m_free.size();
+      for (std::size_t i = 0; i < m_free.size(); ++i)
+        if (m_free[i].bytes >= bytes && m_free[i].bytes <= 2 * bytes + 4096 &&
+            (best == m_free.size() || m_free[i].bytes < m_free[best].bytes))
+          best = i;
+      if (best != m_free.size()) {
+        block b = m_free[best];
+        m_free[best] = m_free.back();
+        m_free.pop_back();
+        m_pooled -= b.bytes;
+        return b;
+      }
+      while (m_pooled + bytes > max_pooled_bytes && !m_free.empty()) {  // make room, oldest first
+        release(m_free.front());
+        m_pooled -= m_free.front().bytes;
+        m_free.erase(m_free.begin());
+      }
+    }
+    block b;
+    b.bytes = std::max<std::size_t>(bytes, 4096);
+    check(cudaMallocHost(&b.data, b.bytes), "cudaMallocHost", b.bytes);
+    if (cudaError_t e = cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming); e != cudaSuccess) {
+      cudaFreeHost(b.data);
+      check(e, "cudaEventCreate", bytes);
+    }
+    return b;
+  }
+
+  static void release(const block& b) noexcept {
+    cudaEventDestroy(b.done);
+    cudaFreeHost(b.data);
+  }
+
+  std::mutex m_mutex;
+  std::vector<block> m_in_flight, m_free;
+  std::size_t m_pooled = 0;
+};
+#endif
+
 /// Host <-> device copies of n elements (host pointers on one side, device pointers on the other).
+/// Copies to the device are queued without waiting (through pinned_staging on a GPU); copies to
+/// the host wait for the values.
 template <>
 struct device_memory<cuda> {
   template <class T>
   static void to_device(T* dst, const T* src, index_t n) {
-    if (n > 0) thrust::copy(src, src + n, thrust::device_pointer_cast(dst));
+    if (n <= 0) return;
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+    pinned_staging::instance().copy_to_device(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+#else
+    thrust::copy(src, src + n, thrust::device_pointer_cast(dst));
+#endif
   }
   template <class T>
   static void to_host(T* dst, const T* src, index_t n) {
