@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <fluxion/cuda.hpp>
+#include <fluxion/optim.hpp>
 #include <fluxion/tensor/random.hpp>
 
 namespace fx = fluxion;
@@ -38,7 +39,11 @@ struct mlp {
     }
   }
 
-  /// One SGD step; returns the loss (on the device: reading it would wait for the step).
+  fx::optim::adam adam{1e-3};
+
+  /// One step, SGD by assign_sub or fx::optim::adam (one fused kernel per variable); returns the
+  /// loss (on the device: reading it would wait for the step).
+  template <bool Adam = false>
   tensor step(const tensor& x, const tensor& onehot) {
     fx::gradient_tape tape;
     tensor h1 = fx::relu(fx::matmul(x, vars[0]) + vars[1]);
@@ -47,14 +52,18 @@ struct mlp {
     tensor loss = fx::reduce_mean(fx::reduce_logsumexp(logits, {1}) - fx::reduce_sum(logits * onehot, {1}));
     auto grads = tape.gradient(loss, {std::cref(vars[0]), std::cref(vars[1]), std::cref(vars[2]), std::cref(vars[3]),
                                       std::cref(vars[4]), std::cref(vars[5])});
-    for (std::size_t i = 0; i < vars.size(); ++i) vars[i].assign_sub(0.01f * grads[i]);
+    if constexpr (Adam) {
+      adam.apply_gradients(grads, {&vars[0], &vars[1], &vars[2], &vars[3], &vars[4], &vars[5]});
+    } else {
+      for (std::size_t i = 0; i < vars.size(); ++i) vars[i].assign_sub(0.01f * grads[i]);
+    }
     return loss;
   }
 };
 
 /// Upload: false, the batch stays on the device; true, each step uploads it from host memory
 /// first (fx::to<fx::cuda>, queued without waiting), as a training loop over a data set does.
-template <bool Upload>
+template <bool Upload, bool Adam = false>
 void mlp_train_fluxion(benchmark::State& state) {
   const fx::index_t batch = state.range(0);
   fx::random::generator gen{3};
@@ -64,20 +73,20 @@ void mlp_train_fluxion(benchmark::State& state) {
   fx::tensor<float> labels(fx::shape{batch, 10});
   for (fx::index_t i = 0; i < batch * 10; ++i) labels.mutable_data()[i] = (i % 10 == (i / 10) % 7) ? 1.f : 0.f;
   tensor onehot = fx::to<fx::cuda>(labels);
-  const float first = net.step(x, onehot).item();
+  const float first = net.step<Adam>(x, onehot).item();
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   for (auto _ : state) {
     cudaEventRecord(start);
-    tensor loss = Upload ? net.step(fx::to<fx::cuda>(x_host), onehot) : net.step(x, onehot);
+    tensor loss = Upload ? net.step<Adam>(fx::to<fx::cuda>(x_host), onehot) : net.step<Adam>(x, onehot);
     cudaEventRecord(stop);
     cudaEventSynchronize(stop);
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
     state.SetIterationTime(ms * 1e-3);
   }
-  const float last = net.step(x, onehot).item();
+  const float last = net.step<Adam>(x, onehot).item();
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   // The same batch over and over: the loss must fall, or the step is not training.
@@ -90,3 +99,4 @@ void mlp_train_fluxion(benchmark::State& state) {
 
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(mlp_train_fluxion, false, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

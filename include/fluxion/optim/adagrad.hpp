@@ -49,15 +49,21 @@ class adagrad : public optimizer {
   void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const override { kernel(b, c); }
   void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const override { kernel(b, c); }
 
+ public:
+  // Public, not private: nvcc instantiates device kernels with it.
+  template <class T>
+  struct step {  // a functor, not a lambda, so that it also runs on a device (see sgd::step)
+    T lr, epsilon;
+    FLUXION_OPTIMIZER_STEP(
+      s[0] = s[0] + g * g;
+      w = w - (V(lr) * g) / detail::sqrt_of(s[0] + V(epsilon));
+    )
+  };
+
  private:
   template <class T>
   void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
-    const T lr = static_cast<T>(c.learning_rate), epsilon = static_cast<T>(m_epsilon);
-    detail::fused_update<1>(b, c, [=](auto g, auto& w, auto& s) {
-      using V = decltype(g);
-      s[0] = s[0] + g * g;
-      w = w - (V(lr) * g) / detail::sqrt_of(s[0] + V(epsilon));
-    });
+    detail::fused_update<1>(b, c, step<T>{static_cast<T>(c.learning_rate), static_cast<T>(m_epsilon)});
   }
 
   double m_initial_accumulator_value;

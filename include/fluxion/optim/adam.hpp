@@ -80,26 +80,31 @@ class adam : public optimizer {
   void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const override { kernel(b, c); }
   void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const override { kernel(b, c); }
 
- private:
+ public:
+  // Public, not private: nvcc instantiates device kernels with it.
   template <class T>
-  void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
-    const double t = static_cast<double>(c.iteration) + 1;
-    const T alpha = static_cast<T>(c.learning_rate * std::sqrt(1 - std::pow(m_beta_2, t)) / (1 - std::pow(m_beta_1, t)));
-    const T one_minus_beta_1 = static_cast<T>(1 - m_beta_1), one_minus_beta_2 = static_cast<T>(1 - m_beta_2),
-            epsilon = static_cast<T>(m_epsilon);
-    auto step = [=](auto g, auto& w, auto& s) {
-      using V = decltype(g);
+  struct step {  // a functor, not a lambda, so that it also runs on a device (see sgd::step)
+    T alpha, one_minus_beta_1, one_minus_beta_2, epsilon;
+    FLUXION_OPTIMIZER_STEP(
       s[0] = s[0] + (g - s[0]) * V(one_minus_beta_1);
       s[1] = s[1] + (g * g - s[1]) * V(one_minus_beta_2);
       V v = s[1];
-      if constexpr (std::tuple_size_v<std::remove_cvref_t<decltype(s)>> == 3) {
+      if constexpr (std::tuple_size_v<S> == 3) {  // amsgrad
         s[2] = detail::max_of(s[2], s[1]);
         v = s[2];
       }
       w = w - (s[0] * V(alpha)) / (detail::sqrt_of(v) + V(epsilon));
-    };
-    if (m_amsgrad) detail::fused_update<3>(b, c, step);
-    else detail::fused_update<2>(b, c, step);
+    )
+  };
+
+ private:
+  template <class T>
+  void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
+    const double t = static_cast<double>(c.iteration) + 1;
+    const step<T> s{static_cast<T>(c.learning_rate * std::sqrt(1 - std::pow(m_beta_2, t)) / (1 - std::pow(m_beta_1, t))),
+                    static_cast<T>(1 - m_beta_1), static_cast<T>(1 - m_beta_2), static_cast<T>(m_epsilon)};
+    if (m_amsgrad) detail::fused_update<3>(b, c, s);
+    else detail::fused_update<2>(b, c, s);
   }
 
   double m_beta_1;

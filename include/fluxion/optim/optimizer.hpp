@@ -45,10 +45,21 @@
 
 #include "../backend/cpu/thread_pool.hpp"
 #include "../core/config.hpp"
+#include "../core/math.hpp"
 #include "../core/error.hpp"
 // The facade, not tensor/variable.hpp alone: variable.hpp does not compile on its own at present.
 #include "../tensor.hpp"
 #include "schedules.hpp"
+
+// Where Thrust's device system is compiled in (nvcc, or a host compiler with
+// THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP), optimizers also update fx::cuda variables, each
+// with one fused kernel. Every file of a program that uses an optimizer must agree on this.
+#if (defined(__CUDACC__) || defined(THRUST_DEVICE_SYSTEM)) && __has_include(<thrust/for_each.h>)
+#define FLUXION_DEVICE_OPTIMIZERS 1
+#include "../backend/cuda/update.hpp"
+#else
+#define FLUXION_DEVICE_OPTIMIZERS 0
+#endif
 
 namespace fluxion::optim {
 
@@ -69,6 +80,7 @@ struct update_buffers {
   T* new_value = nullptr;
   std::array<const T*, max_slots> slots{};
   std::array<T*, max_slots> new_slots{};
+  bool on_device = false;  // the pointers are fx::cuda memory: the update runs as one device kernel
 };
 
 /// The per-call scalars: the learning rate at this iteration, the decoupled weight decay, and the
@@ -86,19 +98,46 @@ struct step_constants {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+// Scalars (also on a device) and xsimd batches (host only: nvcc compiles no vector types for the
+// device, so a host-device template must never be instantiated with one).
+template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V sqrt_of(const V& x) {
+  return ::fluxion::math::sqrt(x);
+}
+template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V max_of(const V& a, const V& b) {
+  return a < b ? b : a;
+}
 template <class V>
 FLUXION_ALWAYS_INLINE V sqrt_of(const V& x) {
-  if constexpr (std::is_floating_point_v<V>) return std::sqrt(x);
-  else return xsimd::sqrt(x);
+  return xsimd::sqrt(x);
 }
 template <class V>
 FLUXION_ALWAYS_INLINE V max_of(const V& a, const V& b) {
-  if constexpr (std::is_floating_point_v<V>) return a < b ? b : a;
-  else return xsimd::max(a, b);
+  return xsimd::max(a, b);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+/// Defines an optimizer step functor's operator()(V g, V& w, S& s) from one body: host-only for
+/// xsimd batches (the cpu loop), host-device for scalars (the cpu tail and the device kernel).
+/// A functor, not a lambda: nvcc's host-device lambdas cannot be generic.
+#define FLUXION_OPTIMIZER_STEP(...)                         \
+  template <class V, class S>                               \
+    requires(!std::is_floating_point_v<V>)                  \
+  void operator()(V g, V& w, S& s) const {                  \
+    (void)s; /* plain SGD keeps no slots */                 \
+    __VA_ARGS__                                             \
+  }                                                         \
+  template <class V, class S>                               \
+    requires std::is_floating_point_v<V>                    \
+  FLUXION_HOST_DEVICE void operator()(V g, V& w, S& s) const { \
+    (void)s;                                                \
+    __VA_ARGS__                                             \
+  }
 
 /// Runs step(gradient, value, slots) over every element: V is an xsimd batch of T, then T for the
 /// tail (and for everything where xsimd knows no architecture). `value` and the Slots entries of
@@ -106,6 +145,16 @@ FLUXION_ALWAYS_INLINE V max_of(const V& a, const V& b) {
 /// decay runs first, as Keras's _apply_weight_decay does.
 template <std::size_t Slots, class T, class Step>
 void fused_update(const update_buffers<T>& b, const step_constants& c, const Step& step) {
+  if (b.on_device) {
+#if FLUXION_DEVICE_OPTIMIZERS
+    ::fluxion::detail::device_fused_update<Slots>(b, c, step);
+    return;
+#else
+    throw invalid_argument(
+        "apply_gradients: the variables are on fluxion::cuda, but this file was compiled without the device "
+        "backend; include <fluxion/cuda.hpp> and compile with nvcc (or Thrust's OpenMP system)");
+#endif
+  }
   const bool decay = c.weight_decay != 0;
   const T weight_decay = static_cast<T>(c.weight_decay), learning_rate = static_cast<T>(c.learning_rate);
   auto run = [&](index_t begin, index_t end) {
@@ -117,22 +166,22 @@ void fused_update(const update_buffers<T>& b, const step_constants& c, const Ste
         const batch g = batch::load_unaligned(b.gradient + i);
         batch w = batch::load_unaligned(b.value + i);
         std::array<batch, Slots> s;
-        for (std::size_t k = 0; k < Slots; ++k) s[k] = batch::load_unaligned(b.slots[k] + i);
+        if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) s[k] = batch::load_unaligned(b.slots[k] + i);
         if (decay) w = w - w * batch(weight_decay) * batch(learning_rate);
         step(g, w, s);
         w.store_unaligned(b.new_value + i);
-        for (std::size_t k = 0; k < Slots; ++k) s[k].store_unaligned(b.new_slots[k] + i);
+        if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) s[k].store_unaligned(b.new_slots[k] + i);
       }
     }
     for (; i < end; ++i) {
       const T g = b.gradient[i];
       T w = b.value[i];
       std::array<T, Slots> s;
-      for (std::size_t k = 0; k < Slots; ++k) s[k] = b.slots[k][i];
+      if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) s[k] = b.slots[k][i];
       if (decay) w = w - w * weight_decay * learning_rate;
       step(g, w, s);
       b.new_value[i] = w;
-      for (std::size_t k = 0; k < Slots; ++k) b.new_slots[k][i] = s[k];
+      if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) b.new_slots[k][i] = s[k];
     }
   };
   const index_t n = b.size;
@@ -207,9 +256,9 @@ class optimizer {
   template <class T, class Device>
   void apply_gradients(const std::vector<tensor<T, Device>>& gradients,
                        const std::vector<variable<T, Device>*>& variables) {
-    static_assert(std::is_same_v<Device, cpu>,
-                  "fluxion::optim::optimizer::apply_gradients: optimizers update variables on the cpu device only "
-                  "for now; keep the model's variables on fluxion::cpu.");
+    static_assert(std::is_same_v<Device, cpu> || FLUXION_DEVICE_OPTIMIZERS,
+                  "fluxion::optim::optimizer::apply_gradients: variables on fluxion::cuda need the device backend; "
+                  "include <fluxion/cuda.hpp> and compile with nvcc (or with Thrust's OpenMP system).");
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                   "fluxion::optim::optimizer::apply_gradients: optimizers update float or double variables; "
                   "make the variable's element type float or double.");
@@ -334,10 +383,16 @@ class optimizer {
     created->reserve(specs.size());  // never grows again: pointers to the slots stay valid
     const std::string prefix = v.name().empty() ? "variable_" + std::to_string(v.id()) : v.name();
     for (const auto& spec : specs) {
-      tensor<T, Device> initial(v.shape());
+      tensor<T, cpu> initial(v.shape());
       T* p = initial.mutable_data();
       for (index_t k = 0; k < initial.size(); ++k) p[k] = static_cast<T>(spec.initial_value);
-      created->emplace_back(std::move(initial), prefix + "/" + spec.name, /*trainable=*/false);
+      if constexpr (std::is_same_v<Device, cpu>) {
+        created->emplace_back(std::move(initial), prefix + "/" + spec.name, /*trainable=*/false);
+      } else {
+        tensor<T, Device> on_device(v.shape());
+        ::fluxion::detail::device_memory<Device>::to_device(on_device.mutable_data(), initial.data(), initial.size());
+        created->emplace_back(std::move(on_device), prefix + "/" + spec.name, /*trainable=*/false);
+      }
     }
     m_slots.push_back({v.id(), &typeid(variable<T, Device>), created});
     m_slot_index.emplace(v.id(), m_slots.size() - 1);
@@ -362,6 +417,7 @@ class optimizer {
     b.gradient = g.data();
     b.value = v.peek().data();
     b.new_value = new_value.mutable_data();
+    b.on_device = !std::is_same_v<Device, cpu>;
     for (std::size_t k = 0; k < slots.size(); ++k) {
       new_slots[k] = next(slots[k].peek());
       b.slots[k] = slots[k].peek().data();

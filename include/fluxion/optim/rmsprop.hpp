@@ -73,14 +73,13 @@ class rmsprop : public optimizer {
     else run<false, false>(b, c);
   }
 
+ public:
+  // Public (not an implementation secret): nvcc instantiates kernels with it.
   template <bool Momentum, bool Centered, class T>
-  void run(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
-    constexpr std::size_t slots = 1 + Momentum + Centered, average = Momentum ? 2 : 1;
-    const T lr = static_cast<T>(c.learning_rate), rho = static_cast<T>(m_rho),
-            one_minus_rho = static_cast<T>(1 - m_rho), momentum = static_cast<T>(m_momentum),
-            epsilon = static_cast<T>(m_epsilon);
-    detail::fused_update<slots>(b, c, [=](auto g, auto& w, auto& s) {
-      using V = decltype(g);
+  struct step {  // a functor, not a lambda, so that it also runs on a device (see sgd::step)
+    static constexpr std::size_t average = Momentum ? 2 : 1;
+    T lr, rho, one_minus_rho, momentum, epsilon;
+    FLUXION_OPTIMIZER_STEP(
       s[0] = V(rho) * s[0] + V(one_minus_rho) * (g * g);
       V denominator;
       if constexpr (Centered) {
@@ -96,7 +95,17 @@ class rmsprop : public optimizer {
       } else {
         w = w - increment;
       }
-    });
+    )
+  };
+
+ private:
+  template <bool Momentum, bool Centered, class T>
+  void run(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
+    constexpr std::size_t slots = 1 + Momentum + Centered;
+    detail::fused_update<slots>(
+        b, c,
+        step<Momentum, Centered, T>{static_cast<T>(c.learning_rate), static_cast<T>(m_rho), static_cast<T>(1 - m_rho),
+                                    static_cast<T>(m_momentum), static_cast<T>(m_epsilon)});
   }
 
   double m_rho;

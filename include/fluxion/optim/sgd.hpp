@@ -52,28 +52,31 @@ class sgd : public optimizer {
   void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const override { kernel(b, c); }
   void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const override { kernel(b, c); }
 
+ public:
+  // Public, not private: nvcc instantiates device kernels with it.
+  /// The per-element step, for xsimd batches on the cpu and for scalars on a device (a functor,
+  /// since nvcc's host-device lambdas cannot be generic).
+  template <class T, int Kind>  // 0: plain, 1: momentum, 2: Nesterov momentum
+  struct step {
+    T lr, momentum;
+    FLUXION_OPTIMIZER_STEP(
+      if constexpr (Kind == 0) {
+        w = w - g * V(lr);
+      } else {
+        s[0] = s[0] * V(momentum) - g * V(lr);
+        if constexpr (Kind == 2) w = w + (s[0] * V(momentum) - g * V(lr));
+        else w = w + s[0];
+      }
+    )
+  };
+
  private:
   template <class T>
   void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
     const T lr = static_cast<T>(c.learning_rate), momentum = static_cast<T>(m_momentum);
-    if (m_momentum == 0) {
-      detail::fused_update<0>(b, c, [=](auto g, auto& w, auto&) {
-        using V = decltype(g);
-        w = w - g * V(lr);
-      });
-    } else if (m_nesterov) {
-      detail::fused_update<1>(b, c, [=](auto g, auto& w, auto& s) {
-        using V = decltype(g);
-        s[0] = s[0] * V(momentum) - g * V(lr);
-        w = w + (s[0] * V(momentum) - g * V(lr));
-      });
-    } else {
-      detail::fused_update<1>(b, c, [=](auto g, auto& w, auto& s) {
-        using V = decltype(g);
-        s[0] = s[0] * V(momentum) - g * V(lr);
-        w = w + s[0];
-      });
-    }
+    if (m_momentum == 0) detail::fused_update<0>(b, c, step<T, 0>{lr, momentum});
+    else if (m_nesterov) detail::fused_update<1>(b, c, step<T, 2>{lr, momentum});
+    else detail::fused_update<1>(b, c, step<T, 1>{lr, momentum});
   }
 
   double m_momentum;

@@ -1,0 +1,96 @@
+// fx::optim on fx::cuda variables: every optimizer and variant updates device variables, one fused
+// kernel per variable, to the values (and slots) the cpu's SIMD loop gives for the same gradients.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fluxion/optim.hpp"
+#include "same_on_both_devices.hpp"
+
+// The device path is compiled in wherever Thrust's device system is (here: CUDA under nvcc, OpenMP
+// in CI, where device memory is host memory and only the GPU run can tell the paths apart).
+static_assert(FLUXION_DEVICE_OPTIMIZERS == 1);
+
+namespace {
+
+namespace fx = fluxion;
+namespace optim = fluxion::optim;
+using fluxion_test::check_values;
+using fluxion_test::filled;
+
+/// Three steps of `make()`'s optimizer on two variables (one of 1000 elements, so the cpu runs its
+/// vector body and tail, one of 7), on the cpu and on the device, from the same values and
+/// gradients; the values and every slot must agree.
+template <class T, class Make>
+void same_updates(const Make& make, double rtol) {
+  auto cpu_opt = make(), dev_opt = make();
+  std::vector<fx::variable<T>> cpu_vars;
+  std::vector<fx::variable<T, fx::cuda>> dev_vars;
+  const fx::shape shapes[] = {fx::shape{40, 25}, fx::shape{7}};
+  for (int i = 0; i < 2; ++i) {
+    fx::tensor<T> init = filled<T>(shapes[i], 10 + i);
+    cpu_vars.emplace_back(init, "v" + std::to_string(i));
+    dev_vars.emplace_back(fx::to<fx::cuda>(init), "v" + std::to_string(i));
+  }
+  for (int step = 0; step < 3; ++step) {
+    std::vector<fx::tensor<T>> cpu_grads;
+    std::vector<fx::tensor<T, fx::cuda>> dev_grads;
+    for (int i = 0; i < 2; ++i) {
+      fx::tensor<T> g = filled<T>(shapes[i], 100 + 10 * step + i, -1, 1);
+      cpu_grads.push_back(g);
+      dev_grads.push_back(fx::to<fx::cuda>(g));
+    }
+    cpu_opt->apply_gradients(cpu_grads, {&cpu_vars[0], &cpu_vars[1]});
+    dev_opt->apply_gradients(dev_grads, {&dev_vars[0], &dev_vars[1]});
+  }
+  CHECK(dev_opt->iterations() == 3);
+  for (int i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    check_values(fx::to<fx::cpu>(dev_vars[i].peek()).to_vector(), cpu_vars[i].peek().to_vector(), rtol);
+  }
+  auto cpu_slots = cpu_opt->template slot_variables<T, fx::cpu>();
+  auto dev_slots = dev_opt->template slot_variables<T, fx::cuda>();
+  REQUIRE(cpu_slots.size() == dev_slots.size());
+  for (std::size_t k = 0; k < cpu_slots.size(); ++k) {
+    CAPTURE(cpu_slots[k].first);
+    CHECK(dev_slots[k].first == cpu_slots[k].first);
+    check_values(fx::to<fx::cpu>(dev_slots[k].second->peek()).to_vector(), cpu_slots[k].second->peek().to_vector(),
+                 rtol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("cuda optim: every optimizer updates device variables as on the cpu", T, float, double) {
+  const double rtol = std::is_same_v<T, float> ? 2e-6 : 1e-13;
+  auto ptr = [](auto o) { return std::make_unique<decltype(o)>(std::move(o)); };
+  SUBCASE("sgd") { same_updates<T>([&] { return ptr(optim::sgd{0.1}); }, rtol); }
+  SUBCASE("sgd with momentum and weight decay") {
+    same_updates<T>([&] { return ptr(optim::sgd{{.learning_rate = 0.1, .momentum = 0.9, .weight_decay = 0.01}}); }, rtol);
+  }
+  SUBCASE("sgd, Nesterov") {
+    same_updates<T>([&] { return ptr(optim::sgd{{.learning_rate = 0.1, .momentum = 0.9, .nesterov = true}}); }, rtol);
+  }
+  SUBCASE("adagrad") { same_updates<T>([&] { return ptr(optim::adagrad{0.1}); }, rtol); }
+  SUBCASE("rmsprop, centered with momentum") {
+    same_updates<T>([&] { return ptr(optim::rmsprop{{.learning_rate = 0.01, .momentum = 0.5, .centered = true}}); },
+                    rtol);
+  }
+  SUBCASE("rmsprop") { same_updates<T>([&] { return ptr(optim::rmsprop{0.01}); }, rtol); }
+  SUBCASE("adam, amsgrad") { same_updates<T>([&] { return ptr(optim::adam{{.learning_rate = 0.01, .amsgrad = true}}); }, rtol); }
+  SUBCASE("adamw") { same_updates<T>([&] { return ptr(optim::adamw{0.01}); }, rtol); }
+}
+
+TEST_CASE("cuda optim: bad input throws before any device variable changes") {
+  fx::variable<float, fx::cuda> w{fx::to<fx::cuda>(filled<float>({3, 2}, 1)), "w"};
+  const std::vector<float> before = fx::to<fx::cpu>(w.peek()).to_vector();
+  optim::adam opt{0.1};
+  std::vector<fx::tensor<float, fx::cuda>> wrong{fx::to<fx::cuda>(filled<float>({2, 3}, 2))};
+  CHECK_THROWS_WITH_AS(opt.apply_gradients(wrong, {&w}),
+                       "apply_gradients: the gradient for variable 'w' has shape (2, 3), but the variable has shape (3, 2)",
+                       fx::shape_error);
+  CHECK(fx::to<fx::cpu>(w.peek()).to_vector() == before);
+  CHECK(opt.iterations() == 0);
+}
