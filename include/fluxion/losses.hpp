@@ -137,8 +137,8 @@ namespace detail {
 /// The statements of sparse_softmax_cross_entropy on tensors: one instance per element type and
 /// label type in a program, whatever expression the logits came from (and prebuilt with
 /// FLUXION_PREBUILT_KERNELS, nn/prebuilt.hpp).
-template <class T, class IT, int Config = fluxion::detail::autodiff_config>
-tensor<T> sparse_softmax_cross_entropy_tensors(const tensor<T>& x, tensor<IT> indices, reduction r) {
+template <class T, class IT, class D = cpu, int Config = fluxion::detail::autodiff_config>
+tensor<T, D> sparse_softmax_cross_entropy_tensors(const tensor<T, D>& x, tensor<IT, D> indices, reduction r) {
   const char* name = "sparse_softmax_cross_entropy";
   check_class_axis(name, x.shape());
   const shape& xs = x.shape();
@@ -150,7 +150,7 @@ tensor<T> sparse_softmax_cross_entropy_tensors(const tensor<T>& x, tensor<IT> in
     throw shape_error(std::string(name) + ": logits " + to_string(xs) + " need labels of shape " +
                       to_string(examples) + " or " + to_string(with_unit_axis) + ", not " + to_string(indices.shape()));
   const index_t classes = xs[xs.rank() - 1];
-  const auto values = indices.to_vector();
+  const auto values = indices.to_vector();  // on a device: copied back to check the range
   for (std::size_t i = 0; i < values.size(); ++i)
     if (values[i] < 0 || values[i] >= classes)
       throw out_of_range(std::string(name) + ": labels" + position(static_cast<index_t>(i), examples) +
@@ -170,6 +170,9 @@ auto sparse_softmax_cross_entropy(L&& logits, I&& labels, reduction r = reductio
   static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
                 "fluxion::losses::sparse_softmax_cross_entropy: labels must be int32 or int64 class indices; "
                 "for one-hot or soft labels use softmax_cross_entropy.");
+  static_assert(std::is_same_v<device_t<decltype(x)>, device_t<detail::expr_of<I>>>,
+                "fluxion::losses::sparse_softmax_cross_entropy: the logits and the labels are on different devices; "
+                "move the labels with fluxion::to<Device>(labels).");
   auto indices = fluxion::detail::materialize(fluxion::detail::as_expr<I>(std::forward<I>(labels)));
   return detail::sparse_softmax_cross_entropy_tensors<T>(fluxion::detail::materialize(x), std::move(indices), r);
 }

@@ -20,6 +20,7 @@
 
 #include "../core/error.hpp"
 #include "../tensor/tensor.hpp"
+#include "optimizer.hpp"  // FLUXION_DEVICE_OPTIMIZERS
 #include "schedules.hpp"
 
 namespace fluxion::optim {
@@ -27,14 +28,27 @@ namespace fluxion::optim {
 template <class T, class Device>
 std::pair<std::vector<tensor<T, Device>>, T> clip_by_global_norm(const std::vector<tensor<T, Device>>& gradients,
                                                                double clip_norm) {
-  static_assert(std::is_same_v<Device, cpu>,
-                "fluxion::optim::clip_by_global_norm: runs on the cpu device only for now; keep the gradients on "
-                "fluxion::cpu.");
+  static_assert(std::is_same_v<Device, cpu> || FLUXION_DEVICE_OPTIMIZERS,
+                "fluxion::optim::clip_by_global_norm: gradients on fluxion::cuda need the device backend; include "
+                "<fluxion/cuda.hpp> and compile with nvcc (or with Thrust's OpenMP system).");
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "fluxion::optim::clip_by_global_norm: gradients must be float or double.");
   if (!(clip_norm > 0) || !std::isfinite(clip_norm))
     throw invalid_argument("clip_by_global_norm: clip_norm = " + detail::format_number(clip_norm) +
                            " must be finite and positive");
+  if constexpr (!std::is_same_v<Device, cpu>) {
+    // On a device: each tensor's sum of squares in double there (one value read back per tensor),
+    // and each clipped tensor one fused kernel.
+    double sum = 0;
+    for (const auto& g : gradients) sum += tensor<double, Device>(reduce_sum(square(cast<double>(g)))).item();
+    const double norm = std::sqrt(sum);
+    if (std::isfinite(norm) && norm <= clip_norm) return {gradients, static_cast<T>(norm)};
+    const T scale = std::isfinite(norm) ? static_cast<T>(clip_norm / norm) : std::numeric_limits<T>::quiet_NaN();
+    std::vector<tensor<T, Device>> clipped;
+    clipped.reserve(gradients.size());
+    for (const auto& g : gradients) clipped.push_back(tensor<T, Device>(g * scale));
+    return {std::move(clipped), static_cast<T>(norm)};
+  }
   double sum = 0;
   for (const auto& g : gradients) {
     const T* p = g.data();

@@ -94,3 +94,18 @@ TEST_CASE("cuda optim: bad input throws before any device variable changes") {
   CHECK(fx::to<fx::cpu>(w.peek()).to_vector() == before);
   CHECK(opt.iterations() == 0);
 }
+
+TEST_CASE_TEMPLATE("cuda optim: clip_by_global_norm on device gradients", T, float, double) {
+  std::vector<fx::tensor<T>> cpu_grads{filled<T>({30, 20}, 1), filled<T>({5}, 2)};
+  std::vector<fx::tensor<T, fx::cuda>> dev_grads{fx::to<fx::cuda>(cpu_grads[0]), fx::to<fx::cuda>(cpu_grads[1])};
+  const double rtol = std::is_same_v<T, float> ? 1e-6 : 1e-13;
+  for (double clip : {1.0, 1e6}) {  // clipped, and left as they are
+    CAPTURE(clip);
+    auto [want, want_norm] = optim::clip_by_global_norm(cpu_grads, clip);
+    auto [got, got_norm] = optim::clip_by_global_norm(dev_grads, clip);
+    CHECK(static_cast<double>(got_norm) == doctest::Approx(static_cast<double>(want_norm)).epsilon(rtol));
+    for (std::size_t i = 0; i < want.size(); ++i)
+      check_values(fx::to<fx::cpu>(got[i]).to_vector(), want[i].to_vector(), rtol);
+  }
+  CHECK_THROWS_AS(optim::clip_by_global_norm(dev_grads, -1.0), fx::invalid_argument);
+}

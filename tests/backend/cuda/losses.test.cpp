@@ -1,0 +1,87 @@
+// fx::losses and fx::metrics on fx::cuda tensors: every loss, with every reduction, and its gradient
+// through the tape on the device, and the metrics' running values, agree with the cpu.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "fluxion/losses.hpp"
+#include "fluxion/metrics.hpp"
+#include "same_on_both_devices.hpp"
+
+namespace {
+
+namespace fx = fluxion;
+namespace losses = fluxion::losses;
+using fluxion_test::check_values;
+using fluxion_test::filled;
+using fluxion_test::same_on_both_devices;
+
+/// d loss(x, y) / dx on the device, copied back, and on the cpu.
+template <class T, class Loss, class Y>
+void same_gradient(const Loss& loss, const fx::tensor<T>& x, const Y& y, double rtol) {
+  auto grad = [&](const auto& xd, const auto& yd) {
+    fx::gradient_tape tape;
+    tape.watch(xd);
+    auto l = loss(xd, yd);
+    return tape.gradient(l, xd);
+  };
+  const fx::tensor<T> want = grad(x, y);
+  const fx::tensor<T> got = fx::to<fx::cpu>(grad(fx::to<fx::cuda>(x), fx::to<fx::cuda>(y)));
+  REQUIRE(got.shape() == want.shape());
+  check_values(got.to_vector(), want.to_vector(), rtol);
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("cuda losses: every loss and reduction, values and gradients", T, float, double) {
+  const double rtol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  const auto logits = filled<T>({6, 5}, 1, -4, 4);
+  const auto soft = filled<T>({6, 5}, 2, 0, 1);
+  const auto targets = filled<T>({6, 5}, 3, -2, 2);
+  fx::tensor<std::int32_t> labels(fx::shape{6});
+  for (int i = 0; i < 6; ++i) labels.mutable_data()[i] = (i * 3) % 5;
+  for (auto r : {losses::reduction::mean, losses::reduction::sum, losses::reduction::none}) {
+    CAPTURE(static_cast<int>(r));
+    same_on_both_devices(rtol, [r](const auto& x, const auto& y) { return losses::softmax_cross_entropy(x, y, r); },
+                         logits, soft);
+    same_on_both_devices(rtol, [r](const auto& x, const auto& y) { return losses::sparse_softmax_cross_entropy(x, y, r); },
+                         logits, labels);
+    same_on_both_devices(rtol, [r](const auto& x, const auto& y) { return losses::sigmoid_binary_cross_entropy(x, y, r); },
+                         logits, soft);
+    same_on_both_devices(rtol, [r](const auto& x, const auto& y) { return losses::mean_squared_error(x, y, r); },
+                         logits, targets);
+    same_on_both_devices(rtol, [r](const auto& x, const auto& y) { return losses::huber(x, y, 1.5, r); }, logits,
+                         targets);
+  }
+  same_gradient<T>([](const auto& x, const auto& y) { return losses::sparse_softmax_cross_entropy(x, y); }, logits,
+                   labels, rtol);
+  same_gradient<T>([](const auto& x, const auto& y) { return losses::sigmoid_binary_cross_entropy(x, y); }, logits,
+                   soft, rtol);
+  same_gradient<T>([](const auto& x, const auto& y) { return losses::huber(x, y); }, logits, targets, rtol);
+}
+
+TEST_CASE("cuda losses: a label out of range names its position, on the device too") {
+  auto x = fx::to<fx::cuda>(filled<float>({3, 4}, 1));
+  fx::tensor<std::int64_t, fx::cuda> labels = {std::int64_t{1}, std::int64_t{4}, std::int64_t{0}};
+  CHECK_THROWS_WITH_AS(losses::sparse_softmax_cross_entropy(x, labels),
+                       "sparse_softmax_cross_entropy: labels[1] = 4 is not in [0, 4)", fx::out_of_range);
+}
+
+TEST_CASE("cuda metrics: accuracies and means read device tensors") {
+  const auto scores = filled<float>({8, 3}, 4);
+  fx::tensor<std::int32_t> labels(fx::shape{8});
+  for (int i = 0; i < 8; ++i) labels.mutable_data()[i] = i % 3;
+  fx::metrics::sparse_categorical_accuracy on_cpu, on_device;
+  on_cpu.update(labels, scores);
+  on_device.update(fx::to<fx::cuda>(labels), fx::to<fx::cuda>(scores));
+  CHECK(on_device.result() == on_cpu.result());
+  fx::metrics::categorical_accuracy c_cpu, c_dev;
+  const auto other = filled<float>({8, 3}, 5);
+  c_cpu.update(other, scores);
+  c_dev.update(fx::to<fx::cuda>(other), fx::to<fx::cuda>(scores));
+  CHECK(c_dev.result() == c_cpu.result());
+  fx::metrics::mean m;
+  m.update(fx::to<fx::cuda>(filled<float>({4}, 6)));
+  CHECK(m.result() == doctest::Approx(fx::reduce_mean(filled<float>({4}, 6)).eval().item()).epsilon(1e-6));
+}
