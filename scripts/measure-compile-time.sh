@@ -98,3 +98,16 @@ if [[ -e "$torch_include/torch/torch.h" ]]; then
 else
   echo "LibTorch twins: skipped (install libtorch-dev, or run scripts/install-deps.sh --bench)"
 fi
+
+# The device headers, compiled by nvcc for Hopper as scripts/run-gpu-*.sh build them (issue 14).
+nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+if [[ -x "$nvcc" ]]; then
+  printf '#include <fluxion/cuda.hpp>\n#include <fluxion/optim.hpp>\nint main() { return 0; }\n' > "$scratch/cuda.cu"
+  nvcc_flags=(-std=c++20 --extended-lambda --expt-relaxed-constexpr -gencode=arch=compute_90,code=sm_90 -O2 -Iinclude)
+  row "#include <fluxion/cuda.hpp> + <fluxion/optim.hpp> (nvcc)" \
+      "$(best "$nvcc" "${nvcc_flags[@]}" -c "$scratch/cuda.cu" -o "$scratch/out.o")"
+  row "bench/cuda/train.bench.cu (nvcc: the MLP step on a GPU)" \
+      "$(best "$nvcc" "${nvcc_flags[@]}" -c bench/cuda/train.bench.cu -o "$scratch/out.o")"
+else
+  echo "nvcc rows: skipped (no CUDA toolkit)"
+fi
