@@ -195,6 +195,9 @@ struct segment_loop {
 
   FLUXION_HOST_DEVICE void operator()(index_t k) const {
     Acc acc = init;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 8  // see chunk_partial
+#endif
     for (index_t j = 0; j < n_red; ++j) acc = combine(acc, value(k, j));
     out[k] = finalize(acc);
   }
@@ -216,6 +219,12 @@ struct chunk_partial {
   FLUXION_HOST_DEVICE void operator()(index_t p) const {
     const index_t k = p / n_chunks, c = p - k * n_chunks;
     Acc acc = init;
+    // Unrolled, the loads of a part are issued together and their latencies overlap; rolled, each
+    // waited for the one before (Nsight Compute on an H100: 27 us for 16 threads reading 32 values
+    // each, and 86 us, 780 GB/s, for the first level of a 16M sum). The sum's order is unchanged.
+#if defined(__CUDA_ARCH__)
+#pragma unroll 8
+#endif
     for (index_t j = c; j < n_red; j += n_chunks) acc = combine(acc, value(k, j));
     partial[p] = acc;
   }
