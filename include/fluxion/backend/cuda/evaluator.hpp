@@ -131,6 +131,13 @@ struct reduction_element {
   }
 };
 
+/// Element j of a full reduction over one axis, read by row from a view positioned on the host.
+template <class R, class View>
+struct reduction_row {
+  View view;
+  FLUXION_HOST_DEVICE R operator()(index_t, index_t j) const { return static_cast<R>(view.row(j)); }
+};
+
 template <class RedOp, class R>
 struct reduction_combine {
   FLUXION_HOST_DEVICE R operator()(R a, R b) const { return RedOp::combine(a, b); }
@@ -314,6 +321,16 @@ struct evaluator<cuda> {
     const R identity = RedOp::template identity<R>();
     if (n_red == 0) {
       thrust::fill_n(kernel_policy(), out, n_out, RedOp::finalize(identity, 0));
+      return;
+    }
+    if (sp.iter.rank() == 1 && sp.split == 0) {
+      // One reduced axis and nothing kept (a full reduction): the view is positioned on the host
+      // and read by rows, with no branch in the loop, so a thread's loads can all be in flight.
+      const index_t origin[max_rank] = {};
+      v.seek(origin, 0);
+      cuda_kernel::segmented_reduce(out, n_out, n_red, cuda_kernel::reduction_row<R, View>{v}, identity,
+                                    cuda_kernel::reduction_combine<RedOp, R>{},
+                                    cuda_kernel::reduction_finalize<RedOp, R>{n_red});
       return;
     }
     cuda_kernel::segmented_reduce(out, n_out, n_red,
