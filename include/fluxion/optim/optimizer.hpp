@@ -45,8 +45,8 @@
 
 #include "../backend/cpu/thread_pool.hpp"
 #include "../core/config.hpp"
-#include "../core/math.hpp"
 #include "../core/error.hpp"
+#include "../core/math.hpp"
 // The facade, not tensor/variable.hpp alone: variable.hpp does not compile on its own at present.
 #include "../tensor.hpp"
 #include "schedules.hpp"
