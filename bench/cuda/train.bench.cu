@@ -17,6 +17,8 @@
 #include <fluxion/optim.hpp>
 #include <fluxion/tensor/random.hpp>
 
+#include "timer.hpp"
+
 namespace fx = fluxion;
 
 namespace {
@@ -74,21 +76,12 @@ void mlp_train_fluxion(benchmark::State& state) {
   for (fx::index_t i = 0; i < batch * 10; ++i) labels.mutable_data()[i] = (i % 10 == (i / 10) % 7) ? 1.f : 0.f;
   tensor onehot = fx::to<fx::cuda>(labels);
   const float first = net.step<Adam>(x, onehot).item();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (auto _ : state) {
-    cudaEventRecord(start);
+  event_timer timer;
+  timer.run(state, [&] {
     tensor loss = Upload ? net.step<Adam>(fx::to<fx::cuda>(x_host), onehot) : net.step<Adam>(x, onehot);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    state.SetIterationTime(ms * 1e-3);
-  }
+    benchmark::DoNotOptimize(loss.data());
+  });
   const float last = net.step<Adam>(x, onehot).item();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   // The same batch over and over: the loss must fall, or the step is not training.
   if (!(last < first)) state.SkipWithError("the loss did not fall");
   state.counters["loss_first"] = first;

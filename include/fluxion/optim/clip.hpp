@@ -36,36 +36,21 @@ std::pair<std::vector<tensor<T, Device>>, T> clip_by_global_norm(const std::vect
   if (!(clip_norm > 0) || !std::isfinite(clip_norm))
     throw invalid_argument("clip_by_global_norm: clip_norm = " + detail::format_number(clip_norm) +
                            " must be finite and positive");
-  if constexpr (!std::is_same_v<Device, cpu>) {
-    // On a device: each tensor's sum of squares in double there (one value read back per tensor),
-    // and each clipped tensor one fused kernel.
-    double sum = 0;
-    for (const auto& g : gradients) sum += tensor<double, Device>(reduce_sum(square(cast<double>(g)))).item();
-    const double norm = std::sqrt(sum);
-    if (std::isfinite(norm) && norm <= clip_norm) return {gradients, static_cast<T>(norm)};
-    const T scale = std::isfinite(norm) ? static_cast<T>(clip_norm / norm) : std::numeric_limits<T>::quiet_NaN();
-    std::vector<tensor<T, Device>> clipped;
-    clipped.reserve(gradients.size());
-    for (const auto& g : gradients) clipped.push_back(tensor<T, Device>(g * scale));
-    return {std::move(clipped), static_cast<T>(norm)};
-  }
   double sum = 0;
   for (const auto& g : gradients) {
-    const T* p = g.data();
-    for (index_t i = 0, n = g.size(); i < n; ++i) sum += static_cast<double>(p[i]) * static_cast<double>(p[i]);
+    if constexpr (std::is_same_v<Device, cpu>) {
+      const T* p = g.data();
+      for (index_t i = 0, n = g.size(); i < n; ++i) sum += static_cast<double>(p[i]) * static_cast<double>(p[i]);
+    } else {  // on the device, in double there: one value read back per tensor
+      sum += tensor<double, Device>(reduce_sum(square(cast<double>(g)))).item();
+    }
   }
   const double norm = std::sqrt(sum);
   if (std::isfinite(norm) && norm <= clip_norm) return {gradients, static_cast<T>(norm)};
   const T scale = std::isfinite(norm) ? static_cast<T>(clip_norm / norm) : std::numeric_limits<T>::quiet_NaN();
   std::vector<tensor<T, Device>> clipped;
   clipped.reserve(gradients.size());
-  for (const auto& g : gradients) {
-    tensor<T, Device> out(g.shape());
-    const T* p = g.data();
-    T* q = out.mutable_data();
-    for (index_t i = 0, n = g.size(); i < n; ++i) q[i] = p[i] * scale;
-    clipped.push_back(std::move(out));
-  }
+  for (const auto& g : gradients) clipped.push_back(tensor<T, Device>(g * scale));  // one fused pass each
   return {std::move(clipped), static_cast<T>(norm)};
 }
 

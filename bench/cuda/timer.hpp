@@ -1,0 +1,47 @@
+// Shared by bench/cuda/*.bench.cu: CUDA error checks and per-iteration timing with CUDA events.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <cuda_runtime.h>
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+/// Times one iteration of f with CUDA events on the default stream.
+struct event_timer {
+  cudaEvent_t start, stop;
+  event_timer() {
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+  }
+  ~event_timer() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  template <class F>
+  void run(benchmark::State& state, F&& f) {
+    f();  // warm-up: module load, cache fill
+    check(cudaDeviceSynchronize(), "warm-up");
+    for (auto _ : state) {
+      cudaEventRecord(start);
+      f();
+      cudaEventRecord(stop);
+      check(cudaEventSynchronize(stop), "iteration");
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      state.SetIterationTime(ms * 1e-3);
+    }
+  }
+};
+
+}  // namespace
