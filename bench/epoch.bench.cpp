@@ -22,6 +22,7 @@
 //   FLUXION_DATASETS_DIR=/path                          # where the fashion-mnist files are
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -67,11 +68,14 @@ bool trained(const std::vector<double>& losses) {
 /// recovered from consecutive means.
 struct loss_recorder : fx::callback {
   std::vector<double> losses;
-  double previous_mean = 0, data_seconds = 0, seconds = 0, first_wait = 0, first_step_end = 0;
+  std::vector<double> step_waits;  // seconds each step waited for its batch
+  double previous_mean = 0, previous_data = 0, data_seconds = 0, seconds = 0, first_wait = 0, first_step_end = 0;
   void on_batch_end(const fx::fit_logs& l) override {
     const auto n = static_cast<double>(l.step);
     losses.push_back(l.loss * n - previous_mean * (n - 1));
     previous_mean = l.loss;
+    step_waits.push_back(l.data_seconds - previous_data);
+    previous_data = l.data_seconds;
     if (l.step == 1) first_wait = l.data_seconds, first_step_end = l.seconds;
   }
   void on_epoch_end(const fx::fit_logs& l) override {
@@ -99,6 +103,16 @@ void fluxion_epoch(benchmark::State& state, Model& model) {
   // After the first batch (whose wait is the shuffle buffer filling): the steady state.
   const double rest = rec.seconds - rec.first_step_end;
   state.counters["steady_wait"] = rest > 0 ? (rec.data_seconds - rec.first_wait) / rest : 0;
+  // The steady state's waits, step by step (microseconds): the median, the 99th percentile, the
+  // worst, and how many steps waited more than 50 us.
+  std::vector<double> w(rec.step_waits.begin() + std::min<std::ptrdiff_t>(1, std::ssize(rec.step_waits)), rec.step_waits.end());
+  if (!w.empty()) {
+    std::sort(w.begin(), w.end());
+    state.counters["wait_p50_us"] = 1e6 * w[w.size() / 2];
+    state.counters["wait_p99_us"] = 1e6 * w[w.size() * 99 / 100];
+    state.counters["wait_max_us"] = 1e6 * w.back();
+    state.counters["steps_over_50us"] = static_cast<double>(std::count_if(w.begin(), w.end(), [](double x) { return x > 50e-6; }));
+  }
 }
 
 void epoch_cnn_fluxion(benchmark::State& s) {

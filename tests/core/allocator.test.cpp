@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <thread>
+#include <vector>
 
 #include <fluxion/tensor.hpp>
 
@@ -43,6 +44,41 @@ TEST_CASE("allocator: bytes in use track live tensors, across threads") {
   CHECK(moved.size() == 4096);
   moved = fx::tensor<float>();  // freed on this thread, allocated on another: still balanced
   CHECK(fx::memory::stats().buffers_in_use == before.buffers_in_use);
+}
+
+TEST_CASE("allocator: buffers made on one thread and freed on another are reused, not hoarded") {
+  // A producer thread makes buffers that this thread frees, as a prefetched batch. This thread's
+  // cache keeps 64 of a size class and passes the rest to the shared pool, where the producer's
+  // next requests find them: after two rounds, no request reaches the system, and what is cached
+  // stays bounded.
+  constexpr int rounds = 6, per_round = 100;
+  constexpr fx::index_t n = 123457;  // a size class nothing else in this test program uses
+  auto produce = [&](std::vector<fx::tensor<float>>& out) {
+    std::thread producer([&] {
+      for (int i = 0; i < per_round; ++i) out.emplace_back(fx::shape{n});
+    });
+    producer.join();
+  };
+  std::vector<std::int64_t> system, cached;
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<fx::tensor<float>> batch;
+    const auto before = fx::memory::stats().system_allocations;
+    produce(batch);
+    system.push_back(fx::memory::stats().system_allocations - before);
+    batch.clear();  // freed here
+    cached.push_back(fx::memory::stats().cached_bytes);
+  }
+  // Round 0 asks the system for all; this thread keeps 64 and shares 36. Round 1 takes the 36 and
+  // asks for 64 more; from then on this thread's share is full and every buffer comes back.
+  const auto local = static_cast<std::int64_t>(fx::detail::host_cache::local_buffers_per_class);
+  CHECK(system[0] == per_round);
+  CHECK(system[1] == local);
+  for (int r = 2; r < rounds; ++r) {
+    CHECK(system[static_cast<std::size_t>(r)] == 0);
+    CHECK(cached[static_cast<std::size_t>(r)] == cached[1]);
+  }
+  fx::memory::empty_cache();  // this thread's cache and the shared pool
+  CHECK(fx::memory::stats().cached_bytes <= cached[1] - (per_round + local) * n * 4);
 }
 
 /// The bytes a tensor buffer of `bytes` holds: its size class, header included.

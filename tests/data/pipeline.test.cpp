@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdint>
 #include <numeric>
+#include <string>
+#include <thread>
 #include <stdexcept>
 #include <tuple>
 #include <vector>
@@ -238,4 +240,55 @@ TEST_CASE("prefetch: the same sequence, exceptions rethrown, early destruction s
   const int after = produced->load();
   CHECK(after <= 10 + 4 + 1);  // the queue is bounded
   CHECK_THROWS_AS(range(3).prefetch(0), fx::invalid_argument);
+}
+
+TEST_CASE("prefetch: while the consumer runs parallel regions, idle workers make elements, in order") {
+  const int saved_threads = fx::get_num_threads();
+  fx::set_num_threads(2);
+  // The consumer computes (parallel regions the pool's worker spins between) while the elements
+  // are made: by the worker, the background thread or the consumer itself. The order is the
+  // upstream's whoever makes them, an exception is rethrown in its place, and a map's own
+  // fx statements run correctly on any of those threads.
+  auto made_off_consumer = std::make_shared<std::atomic<int>>(0);
+  const auto consumer = std::this_thread::get_id();
+  auto pipeline = [&](int fail_at) {
+    return range(300)
+        .map([=](const fx::tensor<std::int32_t>& t) {
+          if (std::this_thread::get_id() != consumer) ++*made_off_consumer;
+          if (t.data()[0] == fail_at) throw fx::io_error("map: element " + std::to_string(fail_at));
+          fx::tensor<float> big = fx::full<float>({50000}, static_cast<float>(t.data()[0]));
+          fx::tensor<float> s = fx::reduce_sum(big * 2.f);  // parallel-sized work inside the map
+          return std::make_tuple(t, s);
+        })
+        .shuffle(40, 3)
+        .batch(4)
+        .prefetch(2);
+  };
+  const auto expected = collect(range(300).shuffle(40, 3).batch(4));
+  fx::tensor<float> a = fx::full<float>({300000}, 1.f);
+  std::size_t i = 0;
+  for (auto [t, s] : pipeline(-1)) {
+    REQUIRE(i < expected.size());
+    CHECK(t.to_vector() == expected[i].to_vector());
+    for (int k = 0; k < 4; ++k) CHECK(s.data()[k] == 100000.f * static_cast<float>(t.data()[k]));
+    fx::tensor<float> busy = fx::reduce_sum(a * 3.f);  // a region per step
+    CHECK(busy.item() == 900000.f);
+    ++i;
+  }
+  CHECK(i == expected.size());
+  CHECK(made_off_consumer->load() > 0);
+
+  auto it = pipeline(123).open();
+  int seen = 0;
+  CHECK_THROWS_WITH_AS(
+      [&] {
+        while (auto e = it.next()) {
+          fx::tensor<float> busy = fx::reduce_sum(a * 3.f);
+          seen += static_cast<int>(std::get<0>(*e).size());
+        }
+      }(),
+      "map: element 123", fx::io_error);
+  CHECK(seen < 300);
+  CHECK(!it.next());
+  fx::set_num_threads(saved_threads);
 }

@@ -26,8 +26,9 @@
 //   repeat(count = -1)         count passes, or forever
 //   take(n)                    the first n elements
 //   zip(other)                 std::tuple{a, b}; ends with the shorter
-//   prefetch(n)                a background thread keeps up to n elements ready; an exception of the
-//                              producer is rethrown by next(), and destroying the iterator stops it
+//   prefetch(n)                keeps up to n elements ready, made on a background thread and on the
+//                              thread pool's idle workers; an exception of the producer is rethrown
+//                              by next(), and destroying the iterator stops it
 // cardinality() is the number of elements when it is known, infinite_cardinality (-1) or
 // unknown_cardinality (-2) otherwise.
 //
@@ -40,6 +41,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -57,6 +59,12 @@
 #include <utility>
 #include <vector>
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
+#include "../backend/cpu/thread_pool.hpp"
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
 #include "../expr/forward.hpp"
@@ -422,14 +430,18 @@ class dataset {
         card);
   }
 
-  /// Prepares up to `buffer_size` elements on a background thread while the consumer works.
+  /// Prepares up to `buffer_size` elements in the background while the consumer works: on a thread
+  /// of its own, and on the thread pool's idle workers between the consumer's parallel regions
+  /// (with every core computing, a thread of its own gets no core in time). When the consumer finds
+  /// nothing ready and no one making it, it makes the element itself rather than wait. Elements come
+  /// in the upstream's order whoever makes them.
   dataset prefetch(std::size_t buffer_size) const {
     if (buffer_size == 0) throw invalid_argument("prefetch: buffer_size must be at least 1, got 0");
     auto up = m_open;
     return dataset(
         [up, buffer_size](std::uint64_t pass) -> next_fn {
-          auto s = std::make_shared<prefetch_state>(buffer_size);
-          s->start(up, pass);
+          auto s = std::make_shared<prefetch_state>(up, pass, buffer_size);
+          s->start();
           // The state's destructor stops and joins the thread when the pass is dropped.
           return [s]() { return s->take(); };
         },
@@ -440,51 +452,95 @@ class dataset {
   template <class>
   friend class dataset;
 
-  struct prefetch_state {
-    explicit prefetch_state(std::size_t capacity) : m_capacity(capacity) {}
+  struct prefetch_state final : fluxion::detail::thread_pool::idle_task {
+    prefetch_state(std::shared_ptr<const open_fn> up, std::uint64_t pass, std::size_t capacity)
+        : m_up(std::move(up)), m_pass(pass), m_capacity(capacity) {}
     ~prefetch_state() { stop(); }
 
-    void start(std::shared_ptr<const open_fn> up, std::uint64_t pass) {
-      m_thread = std::thread([this, up = std::move(up), pass] {
-        std::exception_ptr error;
-        try {
-          next_fn next = (*up)(pass);
-          for (;;) {
-            auto e = next();
+    void start() {
+      fluxion::detail::thread_pool::instance().add_idle_task(this);
+      m_thread = std::thread([this] {
+#if defined(__linux__)
+        // Only on a core that nothing else wants: never preempts the consumer or the workers.
+        sched_param lowest{};
+        pthread_setschedparam(pthread_self(), SCHED_IDLE, &lowest);
+#endif
+        for (;;) {
+          {
             std::unique_lock lock(m_mutex);
-            if (!e) {
-              m_done = true;
-              m_ready.notify_all();
-              return;
-            }
-            m_space.wait(lock, [&] { return m_stopping || m_queue.size() < m_capacity; });
-            if (m_stopping) return;
-            m_queue.push_back(std::move(*e));
-            m_ready.notify_all();
+            // Woken when the consumer empties the queue, otherwise it looks every millisecond: a
+            // wake-up on every take() cost the consumer 16-34 us (a futex wake across vCPUs).
+            m_space.wait_for(lock, std::chrono::milliseconds(1),
+                             [&] { return m_stopping || m_done || m_queue.size() < m_capacity; });
+            if (m_stopping || m_done) return;
+            if (m_queue.size() >= m_capacity) continue;
           }
-        } catch (...) {
-          error = std::current_exception();
+          produce(/*wait=*/true);
         }
-        // Published after the catch block has ended, so that this thread holds no reference left
-        // to the exception when the consumer rethrows it.
-        std::lock_guard lock(m_mutex);
-        m_error = std::move(error);
-        m_done = true;
-        m_ready.notify_all();
       });
     }
 
-    std::optional<Element> take() {
-      std::unique_lock lock(m_mutex);
-      m_ready.wait(lock, [&] { return !m_queue.empty() || m_done; });
-      if (!m_queue.empty()) {
-        std::optional<Element> e(std::move(m_queue.front()));
-        m_queue.pop_front();
-        m_space.notify_all();
-        return e;
+    bool run_once() noexcept override { return produce(/*wait=*/false); }
+
+    /// Makes the next element if there is room for it, holding m_produce throughout so that
+    /// elements enter the queue in the upstream's order. With wait = false it gives up at once when
+    /// someone else is making one. Whether it made (or ended on) an element.
+    bool produce(bool wait) noexcept {
+      std::unique_lock producing(m_produce, std::defer_lock);
+      if (wait) producing.lock();
+      else if (!producing.try_lock()) return false;
+      {
+        std::lock_guard lock(m_mutex);
+        if (m_stopping || m_done || m_queue.size() >= m_capacity) return false;
       }
-      if (m_error) std::rethrow_exception(std::exchange(m_error, nullptr));  // once; then the pass is over
-      return std::nullopt;
+      std::exception_ptr error;
+      std::optional<Element> e;
+      try {
+        if (!m_next) m_next = (*m_up)(m_pass);
+        e = m_next();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      if (!e) m_next = nullptr;  // the pass is over (or failed): release the upstream's files now
+      // Published after the catch block has ended, so that no producer holds a reference left to the
+      // exception when the consumer rethrows it.
+      std::lock_guard lock(m_mutex);
+      if (e) {
+        try {
+          m_queue.push_back(std::move(*e));
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      if (!e || error) {
+        m_error = std::move(error);
+        m_done = true;
+        m_space.notify_all();  // the thread ends
+      }
+      m_ready.notify_all();
+      return true;
+    }
+
+    std::optional<Element> take() {
+      for (;;) {
+        {
+          std::lock_guard lock(m_mutex);
+          if (!m_queue.empty()) {
+            std::optional<Element> e(std::move(m_queue.front()));
+            m_queue.pop_front();
+            if (m_queue.empty()) m_space.notify_all();
+            return e;
+          }
+          if (m_done) {
+            if (m_error) std::rethrow_exception(std::exchange(m_error, nullptr));  // once; then the pass is over
+            return std::nullopt;
+          }
+        }
+        // Nothing ready: make it here unless a producer is making it already.
+        if (produce(/*wait=*/false)) continue;
+        std::unique_lock lock(m_mutex);
+        m_ready.wait(lock, [&] { return !m_queue.empty() || m_done; });
+      }
     }
 
     void stop() {
@@ -493,11 +549,16 @@ class dataset {
         m_stopping = true;
         m_space.notify_all();
       }
+      fluxion::detail::thread_pool::instance().remove_idle_task(this);  // waits for a worker inside produce()
       if (m_thread.joinable()) m_thread.join();
     }
 
+    std::shared_ptr<const open_fn> m_up;
+    std::uint64_t m_pass;
     std::size_t m_capacity;
-    std::mutex m_mutex;
+    std::mutex m_produce;  // held while making an element
+    next_fn m_next;        // the upstream's pass, opened by the first producer; under m_produce
+    std::mutex m_mutex;    // the queue and the flags
     std::condition_variable m_ready, m_space;
     std::deque<Element> m_queue;
     std::exception_ptr m_error;

@@ -277,3 +277,86 @@ TEST_CASE("thread_pool: the spin time is settable, checked, and any value gives 
   }
   fx::set_thread_spin_time(saved);
 }
+
+namespace {
+
+/// An idle task that counts its runs, notes the threads that ran it, and can be made to take a while.
+struct counting_idle_task final : fx::detail::thread_pool::idle_task {
+  std::atomic<int> runs{0}, inside{0}, nested_inline{0};
+  std::atomic<bool> slow{false};
+  std::mutex mutex;
+  std::vector<std::thread::id> threads;
+  bool run_once() noexcept override {
+    ++inside;
+    {
+      std::lock_guard lk(mutex);
+      threads.push_back(std::this_thread::get_id());
+    }
+    // A parallel_for inside idle work runs inline on this thread, as inside a task.
+    std::thread::id ran_on;
+    fx::detail::parallel_for(2, [&](index_t) { ran_on = std::this_thread::get_id(); });
+    if (ran_on == std::this_thread::get_id()) ++nested_inline;
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    --inside;
+    return ++runs % 3 != 0;  // "did work" two times in three
+  }
+};
+
+}  // namespace
+
+TEST_CASE("thread_pool: idle workers run registered idle tasks between regions, never the caller") {
+  thread_count_guard guard;
+  fx::set_num_threads(2);
+  std::vector<float> values(100003, 1.f);
+  const float reference = chunked_sum(values, 1000);
+  counting_idle_task task;
+  auto& pool = fx::detail::thread_pool::instance();
+  pool.add_idle_task(&task);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (task.runs < 20 && std::chrono::steady_clock::now() < deadline) {
+    CHECK(chunked_sum(values, 1000) == reference);  // regions still run, with the same results
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // the worker spins meanwhile
+  }
+  CHECK(task.runs >= 20);
+  {
+    std::lock_guard lk(task.mutex);
+    CHECK(std::find(task.threads.begin(), task.threads.end(), std::this_thread::get_id()) == task.threads.end());
+  }
+  CHECK(task.nested_inline == task.runs);
+
+  // remove_idle_task returns only once no worker is inside run_once.
+  task.slow = true;
+  const int before = task.runs;
+  while (task.inside == 0 && task.runs == before && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(5)) {
+    chunked_sum(values, 1000);
+    std::this_thread::yield();
+  }
+  pool.remove_idle_task(&task);
+  CHECK(task.inside == 0);
+  const int after = task.runs;
+  for (int i = 0; i < 5; ++i) {
+    chunked_sum(values, 1000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(task.runs == after);  // never run again once removed
+}
+
+TEST_CASE("thread_pool: with one thread, or no spin time, idle tasks are not run") {
+  thread_count_guard guard;
+  const auto saved = fx::get_thread_spin_time();
+  std::vector<float> values(100003, 1.f);
+  counting_idle_task task;
+  auto& pool = fx::detail::thread_pool::instance();
+  fx::set_num_threads(1);
+  pool.add_idle_task(&task);
+  for (int i = 0; i < 20; ++i) chunked_sum(values, 1000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(task.runs == 0);
+  fx::set_num_threads(2);
+  fx::set_thread_spin_time(std::chrono::microseconds(0));
+  for (int i = 0; i < 20; ++i) chunked_sum(values, 1000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(task.runs == 0);
+  pool.remove_idle_task(&task);
+  fx::set_thread_spin_time(saved);
+}
