@@ -17,9 +17,14 @@ if [[ $# -gt 0 ]]; then
 else
   ctest_args=(-L unit)
 fi
-# Build only the test programs that the selection runs.
-targets=$(ctest --test-dir build-sanitize -N "${ctest_args[@]}" 2>/dev/null |
-  sed -n 's/^ *Test *#[0-9]*: \([a-z0-9_.]*\)$/test_\1/p' | tr '.' '_' || true)
+# Build only the test programs that a selection runs. (The Makefile generator builds a list of
+# targets one after another, each a single translation unit, so the whole suite is built as `all`,
+# in parallel.)
+targets=""
+if [[ $# -gt 0 ]]; then
+  targets=$(ctest --test-dir build-sanitize -N "${ctest_args[@]}" 2>/dev/null |
+    sed -n 's/^ *Test *#[0-9]*: \([a-z0-9_.]*\)$/test_\1/p' | tr '.' '_' || true)
+fi
 if [[ -n "$targets" ]]; then
   # shellcheck disable=SC2086
   cmake --build build-sanitize --parallel "$jobs" --target $targets

@@ -29,6 +29,8 @@
 //   prefetch(n)                keeps up to n elements ready, made on a background thread and on the
 //                              thread pool's idle workers; an exception of the producer is rethrown
 //                              by next(), and destroying the iterator stops it
+//   prefetch_to<Device>(n)     prefetch(n) with the elements' tensors copied to Device (fx::cuda:
+//                              include <fluxion/cuda.hpp>), as tf.data's prefetch_to_device
 // cardinality() is the number of elements when it is known, infinite_cardinality (-1) or
 // unknown_cardinality (-2) otherwise.
 //
@@ -124,6 +126,26 @@ decltype(auto) invoke_on(F& f, E&& e) {
   if constexpr (std::is_invocable_v<F&, E&&>) return std::invoke(f, std::forward<E>(e));
   else if constexpr (is_tuple_like_v<std::remove_cvref_t<E>>) return std::apply(f, std::forward<E>(e));
   else static_assert(std::is_invocable_v<F&, E&&>, "fluxion::data::dataset::map: f cannot be called with the element");
+}
+
+/// The element with each cpu tensor in it copied to Device (tuples and pairs part by part; tensors
+/// already there and other values as they are).
+template <class Device, class E>
+auto element_to_device(const E& e) {
+  if constexpr (is_tensor_v<E>) {
+    if constexpr (std::is_same_v<device_t<E>, cpu>) return ::fluxion::detail::device_copy<Device>(e);
+    else return e;
+  } else if constexpr (is_tuple_like_v<E>) {
+    return std::apply(
+        [](const auto&... parts) {
+          if constexpr (sizeof...(parts) == 2 && std::is_same_v<E, std::pair<std::remove_cvref_t<decltype(parts)>...>>)
+            return std::pair{element_to_device<Device>(parts)...};
+          else return std::tuple{element_to_device<Device>(parts)...};
+        },
+        e);
+  } else {
+    return e;
+  }
 }
 
 template <class F, class E>
@@ -446,6 +468,14 @@ class dataset {
           return [s]() { return s->take(); };
         },
         m_cardinality);
+  }
+
+  /// prefetch(n) of the elements with their tensors copied to Device (fx::cuda), as tf.data's
+  /// prefetch_to_device: the producer uploads each batch, so the training step finds it on the GPU.
+  /// The upload is staged through pinned memory and queued on the device without waiting.
+  template <class Device>
+  auto prefetch_to(std::size_t buffer_size) const {
+    return map([](const Element& e) { return detail::element_to_device<Device>(e); }).prefetch(buffer_size);
   }
 
  private:

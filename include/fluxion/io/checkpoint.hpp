@@ -14,16 +14,20 @@
 //   if (auto path = fx::latest_checkpoint("ckpt")) ckpt.restore(*path);
 //
 // Tensor names in the file (Python's safetensors package reads them as they are):
-// - a model (anything whose `variables()` returns std::vector<fx::variable<T>*>): `<object>/<variable
+// - a model (anything whose `variables()` returns std::vector<fx::variable<T, Device>*>): `<object>/<variable
 //   name>`, e.g. `model/conv2d/kernel`; the model must be built (sequential models are; a layer
 //   alone is built by its first call);
 // - an optimizer: `<object>/<slot name>` (`optimizer/dense/kernel/momentum`) and `<object>/iterations`
 //   (an I64 scalar); its kind and hyperparameters go in `__metadata__` (`optimizer/optimizer: adam`,
 //   `optimizer/beta_1: 0.9` ...). Hyperparameters are recorded, not restored: the program constructs
 //   its optimizer; restoring into an optimizer of another kind is refused;
-// - a variable of any element type, or a std::int64_t: `<object>` itself;
+// - a variable of any element type on any device, or a std::int64_t: `<object>` itself;
 // - an fx::random::generator: `<object>/seed` and `<object>/offset` (I64 scalars holding the bits
 //   of the unsigned values).
+// Variables and optimizer slots on fx::cuda (where the device backend is compiled in, as for the
+// optimizers' device updates) are saved from host copies and restored by uploading the file's
+// values; the file does not record the device, so a run saved on a GPU restores on the cpu and the
+// other way round.
 // Learning-rate schedules keep no state (they are functions of the optimizer's iterations(), which
 // is saved), so there is nothing of theirs to save.
 //
@@ -47,9 +51,12 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
+#include <typeindex>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -76,26 +83,50 @@ namespace detail {
 
 template <class V>
 inline constexpr bool is_variable_pointer_vector_v = false;
-template <class T>
-inline constexpr bool is_variable_pointer_vector_v<std::vector<variable<T, cpu>*>> = true;
+template <class T, class Device>
+inline constexpr bool is_variable_pointer_vector_v<std::vector<variable<T, Device>*>> = true;
 
 template <class V>
-inline constexpr bool is_cpu_variable_v = false;
-template <class T>
-inline constexpr bool is_cpu_variable_v<variable<T, cpu>> = true;
+inline constexpr bool is_variable_v = false;
+template <class T, class Device>
+inline constexpr bool is_variable_v<variable<T, Device>> = true;
 
-/// A model: anything with `variables()` returning std::vector<fx::variable<T>*>.
+/// A model: anything with `variables()` returning std::vector<fx::variable<T, Device>*>.
 template <class M>
 concept checkpointable_model = requires(M& m) { m.variables(); } && is_variable_pointer_vector_v<decltype(std::declval<M&>().variables())>;
+
+/// The devices whose variables and optimizer slots a checkpoint saves: fx::cuda where the device
+/// backend is compiled in (as for the optimizers' device updates).
+#if FLUXION_DEVICE_OPTIMIZERS
+using checkpoint_devices = std::tuple<cpu, cuda>;
+#else
+using checkpoint_devices = std::tuple<cpu>;
+#endif
+
+template <class F>
+void for_each_checkpoint_slot_type(F&& f) {
+  [&]<class... D>(std::tuple<D...>*) {
+    (f.template operator()<float, D>(), ...);
+    (f.template operator()<double, D>(), ...);
+  }(static_cast<checkpoint_devices*>(nullptr));
+}
 
 /// The state restore() builds before assigning anything.
 struct restore_context {
   const io::safetensors& file;
   const std::string& path;
   restore_options options;
-  std::set<std::string> claimed;  // names some object expects
-  std::vector<variable<float>*> float_trainables;
-  std::vector<variable<double>*> double_trainables;
+  std::set<std::string> claimed = {};  // names some object expects
+  /// The trainable variables of the checkpoint's models and variables, by element type and device
+  /// (std::vector<variable<T, Device>*>): an optimizer builds slots for them.
+  std::map<std::type_index, std::shared_ptr<void>> trainables = {};
+
+  template <class T, class Device>
+  std::vector<variable<T, Device>*>& trainables_of() {
+    auto& p = trainables[std::type_index(typeid(variable<T, Device>))];
+    if (!p) p = std::make_shared<std::vector<variable<T, Device>*>>();
+    return *static_cast<std::vector<variable<T, Device>*>*>(p.get());
+  }
 };
 
 [[noreturn]] inline void restore_fail(const restore_context& c, const std::string& what) {
@@ -173,7 +204,7 @@ class checkpoint_object {
     if (m_name.empty()) throw invalid_argument("checkpoint: an object's name must not be empty");
     if constexpr (std::is_base_of_v<optim::optimizer, Object>) {
       bind_optimizer(object);
-    } else if constexpr (detail::is_cpu_variable_v<Object>) {
+    } else if constexpr (detail::is_variable_v<Object>) {
       bind_variable(object);
     } else if constexpr (std::is_same_v<Object, std::int64_t>) {
       bind_integer(object);
@@ -184,7 +215,7 @@ class checkpoint_object {
     } else {
       static_assert(detail::checkpointable_model<Object>,
                     "fluxion::checkpoint: an object must be a model (with variables() returning "
-                    "std::vector<fluxion::variable<T>*>), an optimizer, a fluxion::variable on the cpu, a "
+                    "std::vector<fluxion::variable<T, Device>*>), an optimizer, a fluxion::variable, a "
                     "std::int64_t or a fluxion::random::generator. Learning-rate schedules keep no state: "
                     "save the optimizer, whose iterations() they follow.");
     }
@@ -198,42 +229,45 @@ class checkpoint_object {
   friend class checkpoint;
   using commit_function = std::function<void()>;
 
+  // Variables on a device are saved from host copies, and restored by uploading the file's values
+  // (checked first, on the host, like every other).
   template <class M>
   void bind_model(M& m) {
     using pointers = decltype(m.variables());
-    using T = typename std::remove_pointer_t<typename pointers::value_type>::value_type;
+    using V = std::remove_pointer_t<typename pointers::value_type>;
+    using T = typename V::value_type;
+    using Device = typename V::device_type;
     m_kind = "model";
     m_save = [name = m_name, &m](io::safetensors& file, std::set<std::string>& names) {
-      for (auto* v : m.variables()) detail::add_unique(file, names, name + "/" + v->name(), v->peek());
+      for (auto* v : m.variables()) detail::add_unique(file, names, name + "/" + v->name(), detail::host_copy(v->peek()));
     };
     m_trainables = [&m](detail::restore_context& c) {
-      for (auto* v : m.variables()) {
-        if constexpr (std::is_same_v<T, float>) { if (v->trainable()) c.float_trainables.push_back(v); }
-        else if constexpr (std::is_same_v<T, double>) { if (v->trainable()) c.double_trainables.push_back(v); }
-      }
+      for (auto* v : m.variables())
+        if (v->trainable()) c.trainables_of<T, Device>().push_back(v);
     };
     m_plan = [name = m_name, &m](detail::restore_context& c) -> commit_function {
-      std::vector<std::pair<variable<T>*, tensor<T>>> values;
+      std::vector<std::pair<V*, tensor<T>>> values;
       for (auto* v : m.variables())
         if (auto t = detail::take<T>(c, name + "/" + v->name(), v->shape(), "the model")) values.emplace_back(v, std::move(*t));
       return [values = std::move(values)] {
-        for (const auto& [v, t] : values) v->assign(t);
+        for (const auto& [v, t] : values) v->assign(detail::device_copy<Device>(t));
       };
     };
   }
 
-  template <class T>
-  void bind_variable(variable<T>& v) {
+  template <class T, class Device>
+  void bind_variable(variable<T, Device>& v) {
     m_kind = "variable";
-    m_save = [name = m_name, &v](io::safetensors& file, std::set<std::string>& names) { detail::add_unique(file, names, name, v.peek()); };
+    m_save = [name = m_name, &v](io::safetensors& file, std::set<std::string>& names) {
+      detail::add_unique(file, names, name, detail::host_copy(v.peek()));
+    };
     m_trainables = [&v](detail::restore_context& c) {
-      if constexpr (std::is_same_v<T, float>) { if (v.trainable()) c.float_trainables.push_back(&v); }
-      else if constexpr (std::is_same_v<T, double>) { if (v.trainable()) c.double_trainables.push_back(&v); }
+      if (v.trainable()) c.trainables_of<T, Device>().push_back(&v);
     };
     m_plan = [name = m_name, &v](detail::restore_context& c) -> commit_function {
       auto t = detail::take<T>(c, name, v.shape(), "the variable");
       if (!t) return [] {};
-      return [&v, value = std::move(*t)] { v.assign(value); };
+      return [&v, value = std::move(*t)] { v.assign(detail::device_copy<Device>(value)); };
     };
   }
 
@@ -272,8 +306,10 @@ class checkpoint_object {
   void bind_optimizer(optim::optimizer& o) {
     m_kind = "optimizer";
     m_save = [name = m_name, &o](io::safetensors& file, std::set<std::string>& names) {
-      for (auto& [slot, v] : o.slot_variables<float, cpu>()) detail::add_unique(file, names, name + "/" + slot, v->peek());
-      for (auto& [slot, v] : o.slot_variables<double, cpu>()) detail::add_unique(file, names, name + "/" + slot, v->peek());
+      detail::for_each_checkpoint_slot_type([&]<class T, class Device>() {
+        for (auto& [slot, v] : o.slot_variables<T, Device>())
+          detail::add_unique(file, names, name + "/" + slot, detail::host_copy(v->peek()));
+      });
       detail::add_unique(file, names, name + "/iterations", tensor<std::int64_t>(o.iterations()));
       for (const auto& [key, value] : detail::hyperparameters(o)) file.set_metadata(name + "/" + key, value);
     };
@@ -281,16 +317,16 @@ class checkpoint_object {
       if (const std::string* kind = c.file.find_metadata(name + "/optimizer"); kind && *kind != o.name())
         detail::restore_fail(c, "'" + name + "' is a " + *kind + " optimizer in the file, a " + o.name() +
                                     " optimizer in the program");
-      auto floats = plan_slots<float>(name, o, c, c.float_trainables);
-      auto doubles = plan_slots<double>(name, o, c, c.double_trainables);
+      std::vector<commit_function> slots;
+      detail::for_each_checkpoint_slot_type([&]<class T, class Device>() {
+        slots.push_back(plan_slots<T, Device>(name, o, c, c.trainables_of<T, Device>()));
+      });
       auto iterations = detail::take<std::int64_t>(c, name + "/iterations", shape{}, "the optimizer");
       if (iterations && iterations->data()[0] < 0)
         detail::restore_fail(c, "'" + name + "/iterations' = " + std::to_string(iterations->data()[0]) +
                                     " is negative");
-      return [&o, floats = std::move(floats), doubles = std::move(doubles),
-              n = iterations ? std::optional<std::int64_t>(iterations->data()[0]) : std::nullopt] {
-        floats();
-        doubles();
+      return [&o, slots = std::move(slots), n = iterations ? std::optional<std::int64_t>(iterations->data()[0]) : std::nullopt] {
+        for (const auto& commit : slots) commit();
         if (n) o.set_iterations(*n);
       };
     };
@@ -298,14 +334,15 @@ class checkpoint_object {
 
   /// Checks the slots the optimizer has, and those build() will create for `trainables`, against
   /// the file; the commit creates the missing slots, then assigns.
-  template <class T>
-  static commit_function plan_slots(const std::string& name, optim::optimizer& o, detail::restore_context& c, const std::vector<variable<T>*>& trainables) {
+  template <class T, class Device>
+  static commit_function plan_slots(const std::string& name, optim::optimizer& o, detail::restore_context& c,
+                                    const std::vector<variable<T, Device>*>& trainables) {
     std::map<std::string, shape> expected;  // slot name -> shape
     std::vector<std::string> order;
-    for (auto& [slot, v] : o.slot_variables<T, cpu>())
+    for (auto& [slot, v] : o.slot_variables<T, Device>())
       if (expected.emplace(slot, v->shape()).second) order.push_back(slot);
     const auto specs = o.slot_specs();
-    std::vector<variable<T>*> to_build;
+    std::vector<variable<T, Device>*> to_build;
     for (auto* v : trainables) {
       if (specs.empty() || o.get_slot(*v, specs.front().name) != nullptr) continue;
       // A variable the saved optimizer had no slots for (it had not trained it yet) gets none.
@@ -322,8 +359,8 @@ class checkpoint_object {
       if (auto t = detail::take<T>(c, name + "/" + slot, expected.at(slot), "the optimizer")) values.emplace(slot, std::move(*t));
     return [&o, to_build = std::move(to_build), values = std::move(values)] {
       o.build(to_build);
-      for (auto& [slot, v] : o.slot_variables<T, cpu>())
-        if (const auto it = values.find(slot); it != values.end()) v->assign(it->second);
+      for (auto& [slot, v] : o.slot_variables<T, Device>())
+        if (const auto it = values.find(slot); it != values.end()) v->assign(detail::device_copy<Device>(it->second));
     };
   }
 
@@ -386,7 +423,7 @@ class checkpoint {
   }
   /// Restores from tensors already read; `source` names them in errors.
   void restore(const io::safetensors& file, restore_options options = {}, const std::string& source = {}) {
-    detail::restore_context c{file, source.empty() ? file.source() : source, options, {}, {}, {}};
+    detail::restore_context c{file, source.empty() ? file.source() : source, options};
     for (const auto& o : m_objects)
       if (o.m_trainables) o.m_trainables(c);
     std::vector<std::function<void()>> commits;

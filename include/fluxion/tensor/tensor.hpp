@@ -295,4 +295,33 @@ class tensor : public expression_base {
   std::uint64_t m_id = 0;
 };
 
+namespace detail {
+
+/// A tensor's values on the host: the tensor itself on the cpu, else a copy (which waits for the
+/// device). For code that is generic over devices without the device headers (checkpoints,
+/// datasets); users call fx::to<fx::cpu>.
+template <class T, class Device>
+tensor<T> host_copy(const tensor<T, Device>& t) {
+  if constexpr (std::is_same_v<Device, cpu>) {
+    return t;
+  } else {
+    tensor<T> out(t.shape());
+    device_memory<Device>::to_host(out.mutable_data(), t.data(), t.size());
+    return out;
+  }
+}
+
+/// Host values as a tensor on Device: the tensor itself for the cpu.
+template <class Device, class T>
+tensor<T, Device> device_copy(const tensor<T>& t) {
+  if constexpr (std::is_same_v<Device, cpu>) {
+    return t;
+  } else {
+    tensor<T, Device> out(t.shape());
+    device_memory<Device>::to_device(out.mutable_data(), t.data(), t.size());
+    return out;
+  }
+}
+
+}  // namespace detail
 }  // namespace fluxion
