@@ -29,8 +29,8 @@ using segment = nn::sequential_t<nn::typed_input<double, 6>, nn::dense<6>, nn::t
 /// The same weights in a plain model and in one whose two segments are recomputed.
 struct twins {
   fx::random::generator gen{12};
-  nn::sequential_model<double, nn::static_shape<6>, segment, segment, nn::dense<2, double>> plain{gen, segment{}, segment{}, nn::dense<2, double>{}};
-  nn::sequential_model<double, nn::static_shape<6>, nn::recompute<segment>, nn::recompute<segment>, nn::dense<2, double>> checkpointed{
+  nn::sequential_model<double, nn::static_shape<6>, fx::cpu, segment, segment, nn::dense<2, double>> plain{gen, segment{}, segment{}, nn::dense<2, double>{}};
+  nn::sequential_model<double, nn::static_shape<6>, fx::cpu, nn::recompute<segment>, nn::recompute<segment>, nn::dense<2, double>> checkpointed{
       gen, nn::recompute<segment>{}, nn::recompute<segment>{}, nn::dense<2, double>{}};
   twins() {
     auto a = plain.variables(), b = checkpointed.variables();

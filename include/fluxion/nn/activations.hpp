@@ -53,6 +53,7 @@ namespace detail {
 template <class Derived>
 struct activation_layer : stateless_layer<Derived> {
   static constexpr bool elementwise = true;
+  static constexpr bool device_generic = true;
   template <index_t... D>
   static static_shape<D...> output_shape(static_shape<D...>);
   explicit activation_layer(std::string n) : stateless_layer<Derived>(std::move(n)) {}

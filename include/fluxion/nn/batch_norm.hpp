@@ -82,8 +82,8 @@ class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
   static constexpr bool elementwise = false;
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "batch_normalization";
-  template <class U>
-  using rebind = batch_norm<Axis, U>;
+  template <class U, class D = cpu>
+  using rebind = batch_norm<Axis, U>;  // cpu only so far
   /// The per-example output shape is the input's; the channel axis must exist.
   template <index_t... D>
   static auto output_shape(static_shape<D...>) {  // auto: sequential's decltype runs the check

@@ -131,8 +131,8 @@ class compiled_step;
 
 /// A compiled training step for a sequential model (see the top of this file).
 template <class T, class InShape, class... Layers, class Optimizer, class LossFn>
-class compiled_step<sequential_model<T, InShape, Layers...>, Optimizer, LossFn> {
-  using model_type = sequential_model<T, InShape, Layers...>;
+class compiled_step<sequential_model<T, InShape, cpu, Layers...>, Optimizer, LossFn> {
+  using model_type = sequential_model<T, InShape, cpu, Layers...>;
   using layers = std::tuple<Layers...>;
   using chain = detail::shape_chain<InShape, Layers...>;
   static constexpr std::size_t count = sizeof...(Layers);

@@ -53,8 +53,8 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
   static constexpr bool elementwise = false;
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "conv2d";
-  template <class U>
-  using rebind = conv2d<Filters, Kernel, Padding, Stride, Dilation, U>;
+  template <class U, class D = cpu>
+  using rebind = conv2d<Filters, Kernel, Padding, Stride, Dilation, U>;  // cpu only so far
 
   template <index_t... D>
   static auto output_shape(static_shape<D...>) {

@@ -24,31 +24,32 @@ namespace detail {
 /// that one instance (and one backward function) serves all dense layers of a program, and
 /// FLUXION_PREBUILT_KERNELS can compile the common ones once (nn/prebuilt.hpp). Config keeps
 /// programs built with other autodiff settings (core/config.hpp) from linking another's copy.
-template <class T, class Epilogue, int Config = fluxion::detail::autodiff_config>
-tensor<T> dense_forward(const tensor<T>& x, const variable<T>& kernel, const variable<T>& bias,
-                        const Epilogue& epilogue) {
+template <class T, class Epilogue, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> dense_forward(const tensor<T, Device>& x, const variable<T, Device>& kernel,
+                                const variable<T, Device>& bias, const Epilogue& epilogue) {
   const fluxion::shape& s = x.shape();
-  if (s.rank() == 2) return tensor<T>(epilogue(matmul(x, kernel) + bias));
+  if (s.rank() == 2) return tensor<T, Device>(epilogue(matmul(x, kernel) + bias));
   std::vector<index_t> out(s.begin(), s.end());
   out.back() = kernel.shape()[1];
-  const tensor<T> flat = epilogue(matmul(reshape(x, {-1, kernel.shape()[0]}), kernel) + bias);
-  return tensor<T>(reshape(flat, out));
+  const tensor<T, Device> flat = epilogue(matmul(reshape(x, {-1, kernel.shape()[0]}), kernel) + bias);
+  return tensor<T, Device>(reshape(flat, out));
 }
 }  // namespace detail
 
-template <index_t Units, class T = float>
-class dense : public layer_base<dense<Units, T>, T> {
+template <index_t Units, class T = float, class Device = cpu>
+class dense : public layer_base<dense<Units, T, Device>, T, Device> {
   static_assert(Units > 0, "fluxion::nn::dense<Units>: Units must be positive.");
-  using base = layer_base<dense<Units, T>, T>;
+  using base = layer_base<dense<Units, T, Device>, T, Device>;
 
  public:
   static constexpr bool names_itself = true;
+  static constexpr bool device_generic = true;
   static constexpr bool elementwise = false;
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "dense";
   static constexpr index_t units = Units;
-  template <class U>
-  using rebind = dense<Units, U>;
+  template <class U, class D = cpu>
+  using rebind = dense<Units, U, D>;
   /// The per-example output shape: the last extent becomes Units.
   template <index_t... D>
   static auto output_shape(static_shape<D...>) {
@@ -65,25 +66,29 @@ class dense : public layer_base<dense<Units, T>, T> {
     if (per_example.rank() < 1)
       throw shape_error("dense '" + this->m_name + "': the input needs at least one axis of features");
     m_in = per_example[per_example.rank() - 1];
-    m_kernel.emplace(detail::glorot_uniform<T>({m_in, Units}, m_in, Units, gen), this->m_name + "/kernel");
-    m_bias.emplace(zeros<T>({Units}), this->m_name + "/bias");
+    m_kernel.emplace(fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>({m_in, Units}, m_in, Units, gen)),
+                     this->m_name + "/kernel");
+    m_bias.emplace(zeros<T, Device>({Units}), this->m_name + "/bias");
   }
   /// Draws new initial values (the same shapes and variables).
   void initialize(random::generator& gen) {
     if (!built()) return;
-    m_kernel->assign(detail::glorot_uniform<T>({m_in, Units}, m_in, Units, gen));
-    m_bias->assign(zeros<T>({Units}));
+    m_kernel->assign(fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>({m_in, Units}, m_in, Units, gen)));
+    m_bias->assign(zeros<T, Device>({Units}));
   }
 
   /// y = epilogue(x W + b): a sequential model passes the activation that follows as the
   /// epilogue, so that bias and activation are one fused pass over the output.
   template <class X, class Epilogue = detail::identity>
-  tensor<T> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
+  tensor<T, Device> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
     static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
                   "fluxion::nn::dense: the input's element type differs from the layer's; convert it with "
                   "fluxion::cast<T>, or declare the layer as dense<Units, T>.");
-    const tensor<T> in = fluxion::detail::materialize(e);  // matmul would materialize it anyway
+    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
+                  "fluxion::nn::dense: the input is on another device than the layer's variables; move it with "
+                  "fluxion::to<Device>, or declare the layer as dense<Units, T, Device>.");
+    const tensor<T, Device> in = fluxion::detail::materialize(e);  // matmul would materialize it anyway
     check_input(in.shape(), /*matrix=*/false);
     return detail::dense_forward<T, Epilogue>(in, *m_kernel, *m_bias, epilogue);
   }
@@ -94,13 +99,13 @@ class dense : public layer_base<dense<Units, T>, T> {
   /// The layer's statement on a batch of rank 2, unevaluated: epilogue(x W + b), the expression
   /// operator() materializes (nn::compiled_step differentiates it from its type, with no tape).
   template <class Epilogue = detail::identity>
-  auto statement(const tensor<T>& in, const Epilogue& epilogue = {}) {
+  auto statement(const tensor<T, Device>& in, const Epilogue& epilogue = {}) {
     check_input(in.shape(), /*matrix=*/true);
     return epilogue(matmul(in, m_kernel->peek()) + m_bias->peek());
   }
 
-  variable<T>& kernel() { return this->require_built(m_kernel, "dense", "kernel"); }
-  variable<T>& bias() { return this->require_built(m_bias, "dense", "bias"); }
+  variable<T, Device>& kernel() { return this->require_built(m_kernel, "dense", "kernel"); }
+  variable<T, Device>& bias() { return this->require_built(m_bias, "dense", "bias"); }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
@@ -120,7 +125,7 @@ class dense : public layer_base<dense<Units, T>, T> {
   }
 
   index_t m_in = 0;
-  std::optional<variable<T>> m_kernel, m_bias;
+  std::optional<variable<T, Device>> m_kernel, m_bias;
 };
 
 }  // namespace fluxion::nn

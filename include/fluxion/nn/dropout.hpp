@@ -21,16 +21,19 @@ namespace fluxion::nn {
 namespace detail {
 /// The statement of every dropout layer of element type T in training mode (one instance per
 /// program, prebuilt with FLUXION_PREBUILT_KERNELS; see dense_forward in nn/dense.hpp).
-template <class T, int Config = fluxion::detail::autodiff_config>
-tensor<T> dropout_forward(const tensor<T>& x, double rate, random::generator& gen) {
-  const tensor<T> u = random::uniform<T>(x.shape(), gen);
-  return tensor<T>(where(u >= static_cast<T>(rate), x * static_cast<T>(1.0 / (1.0 - rate)), T(0)));
+/// On a device the mask's uniforms are drawn on the host, as on the cpu, and copied: the same
+/// generator gives the same mask on every device.
+template <class T, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> dropout_forward(const tensor<T, Device>& x, double rate, random::generator& gen) {
+  const tensor<T, Device> u = random::uniform<T, Device>(x.shape(), gen);
+  return tensor<T, Device>(where(u >= static_cast<T>(rate), x * static_cast<T>(1.0 / (1.0 - rate)), T(0)));
 }
 }  // namespace detail
 
 class dropout : public stateless_layer<dropout> {
  public:
   static constexpr bool elementwise = false;
+  static constexpr bool device_generic = true;
   static constexpr const char* base_name = "dropout";
   template <index_t... D>
   static static_shape<D...> output_shape(static_shape<D...>);
@@ -52,7 +55,7 @@ class dropout : public stateless_layer<dropout> {
   auto operator()(X&& x, bool training = false) const {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
     using T = value_type_t<decltype(e)>;
-    if (!training || m_rate == 0.0) return tensor<T>(e);
+    if (!training || m_rate == 0.0) return tensor<T, device_t<decltype(e)>>(e);
     if (recompute_scope::active()) {
       random::generator replay(m_generator->seed());
       replay.skip(*m_last_offset);

@@ -38,8 +38,8 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T>, T> {
   static constexpr const char* base_name = "embedding";
   static constexpr index_t input_dim = InputDim;
   static constexpr index_t output_dim = OutputDim;
-  template <class U>
-  using rebind = embedding<InputDim, OutputDim, U>;
+  template <class U, class D = cpu>
+  using rebind = embedding<InputDim, OutputDim, U>;  // cpu only so far
   /// Any per-example shape of indices; each index becomes OutputDim values.
   template <index_t... D>
   static static_shape<D..., OutputDim> output_shape(static_shape<D...>) {

@@ -29,8 +29,8 @@ class layer_norm : public layer_base<layer_norm<T>, T> {
   static constexpr bool elementwise = false;
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "layer_normalization";
-  template <class U>
-  using rebind = layer_norm<U>;
+  template <class U, class D = cpu>
+  using rebind = layer_norm<U>;  // cpu only so far
   template <index_t... D>
   static static_shape<D...> output_shape(static_shape<D...>) {
     return {};

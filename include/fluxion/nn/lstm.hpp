@@ -70,8 +70,8 @@ class lstm : public layer_base<lstm<Units, ReturnSequences, T>, T> {
   static constexpr const char* base_name = "lstm";
   static constexpr index_t units = Units;
   static constexpr bool return_sequences = ReturnSequences;
-  template <class U>
-  using rebind = lstm<Units, ReturnSequences, U>;
+  template <class U, class D = cpu>
+  using rebind = lstm<Units, ReturnSequences, U>;  // cpu only so far
   /// (time, features) per example becomes (Units), or (time, Units) with ReturnSequences.
   template <index_t... D>
   static auto output_shape(static_shape<D...>) {

@@ -58,15 +58,22 @@ inline constexpr bool is_static_shape_v = false;
 template <index_t... D>
 inline constexpr bool is_static_shape_v<static_shape<D...>> = true;
 
-/// The model's input: its per-example shape and element type. As the first argument of
-/// `sequential`, it fixes every later shape; later in a sequential it asserts the shape there.
-template <class T, index_t... Dims>
-struct typed_input {
+/// The model's input: its per-example shape, element type and device. As the first argument of
+/// `sequential`, it fixes every later shape, and the element type and device of every layer's
+/// variables; later in a sequential it asserts the shape there. `input<784>` is float on the cpu,
+/// `typed_input<double, 784>` double, `input<784>::on<fx::cuda>` float on the GPU.
+template <class Device, class T, index_t... Dims>
+struct device_input {
   using value_type = T;
+  using device_type = Device;
   using shape_type = static_shape<Dims...>;
+  template <class D>
+  using on = device_input<D, T, Dims...>;
   static_assert(sizeof...(Dims) > 0, "fluxion::nn::input: give the per-example shape, e.g. input<28, 28, 1>.");
   static_assert(((Dims > 0) && ...), "fluxion::nn::input: every extent must be positive.");
 };
+template <class T, index_t... Dims>
+using typed_input = device_input<cpu, T, Dims...>;
 template <index_t... Dims>
 using input = typed_input<float, Dims...>;
 
@@ -172,21 +179,25 @@ class recompute_scope {
   static bool active() noexcept { return detail::recompute_depth > 0; }
 };
 
+template <class L>
+concept device_generic_layer = requires { requires L::device_generic; };
+
 /// Mixin of every layer and model: the variable lists of Keras, from Derived's
-/// `for_each_variable(prefix, visitor)`.
-template <class Derived, class T>
+/// `for_each_variable(prefix, visitor)`. Device is where the variables live (and the layer runs).
+template <class Derived, class T, class Device = cpu>
 class layer_base {
  public:
   using value_type = T;
+  using device_type = Device;
 
   /// The layer's own name (Keras's automatic one, `dense`, `conv2d_1` ..., unless given).
   const std::string& name() const noexcept { return m_name; }
   void set_name(std::string n) { m_name = std::move(n); }
 
   /// Every variable, trainable or not, in a stable order, named by its place in the model.
-  std::vector<variable<T>*> variables() { return collect(0); }
-  std::vector<variable<T>*> trainable_variables() { return collect(1); }
-  std::vector<variable<T>*> non_trainable_variables() { return collect(2); }
+  std::vector<variable<T, Device>*> variables() { return collect(0); }
+  std::vector<variable<T, Device>*> trainable_variables() { return collect(1); }
+  std::vector<variable<T, Device>*> non_trainable_variables() { return collect(2); }
   /// The number of scalars in the trainable variables.
   index_t count_params() {
     index_t n = 0;
@@ -198,7 +209,7 @@ class layer_base {
   explicit layer_base(std::string n = {}) : m_name(std::move(n)) {}
 
   /// A variable of the layer once it is built; before, an error that names the layer.
-  variable<T>& require_built(std::optional<variable<T>>& v, const char* op, const char* what) {
+  variable<T, Device>& require_built(std::optional<variable<T, Device>>& v, const char* op, const char* what) {
     if (!v)
       throw error(std::string(op) + " '" + m_name + "': " + what +
                   " does not exist before the layer is built (call it once)");
@@ -206,7 +217,7 @@ class layer_base {
   }
   /// Names v `prefix + local` and hands it to f; nothing before the layer is built.
   template <class F>
-  static void visit(const std::string& prefix, F& f, std::optional<variable<T>>& v, const char* local) {
+  static void visit(const std::string& prefix, F& f, std::optional<variable<T, Device>>& v, const char* local) {
     if (!v) return;
     v->set_name(prefix + local);
     f(*v);
@@ -217,9 +228,9 @@ class layer_base {
   std::string m_name;
 
  private:
-  std::vector<variable<T>*> collect(int which) {
-    std::vector<variable<T>*> out;
-    static_cast<Derived*>(this)->for_each_variable(root_prefix(), [&](variable<T>& v) {
+  std::vector<variable<T, Device>*> collect(int which) {
+    std::vector<variable<T, Device>*> out;
+    static_cast<Derived*>(this)->for_each_variable(root_prefix(), [&](variable<T, Device>& v) {
       if (which == 0 || (which == 1) == v.trainable()) out.push_back(&v);
     });
     return out;
@@ -232,7 +243,8 @@ template <class Derived>
 class stateless_layer {
  public:
   static constexpr bool names_itself = true;
-  template <class U>
+  static constexpr bool device_generic = false;  // layers that also run on fx::cuda say so
+  template <class U, class D = cpu>
   using rebind = Derived;
 
   const std::string& name() const noexcept { return m_name; }
@@ -249,10 +261,11 @@ class stateless_layer {
 /// Base of composite models, as Keras's `Model` subclasses: list the sublayers once with
 /// FLUXION_LAYERS(a, b, ...), define `call(x, training)`, and the variable lists, names and
 /// `operator()` follow.
-template <class Derived, class T = float>
-class model : public layer_base<Derived, T> {
+template <class Derived, class T = float, class Device = cpu>
+class model : public layer_base<Derived, T, Device> {
  public:
   static constexpr bool names_itself = false;
+  static constexpr bool device_generic = true;  // its sublayers say whether they are
 
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {

@@ -108,7 +108,7 @@ class recompute {
   static constexpr bool names_itself = true;
   static constexpr bool elementwise = false;
   static constexpr const char* base_name = "recompute";
-  template <class U>
+  template <class U, class D = cpu>
   using rebind = recompute;
 
   template <index_t... D>

@@ -19,6 +19,7 @@ namespace fluxion::nn {
 struct flatten : stateless_layer<flatten> {
   static constexpr bool elementwise = false;
   static constexpr const char* base_name = "flatten";
+  static constexpr bool device_generic = true;
   template <index_t... D>
   static static_shape<(index_t(1) * ... * D)> output_shape(static_shape<D...>);
 
@@ -40,6 +41,7 @@ struct reshape : stateless_layer<reshape<Dims...>> {
                 "fluxion::nn::reshape<Dims...>: give the positive per-example target shape, e.g. reshape<28, 28, 1>.");
   static constexpr bool elementwise = false;
   static constexpr const char* base_name = "reshape";
+  static constexpr bool device_generic = true;
   static constexpr index_t size = (index_t(1) * ... * Dims);
 
   template <index_t... D>

@@ -52,7 +52,7 @@ class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, 
   static constexpr bool names_itself = true;
   static constexpr bool elementwise = false;
   static constexpr const char* base_name = "reversible";
-  template <class U>
+  template <class U, class D = cpu>
   using rebind = reversible_sequence;
 
   /// The output has the input's shape; the channel (last) extent must be even.

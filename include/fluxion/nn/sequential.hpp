@@ -11,7 +11,10 @@
 // that does not fit (a 5x5 valid convolution of a 3x3 input, a reshape to another element count,
 // one model's output fed to a model that expects another width) is a static_assert that names the
 // layer and both extents. The batch size stays a run-time value and is checked with an exception.
-// The model's element type is the input's: fx::nn::typed_input<double, 784>{} makes a double model.
+// The model's element type and device are the input's: fx::nn::typed_input<double, 784>{} makes a
+// double model, fx::nn::input<784>::on<fx::cuda>{} a model whose variables live on the GPU and
+// whose input and output are fx::cuda tensors (dense, the activations, dropout, flatten and
+// reshape so far; another layer there is a static_assert that names it).
 //
 // An activation that follows a dense or conv2d layer is fused into that layer's statement: bias and
 // activation are one pass over the output.
@@ -31,7 +34,7 @@
 
 namespace fluxion::nn {
 
-template <class T, class InShape, class... Layers>
+template <class T, class InShape, class Device, class... Layers>
 class sequential_model;
 
 namespace detail {
@@ -91,12 +94,22 @@ consteval bool same_static_shape() {
   }
 }
 
-/// A layer of the model's element type: layers with variables are re-declared for T (from the
-/// layer itself where they can be, keeping settings such as batch_norm's momentum; else by name);
-/// the others are moved as they are.
-template <class T, class L>
+/// Whether layer L can be part of a model on Device.
+template <class Device, class L>
+consteval bool runs_on() {
+  static_assert(std::is_same_v<Device, cpu> || device_generic_layer<L>,
+                "fluxion::nn::sequential: a layer of this model runs on the cpu only so far; on fluxion::cuda a "
+                "model can hold dense, the activations, dropout, flatten and reshape, and models of those "
+                "(the layer's type is in the instantiation context below).");
+  return true;
+}
+
+/// A layer of the model's element type and device: layers with variables are re-declared for T
+/// and Device (from the layer itself where they can be, keeping settings such as batch_norm's
+/// momentum; else by name); the others are moved as they are.
+template <class T, class Device, class L>
 auto rebind_layer(L&& layer) {
-  using R = typename std::remove_cvref_t<L>::template rebind<T>;
+  using R = typename std::remove_cvref_t<L>::template rebind<T, Device>;
   if constexpr (std::is_same_v<R, std::remove_cvref_t<L>>) return std::move(layer);
   else if constexpr (std::is_constructible_v<R, const std::remove_cvref_t<L>&>) return R(layer);
   else return R(layer.name());
@@ -121,21 +134,23 @@ using model_value_t = typename model_value<In, Layers...>::type;
 
 }  // namespace detail
 
-template <class T, class InShape, class... Layers>
-class sequential_model : public layer_base<sequential_model<T, InShape, Layers...>, T> {
+template <class T, class InShape, class Device, class... Layers>
+class sequential_model : public layer_base<sequential_model<T, InShape, Device, Layers...>, T, Device> {
   static_assert(sizeof...(Layers) > 0, "fluxion::nn::sequential: give at least one layer after the input.");
-  using base = layer_base<sequential_model, T>;
+  static_assert((detail::runs_on<Device, Layers>() && ...));
+  using base = layer_base<sequential_model, T, Device>;
   using chain = detail::shape_chain<InShape, Layers...>;
   static constexpr std::size_t count = sizeof...(Layers);
 
  public:
   static constexpr bool names_itself = false;
   static constexpr bool elementwise = false;
+  static constexpr bool device_generic = true;
   static constexpr const char* base_name = "sequential";
   using input_shape_t = InShape;
   using output_shape_t = typename chain::output;
-  template <class U>
-  using rebind = sequential_model;  // a model keeps its element type; a mismatch fails at its call
+  template <class U, class D = cpu>
+  using rebind = sequential_model;  // a model keeps its element type and device; a mismatch fails at its call
 
   template <index_t... D>
   static auto output_shape(static_shape<D...>) {
@@ -155,13 +170,16 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Layers..
 
   /// The output for a batch of inputs of shape (batch, InShape...).
   template <class X>
-  tensor<T> operator()(X&& x, bool training = false) {
+  tensor<T, Device> operator()(X&& x, bool training = false) {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
     using first = std::tuple_element_t<0, std::tuple<Layers...>>;
     static_assert(std::is_same_v<value_type_t<decltype(e)>, T> ||
                       (detail::takes_indices<first> && std::is_integral_v<value_type_t<decltype(e)>>),
                   "fluxion::nn::sequential: the input's element type differs from the model's (the one of its "
                   "fluxion::nn::input); convert it with fluxion::cast<T>.");
+    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
+                  "fluxion::nn::sequential: the input is on another device than the model (the one of its "
+                  "fluxion::nn::input); move it with fluxion::to<Device>.");
     detail::check_batch_shape<InShape>("sequential", this->m_name, e.shape());
     return run<0>(std::move(e), training);
   }
@@ -211,9 +229,9 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Layers..
   // The exception is an elementwise activation after a layer that takes an epilogue (dense,
   // conv2d, the normalizations): it is fused into that layer's statement.
   template <std::size_t I, class X>
-  tensor<T> run(X&& x, bool training) {
+  tensor<T, Device> run(X&& x, bool training) {
     if constexpr (I == count) {
-      return tensor<T>(std::forward<X>(x));
+      return tensor<T, Device>(std::forward<X>(x));
     } else {
       using L = std::tuple_element_t<I, std::tuple<Layers...>>;
       auto& layer = std::get<I>(m_layers);
@@ -231,7 +249,7 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Layers..
     if constexpr (I < count) {
       auto& l = std::get<I>(m_layers);
       index_t params = 0;
-      l.for_each_variable("", [&](variable<T>& v) {
+      l.for_each_variable("", [&](variable<T, Device>& v) {
         if (v.trainable()) params += v.size();
       });
       total += params;
@@ -253,17 +271,20 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Layers..
 template <class Input, class... Layers>
 using sequential_t =
     sequential_model<detail::model_value_t<typename Input::value_type, Layers...>, typename Input::shape_type,
-                     typename Layers::template rebind<detail::model_value_t<typename Input::value_type, Layers...>>...>;
+                     typename Input::device_type,
+                     typename Layers::template rebind<detail::model_value_t<typename Input::value_type, Layers...>,
+                                                      typename Input::device_type>...>;
 
-/// A sequential model: the input's per-example shape and element type, then the layers. Variables
-/// are drawn from `gen` (or fx::random::global_generator()).
-template <class T, index_t... D, class... Layers>
-auto sequential(random::generator& gen, typed_input<T, D...>, Layers... layers) {
-  using model = sequential_t<typed_input<T, D...>, Layers...>;
-  return model(gen, detail::rebind_layer<typename model::value_type>(std::move(layers))...);
+/// A sequential model: the input's per-example shape, element type and device, then the layers.
+/// Variables are drawn from `gen` (or fx::random::global_generator()), on the host, so a model
+/// on the GPU starts from the values the same model on the cpu does.
+template <class Device, class T, index_t... D, class... Layers>
+auto sequential(random::generator& gen, device_input<Device, T, D...>, Layers... layers) {
+  using model = sequential_t<device_input<Device, T, D...>, Layers...>;
+  return model(gen, detail::rebind_layer<typename model::value_type, Device>(std::move(layers))...);
 }
-template <class T, index_t... D, class... Layers>
-auto sequential(typed_input<T, D...> in, Layers... layers) {
+template <class Device, class T, index_t... D, class... Layers>
+auto sequential(device_input<Device, T, D...> in, Layers... layers) {
   return sequential(random::global_generator(), in, std::move(layers)...);
 }
 

@@ -361,7 +361,8 @@ class optimizer {
     if (g.empty() && g.shape() == fluxion::shape{0})
       throw invalid_argument("apply_gradients: the gradient for " + what + " of shape " + to_string(v.shape()) +
                              " is empty (shape (0,)): the tape never saw " + what +
-                             " read: the loss does not depend on it, or it was read before the tape started recording");
+                             " read: the loss does not depend on it, it was read before the tape started recording, or the code "
+                             "that ran the model was compiled with FLUXION_MAX_DERIVATIVE_ORDER=0 (autodiff off)");
     throw shape_error("apply_gradients: the gradient for " + what + " has shape " + to_string(g.shape()) +
                       ", but the variable has shape " + to_string(v.shape()));
   }

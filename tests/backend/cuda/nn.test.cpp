@@ -1,0 +1,141 @@
+// fx::nn models on fx::cuda: a sequential model declared with input<...>::on<fx::cuda> holds its
+// variables on the device and runs there. From the same generator it starts from the cpu model's
+// values, and its forward pass, gradients, optimizer steps, fx::fit over a dataset prefetched to
+// the device, and checkpoints agree with the same model on the cpu.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../scratch_dir.hpp"
+#include "fluxion/data.hpp"
+#include "fluxion/fit.hpp"
+#include "fluxion/io.hpp"
+#include "fluxion/losses.hpp"
+#include "fluxion/nn.hpp"
+#include "fluxion/optim.hpp"
+#include "same_on_both_devices.hpp"
+
+namespace {
+
+namespace fx = fluxion;
+namespace nn = fluxion::nn;
+using fluxion_test::check_values;
+using fluxion_test::filled;
+
+/// The same MLP on either device: dense, relu, dropout, flatten of a (3, 4) input, dense.
+template <class Device>
+auto mlp(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<3, 4>::template on<Device>{}, nn::flatten{}, nn::dense<16>{}, nn::relu{},
+                        nn::dropout{0.25, 11}, nn::dense<5>{}, nn::tanh{});
+}
+
+template <class Model>
+std::vector<std::vector<float>> values_of(Model& m) {
+  std::vector<std::vector<float>> out;
+  for (auto* v : m.variables()) out.push_back(fx::to<fx::cpu>(v->peek()).to_vector());
+  return out;
+}
+
+void check_same(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, double rtol) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    check_values(a[i], b[i], rtol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda nn: a sequential model on the device matches the cpu model: values, forward, gradients, Adam") {
+  auto host = mlp<fx::cpu>(5);
+  auto dev = mlp<fx::cuda>(5);
+  static_assert(std::is_same_v<decltype(dev.variables()), std::vector<fx::variable<float, fx::cuda>*>>);
+  CHECK(dev.layer<1>().kernel().name() == "dense/kernel");
+  CHECK(values_of(dev) == values_of(host));  // drawn on the host from the same generator
+
+  const fx::tensor<float> x = filled<float>({8, 3, 4}, 21);
+  const fx::tensor<std::int32_t> y = fx::from_vector(std::vector<std::int32_t>{0, 1, 2, 3, 4, 0, 1, 2}, {8});
+  const auto xd = fx::to<fx::cuda>(x);
+  const auto yd = fx::to<fx::cuda>(y);
+  // Inference, then training mode (dropout draws the same mask from the same generator).
+  check_values(fx::to<fx::cpu>(dev(xd)).to_vector(), host(x).to_vector(), 1e-5);
+
+  fx::optim::adam host_opt{1e-2}, dev_opt{1e-2};
+  for (int step = 0; step < 3; ++step) {
+    fx::gradient_tape host_tape, dev_tape;
+    auto host_loss = fx::losses::sparse_softmax_cross_entropy(host(x, true), y);
+    auto dev_loss = fx::losses::sparse_softmax_cross_entropy(dev(xd, true), yd);
+    check_values(std::vector<float>{dev_loss.item()}, std::vector<float>{host_loss.item()}, 1e-5);
+    auto hv = host.trainable_variables();
+    auto dv = dev.trainable_variables();
+    auto hg = host_tape.gradient(host_loss, hv);
+    auto dg = dev_tape.gradient(dev_loss, dv);
+    REQUIRE(hg.size() == dg.size());
+    for (std::size_t i = 0; i < hg.size(); ++i) {
+      CAPTURE(i);
+      check_values(fx::to<fx::cpu>(dg[i]).to_vector(), hg[i].to_vector(), 1e-4);
+    }
+    host_opt.apply_gradients(hg, hv);
+    dev_opt.apply_gradients(dg, dv);
+  }
+  check_same(values_of(dev), values_of(host), 1e-4);
+}
+
+TEST_CASE("cuda nn: fx::fit trains a device model from a dataset prefetched to the device, as on the cpu") {
+  const fx::tensor<float> x = filled<float>({64, 3, 4}, 31);
+  std::vector<std::int32_t> labels(64);
+  for (int i = 0; i < 64; ++i) labels[static_cast<std::size_t>(i)] = (x.data()[12 * i] > 0) + 2 * (x.data()[12 * i + 1] > 0);
+  const auto y = fx::from_vector(labels, {64});
+  auto host = mlp<fx::cpu>(7);
+  auto dev = mlp<fx::cuda>(7);
+  fx::optim::adam host_opt{1e-2}, dev_opt{1e-2};
+  auto loss = [](const auto& logits, const auto& l) { return fx::losses::sparse_softmax_cross_entropy(logits, l); };
+  const auto host_history = fx::fit(host, host_opt, loss, fx::data::tensors(x, y).batch(16).prefetch(2),
+                                    {.epochs = 4, .verbose = 0, .handle_interrupt = false});
+  const auto dev_history = fx::fit(dev, dev_opt, loss, fx::data::tensors(x, y).batch(16).prefetch_to<fx::cuda>(2),
+                                   {.epochs = 4, .verbose = 0, .handle_interrupt = false});
+  REQUIRE(dev_history.loss.size() == 4);
+  check_values(dev_history.loss, host_history.loss, 1e-4);
+  check_values(dev_history.accuracy, host_history.accuracy, 1e-6);
+  CHECK(dev_history.loss.back() < dev_history.loss.front());
+  CHECK(dev_opt.iterations() == 16);
+  check_same(values_of(dev), values_of(host), 1e-3);
+}
+
+namespace {
+/// A composite model on the device: a shared trunk and two heads.
+struct two_heads : nn::model<two_heads, float, fx::cuda> {
+  nn::sequential_t<nn::input<6>::on<fx::cuda>, nn::dense<8>, nn::relu> trunk;
+  nn::dense<3, float, fx::cuda> classes;
+  nn::dense<1, float, fx::cuda> score;
+  FLUXION_LAYERS(trunk, classes, score)
+  auto call(const fx::tensor<float, fx::cuda>& x, bool training = false) {
+    auto h = trunk(x, training);
+    return std::pair{classes(h), score(h)};
+  }
+};
+}  // namespace
+
+TEST_CASE("cuda nn: a composite device model lists its variables by name; checkpoints move models across devices") {
+  two_heads net;
+  auto [c, s] = net(fx::to<fx::cuda>(filled<float>({5, 6}, 3)));
+  CHECK(c.shape() == fx::shape{5, 3});
+  CHECK(s.shape() == fx::shape{5, 1});
+  std::vector<std::string> names;
+  for (auto* v : net.trainable_variables()) names.push_back(v->name());
+  CHECK(names == std::vector<std::string>{"trunk/dense/kernel", "trunk/dense/bias", "classes/kernel", "classes/bias",
+                                          "score/kernel", "score/bias"});
+
+  scratch_dir dir;
+  auto dev = mlp<fx::cuda>(9);
+  fx::checkpoint{{"model", dev}}.save(dir.file("mlp"));
+  auto host = mlp<fx::cpu>(10);
+  fx::checkpoint{{"model", host}}.restore(dir.file("mlp"));
+  CHECK(values_of(host) == values_of(dev));
+  const fx::tensor<float> x = filled<float>({4, 3, 4}, 8);
+  check_values(fx::to<fx::cpu>(dev(fx::to<fx::cuda>(x))).to_vector(), host(x).to_vector(), 1e-5);
+}
