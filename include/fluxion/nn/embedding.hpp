@@ -22,16 +22,17 @@
 
 namespace fluxion::nn {
 
-template <index_t InputDim, index_t OutputDim, class T = float>
-class embedding : public layer_base<embedding<InputDim, OutputDim, T>, T> {
+template <index_t InputDim, index_t OutputDim, class T = float, class Device = cpu>
+class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device>, T, Device> {
   static_assert(InputDim > 0 && OutputDim > 0,
                 "fluxion::nn::embedding<InputDim, OutputDim>: both sizes must be positive.");
   static_assert(std::is_floating_point_v<T>, "fluxion::nn::embedding<InputDim, OutputDim, T>: T must be a "
                                              "floating-point type (the indices are integers, the values are T).");
-  using base = layer_base<embedding<InputDim, OutputDim, T>, T>;
+  using base = layer_base<embedding<InputDim, OutputDim, T, Device>, T, Device>;
 
  public:
   static constexpr bool names_itself = true;
+  static constexpr bool device_generic = true;
   static constexpr bool elementwise = false;
   /// Reads integer indices: as a sequential model's first layer, it sets the model's element type.
   static constexpr bool takes_indices = true;
@@ -39,7 +40,7 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T>, T> {
   static constexpr index_t input_dim = InputDim;
   static constexpr index_t output_dim = OutputDim;
   template <class U, class D = cpu>
-  using rebind = embedding<InputDim, OutputDim, U>;  // cpu only so far
+  using rebind = embedding<InputDim, OutputDim, U, D>;
   /// Any per-example shape of indices; each index becomes OutputDim values.
   template <index_t... D>
   static static_shape<D..., OutputDim> output_shape(static_shape<D...>) {
@@ -59,12 +60,15 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T>, T> {
 
   /// The rows of the table at `indices`, of shape indices.shape() + (OutputDim).
   template <class X>
-  tensor<T> operator()(X&& indices, bool /*training*/ = false) {
+  tensor<T, Device> operator()(X&& indices, bool /*training*/ = false) {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(indices));
     using I = value_type_t<decltype(e)>;
     static_assert(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>,
                   "fluxion::nn::embedding: the indices must be int32 or int64; convert them with "
                   "fluxion::cast<std::int32_t>.");
+    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
+                  "fluxion::nn::embedding: the indices are on another device than the table; move them with "
+                  "fluxion::to<Device>, or declare the layer as embedding<InputDim, OutputDim, T, Device>.");
     const tensor<I, device_t<decltype(e)>> ids(e);
     if (ids.rank() < 1)
       throw shape_error("embedding '" + this->m_name + "': expects indices of shape (batch, ...), got " +
@@ -76,10 +80,10 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T>, T> {
         throw out_of_range("embedding '" + this->m_name + "': index " + std::to_string(host[k]) +
                            " (at flat position " + std::to_string(k) + " of indices of shape " +
                            to_string(ids.shape()) + ") is not in [0, " + std::to_string(InputDim) + ")");
-    return tensor<T>(gather(*m_embeddings, ids, 0));
+    return tensor<T, Device>(gather(*m_embeddings, ids, 0));
   }
 
-  variable<T>& embeddings() { return this->require_built(m_embeddings, "embedding", "embeddings"); }
+  variable<T, Device>& embeddings() { return this->require_built(m_embeddings, "embedding", "embeddings"); }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
@@ -87,10 +91,10 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T>, T> {
   }
 
  private:
-  static tensor<T> initial_table(random::generator& gen) {
-    return random::uniform<T>({InputDim, OutputDim}, gen, T(-0.05), T(0.05));  // Keras's RandomUniform
+  static tensor<T, Device> initial_table(random::generator& gen) {
+    return random::uniform<T, Device>({InputDim, OutputDim}, gen, T(-0.05), T(0.05));  // Keras's RandomUniform
   }
-  std::optional<variable<T>> m_embeddings;
+  std::optional<variable<T, Device>> m_embeddings;
 };
 
 }  // namespace fluxion::nn

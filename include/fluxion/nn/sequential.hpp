@@ -13,8 +13,8 @@
 // layer and both extents. The batch size stays a run-time value and is checked with an exception.
 // The model's element type and device are the input's: fx::nn::typed_input<double, 784>{} makes a
 // double model, fx::nn::input<784>::on<fx::cuda>{} a model whose variables live on the GPU and
-// whose input and output are fx::cuda tensors (dense, the activations, dropout, flatten and
-// reshape so far; another layer there is a static_assert that names it).
+// whose input and output are fx::cuda tensors (dense, the activations, dropout, flatten, reshape,
+// layer_norm and embedding so far; another layer there is a static_assert).
 //
 // An activation that follows a dense or conv2d layer is fused into that layer's statement: bias and
 // activation are one pass over the output.
@@ -99,8 +99,8 @@ template <class Device, class L>
 consteval bool runs_on() {
   static_assert(std::is_same_v<Device, cpu> || device_generic_layer<L>,
                 "fluxion::nn::sequential: a layer of this model runs on the cpu only so far; on fluxion::cuda a "
-                "model can hold dense, the activations, dropout, flatten and reshape, and models of those "
-                "(the layer's type is in the instantiation context below).");
+                "model can hold dense, the activations, dropout, flatten, reshape, layer_norm and embedding, "
+                "and models of those (the layer's type is in the instantiation context below).");
   return true;
 }
 

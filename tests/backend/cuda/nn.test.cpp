@@ -139,3 +139,34 @@ TEST_CASE("cuda nn: a composite device model lists its variables by name; checkp
   const fx::tensor<float> x = filled<float>({4, 3, 4}, 8);
   check_values(fx::to<fx::cpu>(dev(fx::to<fx::cuda>(x))).to_vector(), host(x).to_vector(), 1e-5);
 }
+
+TEST_CASE("cuda nn: layer_norm and embedding models on the device match the cpu's, forward and gradients") {
+  auto make = [](auto input) {
+    fx::random::generator gen{13};
+    return nn::sequential(gen, input, nn::embedding<10, 4>{}, nn::layer_norm{}, nn::relu{}, nn::flatten{}, nn::dense<3>{});
+  };
+  auto host = make(nn::typed_input<std::int32_t, 5>{});
+  auto dev = make(nn::typed_input<std::int32_t, 5>::on<fx::cuda>{});
+  static_assert(std::is_same_v<decltype(dev.variables()), std::vector<fx::variable<float, fx::cuda>*>>);
+  CHECK(values_of(dev) == values_of(host));
+  const auto ids = fx::from_vector(std::vector<std::int32_t>{1, 4, 4, 9, 0, 3, 3, 2, 8, 7}, {2, 5});
+  const auto ids_dev = fx::to<fx::cuda>(ids);
+  fx::gradient_tape host_tape, dev_tape;
+  auto host_out = host(ids, true);
+  auto dev_out = dev(ids_dev, true);
+  check_values(fx::to<fx::cpu>(dev_out).to_vector(), host_out.to_vector(), 1e-5);
+  fx::tensor<float> host_loss = fx::reduce_sum(fx::square(host_out));
+  fx::tensor<float, fx::cuda> dev_loss = fx::reduce_sum(fx::square(dev_out));
+  auto hv = host.trainable_variables();
+  auto dv = dev.trainable_variables();
+  auto hg = host_tape.gradient(host_loss, hv);
+  auto dg = dev_tape.gradient(dev_loss, dv);
+  REQUIRE(hg.size() == dg.size());
+  for (std::size_t i = 0; i < hg.size(); ++i) {
+    CAPTURE(hv[i]->name());
+    check_values(fx::to<fx::cpu>(dg[i]).to_vector(), hg[i].to_vector(), 1e-4);
+  }
+  // An index out of range is refused on the device as on the cpu.
+  CHECK_THROWS_WITH_AS(dev(fx::to<fx::cuda>(fx::from_vector(std::vector<std::int32_t>{1, 2, 3, 4, 10}, {1, 5}))),
+                       doctest::Contains("index 10"), fx::out_of_range);
+}
