@@ -190,6 +190,19 @@ foreach(source IN LISTS fluxion_composition_sources)
   endforeach()
 endforeach()
 
+# An unoptimized build for the build machine's own vector set, as a CMake Debug build of a user's
+# program: xsimd's AVX-512 kernels do not compile through g++'s intrinsics without optimization, so
+# such a build uses AVX2 (backend/cpu/detail/simd_arch.hpp). Two examples that use every kernel
+# family, through the front end at -O0 -march=native.
+if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang" AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  foreach(example IN ITEMS mnist_models fashion_mnist_cnn)
+    add_test(NAME compile_time.unoptimized_native_${example}
+             COMMAND "${CMAKE_CXX_COMPILER}" -std=c++20 -O0 -march=native -fsyntax-only "-I${PROJECT_SOURCE_DIR}/include"
+                     ${fluxion_syntax_flags} "${PROJECT_SOURCE_DIR}/examples/${example}.cpp")
+    set_tests_properties(compile_time.unoptimized_native_${example} PROPERTIES LABELS compile_time TIMEOUT 180)
+  endforeach()
+endif()
+
 # --- Compile-fail tests ----------------------------------------------------------------------------
 # Each file is an object library outside `all`; the test builds it through the build tree and
 # passes only if the build FAILS and its output matches the file's `// expect-error:` regex

@@ -43,6 +43,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "../backend/cpu/detail/simd_arch.hpp"
 #include "../backend/cpu/thread_pool.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
@@ -159,8 +160,8 @@ void fused_update(const update_buffers<T>& b, const step_constants& c, const Ste
   const T weight_decay = static_cast<T>(c.weight_decay), learning_rate = static_cast<T>(c.learning_rate);
   auto run = [&](index_t begin, index_t end) {
     index_t i = begin;
-    if constexpr (!std::is_same_v<xsimd::default_arch, xsimd::unavailable>) {
-      using batch = xsimd::batch<T, xsimd::default_arch>;
+    if constexpr (!std::is_same_v<::fluxion::detail::simd_arch, xsimd::unavailable>) {
+      using batch = xsimd::batch<T, ::fluxion::detail::simd_arch>;
       constexpr index_t width = static_cast<index_t>(batch::size);
       for (; i + width <= end; i += width) {
         const batch g = batch::load_unaligned(b.gradient + i);

@@ -31,6 +31,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "../backend/cpu/detail/simd_arch.hpp"
 #include "../core/config.hpp"
 #include "../core/device.hpp"
 #include "../core/error.hpp"
@@ -177,7 +178,7 @@ inline double unit_double(std::uint32_t hi, std::uint32_t lo) noexcept {
 /// of the SIMD width, or the scalar loop takes the rest.
 template <class T>
 void box_muller(const T* u1, const T* u2, T* z0, T* z1, int n) noexcept {
-  using batch = xsimd::batch<T, xsimd::default_arch>;
+  using batch = xsimd::batch<T, ::fluxion::detail::simd_arch>;
   constexpr int width = static_cast<int>(batch::size);
   constexpr T two_pi = 2 * std::numbers::pi_v<T>;
   int i = 0;

@@ -16,6 +16,7 @@
 #include "../../expr/layout.hpp"
 #include "../../expr/reduce_ops.hpp"
 #include "../../expr/view.hpp"
+#include "detail/simd_arch.hpp"
 #include "matmul.hpp"
 #include "simd_ops.hpp"
 #include "thread_pool.hpp"
@@ -28,7 +29,7 @@ template <class T>
 inline constexpr bool vector_type_v = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 template <class T>
-using batch = xsimd::batch<T, xsimd::default_arch>;
+using batch = xsimd::batch<T, simd_arch>;
 
 /// Whether a view evaluates with SIMD batches of T: every node has a SIMD rule and every value
 /// along the way is a T.
@@ -418,7 +419,7 @@ struct evaluator<cpu> {
     for (int d = 0; d < rank; ++d) (d < lead ? rows : cols) *= s[d];
     if (rows == 0 || cols == 0) return false;
     const R* x = v.data + v.offset;
-    using batch = xsimd::batch<R, xsimd::default_arch>;
+    using batch = xsimd::batch<R, simd_arch>;
     constexpr index_t w = static_cast<index_t>(batch::size);
     const index_t rows_per_chunk = std::max<index_t>(1, 16384 / cols);
     const index_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;

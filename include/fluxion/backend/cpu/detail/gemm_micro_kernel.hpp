@@ -6,7 +6,7 @@
 //
 // The shape follows from the register file: NV vectors of B per k, one broadcast of A, and
 // MR * NV accumulators must all fit, so MR = (registers - NV - 1) / NV. The architecture is the
-// one the compiler targets (xsimd::default_arch); targets xsimd does not know get scalar code
+// one the compiler targets (detail::simd_arch); targets xsimd does not know get scalar code
 // through the same template.
 #pragma once
 

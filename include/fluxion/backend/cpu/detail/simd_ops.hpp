@@ -1,5 +1,6 @@
 // The few vector operations fluxion's CPU kernels need, on xsimd batches for the architecture the
-// compiler targets (xsimd::default_arch), or on plain scalars where xsimd knows no architecture.
+// compiler targets (detail::simd_arch, simd_arch.hpp), or on plain scalars where xsimd knows no
+// architecture.
 //
 //   using ops = simd_ops<float>;
 //   ops::batch acc = ops::fma(ops::loadu(a), ops::splat(2.f), ops::loadu(b));  // ops::width lanes
@@ -11,12 +12,13 @@
 #include <xsimd/xsimd.hpp>
 
 #include "../../../core/config.hpp"
+#include "simd_arch.hpp"
 
 namespace fluxion::detail::kernels {
 
-inline constexpr bool has_xsimd_arch = !std::is_same_v<xsimd::default_arch, xsimd::unavailable>;
+inline constexpr bool has_xsimd_arch = !std::is_same_v<simd_arch, xsimd::unavailable>;
 
-#if defined(__AVX512F__) || defined(__aarch64__)
+#if (defined(__AVX512F__) && !FLUXION_SIMD_AVX512_CAPPED) || defined(__aarch64__)
 inline constexpr int simd_register_count = 32;
 #else
 inline constexpr int simd_register_count = 16;
@@ -25,7 +27,7 @@ inline constexpr int simd_register_count = 16;
 /// xsimd batches of the target architecture; the specialization below is the scalar stand-in.
 template <class T, bool Simd = has_xsimd_arch>
 struct simd_ops {
-  using batch = xsimd::batch<T, xsimd::default_arch>;
+  using batch = xsimd::batch<T, simd_arch>;
   static constexpr index_t width = static_cast<index_t>(batch::size);
   static FLUXION_ALWAYS_INLINE batch load(const T* p) { return batch::load_aligned(p); }
   static FLUXION_ALWAYS_INLINE batch loadu(const T* p) { return batch::load_unaligned(p); }
