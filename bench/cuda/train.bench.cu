@@ -1,8 +1,10 @@
-// A training step on fx::cuda: the 784-256-256-10 MLP of bench/nn.bench.cpp, written with the tape
-// and fx::variable (the layer templates are cpu-only so far), at batch 64 and 256:
+// A training step on fx::cuda: the 784-256-256-10 MLP of bench/nn.bench.cpp, at batch 64 and 256,
+// written two ways. mlp_train_fluxion: with the tape and fx::variable directly,
 //   logits = relu(relu(x W1 + b1) W2 + b2) W3 + b3
 //   loss   = mean(logsumexp(logits) - sum(logits * onehot))      (softmax cross-entropy)
 //   every variable -= 0.01 * its gradient                          (SGD)
+// mlp_train_nn: the model layer, as a user writes it: nn::sequential on nn::input<784>::on<fx::cuda>,
+// sparse softmax cross-entropy on integer labels, fx::optim::adam (the model of bench/nn.bench.cpp).
 // PyTorch's same step on the same GPU is in bench/cuda/torch_peer.py. Timed with CUDA events
 // around each step after a warm-up; the step reads the loss back only in the check after timing.
 #include <benchmark/benchmark.h>
@@ -14,6 +16,8 @@
 #include <cuda_runtime.h>
 
 #include <fluxion/cuda.hpp>
+#include <fluxion/losses.hpp>
+#include <fluxion/nn.hpp>
 #include <fluxion/optim.hpp>
 #include <fluxion/tensor/random.hpp>
 
@@ -88,8 +92,40 @@ void mlp_train_fluxion(benchmark::State& state) {
   state.counters["loss_last"] = last;
 }
 
+/// The same MLP through the model layer: dense layers on the device, Adam, integer labels.
+void mlp_train_nn(benchmark::State& state) {
+  namespace nn = fluxion::nn;
+  const fx::index_t batch = state.range(0);
+  fx::random::generator gen{3};
+  auto net = nn::sequential(gen, nn::input<784>::on<fx::cuda>{}, nn::dense<256>{}, nn::relu{}, nn::dense<256>{},
+                            nn::relu{}, nn::dense<10>{});
+  fx::optim::adam opt{1e-3};
+  tensor x = fx::to<fx::cuda>(fx::random::uniform<float>({batch, 784}, gen, 0.f, 1.f));
+  fx::tensor<std::int32_t> labels_host(fx::shape{batch});
+  for (fx::index_t i = 0; i < batch; ++i) labels_host.mutable_data()[i] = static_cast<std::int32_t>(i % 10);
+  const auto labels = fx::to<fx::cuda>(labels_host);
+  auto step = [&] {
+    fx::gradient_tape tape;
+    tensor loss = fx::losses::sparse_softmax_cross_entropy(net(x, /*training=*/true), labels);
+    auto vars = net.trainable_variables();
+    opt.apply_gradients(tape.gradient(loss, vars), vars);
+    return loss;
+  };
+  const float first = step().item();
+  event_timer timer;
+  timer.run(state, [&] {
+    tensor loss = step();
+    benchmark::DoNotOptimize(loss.data());
+  });
+  const float last = step().item();
+  if (!(last < first)) state.SkipWithError("the loss did not fall");
+  state.counters["loss_first"] = first;
+  state.counters["loss_last"] = last;
+}
+
 }  // namespace
 
+BENCHMARK(mlp_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
