@@ -26,16 +26,9 @@ auto to(const X& x) {
   using T = value_type_t<E>;
   using From = device_t<E>;
   tensor<T, From> source = detail::materialize(detail::as_expr<const X&>(x));
-  if constexpr (std::is_same_v<From, To>) {
-    return source;
-  } else {
-    tensor<T, To> out(source.shape());
-    if constexpr (std::is_same_v<To, cuda>)
-      detail::device_memory<cuda>::to_device(out.mutable_data(), source.data(), source.size());
-    else
-      detail::device_memory<cuda>::to_host(out.mutable_data(), source.data(), source.size());
-    return out;
-  }
+  if constexpr (std::is_same_v<From, To>) return source;
+  else if constexpr (std::is_same_v<To, cpu>) return detail::host_copy(source);
+  else return detail::device_copy<To>(source);
 }
 
 }  // namespace fluxion
