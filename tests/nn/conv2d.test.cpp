@@ -4,6 +4,7 @@
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
 
+#include "fused_inference.hpp"
 #include "peer.hpp"
 
 namespace fx = fluxion;
@@ -92,4 +93,21 @@ TEST_CASE("conv2d: glorot-uniform kernel, zero bias, clear errors") {
                        "conv2d 'conv2d': the input has 4 channels, the layer was built for 3 (input shape (2, 12, 12, 4))",
                        fx::shape_error);
   CHECK_THROWS_AS(layer(fx::zeros<float>({12, 12, 3})), fx::shape_error);
+}
+
+TEST_CASE_TEMPLATE("conv2d: inference applies bias and relu in the kernel, with the taped statement's numbers", T,
+                   float, double) {
+  // One shape per kernel path: direct (32 filters, rows of 14 or more), Winograd (5x5 over many
+  // tiles), single input channel, im2col (stride 2, 24 filters), pointwise (1x1).
+  auto check = [](auto layer, fx::shape in) {
+    fx::random::generator gen{5};
+    layer.build(fx::shape{in[1], in[2], in[3]}, gen);
+    layer.bias().assign(fx::random::normal<T>(layer.bias().shape(), gen));
+    fused_inference::check_matches_taped(layer, fx::random::normal<T>(in, gen));
+  };
+  check(nn::conv2d<64, 5, nn::same, 1, 1, T>{}, {1, 14, 14, 32});
+  check(nn::conv2d<32, 5, nn::same, 1, 1, T>{}, {1, 28, 28, 1});
+  check(nn::conv2d<32, 5, nn::same, 1, 1, T>{}, {4, 28, 28, 8});
+  check(nn::conv2d<24, 3, nn::valid, 2, 1, T>{}, {3, 9, 9, 5});
+  check(nn::conv2d<16, 1, nn::valid, 1, 1, T>{}, {2, 5, 5, 8});
 }

@@ -4,6 +4,7 @@
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
 
+#include "fused_inference.hpp"
 #include "peer.hpp"
 
 namespace fx = fluxion;
@@ -82,4 +83,21 @@ TEST_CASE("dense: the tape sees a layer's variables, and an unseen one is report
   CHECK_THROWS_WITH_AS(vars[0]->assign_sub(grads[0]),
                        doctest::Contains("the update for variable 'dense/kernel' of shape (3, 2) is an empty tensor"),
                        fx::shape_error);
+}
+
+TEST_CASE_TEMPLATE("dense: inference applies bias and relu in the GEMM, with the taped statement's numbers", T, float,
+                   double) {
+  // A batch-1 layer in column panels and chunks of k (the few-rows path), a few rows of 10 units,
+  // a batch of 10 units (the narrow path), a general product, and rank-3 input.
+  auto check = [](auto layer, fx::shape in) {
+    fx::random::generator gen{6};
+    layer.build(fx::shape{in[in.rank() - 1]}, gen);
+    layer.bias().assign(fx::random::normal<T>(layer.bias().shape(), gen));
+    fused_inference::check_matches_taped(layer, fx::random::normal<T>(in, gen));
+  };
+  check(nn::dense<1100, T>{}, {1, 1200});
+  check(nn::dense<10, T>{}, {3, 700});
+  check(nn::dense<10, T>{}, {64, 30});
+  check(nn::dense<70, T>{}, {40, 90});
+  check(nn::dense<5, T>{}, {2, 3, 8});
 }

@@ -71,6 +71,13 @@ struct activation_layer : stateless_layer<Derived> {
   };
 
 FLUXION_ACTIVATION_LAYER(relu, "relu", ::fluxion::relu)
+namespace detail {
+template <>
+struct kernel_epilogue<nn::relu> {
+  static constexpr bool fusable = true;
+  static constexpr bool relu = true;
+};
+}  // namespace detail
 FLUXION_ACTIVATION_LAYER(sigmoid, "sigmoid", ::fluxion::sigmoid)
 FLUXION_ACTIVATION_LAYER(tanh, "tanh", ::fluxion::tanh)
 FLUXION_ACTIVATION_LAYER(softmax, "softmax", ::fluxion::softmax)

@@ -28,6 +28,22 @@ template <class T, class Epilogue, int Config = fluxion::detail::autodiff_config
 tensor<T, Device> dense_forward(const tensor<T, Device>& x, const variable<T, Device>& kernel,
                                 const variable<T, Device>& bias, const Epilogue& epilogue) {
   const fluxion::shape& s = x.shape();
+  using fused = kernel_epilogue<Epilogue>;
+  if constexpr (fused::fusable && std::is_same_v<Device, cpu> && fluxion::detail::kernels::gemm_scalar<T>) {
+    // Inference: bias and relu in the GEMM's store (see kernel_epilogue, nn/module.hpp). Shapes
+    // that do not match take the statement below, which reports them.
+    const index_t in = kernel.shape()[0], units = kernel.shape()[1];
+    if (nothing_records() && s.rank() >= 2 && s[s.rank() - 1] == in) {
+      namespace k = fluxion::detail::kernels;
+      std::vector<index_t> out_shape(s.begin(), s.end());
+      out_shape.back() = units;
+      tensor<T, Device> out{fluxion::shape(out_shape)};
+      const index_t rows = x.size() / std::max<index_t>(in, 1);
+      k::gemm<T>(k::transpose::no, k::transpose::no, rows, units, in, T(1), x.data(), in, kernel.peek().data(), units,
+                 T(0), out.mutable_data(), units, {bias.peek().data(), fused::relu ? k::activation::relu : k::activation::none});
+      return out;
+    }
+  }
   if (s.rank() == 2) return tensor<T, Device>(epilogue(matmul(x, kernel) + bias));
   std::vector<index_t> out(s.begin(), s.end());
   out.back() = kernel.shape()[1];

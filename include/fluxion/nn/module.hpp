@@ -87,6 +87,33 @@ struct identity {
   }
 };
 
+/// Whether a layer's Epilogue (the activation fused into its statement) is one that the GEMM and
+/// convolution kernels apply as they store their output (none, or relu: activations.hpp
+/// specializes it). Layers use the kernel's epilogue only while no tape or forward accumulator is
+/// alive on the thread (inference): nothing then records the statement, and bias and activation
+/// cost no pass of their own over the output. The numbers are the same, bitwise: the kernel adds
+/// the bias to the same sum and applies the same max(x, 0).
+template <class Epilogue>
+struct kernel_epilogue {
+  static constexpr bool fusable = false;
+  static constexpr bool relu = false;
+};
+template <>
+struct kernel_epilogue<identity> {
+  static constexpr bool fusable = true;
+  static constexpr bool relu = false;
+};
+
+/// True while nothing records statements on this thread: no gradient tape and no forward
+/// accumulator is alive (always, in a program without autodiff).
+inline bool nothing_records() noexcept {
+#if FLUXION_MAX_DERIVATIVE_ORDER > 0
+  return fluxion::detail::autodiff_state::observers == 0;
+#else
+  return true;
+#endif
+}
+
 /// A string as a template argument, so that compile-time shape errors print the layer's name.
 template <std::size_t N>
 struct fixed_string {

@@ -106,6 +106,8 @@ TEST_CASE_TEMPLATE("gemm matches a naive loop", T, float, double) {
                                {300, 41, 300}, {170, 150, 300},
                                // a few rows (the streaming path): matrix-vector shapes, long k, odd n
                                {1, 16, 20000}, {2, 300, 50},   {4, 1000, 7}, {3, 37, 129}, {16, 1, 5000},
+                               // ... in several column panels and chunks of k, and narrow ones
+                               {1, 1030, 1100}, {3, 2100, 530}, {4, 10, 1030}, {2, 7, 3}, {1, 9, 2000},
                                // bottom edges of 4 and 8 rows read in place (AVX-512: 14-row tiles)
                                {32, 40, 50},   {36, 20, 64},   {22, 100, 33},
                                // at most one vector of columns (the narrow path): every row-tile size
@@ -234,6 +236,11 @@ TEST_CASE_TEMPLATE("gemm is bitwise identical for 1, 2 and 3 threads", T, float,
     cpu::gemm<T>(cpu::transpose::no, cpu::transpose::no, 1, 4096, 150, T(1), a.data(), 150, matrix.data(), 4096, T(0),
                  row.data(), 4096);
     c.insert(c.end(), row.begin(), row.end());
+    // Three rows in two chunks of k, summed in chunk order whatever the thread count.
+    std::vector<T> rows3(static_cast<std::size_t>(3 * 600));
+    cpu::gemm<T>(cpu::transpose::no, cpu::transpose::no, 3, 600, 1000, T(1), a.data(), 1000, matrix.data(), 600, T(0),
+                 rows3.data(), 600, {nullptr, cpu::activation::relu});
+    c.insert(c.end(), rows3.begin(), rows3.end());
     // One vector of columns, big enough for parallel row blocks (the narrow path).
     std::vector<T> tall(static_cast<std::size_t>(1500 * 10));
     cpu::gemm<T>(cpu::transpose::no, cpu::transpose::yes, 1500, 10, 300, T(1), matrix.data(), 300, b.data(), 300, T(0),

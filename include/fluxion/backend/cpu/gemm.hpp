@@ -448,55 +448,119 @@ bool uses_few_rows(const problem<T>& p) {
   return p.m <= few_rows_max_m && !p.tb;
 }
 
-template <class T>
-void gemm_few_rows(const problem<T>& p, bool parallel) {
+/// Rows [q_begin, q_end) of B, columns [j_begin, j_begin + len), for the M rows of op(A): acc[i]
+/// (len values each, from zero) += op(A)(i, q) * B(q, j), in order of q. B streams through once,
+/// four rows at a time, whatever M is: the M accumulator rows stay in L1.
+template <class T, index_t M>
+void few_rows_chunk(const problem<T>& p, index_t q_begin, index_t q_end, index_t j_begin, index_t len, T* acc,
+                    index_t ld_acc) {
   using ops = simd_ops<T>;
   using batch = typename ops::batch;
   constexpr index_t w = ops::width;
-  // Each task owns a panel of columns and streams B through it four rows at a time, adding into an
-  // accumulator row that stays in L1: every row of B is read as one contiguous run, which the
-  // prefetchers follow (reading one vector-wide column strip down all k rows, as a register-tile
-  // GEMM does, jumps a whole row per load and a page per row once ldb reaches 1024 floats: a
-  // batch-1 dense layer of 3136 x 1024 ran at 16 GB/s that way). A column's sum runs over k in the
-  // same order whatever the panel, so results do not depend on the thread count.
-  constexpr index_t panel = 32 * w;
   const index_t sa_i = p.ta ? 1 : p.lda, sa_k = p.ta ? p.lda : 1;  // op(A)(i, q) = a[i * sa_i + q * sa_k]
-  const tile_update<T> update = full_update(p);
-  run_tasks<T>(parallel, ceil_div(p.n, panel), [&](index_t t) {
-    const index_t j_begin = t * panel, len = std::min(p.n, j_begin + panel) - j_begin;
-    alignas(64) T acc[panel];
-    for (index_t i = 0; i < p.m; ++i) {
-      const T* a = p.a + i * sa_i;
-      for (index_t j = 0; j < len; ++j) acc[j] = T(0);
-      index_t q = 0;
-      for (; q + 4 <= p.k; q += 4) {
-        const T x0 = a[q * sa_k], x1 = a[(q + 1) * sa_k], x2 = a[(q + 2) * sa_k], x3 = a[(q + 3) * sa_k];
-        const batch a0 = ops::splat(x0), a1 = ops::splat(x1), a2 = ops::splat(x2), a3 = ops::splat(x3);
-        const T* b0 = p.b + q * p.ldb + j_begin;
-        const T *b1 = b0 + p.ldb, *b2 = b1 + p.ldb, *b3 = b2 + p.ldb;
-        index_t j = 0;
-        for (; j + w <= len; j += w) {
-          batch c = ops::loadu(acc + j);
-          c = ops::fma(a0, ops::loadu(b0 + j), c);
-          c = ops::fma(a1, ops::loadu(b1 + j), c);
-          c = ops::fma(a2, ops::loadu(b2 + j), c);
-          c = ops::fma(a3, ops::loadu(b3 + j), c);
-          ops::storeu(acc + j, c);
-        }
-        for (; j < len; ++j)
-          acc[j] = std::fma(x3, b3[j], std::fma(x2, b2[j], std::fma(x1, b1[j], std::fma(x0, b0[j], acc[j]))));
+  for (index_t i = 0; i < M; ++i) std::fill_n(acc + i * ld_acc, len, T(0));
+  index_t q = q_begin;
+  for (; q + 4 <= q_end; q += 4) {
+    T x[M][4];
+    for (index_t i = 0; i < M; ++i)
+      for (index_t r = 0; r < 4; ++r) x[i][r] = p.a[i * sa_i + (q + r) * sa_k];
+    const T* b0 = p.b + q * p.ldb + j_begin;
+    const T *b1 = b0 + p.ldb, *b2 = b1 + p.ldb, *b3 = b2 + p.ldb;
+    index_t j = 0;
+    for (; j + w <= len; j += w) {
+      const batch v0 = ops::loadu(b0 + j), v1 = ops::loadu(b1 + j), v2 = ops::loadu(b2 + j), v3 = ops::loadu(b3 + j);
+#pragma GCC unroll 4
+      for (index_t i = 0; i < M; ++i) {
+        T* ai = acc + i * ld_acc + j;
+        batch c = ops::loadu(ai);
+        c = ops::fma(ops::splat(x[i][0]), v0, c);
+        c = ops::fma(ops::splat(x[i][1]), v1, c);
+        c = ops::fma(ops::splat(x[i][2]), v2, c);
+        c = ops::fma(ops::splat(x[i][3]), v3, c);
+        ops::storeu(ai, c);
       }
-      for (; q < p.k; ++q) {
-        const T x = a[q * sa_k];
-        const batch av = ops::splat(x);
-        const T* b = p.b + q * p.ldb + j_begin;
-        index_t j = 0;
-        for (; j + w <= len; j += w) ops::storeu(acc + j, ops::fma(av, ops::loadu(b + j), ops::loadu(acc + j)));
-        for (; j < len; ++j) acc[j] = std::fma(x, b[j], acc[j]);
-      }
-      for (index_t j = 0; j < len; ++j) update_element(p.c[i * p.ldc + j_begin + j], acc[j], update, j_begin + j);
     }
+    for (; j < len; ++j)
+      for (index_t i = 0; i < M; ++i) {
+        T& c = acc[i * ld_acc + j];
+        c = std::fma(x[i][3], b3[j], std::fma(x[i][2], b2[j], std::fma(x[i][1], b1[j], std::fma(x[i][0], b0[j], c))));
+      }
+  }
+  for (; q < q_end; ++q) {
+    const T* b = p.b + q * p.ldb + j_begin;
+    for (index_t i = 0; i < M; ++i) {
+      const T x = p.a[i * sa_i + q * sa_k];
+      const batch av = ops::splat(x);
+      T* ai = acc + i * ld_acc;
+      index_t j = 0;
+      for (; j + w <= len; j += w) ops::storeu(ai + j, ops::fma(av, ops::loadu(b + j), ops::loadu(ai + j)));
+      for (; j < len; ++j) ai[j] = std::fma(x, b[j], ai[j]);
+    }
+  }
+}
+
+/// How gemm_few_rows splits its work: column panels of at most `panel` values (4 KiB of
+/// accumulator per row of A) by chunks of at most `chunk` rows of B. Whole rows of B up to the panel
+/// width make one sequential stream per task (half rows, a page apart, ran 7% slower on a batch-1
+/// dense layer of 3136 x 1024 at 2 threads, 13% at 1), and chunks of k give threads work when n is
+/// one panel. The split depends only on the shape, so results do not depend on the thread count.
+template <class T>
+struct few_rows_split {
+  static constexpr index_t panel = 4096 / static_cast<index_t>(sizeof(T));
+  static constexpr index_t chunk = 512;
+  index_t panels, chunks;
+  explicit few_rows_split(const problem<T>& p) : panels(ceil_div(p.n, panel)), chunks(ceil_div(p.k, chunk)) {}
+};
+
+template <class T>
+void gemm_few_rows(const problem<T>& p, bool parallel) {
+  // Each row of C is a sum of rows of B scaled by one row of op(A). A task owns a panel of columns
+  // and a chunk of k, streams that block of B once (four rows at a time, for all M rows of op(A)),
+  // and adds into accumulator rows that stay in L1; chunks' sums are then added in chunk order.
+  // (Reading one vector-wide column strip down all k rows, as a register-tile GEMM does, jumps a
+  // whole row per load and a page per row once ldb reaches 1024 floats: a batch-1 dense layer of
+  // 3136 x 1024 ran at 16 GB/s that way.)
+  using split = few_rows_split<T>;
+  const split sp(p);
+  const tile_update<T> update = full_update(p);
+  const index_t m = p.m, chunks = sp.chunks;
+  // Partial sums: [chunk][row][n], or straight into a task's stack when k is one chunk.
+  T* partial = chunks > 1 ? scratch<T, scratch_slot::gemm_c>(static_cast<std::size_t>(chunks * m * p.n)) : nullptr;
+  run_tasks<T>(parallel, sp.panels * chunks, [&](index_t t) {
+    const index_t pj = t / chunks, ch = t % chunks;
+    const index_t j_begin = pj * split::panel, len = std::min(p.n, j_begin + split::panel) - j_begin;
+    const index_t q_begin = ch * split::chunk, q_end = std::min(p.k, q_begin + split::chunk);
+    alignas(64) T local[split::panel * few_rows_max_m];
+    T* acc = partial ? partial + ch * m * p.n + j_begin : local;
+    const index_t ld = partial ? p.n : split::panel;
+    switch (m) {
+      case 1: few_rows_chunk<T, 1>(p, q_begin, q_end, j_begin, len, acc, ld); break;
+      case 2: few_rows_chunk<T, 2>(p, q_begin, q_end, j_begin, len, acc, ld); break;
+      case 3: few_rows_chunk<T, 3>(p, q_begin, q_end, j_begin, len, acc, ld); break;
+      default: few_rows_chunk<T, 4>(p, q_begin, q_end, j_begin, len, acc, ld); break;
+    }
+    if (!partial)
+      for (index_t i = 0; i < m; ++i)
+        for (index_t j = 0; j < len; ++j)
+          update_element(p.c[i * p.ldc + j_begin + j], acc[i * ld + j], update, j_begin + j);
   });
+  if (!partial) return;
+  // The chunks' sums, in chunk order (vectorized across columns: each column's order is the same).
+  using ops = simd_ops<T>;
+  constexpr index_t w = ops::width;
+  const index_t stride = m * p.n;
+  for (index_t i = 0; i < m; ++i) {
+    T* first = partial + i * p.n;
+    index_t j = 0;
+    for (; j + w <= p.n; j += w) {
+      auto s = ops::loadu(first + j);
+      for (index_t ch = 1; ch < chunks; ++ch) s = s + ops::loadu(first + ch * stride + j);
+      ops::storeu(first + j, s);
+    }
+    for (; j < p.n; ++j)
+      for (index_t ch = 1; ch < chunks; ++ch) first[j] += first[ch * stride + j];
+    for (j = 0; j < p.n; ++j) update_element(p.c[i * p.ldc + j], first[j], update, j);
+  }
 }
 
 // At most one vector of columns (a dense layer with 10 units, or its weight gradient X^T * dY): B is
@@ -617,7 +681,9 @@ void gemm_unchecked(const problem<T>& p, bool allow_threads) {
     return;
   }
   const bool big = 2.0 * p.m * p.n * p.k >= min_parallel_flops;
-  if (uses_dot_kernel(p)) {
+  // A few rows and more than dot_max_n columns stream B in place: the dot kernel would first copy
+  // all of B transposed, as much work as the product itself (1 x 1024 x 10: 2.9 -> 1.3 us).
+  if (uses_dot_kernel(p) && !(uses_few_rows(p) && p.n > dot_max_n)) {
     gemm_dot(p, allow_threads && big);
     return;
   }
