@@ -10,8 +10,8 @@
 // of backend/cpu/conv.hpp and pool.hpp compute it. The ops that make up their gradients (the
 // input and filter gradients of conv2d, the routing of max pooling's gradient ...) are
 // window_exprs as well, each with vjp and jvp rules (autodiff/conv.hpp), so gradients of these
-// gradients work to any order. Only the cpu device has these kernels: other devices do not
-// compile.
+// gradients work to any order. On fx::cuda the same ops run the kernels of
+// backend/cuda/window.hpp.
 #pragma once
 
 #include <array>
@@ -128,6 +128,19 @@ FLUXION_WINDOW_OP(avg_pool2d_gradient, pool2d_geometry, kernels::avg_pool2d_back
 
 #undef FLUXION_WINDOW_OP
 
+namespace detail {
+template <class>
+inline constexpr bool no_window_kernel = false;
+/// Op's kernel on a device other than the cpu: run(geometry, operands..., result), specialized by
+/// the device's backend (backend/cuda/window.hpp for fx::cuda).
+template <class Device, class Op>
+struct window_kernel {
+  static_assert(no_window_kernel<Device>,
+                "fluxion: this device has no kernels for conv2d and pooling; include its header (for "
+                "fluxion::cuda, <fluxion/cuda.hpp>)");
+};
+}  // namespace detail
+
 /// A sliding-window op over NHWC operands: Op (a window_ops tag) with its geometry, computed by
 /// Op's CPU kernel once its operands are materialized.
 template <class Op, class... A>
@@ -150,8 +163,12 @@ struct window_expr : detail::boundary_expr<window_expr<Op, A...>, value_type_t<s
 
   tensor<T, D> compute() const {
     tensor<T, D> out(m_shape);
-    std::apply([&](const auto&... a) { Op::run(geometry, detail::materialize(a).data()..., out.mutable_data()); },
-               operands);
+    std::apply(
+        [&](const auto&... a) {
+          if constexpr (std::is_same_v<D, cpu>) Op::run(geometry, detail::materialize(a).data()..., out.mutable_data());
+          else detail::window_kernel<D, Op>::run(geometry, detail::materialize(a).data()..., out.mutable_data());
+        },
+        operands);
     return out;
   }
 
@@ -222,9 +239,6 @@ auto pool2d(X&& input, spatial2d ksize, spatial2d strides, padding pad) {
   static_assert(is_window_scalar_v<value_type_t<EX>>,
                 "fluxion::max_pool2d, avg_pool2d: the element type must be float or double; convert with "
                 "fluxion::cast<float>.");
-  static_assert(std::is_same_v<device_t<EX>, cpu>,
-                "fluxion::max_pool2d, avg_pool2d: pooling runs on the cpu device only; move the input with "
-                "fluxion::to<fluxion::cpu>.");
   EX x = as_expr<X>(std::forward<X>(input));
   const pool2d_geometry s = pool2d_geometry_of(Op::name, x.shape(), ksize, strides, pad);
   return window_expr<Op, EX>(s, std::move(x));
@@ -246,9 +260,9 @@ auto conv2d(X&& input, W&& filters, spatial2d strides = 1, padding pad = padding
                 "fluxion::cast<T>.");
   static_assert(detail::is_window_scalar_v<value_type_t<EX>>,
                 "fluxion::conv2d: the element type must be float or double; convert with fluxion::cast<float>.");
-  static_assert(std::is_same_v<device_t<EX>, cpu> && std::is_same_v<device_t<EW>, cpu>,
-                "fluxion::conv2d: convolution runs on the cpu device only; move the operands with "
-                "fluxion::to<fluxion::cpu>.");
+  static_assert(std::is_same_v<device_t<EX>, device_t<EW>>,
+                "fluxion::conv2d: the input and the filters are on different devices; move one with "
+                "fluxion::to<Device>.");
   EX x = detail::as_expr<X>(std::forward<X>(input));
   EW w = detail::as_expr<W>(std::forward<W>(filters));
   const auto s = detail::conv2d_geometry_of(x.shape(), w.shape(), strides, pad, dilations);

@@ -1,0 +1,129 @@
+// conv2d and pooling on fx::cuda (backend/cuda/window.hpp): forward values and the tape's
+// gradients through them agree with the cpu kernels, for same and valid padding, strides,
+// dilation, overlapping pooling windows and windows that hang over the border.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "same_on_both_devices.hpp"
+
+namespace {
+
+namespace fx = fluxion;
+using fluxion_test::check_values;
+using fluxion_test::filled;
+using fluxion_test::same_on_both_devices;
+
+struct conv_case {
+  fx::shape input, filters;
+  fx::spatial2d strides, dilations;
+  fx::padding pad;
+};
+
+const conv_case conv_cases[] = {
+    {{2, 7, 6, 3}, {3, 3, 3, 4}, 1, 1, fx::padding::same},
+    {{2, 9, 8, 2}, {5, 5, 2, 3}, 1, 1, fx::padding::same},
+    {{1, 9, 9, 3}, {3, 2, 3, 5}, {2, 3}, 1, fx::padding::valid},
+    {{2, 8, 7, 2}, {3, 3, 2, 2}, 2, 1, fx::padding::same},
+    {{1, 10, 9, 2}, {3, 3, 2, 3}, 1, {2, 1}, fx::padding::same},
+    {{3, 4, 4, 1}, {1, 1, 1, 6}, 1, 1, fx::padding::valid},
+};
+
+struct pool_case {
+  fx::shape input;
+  fx::spatial2d ksize, strides;
+  fx::padding pad;
+};
+
+const pool_case pool_cases[] = {
+    {{2, 6, 8, 3}, 2, 2, fx::padding::valid},  // windows that tile the image
+    {{2, 7, 7, 2}, 3, 2, fx::padding::same},   // overlapping windows over the border
+    {{1, 5, 9, 4}, {2, 3}, {1, 2}, fx::padding::valid},
+    {{1, 7, 5, 2}, 2, 2, fx::padding::same},  // odd extents: the last window is cut
+};
+
+/// d/dx and d/dw of sum(square(relu(conv2d(x, w)) * c)) on Device (double).
+template <class Device>
+std::vector<std::vector<double>> conv_gradients(const conv_case& k, const fx::tensor<double>& x0,
+                                                const fx::tensor<double>& w0, const fx::tensor<double>& c0) {
+  fx::tensor<double, Device> x = fx::to<Device>(x0), w = fx::to<Device>(w0), c = fx::to<Device>(c0);
+  fx::gradient_tape tape(fx::persistent);
+  tape.watch(x);
+  tape.watch(w);
+  fx::tensor<double, Device> y = fx::reduce_sum(fx::square(fx::relu(fx::conv2d(x, w, k.strides, k.pad, k.dilations)) * c));
+  return {tape.gradient(y, x).to_vector(), tape.gradient(y, w).to_vector(), y.to_vector()};
+}
+
+/// d/dx of sum(max_pool2d(x) * a + square(avg_pool2d(x)) * b) on Device (double).
+template <class Device>
+std::vector<double> pool_gradient(const pool_case& p, const fx::tensor<double>& x0, const fx::tensor<double>& a0,
+                                  const fx::tensor<double>& b0) {
+  fx::tensor<double, Device> x = fx::to<Device>(x0), a = fx::to<Device>(a0), b = fx::to<Device>(b0);
+  fx::gradient_tape tape;
+  tape.watch(x);
+  fx::tensor<double, Device> y = fx::reduce_sum(fx::max_pool2d(x, p.ksize, p.strides, p.pad) * a +
+                                                fx::square(fx::avg_pool2d(x, p.ksize, p.strides, p.pad)) * b);
+  return tape.gradient(y, x).to_vector();
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("cuda conv2d: the same outputs as the cpu kernels", T, float, double) {
+  int seed = 1;
+  for (const conv_case& k : conv_cases) {
+    INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
+    const auto x = filled<T>(k.input, seed++), w = filled<T>(k.filters, seed++, -0.5, 0.5);
+    same_on_both_devices(
+        std::is_same_v<T, float> ? 1e-5 : 1e-12,
+        [&](const auto& xi, const auto& wi) { return fx::conv2d(xi, wi, k.strides, k.pad, k.dilations); }, x, w);
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda pooling: max and average pooling as on the cpu", T, float, double) {
+  int seed = 20;
+  for (const pool_case& p : pool_cases) {
+    INFO("input " << fx::to_string(p.input));
+    auto x = filled<T>(p.input, seed++);
+    // Ties: a window whose maximum appears twice routes to its first, on both devices.
+    x.mutable_data()[1 * p.input[3]] = x.data()[0];
+    same_on_both_devices([&](const auto& xi) { return fx::max_pool2d(xi, p.ksize, p.strides, p.pad); }, x);
+    same_on_both_devices([&](const auto& xi) { return fx::avg_pool2d(xi, p.ksize, p.strides, p.pad); }, x);
+  }
+}
+
+TEST_CASE("cuda conv2d: input and filter gradients through the tape agree with the cpu's") {
+  int seed = 40;
+  for (const conv_case& k : conv_cases) {
+    INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
+    const auto x = filled<double>(k.input, seed++), w = filled<double>(k.filters, seed++, -0.5, 0.5);
+    const fx::shape out = fx::conv2d(x, w, k.strides, k.pad, k.dilations).shape();
+    const auto c = filled<double>(out, seed++);
+    const auto want = conv_gradients<fx::cpu>(k, x, w, c);
+    const auto got = conv_gradients<fx::cuda>(k, x, w, c);
+    for (std::size_t i = 0; i < want.size(); ++i) check_values(got[i], want[i], 1e-12);
+  }
+}
+
+TEST_CASE("cuda pooling: gradients route to the first maximum and share the average, as on the cpu") {
+  int seed = 60;
+  for (const pool_case& p : pool_cases) {
+    INFO("input " << fx::to_string(p.input));
+    auto x = filled<double>(p.input, seed++);
+    x.mutable_data()[1 * p.input[3]] = x.data()[0];
+    const fx::shape out = fx::max_pool2d(x, p.ksize, p.strides, p.pad).shape();
+    const auto a = filled<double>(out, seed++), b = filled<double>(out, seed++);
+    check_values(pool_gradient<fx::cuda>(p, x, a, b), pool_gradient<fx::cpu>(p, x, a, b), 1e-12);
+  }
+}
+
+TEST_CASE("cuda conv2d: an empty batch and a filter gradient over no positions give empty and zero results") {
+  const auto w = filled<float>({3, 3, 2, 4}, 3);
+  fx::tensor<float, fx::cuda> x = fx::to<fx::cuda>(fx::tensor<float>(fx::shape{0, 5, 5, 2}));
+  fx::tensor<float, fx::cuda> wd = fx::to<fx::cuda>(w);
+  fx::gradient_tape tape;
+  tape.watch(wd);
+  fx::tensor<float, fx::cuda> y = fx::conv2d(x, wd, 1, fx::padding::same);
+  CHECK(y.shape() == fx::shape{0, 5, 5, 4});
+  fx::tensor<float, fx::cuda> s = fx::reduce_sum(y);
+  check_values(tape.gradient(s, wd).to_vector(), std::vector<float>(static_cast<std::size_t>(w.size()), 0.f), 0.0);
+}
