@@ -32,11 +32,12 @@ consteval index_t window_output(index_t in, index_t kernel, index_t stride, inde
 
 /// The statement of every conv2d layer of element type T: epilogue(conv2d(x, W) + b). One instance
 /// serves all such layers of a program (see dense_forward in nn/dense.hpp).
-template <class T, class Epilogue, int Config = fluxion::detail::autodiff_config>
-tensor<T> conv2d_forward(const tensor<T>& x, const variable<T>& kernel, const variable<T>& bias, spatial2d strides,
-                         padding pad, spatial2d dilations, const Epilogue& epilogue) {
+template <class T, class Epilogue, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> conv2d_forward(const tensor<T, Device>& x, const variable<T, Device>& kernel,
+                                 const variable<T, Device>& bias, spatial2d strides, padding pad, spatial2d dilations,
+                                 const Epilogue& epilogue) {
   using fused = kernel_epilogue<Epilogue>;
-  if constexpr (fused::fusable) {
+  if constexpr (fused::fusable && std::is_same_v<Device, cpu>) {
     if (nothing_records()) {  // inference: bias and relu in the kernel's store (batch-1 conv 1 -> 32: 11 -> 8 us)
       namespace k = fluxion::detail::kernels;
       const auto s = fluxion::detail::conv2d_geometry_of(x.shape(), kernel.shape(), strides, pad, dilations);
@@ -46,26 +47,27 @@ tensor<T> conv2d_forward(const tensor<T>& x, const variable<T>& kernel, const va
       return out;
     }
   }
-  return tensor<T>(epilogue(fluxion::conv2d(x, kernel, strides, pad, dilations) + bias));
+  return tensor<T, Device>(epilogue(fluxion::conv2d(x, kernel, strides, pad, dilations) + bias));
 }
 }  // namespace detail
 
 template <index_t Filters, index_t Kernel, padding Padding = padding::valid, index_t Stride = 1, index_t Dilation = 1,
-          class T = float>
-class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilation, T>, T> {
+          class T = float, class Device = cpu>
+class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilation, T, Device>, T, Device> {
   static_assert(Filters > 0 && Kernel > 0 && Stride > 0 && Dilation > 0,
                 "fluxion::nn::conv2d<Filters, Kernel, Padding, Stride, Dilation>: every size must be positive.");
   static_assert(Stride == 1 || Dilation == 1,
                 "fluxion::nn::conv2d: a stride and a dilation both above 1 are not supported (as in Keras).");
-  using base = layer_base<conv2d, T>;
+  using base = layer_base<conv2d, T, Device>;
 
  public:
   static constexpr bool names_itself = true;
+  static constexpr bool device_generic = true;
   static constexpr bool elementwise = false;
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "conv2d";
   template <class U, class D = cpu>
-  using rebind = conv2d<Filters, Kernel, Padding, Stride, Dilation, U>;  // cpu only so far
+  using rebind = conv2d<Filters, Kernel, Padding, Stride, Dilation, U, D>;
 
   template <index_t... D>
   static auto output_shape(static_shape<D...>) {
@@ -97,21 +99,24 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
                         to_string(per_example).substr(1));
     m_in = per_example[2];
     m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
-    m_bias.emplace(zeros<T>({Filters}), this->m_name + "/bias");
+    m_bias.emplace(zeros<T, Device>({Filters}), this->m_name + "/bias");
   }
   void initialize(random::generator& gen) {
     if (!built()) return;
     m_kernel->assign(initial_kernel(gen));
-    m_bias->assign(zeros<T>({Filters}));
+    m_bias->assign(zeros<T, Device>({Filters}));
   }
 
   template <class X, class Epilogue = detail::identity>
-  tensor<T> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
+  tensor<T, Device> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
     static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
                   "fluxion::nn::conv2d: the input's element type differs from the layer's; convert it with "
                   "fluxion::cast<T>.");
-    const tensor<T> in = fluxion::detail::materialize(e);  // the convolution would materialize it anyway
+    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
+                  "fluxion::nn::conv2d: the input is on another device than the layer's variables; move it with "
+                  "fluxion::to<Device>, or declare the layer with that device.");
+    const tensor<T, Device> in = fluxion::detail::materialize(e);  // the convolution would materialize it anyway
     check_input(in.shape());
     return detail::conv2d_forward<T, Epilogue>(in, *m_kernel, *m_bias, Stride, Padding, Dilation, epilogue);
   }
@@ -119,13 +124,13 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
   /// The layer's statement, unevaluated: epilogue(conv2d(x, W) + b), the expression operator()
   /// materializes (nn::compiled_step differentiates it from its type, with no tape).
   template <class Epilogue = detail::identity>
-  auto statement(const tensor<T>& in, const Epilogue& epilogue = {}) {
+  auto statement(const tensor<T, Device>& in, const Epilogue& epilogue = {}) {
     check_input(in.shape());
     return epilogue(fluxion::conv2d(in, m_kernel->peek(), Stride, Padding, Dilation) + m_bias->peek());
   }
 
-  variable<T>& kernel() { return this->require_built(m_kernel, "conv2d", "kernel"); }
-  variable<T>& bias() { return this->require_built(m_bias, "conv2d", "bias"); }
+  variable<T, Device>& kernel() { return this->require_built(m_kernel, "conv2d", "kernel"); }
+  variable<T, Device>& bias() { return this->require_built(m_bias, "conv2d", "bias"); }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
@@ -145,12 +150,12 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
                         " channels, the layer was built for " + std::to_string(m_in) + " (input shape " +
                         to_string(s) + ")");
   }
-  tensor<T> initial_kernel(random::generator& gen) const {
-    return detail::glorot_uniform<T>({Kernel, Kernel, m_in, Filters}, Kernel * Kernel * m_in, Kernel * Kernel * Filters,
-                                     gen);
+  tensor<T, Device> initial_kernel(random::generator& gen) const {
+    return fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>(
+        {Kernel, Kernel, m_in, Filters}, Kernel * Kernel * m_in, Kernel * Kernel * Filters, gen));
   }
   index_t m_in = 0;
-  std::optional<variable<T>> m_kernel, m_bias;
+  std::optional<variable<T, Device>> m_kernel, m_bias;
 };
 
 }  // namespace fluxion::nn

@@ -16,16 +16,17 @@ namespace fluxion::nn {
 namespace detail {
 /// The statement of every pooling layer of element type T (one instance per program; see
 /// dense_forward in nn/dense.hpp).
-template <bool Max, class T, int Config = fluxion::detail::autodiff_config>
-tensor<T> pool_forward(const tensor<T>& x, spatial2d pool, spatial2d strides, padding pad) {
-  if constexpr (Max) return tensor<T>(fluxion::max_pool2d(x, pool, strides, pad));
-  else return tensor<T>(fluxion::avg_pool2d(x, pool, strides, pad));
+template <bool Max, class T, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> pool_forward(const tensor<T, Device>& x, spatial2d pool, spatial2d strides, padding pad) {
+  if constexpr (Max) return tensor<T, Device>(fluxion::max_pool2d(x, pool, strides, pad));
+  else return tensor<T, Device>(fluxion::avg_pool2d(x, pool, strides, pad));
 }
 
 template <class Derived, bool Max, index_t Pool, index_t Stride, padding Padding>
 struct pool_layer : stateless_layer<Derived> {
   static_assert(Pool > 0 && Stride > 0, "fluxion::nn::max_pool2d, avg_pool2d: the pool size and stride must be positive.");
   static constexpr bool elementwise = false;
+  static constexpr bool device_generic = true;
   static constexpr const char* base_name = Max ? "max_pool2d" : "avg_pool2d";
 
   template <index_t... D>
@@ -54,8 +55,8 @@ struct pool_layer : stateless_layer<Derived> {
   explicit pool_layer(std::string n) : stateless_layer<Derived>(n.empty() ? base_name : std::move(n)) {}
 
   /// The layer's statement, unevaluated (nn::compiled_step differentiates it from its type).
-  template <class U>
-  auto statement(const tensor<U>& in) const {
+  template <class U, class D>
+  auto statement(const tensor<U, D>& in) const {
     if constexpr (Max) return fluxion::max_pool2d(in, Pool, Stride, Padding);
     else return fluxion::avg_pool2d(in, Pool, Stride, Padding);
   }

@@ -68,14 +68,23 @@ void check_same(const std::vector<std::vector<float>>& a, const std::vector<std:
 
 }  // namespace
 
-TEST_CASE("cuda nn: a sequential model on the device matches the cpu model: values, forward, gradients, Adam") {
-  auto host = mlp<fx::cpu>(5);
-  auto dev = mlp<fx::cuda>(5);
-  static_assert(std::is_same_v<decltype(dev.variables()), std::vector<fx::variable<float, fx::cuda>*>>);
-  CHECK(dev.layer<1>().kernel().name() == "dense/kernel");
-  CHECK(values_of(dev) == values_of(host));  // drawn on the host from the same generator
+namespace {
+/// A small CNN on either device: conv 5x5 same, relu, max pool, conv 3x3 valid at stride 2,
+/// average pool over the border (same), flatten, dense.
+template <class Device>
+auto cnn(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<9, 9, 2>::template on<Device>{}, nn::conv2d<4, 5, nn::same>{},
+                        nn::relu{}, nn::max_pool2d<2, 2, nn::same>{}, nn::conv2d<6, 3, nn::valid, 2>{}, nn::tanh{},
+                        nn::avg_pool2d<2, 1, nn::same>{}, nn::flatten{}, nn::dense<5>{});
+}
 
-  const fx::tensor<float> x = filled<float>({8, 3, 4}, 21);
+/// The device model starts from the host model's values and agrees with it in inference, and over
+/// three training steps (loss, every gradient, Adam's updates).
+template <class HostModel, class DevModel>
+void check_trains_as_on_the_cpu(HostModel& host, DevModel& dev, const fx::tensor<float>& x) {
+  static_assert(std::is_same_v<decltype(dev.variables()), std::vector<fx::variable<float, fx::cuda>*>>);
+  CHECK(values_of(dev) == values_of(host));  // drawn on the host from the same generator
   const fx::tensor<std::int32_t> y = fx::from_vector(std::vector<std::int32_t>{0, 1, 2, 3, 4, 0, 1, 2}, {8});
   const auto xd = fx::to<fx::cuda>(x);
   const auto yd = fx::to<fx::cuda>(y);
@@ -93,6 +102,22 @@ TEST_CASE("cuda nn: a sequential model on the device matches the cpu model: valu
     dev_opt.apply_gradients(dg, dv);
   }
   check_same(values_of(dev), values_of(host), 1e-4);
+}
+}  // namespace
+
+TEST_CASE("cuda nn: a sequential model on the device matches the cpu model: values, forward, gradients, Adam") {
+  auto host = mlp<fx::cpu>(5);
+  auto dev = mlp<fx::cuda>(5);
+  CHECK(dev.layer<1>().kernel().name() == "dense/kernel");
+  check_trains_as_on_the_cpu(host, dev, filled<float>({8, 3, 4}, 21));
+}
+
+TEST_CASE("cuda nn: a CNN (conv2d, max and average pooling) on the device trains as on the cpu") {
+  auto host = cnn<fx::cpu>(6);
+  auto dev = cnn<fx::cuda>(6);
+  CHECK(dev.layer<0>().kernel().name() == "conv2d/kernel");
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(dev.layer<0>().kernel())>, fx::variable<float, fx::cuda>>);
+  check_trains_as_on_the_cpu(host, dev, filled<float>({8, 9, 9, 2}, 22));
 }
 
 TEST_CASE("cuda nn: fx::fit trains a device model from a dataset prefetched to the device, as on the cpu") {
