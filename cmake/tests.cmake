@@ -169,6 +169,16 @@ foreach(source IN LISTS fluxion_device_test_sources)
   endif()
 endforeach()
 
+# The training example's GPU path (examples/fashion_mnist_cnn.cpp --device cuda), compiled by nvcc
+# as the device tests are; scripts/run-gpu-tests.sh builds it for a GPU and trains with it there.
+if(FLUXION_NVCC_TESTS)
+  add_test(NAME nvcc.example_fashion_mnist_cnn
+           COMMAND ${CMAKE_CXX_COMPILER_LAUNCHER} "${FLUXION_NVCC}" ${fluxion_nvcc_flags}
+                   -c "${PROJECT_SOURCE_DIR}/examples/fashion_mnist_cnn.cpp"
+                   -o "${FLUXION_TESTS_BINARY_DIR}/nvcc.example_fashion_mnist_cnn.o")
+  set_tests_properties(nvcc.example_fashion_mnist_cnn PROPERTIES LABELS nvcc TIMEOUT 900 COST 1000)
+endif()
+
 # --- Compile-time tests ----------------------------------------------------------------------------
 # The composition matrix (tests/autodiff/composition.hpp) through the compiler's front end alone, at
 # derivative orders 1 and 2 with forward mode, each under a time limit: template instantiation that

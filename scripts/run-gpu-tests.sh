@@ -5,6 +5,9 @@
 #   scripts/run-gpu-tests.sh run          run what `build` made: on the GPU machine, which needs
 #                                         the CUDA driver and cuBLAS, not the compiler or headers
 #   scripts/run-gpu-tests.sh MODE NAME... only the suites named (tests/backend/cuda/NAME.test.cpp)
+# `build` also builds examples/fashion_mnist_cnn.cpp for the GPU; `run` then trains one epoch with
+# `--device cuda` where the data set is found (FLUXION_DATASETS_DIR, or Debian's
+# /usr/share/datasets), and prints its test accuracy beside the suites' results.
 # FLUXION_GPU_ARCH (default 90: Hopper, H100/H200) picks the GPU architecture; FLUXION_GPU_BUILD_DIR
 # (default build-gpu) where the binaries go; objects go to build-gpu-obj, so that build-gpu alone
 # travels to the GPU machine. In CI the same tests run through Thrust's OpenMP
@@ -43,6 +46,13 @@ build() {
     pids+=($!); names+=("$name")
     while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
   done
+  # The training example, on the GPU (zlib where its header is: the data set's files are .gz).
+  local zlib=()
+  [[ -e /usr/include/zlib.h ]] && zlib=(-DFLUXION_HAS_ZLIB)
+  ( "$nvcc" "${flags[@]}" "${zlib[@]}" -c examples/fashion_mnist_cnn.cpp -o "$obj/fashion_mnist_cnn.o" &&
+    "$nvcc" "-gencode=arch=compute_${arch},code=sm_${arch}" "$obj/fashion_mnist_cnn.o" -lcublas ${zlib:+-lz} \
+      -o "$out/fashion_mnist_cnn" ) &
+  pids+=($!); names+=("fashion_mnist_cnn")
   local failed=0
   for i in "${!pids[@]}"; do
     wait "${pids[$i]}" 2>/dev/null || true
@@ -59,6 +69,13 @@ run() {
     echo "== $name"
     if ! "$out/$name"; then failed+=("$name"); fi
   done
+  local data=${FLUXION_DATASETS_DIR:-/usr/share/datasets}/fashion-mnist
+  if [[ -x "$out/fashion_mnist_cnn" && -d "$data" ]]; then
+    echo "== fashion_mnist_cnn --device cuda --epochs 1"
+    ( cd "$out" && ./fashion_mnist_cnn --device cuda --epochs 1 --data "$data" ) || failed+=("fashion_mnist_cnn")
+  else
+    echo "== fashion_mnist_cnn: not run (no data set at $data)"
+  fi
   if (( ${#failed[@]} )); then
     echo "run-gpu-tests.sh: FAILED on the GPU: ${failed[*]}" >&2
     exit 1
