@@ -35,43 +35,45 @@ namespace fluxion::nn {
 namespace detail {
 /// The statements of every LSTM layer of element type T (one instance per program; see
 /// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked.
-template <class T, bool ReturnSequences, int Config = fluxion::detail::autodiff_config>
-tensor<T> lstm_forward(const tensor<T>& e, const variable<T>& kernel, const variable<T>& recurrent_kernel,
-                       const variable<T>& bias, index_t units) {
+template <class T, bool ReturnSequences, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> lstm_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
+                               const variable<T, Device>& recurrent_kernel, const variable<T, Device>& bias,
+                               index_t units) {
   const fluxion::shape& s = e.shape();
   const index_t batch = s[0], steps = s[1], features = s[2];
   // Row b * steps + t holds example b at step t.
-  const tensor<T> projected = matmul(reshape(e, {-1, features}), kernel) + bias;
-  tensor<T> h = zeros<T>({batch, units}), c = zeros<T>({batch, units});
-  std::vector<tensor<T>> outputs;
+  const tensor<T, Device> projected = matmul(reshape(e, {-1, features}), kernel) + bias;
+  tensor<T, Device> h = zeros<T, Device>({batch, units}), c = zeros<T, Device>({batch, units});
+  std::vector<tensor<T, Device>> outputs;
   for (index_t t = 0; t < steps; ++t) {
-    const tensor<T> z =
+    const tensor<T, Device> z =
         strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1}) + matmul(h, recurrent_kernel);
     auto gate = [&](index_t k) { return slice(z, {0, k * units}, {batch, units}); };
     c = fluxion::sigmoid(gate(1)) * c + fluxion::sigmoid(gate(0)) * fluxion::tanh(gate(2));
     h = fluxion::sigmoid(gate(3)) * fluxion::tanh(c);
     if constexpr (ReturnSequences) outputs.push_back(h);
   }
-  if constexpr (ReturnSequences) return tensor<T>(stack(std::move(outputs), 1));
+  if constexpr (ReturnSequences) return tensor<T, Device>(stack(std::move(outputs), 1));
   else return h;
 }
 }  // namespace detail
 
-template <index_t Units, bool ReturnSequences = false, class T = float>
-class lstm : public layer_base<lstm<Units, ReturnSequences, T>, T> {
+template <index_t Units, bool ReturnSequences = false, class T = float, class Device = cpu>
+class lstm : public layer_base<lstm<Units, ReturnSequences, T, Device>, T, Device> {
   static_assert(Units > 0, "fluxion::nn::lstm<Units>: Units must be positive.");
   static_assert(std::is_floating_point_v<T>, "fluxion::nn::lstm<Units, ReturnSequences, T>: T must be a "
                                              "floating-point type.");
-  using base = layer_base<lstm<Units, ReturnSequences, T>, T>;
+  using base = layer_base<lstm<Units, ReturnSequences, T, Device>, T, Device>;
 
  public:
   static constexpr bool names_itself = true;
+  static constexpr bool device_generic = true;
   static constexpr bool elementwise = false;
   static constexpr const char* base_name = "lstm";
   static constexpr index_t units = Units;
   static constexpr bool return_sequences = ReturnSequences;
   template <class U, class D = cpu>
-  using rebind = lstm<Units, ReturnSequences, U>;  // cpu only so far
+  using rebind = lstm<Units, ReturnSequences, U, D>;
   /// (time, features) per example becomes (Units), or (time, Units) with ReturnSequences.
   template <index_t... D>
   static auto output_shape(static_shape<D...>) {
@@ -107,11 +109,14 @@ class lstm : public layer_base<lstm<Units, ReturnSequences, T>, T> {
 
   /// The last hidden state (batch, Units), or every one (batch, time, Units) with ReturnSequences.
   template <class X>
-  tensor<T> operator()(X&& x, bool /*training*/ = false) {
+  tensor<T, Device> operator()(X&& x, bool /*training*/ = false) {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
     static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
                   "fluxion::nn::lstm: the input's element type differs from the layer's; convert it with "
                   "fluxion::cast<T>, or declare the layer as lstm<Units, ReturnSequences, T>.");
+    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
+                  "fluxion::nn::lstm: the input is on another device than the layer's variables; move it with "
+                  "fluxion::to<Device>, or declare the layer with that device.");
     const fluxion::shape s = e.shape();
     if (s.rank() != 3)
       throw shape_error("lstm '" + this->m_name + "': expects input of shape (batch, time, features), got " +
@@ -124,9 +129,11 @@ class lstm : public layer_base<lstm<Units, ReturnSequences, T>, T> {
                                                     *m_bias, Units);
   }
 
-  variable<T>& kernel() { return this->require_built(m_kernel, "lstm", "kernel"); }
-  variable<T>& recurrent_kernel() { return this->require_built(m_recurrent_kernel, "lstm", "recurrent_kernel"); }
-  variable<T>& bias() { return this->require_built(m_bias, "lstm", "bias"); }
+  variable<T, Device>& kernel() { return this->require_built(m_kernel, "lstm", "kernel"); }
+  variable<T, Device>& recurrent_kernel() {
+    return this->require_built(m_recurrent_kernel, "lstm", "recurrent_kernel");
+  }
+  variable<T, Device>& bias() { return this->require_built(m_bias, "lstm", "bias"); }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
@@ -136,19 +143,20 @@ class lstm : public layer_base<lstm<Units, ReturnSequences, T>, T> {
   }
 
  private:
-  tensor<T> initial_kernel(random::generator& gen) const {
-    return detail::glorot_uniform<T>({m_in, 4 * Units}, m_in, 4 * Units, gen);
+  // Drawn on the host (the same values on every device), then copied to Device.
+  tensor<T, Device> initial_kernel(random::generator& gen) const {
+    return fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>({m_in, 4 * Units}, m_in, 4 * Units, gen));
   }
-  static tensor<T> initial_recurrent_kernel(random::generator& gen) {
-    return initializers::orthogonal<T>({Units, 4 * Units}, gen);
+  static tensor<T, Device> initial_recurrent_kernel(random::generator& gen) {
+    return fluxion::detail::device_copy<Device>(initializers::orthogonal<T>({Units, 4 * Units}, gen));
   }
-  static tensor<T> initial_bias() {  // zeros, the forget gate's block at ones
+  static tensor<T, Device> initial_bias() {  // zeros, the forget gate's block at ones
     std::vector<T> b(static_cast<std::size_t>(4 * Units), T(0));
     std::fill(b.begin() + Units, b.begin() + 2 * Units, T(1));
-    return from_vector(b, {4 * Units});
+    return fluxion::detail::device_copy<Device>(from_vector(b, {4 * Units}));
   }
   index_t m_in = 0;
-  std::optional<variable<T>> m_kernel, m_recurrent_kernel, m_bias;
+  std::optional<variable<T, Device>> m_kernel, m_recurrent_kernel, m_bias;
 };
 
 }  // namespace fluxion::nn

@@ -68,9 +68,9 @@ struct reshape : stateless_layer<reshape<Dims...>> {
 namespace detail {
 /// The statement of every permute layer of element type T (one instance per program; see
 /// dense_forward in nn/dense.hpp): the permuted copy, contiguous for the next layer.
-template <class T, int Config = fluxion::detail::autodiff_config>
-tensor<T> permute_forward(const tensor<T>& x, std::vector<int> perm) {
-  return tensor<T>(fluxion::transpose(x, std::move(perm)));
+template <class T, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> permute_forward(const tensor<T, Device>& x, std::vector<int> perm) {
+  return tensor<T, Device>(fluxion::transpose(x, std::move(perm)));
 }
 }  // namespace detail
 
@@ -79,6 +79,7 @@ tensor<T> permute_forward(const tensor<T>& x, std::vector<int> perm) {
 template <int... Axes>
 struct permute : stateless_layer<permute<Axes...>> {
   static constexpr bool elementwise = false;
+  static constexpr bool device_generic = true;
   static constexpr const char* base_name = "permute";
 
   template <index_t... D>

@@ -79,6 +79,16 @@ auto cnn(std::uint64_t seed) {
                         nn::avg_pool2d<2, 1, nn::same>{}, nn::flatten{}, nn::dense<5>{});
 }
 
+/// The seed's CNN+LSTM, small: conv, pool, (time, features) by reshape and permute, an LSTM that
+/// returns its sequence, another that returns its last state, dense.
+template <class Device>
+auto cnn_lstm(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<8, 8, 1>::template on<Device>{}, nn::conv2d<4, 3, nn::same>{},
+                        nn::max_pool2d<2>{}, nn::reshape<16, 4>{}, nn::permute<2, 1>{}, nn::lstm<6, true>{},
+                        nn::lstm<7>{}, nn::dense<5>{});
+}
+
 /// The device model starts from the host model's values and agrees with it in inference, and over
 /// three training steps (loss, every gradient, Adam's updates).
 template <class HostModel, class DevModel>
@@ -118,6 +128,13 @@ TEST_CASE("cuda nn: a CNN (conv2d, max and average pooling) on the device trains
   CHECK(dev.layer<0>().kernel().name() == "conv2d/kernel");
   static_assert(std::is_same_v<std::remove_cvref_t<decltype(dev.layer<0>().kernel())>, fx::variable<float, fx::cuda>>);
   check_trains_as_on_the_cpu(host, dev, filled<float>({8, 9, 9, 2}, 22));
+}
+
+TEST_CASE("cuda nn: a CNN+LSTM (backpropagation through time) on the device trains as on the cpu") {
+  auto host = cnn_lstm<fx::cpu>(8);
+  auto dev = cnn_lstm<fx::cuda>(8);
+  CHECK(dev.layer<4>().recurrent_kernel().name() == "lstm/recurrent_kernel");
+  check_trains_as_on_the_cpu(host, dev, filled<float>({8, 8, 8, 1}, 23));
 }
 
 TEST_CASE("cuda nn: fx::fit trains a device model from a dataset prefetched to the device, as on the cpu") {
