@@ -1,4 +1,4 @@
-"""PyTorch on the same GPU, for the rows of bench/cuda/kernels.bench.cu (run by run-gpu-benchmarks.sh
+"""PyTorch on the same GPU, for the rows of bench/cuda/kernels.bench.cu and train.bench.cu (run by run-gpu-benchmarks.sh
 where python3 has torch). Timed like the C++ side: CUDA events around each iteration after a warm-up,
 median of the iterations. Prints one line per case: name, microseconds, GB/s or TFLOP/s."""
 import statistics
@@ -44,7 +44,52 @@ def main():
     for batch in (64, 256):
         us = timed(mlp_step(batch, g, adam=True))
         print(f"torch_mlp_train_adam/{batch}  {us:10.1f} us")
+    for name, model, example in (("cnn", cnn, (1, 28, 28)), ("cnn_lstm", CnnLstm, (1, 28, 28))):
+        for batch in (64, 256):
+            us = timed(model_step(model(), example, batch, g))
+            print(f"torch_{name}_train_adam/{batch}  {us:10.1f} us")
     return 0
+
+
+def cnn():
+    """bench/nn.bench.cpp's 2-conv CNN (NCHW, PyTorch's layout)."""
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 5, padding=2),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(7 * 7 * 64, 1024), nn.ReLU(),
+                         nn.Linear(1024, 10))
+
+
+class CnnLstm(torch.nn.Module):
+    """The seed's CNN+LSTM: conv 32 5x5, pool, conv 64 5x5, pool, 64 steps of 49 features, LSTM 128."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.features = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.MaxPool2d(2), nn.Conv2d(32, 64, 5, padding=2),
+                                      nn.MaxPool2d(2))
+        self.lstm = nn.LSTM(49, 128, batch_first=True)
+        self.out = nn.Linear(128, 10)
+
+    def forward(self, x):
+        f = self.features(x).flatten(2)  # (batch, 64 channels, 49): channels are the time steps
+        _, (h, _) = self.lstm(f)
+        return self.out(h[0])
+
+
+def model_step(model, example, batch, g):
+    """A training step of `model`: cross-entropy on integer labels, Adam 1e-3 (eps 1e-7, foreach)."""
+    model = model.cuda()
+    x = torch.rand(batch, *example, device="cuda", generator=g)
+    labels = torch.arange(batch, device="cuda") % 10
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
 
 
 def mlp_step(batch, g, adam=False):

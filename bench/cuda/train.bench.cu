@@ -4,7 +4,8 @@
 //   loss   = mean(logsumexp(logits) - sum(logits * onehot))      (softmax cross-entropy)
 //   every variable -= 0.01 * its gradient                          (SGD)
 // mlp_train_nn: the model layer, as a user writes it: nn::sequential on nn::input<784>::on<fx::cuda>,
-// sparse softmax cross-entropy on integer labels, fx::optim::adam (the model of bench/nn.bench.cpp).
+// sparse softmax cross-entropy on integer labels, fx::optim::adam (the model of bench/nn.bench.cpp);
+// cnn_train_nn and cnn_lstm_train_nn the same for bench/nn.bench.cpp's 2-conv CNN and CNN+LSTM.
 // PyTorch's same step on the same GPU is in bench/cuda/torch_peer.py. Timed with CUDA events
 // around each step after a warm-up; the step reads the loss back only in the check after timing.
 #include <benchmark/benchmark.h>
@@ -92,15 +93,16 @@ void mlp_train_fluxion(benchmark::State& state) {
   state.counters["loss_last"] = last;
 }
 
-/// The same MLP through the model layer: dense layers on the device, Adam, integer labels.
-void mlp_train_nn(benchmark::State& state) {
-  namespace nn = fluxion::nn;
+/// A model-layer training step on the device: `net` (nn::sequential on ...::on<fx::cuda>), sparse
+/// softmax cross-entropy on integer labels, fx::optim::adam; random inputs of per-example shape
+/// `example`, at batch state.range(0).
+template <class Net>
+void train_model(benchmark::State& state, Net& net, const std::vector<fx::index_t>& example, fx::random::generator& gen) {
   const fx::index_t batch = state.range(0);
-  fx::random::generator gen{3};
-  auto net = nn::sequential(gen, nn::input<784>::on<fx::cuda>{}, nn::dense<256>{}, nn::relu{}, nn::dense<256>{},
-                            nn::relu{}, nn::dense<10>{});
   fx::optim::adam opt{1e-3};
-  tensor x = fx::to<fx::cuda>(fx::random::uniform<float>({batch, 784}, gen, 0.f, 1.f));
+  std::vector<fx::index_t> dims{batch};
+  dims.insert(dims.end(), example.begin(), example.end());
+  tensor x = fx::to<fx::cuda>(fx::random::uniform<float>(fx::shape(dims), gen, 0.f, 1.f));
   fx::tensor<std::int32_t> labels_host(fx::shape{batch});
   for (fx::index_t i = 0; i < batch; ++i) labels_host.mutable_data()[i] = static_cast<std::int32_t>(i % 10);
   const auto labels = fx::to<fx::cuda>(labels_host);
@@ -123,9 +125,42 @@ void mlp_train_nn(benchmark::State& state) {
   state.counters["loss_last"] = last;
 }
 
+namespace nn = fluxion::nn;
+
+/// The same MLP through the model layer: dense layers on the device, Adam, integer labels.
+void mlp_train_nn(benchmark::State& state) {
+  fx::random::generator gen{3};
+  auto net = nn::sequential(gen, nn::input<784>::on<fx::cuda>{}, nn::dense<256>{}, nn::relu{}, nn::dense<256>{},
+                            nn::relu{}, nn::dense<10>{});
+  train_model(state, net, {784}, gen);
+}
+
+/// The 2-conv CNN of bench/nn.bench.cpp: conv 32 5x5 same, relu, pool 2, conv 64 5x5 same, relu,
+/// pool 2, dense 1024, relu, dense 10 (direct Thrust convolution kernels, backend/cuda/window.hpp).
+void cnn_train_nn(benchmark::State& state) {
+  fx::random::generator gen{4};
+  auto net = nn::sequential(gen, nn::input<28, 28, 1>::on<fx::cuda>{}, nn::conv2d<32, 5, nn::same>{}, nn::relu{},
+                            nn::max_pool2d<2>{}, nn::conv2d<64, 5, nn::same>{}, nn::relu{}, nn::max_pool2d<2>{},
+                            nn::flatten{}, nn::dense<1024>{}, nn::relu{}, nn::dense<10>{});
+  train_model(state, net, {28, 28, 1}, gen);
+}
+
+/// The seed's CNN+LSTM of bench/nn.bench.cpp: conv 32 5x5, pool, conv 64 5x5, pool, (49, 64) ->
+/// (64, 49), LSTM 128 over 64 steps, dense 10.
+void cnn_lstm_train_nn(benchmark::State& state) {
+  fx::random::generator gen{5};
+  auto net = nn::sequential(gen, nn::input<28, 28, 1>::on<fx::cuda>{}, nn::conv2d<32, 5, nn::same>{},
+                            nn::max_pool2d<2, 2, nn::same>{}, nn::conv2d<64, 5, nn::same>{},
+                            nn::max_pool2d<2, 2, nn::same>{}, nn::reshape<49, 64>{}, nn::permute<2, 1>{},
+                            nn::lstm<128>{}, nn::dense<10>{});
+  train_model(state, net, {28, 28, 1}, gen);
+}
+
 }  // namespace
 
 BENCHMARK(mlp_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(cnn_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(cnn_lstm_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

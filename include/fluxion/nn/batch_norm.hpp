@@ -69,21 +69,22 @@ inline fluxion::shape channel_broadcast_shape(int rank, int axis, index_t channe
 
 }  // namespace detail
 
-template <int Axis = -1, class T = float>
-class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
+template <int Axis = -1, class T = float, class Device = cpu>
+class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
   static_assert(std::is_floating_point_v<T>, "fluxion::nn::batch_norm<Axis, T>: T must be a floating-point type.");
   static_assert(Axis != 0,
                 "fluxion::nn::batch_norm<Axis>: axis 0 is the batch axis; give the channel axis, counted with the "
                 "batch axis (-1, the last, for (batch, ..., channels) input).");
-  using base = layer_base<batch_norm<Axis, T>, T>;
+  using base = layer_base<batch_norm<Axis, T, Device>, T, Device>;
 
  public:
   static constexpr bool names_itself = true;
+  static constexpr bool device_generic = true;
   static constexpr bool elementwise = false;
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "batch_normalization";
   template <class U, class D = cpu>
-  using rebind = batch_norm<Axis, U>;  // cpu only so far
+  using rebind = batch_norm<Axis, U, D>;
   /// The per-example output shape is the input's; the channel axis must exist.
   template <index_t... D>
   static auto output_shape(static_shape<D...>) {  // auto: sequential's decltype runs the check
@@ -107,11 +108,13 @@ class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
                              " is not positive");
   }
   explicit batch_norm(std::string name) : batch_norm(0.99, 1e-3, std::move(name)) {}
-  /// The same layer for another element type (a sequential model re-declares its layers for the
-  /// model's type): the settings carry over, the variables are created when it is built.
-  template <class U>
-    requires(!std::is_same_v<U, T>)
-  explicit batch_norm(const batch_norm<Axis, U>& other) : batch_norm(other.momentum(), other.epsilon(), other.name()) {
+  /// The same layer for another element type or device (a sequential model re-declares its layers
+  /// for the model's type and device): the settings carry over, the variables are created when it
+  /// is built.
+  template <class U, class D>
+    requires(!std::is_same_v<U, T> || !std::is_same_v<D, Device>)
+  explicit batch_norm(const batch_norm<Axis, U, D>& other)
+      : batch_norm(other.momentum(), other.epsilon(), other.name()) {
     m_update = other.update_moving_averages();
   }
 
@@ -126,32 +129,35 @@ class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
   void build(const fluxion::shape& per_example, random::generator& /*gen*/ = random::global_generator()) {
     const int axis = channel_axis(per_example.rank() + 1, [&] { return "(batch, " + to_string(per_example).substr(1); });
     m_channels = per_example[axis - 1];
-    m_gamma.emplace(ones<T>({m_channels}), this->m_name + "/gamma");
-    m_beta.emplace(zeros<T>({m_channels}), this->m_name + "/beta");
-    m_moving_mean.emplace(zeros<T>({m_channels}), this->m_name + "/moving_mean", false);
-    m_moving_variance.emplace(ones<T>({m_channels}), this->m_name + "/moving_variance", false);
+    m_gamma.emplace(ones<T, Device>({m_channels}), this->m_name + "/gamma");
+    m_beta.emplace(zeros<T, Device>({m_channels}), this->m_name + "/beta");
+    m_moving_mean.emplace(zeros<T, Device>({m_channels}), this->m_name + "/moving_mean", false);
+    m_moving_variance.emplace(ones<T, Device>({m_channels}), this->m_name + "/moving_variance", false);
   }
   void initialize(random::generator&) {
     if (!built()) return;
-    m_gamma->assign(ones<T>({m_channels}));
-    m_beta->assign(zeros<T>({m_channels}));
-    m_moving_mean->assign(zeros<T>({m_channels}));
-    m_moving_variance->assign(ones<T>({m_channels}));
+    m_gamma->assign(ones<T, Device>({m_channels}));
+    m_beta->assign(zeros<T, Device>({m_channels}));
+    m_moving_mean->assign(zeros<T, Device>({m_channels}));
+    m_moving_variance->assign(ones<T, Device>({m_channels}));
   }
 
   /// The normalized input; a training call updates the moving statistics unless that is switched
   /// off. A sequential model passes the activation that follows as the epilogue (one fused pass).
   template <class X, class Epilogue = detail::identity>
-  tensor<T> operator()(X&& x, bool training = false, const Epilogue& epilogue = {}) {
+  tensor<T, Device> operator()(X&& x, bool training = false, const Epilogue& epilogue = {}) {
     return call(std::forward<X>(x), training, m_update, std::move(epilogue));
   }
   /// As operator(), with the update of the moving statistics chosen for this call.
   template <class X, class Epilogue = detail::identity>
-  tensor<T> call(X&& x, bool training, bool update, const Epilogue& epilogue = {}) {
+  tensor<T, Device> call(X&& x, bool training, bool update, const Epilogue& epilogue = {}) {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
     static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
                   "fluxion::nn::batch_norm: the input's element type differs from the layer's; convert it with "
                   "fluxion::cast<T>, or declare the layer as batch_norm<Axis, T>.");
+    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
+                  "fluxion::nn::batch_norm: the input is on another device than the layer's variables; move it "
+                  "with fluxion::to<Device>, or declare the layer as batch_norm<Axis, T, Device>.");
     const fluxion::shape s = e.shape();
     const int axis = channel_axis(s.rank(), [&] { return to_string(s); });
     if (!built()) build(fluxion::shape(std::vector<index_t>(s.begin() + 1, s.end())));
@@ -162,18 +168,18 @@ class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
     const fluxion::shape channel_shape = detail::channel_broadcast_shape(s.rank(), axis, m_channels);
     const T eps = static_cast<T>(m_epsilon);
     if (!training) {
-      const tensor<T> scale = *m_gamma * rsqrt(m_moving_variance->peek() + eps);
-      const tensor<T> shift = *m_beta - m_moving_mean->peek() * scale;
-      return tensor<T>(epilogue(e * reshape(scale, channel_shape.to_vector()) +
+      const tensor<T, Device> scale = *m_gamma * rsqrt(m_moving_variance->peek() + eps);
+      const tensor<T, Device> shift = *m_beta - m_moving_mean->peek() * scale;
+      return tensor<T, Device>(epilogue(e * reshape(scale, channel_shape.to_vector()) +
                                 reshape(shift, channel_shape.to_vector())));
     }
     std::vector<int> reduced;
     for (int d = 0; d < s.rank(); ++d)
       if (d != axis) reduced.push_back(d);
-    const tensor<T> xt(e);
-    const tensor<T> mean = reduce_mean(xt, reduced, keepdims);
-    const tensor<T> variance = reduce_mean(square(xt - mean), reduced, keepdims);  // biased, as Keras
-    tensor<T> y = epilogue((xt - mean) * (rsqrt(variance + eps) * reshape(*m_gamma, channel_shape.to_vector())) +
+    const tensor<T, Device> xt(e);
+    const tensor<T, Device> mean = reduce_mean(xt, reduced, keepdims);
+    const tensor<T, Device> variance = reduce_mean(square(xt - mean), reduced, keepdims);  // biased, as Keras
+    tensor<T, Device> y = epilogue((xt - mean) * (rsqrt(variance + eps) * reshape(*m_gamma, channel_shape.to_vector())) +
                            reshape(*m_beta, channel_shape.to_vector()));
     if (update && !recompute_scope::active()) {
       detail::autodiff_paused quiet;
@@ -184,10 +190,12 @@ class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
     return y;
   }
 
-  variable<T>& gamma() { return this->require_built(m_gamma, "batch_norm", "gamma"); }
-  variable<T>& beta() { return this->require_built(m_beta, "batch_norm", "beta"); }
-  variable<T>& moving_mean() { return this->require_built(m_moving_mean, "batch_norm", "moving_mean"); }
-  variable<T>& moving_variance() { return this->require_built(m_moving_variance, "batch_norm", "moving_variance"); }
+  variable<T, Device>& gamma() { return this->require_built(m_gamma, "batch_norm", "gamma"); }
+  variable<T, Device>& beta() { return this->require_built(m_beta, "batch_norm", "beta"); }
+  variable<T, Device>& moving_mean() { return this->require_built(m_moving_mean, "batch_norm", "moving_mean"); }
+  variable<T, Device>& moving_variance() {
+    return this->require_built(m_moving_variance, "batch_norm", "moving_variance");
+  }
 
   /// gamma, beta (trainable), moving_mean, moving_variance (not trainable), in Keras's order.
   template <class F>
@@ -211,7 +219,7 @@ class batch_norm : public layer_base<batch_norm<Axis, T>, T> {
   double m_momentum, m_epsilon;
   bool m_update = true;
   index_t m_channels = 0;
-  std::optional<variable<T>> m_gamma, m_beta, m_moving_mean, m_moving_variance;
+  std::optional<variable<T, Device>> m_gamma, m_beta, m_moving_mean, m_moving_variance;
 };
 
 }  // namespace fluxion::nn

@@ -69,13 +69,16 @@ void check_same(const std::vector<std::vector<float>>& a, const std::vector<std:
 }  // namespace
 
 namespace {
-/// A small CNN on either device: conv 5x5 same, relu, max pool, conv 3x3 valid at stride 2,
-/// average pool over the border (same), flatten, dense.
+/// A small CNN on either device: conv 5x5 same, relu, max pool, batch norm (its moving statistics
+/// are among the variables compared; not right after a convolution, whose bias gradient would then
+/// be zero up to rounding, which Adam magnifies), conv 3x3 valid at stride 2, average pool over the
+/// border (same), flatten, dense.
 template <class Device>
 auto cnn(std::uint64_t seed) {
   fx::random::generator gen{seed};
   return nn::sequential(gen, typename nn::input<9, 9, 2>::template on<Device>{}, nn::conv2d<4, 5, nn::same>{},
-                        nn::relu{}, nn::max_pool2d<2, 2, nn::same>{}, nn::conv2d<6, 3, nn::valid, 2>{}, nn::tanh{},
+                        nn::relu{}, nn::max_pool2d<2, 2, nn::same>{}, nn::batch_norm<>{0.9},
+                        nn::conv2d<6, 3, nn::valid, 2>{}, nn::tanh{},
                         nn::avg_pool2d<2, 1, nn::same>{}, nn::flatten{}, nn::dense<5>{});
 }
 
@@ -122,11 +125,12 @@ TEST_CASE("cuda nn: a sequential model on the device matches the cpu model: valu
   check_trains_as_on_the_cpu(host, dev, filled<float>({8, 3, 4}, 21));
 }
 
-TEST_CASE("cuda nn: a CNN (conv2d, max and average pooling) on the device trains as on the cpu") {
+TEST_CASE("cuda nn: a CNN (conv2d, batch norm, max and average pooling) on the device trains as on the cpu") {
   auto host = cnn<fx::cpu>(6);
   auto dev = cnn<fx::cuda>(6);
   CHECK(dev.layer<0>().kernel().name() == "conv2d/kernel");
   static_assert(std::is_same_v<std::remove_cvref_t<decltype(dev.layer<0>().kernel())>, fx::variable<float, fx::cuda>>);
+  CHECK(dev.layer<3>().moving_variance().name() == "batch_normalization/moving_variance");
   check_trains_as_on_the_cpu(host, dev, filled<float>({8, 9, 9, 2}, 22));
 }
 
