@@ -38,7 +38,7 @@ function(fluxion_add_doctest name source)
   # FLUXION_TEST_FIXTURES_DIR.
   target_compile_definitions(${target} PRIVATE "FLUXION_TEST_FIXTURES_DIR=\"${FLUXION_TESTS_DIR}/fixtures\"")
   if(NOT name MATCHES "(^|\\.)autodiff(\\.|$)" AND NOT name MATCHES "^(nn|optim|losses|metrics|io|fit)(\\.|$)"
-     AND NOT name MATCHES "^backend\\.cuda\\.(nn|conv)$")
+     AND NOT name MATCHES "^backend\\.cuda\\.(nn|window)$")
     target_compile_definitions(${target} PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=0)
   elseif(name MATCHES "^autodiff\\.")
     target_compile_definitions(${target} PRIVATE FLUXION_FORWARD_MODE=1)
@@ -158,7 +158,7 @@ foreach(source IN LISTS fluxion_device_test_sources)
   fluxion_add_doctest(backend.cuda.${name} "${source}" LINK fluxion_thrust_omp LABELS device)
   if(FLUXION_NVCC_TESTS)
     set(order_flag -DFLUXION_MAX_DERIVATIVE_ORDER=0)  # as for the host build of the same test
-    if(name MATCHES "^(autodiff|nn|conv)$")  # the tape on the device; models trained there
+    if(name MATCHES "^(autodiff|nn|window)$")  # the tape on the device; models trained there
       set(order_flag "")
     endif()
     add_test(NAME nvcc.${name}

@@ -39,7 +39,7 @@ build() {
     local name; name=$(basename "$source" .test.cpp)
     rm -f "$out/$name"
     local order=(-DFLUXION_MAX_DERIVATIVE_ORDER=0)  # as ctest's builds of the same tests
-    [[ "$name" == autodiff || "$name" == nn || "$name" == conv ]] && order=()
+    [[ "$name" == autodiff || "$name" == nn || "$name" == window ]] && order=()
     ( "$nvcc" "${flags[@]}" "${order[@]}" -c "$source" -o "$obj/$name.o" &&
       "$nvcc" "-gencode=arch=compute_${arch},code=sm_${arch}" "$obj/$name.o" "$obj/doctest_main.o" -lcublas \
         -o "$out/$name" ) &

@@ -1,4 +1,4 @@
-// conv2d and pooling on fx::cuda (backend/cuda/window.hpp): forward values and the tape's
+// The window ops on fx::cuda (backend/cuda/window.hpp): conv2d and pooling. Forward values and the tape's
 // gradients through them agree with the cpu kernels, for same and valid padding, strides,
 // dilation, overlapping pooling windows and windows that hang over the border.
 #include <doctest/doctest.h>
