@@ -1,6 +1,6 @@
-// The window ops on fx::cuda (backend/cuda/window.hpp): conv2d and pooling. Forward values and the tape's
-// gradients through them agree with the cpu kernels, for same and valid padding, strides,
-// dilation, overlapping pooling windows and windows that hang over the border.
+// The window ops on fx::cuda (backend/cuda/window.hpp), conv2d and pooling: forward values and
+// the tape's gradients through them agree with the cpu kernels, for same and valid padding,
+// strides, dilation, overlapping pooling windows and windows that hang over the border.
 #include <doctest/doctest.h>
 
 #include <vector>
