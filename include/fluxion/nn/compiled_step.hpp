@@ -62,7 +62,7 @@ namespace detail {
 /// The compiled step's sink: the tape's (autodiff/record.hpp) for a few wanted tensors, a
 /// statement's input and its layer's trainable variables. Each gradient is summed to its tensor's
 /// shape and accumulated by the tape's own gradient store, so that the sums are the tape's, bitwise.
-template <class T>
+template <class T, class Device = cpu>
 struct statement_sink {
   std::vector<std::uint64_t> ids;
   autodiff::gradient_store store;
@@ -75,20 +75,20 @@ struct statement_sink {
     else store.add<autodiff::order_v<G>>(t.id(), autodiff::reduce_to(g, t.shape()));
   }
   /// The gradient of `t` (one of ids): zeros when nothing reached it.
-  tensor<T> take(const tensor<T>& t) {
-    if (const tensor<T>* g = store.find<T, cpu>(t.id())) return *g;
-    return tensor<T>(broadcast_to(scalar_expr<T, cpu>(T(0)), t.shape()));
+  tensor<T, Device> take(const tensor<T, Device>& t) {
+    if (const tensor<T, Device>* g = store.find<T, Device>(t.id())) return *g;
+    return tensor<T, Device>(broadcast_to(scalar_expr<T, Device>(T(0)), t.shape()));
   }
 };
 
-template <class L, class T>
-concept statement_with_epilogue = requires(L& l, const tensor<T>& x) { l.statement(x, identity{}); };
-template <class L, class T>
-concept statement_alone = requires(L& l, const tensor<T>& x) { l.statement(x); };
+template <class L, class T, class D = cpu>
+concept statement_with_epilogue = requires(L& l, const tensor<T, D>& x) { l.statement(x, identity{}); };
+template <class L, class T, class D = cpu>
+concept statement_alone = requires(L& l, const tensor<T, D>& x) { l.statement(x); };
 /// A layer without variables whose call on a tensor returns an unevaluated expression (the
 /// activations, flatten, reshape): that expression is its statement.
-template <class L, class T>
-concept expression_layer = requires(L& l, const tensor<T>& x) {
+template <class L, class T, class D = cpu>
+concept expression_layer = requires(L& l, const tensor<T, D>& x) {
   requires !is_tensor_v<std::remove_cvref_t<decltype(l(x, true))>>;
   requires is_expression_v<std::remove_cvref_t<decltype(l(x, true))>>;
   requires std::is_same_v<value_type_t<std::remove_cvref_t<decltype(l(x, true))>>, T>;
@@ -109,19 +109,19 @@ struct fused_pair {
   }
 };
 
-template <class T, class L>
-auto layer_statement(L& l, const tensor<T>& x, bool training) {
-  if constexpr (statement_with_epilogue<L, T>) return l.statement(x, identity{});
-  else if constexpr (statement_alone<L, T>) return l.statement(x);
+template <class T, class L, class D>
+auto layer_statement(L& l, const tensor<T, D>& x, bool training) {
+  if constexpr (statement_with_epilogue<L, T, D>) return l.statement(x, identity{});
+  else if constexpr (statement_alone<L, T, D>) return l.statement(x);
   else return l(x, training);
 }
 
 /// Whether layer L, fed per-example input shape In, runs as one statement.
-template <class L, class T, class In>
+template <class L, class T, class In, class D = cpu>
 constexpr bool has_statement() {
   if constexpr (requires { L::template statement_for<In>; })
     if constexpr (!L::template statement_for<In>) return false;
-  return statement_with_epilogue<L, T> || statement_alone<L, T> || expression_layer<L, T>;
+  return statement_with_epilogue<L, T, D> || statement_alone<L, T, D> || expression_layer<L, T, D>;
 }
 
 }  // namespace detail
@@ -130,16 +130,17 @@ template <class Model, class Optimizer, class LossFn>
 class compiled_step;
 
 /// A compiled training step for a sequential model (see the top of this file).
-template <class T, class InShape, class... Layers, class Optimizer, class LossFn>
-class compiled_step<sequential_model<T, InShape, cpu, Layers...>, Optimizer, LossFn> {
-  using model_type = sequential_model<T, InShape, cpu, Layers...>;
+template <class T, class InShape, class Device, class... Layers, class Optimizer, class LossFn>
+class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, LossFn> {
+  using model_type = sequential_model<T, InShape, Device, Layers...>;
   using layers = std::tuple<Layers...>;
   using chain = detail::shape_chain<InShape, Layers...>;
   static constexpr std::size_t count = sizeof...(Layers);
   template <std::size_t I>
   using layer_t = std::tuple_element_t<I, layers>;
   template <std::size_t I>
-  static constexpr bool statement_at = detail::has_statement<layer_t<I>, T, std::tuple_element_t<I, typename chain::inputs>>();
+  static constexpr bool statement_at =
+      detail::has_statement<layer_t<I>, T, std::tuple_element_t<I, typename chain::inputs>, Device>();
 
   /// Whether layer I takes the activation that follows it as its epilogue (as sequential does).
   template <std::size_t I>
@@ -167,11 +168,11 @@ class compiled_step<sequential_model<T, InShape, cpu, Layers...>, Optimizer, Los
   static auto statement_type() {
     if constexpr (unit_start<I>() && statement_at<I>) {
       if constexpr (fuses<I>())
-        return std::type_identity<decltype(std::declval<layer_t<I>&>().statement(std::declval<const tensor<T>&>(),
+        return std::type_identity<decltype(std::declval<layer_t<I>&>().statement(std::declval<const tensor<T, Device>&>(),
                                                                                   std::declval<const layer_t<I + 1>&>()))>{};
       else
         return std::type_identity<decltype(detail::layer_statement<T>(std::declval<layer_t<I>&>(),
-                                                                      std::declval<const tensor<T>&>(), true))>{};
+                                                                      std::declval<const tensor<T, Device>&>(), true))>{};
     } else {
       return std::type_identity<std::monostate>{};
     }
@@ -182,11 +183,11 @@ class compiled_step<sequential_model<T, InShape, cpu, Layers...>, Optimizer, Los
   struct kept {
     using statement = typename decltype(statement_type<I>())::type;
     std::optional<statement> e;
-    tensor<T> input;  // the layer's input (a recomputed layer's, and the sink's key)
-    std::vector<variable<T>*> vars;  // the layer's trainable variables (their values are what it read)
+    tensor<T, Device> input;  // the layer's input (a recomputed layer's, and the sink's key)
+    std::vector<variable<T, Device>*> vars;  // the layer's trainable variables (their values are what it read)
     void clear() {
       e.reset();
-      input = tensor<T>();
+      input = tensor<T, Device>();
       vars.clear();
     }
   };
@@ -202,13 +203,16 @@ class compiled_step<sequential_model<T, InShape, cpu, Layers...>, Optimizer, Los
 
   /// One training step on a batch: returns the loss (before the update) and updates the variables.
   template <class X, class Y>
-  tensor<T> operator()(const X& x, const Y& labels, bool training = true) {
+  tensor<T, Device> operator()(const X& x, const Y& labels, bool training = true) {
     auto e = fluxion::detail::as_expr<const X&>(x);
     static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
                   "fluxion::nn::compiled_step: the input's element type differs from the model's; convert it with "
                   "fluxion::cast<T>.");
+    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
+                  "fluxion::nn::compiled_step: the input is on another device than the model; move it with "
+                  "fluxion::to<Device>.");
     detail::check_batch_shape<InShape>("compiled_step", m_model.name(), e.shape());
-    const tensor<T> in = fluxion::detail::materialize(e);
+    const tensor<T, Device> in = fluxion::detail::materialize(e);
     try {
       return run(in, labels, training);
     } catch (...) {
@@ -222,10 +226,10 @@ class compiled_step<sequential_model<T, InShape, cpu, Layers...>, Optimizer, Los
 
  private:
   template <class Y>
-  tensor<T> run(const tensor<T>& in, const Y& labels, bool training) {
-    tensor<T> logits = forward<0>(in, training);
+  tensor<T, Device> run(const tensor<T, Device>& in, const Y& labels, bool training) {
+    tensor<T, Device> logits = forward<0>(in, training);
 
-    tensor<T> loss, dlogits;
+    tensor<T, Device> loss, dlogits;
     {
       gradient_tape tape(false);
       tape.watch(logits);
@@ -240,13 +244,13 @@ class compiled_step<sequential_model<T, InShape, cpu, Layers...>, Optimizer, Los
       dlogits = tape.gradient(loss, logits, unconnected_gradients::zero);
     }
 
-    std::vector<variable<T>*> vars;
-    std::vector<tensor<T>> grads;
+    std::vector<variable<T, Device>*> vars;
+    std::vector<tensor<T, Device>> grads;
     backward<last_start()>(std::move(dlogits), training, vars, grads);
     // Units ran last to first: put the variables back in the model's order (every trainable
     // variable belongs to one unit, which gave it a gradient).
-    std::vector<variable<T>*> ordered = m_model.trainable_variables();
-    std::vector<tensor<T>> ordered_grads(ordered.size());
+    std::vector<variable<T, Device>*> ordered = m_model.trainable_variables();
+    std::vector<tensor<T, Device>> ordered_grads(ordered.size());
     for (std::size_t j = 0; j < ordered.size(); ++j) {
       const auto it = std::find(vars.begin(), vars.end(), ordered[j]);
       if (it == vars.end())
@@ -266,23 +270,23 @@ class compiled_step<sequential_model<T, InShape, cpu, Layers...>, Optimizer, Los
   }
 
   template <std::size_t I>
-  tensor<T> forward(tensor<T> x, bool training) {
+  tensor<T, Device> forward(tensor<T, Device> x, bool training) {
     if constexpr (I == count) {
       return x;
     } else {
       auto& layer = m_model.template layer<I>();
       auto& k = std::get<I>(m_kept);
       k.input = x;
-      k.vars = detail::trainable_of<T>(layer);
-      tensor<T> y;
+      k.vars = detail::trainable_of<T, Device>(layer);
+      tensor<T, Device> y;
       if constexpr (statement_at<I>) {
         if constexpr (fuses<I>()) k.e.emplace(layer.statement(x, m_model.template layer<I + 1>()));
         else k.e.emplace(detail::layer_statement<T>(layer, x, training));
         y = fluxion::detail::materialize(*k.e);
       } else if constexpr (fuses<I>()) {
-        y = tensor<T>(layer(x, training, m_model.template layer<I + 1>()));
+        y = tensor<T, Device>(layer(x, training, m_model.template layer<I + 1>()));
       } else {
-        y = tensor<T>(layer(x, training));
+        y = tensor<T, Device>(layer(x, training));
       }
       return forward<unit_end<I>()>(std::move(y), training);
     }
@@ -290,19 +294,19 @@ class compiled_step<sequential_model<T, InShape, cpu, Layers...>, Optimizer, Los
 
   /// The backward pass of the unit starting at layer I, then of the units before it.
   template <std::size_t I>
-  void backward(tensor<T> dy, bool training, std::vector<variable<T>*>& vars, std::vector<tensor<T>>& grads) {
+  void backward(tensor<T, Device> dy, bool training, std::vector<variable<T, Device>*>& vars, std::vector<tensor<T, Device>>& grads) {
     auto& layer = m_model.template layer<I>();
     auto& k = std::get<I>(m_kept);
     constexpr bool needs_input = I > 0;
-    tensor<T> dx;
+    tensor<T, Device> dx;
     if constexpr (statement_at<I>) {
       // The variables are updated only after the backward pass: their values are the statement's.
-      detail::statement_sink<T> sink;
+      detail::statement_sink<T, Device> sink;
       if (needs_input) sink.ids.push_back(k.input.id());
-      for (variable<T>* v : k.vars) sink.ids.push_back(v->peek().id());
+      for (variable<T, Device>* v : k.vars) sink.ids.push_back(v->peek().id());
       autodiff::backward<typename kept<I>::statement>::run(*k.e, autodiff::as_order<1>(std::move(dy)), sink);
       if (needs_input) dx = sink.take(k.input);
-      for (variable<T>* v : k.vars) {
+      for (variable<T, Device>* v : k.vars) {
         vars.push_back(v);
         grads.push_back(sink.take(v->peek()));
       }

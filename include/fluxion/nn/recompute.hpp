@@ -72,10 +72,10 @@ tensor<T> record_segment(const tensor<T>& in, std::vector<tensor<T>> reads, Forw
 }
 
 /// The trainable variables of a layer, in its order.
-template <class T, class L>
-std::vector<variable<T>*> trainable_of(L& layer) {
-  std::vector<variable<T>*> vars;
-  layer.for_each_variable("", [&](variable<T>& v) {
+template <class T, class Device = cpu, class L>
+std::vector<variable<T, Device>*> trainable_of(L& layer) {
+  std::vector<variable<T, Device>*> vars;
+  layer.for_each_variable("", [&](variable<T, Device>& v) {
     if (v.trainable()) vars.push_back(&v);
   });
   return vars;
@@ -83,15 +83,15 @@ std::vector<variable<T>*> trainable_of(L& layer) {
 
 /// out = layer(x) under a tape of its own, and the vector-Jacobian products of dout with respect to
 /// x (first) and to the layer's trainable variables (then, in their order).
-template <class T, class L>
-std::pair<tensor<T>, std::vector<tensor<T>>> run_and_differentiate(L& layer, const tensor<T>& x, const tensor<T>& dout,
-                                                                   bool training) {
-  const std::vector<variable<T>*> vars = trainable_of<T>(layer);
+template <class T, class L, class D>
+std::pair<tensor<T, D>, std::vector<tensor<T, D>>> run_and_differentiate(L& layer, const tensor<T, D>& x,
+                                                                         const tensor<T, D>& dout, bool training) {
+  const std::vector<variable<T, D>*> vars = trainable_of<T, D>(layer);
   gradient_tape tape;
   tape.watch(x);
-  tensor<T> out(layer(x, training));
-  std::vector<const tensor<T>*> sources{&x};
-  for (variable<T>* v : vars) sources.push_back(&v->peek());
+  tensor<T, D> out(layer(x, training));
+  std::vector<const tensor<T, D>*> sources{&x};
+  for (variable<T, D>* v : vars) sources.push_back(&v->peek());
   auto grads = tape.gradient(out, sources, dout, unconnected_gradients::zero);
   return {std::move(out), std::move(grads)};
 }

@@ -141,6 +141,32 @@ TEST_CASE("cuda nn: a CNN+LSTM (backpropagation through time) on the device trai
   check_trains_as_on_the_cpu(host, dev, filled<float>({8, 8, 8, 1}, 23));
 }
 
+TEST_CASE("cuda nn: nn::compile_step on the device gives the tape-based step's numbers, bitwise") {
+  // The CNN: conv, pool and dense statements, and batch norm as a recomputed segment.
+  auto taped = cnn<fx::cuda>(9);
+  auto compiled = cnn<fx::cuda>(9);
+  fx::optim::adam taped_opt{1e-2}, compiled_opt{1e-2};
+  auto loss_fn = [](const auto& logits, const auto& labels) {
+    return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+  };
+  auto step = nn::compile_step(compiled, compiled_opt, loss_fn);
+  const auto x = fx::to<fx::cuda>(filled<float>({8, 9, 9, 2}, 24));
+  const auto y = fx::to<fx::cuda>(fx::from_vector(std::vector<std::int32_t>{4, 3, 2, 1, 0, 4, 3, 2}, {8}));
+  std::vector<float> taped_losses, compiled_losses;
+  for (int i = 0; i < 3; ++i) {
+    fx::gradient_tape tape;
+    fx::tensor<float, fx::cuda> loss = loss_fn(taped(x, true), y);
+    auto vars = taped.trainable_variables();
+    taped_opt.apply_gradients(tape.gradient(loss, vars), vars);
+    taped_losses.push_back(loss.item());
+    compiled_losses.push_back(step(x, y).item());
+  }
+  CHECK(compiled_losses == taped_losses);
+  CHECK(taped_losses.back() < taped_losses.front());
+  CHECK(values_of(compiled) == values_of(taped));  // moving statistics included
+  CHECK(compiled_opt.iterations() == 3);
+}
+
 TEST_CASE("cuda nn: fx::fit trains a device model from a dataset prefetched to the device, as on the cpu") {
   const fx::tensor<float> x = filled<float>({64, 3, 4}, 31);
   std::vector<std::int32_t> labels(64);
