@@ -35,6 +35,17 @@ namespace fluxion::nn {
 
 namespace detail {
 
+/// The device of a layer or model: its device_type, or the cpu for layers without one.
+template <class L>
+struct device_of {
+  using type = cpu;
+};
+template <class L>
+  requires requires { typename L::device_type; }
+struct device_of<L> {
+  using type = typename L::device_type;
+};
+
 /// Whether any gradient tape of this thread records now.
 inline bool any_tape_recording() {
   for (gradient_tape* t : fluxion::detail::tape_stack::tapes)
@@ -45,9 +56,10 @@ inline bool any_tape_recording() {
 /// Runs `forward()` with every tape paused and records, on each recording tape that tracks `in` or
 /// one of `reads` (the layer's trainable variables, read where the tapes saw it), one entry for its
 /// output y: backward(y, dy, grads) returns d in and fills `grads` with the reads' gradients.
-template <class T, class Forward, class Backward>
-tensor<T> record_segment(const tensor<T>& in, std::vector<tensor<T>> reads, Forward&& forward, Backward backward) {
-  tensor<T> y;
+template <class T, class D, class Forward, class Backward>
+tensor<T, D> record_segment(const tensor<T, D>& in, std::vector<tensor<T, D>> reads, Forward&& forward,
+                            Backward backward) {
+  tensor<T, D> y;
   {
     autodiff_paused quiet;
     y = forward();
@@ -55,15 +67,15 @@ tensor<T> record_segment(const tensor<T>& in, std::vector<tensor<T>> reads, Forw
   for (gradient_tape* tape : fluxion::detail::tape_stack::tapes) {
     if (!tape->recording()) continue;
     bool depends = tape->tracks(in.id());
-    for (const tensor<T>& r : reads) depends = depends || tape->tracks(r.id());
+    for (const tensor<T, D>& r : reads) depends = depends || tape->tracks(r.id());
     if (!depends) continue;
     const std::uint64_t in_id = in.id(), out_id = y.id();
     tape->record(out_id, [tape, in_id, out_id, y, reads, backward](autodiff::gradient_store& store) {
-      const tensor<T>* g = store.find<T, cpu>(out_id);
+      const tensor<T, D>* g = store.find<T, D>(out_id);
       if (!g) return;
-      std::vector<tensor<T>> grads;
-      tensor<T> dx = backward(y, *g, grads);
-      if (tape->tracks(in_id)) store.add<autodiff::order_v<tensor<T>>>(in_id, std::move(dx));
+      std::vector<tensor<T, D>> grads;
+      tensor<T, D> dx = backward(y, *g, grads);
+      if (tape->tracks(in_id)) store.add<autodiff::order_v<tensor<T, D>>>(in_id, std::move(dx));
       autodiff::tape_sink sink{*tape, store};
       for (std::size_t i = 0; i < reads.size() && i < grads.size(); ++i) sink.leaf(reads[i], grads[i]);
     });
@@ -105,11 +117,14 @@ class recompute {
   using layer_type = L;
   using value_type = typename L::value_type;
   using T = value_type;
+  using device_type = typename detail::device_of<L>::type;
+  using Device = device_type;
   static constexpr bool names_itself = true;
+  static constexpr bool device_generic = true;  // on the device of its layer (a model keeps its own)
   static constexpr bool elementwise = false;
   static constexpr const char* base_name = "recompute";
   template <class U, class D = cpu>
-  using rebind = recompute;
+  using rebind = recompute<typename L::template rebind<U, D>>;
 
   template <index_t... D>
   static auto output_shape(static_shape<D...> s) {
@@ -134,21 +149,21 @@ class recompute {
   void for_each_variable(const std::string& prefix, V&& f) {
     m_layer.for_each_variable(prefix, f);
   }
-  std::vector<variable<T>*> trainable_variables() { return detail::trainable_of<T>(m_layer); }
+  std::vector<variable<T, Device>*> trainable_variables() { return detail::trainable_of<T, Device>(m_layer); }
 
   template <class X>
-  tensor<T> operator()(X&& x, bool training = false) {
-    const tensor<T> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
-    if (!detail::any_tape_recording()) return tensor<T>(m_layer(in, training));
-    std::vector<tensor<T>> reads;
-    for (variable<T>* v : detail::trainable_of<T>(m_layer)) reads.push_back(v->read_value());
+  tensor<T, Device> operator()(X&& x, bool training = false) {
+    const tensor<T, Device> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
+    if (!detail::any_tape_recording()) return tensor<T, Device>(m_layer(in, training));
+    std::vector<tensor<T, Device>> reads;
+    for (variable<T, Device>* v : detail::trainable_of<T, Device>(m_layer)) reads.push_back(v->read_value());
     // The entry keeps `in` (the boundary) alive; the layer's activations are dropped.
     return detail::record_segment<T>(
-        in, std::move(reads), [&] { return tensor<T>(m_layer(in, training)); },
-        [this, in, training](const tensor<T>&, const tensor<T>& dy, std::vector<tensor<T>>& grads) {
+        in, std::move(reads), [&] { return tensor<T, Device>(m_layer(in, training)); },
+        [this, in, training](const tensor<T, Device>&, const tensor<T, Device>& dy, std::vector<tensor<T, Device>>& grads) {
           recompute_scope again;
           auto [out, g] = detail::run_and_differentiate<T>(m_layer, in, dy, training);
-          tensor<T> dx = std::move(g[0]);
+          tensor<T, Device> dx = std::move(g[0]);
           grads.assign(std::make_move_iterator(g.begin() + 1), std::make_move_iterator(g.end()));
           return dx;
         });

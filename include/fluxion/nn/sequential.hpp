@@ -100,7 +100,7 @@ consteval bool runs_on() {
   static_assert(std::is_same_v<Device, cpu> || device_generic_layer<L>,
                 "fluxion::nn::sequential: a layer of this model runs on the cpu only so far; on fluxion::cuda a "
                 "model can hold dense, conv2d, the pools, lstm, batch_norm, the activations, dropout, flatten, "
-                "reshape, permute, layer_norm and embedding, and models of those, but not yet recompute or "
+                "reshape, permute, layer_norm, embedding and recompute, and models of those, but not yet "
                 "reversible_sequence (the layer's type is in the instantiation context below).");
   return true;
 }

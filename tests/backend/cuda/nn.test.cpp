@@ -141,6 +141,19 @@ TEST_CASE("cuda nn: a CNN+LSTM (backpropagation through time) on the device trai
   check_trains_as_on_the_cpu(host, dev, filled<float>({8, 8, 8, 1}, 23));
 }
 
+TEST_CASE("cuda nn: gradient checkpointing (nn::recompute) on the device trains as on the cpu") {
+  // A recomputed dense layer and a recomputed device model (a segment of three layers).
+  using segment = nn::sequential_t<nn::input<16>::on<fx::cuda>, nn::dense<16>, nn::tanh, nn::dense<16>>;
+  using host_segment = nn::sequential_t<nn::input<16>, nn::dense<16>, nn::tanh, nn::dense<16>>;
+  fx::random::generator host_gen{12}, dev_gen{12};
+  auto host = nn::sequential(host_gen, nn::input<3, 4>{}, nn::flatten{}, nn::recompute<nn::dense<16>>{}, nn::relu{},
+                             nn::recompute<host_segment>{}, nn::relu{}, nn::dense<5>{});
+  auto dev = nn::sequential(dev_gen, nn::input<3, 4>::on<fx::cuda>{}, nn::flatten{}, nn::recompute<nn::dense<16>>{},
+                            nn::relu{}, nn::recompute<segment>{}, nn::relu{}, nn::dense<5>{});
+  static_assert(std::is_same_v<decltype(dev.layer<1>().trainable_variables()), std::vector<fx::variable<float, fx::cuda>*>>);
+  check_trains_as_on_the_cpu(host, dev, filled<float>({8, 3, 4}, 25));
+}
+
 TEST_CASE("cuda nn: nn::compile_step on the device gives the tape-based step's numbers, bitwise") {
   // The CNN: conv, pool and dense statements, and batch norm as a recomputed segment.
   auto taped = cnn<fx::cuda>(9);
