@@ -1,10 +1,19 @@
-// expect-error: fluxion::nn::sequential: a layer of this model runs on the cpu only so far
-// Reversible blocks in a model declared on the GPU: reversible_sequence has no device path yet.
+// expect-error: fluxion::nn::sequential: a layer of this model does not say that it runs off the cpu
+// A layer of the user's own that does not say it runs on other devices (device_generic), in a
+// model declared on the GPU.
 #include <fluxion/nn.hpp>
+namespace fx = fluxion;
 namespace nn = fluxion::nn;
-using branch = nn::sequential_t<nn::input<4, 4, 2>, nn::conv2d<2, 3, nn::same>>;
+struct cube : nn::stateless_layer<cube> {
+  static constexpr const char* base_name = "cube";
+  static constexpr bool elementwise = true;
+  template <fx::index_t... D>
+  static nn::static_shape<D...> output_shape(nn::static_shape<D...>);
+  cube() : stateless_layer<cube>(base_name) {}
+  template <class X>
+  auto operator()(X&& x, bool = false) const { return fx::tensor<float>(x * x * x); }
+};
 int main() {
-  auto net = nn::sequential(nn::input<4, 4, 4>::on<fluxion::cuda>{}, nn::reversible_sequence<branch, branch>{},
-                            nn::flatten{}, nn::dense<2>{});
+  auto net = nn::sequential(nn::input<8>::on<fx::cuda>{}, nn::dense<4>{}, cube{}, nn::dense<2>{});
   (void)net;
 }

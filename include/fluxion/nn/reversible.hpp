@@ -44,12 +44,19 @@
 namespace fluxion::nn {
 
 template <class F, class G, int Blocks = 1, class T = float>
-class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, T>, T> {
+class reversible_sequence
+    : public layer_base<reversible_sequence<F, G, Blocks, T>, T, typename detail::device_of<F>::type> {
   static_assert(Blocks >= 1, "fluxion::nn::reversible_sequence<F, G, Blocks>: give at least one block.");
-  using base = layer_base<reversible_sequence, T>;
+  /// The blocks run where F's variables live (F and G are models of one device: fx::cuda with
+  /// nn::input<...>::on<fx::cuda>).
+  using Device = typename detail::device_of<F>::type;
+  static_assert(std::is_same_v<Device, typename detail::device_of<G>::type>,
+                "fluxion::nn::reversible_sequence<F, G>: F and G are on different devices; declare both on one.");
+  using base = layer_base<reversible_sequence, T, Device>;
 
  public:
   static constexpr bool names_itself = true;
+  static constexpr bool device_generic = true;  // on the device of F and G (models keep their own)
   static constexpr bool elementwise = false;
   static constexpr const char* base_name = "reversible";
   template <class U, class D = cpu>
@@ -94,35 +101,35 @@ class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, 
   void set_reversible(bool on) noexcept { m_reversible = on; }
 
   template <class X>
-  tensor<T> operator()(X&& x, bool training = false) {
-    const tensor<T> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
+  tensor<T, Device> operator()(X&& x, bool training = false) {
+    const tensor<T, Device> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
     check_input(in.shape());
     if (!m_reversible || !detail::any_tape_recording()) return forward(in, training);
     // Read the trainable variables where the tapes see it (each tape then knows the entry depends on
     // them), run the blocks with every tape paused, and record one entry that keeps only the output
     // and the input.
-    std::vector<tensor<T>> reads;
-    for (variable<T>* v : this->trainable_variables()) reads.push_back(v->read_value());
+    std::vector<tensor<T, Device>> reads;
+    for (variable<T, Device>* v : this->trainable_variables()) reads.push_back(v->read_value());
     return detail::record_segment<T>(
         in, std::move(reads), [&] { return forward(in, training); },
-        [this, training, in](const tensor<T>& y, const tensor<T>& dy, std::vector<tensor<T>>& grads) {
+        [this, training, in](const tensor<T, Device>& y, const tensor<T, Device>& dy, std::vector<tensor<T, Device>>& grads) {
           return backward(y, dy, training, grads, &in);
         });
   }
 
   /// The blocks' output without recording anything special (the tapes record the blocks' own
   /// statements, if they are not paused).
-  tensor<T> forward(const tensor<T>& x, bool training) {
+  tensor<T, Device> forward(const tensor<T, Device>& x, bool training) {
     // The halves pass from block to block as they are: one split and one concatenation per
     // sequence, not per block.
     auto halves = split(x, 2, -1);
-    tensor<T> h1 = halves[0], h2 = halves[1];
+    tensor<T, Device> h1 = halves[0], h2 = halves[1];
     for (block& b : m_blocks) {
-      tensor<T> y1(h1 + b.f(h2, training));
-      h2 = tensor<T>(h2 + b.g(y1, training));
+      tensor<T, Device> y1(h1 + b.f(h2, training));
+      h2 = tensor<T, Device>(h2 + b.g(y1, training));
       h1 = std::move(y1);
     }
-    return tensor<T>(concat({h1, h2}, -1));
+    return tensor<T, Device>(concat({h1, h2}, -1));
   }
 
   /// From the output y and its gradient dy: the gradient of the input, and in `grads` those of
@@ -131,38 +138,38 @@ class reversible_sequence : public layer_base<reversible_sequence<F, G, Blocks, 
   /// depth), the first block uses it instead of its reconstruction: float rounding, amplified by
   /// batch norms over channels that vary little, made the first block's gradients the least
   /// accurate (RevNet-38-like, float: 1e-2 relative to ordinary backpropagation without it).
-  tensor<T> backward(tensor<T> y, tensor<T> dy, bool training, std::vector<tensor<T>>& grads,
-                     const tensor<T>* input = nullptr) {
+  tensor<T, Device> backward(tensor<T, Device> y, tensor<T, Device> dy, bool training, std::vector<tensor<T, Device>>& grads,
+                     const tensor<T, Device>* input = nullptr) {
     detail::autodiff_paused outer;  // first order: enclosing tapes do not record the recomputation
     recompute_scope again;
-    std::vector<std::vector<tensor<T>>> per_block(m_blocks.size());
+    std::vector<std::vector<tensor<T, Device>>> per_block(m_blocks.size());
     // The halves of the output and of its gradient pass from block to block as they are.
     auto ys = split(y, 2, -1), dys = split(dy, 2, -1);
-    y = tensor<T>();
-    dy = tensor<T>();
-    tensor<T> y1 = std::move(ys[0]), y2 = std::move(ys[1]), d1 = std::move(dys[0]), d2 = std::move(dys[1]);
+    y = tensor<T, Device>();
+    dy = tensor<T, Device>();
+    tensor<T, Device> y1 = std::move(ys[0]), y2 = std::move(ys[1]), d1 = std::move(dys[0]), d2 = std::move(dys[1]);
     for (std::size_t i = m_blocks.size(); i-- > 0;) {
       block& b = m_blocks[i];
       // G: x2 = y2 - G(y1), dx1 = dy1 + (dG/dy1)^T dy2.
       auto [gy1, g_grads] = detail::run_and_differentiate<T>(b.g, y1, d2, training);
-      tensor<T> x2 = i == 0 && input ? split(*input, 2, -1)[1] : tensor<T>(y2 - gy1);
-      y2 = tensor<T>();
-      d1 = tensor<T>(d1 + g_grads[0]);  // dx1
+      tensor<T, Device> x2 = i == 0 && input ? split(*input, 2, -1)[1] : tensor<T, Device>(y2 - gy1);
+      y2 = tensor<T, Device>();
+      d1 = tensor<T, Device>(d1 + g_grads[0]);  // dx1
       // F: x1 = y1 - F(x2), dx2 = dy2 + (dF/dx2)^T dx1.
       auto [fx2, f_grads] = detail::run_and_differentiate<T>(b.f, x2, d1, training);
-      d2 = tensor<T>(d2 + f_grads[0]);  // dx2
+      d2 = tensor<T, Device>(d2 + f_grads[0]);  // dx2
       auto& mine = per_block[i];
       mine.assign(std::make_move_iterator(f_grads.begin() + 1), std::make_move_iterator(f_grads.end()));
       mine.insert(mine.end(), std::make_move_iterator(g_grads.begin() + 1), std::make_move_iterator(g_grads.end()));
       if (i > 0) {  // x = (x1, x2), the block before's output
-        y1 = tensor<T>(y1 - fx2);
+        y1 = tensor<T, Device>(y1 - fx2);
         y2 = std::move(x2);
       }
     }
     grads.clear();
     for (auto& g : per_block)
       for (auto& t : g) grads.push_back(std::move(t));
-    return tensor<T>(concat({d1, d2}, -1));
+    return tensor<T, Device>(concat({d1, d2}, -1));
   }
 
   template <class V>

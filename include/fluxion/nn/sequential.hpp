@@ -98,10 +98,10 @@ consteval bool same_static_shape() {
 template <class Device, class L>
 consteval bool runs_on() {
   static_assert(std::is_same_v<Device, cpu> || device_generic_layer<L>,
-                "fluxion::nn::sequential: a layer of this model runs on the cpu only so far; on fluxion::cuda a "
-                "model can hold dense, conv2d, the pools, lstm, batch_norm, the activations, dropout, flatten, "
-                "reshape, permute, layer_norm, embedding and recompute, and models of those, but not yet "
-                "reversible_sequence (the layer's type is in the instantiation context below).");
+                "fluxion::nn::sequential: a layer of this model does not say that it runs off the cpu: every "
+                "fluxion layer runs on fluxion::cuda, and a layer of your own that does declares `static "
+                "constexpr bool device_generic = true;` (the layer's type is in the instantiation context "
+                "below).");
   return true;
 }
 

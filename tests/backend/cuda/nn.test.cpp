@@ -154,6 +154,22 @@ TEST_CASE("cuda nn: gradient checkpointing (nn::recompute) on the device trains 
   check_trains_as_on_the_cpu(host, dev, filled<float>({8, 3, 4}, 25));
 }
 
+TEST_CASE("cuda nn: reversible blocks on the device reconstruct their inputs and train as on the cpu") {
+  // Two blocks whose F and G are conv, relu, batch norm (batch norm right after the convolution
+  // would make its bias's gradient zero up to rounding; see cnn above); the backward pass rebuilds
+  // each block's input from its output on the device.
+  using f_dev = nn::sequential_t<nn::input<5, 5, 2>::on<fx::cuda>, nn::conv2d<2, 3, nn::same>, nn::relu,
+                                 nn::batch_norm<>>;
+  using f_host = nn::sequential_t<nn::input<5, 5, 2>, nn::conv2d<2, 3, nn::same>, nn::relu, nn::batch_norm<>>;
+  fx::random::generator host_gen{13}, dev_gen{13};
+  auto host = nn::sequential(host_gen, nn::input<5, 5, 4>{}, nn::reversible_sequence<f_host, f_host, 2>{},
+                             nn::flatten{}, nn::dense<5>{});
+  auto dev = nn::sequential(dev_gen, nn::input<5, 5, 4>::on<fx::cuda>{}, nn::reversible_sequence<f_dev, f_dev, 2>{},
+                            nn::flatten{}, nn::dense<5>{});
+  CHECK(dev.layer<0>().reversible());
+  check_trains_as_on_the_cpu(host, dev, filled<float>({8, 5, 5, 4}, 26));
+}
+
 TEST_CASE("cuda nn: nn::compile_step on the device gives the tape-based step's numbers, bitwise") {
   // The CNN: conv, pool and dense statements, and batch norm as a recomputed segment.
   auto taped = cnn<fx::cuda>(9);
