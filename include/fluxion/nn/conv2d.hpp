@@ -38,7 +38,7 @@ tensor<T, Device> conv2d_forward(const tensor<T, Device>& x, const variable<T, D
                                  const Epilogue& epilogue) {
   using fused = kernel_epilogue<Epilogue>;
   if constexpr (fused::fusable && std::is_same_v<Device, cpu>) {
-    if (nothing_records()) {  // inference: bias and relu in the kernel's store (batch-1 conv 1 -> 32: 11 -> 8 us)
+    if (nothing_records()) {  // inference: bias and relu in the kernel's store (batch-1 conv 1 -> 32: 11 -> 5.6 us)
       namespace k = fluxion::detail::kernels;
       const auto s = fluxion::detail::conv2d_geometry_of(x.shape(), kernel.shape(), strides, pad, dilations);
       tensor<T> out(fluxion::detail::shape_of(fluxion::detail::window_role::output, s));
