@@ -106,8 +106,10 @@ if [[ -x "$nvcc" ]]; then
   nvcc_flags=(-std=c++20 --extended-lambda --expt-relaxed-constexpr -gencode=arch=compute_90,code=sm_90 -O2 -Iinclude)
   row "#include <fluxion/cuda.hpp> + <fluxion/optim.hpp> (nvcc)" \
       "$(best "$nvcc" "${nvcc_flags[@]}" -c "$scratch/cuda.cu" -o "$scratch/out.o")"
-  row "bench/cuda/train.bench.cu (nvcc: the MLP step on a GPU)" \
+  row "bench/cuda/train.bench.cu (nvcc: the MLP, CNN and CNN+LSTM steps on a GPU)" \
       "$(best "$nvcc" "${nvcc_flags[@]}" -c bench/cuda/train.bench.cu -o "$scratch/out.o")"
+  row "examples/fashion_mnist_cnn.cpp (nvcc: --device cuda)" \
+      "$(best "$nvcc" "${nvcc_flags[@]}" -x cu -c examples/fashion_mnist_cnn.cpp -o "$scratch/out.o")"
 else
   echo "nvcc rows: skipped (no CUDA toolkit)"
 fi
