@@ -209,8 +209,9 @@ class host_cache {
     if (void* p = shared_host_pool::instance().take(idx, actual)) return p;
     thread_counters::bump(m_counters.system_allocations, 1);
     void* p = ::operator new(actual, std::align_val_t{buffer_alignment}, std::nothrow);
-    if (!p) {
+    if (!p) {  // out of memory: give back what this thread and the shared pool cache, and try again
       release_all();
+      shared_host_pool::instance().release_all();
       p = ::operator new(actual, std::align_val_t{buffer_alignment}, std::nothrow);
       if (!p) {
         thread_counters::bump(m_counters.bytes_in_use, -static_cast<std::int64_t>(actual));

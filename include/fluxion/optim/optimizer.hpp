@@ -388,13 +388,8 @@ class optimizer {
       tensor<T, cpu> initial(v.shape());
       T* p = initial.mutable_data();
       for (index_t k = 0; k < initial.size(); ++k) p[k] = static_cast<T>(spec.initial_value);
-      if constexpr (std::is_same_v<Device, cpu>) {
-        created->emplace_back(std::move(initial), prefix + "/" + spec.name, /*trainable=*/false);
-      } else {
-        tensor<T, Device> on_device(v.shape());
-        ::fluxion::detail::device_memory<Device>::to_device(on_device.mutable_data(), initial.data(), initial.size());
-        created->emplace_back(std::move(on_device), prefix + "/" + spec.name, /*trainable=*/false);
-      }
+      created->emplace_back(::fluxion::detail::device_copy<Device>(initial), prefix + "/" + spec.name,
+                            /*trainable=*/false);
     }
     m_slots.push_back({v.id(), &typeid(variable<T, Device>), created});
     m_slot_index.emplace(v.id(), m_slots.size() - 1);
