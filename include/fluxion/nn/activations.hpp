@@ -75,7 +75,7 @@ namespace detail {
 template <>
 struct kernel_epilogue<nn::relu> {
   static constexpr bool fusable = true;
-  static constexpr bool relu = true;
+  static constexpr auto activation = fluxion::detail::kernels::activation::relu;
 };
 }  // namespace detail
 FLUXION_ACTIVATION_LAYER(sigmoid, "sigmoid", ::fluxion::sigmoid)

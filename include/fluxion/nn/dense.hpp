@@ -40,7 +40,7 @@ tensor<T, Device> dense_forward(const tensor<T, Device>& x, const variable<T, De
       tensor<T, Device> out{fluxion::shape(out_shape)};
       const index_t rows = x.size() / std::max<index_t>(in, 1);
       k::gemm<T>(k::transpose::no, k::transpose::no, rows, units, in, T(1), x.data(), in, kernel.peek().data(), units,
-                 T(0), out.mutable_data(), units, {bias.peek().data(), fused::relu ? k::activation::relu : k::activation::none});
+                 T(0), out.mutable_data(), units, {bias.peek().data(), fused::activation});
       return out;
     }
   }

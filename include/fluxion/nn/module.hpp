@@ -96,13 +96,20 @@ struct identity {
 template <class Epilogue>
 struct kernel_epilogue {
   static constexpr bool fusable = false;
-  static constexpr bool relu = false;
 };
 template <>
 struct kernel_epilogue<identity> {
   static constexpr bool fusable = true;
-  static constexpr bool relu = false;
+  static constexpr auto activation = fluxion::detail::kernels::activation::none;
 };
+
+/// Layer R re-declared from `layer` (another element type or device): from the layer itself where
+/// R can be (keeping settings such as batch_norm's momentum), else by its name.
+template <class R, class L>
+R rebuilt(const L& layer) {
+  if constexpr (std::is_constructible_v<R, const L&>) return R(layer);
+  else return R(layer.name());
+}
 
 /// True while nothing records statements on this thread: no gradient tape and no forward
 /// accumulator is alive (always, in a program without autodiff).

@@ -134,9 +134,16 @@ class recompute {
   explicit recompute(std::string name = {}) : m_name(name.empty() ? base_name : std::move(name)) {}
   explicit recompute(L layer, std::string name = {}) : m_layer(std::move(layer)), m_name(name.empty() ? base_name : std::move(name)) {}
 
+  /// The same segment for another element type or device (a sequential model re-declares its
+  /// layers for its own): the inner layer is re-declared from the other's, keeping its settings.
+  template <class L2>
+    requires(!std::is_same_v<L2, L>)
+  explicit recompute(const recompute<L2>& other) : m_layer(detail::rebuilt<L>(other.layer())), m_name(other.name()) {}
+
   const std::string& name() const noexcept { return m_name; }
   void set_name(std::string n) { m_name = std::move(n); }
   L& layer() noexcept { return m_layer; }
+  const L& layer() const noexcept { return m_layer; }
 
   void build(const fluxion::shape& s, random::generator& gen) {
     if constexpr (requires { m_layer.build(s, gen); }) m_layer.build(s, gen);

@@ -112,8 +112,7 @@ template <class T, class Device, class L>
 auto rebind_layer(L&& layer) {
   using R = typename std::remove_cvref_t<L>::template rebind<T, Device>;
   if constexpr (std::is_same_v<R, std::remove_cvref_t<L>>) return std::move(layer);
-  else if constexpr (std::is_constructible_v<R, const std::remove_cvref_t<L>&>) return R(layer);
-  else return R(layer.name());
+  else return rebuilt<R>(layer);
 }
 
 template <class L>

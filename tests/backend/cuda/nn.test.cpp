@@ -152,6 +152,9 @@ TEST_CASE("cuda nn: gradient checkpointing (nn::recompute) on the device trains 
                             nn::relu{}, nn::recompute<segment>{}, nn::relu{}, nn::dense<5>{});
   static_assert(std::is_same_v<decltype(dev.layer<1>().trainable_variables()), std::vector<fx::variable<float, fx::cuda>*>>);
   check_trains_as_on_the_cpu(host, dev, filled<float>({8, 3, 4}, 25));
+  // Moved to the model's device, a segment keeps its layer's settings.
+  auto kept = nn::sequential(nn::input<4>::on<fx::cuda>{}, nn::recompute<nn::batch_norm<>>{nn::batch_norm<>{0.5}});
+  CHECK(kept.layer<0>().layer().momentum() == 0.5);
 }
 
 TEST_CASE("cuda nn: reversible blocks on the device reconstruct their inputs and train as on the cpu") {

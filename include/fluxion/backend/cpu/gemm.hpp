@@ -682,7 +682,7 @@ void gemm_unchecked(const problem<T>& p, bool allow_threads) {
   }
   const bool big = 2.0 * p.m * p.n * p.k >= min_parallel_flops;
   // A few rows and more than dot_max_n columns stream B in place: the dot kernel would first copy
-  // all of B transposed, as much work as the product itself (1 x 1024 x 10: 2.9 -> 1.3 us).
+  // all of B transposed, as much work as the product itself (1 x 1024 x 10: 2.9 -> 2.0 us).
   if (uses_dot_kernel(p) && !(uses_few_rows(p) && p.n > dot_max_n)) {
     gemm_dot(p, allow_threads && big);
     return;
