@@ -97,17 +97,59 @@ TEST_CASE("conv2d: glorot-uniform kernel, zero bias, clear errors") {
 
 TEST_CASE_TEMPLATE("conv2d: inference applies bias and relu in the kernel, with the taped statement's numbers", T,
                    float, double) {
-  // One shape per kernel path: direct (32 filters, rows of 14 or more), Winograd (5x5 over many
-  // tiles), single input channel, im2col (stride 2, 24 filters), pointwise (1x1).
-  auto check = [](auto layer, fx::shape in) {
+  // One shape per kernel path: direct (32 filters, rows of 14 or more, 8 channels), Winograd (5x5
+  // over many tiles), single input channel, im2col (stride 2, 24 filters), pointwise (1x1).
+  auto check = [](auto layer, fx::shape in, double scale_tolerance = 0) {
     fx::random::generator gen{5};
     layer.build(fx::shape{in[1], in[2], in[3]}, gen);
     layer.bias().assign(fx::random::normal<T>(layer.bias().shape(), gen));
-    fused_inference::check_matches_taped(layer, fx::random::normal<T>(in, gen));
+    fused_inference::check_matches_taped(layer, fx::random::normal<T>(in, gen), scale_tolerance);
   };
-  check(nn::conv2d<64, 5, nn::same, 1, 1, T>{}, {1, 14, 14, 32});
+  check(nn::conv2d<64, 5, nn::same, 1, 1, T>{}, {3, 14, 14, 32});
+  // At batch 1 (49 tiles) the taped statement runs the direct kernel, and inference Winograd on
+  // a filter transform it keeps (conv2d_forward_reused_filter): the same numbers within rounding.
+  if (fluxion::detail::kernels::has_xsimd_arch)
+    check(nn::conv2d<64, 5, nn::same, 1, 1, T>{}, {1, 14, 14, 32}, std::is_same_v<T, float> ? 1e-5 : 1e-13);
   check(nn::conv2d<32, 5, nn::same, 1, 1, T>{}, {1, 28, 28, 1});
   check(nn::conv2d<32, 5, nn::same, 1, 1, T>{}, {4, 28, 28, 8});
   check(nn::conv2d<24, 3, nn::valid, 2, 1, T>{}, {3, 9, 9, 5});
   check(nn::conv2d<16, 1, nn::valid, 1, 1, T>{}, {2, 5, 5, 8});
+}
+
+TEST_CASE("conv2d: inference after an update reads the new weights, not a kept filter transform") {
+  // Batch-1 inference of a 5x5 layer over 32 channels keeps its filter's Winograd transform. Adam
+  // then updates the kernel in place (nothing else holds its buffer: the same address, new values
+  // under a new tensor id), and a plain assign swaps in another buffer; inference must follow both.
+  fx::random::generator gen{9};
+  nn::conv2d<64, 5, nn::same> layer;
+  layer.build(fx::shape{14, 14, 32}, gen);
+  const fx::tensor<float> x = fx::random::normal<float>({1, 14, 14, 32}, gen);
+  auto taped = [&] {
+    fx::gradient_tape tape;
+    return fx::tensor<float>(layer(x));
+  };
+  auto close = [](const fx::tensor<float>& a, const fx::tensor<float>& b) {
+    const float scale = fx::tensor<float>(fx::reduce_max(fx::abs(b))).item();
+    return fx::tensor<float>(fx::reduce_max(fx::abs(a - b))).item() <= 1e-5f * scale;
+  };
+  const fx::tensor<float> before = layer(x);
+  CHECK(close(before, taped()));
+  const float* address = layer.kernel().peek().data();
+  fx::optim::adam opt{0.05};
+  std::vector<fx::variable<float>*> vars{&layer.kernel(), &layer.bias()};
+  std::vector<fx::tensor<float>> grads;
+  {
+    fx::gradient_tape tape;
+    const fx::tensor<float> loss = fx::reduce_sum(fx::square(layer(x)));
+    grads = tape.gradient(loss, vars);
+  }
+  opt.apply_gradients(grads, vars);
+  CHECK(layer.kernel().peek().data() == address);  // updated in place
+  const fx::tensor<float> after = layer(x);
+  CHECK(close(after, taped()));
+  CHECK_FALSE(close(after, before));
+  layer.kernel().assign(fx::random::normal<float>(layer.kernel().shape(), gen));
+  const fx::tensor<float> reassigned = layer(x);
+  CHECK(close(reassigned, taped()));
+  CHECK_FALSE(close(reassigned, after));
 }

@@ -1,6 +1,6 @@
 // A layer's inference path (no tape alive: bias and relu applied by the GEMM or convolution
 // kernel as it stores its output) against its recorded statement (a tape alive: the statement
-// that the tape differentiates), bitwise, with and without a relu after it.
+// that the tape differentiates), bitwise unless told otherwise, with and without a relu after it.
 #pragma once
 
 #include <cstring>
@@ -10,8 +10,10 @@
 
 namespace fused_inference {
 
+/// `scale_tolerance` 0: bitwise. Otherwise the largest difference over the largest |value|, for
+/// inference paths that run another algorithm (a 5x5 Winograd below its batch threshold).
 template <class Layer, class T>
-void check_matches_taped(Layer& layer, const fluxion::tensor<T>& x) {
+void check_matches_taped(Layer& layer, const fluxion::tensor<T>& x, double scale_tolerance = 0) {
   namespace nn = fluxion::nn;
   for (bool relu : {false, true}) {
     INFO("relu after the layer: " << relu << ", input " << fluxion::to_string(x.shape()));
@@ -23,7 +25,13 @@ void check_matches_taped(Layer& layer, const fluxion::tensor<T>& x) {
       taped = run();
     }
     REQUIRE(fused.shape() == taped.shape());
-    CHECK(std::memcmp(fused.data(), taped.data(), static_cast<std::size_t>(fused.size()) * sizeof(T)) == 0);
+    if (scale_tolerance == 0) {
+      CHECK(std::memcmp(fused.data(), taped.data(), static_cast<std::size_t>(fused.size()) * sizeof(T)) == 0);
+    } else {
+      const double scale = fluxion::tensor<T>(fluxion::reduce_max(fluxion::abs(taped))).item();
+      CHECK(fluxion::tensor<T>(fluxion::reduce_max(fluxion::abs(fused - taped))).item() <= scale_tolerance * scale);
+      CHECK(std::memcmp(fused.data(), taped.data(), static_cast<std::size_t>(fused.size()) * sizeof(T)) != 0);
+    }
     if (relu) CHECK(fluxion::all(fused >= T(0)));
   }
 }

@@ -42,7 +42,10 @@ tensor<T, Device> conv2d_forward(const tensor<T, Device>& x, const variable<T, D
       namespace k = fluxion::detail::kernels;
       const auto s = fluxion::detail::conv2d_geometry_of(x.shape(), kernel.shape(), strides, pad, dilations);
       tensor<T, Device> out(fluxion::detail::shape_of(fluxion::detail::window_role::output, s));
-      k::conv2d_forward<T>(s, x.data(), kernel.peek().data(), out.mutable_data(), {bias.peek().data(), fused::activation});
+      // The weights are read again unchanged until an update gives them a new id: a 5x5 filter's
+      // Winograd transform is made once (batch-1 conv 32 -> 64: see conv2d_forward_reused_filter).
+      k::conv2d_forward_reused_filter<T>(s, x.data(), kernel.peek().data(), kernel.peek().id(), out.mutable_data(),
+                                         {bias.peek().data(), fused::activation});
       return out;
     }
   }

@@ -1,5 +1,6 @@
 // Prebuilt statements of the model layer: the float statements of dense, conv2d, pooling, dropout,
-// permute and LSTM layers, sparse softmax cross-entropy and the optimizers' update, compiled once in
+// permute and LSTM layers, sparse softmax cross-entropy, the optimizers' update, the tape's sum of
+// gradients and the layers' initializers, compiled once in
 // src/nn_kernels.cpp instead of in every translation unit of a program that uses them.
 //
 //   fluxion_target_prebuilt_kernels(app)     # CMake (cmake/build_time.cmake): both kernel sources
@@ -48,6 +49,15 @@
       const tensor<float>&, tensor<std::int32_t>, losses::reduction);                                              \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int64_t>(         \
       const tensor<float>&, tensor<std::int64_t>, losses::reduction);                                              \
+  EXTERN template void autodiff::gradient_store::add<1, float, cpu>(std::uint64_t, tensor<float, cpu>);              \
+  EXTERN template std::vector<tensor<float, cpu>> gradient_tape::gradient<float, cpu, variable<float, cpu>>(          \
+      const tensor<float, cpu>&, const std::vector<const variable<float, cpu>*>&, const tensor<float, cpu>*,         \
+      unconnected_gradients);                                                                                        \
+  EXTERN template std::vector<tensor<float, cpu>> gradient_tape::gradient<float, cpu, tensor<float, cpu>>(            \
+      const tensor<float, cpu>&, const std::vector<const tensor<float, cpu>*>&, const tensor<float, cpu>*,           \
+      unconnected_gradients);                                                                                        \
+  EXTERN template tensor<float> nn::detail::glorot_uniform<float>(const shape&, index_t, index_t, random::generator&); \
+  EXTERN template tensor<float> nn::initializers::orthogonal<float>(const shape&, random::generator&, double);        \
   EXTERN template void optim::optimizer::apply_gradients<float, cpu>(const std::vector<tensor<float, cpu>>&,       \
                                                                      const std::vector<variable<float, cpu>*>&);
 

@@ -384,3 +384,31 @@ tensor<T, Device> truncated_normal(const shape& s, std::type_identity_t<T> mean 
 }
 
 }  // namespace fluxion::random
+
+// With FLUXION_PREBUILT_KERNELS, the draws of every model's initializers and data are compiled once,
+// in src/kernels.cpp (see backend/cpu/prebuilt.hpp).
+#if defined(FLUXION_PREBUILT_KERNELS) || defined(FLUXION_PREBUILT_KERNELS_SOURCE)
+#define FLUXION_RANDOM_SPECIALIZATIONS(EXTERN, T)                                                                   \
+  EXTERN template tensor<T, cpu> random::uniform<T, cpu>(const shape&, random::generator&, std::type_identity_t<T>, \
+                                                         std::type_identity_t<T>);
+
+namespace fluxion {
+#if defined(FLUXION_PREBUILT_KERNELS_SOURCE)
+FLUXION_RANDOM_SPECIALIZATIONS(, float)
+FLUXION_RANDOM_SPECIALIZATIONS(, double)
+FLUXION_RANDOM_SPECIALIZATIONS(, std::int32_t)
+FLUXION_RANDOM_SPECIALIZATIONS(, std::int64_t)
+template tensor<float, cpu> random::normal<float, cpu>(const shape&, random::generator&, float, float);
+template tensor<double, cpu> random::normal<double, cpu>(const shape&, random::generator&, double, double);
+#else
+FLUXION_RANDOM_SPECIALIZATIONS(extern, float)
+FLUXION_RANDOM_SPECIALIZATIONS(extern, double)
+FLUXION_RANDOM_SPECIALIZATIONS(extern, std::int32_t)
+FLUXION_RANDOM_SPECIALIZATIONS(extern, std::int64_t)
+extern template tensor<float, cpu> random::normal<float, cpu>(const shape&, random::generator&, float, float);
+extern template tensor<double, cpu> random::normal<double, cpu>(const shape&, random::generator&, double, double);
+#endif
+}  // namespace fluxion
+
+#undef FLUXION_RANDOM_SPECIALIZATIONS
+#endif

@@ -231,6 +231,93 @@ TEST_CASE_TEMPLATE("Winograd runs the 5x5 stride-1 layers it is meant for", T, f
   cpu::conv_detail::winograd_mode = 1;
 }
 
+TEST_CASE_TEMPLATE("conv2d_forward_reused_filter: Winograd at any batch on a cached filter transform", T, float,
+                   double) {
+  using cpu::padding_mode;
+  using cache = cpu::conv_detail::winograd_filter_cache<T>;
+  std::mt19937 rng(23);
+  cache::instance().clear();
+  std::uint64_t key = 100;  // a new key for new values, as tensor ids are (a freed vector's address comes back)
+  // Batch 1 (49 tiles, below winograd_min_tiles: conv2d_forward runs the direct kernel) and batch 3
+  // (147 tiles: conv2d_forward runs Winograd itself); odd sizes and valid padding; and shapes where
+  // Winograd never applies (stride 2, 3x3, 8 input channels), which fall back to conv2d_forward.
+  for (const auto& s : {cpu::conv2d_tf_shape(1, 14, 14, 32, 5, 5, 64, padding_mode::same),
+                        cpu::conv2d_tf_shape(3, 14, 14, 32, 5, 5, 64, padding_mode::same),
+                        cpu::conv2d_tf_shape(2, 9, 7, 17, 5, 5, 32, padding_mode::valid),
+                        cpu::conv2d_tf_shape(1, 9, 9, 32, 5, 5, 64, padding_mode::same, 2, 2),
+                        cpu::conv2d_tf_shape(1, 9, 9, 32, 3, 3, 64, padding_mode::same),
+                        cpu::conv2d_tf_shape(1, 9, 9, 8, 5, 5, 32, padding_mode::same)}) {
+    INFO(describe(s));
+    const bool winograd = cpu::has_xsimd_arch && s.filter_h == 5 && s.stride_h == 1 && s.in_c >= 16;
+    auto x = random_vector<T>(s.input_size(), rng);
+    auto w = random_vector<T>(s.filter_size(), rng);
+    auto bias = random_vector<T>(s.out_c, rng);
+    const auto want = naive(s, x, w, std::vector<T>(static_cast<std::size_t>(s.output_size()))).y;
+    const double terms = static_cast<double>(s.filter_h * s.filter_w * s.in_c);
+    const cpu::gemm_epilogue<T> ep{bias.data(), cpu::activation::relu};
+    std::vector<T> plain(static_cast<std::size_t>(s.output_size())), reused(plain.size(), T(7)), again(plain.size());
+    // What the reused filter must give, bitwise: the Winograd kernel itself, transforming the filter.
+    cpu::conv_detail::winograd_mode = winograd ? 2 : 1;
+    cpu::conv2d_forward<T>(s, x.data(), w.data(), plain.data(), ep);
+    cpu::conv_detail::winograd_mode = 1;
+    const std::size_t entries = cache::instance().size();
+    key += 2;
+    cpu::conv2d_forward_reused_filter<T>(s, x.data(), w.data(), key, reused.data(), ep);
+    CHECK(std::memcmp(plain.data(), reused.data(), plain.size() * sizeof(T)) == 0);
+    CHECK(cache::instance().size() == entries + (winograd ? 1 : 0));
+    auto want_fused = want;
+    for (std::size_t i = 0; i < want_fused.size(); ++i)
+      want_fused[i] = std::max<long double>(want_fused[i] + bias[i % static_cast<std::size_t>(s.out_c)], 0);
+    CHECK(worst_error(reused, want_fused, terms) <= 1.0);
+    // Called again with the same key: the cached transform, the same numbers.
+    cpu::conv2d_forward_reused_filter<T>(s, x.data(), w.data(), key, again.data(), ep);
+    CHECK(again == reused);
+    CHECK(cache::instance().size() == entries + (winograd ? 1 : 0));
+    // New values under a new key (what an update gives a tensor): a new transform, never the old one.
+    for (auto& v : w) v = -v;
+    cpu::conv2d_forward_reused_filter<T>(s, x.data(), w.data(), key + 1, again.data(), ep);
+    cpu::conv_detail::winograd_mode = winograd ? 2 : 1;
+    cpu::conv2d_forward<T>(s, x.data(), w.data(), plain.data(), ep);
+    cpu::conv_detail::winograd_mode = 1;
+    CHECK(std::memcmp(plain.data(), again.data(), plain.size() * sizeof(T)) == 0);
+    CHECK(again != reused);
+    // winograd_mode 0 (never Winograd) holds for the reused path too.
+    cpu::conv_detail::winograd_mode = 0;
+    cpu::conv2d_forward_reused_filter<T>(s, x.data(), w.data(), key + 1, again.data(), ep);
+    cpu::conv2d_forward<T>(s, x.data(), w.data(), plain.data(), ep);
+    cpu::conv_detail::winograd_mode = 1;
+    CHECK(again == plain);
+  }
+  // The same key with another filter address, or other channel counts, is another entry.
+  const auto s = cpu::conv2d_tf_shape(1, 6, 6, 16, 5, 5, 32, padding_mode::same);
+  auto x = random_vector<T>(s.input_size(), rng);
+  auto w1 = random_vector<T>(s.filter_size(), rng), w2 = random_vector<T>(s.filter_size(), rng);
+  std::vector<T> y1(static_cast<std::size_t>(s.output_size())), y2(y1.size()), want2(y1.size());
+  cpu::conv2d_forward_reused_filter<T>(s, x.data(), w1.data(), 7, y1.data());
+  cpu::conv2d_forward_reused_filter<T>(s, x.data(), w2.data(), 7, y2.data());
+  cpu::conv_detail::winograd_mode = cpu::has_xsimd_arch ? 2 : 1;
+  cpu::conv2d_forward<T>(s, x.data(), w2.data(), want2.data());
+  cpu::conv_detail::winograd_mode = 1;
+  CHECK(y2 == want2);
+  CHECK(y1 != y2);
+  // Bounded: transforms beyond max_bytes evict the least recently used; the cache then holds
+  // whole entries only, and empties on clear().
+  if (cpu::has_xsimd_arch) {
+    const std::size_t one = cache::transform_bytes(64, 64);
+    const std::size_t fit = cache::max_bytes / one;
+    const auto big = cpu::conv2d_tf_shape(1, 4, 4, 64, 5, 5, 64, padding_mode::same);
+    auto xb = random_vector<T>(big.input_size(), rng);
+    auto wb = random_vector<T>(big.filter_size(), rng);
+    std::vector<T> yb(static_cast<std::size_t>(big.output_size()));
+    cache::instance().clear();
+    for (std::uint64_t k = 0; k < fit + 3; ++k)
+      cpu::conv2d_forward_reused_filter<T>(big, xb.data(), wb.data(), 1000 + k, yb.data());
+    CHECK(cache::instance().size() == fit);
+    cache::instance().clear();
+    CHECK(cache::instance().size() == 0);
+  }
+}
+
 TEST_CASE("conv2d backward kernels match central finite differences of the forward kernel") {
   // L(x, w) = sum(conv(x, w) * dy); dL/dx and dL/dw are what the backward kernels return.
   std::mt19937 rng(5);

@@ -265,6 +265,22 @@ void conv2d_forward(const conv2d_shape& s, const T* input, const T* filter, T* o
       });
 }
 
+/// conv2d_forward for a filter that is passed again with the same values under `filter_key`
+/// (inference: the filter tensor's id, which changes with its values). Where the 5x5 Winograd
+/// kernel applies it runs at any batch, on a transform of the filter made once per key
+/// (conv_detail::winograd_filter_cache); otherwise this is conv2d_forward. Below Winograd's batch
+/// threshold the float results then differ from conv2d_forward's by about 1e-6 of the output's
+/// scale; above it they are the same, bitwise. Batch-1 14x14x32 -> 64, 5x5: see conv_winograd.hpp.
+template <gemm_scalar T>
+void conv2d_forward_reused_filter(const conv2d_shape& s, const T* input, const T* filter, std::uint64_t filter_key,
+                                  T* output, const gemm_epilogue<T>& epilogue = {}) {
+  conv_detail::check_shape("conv2d_forward", s);
+  if (s.batch * s.out_h * s.out_w > 0 && s.out_c > 0 &&
+      conv_detail::winograd_forward_reused(s, input, filter, filter_key, output, epilogue))
+    return;
+  conv2d_forward(s, input, filter, output, epilogue);
+}
+
 namespace conv_detail {
 
 /// dX by gathering: rows of columns(dY) times W' (each tap's C_in x C_out slice transposed).

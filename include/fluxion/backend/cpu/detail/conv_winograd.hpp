@@ -22,6 +22,11 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
 
 #include "../gemm.hpp"
 #include "../thread_pool.hpp"
@@ -46,10 +51,16 @@ struct winograd_geometry {
 // 14x14x32 -> 64 layer (49 tiles) spent half its time transforming filters.
 inline constexpr index_t winograd_min_tiles = 128;
 
+/// Whether Winograd can run these channels and output size at all (any batch).
+template <class T>
+bool winograd_channels_fit(index_t in_c, index_t out_c, index_t out_h, index_t out_w) {
+  return winograd_mode >= 1 && has_xsimd_arch && in_c >= winograd_min_channels &&
+         out_c % gemm_kernel_traits<T>::nr == 0 && out_h >= 2 && out_w >= 2;
+}
+
 template <class T>
 bool winograd_fits(index_t batch, index_t in_c, index_t out_c, index_t out_h, index_t out_w) {
-  return winograd_mode >= 1 && has_xsimd_arch && in_c >= winograd_min_channels &&
-         out_c % gemm_kernel_traits<T>::nr == 0 && out_h >= 2 && out_w >= 2 &&
+  return winograd_channels_fit<T>(in_c, out_c, out_h, out_w) &&
          (winograd_mode == 2 || batch * ((out_h + 1) / 2) * ((out_w + 1) / 2) >= winograd_min_tiles);
 }
 
@@ -169,18 +180,12 @@ void winograd_output_tile(const T* m, index_t ms, index_t channels, T* out, inde
   });
 }
 
-/// out (batch, out_h, out_w, out_c) = act(correlation of in with the 5x5 filter + bias), where
-/// filter(kh, kw, c, o) gives a tap. out_c is a multiple of the GEMM's NR.
+/// U, the filter's transform: for each of the 36 positions, slivers of nr output channels (in_c x
+/// nr), where filter(kh, kw, c, o) gives a tap. out_c is a multiple of the GEMM's NR.
 template <class T, class Filter>
-void winograd_5x5(const winograd_geometry& s, const T* input, Filter&& filter, T* output, const gemm_epilogue<T>& ep) {
-  using traits = gemm_kernel_traits<T>;
-  constexpr index_t mr = traits::mr, nr = traits::nr;
-  constexpr index_t block = mr * ((28 + mr - 1) / mr);  // tiles a task transforms and multiplies at once
-  const index_t ic = s.in_c, oc = s.out_c, slivers = oc / nr;
-  const index_t th = (s.out_h + 1) / 2, tw = (s.out_w + 1) / 2, tiles = s.batch * th * tw;
-
-  // U: for each of the 36 positions, the filter's transform as slivers of nr output channels (ic x nr).
-  T* u = scratch<T, scratch_slot::conv_packed>(static_cast<std::size_t>(36 * ic * oc));
+void winograd_filter_transform(index_t ic, index_t oc, Filter&& filter, T* u) {
+  constexpr index_t nr = gemm_kernel_traits<T>::nr;
+  const index_t slivers = oc / nr;
   gemm_detail::run_tasks<T>(ic * oc >= 1024, ic, [&](index_t c) {
     double tile[36];
     for (index_t o = 0; o < oc; ++o) {
@@ -189,6 +194,18 @@ void winograd_5x5(const winograd_geometry& s, const T* input, Filter&& filter, T
       for (index_t xi = 0; xi < 36; ++xi) u[((xi * slivers + j) * ic + c) * nr + lane] = static_cast<T>(tile[xi]);
     }
   });
+}
+
+/// out (batch, out_h, out_w, out_c) = act(correlation of in with the 5x5 filter + bias), the filter
+/// given by its transform u (winograd_filter_transform).
+template <class T>
+void winograd_5x5_transformed(const winograd_geometry& s, const T* input, const T* u, T* output,
+                              const gemm_epilogue<T>& ep) {
+  using traits = gemm_kernel_traits<T>;
+  constexpr index_t mr = traits::mr, nr = traits::nr;
+  constexpr index_t block = mr * ((28 + mr - 1) / mr);  // tiles a task transforms and multiplies at once
+  const index_t ic = s.in_c, oc = s.out_c, slivers = oc / nr;
+  const index_t th = (s.out_h + 1) / 2, tw = (s.out_w + 1) / 2, tiles = s.batch * th * tw;
 
   // V and M hold 36 matrices each; their strides are an odd number of cache lines, so that the 36
   // values of one tile do not fall into a few L1 sets (64 tiles x 64 channels: 7 KiB apart, which
@@ -236,6 +253,15 @@ void winograd_5x5(const winograd_geometry& s, const T* input, Filter&& filter, T
   });
 }
 
+/// out (batch, out_h, out_w, out_c) = act(correlation of in with the 5x5 filter + bias), where
+/// filter(kh, kw, c, o) gives a tap. out_c is a multiple of the GEMM's NR.
+template <class T, class Filter>
+void winograd_5x5(const winograd_geometry& s, const T* input, Filter&& filter, T* output, const gemm_epilogue<T>& ep) {
+  T* u = scratch<T, scratch_slot::conv_packed>(static_cast<std::size_t>(36 * s.in_c * s.out_c));
+  winograd_filter_transform<T>(s.in_c, s.out_c, std::forward<Filter>(filter), u);
+  winograd_5x5_transformed<T>(s, input, u, output, ep);
+}
+
 /// output = act(conv(input, filter) + bias) for winograd_applies shapes (filters HWIO).
 template <class T, class Shape>
 void winograd_forward(const Shape& s, const T* input, const T* filter, T* output, const gemm_epilogue<T>& ep) {
@@ -255,6 +281,87 @@ void winograd_backward_input(const Shape& s, const T* grad_output, const T* filt
                     return filter[(((4 - kh) * 5 + (4 - kw)) * ic + o) * oc + c];
                   },
                   grad_input, {});
+}
+
+/// Filter transforms kept for filters that are passed again unchanged. Inference calls a layer
+/// with the same weights again and again, and at small batches the transform (some 300 operations
+/// a channel pair) costs as much as the products Winograd saves: a batch-1 14x14x32 -> 64 layer
+/// spent half its time on it. An entry is found by the caller's key for the filter's values (the
+/// filter tensor's id: tensors are immutable, so new values come with a new id) together with the
+/// filter's address and channel counts; the least recently used go beyond max_bytes. Kernel
+/// scratch, like the thread-local buffers: not counted by fx::memory_stats.
+template <class T>
+class winograd_filter_cache {
+ public:
+  static constexpr std::size_t max_bytes = std::size_t{64} << 20;
+
+  static winograd_filter_cache& instance() {
+    static winograd_filter_cache cache;
+    return cache;
+  }
+  static std::size_t transform_bytes(index_t ic, index_t oc) {
+    return static_cast<std::size_t>(36 * ic * oc) * sizeof(T);
+  }
+
+  /// The transform of the HWIO filter (5 x 5 x ic x oc) known as `key`, made on a miss.
+  std::shared_ptr<const T> get(std::uint64_t key, const T* filter, index_t ic, index_t oc) {
+    const std::lock_guard lock(m_mutex);
+    for (std::size_t i = 0; i < m_entries.size(); ++i) {
+      if (m_entries[i].key == key && m_entries[i].filter == filter && m_entries[i].ic == ic && m_entries[i].oc == oc) {
+        std::rotate(m_entries.begin() + static_cast<std::ptrdiff_t>(i), m_entries.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                    m_entries.end());  // most recently used last
+        return m_entries.back().u;
+      }
+    }
+    const std::size_t bytes = transform_bytes(ic, oc);
+    while (!m_entries.empty() && m_bytes + bytes > max_bytes) {
+      m_bytes -= transform_bytes(m_entries.front().ic, m_entries.front().oc);
+      m_entries.erase(m_entries.begin());
+    }
+    std::shared_ptr<T> u(static_cast<T*>(::operator new(bytes, std::align_val_t{64})),
+                         [](T* p) { ::operator delete(p, std::align_val_t{64}); });
+    winograd_filter_transform<T>(ic, oc, [&](int kh, int kw, index_t c, index_t o) {
+      return filter[((kh * 5 + kw) * ic + c) * oc + o];
+    }, u.get());
+    m_entries.push_back({key, filter, ic, oc, u});
+    m_bytes += bytes;
+    return u;
+  }
+  void clear() {
+    const std::lock_guard lock(m_mutex);
+    m_entries.clear();
+    m_bytes = 0;
+  }
+  std::size_t size() {
+    const std::lock_guard lock(m_mutex);
+    return m_entries.size();
+  }
+
+ private:
+  struct entry {
+    std::uint64_t key;
+    const T* filter;
+    index_t ic, oc;
+    std::shared_ptr<const T> u;
+  };
+  std::mutex m_mutex;
+  std::vector<entry> m_entries;
+  std::size_t m_bytes = 0;
+};
+
+/// winograd_forward for a filter that will be passed again with the same values under `key`
+/// (inference): the transform comes from winograd_filter_cache, so Winograd pays at any batch.
+/// False, having done nothing, where it does not apply.
+template <class T, class Shape>
+bool winograd_forward_reused(const Shape& s, const T* input, const T* filter, std::uint64_t key, T* output,
+                             const gemm_epilogue<T>& ep) {
+  if (!is_5x5_stride_1(s) || !winograd_channels_fit<T>(s.in_c, s.out_c, s.out_h, s.out_w) ||
+      winograd_filter_cache<T>::transform_bytes(s.in_c, s.out_c) > winograd_filter_cache<T>::max_bytes / 4)
+    return false;
+  const std::shared_ptr<const T> u = winograd_filter_cache<T>::instance().get(key, filter, s.in_c, s.out_c);
+  winograd_5x5_transformed<T>({s.batch, s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c, s.pad_top, s.pad_left},
+                              input, u.get(), output, ep);
+  return true;
 }
 
 }  // namespace fluxion::detail::kernels::conv_detail
