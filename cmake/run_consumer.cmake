@@ -39,7 +39,7 @@ else()
 endif()
 
 run("${CMAKE_COMMAND}" --build "${build_dir}" --config "${CONFIG}")
-foreach(program IN ITEMS consumer consumer_levers)
+foreach(program IN ITEMS consumer consumer_levers consumer_model_levers)
   find_program(${program}_path ${program} PATHS "${build_dir}" "${build_dir}/${CONFIG}" NO_DEFAULT_PATH NO_CACHE)
   if(NOT ${program}_path)
     message(FATAL_ERROR "consumer.${MODE}: the ${program} executable was not built")
