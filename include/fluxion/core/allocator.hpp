@@ -289,6 +289,33 @@ class host_cache {
   thread_counters m_counters;
 };
 
+/// Host memory that kernels keep between calls outside the allocator (a convolution's Winograd
+/// filter transforms, kept for inference): each such cache registers how to empty itself once,
+/// and fx::memory::empty_cache<cpu>() empties them all.
+class kept_host_memory {
+ public:
+  static kept_host_memory& instance() {
+    static kept_host_memory registry;
+    return registry;
+  }
+  void add(void (*release)()) {
+    const std::lock_guard lock(m_mutex);
+    m_release.push_back(release);
+  }
+  void release_all() {
+    std::vector<void (*)()> release;
+    {
+      const std::lock_guard lock(m_mutex);
+      release = m_release;
+    }
+    for (auto* f : release) f();
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::vector<void (*)()> m_release;
+};
+
 /// Device allocators. The cpu one is the host cache; the cuda one lives in backend/cuda.
 template <class Device>
 struct device_allocator;
@@ -322,6 +349,7 @@ struct device_allocator<cpu> {
   static void empty_cache() noexcept {
     if (auto* c = host_cache::local()) c->release_all();
     shared_host_pool::instance().release_all();
+    kept_host_memory::instance().release_all();
   }
 };
 
@@ -335,7 +363,8 @@ statistics stats() {
   return detail::device_allocator<Device>::stats();
 }
 
-/// Returns this thread's cached buffers, and those the threads' caches share, to the system.
+/// Returns this thread's cached buffers, and those the threads' caches share, to the system; on the
+/// cpu also what kernels keep between calls (inference's Winograd filter transforms).
 template <class Device = cpu>
 void empty_cache() {
   detail::device_allocator<Device>::empty_cache();

@@ -315,6 +315,11 @@ TEST_CASE_TEMPLATE("conv2d_forward_reused_filter: Winograd at any batch on a cac
     CHECK(cache::instance().size() == fit);
     cache::instance().clear();
     CHECK(cache::instance().size() == 0);
+    // fx::memory::empty_cache() empties it too.
+    cpu::conv2d_forward_reused_filter<T>(big, xb.data(), wb.data(), 5000, yb.data());
+    CHECK(cache::instance().size() == 1);
+    fluxion::memory::empty_cache();
+    CHECK(cache::instance().size() == 0);
   }
 }
 

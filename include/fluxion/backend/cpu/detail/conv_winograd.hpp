@@ -28,6 +28,7 @@
 #include <new>
 #include <vector>
 
+#include "../../../core/allocator.hpp"
 #include "../gemm.hpp"
 #include "../thread_pool.hpp"
 #include "scratch_buffer.hpp"
@@ -289,7 +290,8 @@ void winograd_backward_input(const Shape& s, const T* grad_output, const T* filt
 /// spent half its time on it. An entry is found by the caller's key for the filter's values (the
 /// filter tensor's id: tensors are immutable, so new values come with a new id) together with the
 /// filter's address and channel counts; the least recently used go beyond max_bytes. Kernel
-/// scratch, like the thread-local buffers: not counted by fx::memory_stats.
+/// scratch, like the thread-local buffers: not counted by fx::memory_stats, and emptied by
+/// fx::memory::empty_cache().
 template <class T>
 class winograd_filter_cache {
  public:
@@ -297,6 +299,8 @@ class winograd_filter_cache {
 
   static winograd_filter_cache& instance() {
     static winograd_filter_cache cache;
+    static const bool registered = (kept_host_memory::instance().add([] { instance().clear(); }), true);
+    (void)registered;
     return cache;
   }
   static std::size_t transform_bytes(index_t ic, index_t oc) {
