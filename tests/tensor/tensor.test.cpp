@@ -78,6 +78,23 @@ TEST_CASE("tensor: truth values of one-element tensors and expressions") {
       "bool: the truth value of a tensor of shape (2,) with 2 elements is ambiguous; reduce it with fluxion::all or fluxion::any");
 }
 
+TEST_CASE("tensor: item() of one-element expressions of every kind") {
+  const fx::tensor<double> t = {{1.0, 2.0}, {3.0, 4.0}};
+  CHECK(fx::reduce_sum(t * 2.0).item() == 20.0);                                 // reduction (boundary)
+  CHECK(fx::reduce_max(fx::abs(t - 5.0)).item() == 4.0);
+  CHECK((fx::reduce_sum(t) + 1.0).item() == 11.0);                               // binary
+  CHECK(fx::exp(fx::reduce_sum(t) - 10.0).item() == 1.0);                        // unary
+  CHECK(fx::where(fx::reduce_sum(t) > 5.0, 1.0, 2.0).item() == 1.0);             // ternary
+  CHECK(fx::reshape(fx::slice(t, {1, 1}, {1, 1}) * 1.0, {1}).item() == 4.0);     // reshape of an expression
+  CHECK(fx::slice(t, {0, 1}, {1, 1}).item() == 2.0);                             // remap
+  CHECK(fx::gather(fx::tensor<double>{5.0, 6.0, 7.0}, fx::tensor<int>{{2}}, 0).item() == 7.0);  // gather
+  CHECK(fx::matmul(fx::tensor<double>{{1.0, 2.0}}, fx::tensor<double>{{3.0}, {4.0}}).item() == 11.0);
+  CHECK(fx::argmax(fx::tensor<float>{1.f, 5.f, 2.f}, 0).item() == 1);
+  CHECK(fx::all(t > 0.0).item());
+  test::check_throws_with<fx::invalid_argument>([&] { (void)(t * 2.0).item(); },
+                                                "item: tensor of shape (2, 2) has 4 elements, not 1");
+}
+
 TEST_CASE("tensor: ranks 0 to 8") {
   fx::shape s;
   for (int r = 0; r <= 8; ++r) {

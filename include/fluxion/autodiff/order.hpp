@@ -31,6 +31,8 @@ struct grad_expr : expression_base {
   decltype(auto) shape() const { return g.shape(); }
   auto make_view() const { return g.make_view(); }
   explicit operator bool() const { return detail::truth_value(*this); }
+  /// The value of a one-element expression (it is computed first); throws for any other size.
+  value_type item() const { return detail::item_of(*this); }
 };
 
 namespace autodiff {

@@ -30,6 +30,8 @@ struct scalar_expr : expression_base {
   fluxion::shape shape() const { return {}; }
   detail::scalar_view<T> make_view() const { return {value}; }
   explicit operator bool() const { return detail::truth_value(*this); }
+  /// The value of a one-element expression (it is computed first); throws for any other size.
+  value_type item() const { return detail::item_of(*this); }
 };
 
 template <class Op, class A>
@@ -43,6 +45,8 @@ struct unary_expr : expression_base {
   decltype(auto) shape() const { return a.shape(); }
   auto make_view() const { return detail::unary_view<Op, decltype(a.make_view())>{a.make_view()}; }
   explicit operator bool() const { return detail::truth_value(*this); }
+  /// The value of a one-element expression (it is computed first); throws for any other size.
+  value_type item() const { return detail::item_of(*this); }
 };
 
 namespace detail {
@@ -75,6 +79,8 @@ struct binary_expr : expression_base {
     return detail::binary_view<Op, decltype(va), decltype(vb)>{va, vb};
   }
   explicit operator bool() const { return detail::truth_value(*this); }
+  /// The value of a one-element expression (it is computed first); throws for any other size.
+  value_type item() const { return detail::item_of(*this); }
 };
 
 template <class Op, class A, class B, class C>
@@ -105,6 +111,8 @@ struct ternary_expr : expression_base {
     return detail::ternary_view<Op, decltype(va), decltype(vb), decltype(vc)>{va, vb, vc};
   }
   explicit operator bool() const { return detail::truth_value(*this); }
+  /// The value of a one-element expression (it is computed first); throws for any other size.
+  value_type item() const { return detail::item_of(*this); }
 };
 
 namespace detail {

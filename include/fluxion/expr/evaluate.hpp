@@ -77,6 +77,11 @@ bool truth_value(const E& e) {
   return static_cast<bool>(t.item());
 }
 
+template <class E>
+typename E::value_type item_of(const E& e) {
+  return materialize(e).item();
+}
+
 /// Base of nodes that materialize: Derived::compute() returns the tensor, computed once and
 /// shared by every copy of the node.
 template <class Derived, class T, class Device>
@@ -98,6 +103,8 @@ struct boundary_expr : expression_base, boundary_base {
   }
   leaf_view<T> make_view() const { return eval().make_view(); }
   explicit operator bool() const { return truth_value(static_cast<const Derived&>(*this)); }
+  /// The value of a one-element expression (it is computed first); throws for any other size.
+  T item() const { return item_of(static_cast<const Derived&>(*this)); }
 
  private:
   std::shared_ptr<std::optional<tensor<T, Device>>> m_cache =

@@ -57,6 +57,10 @@ auto materialize(const E& e) -> tensor<value_type_t<E>, device_t<E>>;
 template <class E>
 bool truth_value(const E& e);
 
+/// The value of a one-element expression (expr.item()): materialized, then tensor::item.
+template <class E>
+typename E::value_type item_of(const E& e);
+
 template <class Device>
 struct evaluator;  // backend entry point: assign, reduce, ... (backend/cpu, backend/cuda)
 

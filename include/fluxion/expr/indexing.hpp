@@ -65,6 +65,8 @@ struct gather_expr : expression_base {
     return v;
   }
   explicit operator bool() const { return detail::truth_value(*this); }
+  /// The value of a one-element expression (it is computed first); throws for any other size.
+  value_type item() const { return detail::item_of(*this); }
 };
 
 /// Gathers slices of `params` along `axis` at integer `indices` (a tensor or a scalar).
@@ -105,6 +107,8 @@ struct iota_expr : expression_base {
     return v;
   }
   explicit operator bool() const { return detail::truth_value(*this); }
+  /// The value of a one-element expression (it is computed first); throws for any other size.
+  value_type item() const { return detail::item_of(*this); }
 };
 
 /// one_hot(indices, depth): `on` where the new axis's coordinate equals the index, `off`

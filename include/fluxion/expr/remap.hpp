@@ -97,6 +97,8 @@ struct remap_expr : expression_base {
     return v;
   }
   explicit operator bool() const { return detail::truth_value(*this); }
+  /// The value of a one-element expression (it is computed first); throws for any other size.
+  value_type item() const { return detail::item_of(*this); }
 };
 
 /// Permutes axes: result axis i is operand axis perm[i]. Without perm, reverses the axes.

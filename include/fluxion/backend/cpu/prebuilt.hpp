@@ -67,7 +67,6 @@ FLUXION_STATEMENT_SPECIALIZATIONS(extern, double)
 #endif
 }  // namespace fluxion::detail
 
-
 #undef FLUXION_KERNEL_SPECIALIZATIONS
 #undef FLUXION_STATEMENT_SPECIALIZATIONS
 
