@@ -263,13 +263,17 @@ void winograd_5x5(const winograd_geometry& s, const T* input, Filter&& filter, T
   winograd_5x5_transformed<T>(s, input, u, output, ep);
 }
 
+/// Tap (kh, kw) from input channel c to output channel o of a 5x5 HWIO filter.
+template <class T>
+auto hwio_5x5_taps(const T* filter, index_t ic, index_t oc) {
+  return [=](int kh, int kw, index_t c, index_t o) { return filter[((kh * 5 + kw) * ic + c) * oc + o]; };
+}
+
 /// output = act(conv(input, filter) + bias) for winograd_applies shapes (filters HWIO).
 template <class T, class Shape>
 void winograd_forward(const Shape& s, const T* input, const T* filter, T* output, const gemm_epilogue<T>& ep) {
-  const index_t ic = s.in_c, oc = s.out_c;
-  winograd_5x5<T>({s.batch, s.in_h, s.in_w, ic, s.out_h, s.out_w, oc, s.pad_top, s.pad_left}, input,
-                  [&](int kh, int kw, index_t c, index_t o) { return filter[((kh * 5 + kw) * ic + c) * oc + o]; },
-                  output, ep);
+  winograd_5x5<T>({s.batch, s.in_h, s.in_w, s.in_c, s.out_h, s.out_w, s.out_c, s.pad_top, s.pad_left}, input,
+                  hwio_5x5_taps(filter, s.in_c, s.out_c), output, ep);
 }
 
 /// grad_input for winograd_backward_input_applies shapes: dY correlated with the flipped filter,
@@ -324,9 +328,7 @@ class winograd_filter_cache {
     }
     std::shared_ptr<T> u(static_cast<T*>(::operator new(bytes, std::align_val_t{64})),
                          [](T* p) { ::operator delete(p, std::align_val_t{64}); });
-    winograd_filter_transform<T>(ic, oc, [&](int kh, int kw, index_t c, index_t o) {
-      return filter[((kh * 5 + kw) * ic + c) * oc + o];
-    }, u.get());
+    winograd_filter_transform<T>(ic, oc, hwio_5x5_taps(filter, ic, oc), u.get());
     m_entries.push_back({key, filter, ic, oc, u});
     m_bytes += bytes;
     return u;
