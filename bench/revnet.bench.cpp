@@ -1,8 +1,11 @@
 // Reversible blocks and gradient checkpointing against ordinary backpropagation (issue 13), one run:
 //
-//   revnet_step/blocks:3|9/reversible:0|1   the RevNet of examples/revnet_model.hpp (RevNet-38-like
+//   revnet_step/blocks:3|9/reversible:0|1/fixed_point:0|16
+//                                           the RevNet of examples/revnet_model.hpp (RevNet-38-like
 //                                           and RevNet-110-like), batch 32, 32x32x3: forward, sparse
-//                                           softmax cross-entropy, the gradients of every variable
+//                                           softmax cross-entropy, the gradients of every variable;
+//                                           fixed_point:16 runs the couplings on a grid of 2^-16
+//                                           (set_fixed_point: exact reconstruction), both paths
 //   deep_mlp_step/segments:0|8               64 dense layers of 128 units with relu at batch 512:
 //                                           stored (0), or 8 nn::recompute segments of 8 layers
 //
@@ -12,7 +15,8 @@
 // model with set_reversible(false), or the stored network with the same weights) and reports the
 // worst relative difference (|a - b|_2 / |b|_2 per variable) as grad_rel_err; beyond 5e-2 (RevNet,
 // float: the reconstruction's rounding error, amplified by batch norms whose channels vary little,
-// reaches 1e-2 in the first stage's first block) or 1e-5 (recompute, the same arithmetic) the case
+// reaches 1e-2 in the first stage's first block; 1e-4 on the fixed-point grid, the issue's bound) or
+// 1e-5 (recompute, the same arithmetic) the case
 // fails (SkipWithError), so the fast path cannot be a wrong one. The README's figures come from `build/bench/revnet --benchmark_repetitions=3`.
 #include <benchmark/benchmark.h>
 
@@ -67,12 +71,16 @@ void revnet_step(benchmark::State& state) {
   net.initialize(gen);
   const fx::tensor<float> x = fx::random::uniform<float>({32, 32, 32, 3}, gen);
   const fx::tensor<std::int32_t> y = fx::random::uniform<std::int32_t>({32}, gen, 0, 10);
+  const int bits = static_cast<int>(state.range(2));
+  revnet_model::set_fixed_point(net, bits);
   revnet_model::set_reversible(net, false);
   const auto reference = step(net, x, y);
   revnet_model::set_reversible(net, state.range(1) != 0);
   const double err = worst_relative(step(net, x, y), reference);
   state.counters["grad_rel_err"] = err;
-  if (!(err <= 5e-2)) state.SkipWithError("reversible gradients differ from ordinary backpropagation's");
+  // On the grid the reconstruction is exact, and the issue's float bound (1e-4) must hold.
+  if (!(err <= (bits > 0 ? 1e-4 : 5e-2))) state.SkipWithError("reversible gradients differ from ordinary backpropagation's");
+  if (bits > 0 && !revnet_model::reconstruction_exact(net)) state.SkipWithError("the couplings left the grid's exact range");
   measure(state, net, x, y);
 }
 
@@ -104,6 +112,6 @@ void deep_mlp_step(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(revnet_step<3>)->ArgNames({"blocks", "reversible"})->Args({3, 0})->Args({3, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(revnet_step<9>)->ArgNames({"blocks", "reversible"})->Args({9, 0})->Args({9, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(revnet_step<3>)->ArgNames({"blocks", "reversible", "fixed_point"})->Args({3, 0, 0})->Args({3, 1, 0})->Args({3, 0, 16})->Args({3, 1, 16})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(revnet_step<9>)->ArgNames({"blocks", "reversible", "fixed_point"})->Args({9, 0, 0})->Args({9, 1, 0})->Args({9, 0, 16})->Args({9, 1, 16})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(deep_mlp_step)->ArgNames({"segments"})->Arg(0)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -8,7 +8,9 @@
 //   2. the activation memory of a training step, reversible and ordinary, at 3 and 9 blocks per
 //      stage (RevNet-38-like and RevNet-110-like: 36 and 108 convolutions in blocks), and the step
 //      time of each;
-//   3. a few Adam steps of training, with the loss.
+//   3. the same for RevNet-110-like with exact reversal (set_fixed_point(16): the couplings on a
+//      fixed-point grid, so that float reconstruction is bit for bit);
+//   4. a few Adam steps of training, with the loss.
 // The data are synthetic (random images whose class is the brightest colour channel, so that the
 // loss can fall), or CIFAR-10's binary files with --cifar DIR (data_batch_1.bin).
 //
@@ -91,11 +93,14 @@ step_figures measure(Net& net, const batch& b) {
   return {static_cast<double>(fx::memory_stats().peak_bytes_in_use - before), seconds, std::move(grads)};
 }
 
+/// With fraction_bits > 0 both paths run the blocks' couplings on a fixed-point grid
+/// (set_fixed_point), which makes the reconstruction exact.
 template <int N>
-void compare(const char* name, const batch& b) {
+void compare(const char* name, const batch& b, int fraction_bits = 0) {
   fx::random::generator gen{38};
   revnet<N> net;
   net.initialize(gen);
+  revnet_model::set_fixed_point(net, fraction_bits);
   measure(net, b);  // warm the allocator's cache and the kernels' scratch
   set_reversible(net, false);
   measure(net, b);
@@ -118,6 +123,10 @@ void compare(const char* name, const batch& b) {
   }
   std::printf("%-18s %3zu variables: reversible vs ordinary gradients, max abs difference %.2e, worst relative %.2e (%s)\n",
               name, rev.grads.size(), max_abs, worst, worst_name.c_str());
+  if (fraction_bits > 0)
+    std::printf("%-18s fixed point, %d fraction bits: reconstruction %s (largest coupling output %.3g)\n", name,
+                fraction_bits, revnet_model::reconstruction_exact(net) ? "exact" : "NOT exact: out of the grid's range",
+                revnet_model::largest_magnitude(net));
   std::printf("%-18s activation memory: ordinary %7.1f MiB, reversible %6.1f MiB (%.2fx); step %.2f s vs %.2f s (%.2fx)\n",
               name, plain.activation_bytes / (1 << 20), rev.activation_bytes / (1 << 20),
               rev.activation_bytes / plain.activation_bytes, plain.seconds, rev.seconds, rev.seconds / plain.seconds);
@@ -144,6 +153,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(batch_size));
     compare<3>("RevNet-38-like", b);
     compare<9>("RevNet-110-like", b);
+    compare<9>("RevNet-110 exact", b, 16);  // the same network with exact reversal (16 fraction bits)
 
     // Training: Adam on the reversible RevNet-38-like model.
     fx::random::generator gen{7};

@@ -5,6 +5,8 @@
 
 #include <fluxion/fluxion.hpp>
 
+#include <algorithm>
+
 namespace revnet_model {
 
 namespace fx = fluxion;
@@ -31,6 +33,27 @@ void set_reversible(Net& net, bool on) {
   net.template layer<1>().set_reversible(on);
   net.template layer<5>().set_reversible(on);
   net.template layer<9>().set_reversible(on);
+}
+
+/// Exact reversal (nn::reversible_sequence::set_fixed_point) in every stage: 0 turns it off.
+template <class Net>
+void set_fixed_point(Net& net, int fraction_bits) {
+  net.template layer<1>().set_fixed_point(fraction_bits);
+  net.template layer<5>().set_fixed_point(fraction_bits);
+  net.template layer<9>().set_fixed_point(fraction_bits);
+}
+
+/// Whether the last forward pass of every stage stayed on its grid's exact range, and the largest
+/// coupling output of the three.
+template <class Net>
+bool reconstruction_exact(Net& net) {
+  return net.template layer<1>().reconstruction_exact() && net.template layer<5>().reconstruction_exact() &&
+         net.template layer<9>().reconstruction_exact();
+}
+template <class Net>
+double largest_magnitude(Net& net) {
+  return std::max({net.template layer<1>().largest_magnitude(), net.template layer<5>().largest_magnitude(),
+                   net.template layer<9>().largest_magnitude()});
 }
 
 }  // namespace revnet_model

@@ -23,12 +23,21 @@
 //
 // Reconstruction is exact in real arithmetic and close in floating point (differences of the order
 // of the rounding error per block, growing with depth); the tests compare the gradients with
-// ordinary backpropagation of the same blocks (set_reversible(false)). The backward pass is
+// ordinary backpropagation of the same blocks (set_reversible(false)). For an exact reversal,
+// set_fixed_point(bits) puts the couplings on a fixed-point grid of step 2^-bits, as MacKay et al.
+// (2018, "Reversible Recurrent Neural Networks") do: the halves and F's and G's outputs are rounded
+// to the grid, so y1 = x1 + F(x2) is a sum of multiples of the step, exact in floating point while
+// |y| < 2^(digits - bits) (float: 24 digits, so 16 bits cover |y| < 256 in steps of 1.5e-5), and
+// y1 - F(x2) gives x1 back bit for bit. The rounding is part of the model (both paths run it; its
+// gradient is the identity, straight through), and reconstruction_exact() says whether the last
+// forward pass stayed in range (beyond it, the sums round as without the grid). The backward pass is
 // first order: tapes that record the gradient computation itself (a gradient of a gradient) do not
 // see through a reversible sequence.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -100,6 +109,25 @@ class reversible_sequence
   bool reversible() const noexcept { return m_reversible; }
   void set_reversible(bool on) noexcept { m_reversible = on; }
 
+  /// Exact reversal: the couplings' operands rounded to multiples of 2^-fraction_bits (0: off, the
+  /// default). Both paths (reversible or not) then compute the same rounded model.
+  void set_fixed_point(int fraction_bits) {
+    constexpr int digits = std::numeric_limits<T>::digits;
+    if (fraction_bits < 0 || fraction_bits >= digits)
+      throw invalid_argument("reversible_sequence '" + this->m_name + "': set_fixed_point(" +
+                             std::to_string(fraction_bits) + "): the fraction bits must be in [0, " +
+                             std::to_string(digits) + ") for this element type (0 turns the grid off)");
+    m_fraction_bits = fraction_bits;
+    m_in_range = true;
+  }
+  int fixed_point() const noexcept { return m_fraction_bits; }
+  /// With set_fixed_point: whether every coupling of the last forward pass stayed within
+  /// |y| < 2^(digits - bits), so that the backward pass rebuilt the inputs bit for bit.
+  bool reconstruction_exact() const noexcept { return m_fraction_bits > 0 && m_in_range; }
+  /// The largest coupling output |y1|, |y2| over the blocks of the last forward pass (with
+  /// set_fixed_point; 0 without).
+  double largest_magnitude() const noexcept { return m_largest; }
+
   template <class X>
   tensor<T, Device> operator()(X&& x, bool training = false) {
     const tensor<T, Device> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
@@ -124,11 +152,32 @@ class reversible_sequence
     // sequence, not per block.
     auto halves = split(x, 2, -1);
     tensor<T, Device> h1 = halves[0], h2 = halves[1];
+    if (m_fraction_bits == 0) {
+      for (block& b : m_blocks) {
+        tensor<T, Device> y1(h1 + b.f(h2, training));
+        h2 = tensor<T, Device>(h2 + b.g(y1, training));
+        h1 = std::move(y1);
+      }
+      return tensor<T, Device>(concat({h1, h2}, -1));
+    }
+    h1 = on_grid(h1);
+    h2 = on_grid(h2);
+    tensor<T, Device> largest;
+    bool first = true;
+    const auto track = [&largest, &first](const tensor<T, Device>& y) {
+      detail::autodiff_paused quiet;
+      largest = first ? tensor<T, Device>(reduce_max(abs(y))) : tensor<T, Device>(maximum(largest, reduce_max(abs(y))));
+      first = false;
+    };
     for (block& b : m_blocks) {
-      tensor<T, Device> y1(h1 + b.f(h2, training));
-      h2 = tensor<T, Device>(h2 + b.g(y1, training));
+      tensor<T, Device> y1 = add_on_grid(h1, b.f(h2, training));
+      track(y1);
+      h2 = add_on_grid(h2, b.g(y1, training));
+      track(h2);
       h1 = std::move(y1);
     }
+    m_largest = static_cast<double>(largest.item());
+    m_in_range = m_largest < std::ldexp(1.0, std::numeric_limits<T>::digits - m_fraction_bits);
     return tensor<T, Device>(concat({h1, h2}, -1));
   }
 
@@ -152,7 +201,7 @@ class reversible_sequence
       block& b = m_blocks[i];
       // G: x2 = y2 - G(y1), dx1 = dy1 + (dG/dy1)^T dy2.
       auto [gy1, g_grads] = detail::run_and_differentiate<T>(b.g, y1, d2, training);
-      tensor<T, Device> x2 = i == 0 && input ? split(*input, 2, -1)[1] : tensor<T, Device>(y2 - gy1);
+      tensor<T, Device> x2 = i == 0 && input ? on_grid(split(*input, 2, -1)[1]) : tensor<T, Device>(y2 - on_grid(gy1));
       y2 = tensor<T, Device>();
       d1 = tensor<T, Device>(d1 + g_grads[0]);  // dx1
       // F: x1 = y1 - F(x2), dx2 = dy2 + (dF/dx2)^T dx1.
@@ -162,7 +211,7 @@ class reversible_sequence
       mine.assign(std::make_move_iterator(f_grads.begin() + 1), std::make_move_iterator(f_grads.end()));
       mine.insert(mine.end(), std::make_move_iterator(g_grads.begin() + 1), std::make_move_iterator(g_grads.end()));
       if (i > 0) {  // x = (x1, x2), the block before's output
-        y1 = tensor<T, Device>(y1 - fx2);
+        y1 = tensor<T, Device>(y1 - on_grid(fx2));
         y2 = std::move(x2);
       }
     }
@@ -193,8 +242,47 @@ class reversible_sequence
                         " must be (batch, ..., channels) with an even number of channels");
   }
 
+  /// Whether a tape or forward accumulator of this thread records statements now (not paused).
+  static bool autodiff_records() {
+    if (detail::nothing_records()) return false;
+    if (detail::any_tape_recording()) return true;
+#if FLUXION_FORWARD_MODE
+    for (forward_accumulator* a : fluxion::detail::accumulator_stack::accumulators)
+      if (a->active()) return true;
+#endif
+    return false;
+  }
+  /// v rounded to the fixed-point grid (v itself without one). While autodiff is alive the rounding
+  /// is v + (q(v) - v) with the difference a constant: the identity to autodiff (straight through: tapes and forward accumulators),
+  /// and bit for bit q(v), since q(v) - v is exact (|q(v) - v| <= step / 2 and q(v) within a factor
+  /// 2 of v, or 0) and so is the sum.
+  tensor<T, Device> on_grid(const tensor<T, Device>& v) const {
+    if (m_fraction_bits == 0) return v;
+    const T scale = std::ldexp(T(1), m_fraction_bits), step = std::ldexp(T(1), -m_fraction_bits);
+    if (!autodiff_records()) return tensor<T, Device>(round(v * scale) * step);
+    tensor<T, Device> offset;
+    {
+      detail::autodiff_paused constant;
+      offset = tensor<T, Device>(round(v * scale) * step - v);
+    }
+    return tensor<T, Device>(v + offset);
+  }
+  /// x + q(f), x on the grid: exact while |x + q(f)| < 2^(digits - bits).
+  template <class E>
+  tensor<T, Device> add_on_grid(const tensor<T, Device>& x, E&& f) const {
+    const tensor<T, Device> fv(std::forward<E>(f));
+    if (!autodiff_records()) {
+      const T scale = std::ldexp(T(1), m_fraction_bits), step = std::ldexp(T(1), -m_fraction_bits);
+      return tensor<T, Device>(x + round(fv * scale) * step);
+    }
+    return tensor<T, Device>(x + on_grid(fv));
+  }
+
   std::vector<block> m_blocks;
   bool m_reversible = true;
+  int m_fraction_bits = 0;
+  bool m_in_range = true;
+  double m_largest = 0;
 };
 
 /// One reversible block: y1 = x1 + F(x2), y2 = x2 + G(y1).
