@@ -7,6 +7,8 @@
 //                (49, 64) -> transpose -> LSTM 128 -> dense 10               batch 64, Adam
 //   infer_mlp, infer_cnn   the MLP and the CNN in inference, batch 1 (latency)
 //   train_*_compiled       the MLP's and the CNN's steps as one nn::compiled_step (no tape)
+//   train_mlp_floor        only the GEMMs and the Adam update of the MLP's step: the floor under
+//                          any step built from these kernels, however fused
 //
 // A training step is: forward, softmax cross-entropy with integer labels, the gradients of every
 // variable, and one Adam update (fluxion: a gradient tape and fx::optim::adam; LibTorch: autograd,
@@ -83,6 +85,35 @@ void fluxion_train(benchmark::State& state, bool images) {
   step();
   if (!(step() < first)) state.SkipWithError("fluxion: the loss did not fall");
   for (auto _ : state) benchmark::DoNotOptimize(step());
+}
+
+/// The floor under any MLP training step built from these kernels, compiled or not (issue 13): the
+/// eight GEMMs a step cannot skip (three forward; every layer's kernel gradient; the input gradients
+/// of layers 2 and 3), as the backward rules call them (transposes as GEMM flags), and Adam's
+/// update of every variable (gradients made once, before timing). Nothing else: no bias, relu,
+/// loss, bias gradients, gradient sums or tape. A step that fused everything else away would still
+/// take this long.
+void train_mlp_floor(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  mlp_t model;
+  fx::optim::adam opt{1e-3};
+  auto vars = model.trainable_variables();  // kernel, bias of each dense layer
+  fx::random::generator gen{5};
+  const batch_data d = make_batch(train_batch);
+  std::vector<fx::tensor<float>> grads;
+  for (auto* v : vars) grads.push_back(fx::random::normal<float>(v->peek().shape(), gen, 0.f, 1e-3f));
+  const fx::tensor<float> dz = fx::random::normal<float>({train_batch, 10}, gen);
+  const fx::tensor<float>&W1 = vars[0]->peek(), &W2 = vars[2]->peek(), &W3 = vars[4]->peek();
+  for (auto _ : state) {
+    const fx::tensor<float> h1 = fx::matmul(d.images, W1), h2 = fx::matmul(h1, W2), z = fx::matmul(h2, W3);
+    grads[4] = fx::tensor<float>(fx::matmul(h2, dz, fx::transpose_a));
+    const fx::tensor<float> dh2 = fx::matmul(dz, W3, fx::transpose_b);
+    grads[2] = fx::tensor<float>(fx::matmul(h1, dh2, fx::transpose_a));
+    const fx::tensor<float> dh1 = fx::matmul(dh2, W2, fx::transpose_b);
+    grads[0] = fx::tensor<float>(fx::matmul(d.images, dh1, fx::transpose_a));
+    opt.apply_gradients(grads, vars);
+    benchmark::DoNotOptimize(z.data());
+  }
 }
 
 void train_mlp_fluxion(benchmark::State& s) { fluxion_train<mlp_t>(s, false); }
@@ -162,6 +193,7 @@ void threads(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(train_mlp_fluxion)->Apply(threads);
 BENCHMARK(train_mlp_compiled)->Apply(threads);
+BENCHMARK(train_mlp_floor)->Apply(threads);
 BENCHMARK(train_cnn_fluxion)->Apply(threads);
 BENCHMARK(train_cnn_compiled)->Apply(threads);
 BENCHMARK(train_lstm_fluxion)->Apply(threads);

@@ -201,7 +201,7 @@ class reversible_sequence
       block& b = m_blocks[i];
       // G: x2 = y2 - G(y1), dx1 = dy1 + (dG/dy1)^T dy2.
       auto [gy1, g_grads] = detail::run_and_differentiate<T>(b.g, y1, d2, training);
-      tensor<T, Device> x2 = i == 0 && input ? on_grid(split(*input, 2, -1)[1]) : tensor<T, Device>(y2 - on_grid(gy1));
+      tensor<T, Device> x2 = i == 0 && input ? on_grid(split(*input, 2, -1)[1]) : off_grid(y2, gy1);
       y2 = tensor<T, Device>();
       d1 = tensor<T, Device>(d1 + g_grads[0]);  // dx1
       // F: x1 = y1 - F(x2), dx2 = dy2 + (dF/dx2)^T dx1.
@@ -211,7 +211,7 @@ class reversible_sequence
       mine.assign(std::make_move_iterator(f_grads.begin() + 1), std::make_move_iterator(f_grads.end()));
       mine.insert(mine.end(), std::make_move_iterator(g_grads.begin() + 1), std::make_move_iterator(g_grads.end()));
       if (i > 0) {  // x = (x1, x2), the block before's output
-        y1 = tensor<T, Device>(y1 - on_grid(fx2));
+        y1 = off_grid(y1, fx2);
         y2 = std::move(x2);
       }
     }
@@ -276,6 +276,14 @@ class reversible_sequence
       return tensor<T, Device>(x + round(fv * scale) * step);
     }
     return tensor<T, Device>(x + on_grid(fv));
+  }
+
+  /// y - q(f), in one statement: the reconstruction (x1 = y1 - F(x2), x2 = y2 - G(y1)), which runs
+  /// with autodiff paused.
+  tensor<T, Device> off_grid(const tensor<T, Device>& y, const tensor<T, Device>& f) const {
+    if (m_fraction_bits == 0) return tensor<T, Device>(y - f);
+    const T scale = std::ldexp(T(1), m_fraction_bits), step = std::ldexp(T(1), -m_fraction_bits);
+    return tensor<T, Device>(y - round(f * scale) * step);
   }
 
   std::vector<block> m_blocks;
