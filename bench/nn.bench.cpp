@@ -7,8 +7,9 @@
 //                (49, 64) -> transpose -> LSTM 128 -> dense 10               batch 64, Adam
 //   infer_mlp, infer_cnn   the MLP and the CNN in inference, batch 1 (latency)
 //   train_*_compiled       the MLP's and the CNN's steps as one nn::compiled_step (no tape)
-//   train_mlp_floor        only the GEMMs and the Adam update of the MLP's step: the floor under
-//                          any step built from these kernels, however fused
+//   train_*_floor          only the GEMMs, convolution kernels and Adam update of the MLP's and
+//                          the CNN's steps: the floor under any step built from these kernels,
+//                          however fused (issue 13's compiled step)
 //
 // A training step is: forward, softmax cross-entropy with integer labels, the gradients of every
 // variable, and one Adam update (fluxion: a gradient tape and fx::optim::adam; LibTorch: autograd,
@@ -116,6 +117,50 @@ void train_mlp_floor(benchmark::State& state) {
   }
 }
 
+/// The same floor for the CNN: the convolution kernels a step cannot skip (both forward; the second
+/// layer's input and filter gradients; the first layer's filter gradient), the dense layers' six
+/// GEMMs, and Adam's update of every variable. No bias, relu, pooling, loss or tape.
+void train_cnn_floor(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  namespace k = fx::detail::kernels;
+  cnn_t model;
+  fx::optim::adam opt{1e-3};
+  auto vars = model.trainable_variables();  // conv1 kernel, bias; conv2 ...; dense1 ...; dense2 ...
+  fx::random::generator gen{6};
+  std::vector<fx::tensor<float>> grads;
+  for (auto* v : vars) grads.push_back(fx::random::normal<float>(v->peek().shape(), gen, 0.f, 1e-3f));
+  const fx::tensor<float> x = fx::random::uniform<float>({train_batch, 28, 28, 1}, gen);
+  const fx::tensor<float> p1 = fx::random::uniform<float>({train_batch, 14, 14, 32}, gen);  // pool 1's output
+  const fx::tensor<float> flat = fx::random::uniform<float>({train_batch, 7 * 7 * 64}, gen);  // pool 2's
+  const fx::tensor<float> dz = fx::random::normal<float>({train_batch, 10}, gen);
+  const fx::tensor<float> dc2 = fx::random::normal<float>({train_batch, 14, 14, 64}, gen);  // conv 2's output gradient
+  const fx::tensor<float> dc1 = fx::random::normal<float>({train_batch, 28, 28, 32}, gen);
+  const fx::tensor<float>&K1 = vars[0]->peek(), &K2 = vars[2]->peek(), &W3 = vars[4]->peek(), &W4 = vars[6]->peek();
+  const auto s1 = fx::detail::conv2d_geometry_of(x.shape(), K1.shape(), 1, nn::same, 1);
+  const auto s2 = fx::detail::conv2d_geometry_of(p1.shape(), K2.shape(), 1, nn::same, 1);
+  fx::tensor<float> c1(fx::shape{train_batch, 28, 28, 32}), c2(fx::shape{train_batch, 14, 14, 64}),
+      dp1(fx::shape{train_batch, 14, 14, 32});
+  for (auto _ : state) {
+    k::conv2d_forward<float>(s1, x.data(), K1.data(), c1.mutable_data());
+    k::conv2d_forward<float>(s2, p1.data(), K2.data(), c2.mutable_data());
+    const fx::tensor<float> h = fx::matmul(flat, W3), z = fx::matmul(h, W4);
+    grads[6] = fx::tensor<float>(fx::matmul(h, dz, fx::transpose_a));
+    const fx::tensor<float> dh = fx::matmul(dz, W4, fx::transpose_b);
+    grads[4] = fx::tensor<float>(fx::matmul(flat, dh, fx::transpose_a));
+    const fx::tensor<float> dflat = fx::matmul(dh, W3, fx::transpose_b);
+    fx::tensor<float> g2(K2.shape()), g1(K1.shape());
+    k::conv2d_backward_input<float>(s2, dc2.data(), K2.data(), dp1.mutable_data());
+    k::conv2d_backward_filter<float>(s2, p1.data(), dc2.data(), g2.mutable_data());
+    k::conv2d_backward_filter<float>(s1, x.data(), dc1.data(), g1.mutable_data());
+    grads[2] = g2;
+    grads[0] = g1;
+    opt.apply_gradients(grads, vars);
+    benchmark::DoNotOptimize(z.data());
+    benchmark::DoNotOptimize(dflat.data());
+    benchmark::DoNotOptimize(c1.data());
+  }
+}
+
 void train_mlp_fluxion(benchmark::State& s) { fluxion_train<mlp_t>(s, false); }
 void train_mlp_compiled(benchmark::State& s) { fluxion_train<mlp_t, true>(s, false); }
 void train_cnn_compiled(benchmark::State& s) { fluxion_train<cnn_t, true>(s, true); }
@@ -196,6 +241,7 @@ BENCHMARK(train_mlp_compiled)->Apply(threads);
 BENCHMARK(train_mlp_floor)->Apply(threads);
 BENCHMARK(train_cnn_fluxion)->Apply(threads);
 BENCHMARK(train_cnn_compiled)->Apply(threads);
+BENCHMARK(train_cnn_floor)->Apply(threads);
 BENCHMARK(train_lstm_fluxion)->Apply(threads);
 BENCHMARK(infer_mlp_fluxion)->Apply(threads);
 BENCHMARK(infer_cnn_fluxion)->Apply(threads);
