@@ -225,6 +225,7 @@ TEST_CASE_TEMPLATE("reversible: on a fixed-point grid the reconstruction is exac
   // one without it.
   s.set_fixed_point(0);
   CHECK_FALSE(s.reconstruction_exact());
+  CHECK(s.largest_magnitude() == 0);
   const auto unrounded = run_step(s, x, w);
   CHECK(max_abs_diff(unrounded.y, plain.y) > 0);
   CHECK(max_abs_diff(unrounded.y, plain.y) <= 1e-2 * max_abs(plain.y));

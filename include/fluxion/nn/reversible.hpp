@@ -120,13 +120,14 @@ class reversible_sequence
                              std::to_string(digits) + ") for this element type (0 turns the grid off)");
     m_fraction_bits = fraction_bits;
     m_in_range = true;
+    m_largest = 0;
   }
   int fixed_point() const noexcept { return m_fraction_bits; }
   /// With set_fixed_point: whether every coupling of the last forward pass stayed within
   /// |y| < 2^(digits - bits), so that the backward pass rebuilt the inputs bit for bit.
   bool reconstruction_exact() const noexcept { return m_fraction_bits > 0 && m_in_range; }
-  /// The largest coupling output |y1|, |y2| over the blocks of the last forward pass (with
-  /// set_fixed_point; 0 without).
+  /// The largest coupling output |y1|, |y2| over the blocks of the last forward pass on the grid
+  /// (0 before one, and after set_fixed_point).
   double largest_magnitude() const noexcept { return m_largest; }
 
   template <class X>
