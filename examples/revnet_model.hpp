@@ -28,32 +28,38 @@ using revnet = nn::sequential_t<nn::input<32, 32, 3>, nn::conv2d<32, 3, nn::same
                                 stage<8, 128, N>,  //
                                 nn::batch_norm<>, nn::relu, nn::avg_pool2d<8>, nn::flatten, nn::dense<10>>;
 
+/// f applied to each of the three stages (layers 1, 5 and 9).
+template <class Net, class F>
+void for_each_stage(Net& net, F&& f) {
+  f(net.template layer<1>());
+  f(net.template layer<5>());
+  f(net.template layer<9>());
+}
+
 template <class Net>
 void set_reversible(Net& net, bool on) {
-  net.template layer<1>().set_reversible(on);
-  net.template layer<5>().set_reversible(on);
-  net.template layer<9>().set_reversible(on);
+  for_each_stage(net, [on](auto& stage) { stage.set_reversible(on); });
 }
 
 /// Exact reversal (nn::reversible_sequence::set_fixed_point) in every stage: 0 turns it off.
 template <class Net>
 void set_fixed_point(Net& net, int fraction_bits) {
-  net.template layer<1>().set_fixed_point(fraction_bits);
-  net.template layer<5>().set_fixed_point(fraction_bits);
-  net.template layer<9>().set_fixed_point(fraction_bits);
+  for_each_stage(net, [fraction_bits](auto& stage) { stage.set_fixed_point(fraction_bits); });
 }
 
 /// Whether the last forward pass of every stage stayed on its grid's exact range, and the largest
 /// coupling output of the three.
 template <class Net>
 bool reconstruction_exact(Net& net) {
-  return net.template layer<1>().reconstruction_exact() && net.template layer<5>().reconstruction_exact() &&
-         net.template layer<9>().reconstruction_exact();
+  bool exact = true;
+  for_each_stage(net, [&exact](auto& stage) { exact = exact && stage.reconstruction_exact(); });
+  return exact;
 }
 template <class Net>
 double largest_magnitude(Net& net) {
-  return std::max({net.template layer<1>().largest_magnitude(), net.template layer<5>().largest_magnitude(),
-                   net.template layer<9>().largest_magnitude()});
+  double largest = 0;
+  for_each_stage(net, [&largest](auto& stage) { largest = std::max(largest, stage.largest_magnitude()); });
+  return largest;
 }
 
 }  // namespace revnet_model

@@ -119,13 +119,14 @@ class reversible_sequence
                              std::to_string(fraction_bits) + "): the fraction bits must be in [0, " +
                              std::to_string(digits) + ") for this element type (0 turns the grid off)");
     m_fraction_bits = fraction_bits;
-    m_in_range = true;
     m_largest = 0;
   }
   int fixed_point() const noexcept { return m_fraction_bits; }
   /// With set_fixed_point: whether every coupling of the last forward pass stayed within
   /// |y| < 2^(digits - bits), so that the backward pass rebuilt the inputs bit for bit.
-  bool reconstruction_exact() const noexcept { return m_fraction_bits > 0 && m_in_range; }
+  bool reconstruction_exact() const noexcept {
+    return m_fraction_bits > 0 && m_largest < std::ldexp(1.0, std::numeric_limits<T>::digits - m_fraction_bits);
+  }
   /// The largest coupling output |y1|, |y2| over the blocks of the last forward pass on the grid
   /// (0 before one, and after set_fixed_point).
   double largest_magnitude() const noexcept { return m_largest; }
@@ -153,20 +154,11 @@ class reversible_sequence
     // The halves pass from block to block as they are: one split and one concatenation per
     // sequence, not per block.
     auto halves = split(x, 2, -1);
-    tensor<T, Device> h1 = halves[0], h2 = halves[1];
-    if (m_fraction_bits == 0) {
-      for (block& b : m_blocks) {
-        tensor<T, Device> y1(h1 + b.f(h2, training));
-        h2 = tensor<T, Device>(h2 + b.g(y1, training));
-        h1 = std::move(y1);
-      }
-      return tensor<T, Device>(concat({h1, h2}, -1));
-    }
-    h1 = on_grid(h1);
-    h2 = on_grid(h2);
+    tensor<T, Device> h1 = on_grid(halves[0]), h2 = on_grid(halves[1]);
     std::vector<tensor<T, Device>> peaks;  // on a GPU, read once at the end: no wait per block
     m_largest = 0;
     const auto track = [&peaks, this](const tensor<T, Device>& y) {
+      if (m_fraction_bits == 0) return;
       if constexpr (std::is_same_v<Device, cpu>) {
         const T* p = y.data();
         T m = 0;
@@ -185,7 +177,6 @@ class reversible_sequence
       h1 = std::move(y1);
     }
     for (const tensor<T, Device>& p : peaks) m_largest = std::max(m_largest, static_cast<double>(p.item()));
-    m_in_range = m_largest < std::ldexp(1.0, std::numeric_limits<T>::digits - m_fraction_bits);
     return tensor<T, Device>(concat({h1, h2}, -1));
   }
 
@@ -291,9 +282,8 @@ class reversible_sequence
     return tensor<T, Device>(v + offset);
   }
   /// x + q(f), x on the grid: exact while |x + q(f)| < 2^(digits - bits).
-  template <class E>
-  tensor<T, Device> add_on_grid(const tensor<T, Device>& x, E&& f) const {
-    return tensor<T, Device>(x + on_grid(tensor<T, Device>(std::forward<E>(f))));
+  tensor<T, Device> add_on_grid(const tensor<T, Device>& x, const tensor<T, Device>& f) const {
+    return tensor<T, Device>(x + on_grid(f));
   }
   /// y - q(f): the reconstruction (x1 = y1 - F(x2), x2 = y2 - G(y1)), which runs with autodiff
   /// paused.
@@ -304,7 +294,6 @@ class reversible_sequence
   std::vector<block> m_blocks;
   bool m_reversible = true;
   int m_fraction_bits = 0;
-  bool m_in_range = true;
   double m_largest = 0;
 };
 
