@@ -1,11 +1,16 @@
 # Levers on the compile time of programs that use fluxion (README, "Compile time"):
 #
-#   fluxion_target_prebuilt_kernels(app)    compile fluxion's GEMM, convolution and pooling kernels
+#   fluxion_target_prebuilt_kernels(app [LIBRARY name])
+#                                           compile fluxion's GEMM, convolution and pooling kernels
 #                                           (src/kernels.cpp) and the model layer's float statements
 #                                           (src/nn_kernels.cpp: dense, conv2d, pooling, LSTM, sparse
 #                                           cross-entropy, optimizer updates) once, in a static
 #                                           library of app's own, instead of in every translation
-#                                           unit (FLUXION_PREBUILT_KERNELS)
+#                                           unit (FLUXION_PREBUILT_KERNELS). With LIBRARY, every
+#                                           target that names the same library shares one (built
+#                                           with the first one's compile options): a project of
+#                                           several programs compiles the kernels once, not once
+#                                           per program
 #   fluxion_target_precompile_headers(app)  a precompiled header of <fluxion/fluxion.hpp> for app
 #
 # Both work the same in fluxion's build tree (add_subdirectory) and from an installed package
@@ -20,11 +25,22 @@ get_filename_component(FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}" ABSOLU
 set_property(GLOBAL PROPERTY FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}")
 
 function(fluxion_target_prebuilt_kernels target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "LIBRARY" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "fluxion_target_prebuilt_kernels: unexpected arguments `${arg_UNPARSED_ARGUMENTS}` "
+                        "(usage: fluxion_target_prebuilt_kernels(<target> [LIBRARY <name>]))")
+  endif()
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "fluxion_target_prebuilt_kernels: `${target}` is not a target")
+  endif()
   get_property(source GLOBAL PROPERTY FLUXION_KERNELS_SOURCE)
   if(NOT EXISTS "${source}")
     message(FATAL_ERROR "fluxion_target_prebuilt_kernels: ${source} is missing")
   endif()
   set(library ${target}_fluxion_kernels)
+  if(arg_LIBRARY)
+    set(library ${arg_LIBRARY})
+  endif()
   if(NOT TARGET ${library})
     # nn_kernels.cpp sits beside kernels.cpp (in the source tree and in the installed package).
     get_filename_component(source_dir "${source}" DIRECTORY)

@@ -1,6 +1,6 @@
 # Runs one compile-fail test (see cmake/tests.cmake):
-#   cmake -DBUILD_DIR=<build tree> -DTARGET=<object library> -DSOURCE=<file> [-DCONFIG=<config>] -P this
-# Passes only when building TARGET fails AND the compiler output matches the regex on SOURCE's first
+#   cmake -DCOMPILER=<c++ compiler> -DFLAGS=<flags;...> -DSOURCE=<file> -P this
+# Passes only when compiling SOURCE fails AND the compiler output matches the regex on SOURCE's first
 # line, `// expect-error: <regex>`. A file that compiles is a failure, whatever its output.
 file(STRINGS "${SOURCE}" first_line LIMIT_COUNT 1)
 if(NOT first_line MATCHES "^// expect-error: (.+)$")
@@ -8,12 +8,8 @@ if(NOT first_line MATCHES "^// expect-error: (.+)$")
 endif()
 set(expected "${CMAKE_MATCH_1}")
 
-set(config_args "")
-if(CONFIG)
-  set(config_args --config "${CONFIG}")
-endif()
 execute_process(
-  COMMAND "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --target "${TARGET}" ${config_args}
+  COMMAND "${COMPILER}" ${FLAGS} "${SOURCE}"
   RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
 
 if(result EQUAL 0)
