@@ -22,10 +22,6 @@ function(fluxion_add_example name source)
   if(TARGET fluxion::zlib)
     target_link_libraries(example_${name} PRIVATE fluxion::zlib)  # the data sets' .gz files
   endif()
-  # The examples are built as a project of several programs should be: with fluxion's kernels
-  # prebuilt once, in one library they share (README, "Compile time"). An example's own file then
-  # compiles in about 40% of its header-only time.
-  fluxion_target_prebuilt_kernels(example_${name} LIBRARY fluxion_examples_kernels)
   add_test(NAME example.${name}
            COMMAND "${CMAKE_COMMAND}" "-DPROGRAM=$<TARGET_FILE:example_${name}>"
                    "-DEXPECTED=${PROJECT_SOURCE_DIR}/examples/${name}.expected"
@@ -42,11 +38,6 @@ foreach(source IN LISTS fluxion_example_sources)
   get_filename_component(name "${source}" NAME_WLE)
   fluxion_add_example(${name} "${source}")
 endforeach()
-# The shared kernels get the examples' flags (-march=native above all), which come from
-# fluxion_dev_flags rather than from the targets' own COMPILE_OPTIONS.
-if(TARGET fluxion_examples_kernels)
-  target_link_libraries(fluxion_examples_kernels PRIVATE fluxion_dev_flags)
-endif()
 
 # The README quickstart. Editing README.md re-runs the configure step, so the test follows the docs.
 set(readme "${PROJECT_SOURCE_DIR}/README.md")
