@@ -196,7 +196,9 @@ endif()
 # never ends (as reduce_sum(gather(x, i) * 2) once did) fails here, by name, instead of hanging a
 # build. autodiff.composition_* build and run the same files at order 1.
 
+# The compiler's front end as a fluxion::fluxion user runs it: the compile-time and compile-fail tests.
 fluxion_dependency_include_flags(fluxion_syntax_flags)
+set(fluxion_front_end_flags -std=c++20 -fsyntax-only "-I${PROJECT_SOURCE_DIR}/include" ${fluxion_syntax_flags})
 file(GLOB fluxion_composition_sources CONFIGURE_DEPENDS "${FLUXION_TESTS_DIR}/autodiff/composition_*.test.cpp")
 list(SORT fluxion_composition_sources)
 foreach(source IN LISTS fluxion_composition_sources)
@@ -204,9 +206,8 @@ foreach(source IN LISTS fluxion_composition_sources)
   string(REGEX REPLACE "\\.test\\.cpp$" "" name "${file_name}")
   foreach(order IN ITEMS 1 2)
     add_test(NAME compile_time.${name}_order${order}
-             COMMAND "${CMAKE_CXX_COMPILER}" -std=c++20 -fsyntax-only "-I${PROJECT_SOURCE_DIR}/include"
-                     ${fluxion_syntax_flags} -DFLUXION_FORWARD_MODE=1 -DFLUXION_MAX_DERIVATIVE_ORDER=${order}
-                     "${source}")
+             COMMAND "${CMAKE_CXX_COMPILER}" ${fluxion_front_end_flags} -DFLUXION_FORWARD_MODE=1
+                     -DFLUXION_MAX_DERIVATIVE_ORDER=${order} "${source}")
     set_tests_properties(compile_time.${name}_order${order} PROPERTIES LABELS compile_time TIMEOUT 180)
   endforeach()
 endforeach()
@@ -218,8 +219,8 @@ endforeach()
 if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang" AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   foreach(example IN ITEMS mnist_models fashion_mnist_cnn)
     add_test(NAME compile_time.unoptimized_native_${example}
-             COMMAND "${CMAKE_CXX_COMPILER}" -std=c++20 -O0 -march=native -fsyntax-only "-I${PROJECT_SOURCE_DIR}/include"
-                     ${fluxion_syntax_flags} "${PROJECT_SOURCE_DIR}/examples/${example}.cpp")
+             COMMAND "${CMAKE_CXX_COMPILER}" ${fluxion_front_end_flags} -O0 -march=native
+                     "${PROJECT_SOURCE_DIR}/examples/${example}.cpp")
     set_tests_properties(compile_time.unoptimized_native_${example} PROPERTIES LABELS compile_time TIMEOUT 180)
   endforeach()
 endif()
@@ -231,7 +232,6 @@ endif()
 # compiles fails its test. The front end is where every static_assert fires; going through the
 # build tree instead cost each test a build-system check and serialized them all on one lock.
 
-fluxion_dependency_include_flags(fluxion_compile_fail_flags)
 file(GLOB fluxion_compile_fail_sources CONFIGURE_DEPENDS "${FLUXION_TESTS_DIR}/compile_fail/*.cpp")
 list(SORT fluxion_compile_fail_sources)
 foreach(source IN LISTS fluxion_compile_fail_sources)
@@ -242,7 +242,7 @@ foreach(source IN LISTS fluxion_compile_fail_sources)
   endif()
   add_test(NAME compile_fail.${name}
            COMMAND "${CMAKE_COMMAND}" "-DCOMPILER=${CMAKE_CXX_COMPILER}"
-                   "-DFLAGS=-std=c++20;-fsyntax-only;-I${PROJECT_SOURCE_DIR}/include;${fluxion_compile_fail_flags}"
+                   "-DFLAGS=${fluxion_front_end_flags}"
                    "-DSOURCE=${source}" -P "${PROJECT_SOURCE_DIR}/cmake/check_compile_fail.cmake")
   set_tests_properties(compile_fail.${name} PROPERTIES LABELS compile_fail TIMEOUT 300)
 endforeach()
