@@ -3,7 +3,8 @@
 #   MODE=find_package      installs FLUXION_BUILD_DIR into WORK_DIR/prefix, then builds
 #                          tests/consumer/find_package against that prefix only
 #   MODE=add_subdirectory  builds tests/consumer/add_subdirectory, which adds FLUXION_SOURCE_DIR
-# Other inputs: WORK_DIR (wiped first), GENERATOR, CXX_COMPILER, CONFIG, LAUNCHER.
+# Other inputs: WORK_DIR (wiped first), GENERATOR, CXX_COMPILER, LAUNCHER, CONFIG (fluxion's build's,
+# for the install) and CONSUMER_CONFIG (the consumer project's build type; CONFIG by default).
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
   if(NOT result EQUAL 0)
@@ -18,8 +19,11 @@ set(build_dir "${WORK_DIR}/build")
 if(NOT CONFIG)
   set(CONFIG Release)
 endif()
+if(NOT CONSUMER_CONFIG)
+  set(CONSUMER_CONFIG "${CONFIG}")
+endif()
 set(configure_args -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}"
-                   "-DCMAKE_BUILD_TYPE=${CONFIG}")
+                   "-DCMAKE_BUILD_TYPE=${CONSUMER_CONFIG}")
 if(LAUNCHER)
   list(APPEND configure_args "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
 endif()
@@ -38,9 +42,9 @@ else()
   message(FATAL_ERROR "run_consumer.cmake: unknown MODE `${MODE}`")
 endif()
 
-run("${CMAKE_COMMAND}" --build "${build_dir}" --config "${CONFIG}")
+run("${CMAKE_COMMAND}" --build "${build_dir}" --config "${CONSUMER_CONFIG}")
 foreach(program IN ITEMS consumer consumer_levers consumer_model_levers)
-  find_program(${program}_path ${program} PATHS "${build_dir}" "${build_dir}/${CONFIG}" NO_DEFAULT_PATH NO_CACHE)
+  find_program(${program}_path ${program} PATHS "${build_dir}" "${build_dir}/${CONSUMER_CONFIG}" NO_DEFAULT_PATH NO_CACHE)
   if(NOT ${program}_path)
     message(FATAL_ERROR "consumer.${MODE}: the ${program} executable was not built")
   endif()

@@ -21,12 +21,51 @@ add_library(fluxion_doctest_main STATIC "${FLUXION_TESTS_DIR}/doctest_main.cpp")
 target_link_libraries(fluxion_doctest_main PUBLIC doctest::doctest)
 target_compile_features(fluxion_doctest_main PUBLIC cxx_std_20)
 
-# fluxion_add_doctest(<ctest name> <source> [LINK <libraries>...])
+# Precompiled headers (tests/precompiled.hpp: the standard headers and xsimd that
+# <fluxion/tensor.hpp> includes, and doctest). A precompiled header serves only compiles with the
+# same flags, so there is one per group of tests that share them: -O0 (most), -O1 (backend.cpu.*) and
+# the device tests (OpenMP). Each is built by a small object library of its own, so that no test
+# waits for another test's build. The FLUXION_* macros a test sets do not matter: no header in it
+# reads them. ccache caches such compiles only with the sloppiness below.
+set(fluxion_test_launcher "${CMAKE_CXX_COMPILER_LAUNCHER}")
+if(fluxion_test_launcher MATCHES "ccache")
+  set(fluxion_test_launcher "${CMAKE_COMMAND}" -E env
+      "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime" ${fluxion_test_launcher})
+endif()
+file(WRITE "${FLUXION_TESTS_BINARY_DIR}/precompiled.cpp" "// The object library that builds a precompiled header for tests (cmake/tests.cmake).\n")
+
+# fluxion_test_precompiled_header(<test target> <group> <extra libraries>...): the group's header.
+function(fluxion_test_precompiled_header target group)
+  set(owner fluxion_test_pch_${group})
+  if(NOT TARGET ${owner})
+    add_library(${owner} OBJECT "${FLUXION_TESTS_BINARY_DIR}/precompiled.cpp")
+    target_link_libraries(${owner} PRIVATE fluxion_dev_flags fluxion_doctest_main ${ARGN})
+    target_compile_definitions(${owner} PRIVATE "FLUXION_TEST_FIXTURES_DIR=\"${FLUXION_TESTS_DIR}/fixtures\"")
+    target_compile_options(${owner} PRIVATE $<IF:$<STREQUAL:${group},o1>,-O1,-O0>)
+    target_precompile_headers(${owner} PRIVATE "${FLUXION_TESTS_DIR}/precompiled.hpp")
+    set_target_properties(${owner} PROPERTIES CXX_COMPILER_LAUNCHER "${fluxion_test_launcher}")
+  endif()
+  target_precompile_headers(${target} REUSE_FROM ${owner})
+  set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${fluxion_test_launcher}")
+endfunction()
+
+# fluxion_add_doctest(<ctest name> <source> [NO_PCH] [LINK <libraries>...] [LABELS <labels>...])
+# NO_PCH: the test sets flags of its own (FLUXION_MARCH), or tests headers that include less than
+# <fluxion/tensor.hpp> (tests/core).
 function(fluxion_add_doctest name source)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "LINK;LABELS")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "NO_PCH" "" "LINK;LABELS")
   string(REPLACE "." "_" target "test_${name}")
   fluxion_add_program(${target} "${source}" "${FLUXION_TESTS_BINARY_DIR}" "${name}")
   target_link_libraries(${target} PRIVATE fluxion_doctest_main ${arg_LINK})
+  if(NOT arg_NO_PCH AND NOT name MATCHES "^core\\.")
+    if(name MATCHES "^backend\\.cpu\\.")
+      fluxion_test_precompiled_header(${target} o1)
+    elseif(name MATCHES "^backend\\.cuda\\.")
+      fluxion_test_precompiled_header(${target} device ${arg_LINK})
+    else()
+      fluxion_test_precompiled_header(${target} o0)
+    endif()
+  endif()
   # Tests need correct code, not the fastest. Without optimization they build in about 60% of
   # their time at -O1 (40% for the autodiff tests), and the whole suite runs in seconds anyway.
   # The kernel tests (backend.cpu.*) keep -O1: they test the vector code a Release build runs,
@@ -54,6 +93,9 @@ function(fluxion_add_doctest name source)
   set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 120)
 endfunction()
 
+# Seconds the build of one autodiff.composition_* program may take (-O0, forward mode, order 1): about
+# 50-110 s on a 2-core machine.
+set(FLUXION_COMPOSITION_BUILD_LIMIT 900)
 file(GLOB_RECURSE fluxion_test_sources CONFIGURE_DEPENDS "${FLUXION_TESTS_DIR}/*.test.cpp")
 list(SORT fluxion_test_sources)
 set(fluxion_device_test_sources "")
@@ -72,6 +114,17 @@ foreach(source IN LISTS fluxion_test_sources)
     set(link fluxion::zlib)  # the data tests read .gz files
   endif()
   fluxion_add_doctest(${name} "${source}" LINK ${link} LABELS unit)
+  # The composition matrix at order 1 builds under a time limit (see "Compile-time tests" below).
+  if(name MATCHES "^autodiff\\.composition_")
+    string(REPLACE "." "_" target "test_${name}")
+    set(launcher "${CMAKE_COMMAND}" "-DLIMIT=${FLUXION_COMPOSITION_BUILD_LIMIT}" -P
+                 "${PROJECT_SOURCE_DIR}/cmake/time_limited_compile.cmake" --)
+    get_target_property(inner ${target} CXX_COMPILER_LAUNCHER)
+    if(inner)
+      list(APPEND launcher ${inner})
+    endif()
+    set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${launcher}")
+  endif()
 endforeach()
 
 # The SIMD kernels again for the older x86 vector sets, since -march=native picks the build
@@ -82,7 +135,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND CMAKE_CXX_COMPILER_ID MATCH
     if(isa STREQUAL "avx2")
       set(march haswell)
     endif()
-    fluxion_add_doctest(backend.cpu.simd_ops_${isa} "${FLUXION_TESTS_DIR}/backend/cpu/simd_ops.test.cpp" LABELS unit)
+    fluxion_add_doctest(backend.cpu.simd_ops_${isa} "${FLUXION_TESTS_DIR}/backend/cpu/simd_ops.test.cpp" NO_PCH LABELS unit)
     set_target_properties(test_backend_cpu_simd_ops_${isa} PROPERTIES FLUXION_MARCH ${march})
   endforeach()
 endif()
@@ -191,25 +244,42 @@ if(FLUXION_NVCC_TESTS)
 endif()
 
 # --- Compile-time tests ----------------------------------------------------------------------------
-# The composition matrix (tests/autodiff/composition.hpp) through the compiler's front end alone, at
-# derivative orders 1 and 2 with forward mode, each under a time limit: template instantiation that
-# never ends (as reduce_sum(gather(x, i) * 2) once did) fails here, by name, instead of hanging a
-# build. autodiff.composition_* build and run the same files at order 1.
+# The composition matrix (tests/autodiff/composition.hpp) compiles at derivative orders 1 and 2 with
+# forward mode, each under a time limit, so that template instantiation that never ends (as
+# reduce_sum(gather(x, i) * 2) once did) fails by name instead of hanging a build:
+#   - order 1: the builds of autodiff.composition_* themselves (FLUXION_COMPOSITION_BUILD_LIMIT,
+#     cmake/time_limited_compile.cmake), which then run every composition's checks;
+#   - order 2: compile_time.composition_<outer>_order2, the compiler's front end alone, 180 s each.
+# (Until stop 25 an order-1 front-end test repeated each build's front end as well.)
 
 # The compiler's front end as a fluxion::fluxion user runs it: the compile-time and compile-fail tests.
 fluxion_dependency_include_flags(fluxion_syntax_flags)
 set(fluxion_front_end_flags -std=c++20 -fsyntax-only "-I${PROJECT_SOURCE_DIR}/include" ${fluxion_syntax_flags})
+# The same flags with the standard headers and xsimd precompiled (tests/precompiled.hpp without
+# doctest), built once with these flags: about 1-2 s less for each of these tests. Where the .gch is
+# missing (ctest before a build), the compiler reads the header itself.
+set(fluxion_front_end_pch_dir "${FLUXION_TESTS_BINARY_DIR}/front_end_pch")
+file(WRITE "${fluxion_front_end_pch_dir}/precompiled.hpp"
+     "#define FLUXION_PRECOMPILED_FRONT_END\n#include \"${FLUXION_TESTS_DIR}/precompiled.hpp\"\n")
+set(fluxion_front_end_pch_flags ${fluxion_front_end_flags})
+list(REMOVE_ITEM fluxion_front_end_pch_flags -fsyntax-only)
+add_custom_command(
+  OUTPUT "${fluxion_front_end_pch_dir}/precompiled.hpp.gch"
+  COMMAND "${CMAKE_CXX_COMPILER}" ${fluxion_front_end_pch_flags} -x c++-header
+          "${fluxion_front_end_pch_dir}/precompiled.hpp" -o "${fluxion_front_end_pch_dir}/precompiled.hpp.gch"
+  DEPENDS "${FLUXION_TESTS_DIR}/precompiled.hpp"
+  COMMENT "Precompiling tests/precompiled.hpp for the compile-time and compile-fail tests" VERBATIM)
+add_custom_target(fluxion_front_end_pch ALL DEPENDS "${fluxion_front_end_pch_dir}/precompiled.hpp.gch")
+set(fluxion_front_end_flags_pch ${fluxion_front_end_flags} -Winvalid-pch -include "${fluxion_front_end_pch_dir}/precompiled.hpp")
 file(GLOB fluxion_composition_sources CONFIGURE_DEPENDS "${FLUXION_TESTS_DIR}/autodiff/composition_*.test.cpp")
 list(SORT fluxion_composition_sources)
 foreach(source IN LISTS fluxion_composition_sources)
   get_filename_component(file_name "${source}" NAME)
   string(REGEX REPLACE "\\.test\\.cpp$" "" name "${file_name}")
-  foreach(order IN ITEMS 1 2)
-    add_test(NAME compile_time.${name}_order${order}
-             COMMAND "${CMAKE_CXX_COMPILER}" ${fluxion_front_end_flags} -DFLUXION_FORWARD_MODE=1
-                     -DFLUXION_MAX_DERIVATIVE_ORDER=${order} "${source}")
-    set_tests_properties(compile_time.${name}_order${order} PROPERTIES LABELS compile_time TIMEOUT 180)
-  endforeach()
+  add_test(NAME compile_time.${name}_order2
+           COMMAND "${CMAKE_CXX_COMPILER}" ${fluxion_front_end_flags_pch} -DFLUXION_FORWARD_MODE=1
+                   -DFLUXION_MAX_DERIVATIVE_ORDER=2 "${source}")
+  set_tests_properties(compile_time.${name}_order2 PROPERTIES LABELS compile_time TIMEOUT 180)
 endforeach()
 
 # An unoptimized build for the build machine's own vector set, as a CMake Debug build of a user's
@@ -242,7 +312,7 @@ foreach(source IN LISTS fluxion_compile_fail_sources)
   endif()
   add_test(NAME compile_fail.${name}
            COMMAND "${CMAKE_COMMAND}" "-DCOMPILER=${CMAKE_CXX_COMPILER}"
-                   "-DFLAGS=${fluxion_front_end_flags}"
+                   "-DFLAGS=${fluxion_front_end_flags_pch}"
                    "-DSOURCE=${source}" -P "${PROJECT_SOURCE_DIR}/cmake/check_compile_fail.cmake")
   set_tests_properties(compile_fail.${name} PROPERTIES LABELS compile_fail TIMEOUT 300)
 endforeach()
@@ -255,17 +325,19 @@ set(fluxion_consumer_args
   "-DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}" "-DFLUXION_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 if(FLUXION_INSTALL)
   add_test(NAME consumer.find_package
-           COMMAND "${CMAKE_COMMAND}" -DMODE=find_package ${fluxion_consumer_args}
+           COMMAND "${CMAKE_COMMAND}" -DMODE=find_package ${fluxion_consumer_args} -DCONSUMER_CONFIG=Debug
                    "-DFLUXION_BUILD_DIR=${PROJECT_BINARY_DIR}"
                    "-DWORK_DIR=${FLUXION_TESTS_BINARY_DIR}/consumer/find_package"
                    -P "${PROJECT_SOURCE_DIR}/cmake/run_consumer.cmake")
   set_tests_properties(consumer.find_package PROPERTIES LABELS consumer TIMEOUT 600)
 endif()
-# The add_subdirectory consumer builds Debug, as a user's program is built while it is being written:
-# unoptimized, which caps AVX-512 at AVX2 (backend/cpu/detail/simd_arch.hpp). The find_package one
-# builds with this build's configuration.
+# Both consumers build Debug, as a user's program is built while it is being written: unoptimized,
+# which caps AVX-512 at AVX2 (backend/cpu/detail/simd_arch.hpp). It is also the stricter test of
+# fluxion_target_prebuilt_kernels: without optimization nothing is inlined, so every extern kernel a
+# program reaches must be in the library. (The examples are the Release programs; the find_package
+# consumer was Release until stop 25, which cost CI about 110 CPU-s.)
 add_test(NAME consumer.add_subdirectory
-         COMMAND "${CMAKE_COMMAND}" -DMODE=add_subdirectory ${fluxion_consumer_args} -DCONFIG=Debug
+         COMMAND "${CMAKE_COMMAND}" -DMODE=add_subdirectory ${fluxion_consumer_args} -DCONSUMER_CONFIG=Debug
                  "-DWORK_DIR=${FLUXION_TESTS_BINARY_DIR}/consumer/add_subdirectory"
                  -P "${PROJECT_SOURCE_DIR}/cmake/run_consumer.cmake")
 set_tests_properties(consumer.add_subdirectory PROPERTIES LABELS consumer TIMEOUT 600)
