@@ -7,11 +7,13 @@
 //
 // A test file defines FLUXION_MAX_DERIVATIVE_ORDER and COMPOSITION_OUTER (an index into outer_ops)
 // and includes this header. Built two ways (cmake/tests.cmake):
-//   - autodiff.composition_<outer>: compiled and run; at order 1 checks the tape's gradient and the
-//     forward-mode tangent of every composition against central differences (check_gradients), at
-//     order 2 also Hessian-vector products both ways (check_second_order);
-//   - compile_time.composition_<outer>_order<K>: the front end alone (-fsyntax-only) at orders 1
-//     and 2, under a time limit: a composition that recursed without end would time out there.
+//   - autodiff.composition_<outer>: compiled under a time limit (cmake/time_limited_compile.cmake)
+//     and run; at order 1 checks the tape's gradient and the forward-mode tangent of every
+//     composition against central differences (check_gradients), at order 2 also Hessian-vector
+//     products both ways (check_second_order);
+//   - compile_time.composition_<outer>_order2: the front end alone (-fsyntax-only) at order 2, under
+//     a time limit.
+// A composition that recursed without end would time out in one of them.
 #pragma once
 
 #include <string>
