@@ -22,3 +22,17 @@ TEST_CASE("second order: shape ops") {
                random_tensor<double>({2, 3, 1}, 9));
   check_second("strided_slice", [](const auto& v) { return fx::sin(fx::strided_slice(v, {1, fx::end}, {fx::end, 0}, {-1, -2})); }, x);
 }
+
+TEST_CASE("second order: gradients summed down to a broadcast operand's shape") {
+  // reduce_to's two paths at order 2: a kernel boundary's gradient (a batched matmul whose weights
+  // are broadcast over the batch) is computed into a tensor and then summed; an elementwise one (a
+  // scale and a shift broadcast over rows) is summed in one fused reduction. The second derivative
+  // must pass through both.
+  check_second("batched matmul, broadcast weights", [](const auto& a, const auto& b) { return fx::matmul(a, b); },
+               random_tensor<double>({2, 3, 4}, 10), random_tensor<double>({4, 2}, 11));
+  check_second("broadcast batches, a^T b^T", [](const auto& a, const auto& b) { return fx::matmul(a, b, fx::transpose_ab); },
+               random_tensor<double>({1, 4, 3}, 12), random_tensor<double>({2, 2, 4}, 13));
+  check_second("scale and shift",
+               [](const auto& x, const auto& g, const auto& b) { return fx::tanh(x * g + b) * x; },
+               random_tensor<double>({4, 3}, 14), random_tensor<double>({3}, 15), random_tensor<double>({1, 3}, 16));
+}

@@ -35,36 +35,75 @@ inline constexpr bool is_materialized_v = is_tensor_v<E>;
 template <int K, class T, class D>
 inline constexpr bool is_materialized_v<grad_expr<K, tensor<T, D>>> = true;
 
+/// A tensor computed from gradient `G`, re-wrapped with G's derivative order (autodiff/order.hpp).
+template <class G, class T, class D>
+auto keep_order(tensor<T, D> t) {
+  if constexpr (order_v<G> > 0) return as_order<order_v<G>>(std::move(t));
+  else return t;
+}
+
+/// How a gradient of shape `s` sums down to `target`: the axes to sum and whether to keep them.
+/// The same for every gradient type, so compiled once rather than inside each reduce_to<G>.
+struct reduction_to_shape {
+  std::vector<int> axes;
+  bool keep = false;
+};
+[[gnu::noinline]] inline reduction_to_shape plan_reduce_to(const shape& s, const shape& target) {
+  if (broadcast_shapes(s, target, "gradient") != s)
+    throw shape_error("gradient: a gradient of shape " + to_string(s) + " cannot be reduced to shape " +
+                      to_string(target));
+  reduction_to_shape plan;
+  shape dropped;  // the reduction's shape without keepdims
+  const int shift = s.rank() - target.rank();
+  for (int d = 0; d < s.rank(); ++d) {
+    if (d < shift || (target[d - shift] == 1 && s[d] != 1)) plan.axes.push_back(d);
+    else dropped.push_back(s[d]);
+  }
+  plan.keep = dropped != target;
+  return plan;
+}
+
+/// Whether gradient expression G is a kernel boundary (possibly wrapped with its derivative order).
+template <class G>
+inline constexpr bool is_boundary_gradient_v = detail::is_boundary_v<G>;
+template <int K, class G>
+inline constexpr bool is_boundary_gradient_v<grad_expr<K, G>> = detail::is_boundary_v<G>;
+
 /// Sums `g` (whose shape `target` broadcasts to) down to `target`.
 template <class G>
 tensor<value_type_t<G>, device_t<G>> reduce_to(const G& g, const shape& target) {
   using T = value_type_t<G>;
   using D = device_t<G>;
   const shape& s = g.shape();
-  if (s == target) {
-    // A materialized gradient passes as it is (shared, not copied: its buffer is never written in
-    // place while anything else holds it, see gradient_store::add).
-    if constexpr (is_materialized_v<G> && !is_tensor_v<G>) return g.g;
-    else return tensor<T, D>(g);
+  if constexpr (!is_materialized_v<G> && is_boundary_gradient_v<G>) {
+    // A kernel boundary (a matmul's gradient product) is computed into a tensor either way. Summing
+    // that tensor, rather than reducing the boundary expression, shares one statement type (with its
+    // kernel, recording and backward function) among all of a program's gradients: a matmul no
+    // longer instantiates a reduction per transpose case and operand (issue 10).
+    // Elementwise gradients stay one fused reduction: computing them into a tensor first as well
+    // cut the MLP program's compile time by a further 14-16%, but made a RevNet training step 15-25%
+    // slower (batch norm's broadcast parameters each pay a pass over an activation-sized tensor;
+    // bench/RESULTS-compile.md).
+    tensor<T, D> full(g);
+    if (s == target) return full;
+    return reduce_to(keep_order<G>(std::move(full)), target);
+  } else {
+    if (s == target) {
+      // A materialized gradient passes as it is (shared, not copied: its buffer is never written in
+      // place while anything else holds it, see gradient_store::add).
+      if constexpr (is_tensor_v<G>) return g;
+      else if constexpr (is_materialized_v<G>) return g.g;
+      else return tensor<T, D>(g);
+    }
+    // The result must be a tensor that the tapes and accumulators alive saw being computed from g,
+    // so that higher derivatives pass through it: the reduction itself when its shape is the
+    // target's, else a recorded reshape of it (a reshape sharing r's buffer under a new id that
+    // no tape tracks would cut the gradient of a gradient off here).
+    const reduction_to_shape plan = plan_reduce_to(s, target);
+    tensor<T, D> r = reduce_sum(g, plan.axes, plan.keep);
+    if (r.shape() == target) return r;
+    return tensor<T, D>(reshape_expr<tensor<T, D>>(std::move(r), target));
   }
-  if (broadcast_shapes(s, target, "gradient") != s)
-    throw shape_error("gradient: a gradient of shape " + to_string(s) + " cannot be reduced to shape " +
-                      to_string(target));
-  std::vector<int> ax;
-  shape dropped;  // the reduction's shape without keepdims
-  const int shift = s.rank() - target.rank();
-  for (int d = 0; d < s.rank(); ++d) {
-    if (d < shift || (target[d - shift] == 1 && s[d] != 1)) ax.push_back(d);
-    else dropped.push_back(s[d]);
-  }
-  // The result must be a tensor that the tapes and accumulators alive saw being computed from g,
-  // so that higher derivatives pass through it: the reduction itself when its shape is the
-  // target's, else a recorded reshape of it (a reshape sharing r's buffer under a new id that
-  // no tape tracks would cut the gradient of a gradient off here).
-  const bool keep = dropped != target;
-  tensor<T, D> r = reduce_sum(g, ax, keep);
-  if (r.shape() == target) return r;
-  return tensor<T, D>(reshape_expr<tensor<T, D>>(std::move(r), target));
 }
 
 /// The gradient of a reduction's operand before any scaling: `g` broadcast back over the
@@ -81,12 +120,6 @@ struct backward {
   static void run(const E&, const G&, Sink&) {}
 };
 
-/// A tensor computed from gradient `G`, re-wrapped with G's derivative order (autodiff/order.hpp).
-template <class G, class T, class D>
-auto keep_order(tensor<T, D> t) {
-  if constexpr (order_v<G> > 0) return as_order<order_v<G>>(std::move(t));
-  else return t;
-}
 
 
 template <class G>
