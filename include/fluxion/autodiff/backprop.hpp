@@ -81,7 +81,7 @@ tensor<value_type_t<G>, device_t<G>> reduce_to(const G& g, const shape& target) 
     // kernel, recording and backward function) among all of a program's gradients: a matmul no
     // longer instantiates a reduction per transpose case and operand (issue 10).
     // Elementwise gradients stay one fused reduction: computing them into a tensor first as well
-    // cut the MLP program's compile time by a further 14-16%, but made a RevNet training step 15-25%
+    // cut the MLP program's compile time by a further 14-16%, but made a RevNet training step 10-21%
     // slower (batch norm's broadcast parameters each pay a pass over an activation-sized tensor;
     // bench/RESULTS-compile.md).
     tensor<T, D> full(g);
