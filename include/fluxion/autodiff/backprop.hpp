@@ -48,7 +48,7 @@ struct reduction_to_shape {
   std::vector<int> axes;
   bool keep = false;
 };
-[[gnu::noinline]] inline reduction_to_shape plan_reduce_to(const shape& s, const shape& target) {
+FLUXION_NOINLINE reduction_to_shape plan_reduce_to(const shape& s, const shape& target) {
   if (broadcast_shapes(s, target, "gradient") != s)
     throw shape_error("gradient: a gradient of shape " + to_string(s) + " cannot be reduced to shape " +
                       to_string(target));

@@ -37,11 +37,15 @@
 #define FLUXION_CUDA_COMPILER 0
 #endif
 
+// FLUXION_NOINLINE marks a non-template helper (shape checks and their error messages) that many
+// templates call: compiled once per program instead of inlined into every statement type (issue 10).
 #if defined(__GNUC__) || defined(__clang__)
 #define FLUXION_ALWAYS_INLINE inline __attribute__((always_inline))
+#define FLUXION_NOINLINE inline __attribute__((noinline))
 #define FLUXION_RESTRICT __restrict__
 #else
 #define FLUXION_ALWAYS_INLINE inline
+#define FLUXION_NOINLINE inline
 #define FLUXION_RESTRICT
 #endif
 

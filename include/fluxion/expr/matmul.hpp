@@ -31,6 +31,56 @@ inline std::string matmul_operand(const shape& s, bool t) {
   return to_string(s) + (t ? "^T" : "");
 }
 
+/// A product's sizes from its operands' shapes, checked. Not a template: compiled once per program,
+/// not once per pair of operand types (issue 10).
+struct matmul_plan {
+  shape out, batch;
+  index_t m = 0, n = 0, k = 0;
+};
+FLUXION_NOINLINE matmul_plan plan_matmul(const shape& sa, const shape& sb, matmul_options o) {
+  if (sa.rank() < 2 || sb.rank() < 2)
+    throw shape_error("matmul: operands need rank >= 2, got shapes " + to_string(sa) + " and " + to_string(sb));
+  matmul_plan p;
+  const int ra = sa.rank(), rb = sb.rank();
+  p.m = o.transpose_a ? sa[ra - 1] : sa[ra - 2];
+  p.k = o.transpose_a ? sa[ra - 2] : sa[ra - 1];
+  const index_t kb = o.transpose_b ? sb[rb - 1] : sb[rb - 2];
+  p.n = o.transpose_b ? sb[rb - 2] : sb[rb - 1];
+  if (p.k != kb)
+    throw shape_error("matmul: inner dimensions differ: " + matmul_operand(sa, o.transpose_a) + " x " +
+                      matmul_operand(sb, o.transpose_b));
+  const shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  try {
+    p.batch = broadcast_shapes(ba, bb, "matmul");
+  } catch (const shape_error&) {
+    throw shape_error("matmul: batch dimensions of shapes " + to_string(sa) + " and " + to_string(sb) +
+                      " cannot be broadcast");
+  }
+  p.out = p.batch;
+  p.out.push_back(p.m);
+  p.out.push_back(p.n);
+  return p;
+}
+
+/// Offset of each output batch entry's matrix inside an operand of shape `s`, whose batch shape
+/// broadcasts to `batch`.
+FLUXION_NOINLINE void matmul_batch_offsets(const shape& batch, const shape& s, index_t matrix, std::vector<index_t>& off) {
+  const int rb = batch.rank(), ro = s.rank() - 2;
+  for (index_t i = 0; i < static_cast<index_t>(off.size()); ++i) {
+    index_t rem = i, o = 0, stride = matrix;
+    for (int d = rb - 1; d >= 0; --d) {
+      const index_t c = rem % batch[d];
+      rem /= batch[d];
+      const int od = d - (rb - ro);
+      if (od >= 0) {
+        if (s[od] != 1) o += c * stride;
+        stride *= s[od];
+      }
+    }
+    off[static_cast<std::size_t>(i)] = o;
+  }
+}
+
 }  // namespace detail
 
 template <class A, class B>
@@ -44,28 +94,12 @@ struct matmul_expr : detail::boundary_expr<matmul_expr<A, B>, value_type_t<A>, d
   index_t m = 0, n = 0, k = 0;
 
   matmul_expr(A a_, B b_, matmul_options o) : a(std::move(a_)), b(std::move(b_)), opt(o) {
-    const auto& sa = a.shape();
-    const auto& sb = b.shape();
-    if (sa.rank() < 2 || sb.rank() < 2)
-      throw shape_error("matmul: operands need rank >= 2, got shapes " + to_string(sa) + " and " + to_string(sb));
-    const int ra = sa.rank(), rb = sb.rank();
-    m = o.transpose_a ? sa[ra - 1] : sa[ra - 2];
-    k = o.transpose_a ? sa[ra - 2] : sa[ra - 1];
-    const index_t kb = o.transpose_b ? sb[rb - 1] : sb[rb - 2];
-    n = o.transpose_b ? sb[rb - 2] : sb[rb - 1];
-    if (k != kb)
-      throw shape_error("matmul: inner dimensions differ: " + detail::matmul_operand(sa, o.transpose_a) + " x " +
-                        detail::matmul_operand(sb, o.transpose_b));
-    const fluxion::shape ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
-    try {
-      m_batch = broadcast_shapes(ba, bb, "matmul");
-    } catch (const shape_error&) {
-      throw shape_error("matmul: batch dimensions of shapes " + to_string(sa) + " and " + to_string(sb) +
-                        " cannot be broadcast");
-    }
-    m_shape = m_batch;
-    m_shape.push_back(m);
-    m_shape.push_back(n);
+    detail::matmul_plan p = detail::plan_matmul(a.shape(), b.shape(), o);
+    m_shape = std::move(p.out);
+    m_batch = std::move(p.batch);
+    m = p.m;
+    n = p.n;
+    k = p.k;
   }
   const fluxion::shape& shape() const { return m_shape; }
 
@@ -75,8 +109,8 @@ struct matmul_expr : detail::boundary_expr<matmul_expr<A, B>, value_type_t<A>, d
     tensor<T, D> out(m_shape);
     const index_t batch = m_batch.size();
     std::vector<index_t> a_off(static_cast<std::size_t>(batch)), b_off(static_cast<std::size_t>(batch));
-    batch_offsets(ta.shape(), m * k, a_off);
-    batch_offsets(tb.shape(), k * n, b_off);
+    detail::matmul_batch_offsets(m_batch, ta.shape(), m * k, a_off);
+    detail::matmul_batch_offsets(m_batch, tb.shape(), k * n, b_off);
     if (k == 0) {
       detail::assign_into(out, 0, contiguous_strides(m_shape).data(),
                           broadcast_to(scalar_expr<T, D>(T(0)), m_shape));
@@ -85,25 +119,6 @@ struct matmul_expr : detail::boundary_expr<matmul_expr<A, B>, value_type_t<A>, d
     detail::evaluator<D>::matmul(opt.transpose_a, opt.transpose_b, batch, m, n, k, ta.data(), a_off.data(),
                                  tb.data(), b_off.data(), out.mutable_data());
     return out;
-  }
-
- private:
-  // Offset of each output batch entry's matrix inside an operand whose batch shape broadcasts.
-  void batch_offsets(const fluxion::shape& s, index_t matrix, std::vector<index_t>& off) const {
-    const int rb = m_batch.rank(), ro = s.rank() - 2;
-    for (index_t i = 0; i < static_cast<index_t>(off.size()); ++i) {
-      index_t rem = i, o = 0, stride = matrix;
-      for (int d = rb - 1; d >= 0; --d) {
-        const index_t c = rem % m_batch[d];
-        rem /= m_batch[d];
-        const int od = d - (rb - ro);
-        if (od >= 0) {
-          if (s[od] != 1) o += c * stride;
-          stride *= s[od];
-        }
-      }
-      off[static_cast<std::size_t>(i)] = o;
-    }
   }
 };
 
