@@ -120,8 +120,6 @@ struct backward {
   static void run(const E&, const G&, Sink&) {}
 };
 
-
-
 template <class G>
 decltype(auto) step(G&& g) {
   using E = std::remove_cvref_t<G>;
