@@ -4,6 +4,9 @@
 //             kernel against a hand-written CUDA kernel, in GB/s of the 6 arrays it must move
 //   sum       fx::reduce_sum of one array
 //   sgemm     fx::matmul on float against cublasSgemm called directly, on the same buffers
+//   conv      the 2-conv CNN's second convolution (x (batch, 14, 14, 32), filters 5x5x32x64, same
+//             padding) forward, and forward with both gradients through the tape (given dy), in
+//             TFLOP/s of the products; PyTorch's cuDNN does the same in bench/cuda/torch_peer.py
 // Every case is timed with CUDA events around each iteration (manual time), after a warm-up, so
 // module loading and handle creation stay out of the figures. Inputs are uniform in [-1, 1).
 #include <benchmark/benchmark.h>
@@ -121,6 +124,33 @@ void sgemm_cublas(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
 }
 
+/// fx::conv2d on the CNN's second convolution at batch state.range(0): the forward pass alone
+/// (Backward false), or the forward pass and the input and filter gradients for a given dy through
+/// the tape (three products of the same size).
+template <bool Backward>
+void conv_fluxion(benchmark::State& state) {
+  const fx::index_t batch = state.range(0), hw = 14, ci = 32, co = 64, k = 5;
+  fx::tensor<float, fx::cuda> x(uniform(batch * hw * hw * ci, 1), {batch, hw, hw, ci});
+  fx::tensor<float, fx::cuda> w(uniform(k * k * ci * co, 2), {k, k, ci, co});
+  fx::tensor<float, fx::cuda> dy(uniform(batch * hw * hw * co, 3), {batch, hw, hw, co});
+  event_timer t;
+  t.run(state, [&] {
+    if constexpr (Backward) {
+      fx::gradient_tape tape;
+      tape.watch(x);
+      tape.watch(w);
+      fx::tensor<float, fx::cuda> y = fx::conv2d(x, w, 1, fx::padding::same);
+      auto g = tape.gradient(y, {std::cref(x), std::cref(w)}, dy);
+      benchmark::DoNotOptimize(g[1].data());
+    } else {
+      fx::tensor<float, fx::cuda> y = fx::conv2d(x, w, 1, fx::padding::same);
+      benchmark::DoNotOptimize(y.data());
+    }
+  });
+  const double flops = 2.0 * batch * hw * hw * co * (k * k * ci) * (Backward ? 3 : 1);
+  state.counters["TFLOP/s"] = benchmark::Counter(flops * state.iterations() * 1e-12, benchmark::Counter::kIsRate);
+}
+
 /// Host to device, 16M floats, timed on the host until the copy is done: fx::to<fx::cuda> (pinned
 /// staging, copy queued) against cudaMemcpy from the same pageable buffer and cudaMemcpyAsync from
 /// pinned memory (the link's ceiling).
@@ -172,3 +202,5 @@ BENCHMARK(chain_handwritten)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicros
 BENCHMARK(sum_fluxion)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(sgemm_fluxion)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(sgemm_cublas)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(conv_fluxion, false)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(conv_fluxion, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

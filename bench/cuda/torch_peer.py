@@ -26,6 +26,7 @@ def main():
         print("torch_peer.py: no CUDA device", file=sys.stderr)
         return 1
     torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False  # full float32 in cuDNN too, as fluxion without allow_tf32
     n = 1 << 24
     g = torch.Generator(device="cuda").manual_seed(7)
     a, b, c, d, e = (torch.rand(n, device="cuda", generator=g) * 2 - 1 for _ in range(5))
@@ -38,6 +39,16 @@ def main():
         y = torch.rand(m, m, device="cuda", generator=g)
         us = timed(lambda: x @ y)
         print(f"torch_sgemm/{m}  {us:10.1f} us  {2 * m**3 / us / 1e6:8.1f} TFLOP/s")
+    for batch in (64, 256):  # the CNN's second convolution, as conv_fluxion (NCHW, cuDNN)
+        x = torch.rand(batch, 32, 14, 14, device="cuda", generator=g).requires_grad_()
+        w = torch.rand(64, 32, 5, 5, device="cuda", generator=g).requires_grad_()
+        dy = torch.rand(batch, 64, 14, 14, device="cuda", generator=g)
+        flops = 2 * batch * 14 * 14 * 64 * 5 * 5 * 32
+        with torch.no_grad():
+            us = timed(lambda: torch.nn.functional.conv2d(x, w, padding=2))
+        print(f"torch_conv_forward/{batch}  {us:10.1f} us  {flops / us / 1e6:8.1f} TFLOP/s")
+        us = timed(lambda: torch.autograd.grad(torch.nn.functional.conv2d(x, w, padding=2), (x, w), dy))
+        print(f"torch_conv_backward/{batch}  {us:10.1f} us  {3 * flops / us / 1e6:8.1f} TFLOP/s")
     for batch in (64, 256):
         us = timed(mlp_step(batch, g))
         print(f"torch_mlp_train/{batch}  {us:10.1f} us")

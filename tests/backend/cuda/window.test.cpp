@@ -1,6 +1,7 @@
 // The window ops on fx::cuda (backend/cuda/window.hpp), conv2d and pooling: forward values and
 // the tape's gradients through them agree with the cpu kernels, for same and valid padding,
-// strides, dilation, overlapping pooling windows and windows that hang over the border.
+// strides, dilation, 1x1 filters (no im2col), im2col in chunks of one image, overlapping pooling
+// windows and windows that hang over the border.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -126,4 +127,24 @@ TEST_CASE("cuda conv2d: an empty batch and a filter gradient over no positions g
   CHECK(y.shape() == fx::shape{0, 5, 5, 4});
   fx::tensor<float, fx::cuda> s = fx::reduce_sum(y);
   check_values(tape.gradient(s, wd).to_vector(), std::vector<float>(static_cast<std::size_t>(w.size()), 0.f), 0.0);
+}
+
+TEST_CASE("cuda conv2d: im2col in chunks of one image gives the cpu's values and gradients") {
+  // The chunked path (a filter gradient added over chunks) runs for batches larger than the
+  // im2col budget allows at once; a budget of one byte makes every image its own chunk.
+  struct budget {
+    std::size_t saved = fx::detail::cuda_window::im2col_budget_bytes();
+    budget() { fx::detail::cuda_window::im2col_budget_bytes() = 1; }
+    ~budget() { fx::detail::cuda_window::im2col_budget_bytes() = saved; }
+  } one_image;
+  int seed = 80;
+  for (const conv_case& k : conv_cases) {
+    INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
+    const auto x = filled<double>(k.input, seed++), w = filled<double>(k.filters, seed++, -0.5, 0.5);
+    const fx::shape out = fx::conv2d(x, w, k.strides, k.pad, k.dilations).shape();
+    const auto c = filled<double>(out, seed++);
+    const auto want = conv_gradients<fx::cpu>(k, x, w, c);
+    const auto got = conv_gradients<fx::cuda>(k, x, w, c);
+    for (std::size_t i = 0; i < want.size(); ++i) check_values(got[i], want[i], 1e-12);
+  }
 }

@@ -1,21 +1,33 @@
 // The window ops of expr/conv.hpp on fx::cuda: conv2d, its input and filter gradients, max and
-// average pooling, their gradients and max pooling's select, as Thrust kernels.
+// average pooling, their gradients and max pooling's select.
 //
-//   fx::tensor<float, fx::cuda> y = fx::conv2d(x, w, 1, fx::padding::same);   // one thread per output
-//   auto p = fx::max_pool2d(fx::relu(y), 2, 2);
+//   fx::tensor<float, fx::cuda> y = fx::conv2d(x, w, 1, fx::padding::same);   // im2col, then cuBLAS
+//   auto p = fx::max_pool2d(fx::relu(y), 2, 2);                              // one thread per output
 //
-// Every kernel gathers: one thread computes one element of the result from the elements that
-// reach it, so nothing is added with atomics, and results are the same on every run. The filter
-// gradient, a sum over every output position of the batch, is a segmented reduction in fixed parts
-// (cuda_kernel::segmented_reduce), one segment per filter element. Pooling follows the cpu
-// kernels' conventions exactly (backend/cpu/pool.hpp): the first maximal element of a window in
-// scan order takes its gradient, padding never takes part, and a gradient from overlapping windows
-// is added in the order of the outputs, starting from zero; average pooling multiplies by the
-// reciprocal of the window's count, as the cpu does. The functors are FLUXION_HOST_DEVICE, so the
-// same code runs as CUDA kernels under nvcc and as OpenMP loops on Thrust's OMP system, where the
-// tests compare it with the cpu kernels. These are plain direct kernels: cuDNN is not used.
+// The convolution and both of its gradients are matrix products over the im2col matrix (one row
+// per output position (n, oh, ow), one column per filter tap and input channel (kh, kw, ci)):
+//   y  = col w           w read as a (K x out_c) matrix: fluxion's HWIO filter needs no transpose
+//   dx = col2im(dy w^T)  a gather: each input element adds the entries of its own taps
+//   dw = col^T dy
+// The products go to the device's matmul (cuBLAS under nvcc, so TF32 only after fx::allow_tf32;
+// the plain kernel on Thrust's OpenMP system). The im2col matrix is built in chunks of whole images
+// of at most im2col_budget_bytes() (256 MB); a filter gradient over several chunks adds them in
+// order. A 1x1 filter at stride 1 without padding uses the input itself. Nothing is added with
+// atomics, so results are the same on every run. cuDNN is not used: on the 2-conv CNN's shapes the
+// products are most of the time (README, GPU section).
+//
+// Pooling is one thread per result element and follows the cpu kernels' conventions exactly
+// (backend/cpu/pool.hpp): the first maximal element of a window in scan order takes its gradient,
+// padding never takes part, and a gradient from overlapping windows is added in the order of the
+// outputs, starting from zero; average pooling multiplies by the reciprocal of the window's count,
+// as the cpu does. The functors are FLUXION_HOST_DEVICE, so the same code runs as CUDA kernels
+// under nvcc and as OpenMP loops on Thrust's OMP system, where the tests compare it with the cpu
+// kernels.
 #pragma once
 
+#include <cstddef>
+
+#include <thrust/fill.h>
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 
@@ -69,41 +81,39 @@ FLUXION_HOST_DEVICE void outputs_covering(index_t in, index_t window, index_t st
   if (last > out - 1) last = out - 1;
 }
 
-/// y(n, oh, ow, co) = sum over the window's taps inside the input of x(n, ih, iw, ci) w(kh, kw, ci, co).
+/// The im2col matrix of images [n0, n0 + count): row (n, oh, ow), column (kh, kw, ci) holds
+/// x(n, ih, iw, ci) at that tap, or zero where the tap falls in the padding (P x K, row-major, with
+/// K = filter_h filter_w in_c). Times the filter, read as a (K x out_c) matrix, it gives the
+/// output rows in NHWC order, so the convolution and both of its gradients are matrix products.
 template <class T>
-struct conv_forward {
+struct im2col {
   conv_geometry s;
   const T* x;
-  const T* w;
-  T* y;
+  T* col;
+  index_t n0;
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
-    const nhwc o = unravel(i, s.out_h, s.out_w, s.out_c);
-    T acc = T(0);
-    for (index_t kh = 0; kh < s.filter_h; ++kh) {
-      const index_t ih = o.h * s.stride_h - s.pad_top + kh * s.dilation_h;
-      if (ih < 0 || ih >= s.in_h) continue;
-      for (index_t kw = 0; kw < s.filter_w; ++kw) {
-        const index_t iw = o.w * s.stride_w - s.pad_left + kw * s.dilation_w;
-        if (iw < 0 || iw >= s.in_w) continue;
-        const T* xp = x + ((o.n * s.in_h + ih) * s.in_w + iw) * s.in_c;
-        const T* wp = w + (kh * s.filter_w + kw) * s.in_c * s.out_c + o.c;
-        for (index_t ci = 0; ci < s.in_c; ++ci) acc += xp[ci] * wp[ci * s.out_c];
-      }
-    }
-    y[i] = acc;
+    const index_t k_size = s.filter_h * s.filter_w * s.in_c;
+    const index_t row = i / k_size, k = i - row * k_size;
+    const index_t ci = k % s.in_c, tap = k / s.in_c, kh = tap / s.filter_w, kw = tap % s.filter_w;
+    const index_t ow = row % s.out_w, t = row / s.out_w, oh = t % s.out_h, n = n0 + t / s.out_h;
+    const index_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
+    const index_t iw = ow * s.stride_w - s.pad_left + kw * s.dilation_w;
+    const bool inside = ih >= 0 && ih < s.in_h && iw >= 0 && iw < s.in_w;
+    col[i] = inside ? x[((n * s.in_h + ih) * s.in_w + iw) * s.in_c + ci] : T(0);
   }
 };
 
-/// dx(n, ih, iw, ci) = sum over the taps (kh, kw) that put (ih, iw) in output (oh, ow)'s window,
-/// and over co, of dy(n, oh, ow, co) w(kh, kw, ci, co).
+/// The adjoint of im2col, as a gather: dx(n, ih, iw, ci) for the images [n0, n0 + count) is the
+/// sum, over the taps (kh, kw) that put (ih, iw) in output (oh, ow)'s window, of dcol at row
+/// (n, oh, ow) and column (kh, kw, ci). One thread per input element, no atomics.
 template <class T>
-struct conv_input_gradient {
+struct col2im {
   conv_geometry s;
-  const T* dy;
-  const T* w;
+  const T* dcol;
   T* dx;
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
     const nhwc p = unravel(i, s.in_h, s.in_w, s.in_c);
+    const index_t k_size = s.filter_h * s.filter_w * s.in_c;
     T acc = T(0);
     for (index_t kh = 0; kh < s.filter_h; ++kh) {
       const index_t th = p.h + s.pad_top - kh * s.dilation_h;
@@ -113,40 +123,19 @@ struct conv_input_gradient {
         const index_t tw = p.w + s.pad_left - kw * s.dilation_w;
         if (tw < 0 || tw % s.stride_w != 0 || tw / s.stride_w >= s.out_w) continue;
         const index_t ow = tw / s.stride_w;
-        const T* gp = dy + ((p.n * s.out_h + oh) * s.out_w + ow) * s.out_c;
-        const T* wp = w + ((kh * s.filter_w + kw) * s.in_c + p.c) * s.out_c;
-        for (index_t co = 0; co < s.out_c; ++co) acc += gp[co] * wp[co];
+        acc += dcol[((p.n * s.out_h + oh) * s.out_w + ow) * k_size + (kh * s.filter_w + kw) * s.in_c + p.c];
       }
     }
     dx[i] = acc;
   }
 };
 
-/// Term j of filter element k's sum: x(n, ih, iw, ci) dy(n, oh, ow, co) for output position j =
-/// (n, oh, ow) and k = (kh, kw, ci, co), or zero where the tap falls in the padding.
+/// dw[i] += partial[i]: a later batch chunk's filter gradient added to the earlier chunks'.
 template <class T>
-struct conv_filter_term {
-  conv_geometry s;
-  const T* x;
-  const T* dy;
-  FLUXION_HOST_DEVICE T operator()(index_t k, index_t j) const {
-    const index_t co = k % s.out_c, ci = k / s.out_c % s.in_c, tap = k / (s.out_c * s.in_c);
-    const index_t kh = tap / s.filter_w, kw = tap % s.filter_w;
-    const index_t ow = j % s.out_w, oh = j / s.out_w % s.out_h, n = j / (s.out_w * s.out_h);
-    const index_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
-    const index_t iw = ow * s.stride_w - s.pad_left + kw * s.dilation_w;
-    if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) return T(0);
-    return x[((n * s.in_h + ih) * s.in_w + iw) * s.in_c + ci] * dy[j * s.out_c + co];
-  }
-};
-
-template <class T>
-struct plus {
-  FLUXION_HOST_DEVICE T operator()(T a, T b) const { return a + b; }
-};
-template <class T>
-struct same {
-  FLUXION_HOST_DEVICE T operator()(T a) const { return a; }
+struct accumulate {
+  const T* partial;
+  T* dw;
+  FLUXION_HOST_DEVICE void operator()(index_t i) const { dw[i] += partial[i]; }
 };
 
 /// Flat index, in image n's (H, W, C) block, of the first maximal element of window (oh, ow) in
@@ -239,6 +228,38 @@ void for_each_index(index_t n, const F& f) {
   if (n > 0) thrust::for_each_n(kernel_policy(), thrust::counting_iterator<index_t>(0), n, f);
 }
 
+/// A single row-major product C (m x n) = op(A) op(B) with inner size k, through the device's
+/// matmul (cuBLAS for float and double under nvcc, the plain kernel elsewhere).
+template <class T>
+void gemm(bool ta, bool tb, index_t m, index_t n, index_t k, const T* a, const T* b, T* c) {
+  const index_t origin = 0;
+  evaluator<cuda>::matmul(ta, tb, 1, m, n, k, a, &origin, b, &origin, c);
+}
+
+/// K, the columns of the im2col matrix: one per filter tap and input channel.
+inline index_t k_size(const conv_geometry& s) { return s.filter_h * s.filter_w * s.in_c; }
+
+/// A 1x1 filter at stride 1 without padding: the input itself is the im2col matrix.
+inline bool pointwise(const conv_geometry& s) {
+  return s.filter_h == 1 && s.filter_w == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_top == 0 &&
+         s.pad_left == 0;
+}
+
+/// The bytes of device memory the im2col matrix may take at once (256 MB; larger batches go in
+/// chunks of whole images). Process-wide; the tests lower it to exercise the chunked path.
+inline std::size_t& im2col_budget_bytes() noexcept {
+  static std::size_t bytes = std::size_t(256) << 20;
+  return bytes;
+}
+
+/// Images per chunk: as many as fit the budget, at least one, at most the batch.
+template <class T>
+index_t images_per_chunk(const conv_geometry& s) {
+  const index_t per_image = s.out_h * s.out_w * k_size(s);
+  const index_t fit = per_image > 0 ? static_cast<index_t>(im2col_budget_bytes() / sizeof(T)) / per_image : s.batch;
+  return fit < 1 ? 1 : (fit < s.batch ? fit : s.batch);
+}
+
 }  // namespace cuda_window
 
 // The table of window_ops (expr/conv.hpp) on the cuda device, called as the cpu kernels are:
@@ -247,28 +268,65 @@ template <>
 struct window_kernel<cuda, window_ops::conv2d> {
   template <class T>
   static void run(const conv2d_geometry& s, const T* x, const T* w, T* y) {
-    cuda_window::for_each_index(s.output_size(), cuda_window::conv_forward<T>{s, x, w, y});
+    if (s.output_size() == 0) return;
+    if (cuda_window::pointwise(s)) {  // y (NHW x out_c) = x (NHW x in_c) w (in_c x out_c)
+      cuda_window::gemm(false, false, s.batch * s.in_h * s.in_w, s.out_c, s.in_c, x, w, y);
+      return;
+    }
+    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, chunk = cuda_window::images_per_chunk<T>(s);
+    device_scratch<T> col(chunk * rows * k);
+    for (index_t n0 = 0; n0 < s.batch; n0 += chunk) {
+      const index_t p = (n0 + chunk < s.batch ? chunk : s.batch - n0) * rows;
+      cuda_window::for_each_index(p * k, cuda_window::im2col<T>{s, x, col.data(), n0});
+      cuda_window::gemm(false, false, p, s.out_c, k, col.data(), w, y + n0 * rows * s.out_c);
+    }
   }
 };
 template <>
 struct window_kernel<cuda, window_ops::conv2d_input_gradient> {
   template <class T>
   static void run(const conv2d_geometry& s, const T* dy, const T* w, T* dx) {
-    cuda_window::for_each_index(s.input_size(), cuda_window::conv_input_gradient<T>{s, dy, w, dx});
+    if (s.input_size() == 0) return;
+    if (cuda_window::pointwise(s)) {  // dx (NHW x in_c) = dy (NHW x out_c) w^T
+      cuda_window::gemm(false, true, s.batch * s.in_h * s.in_w, s.in_c, s.out_c, dy, w, dx);
+      return;
+    }
+    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, chunk = cuda_window::images_per_chunk<T>(s);
+    const index_t image = s.in_h * s.in_w * s.in_c;
+    device_scratch<T> dcol(chunk * rows * k);
+    for (index_t n0 = 0; n0 < s.batch; n0 += chunk) {
+      const index_t count = n0 + chunk < s.batch ? chunk : s.batch - n0;
+      // dcol (P x K) = dy (P x out_c) w^T, then each input element gathers its taps from dcol.
+      cuda_window::gemm(false, true, count * rows, k, s.out_c, dy + n0 * rows * s.out_c, w, dcol.data());
+      cuda_window::for_each_index(count * image, cuda_window::col2im<T>{s, dcol.data(), dx + n0 * image});
+    }
   }
 };
 template <>
 struct window_kernel<cuda, window_ops::conv2d_filter_gradient> {
   template <class T>
   static void run(const conv2d_geometry& s, const T* x, const T* dy, T* dw) {
-    const index_t n_out = s.filter_size(), n_red = s.batch * s.out_h * s.out_w;
+    const index_t n_out = s.filter_size();
     if (n_out == 0) return;
-    if (n_red == 0) {
+    if (s.output_size() == 0) {  // no output position: nothing reaches the filter
       thrust::fill_n(kernel_policy(), dw, n_out, T(0));
       return;
     }
-    cuda_kernel::segmented_reduce(dw, n_out, n_red, cuda_window::conv_filter_term<T>{s, x, dy}, T(0),
-                                  cuda_window::plus<T>{}, cuda_window::same<T>{});
+    if (cuda_window::pointwise(s)) {  // dw (in_c x out_c) = x^T dy
+      cuda_window::gemm(true, false, s.in_c, s.out_c, s.batch * s.in_h * s.in_w, x, dy, dw);
+      return;
+    }
+    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, chunk = cuda_window::images_per_chunk<T>(s);
+    device_scratch<T> col(chunk * rows * k);
+    // Chunks after the first compute into `partial` and are added in order (deterministic).
+    device_scratch<T> partial(chunk < s.batch ? n_out : 0);
+    for (index_t n0 = 0; n0 < s.batch; n0 += chunk) {
+      const index_t p = (n0 + chunk < s.batch ? chunk : s.batch - n0) * rows;
+      cuda_window::for_each_index(p * k, cuda_window::im2col<T>{s, x, col.data(), n0});
+      // dw (K x out_c) = col^T (K x P) dy (P x out_c)
+      cuda_window::gemm(true, false, k, s.out_c, p, col.data(), dy + n0 * rows * s.out_c, n0 == 0 ? dw : partial.data());
+      if (n0 > 0) cuda_window::for_each_index(n_out, cuda_window::accumulate<T>{partial.data(), dw});
+    }
   }
 };
 template <>
