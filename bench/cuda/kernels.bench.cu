@@ -6,7 +6,8 @@
 //   sgemm     fx::matmul on float against cublasSgemm called directly, on the same buffers
 //   conv      the 2-conv CNN's second convolution (x (batch, 14, 14, 32), filters 5x5x32x64, same
 //             padding) forward, and forward with both gradients through the tape (given dy), in
-//             TFLOP/s of the products; PyTorch's cuDNN does the same in bench/cuda/torch_peer.py
+//             TFLOP/s of the products; PyTorch's cuDNN does the same in bench/cuda/torch_peer.py;
+//             conv_products the three matrix products alone, on the im2col matrix's shape
 // Every case is timed with CUDA events around each iteration (manual time), after a warm-up, so
 // module loading and handle creation stay out of the figures. Inputs are uniform in [-1, 1).
 #include <benchmark/benchmark.h>
@@ -151,6 +152,23 @@ void conv_fluxion(benchmark::State& state) {
   state.counters["TFLOP/s"] = benchmark::Counter(flops * state.iterations() * 1e-12, benchmark::Counter::kIsRate);
 }
 
+/// The three products conv_fluxion<true> makes, alone, on buffers of the im2col matrix's shape
+/// (P = batch 14 14 rows, K = 5 5 32 columns): col w, dy w^T and col^T dy. conv_fluxion's time
+/// over this is what building the im2col matrix and gathering it back costs.
+void conv_products_fluxion(benchmark::State& state) {
+  const fx::index_t p = state.range(0) * 14 * 14, k = 5 * 5 * 32, co = 64;
+  fx::tensor<float, fx::cuda> col(uniform(p * k, 1), {p, k}), w(uniform(k * co, 2), {k, co}), dy(uniform(p * co, 3), {p, co});
+  event_timer t;
+  t.run(state, [&] {
+    fx::tensor<float, fx::cuda> y = fx::matmul(col, w);
+    fx::tensor<float, fx::cuda> dcol = fx::matmul(dy, w, fx::transpose_b);
+    fx::tensor<float, fx::cuda> dw = fx::matmul(col, dy, fx::transpose_a);
+    benchmark::DoNotOptimize(dw.data());
+  });
+  state.counters["TFLOP/s"] = benchmark::Counter(3 * 2.0 * p * k * co * state.iterations() * 1e-12,
+                                                 benchmark::Counter::kIsRate);
+}
+
 /// Host to device, 16M floats, timed on the host until the copy is done: fx::to<fx::cuda> (pinned
 /// staging, copy queued) against cudaMemcpy from the same pageable buffer and cudaMemcpyAsync from
 /// pinned memory (the link's ceiling).
@@ -204,3 +222,4 @@ BENCHMARK(sgemm_fluxion)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark:
 BENCHMARK(sgemm_cublas)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(conv_fluxion, false)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(conv_fluxion, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(conv_products_fluxion)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

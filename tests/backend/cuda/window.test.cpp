@@ -4,6 +4,7 @@
 // windows and windows that hang over the border.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "same_on_both_devices.hpp"
@@ -55,6 +56,18 @@ std::vector<std::vector<double>> conv_gradients(const conv_case& k, const fx::te
   return {tape.gradient(y, x).to_vector(), tape.gradient(y, w).to_vector(), y.to_vector()};
 }
 
+/// The tape's input and filter gradients (and the value) of conv_gradients for case k agree on
+/// the two devices, from inputs drawn with seeds seed, seed + 1 and seed + 2.
+void conv_gradients_agree(const conv_case& k, int seed) {
+  INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
+  const auto x = filled<double>(k.input, seed), w = filled<double>(k.filters, seed + 1, -0.5, 0.5);
+  const fx::shape out = fx::conv2d(x, w, k.strides, k.pad, k.dilations).shape();
+  const auto c = filled<double>(out, seed + 2);
+  const auto want = conv_gradients<fx::cpu>(k, x, w, c);
+  const auto got = conv_gradients<fx::cuda>(k, x, w, c);
+  for (std::size_t i = 0; i < want.size(); ++i) check_values(got[i], want[i], 1e-12);
+}
+
 /// d/dx of sum(max_pool2d(x) * a + square(avg_pool2d(x)) * b) on Device (double).
 template <class Device>
 std::vector<double> pool_gradient(const pool_case& p, const fx::tensor<double>& x0, const fx::tensor<double>& a0,
@@ -95,13 +108,8 @@ TEST_CASE_TEMPLATE("cuda pooling: max and average pooling as on the cpu", T, flo
 TEST_CASE("cuda conv2d: input and filter gradients through the tape agree with the cpu's") {
   int seed = 40;
   for (const conv_case& k : conv_cases) {
-    INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
-    const auto x = filled<double>(k.input, seed++), w = filled<double>(k.filters, seed++, -0.5, 0.5);
-    const fx::shape out = fx::conv2d(x, w, k.strides, k.pad, k.dilations).shape();
-    const auto c = filled<double>(out, seed++);
-    const auto want = conv_gradients<fx::cpu>(k, x, w, c);
-    const auto got = conv_gradients<fx::cuda>(k, x, w, c);
-    for (std::size_t i = 0; i < want.size(); ++i) check_values(got[i], want[i], 1e-12);
+    conv_gradients_agree(k, seed);
+    seed += 3;
   }
 }
 
@@ -129,22 +137,63 @@ TEST_CASE("cuda conv2d: an empty batch and a filter gradient over no positions g
   check_values(tape.gradient(s, wd).to_vector(), std::vector<float>(static_cast<std::size_t>(w.size()), 0.f), 0.0);
 }
 
+namespace {
+/// Sets a process-wide setting for one scope.
+template <class T>
+struct scoped_setting {
+  T& setting;
+  T saved;
+  scoped_setting(T& s, T value) : setting(s), saved(s) { setting = value; }
+  ~scoped_setting() { setting = saved; }
+};
+}  // namespace
+
 TEST_CASE("cuda conv2d: im2col in chunks of one image gives the cpu's values and gradients") {
   // The chunked path (a filter gradient added over chunks) runs for batches larger than the
   // im2col budget allows at once; a budget of one byte makes every image its own chunk.
-  struct budget {
-    std::size_t saved = fx::detail::cuda_window::im2col_budget_bytes();
-    budget() { fx::detail::cuda_window::im2col_budget_bytes() = 1; }
-    ~budget() { fx::detail::cuda_window::im2col_budget_bytes() = saved; }
-  } one_image;
+  scoped_setting<std::size_t> one_image(fx::detail::cuda_window::im2col_budget_bytes(), 1);
   int seed = 80;
   for (const conv_case& k : conv_cases) {
-    INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
-    const auto x = filled<double>(k.input, seed++), w = filled<double>(k.filters, seed++, -0.5, 0.5);
-    const fx::shape out = fx::conv2d(x, w, k.strides, k.pad, k.dilations).shape();
-    const auto c = filled<double>(out, seed++);
-    const auto want = conv_gradients<fx::cpu>(k, x, w, c);
-    const auto got = conv_gradients<fx::cuda>(k, x, w, c);
-    for (std::size_t i = 0; i < want.size(); ++i) check_values(got[i], want[i], 1e-12);
+    conv_gradients_agree(k, seed);
+    seed += 3;
   }
+}
+
+TEST_CASE("cuda window ops: launches of one image each (the 2^32-thread split) give the cpu's results") {
+  // Each case's limit is its largest per-image launch, so every launch covers a single image and
+  // the kernels run on pointers offset to it.
+  int seed = 100;
+  for (const conv_case& k : conv_cases) {
+    const fx::shape out = fx::conv2d(fx::tensor<double>(k.input), fx::tensor<double>(k.filters), k.strides, k.pad,
+                                     k.dilations).shape();
+    const fx::index_t image = k.input[1] * k.input[2] * k.input[3];
+    const fx::index_t col = out[1] * out[2] * k.filters[0] * k.filters[1] * k.filters[2];
+    scoped_setting<fx::index_t> one_image(fx::detail::cuda_window::launch_limit(), std::max(image, col));
+    conv_gradients_agree(k, seed);
+    seed += 3;
+  }
+  for (const pool_case& p : pool_cases) {
+    INFO("input " << fx::to_string(p.input));
+    auto x = filled<double>(p.input, seed++);
+    x.mutable_data()[1 * p.input[3]] = x.data()[0];
+    scoped_setting<fx::index_t> one_image(fx::detail::cuda_window::launch_limit(),
+                                          p.input[1] * p.input[2] * p.input[3]);
+    const fx::shape out = fx::max_pool2d(x, p.ksize, p.strides, p.pad).shape();
+    const auto a = filled<double>(out, seed++), b = filled<double>(out, seed++);
+    check_values(pool_gradient<fx::cuda>(p, x, a, b), pool_gradient<fx::cpu>(p, x, a, b), 1e-12);
+    same_on_both_devices([&](const auto& xi) { return fx::max_pool2d(xi, p.ksize, p.strides, p.pad); }, x);
+    same_on_both_devices([&](const auto& xi) { return fx::avg_pool2d(xi, p.ksize, p.strides, p.pad); }, x);
+  }
+}
+
+TEST_CASE("cuda window ops: an image larger than one launch can index fails cleanly, naming the op") {
+  scoped_setting<fx::index_t> small(fx::detail::cuda_window::launch_limit(), 3);
+  fx::tensor<float, fx::cuda> x = fx::to<fx::cuda>(filled<float>({1, 4, 4, 1}, 110));
+  fx::tensor<float, fx::cuda> w = fx::to<fx::cuda>(filled<float>({3, 3, 1, 1}, 111));
+  using device_tensor = fx::tensor<float, fx::cuda>;
+  auto conv = [&] { return device_tensor(fx::conv2d(x, w, 1, fx::padding::same)); };
+  auto pool = [&] { return device_tensor(fx::max_pool2d(x, 2, 2)); };
+  CHECK_THROWS_WITH_AS(conv(), doctest::Contains("conv2d on cuda: one image needs 144 threads, more than one launch indexes (3)"), fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(pool(), doctest::Contains("max_pool2d on cuda: one image needs 4 threads"),
+                       fx::invalid_argument);
 }

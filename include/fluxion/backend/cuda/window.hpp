@@ -26,6 +26,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
@@ -42,19 +44,45 @@ namespace cuda_window {
 using conv_geometry = kernels::conv2d_shape;
 using pool_geometry = kernels::pool2d_shape;
 
-/// (n, h, w, c) of flat index i in an (N, H, W, C) tensor.
+/// Index arithmetic inside the kernels is unsigned 32-bit: a 32-bit division is a few instructions
+/// on a GPU, a 64-bit one a subroutine of about a hundred, and these kernels divide several times
+/// per element (the first im2col, in 64-bit, took 5 times cuDNN's whole forward pass on an H200).
+/// Every launch covers whole images, as many as keep its thread indices within launch_limit()
+/// (2^32 - 1; for_image_groups), with pointers offset to its first image on the host; addresses
+/// are still computed in index_t.
+using u32 = std::uint32_t;
+
+/// The most threads one window launch indexes. Process-wide; the tests lower it to make every
+/// launch cover one image.
+inline index_t& launch_limit() noexcept {
+  static index_t limit = index_t(0xFFFFFFFF);
+  return limit;
+}
+
+/// (n, h, w, c) of flat index i in an (N, H, W, C) block.
 struct nhwc {
   index_t n, h, w, c;
 };
-FLUXION_HOST_DEVICE nhwc unravel(index_t i, index_t height, index_t width, index_t channels) {
-  nhwc p;
-  p.c = i % channels;
-  i /= channels;
-  p.w = i % width;
-  i /= width;
-  p.h = i % height;
-  p.n = i / height;
-  return p;
+FLUXION_HOST_DEVICE nhwc unravel(u32 i, u32 height, u32 width, u32 channels) {
+  const u32 a = i / channels, b = a / width, n = b / height;
+  return {index_t(n), index_t(b - n * height), index_t(a - b * width), index_t(i - a * channels)};
+}
+
+/// Images per launch: at most `images`, and few enough that count * per_image < 2^32.
+inline index_t images_per_launch(const char* op, index_t images, index_t per_image) {
+  const index_t limit = launch_limit();
+  if (per_image > limit)
+    throw invalid_argument(std::string(op) + " on cuda: one image needs " + std::to_string(per_image) +
+                           " threads, more than one launch indexes (" + std::to_string(limit) + ")");
+  const index_t fit = per_image > 0 ? limit / per_image : images;
+  return fit < images ? fit : images;
+}
+
+/// f(n0, count) for consecutive groups of whole images, each one launch of count * per_image threads.
+template <class F>
+void for_image_groups(const char* op, index_t images, index_t per_image, const F& f) {
+  const index_t group = images_per_launch(op, images, per_image);
+  for (index_t n0 = 0; n0 < images; n0 += group) f(n0, n0 + group < images ? group : images - n0);
 }
 
 /// The valid part [h0, h1) x [w0, w1) of pooling window (oh, ow), as pool_detail::span_of.
@@ -74,55 +102,61 @@ FLUXION_HOST_DEVICE span span_of(const pool_geometry& s, index_t oh, index_t ow)
 /// [first, last], empty when first > last.
 FLUXION_HOST_DEVICE void outputs_covering(index_t in, index_t window, index_t stride, index_t pad, index_t out,
                                                  index_t& first, index_t& last) {
-  const index_t t = in + pad;  // the input position in padded coordinates
+  const index_t t = in + pad;  // the input position in padded coordinates, >= 0
   const index_t lo = t - window + 1;
-  first = lo <= 0 ? 0 : (lo + stride - 1) / stride;
-  last = t / stride;
+  first = lo <= 0 ? 0 : index_t((u32(lo) + u32(stride) - 1) / u32(stride));
+  last = index_t(u32(t) / u32(stride));
   if (last > out - 1) last = out - 1;
 }
 
-/// The im2col matrix of images [n0, n0 + count): row (n, oh, ow), column (kh, kw, ci) holds
-/// x(n, ih, iw, ci) at that tap, or zero where the tap falls in the padding (P x K, row-major, with
-/// K = filter_h filter_w in_c). Times the filter, read as a (K x out_c) matrix, it gives the
-/// output rows in NHWC order, so the convolution and both of its gradients are matrix products.
+/// The im2col matrix of the images at x: row (n, oh, ow), column (kh, kw, ci) holds x(n, ih, iw, ci)
+/// at that tap, or zero where the tap falls in the padding (P x K, row-major, with K = filter_h
+/// filter_w in_c). Times the filter, read as a (K x out_c) matrix, it gives the output rows in NHWC
+/// order, so the convolution and both of its gradients are matrix products.
 template <class T>
 struct im2col {
   conv_geometry s;
   const T* x;
   T* col;
-  index_t n0;
-  FLUXION_HOST_DEVICE void operator()(index_t i) const {
-    const index_t k_size = s.filter_h * s.filter_w * s.in_c;
-    const index_t row = i / k_size, k = i - row * k_size;
-    const index_t ci = k % s.in_c, tap = k / s.in_c, kh = tap / s.filter_w, kw = tap % s.filter_w;
-    const index_t ow = row % s.out_w, t = row / s.out_w, oh = t % s.out_h, n = n0 + t / s.out_h;
-    const index_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
-    const index_t iw = ow * s.stride_w - s.pad_left + kw * s.dilation_w;
+  FLUXION_HOST_DEVICE void operator()(index_t idx) const {
+    const u32 i = u32(idx), in_c = u32(s.in_c), k_size = u32(s.filter_h * s.filter_w) * in_c;
+    const u32 row = i / k_size, k = i - row * k_size, tap = k / in_c, kh = tap / u32(s.filter_w);
+    const nhwc o = unravel(row, u32(s.out_h), u32(s.out_w), 1);
+    const index_t ih = o.h * s.stride_h - s.pad_top + index_t(kh) * s.dilation_h;
+    const index_t iw = o.w * s.stride_w - s.pad_left + index_t(tap - kh * u32(s.filter_w)) * s.dilation_w;
     const bool inside = ih >= 0 && ih < s.in_h && iw >= 0 && iw < s.in_w;
-    col[i] = inside ? x[((n * s.in_h + ih) * s.in_w + iw) * s.in_c + ci] : T(0);
+    col[idx] = inside ? x[((o.n * s.in_h + ih) * s.in_w + iw) * s.in_c + index_t(k - tap * in_c)] : T(0);
   }
 };
 
-/// The adjoint of im2col, as a gather: dx(n, ih, iw, ci) for the images [n0, n0 + count) is the
-/// sum, over the taps (kh, kw) that put (ih, iw) in output (oh, ow)'s window, of dcol at row
-/// (n, oh, ow) and column (kh, kw, ci). One thread per input element, no atomics.
+/// The output position (oh or ow) whose window puts tap k at input position `in` (stride and
+/// dilation along that axis), or -1 when none does.
+FLUXION_HOST_DEVICE index_t output_of_tap(index_t in, index_t pad, index_t k, index_t dilation, index_t stride,
+                                          index_t out) {
+  const index_t t = in + pad - k * dilation;
+  if (t < 0) return -1;
+  const index_t o = stride == 1 ? t : index_t(u32(t) / u32(stride));
+  return o * stride == t && o < out ? o : -1;
+}
+
+/// The adjoint of im2col, as a gather: dx(n, ih, iw, ci) is the sum, over the taps (kh, kw) that
+/// put (ih, iw) in output (oh, ow)'s window, of dcol at row (n, oh, ow) and column (kh, kw, ci).
+/// One thread per input element, no atomics.
 template <class T>
 struct col2im {
   conv_geometry s;
   const T* dcol;
   T* dx;
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
-    const nhwc p = unravel(i, s.in_h, s.in_w, s.in_c);
+    const nhwc p = unravel(u32(i), u32(s.in_h), u32(s.in_w), u32(s.in_c));
     const index_t k_size = s.filter_h * s.filter_w * s.in_c;
     T acc = T(0);
     for (index_t kh = 0; kh < s.filter_h; ++kh) {
-      const index_t th = p.h + s.pad_top - kh * s.dilation_h;
-      if (th < 0 || th % s.stride_h != 0 || th / s.stride_h >= s.out_h) continue;
-      const index_t oh = th / s.stride_h;
+      const index_t oh = output_of_tap(p.h, s.pad_top, kh, s.dilation_h, s.stride_h, s.out_h);
+      if (oh < 0) continue;
       for (index_t kw = 0; kw < s.filter_w; ++kw) {
-        const index_t tw = p.w + s.pad_left - kw * s.dilation_w;
-        if (tw < 0 || tw % s.stride_w != 0 || tw / s.stride_w >= s.out_w) continue;
-        const index_t ow = tw / s.stride_w;
+        const index_t ow = output_of_tap(p.w, s.pad_left, kw, s.dilation_w, s.stride_w, s.out_w);
+        if (ow < 0) continue;
         acc += dcol[((p.n * s.out_h + oh) * s.out_w + ow) * k_size + (kh * s.filter_w + kw) * s.in_c + p.c];
       }
     }
@@ -160,7 +194,7 @@ struct pool_forward {
   const T* x;
   T* y;
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
-    const nhwc o = unravel(i, s.out_h, s.out_w, s.channels);
+    const nhwc o = unravel(u32(i), u32(s.out_h), u32(s.out_w), u32(s.channels));
     const T* image = x + o.n * s.in_h * s.in_w * s.channels;
     if constexpr (Max) {
       const index_t at = window_argmax(s, image, o.h, o.w, o.c);
@@ -188,7 +222,7 @@ struct pool_gradient {
   const T* dy;
   T* dx;
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
-    const nhwc p = unravel(i, s.in_h, s.in_w, s.channels);
+    const nhwc p = unravel(u32(i), u32(s.in_h), u32(s.in_w), u32(s.channels));
     index_t oh0, oh1, ow0, ow1;
     outputs_covering(p.h, s.window_h, s.stride_h, s.pad_top, s.out_h, oh0, oh1);
     outputs_covering(p.w, s.window_w, s.stride_w, s.pad_left, s.out_w, ow0, ow1);
@@ -216,7 +250,7 @@ struct pool_select {
   const T* h;
   T* y;
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
-    const nhwc o = unravel(i, s.out_h, s.out_w, s.channels);
+    const nhwc o = unravel(u32(i), u32(s.out_h), u32(s.out_w), u32(s.channels));
     const index_t image = o.n * s.in_h * s.in_w * s.channels;
     const index_t at = window_argmax(s, x + image, o.h, o.w, o.c);
     y[i] = at < 0 ? T(0) : h[image + at];
@@ -252,12 +286,15 @@ inline std::size_t& im2col_budget_bytes() noexcept {
   return bytes;
 }
 
-/// Images per chunk: as many as fit the budget, at least one, at most the batch.
+/// Images per chunk: as many as fit the budget, at least one, at most the batch, and few enough
+/// for one launch of im2col and of col2im (for_image_groups).
 template <class T>
 index_t images_per_chunk(const conv_geometry& s) {
-  const index_t per_image = s.out_h * s.out_w * k_size(s);
+  const index_t per_image = s.out_h * s.out_w * k_size(s), image = s.in_h * s.in_w * s.in_c;
+  const index_t launch = images_per_launch("conv2d", s.batch, per_image > image ? per_image : image);
   const index_t fit = per_image > 0 ? static_cast<index_t>(im2col_budget_bytes() / sizeof(T)) / per_image : s.batch;
-  return fit < 1 ? 1 : (fit < s.batch ? fit : s.batch);
+  const index_t chunk = fit < launch ? fit : launch;
+  return chunk < 1 ? 1 : chunk;
 }
 
 }  // namespace cuda_window
@@ -274,10 +311,11 @@ struct window_kernel<cuda, window_ops::conv2d> {
       return;
     }
     const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, chunk = cuda_window::images_per_chunk<T>(s);
+    const index_t image = s.in_h * s.in_w * s.in_c;
     device_scratch<T> col(chunk * rows * k);
     for (index_t n0 = 0; n0 < s.batch; n0 += chunk) {
       const index_t p = (n0 + chunk < s.batch ? chunk : s.batch - n0) * rows;
-      cuda_window::for_each_index(p * k, cuda_window::im2col<T>{s, x, col.data(), n0});
+      cuda_window::for_each_index(p * k, cuda_window::im2col<T>{s, x + n0 * image, col.data()});
       cuda_window::gemm(false, false, p, s.out_c, k, col.data(), w, y + n0 * rows * s.out_c);
     }
   }
@@ -317,12 +355,13 @@ struct window_kernel<cuda, window_ops::conv2d_filter_gradient> {
       return;
     }
     const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, chunk = cuda_window::images_per_chunk<T>(s);
+    const index_t image = s.in_h * s.in_w * s.in_c;
     device_scratch<T> col(chunk * rows * k);
     // Chunks after the first compute into `partial` and are added in order (deterministic).
     device_scratch<T> partial(chunk < s.batch ? n_out : 0);
     for (index_t n0 = 0; n0 < s.batch; n0 += chunk) {
       const index_t p = (n0 + chunk < s.batch ? chunk : s.batch - n0) * rows;
-      cuda_window::for_each_index(p * k, cuda_window::im2col<T>{s, x, col.data(), n0});
+      cuda_window::for_each_index(p * k, cuda_window::im2col<T>{s, x + n0 * image, col.data()});
       // dw (K x out_c) = col^T (K x P) dy (P x out_c)
       cuda_window::gemm(true, false, k, s.out_c, p, col.data(), dy + n0 * rows * s.out_c, n0 == 0 ? dw : partial.data());
       if (n0 > 0) cuda_window::for_each_index(n_out, cuda_window::accumulate<T>{partial.data(), dw});
@@ -333,35 +372,53 @@ template <>
 struct window_kernel<cuda, window_ops::max_pool2d> {
   template <class T>
   static void run(const pool2d_geometry& s, const T* x, T* y) {
-    cuda_window::for_each_index(s.output_size(), cuda_window::pool_forward<T, true>{s, x, y});
+    const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
+    cuda_window::for_image_groups("max_pool2d", s.batch, out, [&](index_t n0, index_t count) {
+      cuda_window::for_each_index(count * out, cuda_window::pool_forward<T, true>{s, x + n0 * in, y + n0 * out});
+    });
   }
 };
 template <>
 struct window_kernel<cuda, window_ops::avg_pool2d> {
   template <class T>
   static void run(const pool2d_geometry& s, const T* x, T* y) {
-    cuda_window::for_each_index(s.output_size(), cuda_window::pool_forward<T, false>{s, x, y});
+    const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
+    cuda_window::for_image_groups("avg_pool2d", s.batch, out, [&](index_t n0, index_t count) {
+      cuda_window::for_each_index(count * out, cuda_window::pool_forward<T, false>{s, x + n0 * in, y + n0 * out});
+    });
   }
 };
 template <>
 struct window_kernel<cuda, window_ops::max_pool2d_gradient> {
   template <class T>
   static void run(const pool2d_geometry& s, const T* x, const T* dy, T* dx) {
-    cuda_window::for_each_index(s.input_size(), cuda_window::pool_gradient<T, true>{s, x, dy, dx});
+    const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
+    cuda_window::for_image_groups("max_pool2d", s.batch, in, [&](index_t n0, index_t count) {
+      cuda_window::for_each_index(count * in,
+                                  cuda_window::pool_gradient<T, true>{s, x + n0 * in, dy + n0 * out, dx + n0 * in});
+    });
   }
 };
 template <>
 struct window_kernel<cuda, window_ops::avg_pool2d_gradient> {
   template <class T>
   static void run(const pool2d_geometry& s, const T* dy, T* dx) {
-    cuda_window::for_each_index(s.input_size(), cuda_window::pool_gradient<T, false>{s, nullptr, dy, dx});
+    const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
+    cuda_window::for_image_groups("avg_pool2d", s.batch, in, [&](index_t n0, index_t count) {
+      cuda_window::for_each_index(count * in,
+                                  cuda_window::pool_gradient<T, false>{s, nullptr, dy + n0 * out, dx + n0 * in});
+    });
   }
 };
 template <>
 struct window_kernel<cuda, window_ops::max_pool2d_select> {
   template <class T>
   static void run(const pool2d_geometry& s, const T* x, const T* h, T* y) {
-    cuda_window::for_each_index(s.output_size(), cuda_window::pool_select<T>{s, x, h, y});
+    const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
+    cuda_window::for_image_groups("max_pool2d", s.batch, out, [&](index_t n0, index_t count) {
+      cuda_window::for_each_index(count * out,
+                                  cuda_window::pool_select<T>{s, x + n0 * in, h + n0 * in, y + n0 * out});
+    });
   }
 };
 
