@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "same_on_both_devices.hpp"
@@ -159,7 +160,7 @@ TEST_CASE("cuda conv2d: im2col in chunks of one image gives the cpu's values and
   }
 }
 
-TEST_CASE("cuda window ops: launches of one image each (the 2^32-thread split) give the cpu's results") {
+TEST_CASE("cuda window ops: launches of one image each (the split at 2^31 threads) give the cpu's results") {
   // Each case's limit is its largest per-image launch, so every launch covers a single image and
   // the kernels run on pointers offset to it.
   int seed = 100;
@@ -196,4 +197,38 @@ TEST_CASE("cuda window ops: an image larger than one launch can index fails clea
   CHECK_THROWS_WITH_AS(conv(), doctest::Contains("conv2d on cuda: one image needs 144 threads, more than one launch indexes (3)"), fx::invalid_argument);
   CHECK_THROWS_WITH_AS(pool(), doctest::Contains("max_pool2d on cuda: one image needs 4 threads"),
                        fx::invalid_argument);
+}
+
+TEST_CASE("cuda window ops: the kernels' fixed-divisor division equals integer division below 2^31") {
+  using fx::detail::cuda_window::divider;
+  using u32 = std::uint32_t;
+  const u32 top = 0x7FFFFFFFu;
+  std::vector<u32> divisors = {1, 2, 3, 5, 7, 10, 25, 32, 49, 100, 196, 784, 800, 1000, 65537, (1u << 20) + 1,
+                               top - 1, top, 1u << 31};
+  std::uint64_t state = 12345;
+  auto next = [&] {  // a 64-bit LCG: dividends spread over [0, 2^31)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<u32>(state >> 33);
+  };
+  for (int i = 0; i < 40; ++i) divisors.push_back(next() % 5000 + 1);
+  for (u32 d : divisors) {
+    const divider by(d);
+    std::vector<u32> dividends = {0, 1, d - 1, d, top, top - 1};
+    if (d < top) dividends.push_back(d + 1);
+    for (u32 q : {2u, 3u, 1000u}) {
+      if (std::uint64_t(d) * q <= top) {
+        dividends.push_back(d * q - 1);
+        dividends.push_back(d * q);
+      }
+    }
+    for (int i = 0; i < 2000; ++i) dividends.push_back(next());
+    int reported = 0;
+    for (u32 n : dividends) {
+      if (by.div(n) != n / d && reported++ < 3) {
+        INFO(n << " / " << d << ": divider gives " << by.div(n) << ", expected " << n / d);
+        CHECK(false);
+      }
+    }
+    CHECK(reported == 0);
+  }
 }

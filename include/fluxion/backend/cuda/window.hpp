@@ -44,31 +44,57 @@ namespace cuda_window {
 using conv_geometry = kernels::conv2d_shape;
 using pool_geometry = kernels::pool2d_shape;
 
-/// Index arithmetic inside the kernels is unsigned 32-bit: a 32-bit division is a few instructions
-/// on a GPU, a 64-bit one a subroutine of about a hundred, and these kernels divide several times
-/// per element (the first im2col, in 64-bit, took 5 times cuDNN's whole forward pass on an H200).
-/// Every launch covers whole images, as many as keep its thread indices within launch_limit()
-/// (2^32 - 1; for_image_groups), with pointers offset to its first image on the host; addresses
-/// are still computed in index_t.
+/// These kernels divide several times per element to find its coordinates, and a division is
+/// the costly part: a 64-bit one is a subroutine of about a hundred instructions on a GPU, a 32-bit
+/// one a few dozen, and a division by a divisor fixed for the launch (`divider`) three. On an H200
+/// the CNN's im2col took 5 times cuDNN's whole forward pass with 64-bit divisions, and still 2
+/// times with 32-bit ones. So coordinates are found with dividers over unsigned 32-bit indices
+/// below 2^31: every launch covers whole images, as many as keep its thread indices within
+/// launch_limit() (for_image_groups), with pointers offset to its first image on the host.
+/// Addresses are still computed in index_t.
 using u32 = std::uint32_t;
 
-/// The most threads one window launch indexes. Process-wide; the tests lower it to make every
-/// launch cover one image.
+/// Division of n < 2^31 by a fixed d in [1, 2^31] as a multiply-high, an add and a shift
+/// (Granlund and Montgomery's method, in the form of PyTorch's IntDivider).
+struct divider {
+  u32 d = 1, magic = 1, shift = 0;
+  divider() = default;
+  explicit divider(index_t divisor) : d(static_cast<u32>(divisor)) {
+    while (shift < 31 && (std::uint64_t(1) << shift) < d) ++shift;
+    magic = static_cast<u32>(((std::uint64_t(1) << 32) * ((std::uint64_t(1) << shift) - d)) / d + 1);
+  }
+  FLUXION_HOST_DEVICE u32 div(u32 n) const {
+#if defined(__CUDA_ARCH__)
+    const u32 t = __umulhi(n, magic);
+#else
+    const u32 t = static_cast<u32>((std::uint64_t(n) * magic) >> 32);
+#endif
+    return (t + n) >> shift;
+  }
+};
+
+/// The most threads one window launch indexes (2^31 - 1, the dividers' range). Process-wide; the
+/// tests lower it to make every launch cover one image.
 inline index_t& launch_limit() noexcept {
-  static index_t limit = index_t(0xFFFFFFFF);
+  static index_t limit = index_t(0x7FFFFFFF);
   return limit;
 }
 
-/// (n, h, w, c) of flat index i in an (N, H, W, C) block.
+/// (n, h, w, c) of flat index i in an (N, H, W, C) block, with dividers for H, W and C.
 struct nhwc {
   index_t n, h, w, c;
 };
-FLUXION_HOST_DEVICE nhwc unravel(u32 i, u32 height, u32 width, u32 channels) {
-  const u32 a = i / channels, b = a / width, n = b / height;
-  return {index_t(n), index_t(b - n * height), index_t(a - b * width), index_t(i - a * channels)};
+struct nhwc_dividers {
+  divider h, w, c;
+  nhwc_dividers() = default;
+  nhwc_dividers(index_t height, index_t width, index_t channels) : h(height), w(width), c(channels) {}
+};
+FLUXION_HOST_DEVICE nhwc unravel(u32 i, const nhwc_dividers& d) {
+  const u32 a = d.c.div(i), b = d.w.div(a), n = d.h.div(b);
+  return {index_t(n), index_t(b - n * d.h.d), index_t(a - b * d.w.d), index_t(i - a * d.c.d)};
 }
 
-/// Images per launch: at most `images`, and few enough that count * per_image < 2^32.
+/// Images per launch: at most `images`, and few enough that count * per_image <= launch_limit().
 inline index_t images_per_launch(const char* op, index_t images, index_t per_image) {
   const index_t limit = launch_limit();
   if (per_image > limit)
@@ -118,14 +144,18 @@ struct im2col {
   conv_geometry s;
   const T* x;
   T* col;
+  divider k_size, in_c, filter_w;
+  nhwc_dividers rows;  // (n, oh, ow) of a row: channels 1
+  im2col(const conv_geometry& g, const T* x_, T* col_)
+      : s(g), x(x_), col(col_), k_size(g.filter_h * g.filter_w * g.in_c), in_c(g.in_c), filter_w(g.filter_w),
+        rows(g.out_h, g.out_w, 1) {}
   FLUXION_HOST_DEVICE void operator()(index_t idx) const {
-    const u32 i = u32(idx), in_c = u32(s.in_c), k_size = u32(s.filter_h * s.filter_w) * in_c;
-    const u32 row = i / k_size, k = i - row * k_size, tap = k / in_c, kh = tap / u32(s.filter_w);
-    const nhwc o = unravel(row, u32(s.out_h), u32(s.out_w), 1);
+    const u32 i = u32(idx), row = k_size.div(i), k = i - row * k_size.d, tap = in_c.div(k), kh = filter_w.div(tap);
+    const nhwc o = unravel(row, rows);
     const index_t ih = o.h * s.stride_h - s.pad_top + index_t(kh) * s.dilation_h;
-    const index_t iw = o.w * s.stride_w - s.pad_left + index_t(tap - kh * u32(s.filter_w)) * s.dilation_w;
+    const index_t iw = o.w * s.stride_w - s.pad_left + index_t(tap - kh * filter_w.d) * s.dilation_w;
     const bool inside = ih >= 0 && ih < s.in_h && iw >= 0 && iw < s.in_w;
-    col[idx] = inside ? x[((o.n * s.in_h + ih) * s.in_w + iw) * s.in_c + index_t(k - tap * in_c)] : T(0);
+    col[idx] = inside ? x[((o.n * s.in_h + ih) * s.in_w + iw) * s.in_c + index_t(k - tap * in_c.d)] : T(0);
   }
 };
 
@@ -147,8 +177,11 @@ struct col2im {
   conv_geometry s;
   const T* dcol;
   T* dx;
+  nhwc_dividers in;
+  col2im(const conv_geometry& g, const T* dcol_, T* dx_)
+      : s(g), dcol(dcol_), dx(dx_), in(g.in_h, g.in_w, g.in_c) {}
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
-    const nhwc p = unravel(u32(i), u32(s.in_h), u32(s.in_w), u32(s.in_c));
+    const nhwc p = unravel(u32(i), in);
     const index_t k_size = s.filter_h * s.filter_w * s.in_c;
     T acc = T(0);
     for (index_t kh = 0; kh < s.filter_h; ++kh) {
@@ -193,8 +226,11 @@ struct pool_forward {
   pool_geometry s;
   const T* x;
   T* y;
+  nhwc_dividers out;
+  pool_forward(const pool_geometry& g, const T* x_, T* y_)
+      : s(g), x(x_), y(y_), out(g.out_h, g.out_w, g.channels) {}
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
-    const nhwc o = unravel(u32(i), u32(s.out_h), u32(s.out_w), u32(s.channels));
+    const nhwc o = unravel(u32(i), out);
     const T* image = x + o.n * s.in_h * s.in_w * s.channels;
     if constexpr (Max) {
       const index_t at = window_argmax(s, image, o.h, o.w, o.c);
@@ -221,8 +257,11 @@ struct pool_gradient {
   const T* x;  // the pooled input (Max only)
   const T* dy;
   T* dx;
+  nhwc_dividers in;
+  pool_gradient(const pool_geometry& g, const T* x_, const T* dy_, T* dx_)
+      : s(g), x(x_), dy(dy_), dx(dx_), in(g.in_h, g.in_w, g.channels) {}
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
-    const nhwc p = unravel(u32(i), u32(s.in_h), u32(s.in_w), u32(s.channels));
+    const nhwc p = unravel(u32(i), in);
     index_t oh0, oh1, ow0, ow1;
     outputs_covering(p.h, s.window_h, s.stride_h, s.pad_top, s.out_h, oh0, oh1);
     outputs_covering(p.w, s.window_w, s.stride_w, s.pad_left, s.out_w, ow0, ow1);
@@ -249,8 +288,11 @@ struct pool_select {
   const T* x;
   const T* h;
   T* y;
+  nhwc_dividers out;
+  pool_select(const pool_geometry& g, const T* x_, const T* h_, T* y_)
+      : s(g), x(x_), h(h_), y(y_), out(g.out_h, g.out_w, g.channels) {}
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
-    const nhwc o = unravel(u32(i), u32(s.out_h), u32(s.out_w), u32(s.channels));
+    const nhwc o = unravel(u32(i), out);
     const index_t image = o.n * s.in_h * s.in_w * s.channels;
     const index_t at = window_argmax(s, x + image, o.h, o.w, o.c);
     y[i] = at < 0 ? T(0) : h[image + at];
@@ -315,7 +357,7 @@ struct window_kernel<cuda, window_ops::conv2d> {
     device_scratch<T> col(chunk * rows * k);
     for (index_t n0 = 0; n0 < s.batch; n0 += chunk) {
       const index_t p = (n0 + chunk < s.batch ? chunk : s.batch - n0) * rows;
-      cuda_window::for_each_index(p * k, cuda_window::im2col<T>{s, x + n0 * image, col.data()});
+      cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col.data()));
       cuda_window::gemm(false, false, p, s.out_c, k, col.data(), w, y + n0 * rows * s.out_c);
     }
   }
@@ -336,7 +378,7 @@ struct window_kernel<cuda, window_ops::conv2d_input_gradient> {
       const index_t count = n0 + chunk < s.batch ? chunk : s.batch - n0;
       // dcol (P x K) = dy (P x out_c) w^T, then each input element gathers its taps from dcol.
       cuda_window::gemm(false, true, count * rows, k, s.out_c, dy + n0 * rows * s.out_c, w, dcol.data());
-      cuda_window::for_each_index(count * image, cuda_window::col2im<T>{s, dcol.data(), dx + n0 * image});
+      cuda_window::for_each_index(count * image, cuda_window::col2im<T>(s, dcol.data(), dx + n0 * image));
     }
   }
 };
@@ -361,7 +403,7 @@ struct window_kernel<cuda, window_ops::conv2d_filter_gradient> {
     device_scratch<T> partial(chunk < s.batch ? n_out : 0);
     for (index_t n0 = 0; n0 < s.batch; n0 += chunk) {
       const index_t p = (n0 + chunk < s.batch ? chunk : s.batch - n0) * rows;
-      cuda_window::for_each_index(p * k, cuda_window::im2col<T>{s, x + n0 * image, col.data()});
+      cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col.data()));
       // dw (K x out_c) = col^T (K x P) dy (P x out_c)
       cuda_window::gemm(true, false, k, s.out_c, p, col.data(), dy + n0 * rows * s.out_c, n0 == 0 ? dw : partial.data());
       if (n0 > 0) cuda_window::for_each_index(n_out, cuda_window::accumulate<T>{partial.data(), dw});
@@ -374,7 +416,7 @@ struct window_kernel<cuda, window_ops::max_pool2d> {
   static void run(const pool2d_geometry& s, const T* x, T* y) {
     const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
     cuda_window::for_image_groups("max_pool2d", s.batch, out, [&](index_t n0, index_t count) {
-      cuda_window::for_each_index(count * out, cuda_window::pool_forward<T, true>{s, x + n0 * in, y + n0 * out});
+      cuda_window::for_each_index(count * out, cuda_window::pool_forward<T, true>(s, x + n0 * in, y + n0 * out));
     });
   }
 };
@@ -384,7 +426,7 @@ struct window_kernel<cuda, window_ops::avg_pool2d> {
   static void run(const pool2d_geometry& s, const T* x, T* y) {
     const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
     cuda_window::for_image_groups("avg_pool2d", s.batch, out, [&](index_t n0, index_t count) {
-      cuda_window::for_each_index(count * out, cuda_window::pool_forward<T, false>{s, x + n0 * in, y + n0 * out});
+      cuda_window::for_each_index(count * out, cuda_window::pool_forward<T, false>(s, x + n0 * in, y + n0 * out));
     });
   }
 };
@@ -395,7 +437,7 @@ struct window_kernel<cuda, window_ops::max_pool2d_gradient> {
     const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
     cuda_window::for_image_groups("max_pool2d", s.batch, in, [&](index_t n0, index_t count) {
       cuda_window::for_each_index(count * in,
-                                  cuda_window::pool_gradient<T, true>{s, x + n0 * in, dy + n0 * out, dx + n0 * in});
+                                  cuda_window::pool_gradient<T, true>(s, x + n0 * in, dy + n0 * out, dx + n0 * in));
     });
   }
 };
@@ -406,7 +448,7 @@ struct window_kernel<cuda, window_ops::avg_pool2d_gradient> {
     const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
     cuda_window::for_image_groups("avg_pool2d", s.batch, in, [&](index_t n0, index_t count) {
       cuda_window::for_each_index(count * in,
-                                  cuda_window::pool_gradient<T, false>{s, nullptr, dy + n0 * out, dx + n0 * in});
+                                  cuda_window::pool_gradient<T, false>(s, nullptr, dy + n0 * out, dx + n0 * in));
     });
   }
 };
@@ -417,7 +459,7 @@ struct window_kernel<cuda, window_ops::max_pool2d_select> {
     const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
     cuda_window::for_image_groups("max_pool2d", s.batch, out, [&](index_t n0, index_t count) {
       cuda_window::for_each_index(count * out,
-                                  cuda_window::pool_select<T>{s, x + n0 * in, h + n0 * in, y + n0 * out});
+                                  cuda_window::pool_select<T>(s, x + n0 * in, h + n0 * in, y + n0 * out));
     });
   }
 };
