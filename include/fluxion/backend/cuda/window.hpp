@@ -13,8 +13,8 @@
 // the plain kernel on Thrust's OpenMP system). The im2col matrix is built in chunks of whole images
 // of at most im2col_budget_bytes() (256 MB); a filter gradient over several chunks adds them in
 // order. A 1x1 filter at stride 1 without padding uses the input itself. Nothing is added with
-// atomics, so results are the same on every run. cuDNN is not used: on the 2-conv CNN's shapes the
-// products are most of the time (README, GPU section).
+// atomics, so results are the same on every run. cuDNN is not used; on the CNN's shapes this is
+// several times slower than cuDNN at batch 256 (README, GPU section).
 //
 // Pooling is one thread per result element and follows the cpu kernels' conventions exactly
 // (backend/cpu/pool.hpp): the first maximal element of a window in scan order takes its gradient,
@@ -47,8 +47,10 @@ using pool_geometry = kernels::pool2d_shape;
 /// These kernels divide several times per element to find its coordinates, and a division is
 /// the costly part: a 64-bit one is a subroutine of about a hundred instructions on a GPU, a 32-bit
 /// one a few dozen, and a division by a divisor fixed for the launch (`divider`) three. On an H200
-/// the CNN's im2col took 5 times cuDNN's whole forward pass with 64-bit divisions, and still 2
-/// times with 32-bit ones. So coordinates are found with dividers over unsigned 32-bit indices
+/// the CNN's second convolution (batch 256) took 5.5 times cuDNN's forward pass with 64-bit
+/// divisions, 4.0 times with 32-bit ones and 3.8 times with dividers; the rest of the gap is the
+/// products themselves and the 64-bit address arithmetic (README, GPU section). So coordinates are
+/// found with dividers over unsigned 32-bit indices
 /// below 2^31: every launch covers whole images, as many as keep its thread indices within
 /// launch_limit() (for_image_groups), with pointers offset to its first image on the host.
 /// Addresses are still computed in index_t.
