@@ -55,7 +55,7 @@ struct host_values {
 template <class X>
 host_values read(const X& x) {
   if constexpr (std::is_arithmetic_v<std::remove_cvref_t<X>>) {
-    return {{static_cast<double>(x)}, shape{}};
+    return {{static_cast<double>(x)}, shape{}, shape{}};
   } else {
     fluxion::detail::materialize_depth hidden_from_autodiff;
     const auto t = fluxion::detail::materialize(unwatched(x));

@@ -330,7 +330,7 @@ struct backward<matmul_expr<A, B>> {
       // An operand that reads nothing the sink wants (the data X of X * w) gets no product: it would
       // be a whole extra GEMM, discarded at the leaf.
       auto wanted = [&](const auto& operand) {
-        return reads_any(operand, [&](std::uint64_t id) { return sink.wants(id); });
+        return reads_any(operand, wanted_by(sink));
       };
       const bool need_a = wanted(e.a), need_b = wanted(e.b);
       // TensorFlow's MatMulGrad, for each combination of transposes.

@@ -162,7 +162,7 @@ struct backward<window_expr<Op, A...>> {
   template <std::size_t I, class G, class Sink>
   static void pull(const window_expr<Op, A...>& e, const G& g, Sink& sink) {
     // No kernel for an operand the sink does not want: a first layer's input gradient, say.
-    if (!reads_any(std::get<I>(e.operands), [&](std::uint64_t id) { return sink.wants(id); })) return;
+    if (!reads_any(std::get<I>(e.operands), wanted_by(sink))) return;
     const auto v = window_rule<Op>::template vjp<I>(e, g);
     if constexpr (!std::is_same_v<std::remove_const_t<decltype(v)>, window_detail::no_term>) {
       using AI = std::tuple_element_t<I, std::tuple<A...>>;

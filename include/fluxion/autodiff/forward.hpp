@@ -310,7 +310,7 @@ template <class E, class T, class D>
 void offer_to_accumulators(const E& e, const tensor<T, D>& out) {
   for (forward_accumulator* acc : detail::accumulator_stack::accumulators) {
     if (!acc->active() || acc->has(out.id())) continue;
-    if (!reads_any(e, [&](std::uint64_t id) { return acc->has(id); })) continue;
+    if (!reads_any(e, member_test<forward_accumulator, &forward_accumulator::has>{*acc})) continue;
     constexpr int order = order_v<E>;
     if constexpr (order < max_derivative_order) {
       forward_accumulator::pause quiet(*acc);

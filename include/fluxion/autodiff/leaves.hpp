@@ -106,11 +106,45 @@ struct leaves<pad_expr<A>> {
   }
 };
 
-template <class E, class Pred>
-bool reads_any(const E& e, Pred&& tracked) {
+/// reads_any's visitor: one type for every expression and predicate. A lambda here would be a new
+/// type for each (expression, predicate) pair, and each would instantiate leaves<N>::visit anew for
+/// every node N below the root (6800 such functions in tests/losses.test.cpp); with one visitor
+/// type, each node type's visit is instantiated once and shared by every root that contains it.
+struct any_leaf_visitor {
+  const void* predicate;
+  bool (*test)(const void*, std::uint64_t);
   bool hit = false;
-  leaves<E>::visit(e, [&](const auto& t) { hit = hit || tracked(t.id()); });
-  return hit;
+  template <class T, class D>
+  void operator()(const tensor<T, D>& t) {
+    hit = hit || test(predicate, t.id());
+  }
+};
+
+template <class Pred>
+bool test_id(const void* predicate, std::uint64_t id) {
+  return (*static_cast<const Pred*>(predicate))(id);
+}
+
+/// A predicate on ids that calls a member of an object: `(owner.*Test)(id)`. Named types keep
+/// test_id<Pred> to one function per kind of owner; a lambda at the call site is a new type for
+/// every expression type the calling template is instantiated with.
+template <class Owner, auto Test>
+struct member_test {
+  const Owner& owner;
+  bool operator()(std::uint64_t id) const { return (owner.*Test)(id); }
+};
+/// Whether the sink wants a gradient for the tensor `id` (a predicate for reads_any).
+template <class Sink>
+member_test<Sink, &Sink::wants> wanted_by(const Sink& sink) {
+  return {sink};
+}
+
+/// Whether any tensor e reads has an id for which tracked(id) is true.
+template <class E, class Pred>
+bool reads_any(const E& e, const Pred& tracked) {
+  any_leaf_visitor visitor{&tracked, &test_id<Pred>};
+  leaves<E>::visit(e, visitor);
+  return visitor.hit;
 }
 
 }  // namespace fluxion::autodiff

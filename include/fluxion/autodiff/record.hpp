@@ -48,7 +48,7 @@ template <int Config, class E, class T, class Device>
 void on_materialize(const E& e, const tensor<T, Device>& out) {
   for (gradient_tape* tape : tape_stack::tapes) {
     if (!tape->recording() || tape->tracks(out.id())) continue;
-    if (!autodiff::reads_any(e, [&](std::uint64_t id) { return tape->tracks(id); })) continue;
+    if (!autodiff::reads_any(e, autodiff::member_test<gradient_tape, &gradient_tape::tracks>{*tape})) continue;
     const std::uint64_t out_id = out.id();
     constexpr int order = autodiff::order_v<E>;
     if constexpr (order < max_derivative_order) {

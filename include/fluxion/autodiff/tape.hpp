@@ -18,9 +18,11 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <typeinfo>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "../tensor/variable.hpp"
@@ -38,6 +40,58 @@ struct persistent_t {
 inline constexpr persistent_t persistent{};
 
 namespace autodiff {
+
+class gradient_store;
+
+/// A recorded entry's backward function: owns any callable `void(gradient_store&)`, move-only.
+/// It replaced std::function, which instantiates for every callable type a manager, an invoker and
+/// their helpers (about ten functions); this needs two, and a program records one callable type per
+/// statement type, thousands in a test of composite functions (tests/losses.test.cpp: 3300 fewer
+/// functions to compile).
+class backward_function {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, backward_function>)
+  explicit backward_function(F&& f)
+      : m_callable(new std::remove_cvref_t<F>(std::forward<F>(f))),
+        m_run(&run<std::remove_cvref_t<F>>),
+        m_destroy(&destroy<std::remove_cvref_t<F>>) {}
+  backward_function(backward_function&& o) noexcept
+      : m_callable(std::exchange(o.m_callable, nullptr)), m_run(o.m_run), m_destroy(o.m_destroy) {}
+  backward_function& operator=(backward_function&& o) noexcept {
+    if (this != &o) {
+      reset();
+      m_callable = std::exchange(o.m_callable, nullptr);
+      m_run = o.m_run;
+      m_destroy = o.m_destroy;
+    }
+    return *this;
+  }
+  backward_function(const backward_function&) = delete;
+  backward_function& operator=(const backward_function&) = delete;
+  ~backward_function() { reset(); }
+
+  void operator()(gradient_store& store) const { m_run(m_callable, store); }
+  /// Frees the callable and what it captured (a released entry of a one-shot tape).
+  void reset() noexcept {
+    if (m_callable) m_destroy(m_callable);
+    m_callable = nullptr;
+  }
+
+ private:
+  template <class F>
+  static void run(void* callable, gradient_store& store) {
+    (*static_cast<F*>(callable))(store);
+  }
+  template <class F>
+  static void destroy(void* callable) noexcept {
+    delete static_cast<F*>(callable);
+  }
+
+  void* m_callable;
+  void (*m_run)(void*, gradient_store&);
+  void (*m_destroy)(void*) noexcept;
+};
 
 /// Gradients by tensor id, of any element type and device.
 class gradient_store {
@@ -271,9 +325,10 @@ class gradient_tape {
   bool tracks(std::uint64_t id) const { return m_tracked.contains(id); }
 
   /// Records an entry producing `output`; backward(store) pushes its output's gradient down.
-  void record(std::uint64_t output, std::function<void(autodiff::gradient_store&)> backward) {
+  template <class F>
+  void record(std::uint64_t output, F&& backward) {
     if (!m_tracked.insert(output).second) return;  // the same cached tensor again: one entry is enough
-    m_entries.push_back({output, std::move(backward)});
+    m_entries.push_back({output, autodiff::backward_function(std::forward<F>(backward))});
   }
 
   void on_variable_read(std::uint64_t variable_id, bool trainable, std::uint64_t tensor_id, const void* var,
@@ -298,7 +353,7 @@ class gradient_tape {
  private:
   struct entry {
     std::uint64_t output;
-    std::function<void(autodiff::gradient_store&)> backward;
+    autodiff::backward_function backward;
   };
 
   gradient_tape(bool persistent, bool watch_variables) : m_persistent(persistent), m_watch_variables(watch_variables) {
@@ -399,7 +454,7 @@ class gradient_tape {
       for (auto it = m_entries.rbegin(); it != m_entries.rend(); ++it) {
         it->backward(store);
         if (release) {
-          it->backward = nullptr;
+          it->backward.reset();
           if (!asked.contains(it->output)) store.erase(it->output);
         }
       }

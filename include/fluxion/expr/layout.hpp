@@ -88,8 +88,7 @@ template <class View>
 struct with_destination {
   View view;
   leaf_layout dest;
-  template <class F>
-  void for_each_leaf(F&& f) {
+  void for_each_leaf(leaf_function f) {
     view.for_each_leaf(f);
     f(dest);
   }

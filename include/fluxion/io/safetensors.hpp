@@ -739,7 +739,10 @@ class safetensors {
       const auto& [name, t] = m_tensors[i];
       if (json.size() > 1) json += ',';
       json += detail::json_quote(name) + ":{\"dtype\":\"" + safetensors_dtype_name(t.dtype()) + "\",\"shape\":[";
-      for (int d = 0; d < t.shape().rank(); ++d) json += (d ? "," : "") + std::to_string(t.shape()[d]);
+      for (int d = 0; d < t.shape().rank(); ++d) {
+        if (d) json += ',';
+        json += std::to_string(t.shape()[d]);
+      }
       const std::uint64_t end = offset + t.bytes().size();
       json += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
       offset = end;
