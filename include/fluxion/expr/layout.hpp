@@ -10,18 +10,51 @@
 
 namespace fluxion::detail {
 
+// The leaf rewrites below, as named types (see unit_inner_stride in view.hpp for why).
+struct broadcast_leaf {
+  const shape& from;
+  const shape& to;
+  int shift;
+  void operator()(leaf_layout& l) const {
+    index_t st[max_rank] = {};
+    for (int d = 0; d < from.rank(); ++d) st[d + shift] = from[d] == 1 ? 0 : l.strides[d];
+    l.rank = to.rank();
+    for (int d = 0; d < to.rank(); ++d) l.strides[d] = st[d];
+  }
+};
+struct permute_leaf {
+  const int* perm;
+  void operator()(leaf_layout& l) const {
+    index_t st[max_rank];
+    for (int i = 0; i < l.rank; ++i) st[i] = l.strides[perm[i]];
+    for (int i = 0; i < l.rank; ++i) l.strides[i] = st[i];
+  }
+};
+/// Clears `merge` unless axis `outer` steps over exactly one run of axis `inner` (of `extent`).
+struct axes_mergeable {
+  bool& merge;
+  int outer;
+  int inner;
+  index_t extent;
+  void operator()(const leaf_layout& l) const { merge = merge && l.strides[outer] == l.strides[inner] * extent; }
+};
+/// Keeps axes src[0..n) (increasing), in that order.
+struct select_axes_leaf {
+  const int* src;
+  int n;
+  void operator()(leaf_layout& l) const {
+    for (int i = 0; i < n; ++i) l.strides[i] = l.strides[src[i]];  // src[i] >= i: safe in place
+    l.rank = n;
+  }
+};
+
 /// Re-expresses every leaf of `v` (laid out for `from`) in the iteration space `to`, which `from`
 /// broadcasts to.
 template <class View>
 void broadcast_view(View& v, const shape& from, const shape& to) {
   if (from == to) return;
   const int shift = to.rank() - from.rank();
-  v.for_each_leaf([&](leaf_layout& l) {
-    index_t st[max_rank] = {};
-    for (int d = 0; d < from.rank(); ++d) st[d + shift] = from[d] == 1 ? 0 : l.strides[d];
-    l.rank = to.rank();
-    for (int d = 0; d < to.rank(); ++d) l.strides[d] = st[d];
-  });
+  v.for_each_leaf(broadcast_leaf{from, to, shift});
 }
 
 /// Permutes the iteration axes: new axis i is old axis perm[i].
@@ -29,11 +62,7 @@ template <class View>
 void permute_view(View& v, shape& s, const int* perm) {
   shape out;
   for (int i = 0; i < s.rank(); ++i) out.push_back(s[perm[i]]);
-  v.for_each_leaf([&](leaf_layout& l) {
-    index_t st[max_rank];
-    for (int i = 0; i < l.rank; ++i) st[i] = l.strides[perm[i]];
-    for (int i = 0; i < l.rank; ++i) l.strides[i] = st[i];
-  });
+  v.for_each_leaf(permute_leaf{perm});
   s = out;
 }
 
@@ -53,7 +82,7 @@ int collapse_view(View& v, shape& s, int split = -1) {
     bool merge = false;
     if (prev >= 0 && (prev < split) == (d < split)) {
       merge = true;
-      v.for_each_leaf([&](leaf_layout& l) { merge = merge && l.strides[prev] == l.strides[d] * s[d]; });
+      v.for_each_leaf(axes_mergeable{merge, prev, d, s[d]});
     }
     if (merge) {
       ext[n - 1] *= s[d];
@@ -72,10 +101,7 @@ int collapse_view(View& v, shape& s, int split = -1) {
     if (same) return out_split;
   }
   s = shape(ext, ext + n);
-  v.for_each_leaf([&](leaf_layout& l) {
-    for (int i = 0; i < n; ++i) l.strides[i] = l.strides[src[i]];  // src[i] >= i: safe in place
-    l.rank = n;
-  });
+  v.for_each_leaf(select_axes_leaf{src, n});
   return out_split;
 }
 

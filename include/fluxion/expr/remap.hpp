@@ -23,6 +23,13 @@ inline constexpr index_t end = std::numeric_limits<index_t>::max();
 
 namespace detail {
 
+/// Applies a map to each leaf of a view (see unit_inner_stride in view.hpp for the named type).
+template <class Map>
+struct apply_map {
+  const Map& map;
+  void operator()(leaf_layout& l) const { map.apply(l); }
+};
+
 struct permute_map {
   static constexpr const char* name = "transpose";
   int perm[max_rank] = {};
@@ -93,7 +100,7 @@ struct remap_expr : expression_base {
   const fluxion::shape& shape() const { return m_shape; }
   auto make_view() const {
     auto v = a.make_view();
-    v.for_each_leaf([&](detail::leaf_layout& l) { map.apply(l); });
+    v.for_each_leaf(detail::apply_map<Map>{map});  // one type per map, not per (map, operand)
     return v;
   }
   explicit operator bool() const { return detail::truth_value(*this); }

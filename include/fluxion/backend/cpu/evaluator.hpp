@@ -245,7 +245,7 @@ void assign_row(T* out, const with_destination<View>& w, index_t j0, index_t len
     constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
     if (os == 1) {
       bool contiguous = true;
-      const_cast<View&>(v).for_each_leaf([&](const leaf_layout& l) { contiguous = contiguous && l.inner == 1; });
+      const_cast<View&>(v).for_each_leaf(unit_inner_stride{contiguous});
       if (contiguous) {
         contiguous_span(o, v, j, end);
         return;
@@ -269,6 +269,19 @@ inline bool is_row_major(const leaf_layout& l, const shape& s) {
   return true;
 }
 
+/// Clears `dense` unless a leaf is laid out as `dest`, and sets its row cursor to walk the whole
+/// statement as one row.
+struct flat_leaf {
+  const leaf_layout& dest;
+  bool& dense;
+  void operator()(leaf_layout& l) const {
+    if (l.rank != dest.rank) dense = false;
+    for (int d = 0; dense && d < l.rank; ++d) dense = l.strides[d] == dest.strides[d];
+    l.base = l.offset;
+    l.inner = 1;
+  }
+};
+
 template <>
 struct evaluator<cpu> {
   /// out[dest(i)] = view(i) for every i in the iteration shape s.
@@ -282,12 +295,7 @@ struct evaluator<cpu> {
       if (n <= cpu_kernel::task_elements && is_row_major(dest, s)) {
         View flat = view;
         bool dense = true;
-        flat.for_each_leaf([&](leaf_layout& l) {
-          if (l.rank != dest.rank) dense = false;
-          for (int d = 0; dense && d < l.rank; ++d) dense = l.strides[d] == dest.strides[d];
-          l.base = l.offset;
-          l.inner = 1;
-        });
+        flat.for_each_leaf(flat_leaf{dest, dense});
         if (dense) {
           cpu_kernel::contiguous_span(out + dest.offset, flat, 0, n);
           return;
@@ -504,7 +512,7 @@ struct evaluator<cpu> {
         if (len >= 4 * W) {
           B a0(RedOp::template identity<R>()), a1 = a0, a2 = a0, a3 = a0;
           bool contiguous = true;
-          v.for_each_leaf([&](const leaf_layout& l) { contiguous = contiguous && l.inner == 1; });
+          v.for_each_leaf(unit_inner_stride{contiguous});
           if (contiguous) {
             for (; j + 4 * W <= end; j += 4 * W) {
               a0 = simd::reduce_op<RedOp>::combine(a0, simd::contiguous_row(v, j));
