@@ -8,6 +8,7 @@
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/remap.hpp"
+#include "../core/function_ref.hpp"
 #include "order.hpp"
 
 namespace fluxion::autodiff {
@@ -111,22 +112,16 @@ struct leaves<pad_expr<A>> {
 /// every node N below the root (6800 such functions in tests/losses.test.cpp); with one visitor
 /// type, each node type's visit is instantiated once and shared by every root that contains it.
 struct any_leaf_visitor {
-  const void* predicate;
-  bool (*test)(const void*, std::uint64_t);
+  detail::function_ref<bool(std::uint64_t)> tracked;
   bool hit = false;
   template <class T, class D>
   void operator()(const tensor<T, D>& t) {
-    hit = hit || test(predicate, t.id());
+    hit = hit || tracked(t.id());
   }
 };
 
-template <class Pred>
-bool test_id(const void* predicate, std::uint64_t id) {
-  return (*static_cast<const Pred*>(predicate))(id);
-}
-
-/// A predicate on ids that calls a member of an object: `(owner.*Test)(id)`. Named types keep
-/// test_id<Pred> to one function per kind of owner; a lambda at the call site is a new type for
+/// A predicate on ids that calls a member of an object: `(owner.*Test)(id)`. Named types keep the
+/// predicate's call function to one per kind of owner; a lambda at the call site is a new type for
 /// every expression type the calling template is instantiated with.
 template <class Owner, auto Test>
 struct member_test {
@@ -140,9 +135,9 @@ member_test<Sink, &Sink::wants> wanted_by(const Sink& sink) {
 }
 
 /// Whether any tensor e reads has an id for which tracked(id) is true.
-template <class E, class Pred>
-bool reads_any(const E& e, const Pred& tracked) {
-  any_leaf_visitor visitor{&tracked, &test_id<Pred>};
+template <class E>
+bool reads_any(const E& e, detail::function_ref<bool(std::uint64_t)> tracked) {
+  any_leaf_visitor visitor{tracked};
   leaves<E>::visit(e, visitor);
   return visitor.hit;
 }

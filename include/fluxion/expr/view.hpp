@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "../core/config.hpp"
+#include "../core/function_ref.hpp"
 
 namespace fluxion::detail {
 
@@ -53,27 +54,11 @@ struct leaf_layout {
   }
 };
 
-/// What for_each_leaf calls on every leaf layout of a view: a reference to any callable taking a
-/// leaf_layout&, used within the call. One type for every caller, so each view type's for_each_leaf
-/// is one function; with the callers' lambdas as template arguments (each a new type per kernel
-/// instantiation) every (view, caller) pair made one (1700 of binary_view's alone in
-/// tests/losses.test.cpp). The calls are per statement, outside the element loops.
-class leaf_function {
- public:
-  template <class F>
-    requires(!std::is_same_v<std::remove_cvref_t<F>, leaf_function>)
-  leaf_function(F&& f)  // NOLINT(google-explicit-constructor): callers pass lambdas
-      : m_callable(const_cast<void*>(static_cast<const void*>(&f))), m_call(&call<std::remove_reference_t<F>>) {}
-  void operator()(leaf_layout& l) const { m_call(m_callable, l); }
-
- private:
-  template <class F>
-  static void call(void* callable, leaf_layout& l) {
-    (*static_cast<F*>(callable))(l);
-  }
-  void* m_callable;
-  void (*m_call)(void*, leaf_layout&);
-};
+/// What for_each_leaf calls on every leaf layout of a view. One type for every caller, so each
+/// view type's for_each_leaf is one function; with the callers' lambdas as template arguments (each
+/// a new type per kernel instantiation) every (view, caller) pair made one (1700 of binary_view's
+/// alone in tests/losses.test.cpp). The calls are per statement, outside the element loops.
+using leaf_function = function_ref<void(leaf_layout&)>;
 
 // What the callers of for_each_leaf do to each leaf, as named types. A lambda inside a function
 // template is a new type, and so a new leaf_function constructor and call, for every view type it

@@ -40,6 +40,7 @@
 
 #include "../../core/config.hpp"
 #include "../../core/error.hpp"
+#include "../../core/function_ref.hpp"
 
 namespace fluxion {
 namespace detail {
@@ -75,11 +76,7 @@ class thread_pool {
 
   /// A task body, type-erased: one pointer and one call. The pool's machinery below is then
   /// compiled once per program instead of once per loop body (every fused statement has its own).
-  struct task_ref {
-    void* body = nullptr;
-    void (*call)(void*, index_t) = nullptr;
-    void operator()(index_t t) const { call(body, t); }
-  };
+  using task_ref = function_ref<void(index_t)>;
 
   /// Runs body(task) for every task in [0, n_tasks). Exceptions thrown by a task are rethrown here
   /// (the first one wins); the remaining tasks still finish, so no work is left half-done.
@@ -90,9 +87,7 @@ class thread_pool {
       body(index_t(0));
       return;
     }
-    using B = std::remove_reference_t<Body>;
-    run(n_tasks, task_ref{const_cast<void*>(static_cast<const void*>(&body)),
-                          [](void* b, index_t t) { (*static_cast<B*>(b))(t); }});
+    run(n_tasks, task_ref(body));
   }
 
   void run(index_t n_tasks, task_ref body) {
@@ -258,7 +253,7 @@ class thread_pool {
                  [&] { return run_idle_task(); });
       {
         std::unique_lock<std::mutex> lk(m_mutex);
-        m_wake.wait(lk, [&] { return m_stop || (m_generation != seen && m_job.call != nullptr); });
+        m_wake.wait(lk, [&] { return m_stop || (m_generation != seen && static_cast<bool>(m_job)); });
         if (m_stop) return;
         seen = m_generation;
         job = m_job;
@@ -300,7 +295,7 @@ class thread_pool {
   std::mutex m_mutex;
   std::condition_variable m_wake, m_done;
   std::vector<std::thread> m_workers;
-  task_ref m_job{};  // call == nullptr: no region is running
+  task_ref m_job{};  // empty: no region is running
   index_t m_n_tasks = 0;
   std::atomic<index_t> m_next{0};
   std::atomic<index_t> m_remaining{0};
