@@ -145,8 +145,33 @@ auto argmin(A&& a, int axis = 0, bool keep = false) {
 
 namespace fluxion {
 
+namespace detail {
+
+/// The statements of reduce_logsumexp, on a tensor: one instance per element type and device in a
+/// program, whatever expression the operand came from, and shared by every call (prebuilt for float
+/// with FLUXION_PREBUILT_KERNELS, nn/prebuilt.hpp). Config names the autodiff settings, so that
+/// code compiled with other settings never links this instance in place of its own.
+template <class T, class D, int Config = autodiff_config>
+tensor<T, D> logsumexp_of(const tensor<T, D>& x, unsigned mask, bool keep) {
+  // The shift is a constant to autodiff, as TensorFlow's stop_gradient makes it: its exact
+  // gradient is zero, and recording it would only add a max, a tie count and a scatter to every
+  // backward pass (1.7x LibTorch's time at 1M before; see bench/autodiff.bench.cpp).
+  const tensor<T, D> shift = [&] {
+    materialize_depth hidden_from_autodiff;
+    const tensor<T, D> m = reduce_expr<ops::reduce_max, tensor<T, D>>(x, mask, true);
+    return tensor<T, D>(where(is_finite(m), m, T(0)));
+  }();
+  auto sum = reduce_expr<ops::reduce_sum, decltype(exp(x - shift))>(exp(x - shift), mask, keep);
+  const fluxion::shape out = sum.shape();
+  return materialize(log(std::move(sum)) + reshape_expr<tensor<T, D>>(shift, out));
+}
+
+}  // namespace detail
+
 /// log(sum(exp(x))) over `ax`, computed stably: the maximum is subtracted first, and a
-/// non-finite maximum is replaced by 0 so that all -inf rows give -inf rather than NaN.
+/// non-finite maximum is replaced by 0 so that all -inf rows give -inf rather than NaN. The
+/// operand is materialized first (as TensorFlow's op reads a tensor), so that the statements
+/// behind the result and its gradient are the same types for every operand (detail::logsumexp_of).
 template <class A>
   requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
 auto reduce_logsumexp(A&& a, const axes& ax = {}, bool keep = false) {
@@ -156,17 +181,7 @@ auto reduce_logsumexp(A&& a, const axes& ax = {}, bool keep = false) {
   static_assert(std::is_floating_point_v<T>, "fluxion::reduce_logsumexp: the operand must be float or double.");
   E e = detail::as_expr<A>(std::forward<A>(a));
   const unsigned mask = ax.mask(e.shape().rank(), "reduce_logsumexp");
-  // The shift is a constant to autodiff, as TensorFlow's stop_gradient makes it: its exact
-  // gradient is zero, and recording it would only add a max, a tie count and a scatter to every
-  // backward pass (1.7x LibTorch's time at 1M before; see bench/autodiff.bench.cpp).
-  const tensor<T, D> shift = [&] {
-    detail::materialize_depth hidden_from_autodiff;
-    const tensor<T, D> m = reduce_expr<ops::reduce_max, E>(e, mask, true);
-    return tensor<T, D>(where(is_finite(m), m, T(0)));
-  }();
-  auto sum = reduce_expr<ops::reduce_sum, decltype(exp(e - shift))>(exp(e - shift), mask, keep);
-  const fluxion::shape out = sum.shape();
-  return log(std::move(sum)) + reshape_expr<tensor<T, D>>(shift, out);
+  return detail::logsumexp_of<T, D>(detail::materialize(e), mask, keep);
 }
 
 }  // namespace fluxion

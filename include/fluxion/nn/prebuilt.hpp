@@ -1,5 +1,5 @@
 // Prebuilt statements of the model layer: the float statements of dense, conv2d, pooling, dropout,
-// permute and LSTM layers, sparse softmax cross-entropy, the optimizers' update, the tape's sum of
+// permute and LSTM layers, sparse softmax cross-entropy, reduce_logsumexp, the optimizers' update, the tape's sum of
 // gradients and the layers' initializers, compiled once in
 // src/nn_kernels.cpp instead of in every translation unit of a program that uses them.
 //
@@ -49,6 +49,7 @@
       const tensor<float>&, tensor<std::int32_t>, losses::reduction);                                              \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int64_t>(         \
       const tensor<float>&, tensor<std::int64_t>, losses::reduction);                                              \
+  EXTERN template tensor<float> fluxion::detail::logsumexp_of<float, cpu>(const tensor<float>&, unsigned, bool);     \
   EXTERN template void autodiff::gradient_store::add<1, float, cpu>(std::uint64_t, tensor<float, cpu>);              \
   EXTERN template std::vector<tensor<float, cpu>> gradient_tape::gradient<float, cpu, variable<float, cpu>>(          \
       const tensor<float, cpu>&, const std::vector<const variable<float, cpu>*>&, const tensor<float, cpu>*,         \
