@@ -341,6 +341,16 @@ index_t images_per_chunk(const conv_geometry& s) {
   return chunk < 1 ? 1 : chunk;
 }
 
+/// Runs f(n0, count, col) for the batch in chunks of whole images (images n0 .. n0 + count), where
+/// `col` is one im2col scratch matrix of images_per_chunk(s) * out_h * out_w * k_size(s) elements,
+/// shared by the chunks: the loop of the three im2col convolutions below.
+template <class T, class F>
+void for_im2col_chunks(const conv_geometry& s, F&& f) {
+  const index_t chunk = images_per_chunk<T>(s);
+  device_scratch<T> col(chunk * s.out_h * s.out_w * k_size(s));
+  for (index_t n0 = 0; n0 < s.batch; n0 += chunk) f(n0, n0 + chunk < s.batch ? chunk : s.batch - n0, col.data());
+}
+
 }  // namespace cuda_window
 
 // The table of window_ops (expr/conv.hpp) on the cuda device, called as the cpu kernels are:
@@ -354,14 +364,12 @@ struct window_kernel<cuda, window_ops::conv2d> {
       cuda_window::gemm(false, false, s.batch * s.in_h * s.in_w, s.out_c, s.in_c, x, w, y);
       return;
     }
-    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, chunk = cuda_window::images_per_chunk<T>(s);
-    const index_t image = s.in_h * s.in_w * s.in_c;
-    device_scratch<T> col(chunk * rows * k);
-    for (index_t n0 = 0; n0 < s.batch; n0 += chunk) {
-      const index_t p = (n0 + chunk < s.batch ? chunk : s.batch - n0) * rows;
-      cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col.data()));
-      cuda_window::gemm(false, false, p, s.out_c, k, col.data(), w, y + n0 * rows * s.out_c);
-    }
+    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, image = s.in_h * s.in_w * s.in_c;
+    cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* col) {
+      const index_t p = count * rows;
+      cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col));
+      cuda_window::gemm(false, false, p, s.out_c, k, col, w, y + n0 * rows * s.out_c);
+    });
   }
 };
 template <>
@@ -373,15 +381,12 @@ struct window_kernel<cuda, window_ops::conv2d_input_gradient> {
       cuda_window::gemm(false, true, s.batch * s.in_h * s.in_w, s.in_c, s.out_c, dy, w, dx);
       return;
     }
-    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, chunk = cuda_window::images_per_chunk<T>(s);
-    const index_t image = s.in_h * s.in_w * s.in_c;
-    device_scratch<T> dcol(chunk * rows * k);
-    for (index_t n0 = 0; n0 < s.batch; n0 += chunk) {
-      const index_t count = n0 + chunk < s.batch ? chunk : s.batch - n0;
+    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, image = s.in_h * s.in_w * s.in_c;
+    cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* dcol) {
       // dcol (P x K) = dy (P x out_c) w^T, then each input element gathers its taps from dcol.
-      cuda_window::gemm(false, true, count * rows, k, s.out_c, dy + n0 * rows * s.out_c, w, dcol.data());
-      cuda_window::for_each_index(count * image, cuda_window::col2im<T>(s, dcol.data(), dx + n0 * image));
-    }
+      cuda_window::gemm(false, true, count * rows, k, s.out_c, dy + n0 * rows * s.out_c, w, dcol);
+      cuda_window::for_each_index(count * image, cuda_window::col2im<T>(s, dcol, dx + n0 * image));
+    });
   }
 };
 template <>
@@ -398,18 +403,16 @@ struct window_kernel<cuda, window_ops::conv2d_filter_gradient> {
       cuda_window::gemm(true, false, s.in_c, s.out_c, s.batch * s.in_h * s.in_w, x, dy, dw);
       return;
     }
-    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, chunk = cuda_window::images_per_chunk<T>(s);
-    const index_t image = s.in_h * s.in_w * s.in_c;
-    device_scratch<T> col(chunk * rows * k);
+    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, image = s.in_h * s.in_w * s.in_c;
     // Chunks after the first compute into `partial` and are added in order (deterministic).
-    device_scratch<T> partial(chunk < s.batch ? n_out : 0);
-    for (index_t n0 = 0; n0 < s.batch; n0 += chunk) {
-      const index_t p = (n0 + chunk < s.batch ? chunk : s.batch - n0) * rows;
-      cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col.data()));
+    device_scratch<T> partial(cuda_window::images_per_chunk<T>(s) < s.batch ? n_out : 0);
+    cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* col) {
+      const index_t p = count * rows;
+      cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col));
       // dw (K x out_c) = col^T (K x P) dy (P x out_c)
-      cuda_window::gemm(true, false, k, s.out_c, p, col.data(), dy + n0 * rows * s.out_c, n0 == 0 ? dw : partial.data());
+      cuda_window::gemm(true, false, k, s.out_c, p, col, dy + n0 * rows * s.out_c, n0 == 0 ? dw : partial.data());
       if (n0 > 0) cuda_window::for_each_index(n_out, cuda_window::accumulate<T>{partial.data(), dw});
-    }
+    });
   }
 };
 template <>
