@@ -2,6 +2,7 @@
 // headers, include paths and dependencies work in a project that is not fluxion's own.
 #include <fluxion/fluxion.hpp>
 
+#include <cmath>
 #include <cstdio>
 
 int main() {
@@ -17,6 +18,18 @@ int main() {
   fx::tensor<float> m = fx::matmul(fx::tensor<float>{{1.f, 2.f}}, fx::tensor<float>{{3.f}, {4.f}});
   if (m.item() != 11.f) {
     std::fprintf(stderr, "consumer: matmul = %g, expected 11\n", static_cast<double>(m.item()));
+    return 1;
+  }
+  // reduce_logsumexp and its gradient run statements of tensors: header-only, or (float) from the
+  // prebuilt library, where a declaration that matched no definition would fail to link here.
+  fx::tensor<float> z = {0.f, 0.f};
+  fx::gradient_tape tape;
+  tape.watch(z);
+  fx::tensor<float> lse = fx::reduce_logsumexp(z);
+  const auto g = tape.gradient(lse, z).to_vector();
+  if (std::fabs(lse.item() - std::log(2.f)) > 1e-6f || std::fabs(g[0] - 0.5f) > 1e-6f || std::fabs(g[1] - 0.5f) > 1e-6f) {
+    std::fprintf(stderr, "consumer: reduce_logsumexp([0, 0]) = %g with gradient (%g, %g), expected log 2 and (0.5, 0.5)\n",
+                 static_cast<double>(lse.item()), static_cast<double>(g[0]), static_cast<double>(g[1]));
     return 1;
   }
   std::puts("consumer: ok");
