@@ -60,6 +60,18 @@ function(fluxion_define_optional_targets)
           # Device lambdas, and standard constexpr functions (std::max, std::numeric_limits) in
           # device code; applies only to sources compiled as CUDA.
           INTERFACE_COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda>;$<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>")
+        # cuDNN, where the toolkit has it, runs conv2d and its gradients in CUDA sources
+        # (backend/cuda/cudnn.hpp); -DFLUXION_CUDNN=OFF keeps them on im2col + cuBLAS.
+        if(NOT DEFINED FLUXION_CUDNN OR FLUXION_CUDNN)
+          find_path(FLUXION_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+          find_library(FLUXION_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+          if(FLUXION_CUDNN_INCLUDE_DIR AND FLUXION_CUDNN_LIBRARY)
+            set_property(TARGET fluxion::cuda APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS
+                         "$<$<COMPILE_LANGUAGE:CUDA>:FLUXION_USE_CUDNN=1>")
+            set_property(TARGET fluxion::cuda APPEND PROPERTY INTERFACE_LINK_LIBRARIES
+                         "$<$<LINK_LANGUAGE:CUDA>:${FLUXION_CUDNN_LIBRARY}>")
+          endif()
+        endif()
       endif()
     endif()
   endif()

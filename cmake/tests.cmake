@@ -210,6 +210,9 @@ if(FLUXION_NVCC_TESTS)
     list(APPEND fluxion_nvcc_flags -ccbin "${CMAKE_CXX_COMPILER}")
   endif()
   list(REMOVE_DUPLICATES fluxion_nvcc_flags)
+  # cuDNN's header beside nvcc's toolkit: the tape group (window, nn) compiles the cuDNN path too.
+  get_filename_component(fluxion_nvcc_root "${FLUXION_NVCC}" DIRECTORY)
+  find_path(FLUXION_NVCC_CUDNN_INCLUDE_DIR cudnn.h HINTS "${fluxion_nvcc_root}/../include" NO_DEFAULT_PATH)
   # The device tests stop where nvcc hands the host side to the host compiler (-cuda): cudafe++ has
   # parsed and checked the host code, and cicc has compiled the device code to PTX, which is what
   # can break under nvcc alone. The host compiler's pass over cudafe++'s output took a third of each
@@ -244,6 +247,8 @@ if(FLUXION_NVCC_TESTS)
     set(order_flag "")
     if(group STREQUAL "order0")
       set(order_flag -DFLUXION_MAX_DERIVATIVE_ORDER=0)
+    elseif(FLUXION_NVCC_CUDNN_INCLUDE_DIR)
+      set(order_flag -DFLUXION_USE_CUDNN=1)  # the cuDNN convolutions, as GPU builds have them
     endif()
     add_test(NAME nvcc.${group}
              COMMAND "${FLUXION_NVCC}" ${fluxion_nvcc_flags} ${order_flag} -cuda "${unity}" -o /dev/null)

@@ -9,3 +9,27 @@ build_dir=build
 configure() {
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "$@"
 }
+
+# cuDNN for the GPU builds (backend/cuda/cudnn.hpp): where nvcc's toolkit has cudnn.h and
+# FLUXION_CUDNN is not 0, adds -DFLUXION_USE_CUDNN=1 to the array named $1 and -lcudnn to $2.
+cudnn_flags() {
+  local -n _flags=$1 _libs=$2
+  local root; root=$(dirname "$(dirname "$nvcc")")
+  if [[ "${FLUXION_CUDNN:-1}" != 0 && -e "$root/include/cudnn.h" ]]; then
+    _flags+=(-DFLUXION_USE_CUDNN=1)
+    _libs+=(-lcudnn)
+    echo "cuDNN: $root/include/cudnn.h (FLUXION_CUDNN=0 builds without it)"
+  fi
+}
+
+# On the GPU machine: where the loader does not know libcudnn.so.9 (the device tool's image has
+# it only in PyTorch's nvidia-cudnn wheel), puts that wheel's folder on LD_LIBRARY_PATH.
+cudnn_library_path() {
+  ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9' && return 0
+  local found
+  found=$(find /opt /usr/local /usr/lib -name 'libcudnn.so.9' -path '*cudnn*' 2>/dev/null | head -1)
+  if [[ -n "$found" ]]; then
+    export LD_LIBRARY_PATH="$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "cuDNN: $found"
+  fi
+}

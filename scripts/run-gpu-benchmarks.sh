@@ -22,15 +22,19 @@ build() {
   lib=$(ldconfig -p | awk '/libbenchmark\.so\.[0-9]/ && !found {print $NF; found = 1}')
   [[ -n "$lib" ]] || { echo "run-gpu-benchmarks.sh: Google Benchmark not found (scripts/install-deps.sh)" >&2; exit 1; }
   cp -L "$lib" "$out/lib/"
+  local flags=() libs=()
+  cudnn_flags flags libs
   for source in bench/cuda/*.bench.cu; do
     local name; name=$(basename "$source" .bench.cu)
     "$nvcc" -std=c++20 --extended-lambda --expt-relaxed-constexpr "-gencode=arch=compute_${arch},code=sm_${arch}" \
-      -O3 -DNDEBUG -Iinclude "$source" -o "$out/bench_$name" -lbenchmark -lbenchmark_main -lcublas -lpthread \
+      -O3 -DNDEBUG -Iinclude "${flags[@]}" "$source" -o "$out/bench_$name" -lbenchmark -lbenchmark_main -lcublas \
+      "${libs[@]}" -lpthread \
       -Xlinker -rpath -Xlinker '$ORIGIN/lib'
   done
 }
 
 run() {
+  cudnn_library_path
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
   for binary in "$out"/bench_*; do
     "$binary" "$@"

@@ -33,6 +33,8 @@ build() {
   local flags=(-std=c++20 -x cu --extended-lambda --expt-relaxed-constexpr -diag-error=20011,20014
                "-gencode=arch=compute_${arch},code=sm_${arch}" -O2 -Iinclude -Itests -DFLUXION_GPU_TESTS=1)
   [[ -n "${CXX:-}" ]] && flags+=(-ccbin "$CXX")
+  local libs=(-lcublas)
+  cudnn_flags flags libs
   "$nvcc" "${flags[@]}" -c tests/doctest_main.cpp -o "$obj/doctest_main.o"
   local pids=() names=()
   for source in "${tests[@]}"; do
@@ -41,7 +43,7 @@ build() {
     local order=(-DFLUXION_MAX_DERIVATIVE_ORDER=0)  # as ctest's builds of the same tests
     [[ "$name" == autodiff || "$name" == nn || "$name" == window ]] && order=()
     ( "$nvcc" "${flags[@]}" "${order[@]}" -c "$source" -o "$obj/$name.o" &&
-      "$nvcc" "-gencode=arch=compute_${arch},code=sm_${arch}" "$obj/$name.o" "$obj/doctest_main.o" -lcublas \
+      "$nvcc" "-gencode=arch=compute_${arch},code=sm_${arch}" "$obj/$name.o" "$obj/doctest_main.o" "${libs[@]}" \
         -o "$out/$name" ) &
     pids+=($!); names+=("$name")
     while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
@@ -50,7 +52,7 @@ build() {
   local zlib=()
   [[ -e /usr/include/zlib.h ]] && zlib=(-DFLUXION_HAS_ZLIB)
   ( "$nvcc" "${flags[@]}" "${zlib[@]}" -c examples/fashion_mnist_cnn.cpp -o "$obj/fashion_mnist_cnn.o" &&
-    "$nvcc" "-gencode=arch=compute_${arch},code=sm_${arch}" "$obj/fashion_mnist_cnn.o" -lcublas ${zlib:+-lz} \
+    "$nvcc" "-gencode=arch=compute_${arch},code=sm_${arch}" "$obj/fashion_mnist_cnn.o" "${libs[@]}" ${zlib:+-lz} \
       -o "$out/fashion_mnist_cnn" ) &
   pids+=($!); names+=("fashion_mnist_cnn")
   local failed=0
@@ -62,6 +64,7 @@ build() {
 }
 
 run() {
+  cudnn_library_path
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   local failed=()
   for source in "${tests[@]}"; do

@@ -7,7 +7,9 @@
 //   conv      the 2-conv CNN's second convolution (x (batch, 14, 14, 32), filters 5x5x32x64, same
 //             padding) forward, and forward with both gradients through the tape (given dy), in
 //             TFLOP/s of the products; PyTorch's cuDNN does the same in bench/cuda/torch_peer.py;
-//             conv_products the three matrix products alone, on the im2col matrix's shape
+//             the second argument picks the path: 1 cuDNN (where the build has it), 0 im2col +
+//             cuBLAS (fx::allow_cudnn(false)); conv_products the three matrix products alone, on
+//             the im2col matrix's shape
 // Every case is timed with CUDA events around each iteration (manual time), after a warm-up, so
 // module loading and handle creation stay out of the figures. Inputs are uniform in [-1, 1).
 #include <benchmark/benchmark.h>
@@ -127,10 +129,16 @@ void sgemm_cublas(benchmark::State& state) {
 
 /// fx::conv2d on the CNN's second convolution at batch state.range(0): the forward pass alone
 /// (Backward false), or the forward pass and the input and filter gradients for a given dy through
-/// the tape (three products of the same size).
+/// the tape (three products of the same size). state.range(1): 1 through cuDNN, 0 through im2col.
 template <bool Backward>
 void conv_fluxion(benchmark::State& state) {
   const fx::index_t batch = state.range(0), hw = 14, ci = 32, co = 64, k = 5;
+  if (state.range(1) && !fx::cudnn_built) {
+    state.SkipWithError("built without cuDNN (FLUXION_USE_CUDNN)");
+    return;
+  }
+  fx::allow_cudnn(state.range(1) != 0);
+  const long passes = fx::detail::cudnn_passes().load();
   fx::tensor<float, fx::cuda> x(uniform(batch * hw * hw * ci, 1), {batch, hw, hw, ci});
   fx::tensor<float, fx::cuda> w(uniform(k * k * ci * co, 2), {k, k, ci, co});
   fx::tensor<float, fx::cuda> dy(uniform(batch * hw * hw * co, 3), {batch, hw, hw, co});
@@ -148,6 +156,13 @@ void conv_fluxion(benchmark::State& state) {
       benchmark::DoNotOptimize(y.data());
     }
   });
+  // The path measured is the path named: cuDNN ran every pass, or none.
+  if (state.range(1) && fx::detail::cudnn_passes().load() == passes) state.SkipWithError("cuDNN was not used");
+  if (!state.range(1) && fx::detail::cudnn_passes().load() != passes) state.SkipWithError("cuDNN was used");
+  fx::allow_cudnn(true);
+#if FLUXION_HAVE_CUDNN
+  if (state.range(1)) std::fprintf(stderr, "cuDNN routes so far:\n%s", fx::detail::cudnn::report().c_str());
+#endif
   const double flops = 2.0 * batch * hw * hw * co * (k * k * ci) * (Backward ? 3 : 1);
   state.counters["TFLOP/s"] = benchmark::Counter(flops * state.iterations() * 1e-12, benchmark::Counter::kIsRate);
 }
@@ -220,6 +235,6 @@ BENCHMARK(chain_handwritten)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicros
 BENCHMARK(sum_fluxion)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(sgemm_fluxion)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(sgemm_cublas)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(conv_fluxion, false)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(conv_fluxion, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(conv_fluxion, false)->ArgsProduct({{64, 256}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(conv_fluxion, true)->ArgsProduct({{64, 256}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(conv_products_fluxion)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

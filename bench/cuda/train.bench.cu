@@ -136,13 +136,23 @@ void mlp_train_nn(benchmark::State& state) {
 }
 
 /// The 2-conv CNN of bench/nn.bench.cpp: conv 32 5x5 same, relu, pool 2, conv 64 5x5 same, relu,
-/// pool 2, dense 1024, relu, dense 10 (direct Thrust convolution kernels, backend/cuda/window.hpp).
+/// pool 2, dense 1024, relu, dense 10. state.range(1): 1, the convolutions through cuDNN (where
+/// the build has it); 0, through im2col + cuBLAS (backend/cuda/window.hpp).
 void cnn_train_nn(benchmark::State& state) {
+  if (state.range(1) && !fx::cudnn_built) {
+    state.SkipWithError("built without cuDNN (FLUXION_USE_CUDNN)");
+    return;
+  }
+  fx::allow_cudnn(state.range(1) != 0);
   fx::random::generator gen{4};
   auto net = nn::sequential(gen, nn::input<28, 28, 1>::on<fx::cuda>{}, nn::conv2d<32, 5, nn::same>{}, nn::relu{},
                             nn::max_pool2d<2>{}, nn::conv2d<64, 5, nn::same>{}, nn::relu{}, nn::max_pool2d<2>{},
                             nn::flatten{}, nn::dense<1024>{}, nn::relu{}, nn::dense<10>{});
   train_model(state, net, {28, 28, 1}, gen);
+#if FLUXION_HAVE_CUDNN
+  if (state.range(1)) std::fprintf(stderr, "cuDNN routes so far:\n%s", fx::detail::cudnn::report().c_str());
+#endif
+  fx::allow_cudnn(true);
 }
 
 /// The seed's CNN+LSTM of bench/nn.bench.cpp: conv 32 5x5, pool, conv 64 5x5, pool, (49, 64) ->
@@ -159,7 +169,7 @@ void cnn_lstm_train_nn(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(mlp_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(cnn_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(cnn_train_nn)->ArgsProduct({{64, 256}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(cnn_lstm_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -45,15 +47,15 @@ const pool_case pool_cases[] = {
     {{1, 7, 5, 2}, 2, 2, fx::padding::same},  // odd extents: the last window is cut
 };
 
-/// d/dx and d/dw of sum(square(relu(conv2d(x, w)) * c)) on Device (double).
-template <class Device>
-std::vector<std::vector<double>> conv_gradients(const conv_case& k, const fx::tensor<double>& x0,
-                                                const fx::tensor<double>& w0, const fx::tensor<double>& c0) {
-  fx::tensor<double, Device> x = fx::to<Device>(x0), w = fx::to<Device>(w0), c = fx::to<Device>(c0);
+/// d/dx and d/dw of sum(square(relu(conv2d(x, w)) * c)) on Device, and the value.
+template <class Device, class T>
+std::vector<std::vector<T>> conv_gradients(const conv_case& k, const fx::tensor<T>& x0, const fx::tensor<T>& w0,
+                                           const fx::tensor<T>& c0) {
+  fx::tensor<T, Device> x = fx::to<Device>(x0), w = fx::to<Device>(w0), c = fx::to<Device>(c0);
   fx::gradient_tape tape(fx::persistent);
   tape.watch(x);
   tape.watch(w);
-  fx::tensor<double, Device> y = fx::reduce_sum(fx::square(fx::relu(fx::conv2d(x, w, k.strides, k.pad, k.dilations)) * c));
+  fx::tensor<T, Device> y = fx::reduce_sum(fx::square(fx::relu(fx::conv2d(x, w, k.strides, k.pad, k.dilations)) * c));
   return {tape.gradient(y, x).to_vector(), tape.gradient(y, w).to_vector(), y.to_vector()};
 }
 
@@ -147,11 +149,25 @@ struct scoped_setting {
   scoped_setting(T& s, T value) : setting(s), saved(s) { setting = value; }
   ~scoped_setting() { setting = saved; }
 };
+template <class T>
+struct scoped_setting<std::atomic<T>> {
+  std::atomic<T>& setting;
+  T saved;
+  scoped_setting(std::atomic<T>& s, T value) : setting(s), saved(s.load()) { setting = value; }
+  ~scoped_setting() { setting = saved; }
+};
+
+/// Sends the convolutions of one scope to im2col + cuBLAS where the program is built with cuDNN.
+struct im2col_only {
+  im2col_only() { fx::allow_cudnn(false); }
+  ~im2col_only() { fx::allow_cudnn(true); }
+};
 }  // namespace
 
 TEST_CASE("cuda conv2d: im2col in chunks of one image gives the cpu's values and gradients") {
   // The chunked path (a filter gradient added over chunks) runs for batches larger than the
   // im2col budget allows at once; a budget of one byte makes every image its own chunk.
+  im2col_only path;
   scoped_setting<std::size_t> one_image(fx::detail::cuda_window::im2col_budget_bytes(), 1);
   int seed = 80;
   for (const conv_case& k : conv_cases) {
@@ -163,6 +179,7 @@ TEST_CASE("cuda conv2d: im2col in chunks of one image gives the cpu's values and
 TEST_CASE("cuda window ops: launches of one image each (the split at 2^31 threads) give the cpu's results") {
   // Each case's limit is its largest per-image launch, so every launch covers a single image and
   // the kernels run on pointers offset to it.
+  im2col_only path;
   int seed = 100;
   for (const conv_case& k : conv_cases) {
     const fx::shape out = fx::conv2d(fx::tensor<double>(k.input), fx::tensor<double>(k.filters), k.strides, k.pad,
@@ -188,6 +205,7 @@ TEST_CASE("cuda window ops: launches of one image each (the split at 2^31 thread
 }
 
 TEST_CASE("cuda window ops: an image larger than one launch can index fails cleanly, naming the op") {
+  im2col_only path;
   scoped_setting<fx::index_t> small(fx::detail::cuda_window::launch_limit(), 3);
   fx::tensor<float, fx::cuda> x = fx::to<fx::cuda>(filled<float>({1, 4, 4, 1}, 110));
   fx::tensor<float, fx::cuda> w = fx::to<fx::cuda>(filled<float>({3, 3, 1, 1}, 111));
@@ -231,4 +249,105 @@ TEST_CASE("cuda window ops: the kernels' fixed-divisor division equals integer d
     }
     CHECK(reported == 0);
   }
+}
+
+namespace {
+/// max |got - want| <= rtol * max(1, max |want|): float results of long sums that cancel.
+void close_in_norm(const std::vector<float>& got, const std::vector<float>& want, double rtol) {
+  REQUIRE(got.size() == want.size());
+  double scale = 1, worst = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(double(want[i])));
+    worst = std::max(worst, std::abs(double(got[i]) - double(want[i])));
+  }
+  INFO("largest difference " << worst << ", largest element " << scale);
+  CHECK(worst <= rtol * scale);
+}
+
+/// Whether padding both sides by the padding before (cuDNN's only kind) gives conv case k's output
+/// size on both axes, an independent count of what backend/cuda/cudnn.hpp checks through cuDNN.
+bool symmetric_padding_suffices(const conv_case& k) {
+  const auto x = fx::tensor<double>(k.input), w = fx::tensor<double>(k.filters);
+  const fx::shape out = fx::conv2d(x, w, k.strides, k.pad, k.dilations).shape();
+  auto axis = [&](fx::index_t in, fx::index_t filter, fx::index_t stride, fx::index_t dilation, fx::index_t want) {
+    const fx::index_t span = dilation * (filter - 1) + 1;
+    // TensorFlow's same padding puts the smaller half before; valid pads nothing.
+    const fx::index_t total = k.pad == fx::padding::same ? std::max<fx::index_t>((want - 1) * stride + span - in, 0) : 0;
+    const fx::index_t before = total / 2;
+    return (in + 2 * before - span) / stride + 1 == want;
+  };
+  return axis(k.input[1], k.filters[0], k.strides.height, k.dilations.height, out[1]) &&
+         axis(k.input[2], k.filters[1], k.strides.width, k.dilations.width, out[2]);
+}
+}  // namespace
+
+TEST_CASE("cuda conv2d: cuDNN, where built in, gives the cpu's and im2col's values and gradients, the same on every run") {
+  // Float (cuDNN's type here). The conv cases, plus padding larger after than before that changes
+  // the output size (same padding of an even filter, and of a stride that leaves a remainder),
+  // which cuDNN cannot pad and leaves to im2col, and the CNN's second convolution. Each geometry
+  // runs three ways: im2col alone, cuDNN wherever it has a deterministic algorithm (the test hook
+  // cudnn_always), and the library's own choice per pass (the faster, timed on the first call).
+  std::vector<conv_case> cases(std::begin(conv_cases), std::end(conv_cases));
+  cases.push_back({{2, 6, 7, 3}, {2, 2, 3, 4}, 1, 1, fx::padding::same});
+  cases.push_back({{1, 8, 8, 2}, {3, 3, 2, 3}, 3, 1, fx::padding::same});
+  cases.push_back({{4, 14, 14, 32}, {5, 5, 32, 64}, 1, 1, fx::padding::same});
+  int seed = 130;
+  for (const conv_case& k : cases) {
+    INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
+    const auto x = filled<float>(k.input, seed), w = filled<float>(k.filters, seed + 1, -0.5, 0.5);
+    const auto c = filled<float>(fx::conv2d(x, w, k.strides, k.pad, k.dilations).shape(), seed + 2);
+    seed += 3;
+    // The reference: the cpu in double, from the same float inputs.
+    const auto exact = conv_gradients<fx::cpu>(k, fx::tensor<double>(fx::cast<double>(x)),
+                                               fx::tensor<double>(fx::cast<double>(w)),
+                                               fx::tensor<double>(fx::cast<double>(c)));
+    std::vector<std::vector<float>> cpu;
+    for (const auto& v : exact) cpu.emplace_back(v.begin(), v.end());
+    // Float sums of up to 1600 products (the CNN's case) that cancel: each float result is held to
+    // 1e-4 of its largest element, the cpu's own float kernels included.
+    const auto cpu_float = conv_gradients<fx::cpu>(k, x, w, c);
+    for (std::size_t i = 0; i < cpu.size(); ++i) close_in_norm(cpu_float[i], cpu[i], 1e-4);
+    std::vector<std::vector<float>> im2col;
+    {
+      im2col_only path;
+      im2col = conv_gradients<fx::cuda>(k, x, w, c);
+    }
+    long forced_passes = 0;
+    std::vector<std::vector<float>> first, again;
+    {
+      scoped_setting<std::atomic<bool>> always(fx::detail::cudnn_always(), true);
+      const long before = fx::detail::cudnn_passes().load();
+      first = conv_gradients<fx::cuda>(k, x, w, c);  // each pass's algorithm search
+      again = conv_gradients<fx::cuda>(k, x, w, c);  // the algorithms kept
+      forced_passes = fx::detail::cudnn_passes().load() - before;
+    }
+    const auto chosen = conv_gradients<fx::cuda>(k, x, w, c);  // the library's own route per pass
+    const auto chosen_again = conv_gradients<fx::cuda>(k, x, w, c);
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      close_in_norm(im2col[i], cpu[i], 1e-4);
+      close_in_norm(first[i], cpu[i], 1e-4);
+      close_in_norm(chosen[i], cpu[i], 1e-4);
+      CHECK(again[i] == first[i]);  // deterministic algorithms only: bit for bit
+      CHECK(chosen_again[i] == chosen[i]);
+    }
+    const bool pointwise = k.filters[0] == 1 && k.filters[1] == 1;  // one product through cuBLAS
+    const bool asymmetric = !symmetric_padding_suffices(k);
+    // Where cuDNN's symmetric padding changes the output size (both added cases, and the stride-2
+    // same case), and for a 1x1 filter (one product), cuDNN is not called.
+    if (!fx::cudnn_built || pointwise || asymmetric) {
+      CHECK(forced_passes == 0);
+    } else if (k.dilations.height == 1) {
+      CHECK(forced_passes == 6);  // three passes, twice: the CNN's layers and every undilated case
+    } else {
+      // Dilation: cuDNN may have no deterministic NHWC algorithm for a pass; that pass then stays
+      // on im2col (the values above are checked either way).
+      CHECK(forced_passes <= 6);
+      if (forced_passes < 6) MESSAGE("cuDNN took " << forced_passes << " of 6 passes of a dilated convolution");
+    }
+  }
+#if FLUXION_HAVE_CUDNN
+  MESSAGE("routes:\n" << fx::detail::cudnn::report());
+#else
+  MESSAGE("built without cuDNN: every run went through im2col");
+#endif
 }

@@ -13,8 +13,10 @@
 // the plain kernel on Thrust's OpenMP system). The im2col matrix is built in chunks of whole images
 // of at most im2col_budget_bytes() (256 MB); a filter gradient over several chunks adds them in
 // order. A 1x1 filter at stride 1 without padding uses the input itself. Nothing is added with
-// atomics, so results are the same on every run. cuDNN is not used; on the CNN's shapes this is
-// several times slower than cuDNN at batch 256 (README, GPU section).
+// atomics, so results are the same on every run. In programs built with cuDNN (FLUXION_USE_CUDNN,
+// backend/cuda/cudnn.hpp), each pass of a float geometry is timed on its first call through cuDNN's
+// fastest deterministic algorithm and through im2col, and keeps the faster; im2col serves what
+// cuDNN does not take, and everything when fx::allow_cudnn(false).
 //
 // Pooling is one thread per result element and follows the cpu kernels' conventions exactly
 // (backend/cpu/pool.hpp): the first maximal element of a window in scan order takes its gradient,
@@ -35,6 +37,7 @@
 
 #include "../../core/config.hpp"
 #include "../../expr/conv.hpp"
+#include "cudnn.hpp"
 #include "evaluator.hpp"
 
 namespace fluxion::detail {
@@ -364,12 +367,18 @@ struct window_kernel<cuda, window_ops::conv2d> {
       cuda_window::gemm(false, false, s.batch * s.in_h * s.in_w, s.out_c, s.in_c, x, w, y);
       return;
     }
-    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, image = s.in_h * s.in_w * s.in_c;
-    cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* col) {
-      const index_t p = count * rows;
-      cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col));
-      cuda_window::gemm(false, false, p, s.out_c, k, col, w, y + n0 * rows * s.out_c);
-    });
+    auto im2col = [&] {
+      const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, image = s.in_h * s.in_w * s.in_c;
+      cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* col) {
+        const index_t p = count * rows;
+        cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col));
+        cuda_window::gemm(false, false, p, s.out_c, k, col, w, y + n0 * rows * s.out_c);
+      });
+    };
+#if FLUXION_HAVE_CUDNN
+    if (cudnn::run(cudnn::pass::forward, s, x, w, y, im2col)) return;
+#endif
+    im2col();
   }
 };
 template <>
@@ -381,12 +390,18 @@ struct window_kernel<cuda, window_ops::conv2d_input_gradient> {
       cuda_window::gemm(false, true, s.batch * s.in_h * s.in_w, s.in_c, s.out_c, dy, w, dx);
       return;
     }
-    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, image = s.in_h * s.in_w * s.in_c;
-    cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* dcol) {
-      // dcol (P x K) = dy (P x out_c) w^T, then each input element gathers its taps from dcol.
-      cuda_window::gemm(false, true, count * rows, k, s.out_c, dy + n0 * rows * s.out_c, w, dcol);
-      cuda_window::for_each_index(count * image, cuda_window::col2im<T>(s, dcol, dx + n0 * image));
-    });
+    auto im2col = [&] {
+      const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, image = s.in_h * s.in_w * s.in_c;
+      cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* dcol) {
+        // dcol (P x K) = dy (P x out_c) w^T, then each input element gathers its taps from dcol.
+        cuda_window::gemm(false, true, count * rows, k, s.out_c, dy + n0 * rows * s.out_c, w, dcol);
+        cuda_window::for_each_index(count * image, cuda_window::col2im<T>(s, dcol, dx + n0 * image));
+      });
+    };
+#if FLUXION_HAVE_CUDNN
+    if (cudnn::run(cudnn::pass::input_gradient, s, dy, w, dx, im2col)) return;
+#endif
+    im2col();
   }
 };
 template <>
@@ -403,16 +418,23 @@ struct window_kernel<cuda, window_ops::conv2d_filter_gradient> {
       cuda_window::gemm(true, false, s.in_c, s.out_c, s.batch * s.in_h * s.in_w, x, dy, dw);
       return;
     }
-    const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, image = s.in_h * s.in_w * s.in_c;
-    // Chunks after the first compute into `partial` and are added in order (deterministic).
-    device_scratch<T> partial(cuda_window::images_per_chunk<T>(s) < s.batch ? n_out : 0);
-    cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* col) {
-      const index_t p = count * rows;
-      cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col));
-      // dw (K x out_c) = col^T (K x P) dy (P x out_c)
-      cuda_window::gemm(true, false, k, s.out_c, p, col, dy + n0 * rows * s.out_c, n0 == 0 ? dw : partial.data());
-      if (n0 > 0) cuda_window::for_each_index(n_out, cuda_window::accumulate<T>{partial.data(), dw});
-    });
+    auto im2col = [&] {
+      const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, image = s.in_h * s.in_w * s.in_c;
+      // Chunks after the first compute into `partial` and are added in order (deterministic).
+      device_scratch<T> partial(cuda_window::images_per_chunk<T>(s) < s.batch ? n_out : 0);
+      cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* col) {
+        const index_t p = count * rows;
+        cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col));
+        // dw (K x out_c) = col^T (K x P) dy (P x out_c)
+        cuda_window::gemm(true, false, k, s.out_c, p, col, dy + n0 * rows * s.out_c,
+                          n0 == 0 ? dw : partial.data());
+        if (n0 > 0) cuda_window::for_each_index(n_out, cuda_window::accumulate<T>{partial.data(), dw});
+      });
+    };
+#if FLUXION_HAVE_CUDNN
+    if (cudnn::run(cudnn::pass::filter_gradient, s, x, dy, dw, im2col)) return;
+#endif
+    im2col();
   }
 };
 template <>
