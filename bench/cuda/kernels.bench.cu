@@ -139,6 +139,7 @@ void conv_fluxion(benchmark::State& state) {
   }
   fx::allow_cudnn(state.range(1) != 0);
   const long passes = fx::detail::cudnn_passes().load();
+  const auto mallocs = fx::memory::stats<fx::cuda>().system_allocations;
   fx::tensor<float, fx::cuda> x(uniform(batch * hw * hw * ci, 1), {batch, hw, hw, ci});
   fx::tensor<float, fx::cuda> w(uniform(k * k * ci * co, 2), {k, k, ci, co});
   fx::tensor<float, fx::cuda> dy(uniform(batch * hw * hw * co, 3), {batch, hw, hw, co});
@@ -163,6 +164,8 @@ void conv_fluxion(benchmark::State& state) {
 #if FLUXION_HAVE_CUDNN
   if (state.range(1)) std::fprintf(stderr, "cuDNN routes so far:\n%s", fx::detail::cudnn::report().c_str());
 #endif
+  // Device allocations that missed the cache: in steady state there should be none.
+  state.counters["cudaMalloc"] = double(fx::memory::stats<fx::cuda>().system_allocations - mallocs);
   const double flops = 2.0 * batch * hw * hw * co * (k * k * ci) * (Backward ? 3 : 1);
   state.counters["TFLOP/s"] = benchmark::Counter(flops * state.iterations() * 1e-12, benchmark::Counter::kIsRate);
 }

@@ -114,11 +114,14 @@ void train_model(benchmark::State& state, Net& net, const std::vector<fx::index_
     return loss;
   };
   const float first = step().item();
+  const auto mallocs = fx::memory::stats<fx::cuda>().system_allocations;
   event_timer timer;
   timer.run(state, [&] {
     tensor loss = step();
     benchmark::DoNotOptimize(loss.data());
   });
+  // Device allocations that missed the cache while timing: in steady state there should be none.
+  state.counters["cudaMalloc"] = double(fx::memory::stats<fx::cuda>().system_allocations - mallocs);
   const float last = step().item();
   if (!(last < first)) state.SkipWithError("the loss did not fall");
   state.counters["loss_first"] = first;

@@ -15,9 +15,9 @@
 //
 // Routes. A float pass (forward, input gradient, filter gradient) of a geometry decides its route
 // on its first call in a thread: cuDNN times its algorithms on the actual buffers
-// (cudnnFind*AlgorithmEx, as torch.backends.cudnn.benchmark = True) and its fastest
-// *deterministic* one is compared with im2col, timed on the same buffers; the faster is kept for
-// that geometry and pass. Deterministic only: fluxion's results are the same on every run, on the
+// (cudnnFind*AlgorithmEx, as torch.backends.cudnn.benchmark = True); its fastest *deterministic*
+// one and im2col are then each timed as they run here (median of three, CUDA events), and the
+// faster is kept for that geometry and pass. Deterministic only: fluxion's results are the same on every run, on the
 // cpu and on the GPU, and cuDNN's fastest filter-gradient algorithms add with atomics. Float
 // convolutions use plain FMA arithmetic (CUDNN_FMA_MATH) unless fx::allow_tf32(true) lets them use
 // TF32 tensor cores, as for matmul. The search's workspace (up to 256 MB, a quarter of the free
@@ -290,30 +290,50 @@ struct search_workspace {
   search_workspace& operator=(const search_workspace&) = delete;
 };
 
-/// Milliseconds of f() on the device: the second of two runs, between CUDA events.
+/// Milliseconds of f() on the device: the median of three runs between CUDA events, after one
+/// untimed run (allocations and first-launch costs out of the timing).
 template <class F>
 float device_ms(const F& f) {
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
-  f();  // allocations and first-launch costs out of the timing
-  cudaEventRecord(start);
   f();
-  cudaEventRecord(stop);
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
+  float ms[3] = {0, 0, 0};
+  for (float& m : ms) {
+    cudaEventRecord(start);
+    f();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    cudaEventElapsedTime(&m, start, stop);
+  }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return ms;
+  const float lo = ms[0] < ms[1] ? ms[0] : ms[1], hi = ms[0] < ms[1] ? ms[1] : ms[0];
+  return ms[2] < lo ? lo : (ms[2] > hi ? hi : ms[2]);
+}
+
+/// One pass through cuDNN's kept algorithm: the filter to cuDNN's layout (forward, input
+/// gradient) or the filter gradient back to fluxion's, around `call`.
+template <class T, class Call>
+void run_cudnn(const plan& p, pass which, const kernels::conv2d_shape& s, const T* b, T* out, T* filter,
+               T* filter_out, const Call& call, const char* op) {
+  const int slot = int(which);
+  if (which != pass::filter_gradient) transpose_filter(s, b, filter, true);
+  device_scratch<unsigned char> ws{index_t(p.workspace[slot])};
+  check(call(p.algo[slot], ws.data(), p.workspace[slot]), op,
+        which == pass::forward          ? "cudnnConvolutionForward"
+        : which == pass::input_gradient ? "cudnnConvolutionBackwardData"
+                                        : "cudnnConvolutionBackwardFilter",
+        s);
+  if (which == pass::filter_gradient) transpose_filter(s, filter_out, out, false);
 }
 
 /// Runs one pass of a float convolution through cuDNN where that is this geometry's route, and
 /// returns false where it is not (the caller runs `im2col`, the same pass as im2col + cuBLAS).
 /// forward: a = x, b = w, out = y; input_gradient: a = dy, b = w, out = dx; filter_gradient: a = x,
 /// b = dy, out = dw. A pass's first call decides its route: cuDNN times its algorithms on these
-/// buffers, then im2col is timed too, and the faster of cuDNN's fastest deterministic algorithm and
-/// im2col is kept for that geometry and pass.
+/// buffers (cudnnFind), then its fastest deterministic algorithm and im2col are each timed as they
+/// run here (the median of three runs), and the faster is kept for that geometry and pass.
 template <class T, class Im2col>
 bool run(pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* out, const Im2col& im2col) {
   // Double stays on im2col: on an H200 with cuDNN 9.19, cuDNN had no deterministic NHWC double
@@ -334,7 +354,6 @@ bool run(pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* 
     const T one = 1, zero = 0;
     device_scratch<T> filter(which == pass::filter_gradient ? 0 : s.filter_size());
     device_scratch<T> filter_out(which == pass::filter_gradient ? s.filter_size() : 0);
-    if (which != pass::filter_gradient) transpose_filter(s, b, filter.data(), true);
     auto call = [&](int algo, void* ws, std::size_t ws_bytes) {
       switch (which) {
         case pass::forward:
@@ -350,6 +369,7 @@ bool run(pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* 
       }
     };
     if (p.routes[slot] == route::undecided) {  // this pass's first call in this thread: time both
+      if (which != pass::filter_gradient) transpose_filter(s, b, filter.data(), true);
       {
         search_workspace ws;
         int found = 0;
@@ -376,18 +396,17 @@ bool run(pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* 
           keep_fastest(r, found, tensor_ops, p, slot);
         }
       }
-      if (!cudnn_always()) p.im2col_ms[slot] = device_ms(im2col);
+      // Both routes timed the same way, as they run here: cuDNN's with the filter's transposes
+      // and its workspace from the cache, im2col with its matrix.
+      if (p.algo[slot] >= 0 && !cudnn_always()) {
+        p.cudnn_ms[slot] = device_ms([&] { run_cudnn(p, which, s, b, out, filter.data(), filter_out.data(), call, op); });
+        p.im2col_ms[slot] = device_ms(im2col);
+      }
       const bool cudnn_faster = p.algo[slot] >= 0 && (cudnn_always() || p.cudnn_ms[slot] < p.im2col_ms[slot]);
       p.routes[slot] = cudnn_faster ? route::cudnn : route::im2col;
       if (!cudnn_faster) return false;
     }
-    device_scratch<unsigned char> ws{index_t(p.workspace[slot])};
-    check(call(p.algo[slot], ws.data(), p.workspace[slot]), op,
-          which == pass::forward          ? "cudnnConvolutionForward"
-          : which == pass::input_gradient ? "cudnnConvolutionBackwardData"
-                                          : "cudnnConvolutionBackwardFilter",
-          s);
-    if (which == pass::filter_gradient) transpose_filter(s, filter_out.data(), out, false);
+    run_cudnn(p, which, s, b, out, filter.data(), filter_out.data(), call, op);
     ++cudnn_passes();
     return true;
   }
