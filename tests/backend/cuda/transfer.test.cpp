@@ -184,3 +184,38 @@ TEST_CASE("cuda transfer: uploads queued behind kernels keep their values, whate
   fx::tensor<float, fx::cuda> s = 2.5f;
   CHECK(s.item() == 2.5f);
 }
+
+TEST_CASE("cuda memory: a full device cache gives way to the new working set, oldest blocks first") {
+  // An old working set fills the cache (four 256 MB blocks: its 1 GB limit); a loop then needs
+  // 64 MB blocks. The first is a miss; when it is freed the cache drops the block cached longest
+  // ago and keeps it, so the loop's later steps are hits. (Before, the cache refused it, and every
+  // step paid a device allocation and a synchronizing free.) The blocks are never written to.
+  using allocator = fx::detail::device_allocator<fx::cuda>;
+  fx::memory::empty_cache<fx::cuda>();
+  const std::size_t big = std::size_t(256) << 20, small = std::size_t(64) << 20;
+  std::vector<std::pair<void*, std::size_t>> old_set;
+  for (int i = 0; i < 4; ++i) {
+    std::size_t actual = 0;
+    void* p = allocator::allocate(big, actual);
+    old_set.emplace_back(p, actual);
+  }
+  for (auto [p, actual] : old_set) allocator::deallocate(p, actual);
+  CHECK(fx::memory::stats<fx::cuda>().cached_bytes == std::int64_t(4 * big));
+  const auto before = fx::memory::stats<fx::cuda>();
+  for (int step = 0; step < 3; ++step) {
+    std::size_t actual = 0;
+    void* p = allocator::allocate(small, actual);
+    allocator::deallocate(p, actual);
+  }
+  const auto after = fx::memory::stats<fx::cuda>();
+  CHECK(after.system_allocations - before.system_allocations == 1);
+  CHECK(after.cached_bytes == std::int64_t(3 * big + small));  // one old block gave way
+  {  // the three old blocks still cached are served without a device allocation
+    std::size_t actual = 0;
+    void* p = allocator::allocate(big, actual);
+    CHECK(fx::memory::stats<fx::cuda>().system_allocations == after.system_allocations);
+    allocator::deallocate(p, actual);
+  }
+  fx::memory::empty_cache<fx::cuda>();
+  CHECK(fx::memory::stats<fx::cuda>().cached_bytes == 0);
+}

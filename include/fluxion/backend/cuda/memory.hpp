@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -62,7 +63,7 @@ inline auto kernel_policy() {
 /// must serve every other thread, and device allocations are rare enough that the lock is cheap.
 class device_cache {
  public:
-  /// Freed buffers beyond this many cached bytes go back to the device.
+  /// The most bytes cached; beyond it the blocks cached longest ago go back to the device.
   static constexpr std::size_t max_cached_bytes = std::size_t{1} << 30;
 
   static device_cache& instance() {
@@ -77,7 +78,7 @@ class device_cache {
     auto& list = m_free[static_cast<std::size_t>(idx)];
     void* p;
     if (!list.empty()) {
-      p = list.back();
+      p = list.back().data;
       list.pop_back();
       m_cached -= actual;
     } else {
@@ -102,12 +103,16 @@ class device_cache {
     std::lock_guard<std::mutex> lk(m_mutex);
     --m_stats.buffers_in_use;
     m_stats.bytes_in_use -= static_cast<std::int64_t>(actual);
-    if (m_cached + actual > max_cached_bytes) {
+    if (actual > max_cached_bytes) {
       system_free(p);
       return;
     }
+    // Make room by freeing the blocks cached longest ago: a working set that changed (another
+    // batch size, a phase with other shapes) replaces the old one in the cache instead of being
+    // refused by it and paying cudaMalloc and a synchronizing cudaFree on every step.
+    while (m_cached + actual > max_cached_bytes) evict_oldest_locked();
     try {
-      m_free[static_cast<std::size_t>(idx)].push_back(p);
+      m_free[static_cast<std::size_t>(idx)].push_back({p, actual, ++m_clock});
     } catch (...) {
       system_free(p);
       return;
@@ -151,15 +156,41 @@ class device_cache {
 
   void release_all_locked() noexcept {
     for (auto& list : m_free) {
-      for (void* p : list) system_free(p);
+      for (const cached_block& b : list) system_free(b.data);
       list.clear();
     }
     m_cached = 0;
   }
 
+  /// Frees the cached block freed longest ago (a scan: eviction is rare and the blocks few).
+  void evict_oldest_locked() noexcept {
+    std::vector<cached_block>* oldest = nullptr;
+    std::size_t at = 0;
+    for (auto& list : m_free)
+      for (std::size_t i = 0; i < list.size(); ++i)
+        if (!oldest || list[i].freed_at < (*oldest)[at].freed_at) {
+          oldest = &list;
+          at = i;
+        }
+    if (!oldest) {  // nothing cached: m_cached is 0 and the caller's block fits
+      m_cached = 0;
+      return;
+    }
+    system_free((*oldest)[at].data);
+    m_cached -= (*oldest)[at].bytes;
+    oldest->erase(oldest->begin() + static_cast<std::ptrdiff_t>(at));
+  }
+
+  struct cached_block {
+    void* data;
+    std::size_t bytes;
+    std::uint64_t freed_at;  // m_clock when it was cached: the smallest is evicted first
+  };
+
   std::mutex m_mutex;
-  std::vector<void*> m_free[n_size_classes];
+  std::vector<cached_block> m_free[n_size_classes];
   std::size_t m_cached = 0;
+  std::uint64_t m_clock = 0;
   memory::statistics m_stats;
 };
 
