@@ -17,16 +17,17 @@
 // on its first call in a thread: cuDNN times its algorithms on the actual buffers
 // (cudnnFind*AlgorithmEx, as torch.backends.cudnn.benchmark = True); its fastest *deterministic*
 // one and im2col are then each timed as they run here (median of three, CUDA events), and the
-// faster is kept for that geometry and pass. Deterministic only: fluxion's results are the same on every run, on the
-// cpu and on the GPU, and cuDNN's fastest filter-gradient algorithms add with atomics. Float
-// convolutions use plain FMA arithmetic (CUDNN_FMA_MATH) unless fx::allow_tf32(true) lets them use
-// TF32 tensor cores, as for matmul. The search's workspace (up to 256 MB, a quarter of the free
-// memory at most) comes from cudaMalloc and is freed after it; the kept algorithm's own workspace
-// comes from the caching allocator on each call. detail::cudnn::report() lists the routes taken.
+// faster is kept for that geometry and pass. Deterministic only: fluxion's results are the same on
+// every run, on the cpu and on the GPU, and cuDNN's fastest filter-gradient algorithms add with
+// atomics. Float convolutions use plain FMA arithmetic (CUDNN_FMA_MATH) unless
+// fx::allow_tf32(true) lets them use TF32 tensor cores, as for matmul. The search's workspace (up
+// to 256 MB, a quarter of the free memory at most) comes from cudaMalloc and is freed after it;
+// the kept algorithm's own workspace comes from the caching allocator on each call.
+// detail::cudnn::report() lists the routes taken.
 //
 // What cuDNN does not take runs as im2col: double (cuDNN 9.19 has no deterministic NHWC double
-// algorithm for the gradients), padding that is larger after than before where that changes the
-// output size (cuDNN pads both sides alike), and tensors of 2^31 elements or more.
+// algorithm for the input gradient), padding that is larger after than before where that changes
+// the output size (cuDNN pads both sides alike), and tensors of 2^31 elements or more.
 // fx::allow_cudnn(false) sends every convolution to im2col, for comparison (process-wide, as
 // allow_tf32).
 #pragma once
