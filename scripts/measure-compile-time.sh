@@ -106,9 +106,11 @@ if [[ -x "$nvcc" ]]; then
   nvcc_flags=(-std=c++20 --extended-lambda --expt-relaxed-constexpr -gencode=arch=compute_90,code=sm_90 -O2 -Iinclude)
   row "#include <fluxion/cuda.hpp> + <fluxion/optim.hpp> (nvcc)" \
       "$(best "$nvcc" "${nvcc_flags[@]}" -c "$scratch/cuda.cu" -o "$scratch/out.o")"
-  if [[ -e "$(dirname "$(dirname "$nvcc")")/include/cudnn.h" ]]; then  # backend/cuda/cudnn.hpp's cost
+  cudnn=() cudnn_libs=()
+  cudnn_flags cudnn cudnn_libs >/dev/null
+  if (( ${#cudnn[@]} )); then  # backend/cuda/cudnn.hpp's cost
     row "the same with cuDNN (nvcc, FLUXION_USE_CUDNN=1)" \
-        "$(best "$nvcc" "${nvcc_flags[@]}" -DFLUXION_USE_CUDNN=1 -c "$scratch/cuda.cu" -o "$scratch/out.o")"
+        "$(best "$nvcc" "${nvcc_flags[@]}" "${cudnn[@]}" -c "$scratch/cuda.cu" -o "$scratch/out.o")"
   fi
   row "bench/cuda/train.bench.cu (nvcc: the MLP, CNN and CNN+LSTM steps on a GPU)" \
       "$(best "$nvcc" "${nvcc_flags[@]}" -c bench/cuda/train.bench.cu -o "$scratch/out.o")"

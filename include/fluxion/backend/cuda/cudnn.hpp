@@ -131,7 +131,6 @@ struct plan {
   int algo[3] = {-1, -1, -1};
   std::size_t workspace[3] = {0, 0, 0};
   float cudnn_ms[3] = {-1, -1, -1}, im2col_ms[3] = {-1, -1, -1};  // -1: not timed
-  bool usable = false;  // false: cuDNN's output size differs from fluxion's (asymmetric padding)
 
   plan() = default;
   plan(const plan&) = delete;
@@ -150,15 +149,10 @@ inline bool fits(const kernels::conv2d_shape& s) {
   return s.input_size() < limit && s.output_size() < limit && s.filter_size() < limit;
 }
 
-template <class T>
-cudnnDataType_t data_type() {
-  return std::is_same_v<T, float> ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
-}
-
-/// Fills a new plan's descriptors for geometry s.
-template <class T>
-void describe(plan& p, const kernels::conv2d_shape& s, bool tf32) {
-  const cudnnDataType_t type = data_type<T>();
+/// Fills a new plan's descriptors for float geometry s; where cuDNN's output size differs from
+/// fluxion's (asymmetric padding), every pass's route is im2col.
+inline void describe(plan& p, const kernels::conv2d_shape& s, bool tf32) {
+  const cudnnDataType_t type = CUDNN_DATA_FLOAT;
   const int n = int(s.batch), h = int(s.in_h), w = int(s.in_w), c = int(s.in_c), k = int(s.out_c);
   const char* op = "conv2d";
   check(cudnnCreateTensorDescriptor(&p.x), op, "cudnnCreateTensorDescriptor", s);
@@ -172,15 +166,14 @@ void describe(plan& p, const kernels::conv2d_shape& s, bool tf32) {
   check(cudnnSetConvolution2dDescriptor(p.conv, int(s.pad_top), int(s.pad_left), int(s.stride_h), int(s.stride_w),
                                         int(s.dilation_h), int(s.dilation_w), CUDNN_CROSS_CORRELATION, type),
         op, "cudnnSetConvolution2dDescriptor", s);
-  const cudnnMathType_t math = std::is_same_v<T, double> ? CUDNN_DEFAULT_MATH
-                               : tf32                       ? CUDNN_TENSOR_OP_MATH
-                                                            : CUDNN_FMA_MATH;
-  check(cudnnSetConvolutionMathType(p.conv, math), op, "cudnnSetConvolutionMathType", s);
+  check(cudnnSetConvolutionMathType(p.conv, tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), op,
+        "cudnnSetConvolutionMathType", s);
   int on = 0, oc = 0, oh = 0, ow = 0;
   check(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &on, &oc, &oh, &ow), op,
         "cudnnGetConvolution2dForwardOutputDim", s);
-  p.usable = on == n && oc == k && oh == int(s.out_h) && ow == int(s.out_w);
-  if (p.usable)
+  if (on != n || oc != k || oh != int(s.out_h) || ow != int(s.out_w))
+    for (route& r : p.routes) r = route::im2col;
+  else
     check(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NHWC, type, n, k, oh, ow), op, "cudnnSetTensor4dDescriptor",
           s);
 }
@@ -203,7 +196,7 @@ inline plan& plan_for(const kernels::conv2d_shape& s) {
   auto [it, fresh] = plans().try_emplace(key);
   if (!fresh) return it->second;
   try {
-    describe<float>(it->second, s, tf32);
+    describe(it->second, s, tf32);
   } catch (...) {
     plans().erase(it);  // no half-made plan stays behind
     throw;
@@ -349,7 +342,7 @@ bool run(pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* 
                                                      : "conv2d filter gradient";
     plan& p = plan_for(s);
     const int slot = int(which);
-    if (!p.usable || p.routes[slot] == route::im2col) return false;
+    if (p.routes[slot] == route::im2col) return false;
     const bool tensor_ops = tf32_allowed();
     cudnnHandle_t h = handle();
     const T one = 1, zero = 0;
