@@ -1,11 +1,14 @@
 // Fused elementwise statements against the peers a user would otherwise pick, in one run:
 //   chain: r = a*b + c*d - sin(e)        add: r = a + b
+//   dot:   s = sum(a*b)                  colsum: s = sum over rows of where(y > 0, g, 0), (rows, 256)
+//          (a relu's bias gradient: a reduction of an expression over every axis but the last)
 // Peers: xtensor (with xsimd), a hand-written scalar loop, a hand-written xsimd loop and, when
 // found, LibTorch. Every case has the same inputs and writes a fresh result each iteration.
 // Threads: fluxion and LibTorch run with the thread count in the benchmark's name; the hand
 // loops and xtensor are single-threaded, so compare them at threads:1.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xmath.hpp>
 #include <xtensor/xnoalias.hpp>
+#include <xtensor/xreducer.hpp>
 #include <xtensor/xtensor.hpp>
 
 #include <fluxion/fluxion.hpp>
@@ -178,6 +182,117 @@ void add_torch(benchmark::State& state) {
 }
 #endif
 
+// ---- dot: sum(a * b), and colsum: a relu's bias gradient ----
+
+void dot_fluxion(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  inputs in(n);
+  for (auto _ : state) {
+    fx::tensor<float> r = fx::reduce_sum(in.t[0] * in.t[1]);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, n, 2);
+}
+
+void dot_xtensor(benchmark::State& state) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  inputs in(static_cast<fx::index_t>(n));
+  xt::xtensor<float, 1> a = xt::adapt(in.t[0].to_vector(), std::vector<std::size_t>{n});
+  xt::xtensor<float, 1> b = xt::adapt(in.t[1].to_vector(), std::vector<std::size_t>{n});
+  for (auto _ : state) {
+    xt::xtensor<float, 0> r = xt::sum(a * b);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, static_cast<fx::index_t>(n), 2);
+}
+
+void dot_loop(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  inputs in(n);
+  auto a = in.t[0].to_vector(), b = in.t[1].to_vector();
+  for (auto _ : state) {
+    float s = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+    benchmark::DoNotOptimize(s);
+  }
+  report(state, n, 2);
+}
+
+constexpr fx::index_t colsum_cols = 256;
+
+void colsum_fluxion(benchmark::State& state) {
+  const fx::index_t rows = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  fx::random::generator gen{8};
+  const auto g = fx::random::uniform<float>({rows, colsum_cols}, gen, -1.f, 1.f);
+  const auto y = fx::random::uniform<float>({rows, colsum_cols}, gen, -1.f, 1.f);
+  for (auto _ : state) {
+    fx::tensor<float> r = fx::reduce_sum(fx::where(y > 0.f, g, 0.f), 0);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, rows * colsum_cols, 2);
+}
+
+void colsum_xtensor(benchmark::State& state) {
+  const std::size_t rows = static_cast<std::size_t>(state.range(0)), cols = colsum_cols;
+  fx::random::generator gen{8};
+  const auto gt = fx::random::uniform<float>({static_cast<fx::index_t>(rows), colsum_cols}, gen, -1.f, 1.f);
+  const auto yt = fx::random::uniform<float>({static_cast<fx::index_t>(rows), colsum_cols}, gen, -1.f, 1.f);
+  xt::xtensor<float, 2> g = xt::adapt(gt.to_vector(), std::vector<std::size_t>{rows, cols});
+  xt::xtensor<float, 2> y = xt::adapt(yt.to_vector(), std::vector<std::size_t>{rows, cols});
+  for (auto _ : state) {
+    xt::xtensor<float, 1> r = xt::sum(xt::where(y > 0.f, g, 0.f), {0});
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, static_cast<fx::index_t>(rows * cols), 2);
+}
+
+void colsum_loop(benchmark::State& state) {
+  const fx::index_t rows = state.range(0);
+  fx::random::generator gen{8};
+  const auto g = fx::random::uniform<float>({rows, colsum_cols}, gen, -1.f, 1.f).to_vector();
+  const auto y = fx::random::uniform<float>({rows, colsum_cols}, gen, -1.f, 1.f).to_vector();
+  std::vector<float> r(static_cast<std::size_t>(colsum_cols));
+  for (auto _ : state) {
+    std::fill(r.begin(), r.end(), 0.f);
+    for (fx::index_t i = 0; i < rows; ++i)
+      for (fx::index_t j = 0; j < colsum_cols; ++j) {
+        const std::size_t k = static_cast<std::size_t>(i * colsum_cols + j);
+        r[static_cast<std::size_t>(j)] += y[k] > 0.f ? g[k] : 0.f;
+      }
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, rows * colsum_cols, 2);
+}
+
+#if FLUXION_BENCH_HAVE_TORCH
+void dot_torch(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  auto a = torch::rand({n}), b = torch::rand({n});
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    auto r = (a * b).sum();
+    benchmark::DoNotOptimize(r.data_ptr());
+  }
+  report(state, n, 2);
+}
+
+void colsum_torch(benchmark::State& state) {
+  const fx::index_t rows = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  auto g = torch::rand({rows, colsum_cols}) * 2 - 1, y = torch::rand({rows, colsum_cols}) * 2 - 1;
+  auto zero = torch::zeros({}, torch::kFloat);
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    auto r = torch::where(y > 0, g, zero).sum(0);
+    benchmark::DoNotOptimize(r.data_ptr());
+  }
+  report(state, rows * colsum_cols, 2);
+}
+#endif
+
 void sizes_threads(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "threads"});
   for (int th : {1, 2})
@@ -186,6 +301,15 @@ void sizes_threads(benchmark::internal::Benchmark* b) {
 void sizes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "threads"});
   for (std::int64_t n : {16, 1 << 10, 1 << 16, 1 << 20, 1 << 24}) b->Args({n, 1});
+}
+void rows_threads(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "threads"});
+  for (int th : {1, 2})
+    for (std::int64_t rows : {64, 1024, 16384}) b->Args({rows, th});
+}
+void rows_only(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "threads"});
+  for (std::int64_t rows : {64, 1024, 16384}) b->Args({rows, 1});
 }
 
 }  // namespace
@@ -197,7 +321,15 @@ BENCHMARK(chain_xsimd_loop)->Apply(sizes);
 BENCHMARK(add_fluxion)->Apply(sizes_threads);
 BENCHMARK(add_xtensor)->Apply(sizes);
 BENCHMARK(add_loop)->Apply(sizes);
+BENCHMARK(dot_fluxion)->Apply(sizes_threads);
+BENCHMARK(dot_xtensor)->Apply(sizes);
+BENCHMARK(dot_loop)->Apply(sizes);
+BENCHMARK(colsum_fluxion)->Apply(rows_threads);
+BENCHMARK(colsum_xtensor)->Apply(rows_only);
+BENCHMARK(colsum_loop)->Apply(rows_only);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(chain_torch)->Apply(sizes_threads);
 BENCHMARK(add_torch)->Apply(sizes_threads);
+BENCHMARK(dot_torch)->Apply(sizes_threads);
+BENCHMARK(colsum_torch)->Apply(rows_threads);
 #endif

@@ -175,3 +175,77 @@ TEST_CASE_TEMPLATE("reduce_sum and reduce_mean over leading axes of a contiguous
     fx::set_num_threads(before);
   }
 }
+
+TEST_CASE_TEMPLATE("reduce: reductions of expressions (contiguous, transposed, broadcast, cast) match a naive loop", T,
+                   float, double) {
+  // A reduction of anything but a tensor fills blocks of its values (cpu_kernel::fill_flat) and
+  // combines them; shapes here cross the block (2048 values), the chunk (16384) and the vector width.
+  for (const fx::shape& s : {fx::shape{7}, fx::shape{3, 5}, fx::shape{2, 3, 4}, fx::shape{4, 1, 33}, fx::shape{2, 0, 3},
+                             fx::shape{3, 2100}, fx::shape{2, 17000}, fx::shape{700, 37}, fx::shape{2, 1100, 9}}) {
+    const auto x = test::random_tensor<T>(s, 5, 0.5, 1.5);
+    fx::shape row_shape;
+    for (int d = 0; d < s.rank(); ++d) row_shape.push_back(d + 1 == s.rank() ? s[d] : 1);
+    const auto r = test::random_tensor<T>(row_shape, 6, 0.5, 1.5);
+    const auto xi = test::random_tensor<int>(s, 7, -20, 20);
+    const auto xv = x.to_vector(), rv = r.to_vector(), xiv = xi.to_vector();
+    const fx::index_t cols = s[s.rank() - 1];
+    // The transposed operand: y with its axes reversed, transposed back, reads x's values strided.
+    std::vector<int> rev;
+    for (int d = s.rank() - 1; d >= 0; --d) rev.push_back(d);
+    const fx::tensor<T> y = fx::transpose(x, rev);
+    std::vector<double> scaled, broadcast, cast;
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      scaled.push_back(2.0 * xv[i]);
+      broadcast.push_back(double(xv[i]) * rv[i % static_cast<std::size_t>(cols)]);
+      cast.push_back(static_cast<double>(static_cast<T>(xiv[i])));
+    }
+    for (unsigned mask = 0; mask < (1u << s.rank()); ++mask) {
+      CAPTURE(fx::to_string(s));
+      CAPTURE(mask);
+      const auto ax = axes_of(mask, s.rank());
+      fx::index_t n = 1;
+      for (int a : ax) n *= s[a];
+      const double tol = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+      auto check_all = [&](const auto& e, const std::vector<double>& values) {
+        auto sum = naive_reduce(values, s, mask, std::plus<>(), 0.0);
+        test::check_close(fx::tensor<T>(fx::reduce_sum(e, ax)).to_vector(), std::vector<T>(sum.begin(), sum.end()), tol);
+        std::vector<T> mean;
+        for (double v : sum) mean.push_back(static_cast<T>(v / static_cast<double>(n)));
+        test::check_close(fx::tensor<T>(fx::reduce_mean(e, ax)).to_vector(), mean, tol);
+        auto mx = naive_reduce(values, s, mask, [](double a, double b) { return std::max(a, b); }, -INFINITY);
+        test::check_close(fx::tensor<T>(fx::reduce_max(e, ax)).to_vector(), std::vector<T>(mx.begin(), mx.end()));
+        auto mn = naive_reduce(values, s, mask, [](double a, double b) { return std::min(a, b); }, INFINITY);
+        test::check_close(fx::tensor<T>(fx::reduce_min(e, ax)).to_vector(), std::vector<T>(mn.begin(), mn.end()));
+      };
+      check_all(x * T(2), scaled);
+      check_all(fx::transpose(y, rev) * T(2), scaled);
+      check_all(x * r, broadcast);
+      check_all(fx::cast<T>(xi), cast);
+      if (s.size() <= 100) {  // products of many values leave the range of float
+        auto prod = naive_reduce(scaled, s, mask, std::multiplies<>(), 1.0);
+        test::check_close(fx::tensor<T>(fx::reduce_prod(x * T(2), ax)).to_vector(), std::vector<T>(prod.begin(), prod.end()),
+                          tol);
+      }
+      auto isum = naive_reduce(std::vector<double>(xiv.begin(), xiv.end()), s, mask, std::plus<>(), 0.0);
+      CHECK(fx::tensor<int>(fx::reduce_sum(xi * 1, ax)).to_vector() == std::vector<int>(isum.begin(), isum.end()));
+    }
+  }
+}
+
+TEST_CASE("reduce: reductions of expressions are bitwise identical for any thread count") {
+  auto x = test::random_tensor<float>({3000, 40}, 12), r = test::random_tensor<float>({40}, 13);
+  std::vector<std::vector<float>> out;
+  const int before = fx::get_num_threads();
+  for (int th : {1, 2, 3}) {
+    fx::set_num_threads(th);
+    std::vector<float> v = fx::tensor<float>(fx::reduce_sum(x * r, 0)).to_vector();       // every axis but the last
+    const auto rows = fx::tensor<float>(fx::reduce_max(fx::exp(x), 1)).to_vector();     // the last axis
+    const auto all = fx::tensor<float>(fx::reduce_mean(fx::square(x - r))).to_vector();  // every axis
+    const auto col = fx::tensor<float>(fx::reduce_sum(fx::transpose(x) * 2.f, 1)).to_vector();  // strided
+    for (const auto* part : {&rows, &all, &col}) v.insert(v.end(), part->begin(), part->end());
+    out.push_back(v);
+  }
+  fx::set_num_threads(before);
+  CHECK(out[0] == out[1]);
+  CHECK(out[0] == out[2]);
+}

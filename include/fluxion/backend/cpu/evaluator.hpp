@@ -256,6 +256,98 @@ void assign_row(T* out, const with_destination<View>& w, index_t j0, index_t len
   for (; j < end; ++j) o[j * os] = static_cast<T>(v.row(j));
 }
 
+/// Writes flat elements [b, e) of a view (walked in the row-major order of `iter`) to buf[0, e - b).
+/// With combine_in_place, the only parts of a reduction compiled per reduced expression type: the
+/// reduction itself reads the values from a small buffer, so its loops, tasks and chunking are
+/// compiled once per element type and operation instead of once per expression (issue 10).
+template <class R, class View>
+void fill_flat(const void* view, const shape& iter, index_t b, index_t e, R* buf) {
+  View v = *static_cast<const View*>(view);
+  for_rows(v, iter, b, e, [&](index_t j0, index_t len) {
+    R* o = buf - j0;
+    index_t j = j0;
+    const index_t end = j0 + len;
+    buf += len;
+    if constexpr (simd::enabled<View, R>::value) {
+      bool contiguous = true;
+      v.for_each_leaf(unit_inner_stride{contiguous});
+      if (contiguous) {
+        contiguous_span(o, v, j, end);
+        return;
+      }
+      constexpr index_t W = static_cast<index_t>(simd::batch<R>::size);
+      for (; j + W <= end; j += W) simd::row(v, j).store_unaligned(o + j);
+    }
+    for (; j < end; ++j) o[j] = static_cast<R>(v.row(j));
+  });
+}
+
+/// The combination of elements [j, end) of `load` into acc: four vector accumulators over the
+/// largest multiple of four vectors, then the rest one by one. A reduction of an expression combines every range in this order,
+/// whether it reads the expression directly or from a filled buffer.
+template <class RedOp, class R, class Load>
+FLUXION_ALWAYS_INLINE R combine_span(index_t j, index_t end, const Load& load, R acc) {
+  if constexpr (simd::vector_type_v<R> && simd::reduce_op<RedOp>::available) {
+    using B = simd::batch<R>;
+    constexpr index_t W = static_cast<index_t>(B::size);
+    if (end - j >= 4 * W) {
+      B a0(RedOp::template identity<R>()), a1 = a0, a2 = a0, a3 = a0;
+      for (; j + 4 * W <= end; j += 4 * W) {
+        a0 = simd::reduce_op<RedOp>::combine(a0, load.vec(j));
+        a1 = simd::reduce_op<RedOp>::combine(a1, load.vec(j + W));
+        a2 = simd::reduce_op<RedOp>::combine(a2, load.vec(j + 2 * W));
+        a3 = simd::reduce_op<RedOp>::combine(a3, load.vec(j + 3 * W));
+      }
+      a0 = simd::reduce_op<RedOp>::combine(simd::reduce_op<RedOp>::combine(a0, a1),
+                                           simd::reduce_op<RedOp>::combine(a2, a3));
+      alignas(64) R lanes[B::size];
+      a0.store_aligned(lanes);
+      for (std::size_t k = 0; k < B::size; ++k) acc = RedOp::combine(acc, lanes[k]);
+    }
+  }
+  for (; j < end; ++j) acc = RedOp::combine(acc, load.scalar(j));
+  return acc;
+}
+
+template <class R, class View>
+struct view_load {
+  const View& v;
+  FLUXION_ALWAYS_INLINE auto vec(index_t j) const { return simd::contiguous_row(v, j); }
+  FLUXION_ALWAYS_INLINE R scalar(index_t j) const { return static_cast<R>(v.row(j)); }
+};
+
+/// Flat elements [b, e) of a view combined in place, where [b, e) lies in one row of `iter` and
+/// every leaf is contiguous along it: an expression that is cheap per element (a dot product's
+/// a * b) is not worth a trip through a buffer.
+template <class RedOp, class R, class View>
+R combine_in_place(const void* view, const shape& iter, index_t b, index_t e) {
+  View v = *static_cast<const View*>(view);
+  const int r = iter.rank();
+  index_t coord[max_rank] = {};
+  index_t j0 = b;
+  if (r > 1) {
+    const index_t row = b / iter[r - 1];
+    j0 = b - row * iter[r - 1];
+    unravel_outer(row, iter.data(), r, coord);
+  }
+  v.seek(coord, r > 0 ? r - 1 : 0);
+  return combine_span<RedOp, R>(j0, j0 + (e - b), view_load<R, View>{v}, RedOp::template identity<R>());
+}
+
+/// A reduction's values, type-erased: fill(b, e, buf) writes flat elements [b, e) of the view;
+/// combine_fn, where set, combines a range that lies in one row in place.
+template <class R>
+struct reduction_source {
+  const void* view;
+  shape iter;
+  void (*fill_fn)(const void*, const shape&, index_t, index_t, R*);
+  R (*combine_fn)(const void*, const shape&, index_t, index_t) = nullptr;
+  void fill(index_t b, index_t e, R* buf) const { fill_fn(view, iter, b, e, buf); }
+};
+
+/// Elements a reduction of an expression fills at a time: 8 KB of float, in L1.
+inline constexpr index_t fill_block = 2048;
+
 }  // namespace cpu_kernel
 
 /// Whether `l` walks shape `s` in row-major order without gaps (extent-1 axes have stride 0).
@@ -316,24 +408,61 @@ struct evaluator<cpu> {
   }
 
   /// out[k] = finalize(combine over the reduced axes (bits of mask) of view), kept axes in order.
+  /// A tensor is read in place; any other expression through a reduction_source, so that only the
+  /// filling of its values (and, for a contiguous one, an in-place loop) is compiled per
+  /// expression type: the loops, tasks and chunking are compiled once per element type and
+  /// operation (issue 10).
   template <class RedOp, class R, class View>
   static void reduce(R* out, const View& view, const shape& s, unsigned mask) {
-    if constexpr (std::is_same_v<View, leaf_view<R>> && std::is_floating_point_v<R> &&
-                  (std::is_same_v<RedOp, ops::reduce_sum> || std::is_same_v<RedOp, ops::reduce_mean>)) {
-      if (sum_leading_axes<RedOp>(out, view, s, mask)) return;
+    const int rank = s.rank();
+    const bool all_but_last = rank >= 2 && mask == (1u << (rank - 1)) - 1u && s.size() > 0;
+    if constexpr (std::is_same_v<View, leaf_view<R>>) {
+      if constexpr (std::is_floating_point_v<R> &&
+                    (std::is_same_v<RedOp, ops::reduce_sum> || std::is_same_v<RedOp, ops::reduce_mean>)) {
+        if (sum_leading_axes<RedOp>(out, view, s, mask)) return;
+      }
+      if constexpr (simd::enabled<View, R>::value && simd::reduce_op<RedOp>::available) {
+        if (all_but_last && reduce_all_but_last<RedOp>(out, view, s)) return;
+      }
+      View v = view;
+      const reduction_space sp = prepare_reduction(v, s, mask);
+      reduce_chunks<RedOp, R>(out, sp.n_out, sp.n_red, [&] { return v; },
+                              [&](View& local, index_t b, index_t e) { return reduce_range<RedOp, R>(local, sp.iter, b, e); });
+    } else {
+      if (all_but_last) {
+        View flat = view;  // filled in row-major order: merge what memory allows into long rows
+        shape iter = s;
+        collapse_view(flat, iter);
+        if (reduce_rows_buffered<RedOp, R>(out, cpu_kernel::reduction_source<R>{&flat, iter, &cpu_kernel::fill_flat<R, View>},
+                                           s))
+          return;
+      }
+      View v = view;
+      const reduction_space sp = prepare_reduction(v, s, mask);
+      cpu_kernel::reduction_source<R> src{&v, sp.iter, &cpu_kernel::fill_flat<R, View>};
+      if constexpr (simd::enabled<View, R>::value && simd::reduce_op<RedOp>::available) {
+        View probe = v;  // the innermost strides, as seek() sets them for a row
+        index_t coord[max_rank] = {};
+        probe.seek(coord, std::max(0, sp.iter.rank() - 1));
+        bool contiguous = true;
+        probe.for_each_leaf(unit_inner_stride{contiguous});
+        if (contiguous && sp.split >= sp.iter.rank() - 1) src.combine_fn = &cpu_kernel::combine_in_place<RedOp, R, View>;
+      }
+      reduce_buffered<RedOp, R>(out, src, sp.n_out, sp.n_red);
     }
-    if constexpr (simd::enabled<View, R>::value && simd::reduce_op<RedOp>::available) {
-      if (reduce_all_but_last<RedOp>(out, view, s, mask)) return;
-    }
-    View v = view;
-    const reduction_space sp = prepare_reduction(v, s, mask);
-    const index_t n_out = sp.n_out, n_red = sp.n_red;
+  }
+
+ private:
+  /// Fixed-size chunks of each output's reduced range, pair(state, b, e) combining flat elements
+  /// [b, e) with a state each task makes once (make_state()), run in tasks and combined in chunk
+  /// order: the same result for any thread count.
+  template <class RedOp, class R, class MakeState, class Pair>
+  static void reduce_chunks(R* out, index_t n_out, index_t n_red, const MakeState& make_state, const Pair& pair) {
     if (n_out == 0) return;
     if (n_red == 0) {
       for (index_t k = 0; k < n_out; ++k) out[k] = RedOp::finalize(RedOp::template identity<R>(), 0);
       return;
     }
-    // Fixed-size chunks of the reduced range, combined in chunk order.
     constexpr index_t chunk = 16384;
     const index_t n_chunks = (n_red + chunk - 1) / chunk;
     const index_t per_pair = std::min(n_red, chunk);
@@ -342,12 +471,12 @@ struct evaluator<cpu> {
     const index_t tasks = (n_pairs + pairs_per_task - 1) / pairs_per_task;
     std::unique_ptr<R[]> partial(n_chunks > 1 ? new R[static_cast<std::size_t>(n_pairs)] : nullptr);
     auto run = [&](index_t t) {
-      View local = v;
+      auto state = make_state();
       const index_t p_end = std::min(n_pairs, (t + 1) * pairs_per_task);
       for (index_t p = t * pairs_per_task; p < p_end; ++p) {
         const index_t k = p / n_chunks, c = p - k * n_chunks;
         const index_t b = k * n_red + c * chunk, e = std::min(k * n_red + n_red, b + chunk);
-        R acc = reduce_range<RedOp, R>(local, sp.iter, b, e);
+        const R acc = pair(state, b, e);
         if (n_chunks > 1) partial[static_cast<std::size_t>(p)] = acc;
         else out[k] = RedOp::finalize(acc, n_red);
       }
@@ -363,6 +492,130 @@ struct evaluator<cpu> {
     }
   }
 
+  /// The general reduction of an expression: reduce_chunks, each chunk combined in place or from
+  /// blocks of filled values in one order (cpu_kernel::combine_span). Outputs whose whole range
+  /// fits a block several times over are filled together, a block of outputs per fill.
+  template <class RedOp, class R>
+  static void reduce_buffered(R* out, const cpu_kernel::reduction_source<R>& src, index_t n_out, index_t n_red) {
+    if (!src.combine_fn && n_red > 0 && n_red * 2 <= cpu_kernel::fill_block) {
+      const index_t per_fill = cpu_kernel::fill_block / n_red;
+      const index_t per_task = std::max<index_t>(per_fill, cpu_kernel::task_elements / n_red / per_fill * per_fill);
+      const index_t tasks = (n_out + per_task - 1) / per_task;
+      auto run = [&](index_t t) {
+        alignas(64) R buf[cpu_kernel::fill_block];
+        const index_t k_end = std::min(n_out, (t + 1) * per_task);
+        for (index_t k0 = t * per_task; k0 < k_end; k0 += per_fill) {
+          const index_t k1 = std::min(k_end, k0 + per_fill);
+          src.fill(k0 * n_red, k1 * n_red, buf);
+          for (index_t k = k0; k < k1; ++k)
+            out[k] = RedOp::finalize(cpu_kernel::combine_span<RedOp, R>(0, n_red, span_load<R>{buf + (k - k0) * n_red},
+                                                                        RedOp::template identity<R>()),
+                                     n_red);
+        }
+      };
+      if (tasks <= 1) run(0);
+      else parallel_for(tasks, run);
+      return;
+    }
+    reduce_chunks<RedOp, R>(out, n_out, n_red, [] { return 0; }, [&](int, index_t b, index_t e) {
+      return src.combine_fn ? src.combine_fn(src.view, src.iter, b, e) : combine_filled<RedOp, R>(src, b, e);
+    });
+  }
+
+  template <class R>
+  struct span_load {
+    const R* x;
+    FLUXION_ALWAYS_INLINE simd::batch<R> vec(index_t j) const { return simd::batch<R>::load_unaligned(x + j); }
+    FLUXION_ALWAYS_INLINE R scalar(index_t j) const { return x[j]; }
+  };
+
+  /// combine_span over flat elements [b, e) of a source, filled a block at a time: the blocks of the
+  /// vector part are multiples of four vectors, so the order is that of one contiguous range.
+  template <class RedOp, class R>
+  static R combine_filled(const cpu_kernel::reduction_source<R>& src, index_t b, index_t e) {
+    alignas(64) R buf[cpu_kernel::fill_block];
+    R acc = RedOp::template identity<R>();
+    if constexpr (simd::vector_type_v<R> && simd::reduce_op<RedOp>::available) {
+      using B = simd::batch<R>;
+      constexpr index_t W = static_cast<index_t>(B::size);
+      static_assert(cpu_kernel::fill_block % (4 * W) == 0);
+      const index_t body = b + (e - b) / (4 * W) * (4 * W);
+      if (body > b) {
+        B a0(RedOp::template identity<R>()), a1 = a0, a2 = a0, a3 = a0;
+        for (; b < body;) {
+          const index_t n = std::min(cpu_kernel::fill_block, body - b);
+          src.fill(b, b + n, buf);
+          for (index_t j = 0; j < n; j += 4 * W) {
+            a0 = simd::reduce_op<RedOp>::combine(a0, B::load_aligned(buf + j));
+            a1 = simd::reduce_op<RedOp>::combine(a1, B::load_aligned(buf + j + W));
+            a2 = simd::reduce_op<RedOp>::combine(a2, B::load_aligned(buf + j + 2 * W));
+            a3 = simd::reduce_op<RedOp>::combine(a3, B::load_aligned(buf + j + 3 * W));
+          }
+          b += n;
+        }
+        a0 = simd::reduce_op<RedOp>::combine(simd::reduce_op<RedOp>::combine(a0, a1),
+                                             simd::reduce_op<RedOp>::combine(a2, a3));
+        alignas(64) R lanes[B::size];
+        a0.store_aligned(lanes);
+        for (std::size_t k = 0; k < B::size; ++k) acc = RedOp::combine(acc, lanes[k]);
+      }
+    }
+    while (b < e) {
+      const index_t n = std::min(cpu_kernel::fill_block, e - b);
+      src.fill(b, b + n, buf);
+      for (index_t j = 0; j < n; ++j) acc = RedOp::combine(acc, buf[j]);
+      b += n;
+    }
+    return acc;
+  }
+
+  /// A reduction over every axis but the last (per-channel statistics of NHWC data: batch norm's
+  /// means and variances and their gradients, a bias's gradient): rows of the source are combined
+  /// into a row of accumulators with SIMD batches, a block of filled values at a time, where the
+  /// general path would walk each channel's values at a stride of the channel count. Rows are
+  /// combined in fixed chunks, in order (combine_row_chunks), so the result does not depend on the
+  /// thread count. False for fewer columns than a vector.
+  template <class RedOp, class R>
+  static bool reduce_rows_buffered(R* out, const cpu_kernel::reduction_source<R>& src, const shape& s) {
+    if constexpr (!simd::vector_type_v<R> || !simd::reduce_op<RedOp>::available) {
+      return false;
+    } else {
+      using B = simd::batch<R>;
+      constexpr index_t W = static_cast<index_t>(B::size);
+      const index_t cols = s[s.rank() - 1], rows = s.size() / cols;
+      if (cols < W) return false;
+      const index_t rows_per_chunk = std::max<index_t>(1, 16384 / cols);
+      const index_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+      std::vector<R> partial(static_cast<std::size_t>(chunks * cols), RedOp::template identity<R>());
+      auto run = [&](index_t c) {
+        alignas(64) R buf[cpu_kernel::fill_block];
+        R* acc = partial.data() + c * cols;
+        const index_t end = std::min(rows, (c + 1) * rows_per_chunk) * cols;
+        index_t col = 0;
+        for (index_t i = c * rows_per_chunk * cols; i < end;) {
+          const index_t n = std::min(cpu_kernel::fill_block, end - i);
+          src.fill(i, i + n, buf);
+          for (index_t p = 0; p < n;) {  // runs of one row within the block
+            const index_t len = std::min(cols - col, n - p);
+            const R* x = buf + p;
+            R* a = acc + col;
+            index_t j = 0;
+            for (; j + W <= len; j += W)
+              simd::reduce_op<RedOp>::combine(B::load_unaligned(a + j), B::load_unaligned(x + j)).store_unaligned(a + j);
+            for (; j < len; ++j) a[j] = RedOp::combine(a[j], x[j]);
+            p += len;
+            col += len;
+            if (col == cols) col = 0;
+          }
+          i += n;
+        }
+      };
+      combine_row_chunks<RedOp>(out, partial, rows, cols, rows_per_chunk, run);
+      return true;
+    }
+  }
+
+ public:
   /// Batched matrix products; see cpu_kernel::matmul_batched.
   template <class T>
   static void matmul(bool ta, bool tb, index_t batch, index_t m, index_t n, index_t k, const T* a,
@@ -448,11 +701,6 @@ struct evaluator<cpu> {
     return true;
   }
 
-  /// A reduction over every axis but the last (per-channel statistics of NHWC data: batch norm's
-  /// means and variances and their gradients): rows of the last axis are combined into a row of
-  /// accumulators with SIMD batches, where the general path would walk each channel's values one
-  /// by one at a stride of the channel count. Rows are combined in fixed chunks, in order, so the
-  /// result does not depend on the thread count.
   /// Runs run(c) for every chunk of rows_per_chunk rows (fixed tasks), each filling its row of
   /// `partial` (cols accumulators), then combines the chunks' rows in order into `out`.
   template <class RedOp, class R, class Run>
@@ -474,9 +722,8 @@ struct evaluator<cpu> {
   }
 
   template <class RedOp, class R, class View>
-  static bool reduce_all_but_last(R* out, const View& view, const shape& s, unsigned mask) {
+  static bool reduce_all_but_last(R* out, const View& view, const shape& s) {
     const int rank = s.rank();
-    if (rank < 2 || mask != (1u << (rank - 1)) - 1u) return false;
     const index_t cols = s[rank - 1], rows = cols == 0 ? 0 : s.size() / cols;
     if (rows == 0 || cols < static_cast<index_t>(simd::batch<R>::size)) return false;
     using B = simd::batch<R>;
