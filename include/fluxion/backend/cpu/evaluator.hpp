@@ -257,9 +257,8 @@ void assign_row(T* out, const with_destination<View>& w, index_t j0, index_t len
 }
 
 /// Writes flat elements [b, e) of a view (walked in the row-major order of `iter`) to buf[0, e - b).
-/// With combine_in_place, the only parts of a reduction compiled per reduced expression type: the
-/// reduction itself reads the values from a small buffer, so its loops, tasks and chunking are
-/// compiled once per element type and operation instead of once per expression (issue 10).
+/// A reduction over every axis but the last reads an expression this way: only the fill is compiled
+/// per expression type, and the row loops, chunks and tasks once per element type and operation.
 template <class R, class View>
 void fill_flat(const void* view, const shape& iter, index_t b, index_t e, R* buf) {
   View v = *static_cast<const View*>(view);
@@ -282,66 +281,12 @@ void fill_flat(const void* view, const shape& iter, index_t b, index_t e, R* buf
   });
 }
 
-/// The combination of elements [j, end) of `load` into acc: four vector accumulators over the
-/// largest multiple of four vectors, then the rest one by one. A reduction of an expression combines every range in this order,
-/// whether it reads the expression directly or from a filled buffer.
-template <class RedOp, class R, class Load>
-FLUXION_ALWAYS_INLINE R combine_span(index_t j, index_t end, const Load& load, R acc) {
-  if constexpr (simd::vector_type_v<R> && simd::reduce_op<RedOp>::available) {
-    using B = simd::batch<R>;
-    constexpr index_t W = static_cast<index_t>(B::size);
-    if (end - j >= 4 * W) {
-      B a0(RedOp::template identity<R>()), a1 = a0, a2 = a0, a3 = a0;
-      for (; j + 4 * W <= end; j += 4 * W) {
-        a0 = simd::reduce_op<RedOp>::combine(a0, load.vec(j));
-        a1 = simd::reduce_op<RedOp>::combine(a1, load.vec(j + W));
-        a2 = simd::reduce_op<RedOp>::combine(a2, load.vec(j + 2 * W));
-        a3 = simd::reduce_op<RedOp>::combine(a3, load.vec(j + 3 * W));
-      }
-      a0 = simd::reduce_op<RedOp>::combine(simd::reduce_op<RedOp>::combine(a0, a1),
-                                           simd::reduce_op<RedOp>::combine(a2, a3));
-      alignas(64) R lanes[B::size];
-      a0.store_aligned(lanes);
-      for (std::size_t k = 0; k < B::size; ++k) acc = RedOp::combine(acc, lanes[k]);
-    }
-  }
-  for (; j < end; ++j) acc = RedOp::combine(acc, load.scalar(j));
-  return acc;
-}
-
-template <class R, class View>
-struct view_load {
-  const View& v;
-  FLUXION_ALWAYS_INLINE auto vec(index_t j) const { return simd::contiguous_row(v, j); }
-  FLUXION_ALWAYS_INLINE R scalar(index_t j) const { return static_cast<R>(v.row(j)); }
-};
-
-/// Flat elements [b, e) of a view combined in place, where [b, e) lies in one row of `iter` and
-/// every leaf is contiguous along it: an expression that is cheap per element (a dot product's
-/// a * b) is not worth a trip through a buffer.
-template <class RedOp, class R, class View>
-R combine_in_place(const void* view, const shape& iter, index_t b, index_t e) {
-  View v = *static_cast<const View*>(view);
-  const int r = iter.rank();
-  index_t coord[max_rank] = {};
-  index_t j0 = b;
-  if (r > 1) {
-    const index_t row = b / iter[r - 1];
-    j0 = b - row * iter[r - 1];
-    unravel_outer(row, iter.data(), r, coord);
-  }
-  v.seek(coord, r > 0 ? r - 1 : 0);
-  return combine_span<RedOp, R>(j0, j0 + (e - b), view_load<R, View>{v}, RedOp::template identity<R>());
-}
-
-/// A reduction's values, type-erased: fill(b, e, buf) writes flat elements [b, e) of the view;
-/// combine_fn, where set, combines a range that lies in one row in place.
+/// A reduction's values, type-erased: fill(b, e, buf) writes flat elements [b, e) of the view.
 template <class R>
 struct reduction_source {
   const void* view;
   shape iter;
   void (*fill_fn)(const void*, const shape&, index_t, index_t, R*);
-  R (*combine_fn)(const void*, const shape&, index_t, index_t) = nullptr;
   void fill(index_t b, index_t e, R* buf) const { fill_fn(view, iter, b, e, buf); }
 };
 
@@ -408,10 +353,6 @@ struct evaluator<cpu> {
   }
 
   /// out[k] = finalize(combine over the reduced axes (bits of mask) of view), kept axes in order.
-  /// A tensor is read in place; any other expression through a reduction_source, so that only the
-  /// filling of its values (and, for a contiguous one, an in-place loop) is compiled per
-  /// expression type: the loops, tasks and chunking are compiled once per element type and
-  /// operation (issue 10).
   template <class RedOp, class R, class View>
   static void reduce(R* out, const View& view, const shape& s, unsigned mask) {
     const int rank = s.rank();
@@ -424,32 +365,19 @@ struct evaluator<cpu> {
       if constexpr (simd::enabled<View, R>::value && simd::reduce_op<RedOp>::available) {
         if (all_but_last && reduce_all_but_last<RedOp>(out, view, s)) return;
       }
-      View v = view;
-      const reduction_space sp = prepare_reduction(v, s, mask);
-      reduce_chunks<RedOp, R>(out, sp.n_out, sp.n_red, [&] { return v; },
-                              [&](View& local, index_t b, index_t e) { return reduce_range<RedOp, R>(local, sp.iter, b, e); });
-    } else {
-      if (all_but_last) {
-        View flat = view;  // filled in row-major order: merge what memory allows into long rows
-        shape iter = s;
-        collapse_view(flat, iter);
-        if (reduce_rows_buffered<RedOp, R>(out, cpu_kernel::reduction_source<R>{&flat, iter, &cpu_kernel::fill_flat<R, View>},
-                                           s))
-          return;
-      }
-      View v = view;
-      const reduction_space sp = prepare_reduction(v, s, mask);
-      cpu_kernel::reduction_source<R> src{&v, sp.iter, &cpu_kernel::fill_flat<R, View>};
-      if constexpr (simd::enabled<View, R>::value && simd::reduce_op<RedOp>::available) {
-        View probe = v;  // the innermost strides, as seek() sets them for a row
-        index_t coord[max_rank] = {};
-        probe.seek(coord, std::max(0, sp.iter.rank() - 1));
-        bool contiguous = true;
-        probe.for_each_leaf(unit_inner_stride{contiguous});
-        if (contiguous && sp.split >= sp.iter.rank() - 1) src.combine_fn = &cpu_kernel::combine_in_place<RedOp, R, View>;
-      }
-      reduce_buffered<RedOp, R>(out, src, sp.n_out, sp.n_red);
+    } else if (all_but_last) {
+      // An expression is filled a block at a time, in row-major order, into a small buffer whose
+      // rows are combined by code compiled once per element type and operation.
+      View flat = view;
+      shape iter = s;
+      collapse_view(flat, iter);  // merge what memory allows into long rows
+      if (reduce_rows_buffered<RedOp, R>(out, cpu_kernel::reduction_source<R>{&flat, iter, &cpu_kernel::fill_flat<R, View>}, s))
+        return;
     }
+    View v = view;
+    const reduction_space sp = prepare_reduction(v, s, mask);
+    reduce_chunks<RedOp, R>(out, sp.n_out, sp.n_red, [&] { return v; },
+                            [&](View& local, index_t b, index_t e) { return reduce_range<RedOp, R>(local, sp.iter, b, e); });
   }
 
  private:
@@ -490,83 +418,6 @@ struct evaluator<cpu> {
         out[k] = RedOp::finalize(acc, n_red);
       }
     }
-  }
-
-  /// The general reduction of an expression: reduce_chunks, each chunk combined in place or from
-  /// blocks of filled values in one order (cpu_kernel::combine_span). Outputs whose whole range
-  /// fits a block several times over are filled together, a block of outputs per fill.
-  template <class RedOp, class R>
-  static void reduce_buffered(R* out, const cpu_kernel::reduction_source<R>& src, index_t n_out, index_t n_red) {
-    if (!src.combine_fn && n_red > 0 && n_red * 2 <= cpu_kernel::fill_block) {
-      const index_t per_fill = cpu_kernel::fill_block / n_red;
-      const index_t per_task = std::max<index_t>(per_fill, cpu_kernel::task_elements / n_red / per_fill * per_fill);
-      const index_t tasks = (n_out + per_task - 1) / per_task;
-      auto run = [&](index_t t) {
-        alignas(64) R buf[cpu_kernel::fill_block];
-        const index_t k_end = std::min(n_out, (t + 1) * per_task);
-        for (index_t k0 = t * per_task; k0 < k_end; k0 += per_fill) {
-          const index_t k1 = std::min(k_end, k0 + per_fill);
-          src.fill(k0 * n_red, k1 * n_red, buf);
-          for (index_t k = k0; k < k1; ++k)
-            out[k] = RedOp::finalize(cpu_kernel::combine_span<RedOp, R>(0, n_red, span_load<R>{buf + (k - k0) * n_red},
-                                                                        RedOp::template identity<R>()),
-                                     n_red);
-        }
-      };
-      if (tasks <= 1) run(0);
-      else parallel_for(tasks, run);
-      return;
-    }
-    reduce_chunks<RedOp, R>(out, n_out, n_red, [] { return 0; }, [&](int, index_t b, index_t e) {
-      return src.combine_fn ? src.combine_fn(src.view, src.iter, b, e) : combine_filled<RedOp, R>(src, b, e);
-    });
-  }
-
-  template <class R>
-  struct span_load {
-    const R* x;
-    FLUXION_ALWAYS_INLINE simd::batch<R> vec(index_t j) const { return simd::batch<R>::load_unaligned(x + j); }
-    FLUXION_ALWAYS_INLINE R scalar(index_t j) const { return x[j]; }
-  };
-
-  /// combine_span over flat elements [b, e) of a source, filled a block at a time: the blocks of the
-  /// vector part are multiples of four vectors, so the order is that of one contiguous range.
-  template <class RedOp, class R>
-  static R combine_filled(const cpu_kernel::reduction_source<R>& src, index_t b, index_t e) {
-    alignas(64) R buf[cpu_kernel::fill_block];
-    R acc = RedOp::template identity<R>();
-    if constexpr (simd::vector_type_v<R> && simd::reduce_op<RedOp>::available) {
-      using B = simd::batch<R>;
-      constexpr index_t W = static_cast<index_t>(B::size);
-      static_assert(cpu_kernel::fill_block % (4 * W) == 0);
-      const index_t body = b + (e - b) / (4 * W) * (4 * W);
-      if (body > b) {
-        B a0(RedOp::template identity<R>()), a1 = a0, a2 = a0, a3 = a0;
-        for (; b < body;) {
-          const index_t n = std::min(cpu_kernel::fill_block, body - b);
-          src.fill(b, b + n, buf);
-          for (index_t j = 0; j < n; j += 4 * W) {
-            a0 = simd::reduce_op<RedOp>::combine(a0, B::load_aligned(buf + j));
-            a1 = simd::reduce_op<RedOp>::combine(a1, B::load_aligned(buf + j + W));
-            a2 = simd::reduce_op<RedOp>::combine(a2, B::load_aligned(buf + j + 2 * W));
-            a3 = simd::reduce_op<RedOp>::combine(a3, B::load_aligned(buf + j + 3 * W));
-          }
-          b += n;
-        }
-        a0 = simd::reduce_op<RedOp>::combine(simd::reduce_op<RedOp>::combine(a0, a1),
-                                             simd::reduce_op<RedOp>::combine(a2, a3));
-        alignas(64) R lanes[B::size];
-        a0.store_aligned(lanes);
-        for (std::size_t k = 0; k < B::size; ++k) acc = RedOp::combine(acc, lanes[k]);
-      }
-    }
-    while (b < e) {
-      const index_t n = std::min(cpu_kernel::fill_block, e - b);
-      src.fill(b, b + n, buf);
-      for (index_t j = 0; j < n; ++j) acc = RedOp::combine(acc, buf[j]);
-      b += n;
-    }
-    return acc;
   }
 
   /// A reduction over every axis but the last (per-channel statistics of NHWC data: batch norm's
