@@ -249,3 +249,46 @@ TEST_CASE("reduce: reductions of expressions are bitwise identical for any threa
   CHECK(out[0] == out[1]);
   CHECK(out[0] == out[2]);
 }
+
+TEST_CASE_TEMPLATE("reduce: a run of axes before kept axes (a global average pool, a middle axis) matches a naive loop", T,
+                   float, double) {
+  // Outer blocks of rows combined into rows of accumulators: several blocks, several chunks per
+  // block (16384 values), ragged vectors; tensors and expressions; any thread count, bitwise.
+  for (const auto& [s, axes] : std::vector<std::pair<fx::shape, std::vector<int>>>{
+           {fx::shape{4, 30, 30, 16}, {1, 2}}, {fx::shape{3, 5000, 8}, {1}}, {fx::shape{2, 3, 700, 13}, {1, 2}},
+           {fx::shape{5, 40, 9}, {1}}}) {
+    CAPTURE(fx::to_string(s));
+    const auto x = test::random_tensor<T>(s, 21, -1.5, 1.5);
+    std::vector<double> xd;
+    for (T v : x.to_vector()) xd.push_back(v);
+    unsigned mask = 0;
+    for (int a : axes) mask |= 1u << a;
+    fx::index_t n = 1;
+    for (int a : axes) n *= s[a];
+    const auto sum = naive_reduce(xd, s, mask, std::plus<>(), 0.0);
+    const auto mx = naive_reduce(xd, s, mask, [](double a, double b) { return std::max(a, b); }, -INFINITY);
+    std::vector<T> mean, twice;
+    for (double v : sum) {
+      mean.push_back(static_cast<T>(v / static_cast<double>(n)));
+      twice.push_back(static_cast<T>(2 * v));
+    }
+    const double tol = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+    std::vector<std::vector<T>> runs;
+    const int before = fx::get_num_threads();
+    for (int threads : {1, 2, 3}) {
+      fx::set_num_threads(threads);
+      const auto m = fx::tensor<T>(fx::reduce_mean(x, axes)).to_vector();
+      const auto e = fx::tensor<T>(fx::reduce_sum(x * T(2), axes)).to_vector();
+      const auto mxv = fx::tensor<T>(fx::reduce_max(x, axes)).to_vector();
+      test::check_close(m, mean, tol, tol);
+      test::check_close(e, twice, tol, tol);
+      test::check_close(mxv, std::vector<T>(mx.begin(), mx.end()));
+      std::vector<T> all = m;
+      all.insert(all.end(), e.begin(), e.end());
+      runs.push_back(all);
+    }
+    fx::set_num_threads(before);
+    CHECK(runs[0] == runs[1]);
+    CHECK(runs[0] == runs[2]);
+  }
+}

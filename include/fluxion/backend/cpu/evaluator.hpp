@@ -356,22 +356,31 @@ struct evaluator<cpu> {
   template <class RedOp, class R, class View>
   static void reduce(R* out, const View& view, const shape& s, unsigned mask) {
     const int rank = s.rank();
-    const bool all_but_last = rank >= 2 && mask == (1u << (rank - 1)) - 1u && s.size() > 0;
+    // The reduced axes as one run [lo, hi) with only kept axes after it, at least one.
+    int lo = 0;
+    while (lo < rank && !(mask >> lo & 1u)) ++lo;
+    int hi = lo;
+    while (hi < rank && (mask >> hi & 1u)) ++hi;
+    const bool run_then_kept = lo < rank && hi < rank && (mask >> hi) == 0 && s.size() > 0;
     if constexpr (std::is_same_v<View, leaf_view<R>>) {
       if constexpr (std::is_floating_point_v<R> &&
                     (std::is_same_v<RedOp, ops::reduce_sum> || std::is_same_v<RedOp, ops::reduce_mean>)) {
         if (sum_leading_axes<RedOp>(out, view, s, mask)) return;
       }
       if constexpr (simd::enabled<View, R>::value && simd::reduce_op<RedOp>::available) {
-        if (all_but_last && reduce_all_but_last<RedOp>(out, view, s)) return;
+        if (lo == 0 && hi == rank - 1 && run_then_kept && reduce_all_but_last<RedOp>(out, view, s)) return;
       }
-    } else if (all_but_last) {
-      // An expression is filled a block at a time, in row-major order, into a small buffer whose
-      // rows are combined by code compiled once per element type and operation.
+    }
+    if (run_then_kept) {
+      // Filled a block at a time, in row-major order, into a small buffer whose rows are combined
+      // by code compiled once per element type and operation.
+      index_t outer = 1, rows = 1, cols = 1;
+      for (int d = 0; d < rank; ++d) (d < lo ? outer : d < hi ? rows : cols) *= s[d];
       View flat = view;
       shape iter = s;
       collapse_view(flat, iter);  // merge what memory allows into long rows
-      if (reduce_rows_buffered<RedOp, R>(out, cpu_kernel::reduction_source<R>{&flat, iter, &cpu_kernel::fill_flat<R, View>}, s))
+      if (reduce_rows_buffered<RedOp, R>(out, cpu_kernel::reduction_source<R>{&flat, iter, &cpu_kernel::fill_flat<R, View>},
+                                         outer, rows, cols))
         return;
     }
     View v = view;
@@ -420,30 +429,33 @@ struct evaluator<cpu> {
     }
   }
 
-  /// A reduction over every axis but the last (per-channel statistics of NHWC data: batch norm's
-  /// means and variances and their gradients, a bias's gradient): rows of the source are combined
-  /// into a row of accumulators with SIMD batches, a block of filled values at a time, where the
-  /// general path would walk each channel's values at a stride of the channel count. Rows are
-  /// combined in fixed chunks, in order (combine_row_chunks), so the result does not depend on the
-  /// thread count. False for fewer columns than a vector.
+  /// A reduction over a run of axes followed only by kept axes: per-channel statistics of NHWC data
+  /// (batch norm's means and variances and their gradients, a bias's gradient: every axis but the
+  /// last), a global average pool (axes 1 and 2 of NHWC). Seen row-major, the source is `outer`
+  /// blocks of `rows` rows of `cols` values; the rows of each block are combined into a row of
+  /// accumulators with SIMD batches, a block of filled values at a time, where the general path
+  /// would walk each output's values at a stride. Rows are combined in fixed chunks, in order
+  /// (combine_row_chunks), so the result does not depend on the thread count. False for fewer
+  /// columns than a vector.
   template <class RedOp, class R>
-  static bool reduce_rows_buffered(R* out, const cpu_kernel::reduction_source<R>& src, const shape& s) {
+  static bool reduce_rows_buffered(R* out, const cpu_kernel::reduction_source<R>& src, index_t outer, index_t rows,
+                                   index_t cols) {
     if constexpr (!simd::vector_type_v<R> || !simd::reduce_op<RedOp>::available) {
       return false;
     } else {
       using B = simd::batch<R>;
       constexpr index_t W = static_cast<index_t>(B::size);
-      const index_t cols = s[s.rank() - 1], rows = s.size() / cols;
       if (cols < W) return false;
       const index_t rows_per_chunk = std::max<index_t>(1, 16384 / cols);
       const index_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
-      std::vector<R> partial(static_cast<std::size_t>(chunks * cols), RedOp::template identity<R>());
-      auto run = [&](index_t c) {
+      std::vector<R> partial(static_cast<std::size_t>(outer * chunks * cols), RedOp::template identity<R>());
+      auto run = [&](index_t cg) {
         alignas(64) R buf[cpu_kernel::fill_block];
-        R* acc = partial.data() + c * cols;
-        const index_t end = std::min(rows, (c + 1) * rows_per_chunk) * cols;
+        R* acc = partial.data() + cg * cols;
+        const index_t o = cg / chunks, c = cg - o * chunks, block = o * rows * cols;
+        const index_t end = block + std::min(rows, (c + 1) * rows_per_chunk) * cols;
         index_t col = 0;
-        for (index_t i = c * rows_per_chunk * cols; i < end;) {
+        for (index_t i = block + c * rows_per_chunk * cols; i < end;) {
           const index_t n = std::min(cpu_kernel::fill_block, end - i);
           src.fill(i, i + n, buf);
           for (index_t p = 0; p < n;) {  // runs of one row within the block
@@ -461,7 +473,7 @@ struct evaluator<cpu> {
           i += n;
         }
       };
-      combine_row_chunks<RedOp>(out, partial, rows, cols, rows_per_chunk, run);
+      combine_row_chunks<RedOp>(out, partial, rows, cols, rows_per_chunk, run, outer);
       return true;
     }
   }
@@ -556,19 +568,23 @@ struct evaluator<cpu> {
   /// `partial` (cols accumulators), then combines the chunks' rows in order into `out`.
   template <class RedOp, class R, class Run>
   static void combine_row_chunks(R* out, const std::vector<R>& partial, index_t rows, index_t cols,
-                                 index_t rows_per_chunk, const Run& run) {
+                                 index_t rows_per_chunk, const Run& run, index_t outer = 1) {
     const index_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+    const index_t all = outer * chunks;  // chunk c of block o is run(o * chunks + c)
     const index_t per_task = std::max<index_t>(1, cpu_kernel::task_elements / (rows_per_chunk * cols));
-    const index_t tasks = (chunks + per_task - 1) / per_task;
+    const index_t tasks = (all + per_task - 1) / per_task;
     auto run_tasks = [&](index_t t) {
-      for (index_t c = t * per_task; c < std::min(chunks, (t + 1) * per_task); ++c) run(c);
+      for (index_t c = t * per_task; c < std::min(all, (t + 1) * per_task); ++c) run(c);
     };
     if (tasks == 1) run_tasks(0);
     else parallel_for(tasks, run_tasks);
-    for (index_t j = 0; j < cols; ++j) {
-      R acc = partial[static_cast<std::size_t>(j)];
-      for (index_t c = 1; c < chunks; ++c) acc = RedOp::combine(acc, partial[static_cast<std::size_t>(c * cols + j)]);
-      out[j] = RedOp::finalize(acc, rows);
+    for (index_t o = 0; o < outer; ++o) {
+      const R* block = partial.data() + o * chunks * cols;
+      for (index_t j = 0; j < cols; ++j) {
+        R acc = block[j];
+        for (index_t c = 1; c < chunks; ++c) acc = RedOp::combine(acc, block[c * cols + j]);
+        out[o * cols + j] = RedOp::finalize(acc, rows);
+      }
     }
   }
 
