@@ -15,8 +15,10 @@
 // from --data / FLUXION_DATASETS_DIR. On the GPU the batches are uploaded by the prefetch thread
 // (prefetch_to), and the model, Adam's moments and the checkpoints' values live on the device; the
 // code is the cpu's, with the device as a template argument.
+#include <fluxion/checkpoint.hpp>
 #include <fluxion/data.hpp>
 #include <fluxion/fluxion.hpp>
+#include <fluxion/tensorboard.hpp>
 #if defined(__CUDACC__) || defined(THRUST_DEVICE_SYSTEM)  // nvcc, or Thrust's OpenMP system in CI
 #include <fluxion/cuda.hpp>
 #define FASHION_MNIST_CNN_DEVICE 1

@@ -7,6 +7,7 @@
 //   tensorboard --logdir build/examples/runs
 #include <fluxion/data.hpp>
 #include <fluxion/fluxion.hpp>
+#include <fluxion/tensorboard.hpp>
 
 #include "mnist_high_level.hpp"
 

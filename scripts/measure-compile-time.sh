@@ -3,7 +3,8 @@
 # g++ at -O2 -march=native (the flags the README recommends) and prints the compiler's CPU time
 # (user + system), best of three: CPU time rather than wall time, because on a shared machine it
 # barely moves with the load. Rows:
-#   - the umbrella header alone;
+#   - the umbrella header alone, then with each facade that is not in it (data, checkpoint,
+#     tensorboard, io);
 #   - every example;
 #   - bench/compile/mlp_train.cpp, a plain MLP training program, and its LibTorch twin
 #     bench/compile/mlp_train_torch.cpp (when libtorch-dev is installed), with their ratio;
@@ -50,6 +51,11 @@ row() { printf '%-58s %7s s\n' "$1" "$2"; }
 printf '#include <fluxion/fluxion.hpp>\nint main() { return 0; }\n' > "$scratch/umbrella.cpp"
 echo "$cxx $($cxx -dumpfullversion), flags: ${flags[*]}; CPU seconds, best of $runs"
 row "#include <fluxion/fluxion.hpp>" "$(best "$cxx" "${flags[@]}" -c "$scratch/umbrella.cpp" -o "$scratch/out.o")"
+# The facades outside the umbrella, each with it (what a program that uses them includes).
+for facade in data checkpoint tensorboard io; do
+  printf '#include <fluxion/fluxion.hpp>\n#include <fluxion/%s.hpp>\nint main() { return 0; }\n' "$facade" > "$scratch/facade.cpp"
+  row "  ... + <fluxion/$facade.hpp>" "$(best "$cxx" "${flags[@]}" -c "$scratch/facade.cpp" -o "$scratch/out.o")"
+done
 models=""
 for example in examples/*.cpp; do
   t=$(best "$cxx" "${flags[@]}" -c "$example" -o "$scratch/out.o")

@@ -1,9 +1,11 @@
 // fx::fit: training lowers the loss, reports per epoch, calls callbacks in order, stops early, and
 // stops cleanly on SIGINT with the previous handler restored; a NaN loss is an error that names the
 // step and leaves the variables unchanged.
+#include <fluxion/checkpoint.hpp>
 #include <fluxion/data.hpp>
 #include <fluxion/fit.hpp>
 #include <fluxion/fluxion.hpp>
+#include <fluxion/tensorboard.hpp>
 
 #include <doctest/doctest.h>
 

@@ -39,8 +39,6 @@
 #include <utility>
 #include <vector>
 
-#include "io/checkpoint.hpp"
-#include "io/summary.hpp"
 #include "metrics.hpp"
 #include "optim.hpp"
 #include "tensor.hpp"
@@ -106,67 +104,6 @@ class early_stopping : public callback {
   double m_best = std::numeric_limits<double>::infinity();
   int m_wait = 0;
   int m_stopped_epoch = -1;
-};
-
-/// Writes the running loss and accuracy (and the learning rate, when given the optimizer) to a
-/// TensorBoard summary_writer every `every_steps` steps, under `loss`, `accuracy`, `learning_rate`,
-/// as the reference texts' tf.contrib.summary.scalar calls every 10 steps.
-class tensorboard_callback : public callback {
- public:
-  explicit tensorboard_callback(io::summary_writer& writer, std::int64_t every_steps = 10,
-                                const optim::optimizer* optimizer = nullptr)
-      : m_writer(&writer), m_every(every_steps), m_optimizer(optimizer) {
-    if (every_steps < 1)
-      throw invalid_argument("tensorboard_callback: every_steps = " + std::to_string(every_steps) + " must be at least 1");
-  }
-  void on_batch_end(const fit_logs& logs) override {
-    if (logs.global_step % m_every != 0) return;
-    m_writer->scalar("loss", logs.loss, logs.global_step);
-    if (logs.accuracy >= 0) m_writer->scalar("accuracy", logs.accuracy, logs.global_step);
-    if (m_optimizer) m_writer->scalar("learning_rate", m_optimizer->learning_rate(), logs.global_step);
-  }
-  void on_epoch_end(const fit_logs& logs) override {
-    m_writer->scalar("epoch_loss", logs.loss, logs.global_step);
-    if (logs.accuracy >= 0) m_writer->scalar("epoch_accuracy", logs.accuracy, logs.global_step);
-    m_writer->scalar("samples_per_second", logs.samples_per_second, logs.global_step);
-    m_writer->flush();
-  }
-  void on_train_end(const fit_logs&) override { m_writer->flush(); }
-
- private:
-  io::summary_writer* m_writer;
-  std::int64_t m_every;
-  const optim::optimizer* m_optimizer;
-};
-
-/// Saves a checkpoint through a checkpoint_manager every `every_steps` steps (0: never), at the end
-/// of every epoch, and when training ends, also by Ctrl-C or early stopping; the file's step is
-/// the global step (the optimizer's iteration count).
-class checkpoint_callback : public callback {
- public:
-  explicit checkpoint_callback(checkpoint_manager& manager, std::int64_t every_steps = 0)
-      : m_manager(&manager), m_every(every_steps) {
-    if (every_steps < 0)
-      throw invalid_argument("checkpoint_callback: every_steps = " + std::to_string(every_steps) + " is negative");
-  }
-  void on_batch_end(const fit_logs& logs) override {
-    if (m_every > 0 && logs.global_step % m_every == 0) save(logs.global_step);
-  }
-  void on_epoch_end(const fit_logs& logs) override { save(logs.global_step); }
-  void on_train_end(const fit_logs& logs) override { save(logs.global_step); }
-  /// The last file written, empty before the first save.
-  const std::string& last_saved() const noexcept { return m_last; }
-
- private:
-  void save(std::int64_t step) {
-    if (step == m_last_step) return;  // already saved at this step
-    m_last = m_manager->save(step);
-    m_last_step = step;
-  }
-  checkpoint_manager* m_manager;
-  std::int64_t m_every;
-  std::int64_t m_last_step = -1;
-  std::string m_last;
 };
 
 struct fit_options {

@@ -5,8 +5,13 @@
 //   fx::tensor<float> x = {{2.f}};
 //   std::cout << fx::matmul(x, x);   // tensor([[4.]], dtype=float32, shape=(1, 1))
 //
-// Optional parts sit behind their own headers: <fluxion/cuda.hpp> (the fx::cuda device through
-// Thrust) and <fluxion/xtensor.hpp> (zero-copy xtensor views, costly to compile).
+// Optional parts sit behind their own headers, so that a program compiles only what it uses:
+//   <fluxion/data.hpp>         datasets and their readers (IDX, CSV, npy, TFRecord), Fashion-MNIST
+//   <fluxion/checkpoint.hpp>   fx::checkpoint, checkpoint_manager, checkpoint_callback (safetensors)
+//   <fluxion/tensorboard.hpp>  fx::summary_writer, tensorboard_callback
+//   <fluxion/io.hpp>           .npy, safetensors, checkpoints and summaries (fx::io)
+//   <fluxion/cuda.hpp>         the fx::cuda device through Thrust
+//   <fluxion/xtensor.hpp>      zero-copy xtensor views, costly to compile
 #pragma once
 
 #include "tensor.hpp"
@@ -15,7 +20,6 @@
 #include "tensor/random.hpp"
 #include "nn.hpp"
 #include "optim.hpp"
-#include "io.hpp"
 #include "losses.hpp"
 #include "metrics.hpp"
 #include "fit.hpp"

@@ -15,12 +15,12 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../io/file.hpp"
 #include "idx.hpp"
 
 namespace fluxion::datasets {
@@ -34,7 +34,7 @@ inline data::dataset<std::tuple<tensor<float>, tensor<std::int32_t>>> fashion_mn
   if (!dir.empty()) {
     dirs.push_back(dir);
   } else if (const char* env = std::getenv("FLUXION_DATASETS_DIR"); env && *env) {
-    dirs.push_back((std::filesystem::path(env) / "fashion-mnist").string());
+    dirs.push_back(io::detail::join_path(env, "fashion-mnist"));
     dirs.push_back(env);
   } else {
     dirs.push_back("/usr/share/datasets/fashion-mnist");
@@ -43,18 +43,18 @@ inline data::dataset<std::tuple<tensor<float>, tensor<std::int32_t>>> fashion_mn
   std::string tried;
   for (const auto& d : dirs)
     for (const char* ext : {".gz", ""}) {
-      const auto images = std::filesystem::path(d) / (prefix + "-images-idx3-ubyte" + ext);
-      const auto labels = std::filesystem::path(d) / (prefix + "-labels-idx1-ubyte" + ext);
-      std::error_code ec;
-      if (std::filesystem::is_regular_file(images, ec) && std::filesystem::is_regular_file(labels, ec)) {
-        const auto x = data::idx_images(images.string());
-        const auto y = data::idx_labels(labels.string());
+      const std::string images = io::detail::join_path(d, prefix + "-images-idx3-ubyte" + ext);
+      const std::string labels = io::detail::join_path(d, prefix + "-labels-idx1-ubyte" + ext);
+      if (io::detail::stat_path(images).kind == io::detail::file_kind::regular &&
+          io::detail::stat_path(labels).kind == io::detail::file_kind::regular) {
+        const auto x = data::idx_images(images);
+        const auto y = data::idx_labels(labels);
         if (x.cardinality() != y.cardinality())
-          throw io_error("fashion_mnist: '" + images.string() + "' has " + std::to_string(x.cardinality()) +
-                         " images but '" + labels.string() + "' has " + std::to_string(y.cardinality()) + " labels");
+          throw io_error("fashion_mnist: '" + images + "' has " + std::to_string(x.cardinality()) +
+                         " images but '" + labels + "' has " + std::to_string(y.cardinality()) + " labels");
         return x.zip(y);
       }
-      tried += "\n  " + images.string() + " and " + labels.string();
+      tried += "\n  " + images + " and " + labels;
     }
   throw io_error("fashion_mnist: the " + split + " files of Fashion-MNIST were not found; tried" + tried +
                  "\nInstall Debian's package with `apt-get install dataset-fashion-mnist` (or "

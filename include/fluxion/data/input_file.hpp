@@ -19,13 +19,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
 
 #include "../core/error.hpp"
+#include "../io/file.hpp"
 
 #if defined(FLUXION_HAS_ZLIB) && FLUXION_HAS_ZLIB
 #include <zlib.h>
@@ -49,10 +49,7 @@ class input_file {
  public:
   /// Opens `path`; `op` names the public function in error messages.
   input_file(std::string path, std::string op) : m_path(std::move(path)), m_op(std::move(op)) {
-    std::error_code ec;
-    const auto status = std::filesystem::status(m_path, ec);
-    if (!std::filesystem::exists(status)) detail::fail(m_op, m_path, "no such file");
-    if (std::filesystem::is_directory(status)) detail::fail(m_op, m_path, "is a directory, not a file");
+    const std::uint64_t size = io::detail::readable_file_size(m_op, m_path, "a file");
     m_file = std::fopen(m_path.c_str(), "rb");
     if (!m_file) detail::fail(m_op, m_path, std::string("cannot open the file: ") + std::strerror(errno));
     unsigned char magic[2] = {0, 0};
@@ -60,8 +57,7 @@ class input_file {
     m_gzip = got == 2 && magic[0] == 0x1F && magic[1] == 0x8B;
     if (!m_gzip) {
       std::rewind(m_file);
-      const auto size = std::filesystem::file_size(m_path, ec);
-      if (!ec) m_size = size;
+      m_size = size;
       return;
     }
 #if FLUXION_DATA_ZLIB

@@ -47,7 +47,6 @@
 #include <bit>
 #include <charconv>
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -69,6 +68,7 @@
 #include "../optim/sgd.hpp"
 #include "../tensor.hpp"
 #include "../tensor/random.hpp"
+#include "file.hpp"
 #include "safetensors.hpp"
 
 namespace fluxion {
@@ -411,13 +411,10 @@ class checkpoint {
   /// fsync, rename, fsync of the directory), creating the directory if needed. Returns the path.
   std::string save(const std::string& path) const {
     const std::string file = file_name(path);
-    const std::filesystem::path parent = std::filesystem::path(file).parent_path();
-    if (!parent.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(parent, ec);
-      if (ec) throw io_error("checkpoint::save: '" + file + "': cannot create the directory '" + parent.string() +
-                             "': " + ec.message());
-    }
+    const std::string parent = io::detail::parent_directory(file);
+    if (const int code = io::detail::make_directories(parent))
+      throw io_error("checkpoint::save: '" + file + "': cannot create the directory '" + parent +
+                     "': " + io::detail::error_text(code));
     to_safetensors().save(file, "checkpoint::save");
     return file;
   }
@@ -462,16 +459,13 @@ class checkpoint {
 inline std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& directory,
                                                                           const std::string& prefix = {}) {
   std::vector<std::pair<std::int64_t, std::string>> out;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(directory, ec), last;
-  if (ec) {
-    if (ec == std::errc::no_such_file_or_directory) return out;
-    throw io_error("list_checkpoints: '" + directory + "': cannot list the directory: " + ec.message());
+  std::vector<std::string> files;
+  if (const int code = io::detail::list_directory(directory, files)) {
+    if (code == ENOENT) return out;
+    throw io_error("list_checkpoints: '" + directory + "': cannot list the directory: " + io::detail::error_text(code));
   }
   const std::string ext = ".safetensors";
-  for (; it != last; it.increment(ec)) {
-    if (ec) throw io_error("list_checkpoints: '" + directory + "': cannot list the directory: " + ec.message());
-    const std::string file = it->path().filename().string();
+  for (const std::string& file : files) {
     if (file.size() <= ext.size() || file.compare(file.size() - ext.size(), ext.size(), ext) != 0) continue;
     const std::string stem = file.substr(0, file.size() - ext.size());
     const std::size_t dash = stem.rfind('-');
@@ -481,8 +475,9 @@ inline std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const 
     std::int64_t step = 0;
     const auto [ptr, err] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
     if (err != std::errc() || ptr != digits.data() + digits.size() || step < 0 || digits[0] == '+') continue;
-    if (!it->is_regular_file(ec)) continue;
-    out.emplace_back(step, it->path().string());
+    std::string path = io::detail::join_path(directory, file);
+    if (io::detail::stat_path(path).kind != io::detail::file_kind::regular) continue;
+    out.emplace_back(step, std::move(path));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -523,7 +518,7 @@ class checkpoint_manager {
   std::string save(std::int64_t step) {
     if (step < 0) throw invalid_argument("checkpoint_manager::save: step = " + std::to_string(step) + " must be non-negative");
     const std::string path =
-        (std::filesystem::path(m_directory) / (m_options.prefix + "-" + std::to_string(step) + ".safetensors")).string();
+        io::detail::join_path(m_directory, m_options.prefix + "-" + std::to_string(step) + ".safetensors");
     m_checkpoint->save(path);
     if (m_options.max_to_keep > 0) {
       auto all = checkpoints();
@@ -533,9 +528,9 @@ class checkpoint_manager {
       for (const auto& [s, file] : all) {
         if (excess == 0) break;
         if (file == path) continue;
-        std::error_code ec;
-        std::filesystem::remove(file, ec);
-        if (ec) throw io_error("checkpoint_manager::save: cannot delete the old checkpoint '" + file + "': " + ec.message());
+        if (const int code = io::detail::remove_file(file))
+          throw io_error("checkpoint_manager::save: cannot delete the old checkpoint '" + file +
+                         "': " + io::detail::error_text(code));
         --excess;
       }
     }

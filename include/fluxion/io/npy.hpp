@@ -14,18 +14,14 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -34,6 +30,7 @@
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
 #include "../tensor/tensor.hpp"
+#include "file.hpp"
 
 namespace fluxion::io {
 namespace detail {
@@ -96,10 +93,6 @@ inline std::string fluxion_dtype_of(const std::string& descr) {
   return "";
 }
 
-[[noreturn]] inline void fail(const char* op, const std::string& path, const std::string& what) {
-  throw io_error(std::string(op) + ": '" + path + "': " + what);
-}
-
 struct npy_header {
   std::string descr;
   bool fortran_order = false;
@@ -159,7 +152,7 @@ class header_parser {
   [[noreturn]] void malformed(const std::string& what) const {
     std::string shown(m_text.substr(0, 200));
     while (!shown.empty() && (shown.back() == ' ' || shown.back() == '\n')) shown.pop_back();
-    fail("load_npy", m_path,
+    file_fail("load_npy", m_path,
          "malformed header: " + what + " (at character " + std::to_string(m_pos) + " of \"" + shown + "\")");
   }
   char peek() const { return m_pos < m_text.size() ? m_text[m_pos] : '\0'; }
@@ -235,12 +228,8 @@ inline void swap_bytes(char* data, std::size_t count, std::size_t width) {
 }
 
 inline std::ifstream open_for_reading(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) fail("load_npy", path, "no such file");
-  if (std::filesystem::is_directory(status)) fail("load_npy", path, "is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("load_npy", path, std::string("cannot open the file: ") + std::strerror(errno));
+  if (!in) file_fail("load_npy", path, std::string("cannot open the file: ") + std::strerror(errno));
   return in;
 }
 
@@ -249,7 +238,7 @@ inline npy_header read_header(std::ifstream& in, const std::string& path, std::u
   std::array<unsigned char, 12> pre{};
   const std::size_t have = static_cast<std::size_t>(std::min<std::uintmax_t>(file_size, 12));
   in.read(reinterpret_cast<char*>(pre.data()), static_cast<std::streamsize>(have));
-  if (!in) fail("load_npy", path, "cannot read the file");
+  if (!in) file_fail("load_npy", path, "cannot read the file");
   if (have < npy_magic_size || std::memcmp(pre.data(), npy_magic, npy_magic_size) != 0) {
     std::string shown;
     static constexpr char hex[] = "0123456789abcdef";
@@ -258,32 +247,32 @@ inline npy_header read_header(std::ifstream& in, const std::string& path, std::u
       shown += hex[pre[i] >> 4];
       shown += hex[pre[i] & 15];
     }
-    fail("load_npy", path,
+    file_fail("load_npy", path,
          "not a .npy file: bad magic (the file starts with [" + shown + "], a .npy file with 93 4e 55 4d 50 59, "
          "\"\\x93NUMPY\")");
   }
-  if (have < 8) fail("load_npy", path, "truncated header: the file ends after " + std::to_string(have) + " bytes, "
+  if (have < 8) file_fail("load_npy", path, "truncated header: the file ends after " + std::to_string(have) + " bytes, "
                                        "inside the format version");
   const int major = pre[6], minor = pre[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
-    fail("load_npy", path,
+    file_fail("load_npy", path,
          "unsupported format version " + std::to_string(major) + "." + std::to_string(minor) +
              " (fluxion reads versions 1.0, 2.0 and 3.0)");
   const int length_bytes = major == 1 ? 2 : 4;
   const std::size_t prefix = 8 + static_cast<std::size_t>(length_bytes);
   if (have < prefix)
-    fail("load_npy", path,
+    file_fail("load_npy", path,
          "truncated header: the file ends after " + std::to_string(have) + " bytes, inside the " +
              std::to_string(length_bytes) + "-byte header length");
   const std::size_t header_length = read_little_endian(pre.data() + 8, length_bytes);
   if (file_size - prefix < header_length)
-    fail("load_npy", path,
+    file_fail("load_npy", path,
          "truncated header: the header length says " + std::to_string(header_length) + " bytes but only " +
              std::to_string(file_size - prefix) + " follow");
   std::string text(header_length, '\0');
   in.seekg(static_cast<std::streamoff>(prefix));
   in.read(text.data(), static_cast<std::streamsize>(header_length));
-  if (!in) fail("load_npy", path, "cannot read the header");
+  if (!in) file_fail("load_npy", path, "cannot read the header");
   npy_header h = header_parser(text, path).parse();
   h.data_offset = prefix + header_length;
   return h;
@@ -304,7 +293,7 @@ void check_dtype(const npy_header& h, const std::string& path) {
     what += "; fluxion reads '<f4', '<f8', '<i4', '<i8' and '|b1' (float, double, std::int32_t, std::int64_t, "
             "bool): convert the array first, for example with arr.astype('<f4')";
   }
-  fail("load_npy", path, what);
+  file_fail("load_npy", path, what);
 }
 
 /// Fortran (column-major) bytes to row-major ones.
@@ -343,32 +332,25 @@ inline std::string header_text(const std::string& descr, const shape& s) {
 }
 
 /// A name next to `path`, unique in this process, for the file save_npy renames into place.
-inline std::string temporary_name(const std::string& path) {
-  static std::atomic<std::uint64_t> counter{0};
-  const auto tid = std::hash<std::thread::id>{}(std::this_thread::get_id());
-  return path + ".tmp-" + std::to_string(tid % 1000000007) + "-" + std::to_string(counter.fetch_add(1));
-}
 
 }  // namespace detail
 
 /// Reads a .npy file into a tensor<T>. T must be the element type of the file's dtype.
 template <element_type T>
 tensor<T> load_npy(const std::string& path) {
+  const std::uint64_t file_size = detail::readable_file_size("load_npy", path, "a .npy file");
   std::ifstream in = detail::open_for_reading(path);
-  std::error_code ec;
-  const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
-  if (ec) detail::fail("load_npy", path, "cannot get the file's size: " + ec.message());
   const detail::npy_header h = detail::read_header(in, path, file_size);
   detail::check_dtype<T>(h, path);
 
   if (static_cast<int>(h.extents.size()) > max_rank)
-    detail::fail("load_npy", path,
+    detail::file_fail("load_npy", path,
                  "the array has rank " + std::to_string(h.extents.size()) + "; fluxion tensors have at most " +
                      std::to_string(max_rank) + " axes");
   index_t elements = 1;
   for (index_t d : h.extents) {
     if (d != 0 && elements > shape::max_elements / d)
-      detail::fail("load_npy", path, "the shape describes more than 2^56 elements");
+      detail::file_fail("load_npy", path, "the shape describes more than 2^56 elements");
     elements *= d;
   }
   const shape s(h.extents);
@@ -376,7 +358,7 @@ tensor<T> load_npy(const std::string& path) {
   const std::size_t needed = static_cast<std::size_t>(elements) * width;
   const std::uintmax_t available = file_size - h.data_offset;
   if (available < needed)
-    detail::fail("load_npy", path,
+    detail::file_fail("load_npy", path,
                  "the data is truncated: shape " + to_string(s) + " of " + dtype_name<T>() + " needs " +
                      std::to_string(needed) + " bytes but the file has " + std::to_string(available) +
                      " after its " + std::to_string(h.data_offset) + "-byte header");
@@ -385,7 +367,7 @@ tensor<T> load_npy(const std::string& path) {
   std::vector<char> bytes(needed);
   in.seekg(static_cast<std::streamoff>(h.data_offset));
   in.read(bytes.data(), static_cast<std::streamsize>(needed));
-  if (!in) detail::fail("load_npy", path, "cannot read the data");
+  if (!in) detail::file_fail("load_npy", path, "cannot read the data");
   if constexpr (std::endian::native == std::endian::big) detail::swap_bytes(bytes.data(), bytes.size() / width, width);
   if (h.fortran_order && s.rank() > 1) {
     std::vector<char> row_major(needed);
@@ -400,8 +382,8 @@ tensor<T> load_npy(const std::string& path) {
   return t;
 }
 
-/// Writes a tensor as a version 1.0 .npy file, atomically: the
-/// bytes go to a temporary file next to `path`, renamed over `path` once complete.
+/// Writes a tensor as a version 1.0 .npy file, atomically (detail::atomic_write): the bytes go to a
+/// temporary file next to `path`, fsynced and renamed over `path` once complete.
 template <class T, class Device>
 void save_npy(const std::string& path, const tensor<T, Device>& t) {
   const std::string header = detail::header_text(detail::npy_descr<T>(), t.shape());
@@ -420,30 +402,8 @@ void save_npy(const std::string& path, const tensor<T, Device>& t) {
     if constexpr (std::endian::native == std::endian::big) detail::swap_bytes(bytes.data(), values.size(), sizeof(T));
   }
 
-  const std::string temporary = detail::temporary_name(path);
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out)
-      detail::fail("save_npy", path,
-                   "cannot create the temporary file '" + temporary + "': " + std::strerror(errno));
-    out.write(prefix.data(), static_cast<std::streamsize>(prefix.size()));
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      const std::string reason = std::strerror(errno);
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
-      detail::fail("save_npy", path, "cannot write the temporary file '" + temporary + "': " + reason);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    detail::fail("save_npy", path, "cannot rename the temporary file '" + temporary + "' into place: " + ec.message());
-  }
+  detail::atomic_write("save_npy", path,
+                       {prefix, header, std::string_view(bytes.data(), bytes.size())});
 }
 
 /// Materializes an expression, then writes it as save_npy(path, tensor) does.

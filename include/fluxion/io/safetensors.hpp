@@ -28,7 +28,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,6 +46,7 @@
 #include "../core/error.hpp"
 #include "../core/shape.hpp"
 #include "../tensor/tensor.hpp"
+#include "file.hpp"
 
 namespace fluxion::io {
 
@@ -106,10 +106,6 @@ class safetensors_tensor {
 
 namespace detail {
 
-[[noreturn]] inline void safetensors_fail(const std::string& op, const std::string& path, const std::string& what) {
-  throw io_error(op + ": '" + path + "': " + what);
-}
-
 /// The header's JSON, parsed: the subset of JSON a header uses is all of JSON, so this is a small
 /// complete reader (numbers are kept as text and converted where an integer is expected).
 struct json_member;
@@ -158,7 +154,7 @@ class json_reader {
   static constexpr int max_depth = 64;
 
   [[noreturn]] void malformed(const std::string& what) const {
-    safetensors_fail(m_op, m_path,
+    file_fail(m_op, m_path,
                      "malformed JSON header: " + what + " (at byte " + std::to_string(m_pos) + " of the " +
                          std::to_string(m_text.size()) + "-byte header)");
   }
@@ -372,66 +368,16 @@ inline std::string json_quote(std::string_view s) {
   return out + "\"";
 }
 
-/// Writes `pieces` to `path` atomically: a temporary file in the same directory (hidden, so that no
-/// directory scan takes it for a complete file), written, fsynced and closed, renamed over `path`,
-/// then the directory fsynced so that the rename itself survives a power loss.
-inline void atomic_write(const std::string& op, const std::string& path, const std::vector<std::string_view>& pieces) {
-  namespace fs = std::filesystem;
-  static std::atomic<std::uint64_t> counter{0};
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string temporary = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) +
-                                        "-" + std::to_string(counter.fetch_add(1))))
-                                    .string();
-  auto system_error = [&](const std::string& what) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(temporary.c_str());
-    safetensors_fail(op, path, what + ": " + reason);
-  };
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) safetensors_fail(op, path, "cannot create the temporary file '" + temporary + "': " + std::strerror(errno));
-  for (std::string_view piece : pieces) {
-    while (!piece.empty()) {
-      const ::ssize_t n = ::write(fd, piece.data(), piece.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int saved = errno;
-        ::close(fd);
-        errno = saved;
-        system_error("cannot write the temporary file '" + temporary + "'");
-      }
-      piece.remove_prefix(static_cast<std::size_t>(n));
-    }
-  }
-  if (::fsync(fd) != 0) {
-    const int saved = errno;
-    ::close(fd);
-    errno = saved;
-    system_error("cannot fsync the temporary file '" + temporary + "'");
-  }
-  if (::close(fd) != 0) system_error("cannot close the temporary file '" + temporary + "'");
-  if (::rename(temporary.c_str(), path.c_str()) != 0)
-    system_error("cannot rename the temporary file '" + temporary + "' into place");
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0)
-    safetensors_fail(op, path, "cannot open the directory '" + dir.string() + "' to fsync it: " + std::strerror(errno));
-  const int synced = ::fsync(dir_fd);
-  const int saved = errno;
-  ::close(dir_fd);
-  if (synced != 0)
-    safetensors_fail(op, path, "cannot fsync the directory '" + dir.string() + "': " + std::strerror(saved));
-}
-
 /// The whole file, read with one system call loop; a missing file or a directory is named as such.
 inline std::string read_whole_file(const std::string& op, const std::string& path) {
   struct ::stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) safetensors_fail(op, path, "no such file");
-    safetensors_fail(op, path, std::string("cannot open the file: ") + std::strerror(errno));
+    if (errno == ENOENT) file_fail(op, path, "no such file");
+    file_fail(op, path, std::string("cannot open the file: ") + std::strerror(errno));
   }
-  if (S_ISDIR(st.st_mode)) safetensors_fail(op, path, "is a directory, not a safetensors file");
+  if (S_ISDIR(st.st_mode)) file_fail(op, path, "is a directory, not a safetensors file");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) safetensors_fail(op, path, std::string("cannot open the file: ") + std::strerror(errno));
+  if (fd < 0) file_fail(op, path, std::string("cannot open the file: ") + std::strerror(errno));
   std::string bytes;
   bytes.resize(static_cast<std::size_t>(st.st_size));
   std::size_t have = 0;
@@ -442,7 +388,7 @@ inline std::string read_whole_file(const std::string& op, const std::string& pat
     if (n < 0) {
       const int saved = errno;
       ::close(fd);
-      safetensors_fail(op, path, std::string("cannot read the file: ") + std::strerror(saved));
+      file_fail(op, path, std::string("cannot read the file: ") + std::strerror(saved));
     }
     if (n == 0) break;
     have += static_cast<std::size_t>(n);
@@ -456,12 +402,12 @@ inline std::string read_whole_file(const std::string& op, const std::string& pat
 inline std::uint64_t json_to_unsigned(const json_value& v, const std::string& op, const std::string& path,
                                       const std::string& where) {
   if (v.type != json_value::kind::number)
-    safetensors_fail(op, path, where + " must be a non-negative integer, not " + json_kind_name(v.type));
+    file_fail(op, path, where + " must be a non-negative integer, not " + json_kind_name(v.type));
   std::uint64_t n = 0;
   for (char c : v.text) {
     if (c < '0' || c > '9')
-      safetensors_fail(op, path, where + " must be a non-negative integer, not " + v.text);
-    if (n > (UINT64_MAX - 9) / 10) safetensors_fail(op, path, where + " = " + v.text + " is too large");
+      file_fail(op, path, where + " must be a non-negative integer, not " + v.text);
+    if (n > (UINT64_MAX - 9) / 10) file_fail(op, path, where + " = " + v.text + " is too large");
     n = n * 10 + static_cast<std::uint64_t>(c - '0');
   }
   return n;
@@ -482,23 +428,23 @@ class safetensors {
   }
   /// Validates and reads the bytes of a file; `source` names them in errors.
   static safetensors parse(std::string bytes, const std::string& source, const std::string& op = "safetensors::parse") {
-    using detail::safetensors_fail;
+    using detail::file_fail;
     const std::size_t file_size = bytes.size();
     if (file_size < 8)
-      safetensors_fail(op, source,
+      file_fail(op, source,
                        "truncated file: it has " + std::to_string(file_size) +
                            " bytes, fewer than the 8-byte header length that starts a safetensors file");
     std::uint64_t header_length = 0;
     for (int i = 7; i >= 0; --i) header_length = (header_length << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
     if (header_length > file_size - 8)
-      safetensors_fail(op, source,
+      file_fail(op, source,
                        "the header length says " + std::to_string(header_length) + " bytes but only " +
                            std::to_string(file_size - 8) + " follow (a truncated file, or a corrupted length)");
-    if (header_length < 2) safetensors_fail(op, source, "the header length is " + std::to_string(header_length) +
+    if (header_length < 2) file_fail(op, source, "the header length is " + std::to_string(header_length) +
                                                             "; a header is at least \"{}\"");
     const std::string_view header_text(bytes.data() + 8, static_cast<std::size_t>(header_length));
     if (header_text[0] != '{')
-      safetensors_fail(op, source, "the header must start with '{' (a JSON object); it starts with byte " +
+      file_fail(op, source, "the header must start with '{' (a JSON object); it starts with byte " +
                                        std::to_string(static_cast<unsigned char>(header_text[0])));
     const detail::json_value header = detail::json_reader(header_text, op, source).parse();
 
@@ -515,11 +461,11 @@ class safetensors {
     for (const auto& [name, info] : header.members) {
       if (name == "__metadata__") {
         if (info.type != detail::json_value::kind::object)
-          safetensors_fail(op, source, std::string("\"__metadata__\" must be an object of strings, not ") +
+          file_fail(op, source, std::string("\"__metadata__\" must be an object of strings, not ") +
                                            detail::json_kind_name(info.type));
         for (const auto& [key, value] : info.members) {
           if (value.type != detail::json_value::kind::string)
-            safetensors_fail(op, source, "the metadata value of \"" + key + "\" must be a string, not " +
+            file_fail(op, source, "the metadata value of \"" + key + "\" must be a string, not " +
                                              detail::json_kind_name(value.type));
           out.m_metadata[key] = value.text;
         }
@@ -527,23 +473,23 @@ class safetensors {
       }
       const std::string where = "tensor '" + name + "'";
       if (info.type != detail::json_value::kind::object)
-        safetensors_fail(op, source, where + " must be described by an object, not " + detail::json_kind_name(info.type));
+        file_fail(op, source, where + " must be described by an object, not " + detail::json_kind_name(info.type));
       const detail::json_value *dtype = nullptr, *shape_value = nullptr, *offsets = nullptr;
       for (const auto& [key, value] : info.members) {
         if (key == "dtype") dtype = &value;
         else if (key == "shape") shape_value = &value;
         else if (key == "data_offsets") offsets = &value;
-        else safetensors_fail(op, source, where + " has an unexpected key \"" + key + "\" (expected dtype, shape, data_offsets)");
+        else file_fail(op, source, where + " has an unexpected key \"" + key + "\" (expected dtype, shape, data_offsets)");
       }
       for (auto [p, key] : {std::pair{dtype, "dtype"}, {shape_value, "shape"}, {offsets, "data_offsets"}})
-        if (p == nullptr) safetensors_fail(op, source, where + " has no \"" + key + "\"");
+        if (p == nullptr) file_fail(op, source, where + " has no \"" + key + "\"");
       if (dtype->type != detail::json_value::kind::string)
-        safetensors_fail(op, source, where + ": \"dtype\" must be a string, not " + detail::json_kind_name(dtype->type));
+        file_fail(op, source, where + ": \"dtype\" must be a string, not " + detail::json_kind_name(dtype->type));
       const safetensors_dtype d = parse_dtype(dtype->text, op, source, where);
       if (shape_value->type != detail::json_value::kind::array)
-        safetensors_fail(op, source, where + ": \"shape\" must be an array, not " + detail::json_kind_name(shape_value->type));
+        file_fail(op, source, where + ": \"shape\" must be an array, not " + detail::json_kind_name(shape_value->type));
       if (shape_value->items.size() > static_cast<std::size_t>(max_rank))
-        safetensors_fail(op, source, where + " has rank " + std::to_string(shape_value->items.size()) +
+        file_fail(op, source, where + " has rank " + std::to_string(shape_value->items.size()) +
                                          "; fluxion tensors have at most " + std::to_string(max_rank) + " axes");
       std::vector<index_t> extents;
       std::uint64_t elements = 1;
@@ -552,25 +498,25 @@ class safetensors {
             detail::json_to_unsigned(shape_value->items[i], op, source, where + ": shape[" + std::to_string(i) + "]");
         if (e > static_cast<std::uint64_t>(shape::max_elements) ||
             (e != 0 && elements > static_cast<std::uint64_t>(shape::max_elements) / e))
-          safetensors_fail(op, source, where + ": the shape describes more than 2^56 elements");
+          file_fail(op, source, where + ": the shape describes more than 2^56 elements");
         elements *= e;
         extents.push_back(static_cast<index_t>(e));
       }
       if (offsets->type != detail::json_value::kind::array || offsets->items.size() != 2)
-        safetensors_fail(op, source, where + ": \"data_offsets\" must be an array of two integers [begin, end]");
+        file_fail(op, source, where + ": \"data_offsets\" must be an array of two integers [begin, end]");
       const std::uint64_t begin = detail::json_to_unsigned(offsets->items[0], op, source, where + ": data_offsets[0]");
       const std::uint64_t end = detail::json_to_unsigned(offsets->items[1], op, source, where + ": data_offsets[1]");
       const fluxion::shape s(extents);
       const std::uint64_t needed = elements * safetensors_element_size(d);
       if (end < begin)
-        safetensors_fail(op, source, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+        file_fail(op, source, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                                          "] end before they begin");
       if (end - begin != needed)
-        safetensors_fail(op, source, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+        file_fail(op, source, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                                          "] span " + std::to_string(end - begin) + " bytes, but shape " + to_string(s) +
                                          " of " + safetensors_dtype_name(d) + " needs " + std::to_string(needed));
       if (end > data_size)
-        safetensors_fail(op, source, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+        file_fail(op, source, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                                          "] reach past the end of the data, which has " + std::to_string(data_size) +
                                          " bytes (a truncated file)");
       ranges.push_back({begin, end, name});
@@ -586,17 +532,17 @@ class safetensors {
     const range* previous = nullptr;
     for (const range& r : ranges) {
       if (r.begin < at)
-        safetensors_fail(op, source, "tensors '" + previous->name + "' [" + std::to_string(previous->begin) + ", " +
+        file_fail(op, source, "tensors '" + previous->name + "' [" + std::to_string(previous->begin) + ", " +
                                          std::to_string(previous->end) + ") and '" + r.name + "' [" +
                                          std::to_string(r.begin) + ", " + std::to_string(r.end) + ") overlap");
       if (r.begin > at)
-        safetensors_fail(op, source, "bytes [" + std::to_string(at) + ", " + std::to_string(r.begin) +
+        file_fail(op, source, "bytes [" + std::to_string(at) + ", " + std::to_string(r.begin) +
                                          ") of the data belong to no tensor (a hole before '" + r.name + "')");
       at = r.end;
       previous = &r;
     }
     if (at != data_size)
-      safetensors_fail(op, source, "the tensors cover " + std::to_string(at) + " bytes of data but the file has " +
+      file_fail(op, source, "the tensors cover " + std::to_string(at) + " bytes of data but the file has " +
                                        std::to_string(data_size) + " after its header (trailing bytes)");
     return out;
   }
@@ -653,14 +599,14 @@ class safetensors {
   template <element_type T>
   tensor<T> get(const std::string& name) const {
     const safetensors_tensor* t = find(name);
-    if (t == nullptr) detail::safetensors_fail("safetensors::get", m_source, "no tensor named '" + name + "'");
+    if (t == nullptr) detail::file_fail("safetensors::get", m_source, "no tensor named '" + name + "'");
     return to_tensor<T>(*t, name, "safetensors::get");
   }
   /// Converts an entry to a tensor<T>, whose dtype must be exactly the entry's.
   template <element_type T>
   tensor<T> to_tensor(const safetensors_tensor& t, const std::string& name, const std::string& op) const {
     if (t.dtype() != safetensors_dtype_of<T>())
-      detail::safetensors_fail(op, m_source,
+      detail::file_fail(op, m_source,
                                "tensor '" + name + "' holds " + safetensors_dtype_name(t.dtype()) + ", not " +
                                    safetensors_dtype_name(safetensors_dtype_of<T>()) + " (" + dtype_name<T>() + ")");
     return decode<T>(t);
@@ -710,10 +656,10 @@ class safetensors {
                                             "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"};
     for (const char* k : known)
       if (text == k)
-        detail::safetensors_fail(op, source, where + " has dtype " + text +
+        detail::file_fail(op, source, where + " has dtype " + text +
                                                  ", which fluxion does not hold (it reads F32, F64, I32, I64 and "
                                                  "BOOL); convert it first, e.g. with numpy's astype");
-    detail::safetensors_fail(op, source, where + " has an unknown dtype \"" + text + "\"");
+    detail::file_fail(op, source, where + " has an unknown dtype \"" + text + "\"");
   }
 
   /// The 8-byte length and padded header in `head`, the tensors' bytes, largest elements first, in `data`.

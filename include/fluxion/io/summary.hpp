@@ -38,7 +38,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
 #include <limits>
 #include <memory>
 #include <string>
@@ -133,10 +132,11 @@ inline std::string summary_event(double wall_time, std::int64_t step, const std:
 
 // ---- PNG, with stored deflate blocks ----
 
-/// CRC-32 (ISO 3309, the reflected polynomial 0xEDB88320) as PNG chunks carry it.
+/// CRC-32 (ISO 3309, the reflected polynomial 0xEDB88320) as PNG chunks carry it; the table is built at
+/// run time on first use (see detail::crc32c_tables).
 struct crc32_table {
   std::array<std::uint32_t, 256> t{};
-  constexpr crc32_table() {
+  crc32_table() {
     for (std::uint32_t i = 0; i < 256; ++i) {
       std::uint32_t c = i;
       for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
@@ -144,11 +144,15 @@ struct crc32_table {
     }
   }
 };
-inline constexpr crc32_table png_crc_table{};
+inline const crc32_table& png_crc_table() {
+  static const crc32_table table;
+  return table;
+}
 
 inline std::uint32_t crc32(std::string_view bytes) noexcept {
+  const auto& t = png_crc_table().t;
   std::uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char b : bytes) c = png_crc_table.t[(c ^ b) & 0xFF] ^ (c >> 8);
+  for (unsigned char b : bytes) c = t[(c ^ b) & 0xFF] ^ (c >> 8);
   return ~c;
 }
 
@@ -285,11 +289,11 @@ class summary_writer {
     if (!(m_options.flush_seconds >= 0))
       throw invalid_argument("summary_writer: '" + m_log_dir + "': flush_seconds must be >= 0, not " +
                              detail::format_number(m_options.flush_seconds));
-    std::error_code ec;
-    std::filesystem::create_directories(m_log_dir, ec);
-    if (ec || !std::filesystem::is_directory(m_log_dir))
-      throw io_error("summary_writer: '" + m_log_dir + "': cannot create the log directory" +
-                     (ec ? ": " + ec.message() : std::string(": a file of that name exists")));
+    if (const int code = detail::make_directories(m_log_dir))
+      throw io_error("summary_writer: '" + m_log_dir + "': cannot create the log directory: " +
+                     (code == ENOTDIR && detail::stat_path(m_log_dir).kind != detail::file_kind::missing
+                          ? std::string("a file of that name exists")
+                          : detail::error_text(code)));
     const double now = detail::seconds_since_epoch();
     m_path = unused_file_name(static_cast<std::int64_t>(now));
     try {
@@ -454,12 +458,10 @@ class summary_writer {
   }
 
   std::string unused_file_name(std::int64_t seconds) const {
-    const std::string base = (std::filesystem::path(m_log_dir) /
-                              ("events.out.tfevents." + std::to_string(seconds) + "." + detail::host_name()))
-                                 .string();
+    const std::string base =
+        detail::join_path(m_log_dir, "events.out.tfevents." + std::to_string(seconds) + "." + detail::host_name());
     std::string name = base;
-    std::error_code ec;
-    for (int n = 1; std::filesystem::exists(std::filesystem::symlink_status(name, ec)); ++n)
+    for (int n = 1; detail::stat_path(name, /*follow_links=*/false).kind != detail::file_kind::missing; ++n)
       name = base + "." + std::to_string(n);
     return name;
   }

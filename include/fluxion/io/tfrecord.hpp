@@ -23,7 +23,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -31,14 +30,16 @@
 #include <system_error>
 
 #include "../core/error.hpp"
+#include "file.hpp"
 
 namespace fluxion::io {
 namespace detail {
 
-/// Slicing-by-8 tables of CRC-32C (reflected polynomial 0x82F63B78), built at compile time.
+/// Slicing-by-8 tables of CRC-32C (reflected polynomial 0x82F63B78), built at run time on first use:
+/// as a constexpr table they cost every program that includes this header 0.5 s of compile time.
 struct crc32c_tables {
   std::array<std::array<std::uint32_t, 256>, 8> t{};
-  constexpr crc32c_tables() {
+  crc32c_tables() {
     for (std::uint32_t i = 0; i < 256; ++i) {
       std::uint32_t c = i;
       for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
@@ -48,7 +49,10 @@ struct crc32c_tables {
       for (std::size_t i = 0; i < 256; ++i) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFFu];
   }
 };
-inline constexpr crc32c_tables crc32c_table{};
+inline const crc32c_tables& crc32c_table() {
+  static const crc32c_tables tables;
+  return tables;
+}
 
 inline void put_le32(unsigned char* p, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
@@ -67,15 +71,11 @@ inline std::uint64_t get_le64(const unsigned char* p) {
   return v;
 }
 
-[[noreturn]] inline void tfrecord_fail(const char* op, const std::string& path, const std::string& what) {
-  throw io_error(std::string(op) + ": '" + path + "': " + what);
-}
-
 }  // namespace detail
 
 /// Extends a CRC-32C: crc32c_extend(crc32c(a), b) == crc32c(a + b).
 inline std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t n) noexcept {
-  const auto& t = detail::crc32c_table.t;
+  const auto& t = detail::crc32c_table().t;
   const auto* p = static_cast<const unsigned char*>(data);
   std::uint32_t c = ~crc;
   while (n >= 8) {
@@ -122,7 +122,7 @@ class tfrecord_writer {
   explicit tfrecord_writer(std::string path) : m_path(std::move(path)) {
     m_out.open(m_path, std::ios::binary | std::ios::trunc);
     if (!m_out)
-      detail::tfrecord_fail("tfrecord_writer", m_path, std::string("cannot create the file: ") + std::strerror(errno));
+      detail::file_fail("tfrecord_writer", m_path, std::string("cannot create the file: ") + std::strerror(errno));
   }
   tfrecord_writer(const tfrecord_writer&) = delete;
   tfrecord_writer& operator=(const tfrecord_writer&) = delete;
@@ -141,7 +141,7 @@ class tfrecord_writer {
     m_out.write(record.data(), static_cast<std::streamsize>(record.size()));
     m_out.write(reinterpret_cast<const char*>(footer), 4);
     if (!m_out)
-      detail::tfrecord_fail("tfrecord_writer::write", m_path,
+      detail::file_fail("tfrecord_writer::write", m_path,
                             "cannot write record " + std::to_string(m_records) + ": " + std::strerror(errno));
     ++m_records;
     m_bytes += header.size() + record.size() + 4;
@@ -150,7 +150,7 @@ class tfrecord_writer {
   /// Hands the buffered records to the operating system.
   void flush() {
     m_out.flush();
-    if (!m_out) detail::tfrecord_fail("tfrecord_writer::flush", m_path, std::string("cannot write: ") + std::strerror(errno));
+    if (!m_out) detail::file_fail("tfrecord_writer::flush", m_path, std::string("cannot write: ") + std::strerror(errno));
   }
 
   /// Flushes and closes the file; later writes throw.
@@ -176,16 +176,10 @@ class tfrecord_writer {
 class tfrecord_reader {
  public:
   explicit tfrecord_reader(std::string path) : m_path(std::move(path)) {
-    std::error_code ec;
-    const auto status = std::filesystem::status(m_path, ec);
-    if (!std::filesystem::exists(status)) detail::tfrecord_fail("tfrecord_reader", m_path, "no such file");
-    if (std::filesystem::is_directory(status))
-      detail::tfrecord_fail("tfrecord_reader", m_path, "is a directory, not a TFRecord file");
-    m_size = std::filesystem::file_size(m_path, ec);
-    if (ec) detail::tfrecord_fail("tfrecord_reader", m_path, "cannot get the file's size: " + ec.message());
+    m_size = detail::readable_file_size("tfrecord_reader", m_path, "a TFRecord file");
     m_in.open(m_path, std::ios::binary);
     if (!m_in)
-      detail::tfrecord_fail("tfrecord_reader", m_path, std::string("cannot open the file: ") + std::strerror(errno));
+      detail::file_fail("tfrecord_reader", m_path, std::string("cannot open the file: ") + std::strerror(errno));
   }
 
   /// The next record, or std::nullopt at the end of the file.
@@ -227,7 +221,7 @@ class tfrecord_reader {
 
  private:
   [[noreturn]] void fail(std::uint64_t start, const std::string& what) const {
-    detail::tfrecord_fail("tfrecord_reader", m_path,
+    detail::file_fail("tfrecord_reader", m_path,
                           "record " + std::to_string(m_record) + " at byte offset " + std::to_string(start) + ": " + what);
   }
   void read_bytes(char* dst, std::uint64_t n, std::uint64_t start) {
