@@ -147,26 +147,31 @@ const T* edge_sliver(index_t kc, const T* as, index_t lda, index_t h) {
 /// One tile of MR rows (the first h stored) by NR columns (the first w stored). `as` is an A sliver
 /// of MR values per k (a_stride == 0) or MR rows read in place. A right-edge tile runs the same kernel
 /// on a padded copy, so edge elements round like the rest.
+/// The micro-kernel is inlined at one call site only: it is most of GEMM's compile time, so the
+/// padded edge tile and the full tile share it, with the destination chosen before the call.
 template <class T, index_t MR>
 FLUXION_ALWAYS_INLINE void tile(index_t kc, const T* as, index_t a_stride, const T* bs, T* cp, index_t ldc,
                                 const tile_update<T>& u, index_t h, index_t w) {
   constexpr index_t nr = gemm_kernel_traits<T>::nr;
-  if (w == nr) {
-    micro_kernel<T, MR>(kc, as, a_stride, bs, cp, ldc, u, h);
-    return;
-  }
-  alignas(buffer_alignment) T padded[MR * nr] = {};
-  alignas(buffer_alignment) T padded_bias[nr] = {};
-  if (u.beta != T(0))
-    for (index_t i = 0; i < h; ++i)
-      for (index_t j = 0; j < w; ++j) padded[i * nr + j] = cp[i * ldc + j];
-  if (u.bias)
-    for (index_t j = 0; j < w; ++j) padded_bias[j] = u.bias[j];
+  alignas(buffer_alignment) T padded[MR * nr];
+  alignas(buffer_alignment) T padded_bias[nr];
+  const bool edge = w != nr;
   tile_update<T> ue = u;
-  ue.bias = u.bias ? padded_bias : nullptr;
-  micro_kernel<T, MR>(kc, as, a_stride, bs, padded, nr, ue, h);
-  for (index_t i = 0; i < h; ++i)
-    for (index_t j = 0; j < w; ++j) cp[i * ldc + j] = padded[i * nr + j];
+  if (edge) {
+    std::fill_n(padded, MR * nr, T(0));
+    if (u.beta != T(0))
+      for (index_t i = 0; i < h; ++i)
+        for (index_t j = 0; j < w; ++j) padded[i * nr + j] = cp[i * ldc + j];
+    if (u.bias) {
+      std::fill_n(padded_bias, nr, T(0));
+      for (index_t j = 0; j < w; ++j) padded_bias[j] = u.bias[j];
+      ue.bias = padded_bias;
+    }
+  }
+  micro_kernel<T, MR>(kc, as, a_stride, bs, edge ? padded : cp, edge ? nr : ldc, ue, h);
+  if (edge)
+    for (index_t i = 0; i < h; ++i)
+      for (index_t j = 0; j < w; ++j) cp[i * ldc + j] = padded[i * nr + j];
 }
 
 /// All tiles of rows [i0, i0 + rows) in the NR columns starting at js, for one k-slice. `ap` holds
@@ -186,10 +191,8 @@ void sliver_tiles(const problem<T>& p, tile_update<T> u, bool last, index_t kc, 
     const T* as = lda == 0 ? ap + is * kc : ap + is * lda;
     T* cp = p.c + (i0 + is) * p.ldc + js;
     with_edge_height<T>(h, [&]<index_t MR>() {
-      if (lda != 0 && h < MR)  // rows past the end cannot be read in place
-        tile<T, MR>(kc, edge_sliver<T, MR>(kc, as, lda, h), 0, bs, cp, p.ldc, u, h, w);
-      else
-        tile<T, MR>(kc, as, lda, bs, cp, p.ldc, u, h, w);
+      const bool copy = lda != 0 && h < MR;  // rows past the end cannot be read in place
+      tile<T, MR>(kc, copy ? edge_sliver<T, MR>(kc, as, lda, h) : as, copy ? 0 : lda, bs, cp, p.ldc, u, h, w);
     });
   }
 }
