@@ -19,6 +19,9 @@
 // runs, SIGINT (Ctrl-C) asks it to stop after the current step: callbacks then see
 // on_train_end (a checkpoint callback saves there) and fit returns with history.interrupted set; the
 // previous handler is restored when fit returns.
+//
+// The callbacks that save and log live with what they use: fx::checkpoint_callback in
+// <fluxion/checkpoint.hpp>, fx::tensorboard_callback in <fluxion/tensorboard.hpp>.
 #pragma once
 
 #include <unistd.h>

@@ -24,3 +24,16 @@
 #include "metrics.hpp"
 #include "fit.hpp"
 #include "nn/prebuilt.hpp"
+
+namespace fluxion {
+// Declared, not defined, here: a program that uses one without its header gets "incomplete type"
+// with a note that points at the line below, which names the header to include.
+class checkpoint;            // defined in <fluxion/checkpoint.hpp>: #include it to save or restore
+class checkpoint_manager;    // defined in <fluxion/checkpoint.hpp>: #include it to save or restore
+class checkpoint_callback;   // defined in <fluxion/checkpoint.hpp>: #include it to save from fx::fit
+class tensorboard_callback;  // defined in <fluxion/tensorboard.hpp>: #include it to log from fx::fit
+namespace io {
+class summary_writer;        // defined in <fluxion/tensorboard.hpp> (or <fluxion/io.hpp>): #include it
+}  // namespace io
+using io::summary_writer;
+}  // namespace fluxion
