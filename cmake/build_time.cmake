@@ -55,6 +55,17 @@ function(fluxion_target_prebuilt_kernels target)
   target_link_libraries(${target} PRIVATE ${library})
 endfunction()
 
+# fluxion_target_precompile_headers(target [facade...]): a precompiled header of <fluxion/fluxion.hpp>
+# for target, and of the facades named after it that are not in the umbrella header: data,
+# checkpoint, tensorboard, io, xtensor (e.g. `fluxion_target_precompile_headers(app data checkpoint)`).
 function(fluxion_target_precompile_headers target)
-  target_precompile_headers(${target} PRIVATE <fluxion/fluxion.hpp>)
+  set(headers <fluxion/fluxion.hpp>)
+  foreach(facade IN LISTS ARGN)
+    if(NOT facade MATCHES "^(data|checkpoint|tensorboard|io|xtensor)$")
+      message(FATAL_ERROR "fluxion_target_precompile_headers(${target} ...): unknown facade '${facade}' "
+                          "(expected data, checkpoint, tensorboard, io or xtensor)")
+    endif()
+    list(APPEND headers <fluxion/${facade}.hpp>)
+  endforeach()
+  target_precompile_headers(${target} PRIVATE ${headers})
 endfunction()
