@@ -100,7 +100,7 @@ inline csv_layout read_csv_header(line_reader& lines, const std::vector<std::str
   std::optional<std::string> header;
   while ((header = lines.next()) && blank(*header)) {
   }
-  if (!header) fail("csv", lines.path(), "the file is empty; expected a header row naming the columns");
+  if (!header) file_fail("csv", lines.path(), "the file is empty; expected a header row naming the columns");
   csv_layout layout;
   for (std::string_view f : split_fields(*header)) {
     if (f.size() >= 2 && f.front() == '"' && f.back() == '"') f = f.substr(1, f.size() - 2);
@@ -115,8 +115,8 @@ inline csv_layout read_csv_header(line_reader& lines, const std::vector<std::str
       if (i == layout.names.size()) {
         std::string have;
         for (const auto& n : layout.names) have += (have.empty() ? "'" : ", '") + n + "'";
-        fail("csv", lines.path(), "no column named '" + c + "' in the header (line " +
-                                      std::to_string(lines.line_number()) + "); the columns are " + have);
+        file_fail("csv", lines.path(), "no column named '" + c + "' in the header (line " +
+                                           std::to_string(lines.line_number()) + "); the columns are " + have);
       }
       layout.selected.push_back(i);
     }
@@ -143,9 +143,9 @@ inline dataset<tensor<float>> csv(const std::string& path, std::vector<std::stri
       const auto fields = detail::split_fields(*line);
       const std::size_t line_no = lines->line_number();
       if (fields.size() != layout->names.size())
-        detail::fail("csv", lines->path(),
-                     "line " + std::to_string(line_no) + " has " + std::to_string(fields.size()) +
-                         " fields, the header has " + std::to_string(layout->names.size()) + " columns");
+        detail::file_fail("csv", lines->path(),
+                          "line " + std::to_string(line_no) + " has " + std::to_string(fields.size()) +
+                              " fields, the header has " + std::to_string(layout->names.size()) + " columns");
       tensor<float> row(shape{static_cast<index_t>(layout->selected.size())});
       for (std::size_t k = 0; k < layout->selected.size(); ++k) {
         const std::size_t c = layout->selected[k];
@@ -154,9 +154,9 @@ inline dataset<tensor<float>> csv(const std::string& path, std::vector<std::stri
         float v = 0;
         const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
         if (f.empty() || ec != std::errc() || end != f.data() + f.size())
-          detail::fail("csv", lines->path(),
-                       "line " + std::to_string(line_no) + ", column " + std::to_string(c + 1) + " ('" +
-                           layout->names[c] + "'): expected a number, got '" + std::string(fields[c]) + "'");
+          detail::file_fail("csv", lines->path(),
+                            "line " + std::to_string(line_no) + ", column " + std::to_string(c + 1) + " ('" +
+                                layout->names[c] + "'): expected a number, got '" + std::string(fields[c]) + "'");
         row.mutable_data()[k] = v;
       }
       return row;

@@ -75,29 +75,29 @@ inline idx_header read_idx_header(input_file& in) {
   unsigned char magic[4];
   const std::size_t got = in.read(magic, 4);
   if (got < 4 || magic[0] != 0 || magic[1] != 0 || std::string(idx_type_name(magic[2])) == "unknown")
-    fail(in.op(), in.path(),
-         "bad IDX magic at byte offset 0: the file starts with [" + hex_bytes(magic, got) +
-             "]; an IDX file starts with 00 00, a type byte (08 unsigned byte, 09 signed byte, 0b int16, 0c int32, "
-             "0d float32, 0e float64) and the number of dimensions");
+    file_fail(in.op(), in.path(),
+              "bad IDX magic at byte offset 0: the file starts with [" + hex_bytes(magic, got) +
+                  "]; an IDX file starts with 00 00, a type byte (08 unsigned byte, 09 signed byte, 0b int16, 0c int32, "
+                  "0d float32, 0e float64) and the number of dimensions");
   idx_header h;
   h.type = magic[2];
   const int rank = magic[3];
   h.value_bytes = h.type == 0x0B ? 2 : h.type == 0x0C || h.type == 0x0D ? 4 : h.type == 0x0E ? 8 : 1;
   if (rank > max_rank)
-    fail(in.op(), in.path(),
-         "bad IDX header: " + std::to_string(rank) + " dimensions; fluxion tensors have at most " +
-             std::to_string(max_rank));
+    file_fail(in.op(), in.path(),
+              "bad IDX header: " + std::to_string(rank) + " dimensions; fluxion tensors have at most " +
+                  std::to_string(max_rank));
   index_t total = 1;
   for (int d = 0; d < rank; ++d) {
     unsigned char b[4];
     if (in.read(b, 4) < 4)
-      fail(in.op(), in.path(),
-           "truncated IDX header: extent " + std::to_string(d) + " of " + std::to_string(rank) + " at byte offset " +
-               std::to_string(4 + 4 * d) + " needs 4 bytes, the data ends at byte offset " +
-               std::to_string(in.offset()) + " (a header of " + std::to_string(4 + 4 * rank) + " bytes)");
+      file_fail(in.op(), in.path(),
+                "truncated IDX header: extent " + std::to_string(d) + " of " + std::to_string(rank) + " at byte offset " +
+                    std::to_string(4 + 4 * d) + " needs 4 bytes, the data ends at byte offset " +
+                    std::to_string(in.offset()) + " (a header of " + std::to_string(4 + 4 * rank) + " bytes)");
     const index_t e = (index_t{b[0]} << 24) | (index_t{b[1]} << 16) | (index_t{b[2]} << 8) | index_t{b[3]};
     if (e != 0 && total > shape::max_elements / e)
-      fail(in.op(), in.path(), "bad IDX header: the extents describe more than 2^56 values");
+      file_fail(in.op(), in.path(), "bad IDX header: the extents describe more than 2^56 values");
     total *= e;
     h.extents.push_back(e);
   }
@@ -105,21 +105,21 @@ inline idx_header read_idx_header(input_file& in) {
   // reader (found by fuzz/idx.fuzz.cpp: a 12-byte file declaring 134 million items of 0 values).
   for (int d = 1; d < rank; ++d)
     if (h.extents[static_cast<std::size_t>(d)] == 0 && h.extents[0] > 0)
-      fail(in.op(), in.path(),
-           "bad IDX header: extent " + std::to_string(d) + " is 0, so each of the " + std::to_string(h.extents[0]) +
-               " items of shape " + to_string(shape(h.extents)) + " would hold no values");
+      file_fail(in.op(), in.path(),
+                "bad IDX header: extent " + std::to_string(d) + " is 0, so each of the " + std::to_string(h.extents[0]) +
+                    " items of shape " + to_string(shape(h.extents)) + " would hold no values");
   h.header_bytes = 4 + 4 * static_cast<std::size_t>(rank);
   if (auto size = in.size()) {  // a plain file: its size must match
     const std::uint64_t want = h.header_bytes + static_cast<std::uint64_t>(total) * h.value_bytes;
     if (*size < want)
-      fail(in.op(), in.path(),
-           "truncated IDX data: shape " + to_string(shape(h.extents)) + " of " + idx_type_name(h.type) + " needs " +
-               std::to_string(want) + " bytes with its header, the file has " + std::to_string(*size));
+      file_fail(in.op(), in.path(),
+                "truncated IDX data: shape " + to_string(shape(h.extents)) + " of " + idx_type_name(h.type) + " needs " +
+                    std::to_string(want) + " bytes with its header, the file has " + std::to_string(*size));
     if (*size > want)
-      fail(in.op(), in.path(),
-           "bad IDX file: shape " + to_string(shape(h.extents)) + " of " + idx_type_name(h.type) + " needs " +
-               std::to_string(want) + " bytes with its header, the file has " + std::to_string(*size) +
-               " (wrong extents in the header?)");
+      file_fail(in.op(), in.path(),
+                "bad IDX file: shape " + to_string(shape(h.extents)) + " of " + idx_type_name(h.type) + " needs " +
+                    std::to_string(want) + " bytes with its header, the file has " + std::to_string(*size) +
+                    " (wrong extents in the header?)");
   }
   return h;
 }
@@ -149,7 +149,7 @@ dataset<tensor<T>> idx_dataset(const std::string& path, const std::string& op, c
         auto in = std::make_shared<input_file>(path, op);
         const idx_header again = read_idx_header(*in);
         if (again.type != h.type || again.extents != h.extents)
-          fail(op, path, "the file changed since the dataset was made (another header)");
+          file_fail(op, path, "the file changed since the dataset was made (another header)");
         const std::size_t values = static_cast<std::size_t>(element_shape.size());
         const std::size_t element_bytes = values * h.value_bytes;
         auto bytes = std::make_shared<std::vector<unsigned char>>();
@@ -174,10 +174,10 @@ dataset<tensor<T>> idx_dataset(const std::string& path, const std::string& op, c
             got = in->read(bytes->data(), element_bytes);
           }
           if (got < element_bytes)
-            fail(in->op(), in->path(),
-                 "truncated IDX data: element " + std::to_string(index) + " of " + std::to_string(count) +
-                     " at byte offset " + std::to_string(at) + " needs " + std::to_string(element_bytes) +
-                     " bytes, the data ends after " + std::to_string(got));
+            file_fail(in->op(), in->path(),
+                      "truncated IDX data: element " + std::to_string(index) + " of " + std::to_string(count) +
+                          " at byte offset " + std::to_string(at) + " needs " + std::to_string(element_bytes) +
+                          " bytes, the data ends after " + std::to_string(got));
           tensor<T> t(element_shape);
           T* out = t.mutable_data();
           const unsigned char* p = bytes->data();
@@ -206,7 +206,7 @@ template <class T = float>
 dataset<tensor<T>> idx(const std::string& path) {
   input_file in(path, "idx");
   const idx_header h = detail::read_idx_header(in);
-  if (h.extents.empty()) detail::fail("idx", path, "the IDX file has no dimensions; there is nothing to slice");
+  if (h.extents.empty()) detail::file_fail("idx", path, "the IDX file has no dimensions; there is nothing to slice");
   return detail::idx_dataset<T>(path, "idx", h, h.element_shape(), 1.0);
 }
 
@@ -215,10 +215,10 @@ inline dataset<tensor<float>> idx_images(const std::string& path) {
   input_file in(path, "idx_images");
   const idx_header h = detail::read_idx_header(in);
   if (h.type != 0x08 || h.extents.size() != 3)
-    detail::fail("idx_images", path,
-                 "expected images: 3 dimensions (images, rows, columns) of unsigned bytes (magic 00 00 08 03), the "
-                 "file has " + std::to_string(h.extents.size()) + " dimension(s) " + to_string(shape(h.extents)) +
-                     " of " + detail::idx_type_name(h.type) + (h.extents.size() == 1 ? " (a labels file? use idx_labels)" : ""));
+    detail::file_fail("idx_images", path,
+                      "expected images: 3 dimensions (images, rows, columns) of unsigned bytes (magic 00 00 08 03), the "
+                      "file has " + std::to_string(h.extents.size()) + " dimension(s) " + to_string(shape(h.extents)) +
+                          " of " + detail::idx_type_name(h.type) + (h.extents.size() == 1 ? " (a labels file? use idx_labels)" : ""));
   return detail::idx_dataset<float>(path, "idx_images", h, shape{h.extents[1], h.extents[2], 1}, 1.0 / 255.0);
 }
 
@@ -227,10 +227,10 @@ inline dataset<tensor<std::int32_t>> idx_labels(const std::string& path) {
   input_file in(path, "idx_labels");
   const idx_header h = detail::read_idx_header(in);
   if (h.type != 0x08 || h.extents.size() != 1)
-    detail::fail("idx_labels", path,
-                 "expected labels: 1 dimension of unsigned bytes (magic 00 00 08 01), the file has " +
-                     std::to_string(h.extents.size()) + " dimension(s) " + to_string(shape(h.extents)) + " of " +
-                     detail::idx_type_name(h.type) + (h.extents.size() == 3 ? " (an images file? use idx_images)" : ""));
+    detail::file_fail("idx_labels", path,
+                      "expected labels: 1 dimension of unsigned bytes (magic 00 00 08 01), the file has " +
+                          std::to_string(h.extents.size()) + " dimension(s) " + to_string(shape(h.extents)) + " of " +
+                          detail::idx_type_name(h.type) + (h.extents.size() == 3 ? " (an images file? use idx_images)" : ""));
   return detail::idx_dataset<std::int32_t>(path, "idx_labels", h, shape{}, 1.0);
 }
 

@@ -40,9 +40,7 @@ namespace fluxion::data {
 inline constexpr bool has_zlib = FLUXION_DATA_ZLIB;
 
 namespace detail {
-[[noreturn]] inline void fail(const std::string& op, const std::string& path, const std::string& what) {
-  throw io_error(op + ": '" + path + "': " + what);
-}
+using io::detail::file_fail;
 }  // namespace detail
 
 class input_file {
@@ -51,7 +49,7 @@ class input_file {
   input_file(std::string path, std::string op) : m_path(std::move(path)), m_op(std::move(op)) {
     const std::uint64_t size = io::detail::readable_file_size(m_op, m_path, "a file");
     m_file = std::fopen(m_path.c_str(), "rb");
-    if (!m_file) detail::fail(m_op, m_path, std::string("cannot open the file: ") + std::strerror(errno));
+    if (!m_file) detail::file_fail(m_op, m_path, std::string("cannot open the file: ") + std::strerror(errno));
     unsigned char magic[2] = {0, 0};
     const std::size_t got = std::fread(magic, 1, 2, m_file);
     m_gzip = got == 2 && magic[0] == 0x1F && magic[1] == 0x8B;
@@ -63,13 +61,13 @@ class input_file {
 #if FLUXION_DATA_ZLIB
     std::fclose(std::exchange(m_file, nullptr));
     m_gz = gzopen(m_path.c_str(), "rb");
-    if (!m_gz) detail::fail(m_op, m_path, std::string("cannot open the gzip file: ") + std::strerror(errno));
+    if (!m_gz) detail::file_fail(m_op, m_path, std::string("cannot open the gzip file: ") + std::strerror(errno));
     gzbuffer(m_gz, 1 << 17);
 #else
     std::fclose(std::exchange(m_file, nullptr));
-    detail::fail(m_op, m_path,
-                 "the file is gzip-compressed, and this program was built without zlib: link the CMake target "
-                 "fluxion::zlib (it defines FLUXION_HAS_ZLIB; Debian's package zlib1g-dev), or gunzip the file");
+    detail::file_fail(m_op, m_path,
+                      "the file is gzip-compressed, and this program was built without zlib: link the CMake target "
+                      "fluxion::zlib (it defines FLUXION_HAS_ZLIB; Debian's package zlib1g-dev), or gunzip the file");
 #endif
   }
   input_file(const input_file&) = delete;
@@ -87,8 +85,8 @@ class input_file {
     if (m_file) {
       got = std::fread(dst, 1, n, m_file);
       if (got < n && std::ferror(m_file))
-        detail::fail(m_op, m_path, "cannot read at byte offset " + std::to_string(m_offset + got) + ": " +
-                                       std::strerror(errno));
+        detail::file_fail(m_op, m_path, "cannot read at byte offset " + std::to_string(m_offset + got) + ": " +
+                                            std::strerror(errno));
     } else {
 #if FLUXION_DATA_ZLIB
       auto* p = static_cast<char*>(dst);
@@ -125,8 +123,8 @@ class input_file {
     const char* message = gzerror(m_gz, &err);
     std::string what = message && *message ? message : "unknown error";
     if (err == Z_BUF_ERROR) what += " (the compressed stream is truncated)";
-    detail::fail(m_op, m_path,
-                 "gzip error at uncompressed byte offset " + std::to_string(m_offset + got) + ": " + what);
+    detail::file_fail(m_op, m_path,
+                      "gzip error at uncompressed byte offset " + std::to_string(m_offset + got) + ": " + what);
   }
   gzFile m_gz = nullptr;
 #endif

@@ -153,7 +153,7 @@ class header_parser {
     std::string shown(m_text.substr(0, 200));
     while (!shown.empty() && (shown.back() == ' ' || shown.back() == '\n')) shown.pop_back();
     file_fail("load_npy", m_path,
-         "malformed header: " + what + " (at character " + std::to_string(m_pos) + " of \"" + shown + "\")");
+              "malformed header: " + what + " (at character " + std::to_string(m_pos) + " of \"" + shown + "\")");
   }
   char peek() const { return m_pos < m_text.size() ? m_text[m_pos] : '\0'; }
   void skip_space() {
@@ -248,27 +248,27 @@ inline npy_header read_header(std::ifstream& in, const std::string& path, std::u
       shown += hex[pre[i] & 15];
     }
     file_fail("load_npy", path,
-         "not a .npy file: bad magic (the file starts with [" + shown + "], a .npy file with 93 4e 55 4d 50 59, "
-         "\"\\x93NUMPY\")");
+              "not a .npy file: bad magic (the file starts with [" + shown + "], a .npy file with 93 4e 55 4d 50 59, "
+              "\"\\x93NUMPY\")");
   }
   if (have < 8) file_fail("load_npy", path, "truncated header: the file ends after " + std::to_string(have) + " bytes, "
-                                       "inside the format version");
+                                            "inside the format version");
   const int major = pre[6], minor = pre[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
     file_fail("load_npy", path,
-         "unsupported format version " + std::to_string(major) + "." + std::to_string(minor) +
-             " (fluxion reads versions 1.0, 2.0 and 3.0)");
+              "unsupported format version " + std::to_string(major) + "." + std::to_string(minor) +
+                  " (fluxion reads versions 1.0, 2.0 and 3.0)");
   const int length_bytes = major == 1 ? 2 : 4;
   const std::size_t prefix = 8 + static_cast<std::size_t>(length_bytes);
   if (have < prefix)
     file_fail("load_npy", path,
-         "truncated header: the file ends after " + std::to_string(have) + " bytes, inside the " +
-             std::to_string(length_bytes) + "-byte header length");
+              "truncated header: the file ends after " + std::to_string(have) + " bytes, inside the " +
+                  std::to_string(length_bytes) + "-byte header length");
   const std::size_t header_length = read_little_endian(pre.data() + 8, length_bytes);
   if (file_size - prefix < header_length)
     file_fail("load_npy", path,
-         "truncated header: the header length says " + std::to_string(header_length) + " bytes but only " +
-             std::to_string(file_size - prefix) + " follow");
+              "truncated header: the header length says " + std::to_string(header_length) + " bytes but only " +
+                  std::to_string(file_size - prefix) + " follow");
   std::string text(header_length, '\0');
   in.seekg(static_cast<std::streamoff>(prefix));
   in.read(text.data(), static_cast<std::streamsize>(header_length));
@@ -331,8 +331,6 @@ inline std::string header_text(const std::string& descr, const shape& s) {
   return dict;
 }
 
-/// A name next to `path`, unique in this process, for the file save_npy renames into place.
-
 }  // namespace detail
 
 /// Reads a .npy file into a tensor<T>. T must be the element type of the file's dtype.
@@ -345,8 +343,8 @@ tensor<T> load_npy(const std::string& path) {
 
   if (static_cast<int>(h.extents.size()) > max_rank)
     detail::file_fail("load_npy", path,
-                 "the array has rank " + std::to_string(h.extents.size()) + "; fluxion tensors have at most " +
-                     std::to_string(max_rank) + " axes");
+                      "the array has rank " + std::to_string(h.extents.size()) + "; fluxion tensors have at most " +
+                          std::to_string(max_rank) + " axes");
   index_t elements = 1;
   for (index_t d : h.extents) {
     if (d != 0 && elements > shape::max_elements / d)
@@ -359,9 +357,9 @@ tensor<T> load_npy(const std::string& path) {
   const std::uintmax_t available = file_size - h.data_offset;
   if (available < needed)
     detail::file_fail("load_npy", path,
-                 "the data is truncated: shape " + to_string(s) + " of " + dtype_name<T>() + " needs " +
-                     std::to_string(needed) + " bytes but the file has " + std::to_string(available) +
-                     " after its " + std::to_string(h.data_offset) + "-byte header");
+                      "the data is truncated: shape " + to_string(s) + " of " + dtype_name<T>() + " needs " +
+                          std::to_string(needed) + " bytes but the file has " + std::to_string(available) +
+                          " after its " + std::to_string(h.data_offset) + "-byte header");
 
   tensor<T> t(s);
   std::vector<char> bytes(needed);

@@ -155,8 +155,8 @@ class json_reader {
 
   [[noreturn]] void malformed(const std::string& what) const {
     file_fail(m_op, m_path,
-                     "malformed JSON header: " + what + " (at byte " + std::to_string(m_pos) + " of the " +
-                         std::to_string(m_text.size()) + "-byte header)");
+              "malformed JSON header: " + what + " (at byte " + std::to_string(m_pos) + " of the " +
+                  std::to_string(m_text.size()) + "-byte header)");
   }
   char peek() const { return m_pos < m_text.size() ? m_text[m_pos] : '\0'; }
   bool at_end() const { return m_pos >= m_text.size(); }
@@ -432,20 +432,20 @@ class safetensors {
     const std::size_t file_size = bytes.size();
     if (file_size < 8)
       file_fail(op, source,
-                       "truncated file: it has " + std::to_string(file_size) +
-                           " bytes, fewer than the 8-byte header length that starts a safetensors file");
+                "truncated file: it has " + std::to_string(file_size) +
+                    " bytes, fewer than the 8-byte header length that starts a safetensors file");
     std::uint64_t header_length = 0;
     for (int i = 7; i >= 0; --i) header_length = (header_length << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
     if (header_length > file_size - 8)
       file_fail(op, source,
-                       "the header length says " + std::to_string(header_length) + " bytes but only " +
-                           std::to_string(file_size - 8) + " follow (a truncated file, or a corrupted length)");
+                "the header length says " + std::to_string(header_length) + " bytes but only " +
+                    std::to_string(file_size - 8) + " follow (a truncated file, or a corrupted length)");
     if (header_length < 2) file_fail(op, source, "the header length is " + std::to_string(header_length) +
-                                                            "; a header is at least \"{}\"");
+                                                     "; a header is at least \"{}\"");
     const std::string_view header_text(bytes.data() + 8, static_cast<std::size_t>(header_length));
     if (header_text[0] != '{')
       file_fail(op, source, "the header must start with '{' (a JSON object); it starts with byte " +
-                                       std::to_string(static_cast<unsigned char>(header_text[0])));
+                                std::to_string(static_cast<unsigned char>(header_text[0])));
     const detail::json_value header = detail::json_reader(header_text, op, source).parse();
 
     const std::size_t data_start = 8 + static_cast<std::size_t>(header_length);
@@ -462,11 +462,11 @@ class safetensors {
       if (name == "__metadata__") {
         if (info.type != detail::json_value::kind::object)
           file_fail(op, source, std::string("\"__metadata__\" must be an object of strings, not ") +
-                                           detail::json_kind_name(info.type));
+                                    detail::json_kind_name(info.type));
         for (const auto& [key, value] : info.members) {
           if (value.type != detail::json_value::kind::string)
             file_fail(op, source, "the metadata value of \"" + key + "\" must be a string, not " +
-                                             detail::json_kind_name(value.type));
+                                      detail::json_kind_name(value.type));
           out.m_metadata[key] = value.text;
         }
         continue;
@@ -490,7 +490,7 @@ class safetensors {
         file_fail(op, source, where + ": \"shape\" must be an array, not " + detail::json_kind_name(shape_value->type));
       if (shape_value->items.size() > static_cast<std::size_t>(max_rank))
         file_fail(op, source, where + " has rank " + std::to_string(shape_value->items.size()) +
-                                         "; fluxion tensors have at most " + std::to_string(max_rank) + " axes");
+                                  "; fluxion tensors have at most " + std::to_string(max_rank) + " axes");
       std::vector<index_t> extents;
       std::uint64_t elements = 1;
       for (std::size_t i = 0; i < shape_value->items.size(); ++i) {
@@ -510,15 +510,15 @@ class safetensors {
       const std::uint64_t needed = elements * safetensors_element_size(d);
       if (end < begin)
         file_fail(op, source, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                         "] end before they begin");
+                                  "] end before they begin");
       if (end - begin != needed)
         file_fail(op, source, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                         "] span " + std::to_string(end - begin) + " bytes, but shape " + to_string(s) +
-                                         " of " + safetensors_dtype_name(d) + " needs " + std::to_string(needed));
+                                  "] span " + std::to_string(end - begin) + " bytes, but shape " + to_string(s) +
+                                  " of " + safetensors_dtype_name(d) + " needs " + std::to_string(needed));
       if (end > data_size)
         file_fail(op, source, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                         "] reach past the end of the data, which has " + std::to_string(data_size) +
-                                         " bytes (a truncated file)");
+                                  "] reach past the end of the data, which has " + std::to_string(data_size) +
+                                  " bytes (a truncated file)");
       ranges.push_back({begin, end, name});
       out.m_index.emplace(name, out.m_tensors.size());
       out.m_tensors.emplace_back(name, safetensors_tensor(d, s, storage, data_start + static_cast<std::size_t>(begin),
@@ -533,17 +533,17 @@ class safetensors {
     for (const range& r : ranges) {
       if (r.begin < at)
         file_fail(op, source, "tensors '" + previous->name + "' [" + std::to_string(previous->begin) + ", " +
-                                         std::to_string(previous->end) + ") and '" + r.name + "' [" +
+                                  std::to_string(previous->end) + ") and '" + r.name + "' [" +
                                          std::to_string(r.begin) + ", " + std::to_string(r.end) + ") overlap");
       if (r.begin > at)
         file_fail(op, source, "bytes [" + std::to_string(at) + ", " + std::to_string(r.begin) +
-                                         ") of the data belong to no tensor (a hole before '" + r.name + "')");
+                                  ") of the data belong to no tensor (a hole before '" + r.name + "')");
       at = r.end;
       previous = &r;
     }
     if (at != data_size)
       file_fail(op, source, "the tensors cover " + std::to_string(at) + " bytes of data but the file has " +
-                                       std::to_string(data_size) + " after its header (trailing bytes)");
+                                std::to_string(data_size) + " after its header (trailing bytes)");
     return out;
   }
 
@@ -607,8 +607,8 @@ class safetensors {
   tensor<T> to_tensor(const safetensors_tensor& t, const std::string& name, const std::string& op) const {
     if (t.dtype() != safetensors_dtype_of<T>())
       detail::file_fail(op, m_source,
-                               "tensor '" + name + "' holds " + safetensors_dtype_name(t.dtype()) + ", not " +
-                                   safetensors_dtype_name(safetensors_dtype_of<T>()) + " (" + dtype_name<T>() + ")");
+                        "tensor '" + name + "' holds " + safetensors_dtype_name(t.dtype()) + ", not " +
+                            safetensors_dtype_name(safetensors_dtype_of<T>()) + " (" + dtype_name<T>() + ")");
     return decode<T>(t);
   }
   template <element_type T>
@@ -657,8 +657,8 @@ class safetensors {
     for (const char* k : known)
       if (text == k)
         detail::file_fail(op, source, where + " has dtype " + text +
-                                                 ", which fluxion does not hold (it reads F32, F64, I32, I64 and "
-                                                 "BOOL); convert it first, e.g. with numpy's astype");
+                                          ", which fluxion does not hold (it reads F32, F64, I32, I64 and "
+                                          "BOOL); convert it first, e.g. with numpy's astype");
     detail::file_fail(op, source, where + " has an unknown dtype \"" + text + "\"");
   }
 
