@@ -196,25 +196,25 @@ auto make_format(const std::vector<T>& shown, int rank) {
   else return integer_format<T>(shown);
 }
 
-/// NumPy's _formatArray: nested brackets, rows wrapped at the line width, "..." for summaries.
-template <class T, class Format>
+/// NumPy's _formatArray: nested brackets, rows wrapped at the line width, "..." for summaries. It
+/// takes the shown elements already formatted, in order, so one printer serves every element type.
 class array_printer {
  public:
-  array_printer(const std::vector<T>& values, const shape& s, bool summarize, const Format& format)
-      : m_values(values), m_shape(s), m_strides(contiguous_strides(s)), m_summarize(summarize), m_format(format) {}
+  array_printer(const std::vector<std::string>& words, const shape& s, bool summarize)
+      : m_words(words), m_shape(s), m_summarize(summarize) {}
 
-  std::string print(const std::string& hanging_indent, int width) const { return recurse(0, 0, hanging_indent, width); }
+  std::string print(const std::string& hanging_indent, int width) { return recurse(0, hanging_indent, width); }
 
  private:
-  std::string recurse(int axis, index_t offset, const std::string& hanging_indent, int width) const {
+  std::string recurse(int axis, const std::string& hanging_indent, int width) {
     const int axes_left = m_shape.rank() - axis;
-    if (axes_left == 0) return m_format(static_cast<T>(m_values[static_cast<std::size_t>(offset)]));
+    if (axes_left == 0) return m_words[m_next++];
     const std::string next_indent = hanging_indent + ' ';
     const int next_width = width - 1;  // room for the closing ']'
-    const index_t n = m_shape[axis], stride = m_strides[static_cast<std::size_t>(axis)];
+    const index_t n = m_shape[axis];
     const bool show_summary = m_summarize && 2 * edge_items < n;
     const index_t leading = show_summary ? edge_items : 0, trailing = show_summary ? edge_items : n;
-    auto child = [&](index_t i) { return recurse(axis + 1, offset + i * stride, next_indent, next_width); };
+    auto child = [&] { return recurse(axis + 1, next_indent, next_width); };
 
     std::string s;
     if (axes_left == 1) {
@@ -230,7 +230,7 @@ class array_printer {
         line += word;
       };
       for (index_t i = 0; i < leading; ++i) {
-        extend(child(i));
+        extend(child());
         line += ", ";
       }
       if (show_summary) {
@@ -238,64 +238,76 @@ class array_printer {
         line += ", ";
       }
       for (index_t i = trailing; i > 1; --i) {
-        extend(child(n - i));
+        extend(child());
         line += ", ";
       }
-      extend(child(n - 1));
+      extend(child());
       s += line;
     } else {
       const std::string line_sep = "," + std::string(static_cast<std::size_t>(axes_left - 1), '\n');
-      for (index_t i = 0; i < leading; ++i) s += hanging_indent + child(i) + line_sep;
+      for (index_t i = 0; i < leading; ++i) s += hanging_indent + child() + line_sep;
       if (show_summary) s += hanging_indent + "..." + line_sep;
-      for (index_t i = trailing; i > 1; --i) s += hanging_indent + child(n - i) + line_sep;
-      s += hanging_indent + child(n - 1);
+      for (index_t i = trailing; i > 1; --i) s += hanging_indent + child() + line_sep;
+      s += hanging_indent + child();
     }
     return "[" + s.substr(hanging_indent.size()) + "]";
   }
 
-  const std::vector<T>& m_values;
+  const std::vector<std::string>& m_words;
   const shape& m_shape;
-  std::array<index_t, max_rank> m_strides;
   bool m_summarize;
-  const Format& m_format;
+  std::size_t m_next = 0;
 };
 
-/// The values a summary shows (NumPy's _leading_trailing), which alone decide the formatting.
-template <class T>
-void collect_shown(const std::vector<T>& values, const shape& s, int axis, index_t offset, bool summarize,
-                   std::vector<T>& out) {
+/// The offsets of the elements a summary shows (NumPy's _leading_trailing), in printing order; their
+/// values alone decide the formatting.
+inline void shown_offsets(const shape& s, int axis, index_t offset, bool summarize, std::vector<index_t>& out) {
   if (axis == s.rank()) {
-    out.push_back(values[static_cast<std::size_t>(offset)]);
+    out.push_back(offset);
     return;
   }
   const index_t n = s[axis], stride = contiguous_strides(s)[static_cast<std::size_t>(axis)];
   for (index_t i = 0; i < n; ++i) {
     if (summarize && n > 2 * edge_items && i == edge_items) i = n - edge_items;
-    collect_shown(values, s, axis + 1, offset + i * stride, summarize, out);
+    shown_offsets(s, axis + 1, offset + i * stride, summarize, out);
   }
 }
 
-template <class T>
-std::string format_values(const std::vector<T>& values, const shape& s) {
-  std::string body;
+/// "tensor(" + the printed elements + ", dtype=..., shape=...)", wrapped as NumPy wraps it.
+inline std::string finish_repr(const std::vector<std::string>& words, const shape& s, bool summarize,
+                               const char* dtype) {
+  std::string out = prefix;
   if (s.size() == 0) {
-    body = "[]";
+    out += "[]";
   } else {
-    const bool summarize = s.size() > threshold;
-    std::vector<T> shown;
-    collect_shown(values, s, 0, 0, summarize, shown);
-    const auto format = make_format(shown, s.rank());
     const std::string indent(std::char_traits<char>::length(prefix) + 1, ' ');  // under "tensor(["
-    body = array_printer<T, decltype(format)>(values, s, summarize, format).print(indent, line_width - 1);
+    out += array_printer(words, s, summarize).print(indent, line_width - 1);
   }
-  std::string out = prefix + body + ",";
-  const std::string tail = std::string("dtype=") + dtype_name<T>() + ", shape=" + to_string(s) + ")";
+  out += ",";
+  const std::string tail = std::string("dtype=") + dtype + ", shape=" + to_string(s) + ")";
   const std::size_t last_line = out.size() - (out.rfind('\n') + 1);  // npos + 1 == 0
   if (last_line + tail.size() + 1 > static_cast<std::size_t>(line_width))
     out += "\n" + std::string(std::char_traits<char>::length(prefix), ' ');
   else
     out += " ";
   return out + tail;
+}
+
+template <class T>
+std::string format_values(const std::vector<T>& values, const shape& s) {
+  const bool summarize = s.size() > threshold;
+  std::vector<std::string> words;
+  if (s.size() != 0) {
+    std::vector<index_t> offsets;
+    shown_offsets(s, 0, 0, summarize, offsets);
+    std::vector<T> shown;
+    shown.reserve(offsets.size());
+    for (index_t o : offsets) shown.push_back(values[static_cast<std::size_t>(o)]);
+    const auto format = make_format(shown, s.rank());
+    words.reserve(shown.size());
+    for (std::size_t i = 0; i < shown.size(); ++i) words.push_back(format(static_cast<T>(shown[i])));
+  }
+  return finish_repr(words, s, summarize, dtype_name<T>());
 }
 
 }  // namespace detail::printing

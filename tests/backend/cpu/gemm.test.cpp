@@ -156,6 +156,23 @@ TEST_CASE_TEMPLATE("gemm bottom edges of every height, packed and read in place"
     }
 }
 
+TEST_CASE_TEMPLATE("gemm dot-product tiles: every column count and every row remainder", T, float, double) {
+  // The dot kernel (op(A) not transposed, n <= 6, or n up to one vector with k of 4 vectors or
+  // more) tiles W / n rows for n < 4, else W / 4 rows by 4, 2 and 1 columns, then the leftover rows
+  // W / 4 and one at a time. k = 64 and 70 (a k % W tail), with and without the whole epilogue.
+  std::mt19937 rng(5);
+  int count = 0;
+  for (index_t k : {64, 70})
+    for (index_t n = 1; n <= 16; ++n)
+      for (index_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 21, 33}) {
+        ++count;
+        const bool full = count % 2 == 0;
+        gemm_case g{m, n, k, false, (count & 4) != 0, full ? -0.5 : 1.0, full ? 0.75 : 0.0, full, full, count % 3 ? 0 : 3};
+        INFO(describe(g));
+        CHECK(run_case<T>(g, rng) <= 1.0);
+      }
+}
+
 TEST_CASE_TEMPLATE("gemm handles empty dimensions", T, float, double) {
   std::mt19937 rng(1);
   for (int t = 0; t < 4; ++t)
