@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
+#include <fluxion/backend/cpu/detail/xsimd.hpp>  // xsimd, without g++ 12's false AVX-512 warnings
 
 #ifndef FLUXION_PRECOMPILED_FRONT_END
 #include <doctest/doctest.h>

@@ -29,7 +29,7 @@
 #include <string>
 #include <type_traits>
 
-#include <xsimd/xsimd.hpp>
+#include "../backend/cpu/detail/xsimd.hpp"
 
 #include "../backend/cpu/detail/simd_arch.hpp"
 #include "../core/config.hpp"

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
+#include "detail/xsimd.hpp"
 
 #include "../../core/shape.hpp"
 #include "../../expr/forward.hpp"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <xsimd/xsimd.hpp>
+#include "detail/xsimd.hpp"
 
 #include "../../expr/ops.hpp"
 

@@ -7,7 +7,7 @@
 // FMA instead: slower, as an unoptimized build is anyway, and it compiles.
 #pragma once
 
-#include <xsimd/xsimd.hpp>
+#include "xsimd.hpp"
 
 #if defined(__AVX512F__) && !defined(__OPTIMIZE__) && defined(__AVX2__) && defined(__FMA__)
 #define FLUXION_SIMD_AVX512_CAPPED 1

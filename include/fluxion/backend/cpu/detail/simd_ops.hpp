@@ -9,7 +9,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include <xsimd/xsimd.hpp>
+#include "xsimd.hpp"
 
 #include "../../../core/config.hpp"
 #include "simd_arch.hpp"
