@@ -127,6 +127,17 @@ TEST_CASE("fit: a NaN loss names the step and leaves the variables unchanged; ba
       }(),
       doctest::Contains("fit: the loss is nan at epoch 1, step 2"), fx::error);
   CHECK(opt.iterations() == 1);  // the first step only
+  // The loss names the input element; fit adds the step.
+  CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, data, {.epochs = 1, .out = &log, .callbacks = {}}),
+                       doctest::Contains("the variables were not updated with this step's gradients "
+                                         "(sparse_softmax_cross_entropy: the loss is nan; logits[0, 0] = nan)"),
+                       fx::numeric_error);
+  CHECK(opt.iterations() == 2);
+  // A loss of the user's own that is not finite is caught by fit itself.
+  auto own = [](const auto& logits, const auto&) { return fx::tensor<float>(fx::reduce_sum(logits) * 0.f + std::log(0.f)); };
+  CHECK_THROWS_WITH_AS(fx::fit(net, opt, own, data, {.epochs = 1, .out = &log, .callbacks = {}}),
+                       doctest::Contains("fit: the loss is -inf at epoch 1, step 1"), fx::numeric_error);
+  CHECK(opt.iterations() == 2);
   CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, data, {.epochs = -1}), "fit: epochs = -1 is negative",
                        fx::invalid_argument);
   CHECK_THROWS_AS(fx::fit(net, opt, cross_entropy, std::vector<batch>{}, {.epochs = 1, .out = &log}), fx::invalid_argument);

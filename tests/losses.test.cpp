@@ -9,11 +9,13 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include <fluxion/io/npy.hpp>
 #include <fluxion/losses.hpp>
+#include <fluxion/optim.hpp>
 #include <fluxion/tensor/creation.hpp>
 
 #include "test_util.hpp"
@@ -263,6 +265,58 @@ TEST_CASE("losses: bad shapes, labels and arguments throw, naming the loss and t
   check_contains(low, {"labels[1] = -1 is not in [0, 5)"});
   CHECK_THROWS_AS((void)fx::losses::sparse_softmax_cross_entropy(x, fx::tensor<std::int32_t>{0, 7, 1, 2}),
                   fx::out_of_range);
+}
+
+TEST_CASE("losses: a NaN or infinite loss throws numeric_error naming the input element; a training step stops intact") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  fx::tensor<float> x = fx::zeros<float>({3, 4});
+  x.mutable_data()[6] = nan;  // logits[1, 2]
+  const fx::tensor<float> soft = fx::full<float>({3, 4}, 0.25f);
+  const fx::tensor<std::int32_t> labels{0, 1, 2};
+  check_contains(message_of([&] { (void)fx::losses::sparse_softmax_cross_entropy(x, labels); }),
+                 {"sparse_softmax_cross_entropy: the loss is nan; logits[1, 2] = nan"});
+  check_contains(message_of([&] { (void)fx::losses::sparse_softmax_cross_entropy(x, labels, reduction::none); }),
+                 {"sparse_softmax_cross_entropy: the loss is nan at example [1]; logits[1, 2] = nan"});
+  check_contains(message_of([&] { (void)fx::losses::softmax_cross_entropy(x, soft, reduction::sum); }),
+                 {"softmax_cross_entropy: the loss is nan; logits[1, 2] = nan"});
+  check_contains(message_of([&] { (void)fx::losses::sigmoid_binary_cross_entropy(x, soft); }),
+                 {"sigmoid_binary_cross_entropy: the loss is nan; logits[1, 2] = nan"});
+  // A target, not a prediction, and an infinite one.
+  fx::tensor<float> targets = fx::zeros<float>({3, 4});
+  targets.mutable_data()[11] = -inf;  // targets[2, 3]
+  const fx::tensor<float> zeros = fx::zeros<float>({3, 4});
+  check_contains(message_of([&] { (void)fx::losses::mean_squared_error(zeros, targets, reduction::none); }),
+                 {"mean_squared_error: the loss is inf at example [2]; targets[2, 3] = -inf"});
+  check_contains(message_of([&] { (void)fx::losses::huber(zeros, targets); }),
+                 {"huber: the loss is inf; targets[2, 3] = -inf"});
+  // Finite inputs whose loss overflows float.
+  const fx::tensor<float> big = fx::full<float>({3, 4}, 1e30f);
+  check_contains(message_of([&] { (void)fx::losses::mean_squared_error(big, zeros); }),
+                 {"mean_squared_error: the loss is inf; every input is finite: the loss overflowed float32"});
+  CHECK_THROWS_AS((void)fx::losses::mean_squared_error(big, zeros), fx::numeric_error);
+  try {
+    (void)fx::losses::sparse_softmax_cross_entropy(x, labels);
+  } catch (const fx::numeric_error& e) {
+    CHECK(std::isnan(e.value()));
+  }
+  // Finite losses pass, with the same values as before the check.
+  CHECK(fx::losses::mean_squared_error(zeros, soft).item() == doctest::Approx(0.0625));
+
+  // The manual training loop of the README: the step that meets a NaN throws before the gradient,
+  // and the optimizer has not touched the variable.
+  fx::variable<float> w{fx::ones<float>({4, 4}), "w"};
+  fx::optim::sgd opt{0.1};
+  const auto before = w.peek().to_vector();
+  CHECK_THROWS_AS(
+      [&] {
+        fx::gradient_tape tape;
+        const fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(fx::matmul(x, w), labels);
+        std::vector<fx::variable<float>*> vars{&w};
+        opt.apply_gradients(tape.gradient(loss, vars), vars);
+      }(),
+      fx::numeric_error);
+  CHECK(w.peek().to_vector() == before);
+  CHECK(opt.iterations() == 0);
 }
 
 namespace {

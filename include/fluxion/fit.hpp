@@ -280,13 +280,22 @@ fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& da
       {
         gradient_tape tape;
         auto logits = model(x, /*training=*/true);
-        auto loss = loss_fn(logits, y);
+        auto nonfinite = [&](double value, const std::string& detail) {
+          return numeric_error("fit: the loss is " + fluxion::detail::value_text(value) + " at epoch " + std::to_string(epoch + 1) +
+                                   ", step " + std::to_string(logs.step + 1) + " (global step " +
+                                   std::to_string(logs.global_step + 1) +
+                                   "); the variables were not updated with this step's gradients" + detail,
+                               value);
+        };
+        auto loss = [&] {  // fluxion's losses check their value and name the input that is not finite
+          try {
+            return loss_fn(logits, y);
+          } catch (const numeric_error& e) {
+            throw nonfinite(e.value(), std::string(" (") + e.what() + ")");
+          }
+        }();
         step_loss = static_cast<double>(loss.item());
-        if (!std::isfinite(step_loss))
-          throw error("fit: the loss is " + std::to_string(step_loss) + " at epoch " + std::to_string(epoch + 1) +
-                      ", step " + std::to_string(logs.step + 1) +
-                      " (global step " + std::to_string(logs.global_step + 1) +
-                      "); the variables were not updated with this step's gradients");
+        if (!std::isfinite(step_loss)) throw nonfinite(step_loss, "");
         auto vars = model.trainable_variables();
         optimizer.apply_gradients(tape.gradient(loss, vars), vars);
         using Y = std::remove_cvref_t<decltype(y)>;

@@ -17,9 +17,15 @@
 // The cross entropies go through reduce_logsumexp and the binary one through
 // max(x, 0) - x z + log1p(exp(-|x|)), so |logits| of 1e4 give finite losses and gradients.
 // Shapes that disagree throw fluxion::shape_error naming the loss and both shapes; class indices
-// outside [0, classes) throw fluxion::out_of_range naming the value and its position.
+// outside [0, classes) throw fluxion::out_of_range naming the value and its position. A loss that
+// comes out NaN or infinite throws fluxion::numeric_error naming the loss, the value, the example
+// and the first NaN or infinite input element ("sparse_softmax_cross_entropy: the loss is nan;
+// logits[1, 0] = nan"), before any gradient is taken from it, so that a training loop stops with
+// its variables intact instead of training on NaN. On a device the loss is not read back for this
+// (it would wait for the queue): fit and compiled_step check it there.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -121,6 +127,39 @@ inline std::string position(index_t i, const shape& s) {
   return "[" + r + "]";
 }
 
+/// "logits[1, 0] = nan" for the first NaN or infinite element of `input`, or "" when there is none.
+template <class E>
+std::string first_nonfinite(const char* name, const E& input) {
+  const auto values = tensor<value_type_t<E>, device_t<E>>(input).to_vector();
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      return std::string(name) + position(static_cast<index_t>(i), input.shape()) + " = " +
+             fluxion::detail::value_text(static_cast<double>(values[i]));
+  return "";
+}
+
+/// `loss`, once every value is finite: else a numeric_error names the loss, the value, the example
+/// (reduction::none) and the first NaN or infinite element of the named inputs (name, expression
+/// pairs), read only then. Device tensors are returned unchecked.
+template <class T, class D, class... Named>
+tensor<T, D> finite_loss([[maybe_unused]] const char* name, tensor<T, D> loss, [[maybe_unused]] const Named&... inputs) {
+  if constexpr (std::is_same_v<D, cpu>) {
+    const T* v = loss.data();
+    index_t bad = 0;
+    while (bad < loss.size() && std::isfinite(v[bad])) ++bad;
+    if (bad < loss.size()) {
+      std::string where;
+      ((where.empty() ? where = first_nonfinite(inputs.first, inputs.second) : where), ...);
+      if (where.empty()) where = std::string("every input is finite: the loss overflowed ") + dtype_name<T>();
+      const std::string example = loss.rank() > 0 ? " at example " + position(bad, loss.shape()) : "";
+      throw numeric_error(std::string(name) + ": the loss is " + fluxion::detail::value_text(static_cast<double>(v[bad])) + example +
+                              "; " + where,
+                          static_cast<double>(v[bad]));
+    }
+  }
+  return loss;
+}
+
 }  // namespace detail
 
 /// Cross entropy between softmax(logits) and a distribution over classes (one-hot or soft labels)
@@ -130,7 +169,8 @@ auto softmax_cross_entropy(L&& logits, Y&& labels, reduction r = reduction::mean
   const auto [x, y] = detail::floating_pair("softmax_cross_entropy", "logits", std::forward<L>(logits), "labels",
                                              std::forward<Y>(labels));
   detail::check_class_axis("softmax_cross_entropy", x.shape());
-  return detail::reduce_examples(detail::softmax_cross_entropy_per_example(x, y), r);
+  return detail::finite_loss("softmax_cross_entropy", detail::reduce_examples(detail::softmax_cross_entropy_per_example(x, y), r),
+                             std::pair{"logits", x}, std::pair{"labels", y});
 }
 
 namespace detail {
@@ -155,7 +195,8 @@ tensor<T, D> sparse_softmax_cross_entropy_tensors(const tensor<T, D>& x, tensor<
     if (values[i] < 0 || values[i] >= classes)
       throw out_of_range(std::string(name) + ": labels" + position(static_cast<index_t>(i), examples) +
                          " = " + std::to_string(values[i]) + " is not in [0, " + std::to_string(classes) + ")");
-  return reduce_examples(detail::softmax_cross_entropy_per_example(x, one_hot<T>(indices, classes)), r);
+  return finite_loss(name, reduce_examples(detail::softmax_cross_entropy_per_example(x, one_hot<T>(indices, classes)), r),
+                     std::pair{"logits", x});
 }
 }  // namespace detail
 
@@ -187,7 +228,9 @@ auto sigmoid_binary_cross_entropy(L&& logits, Y&& labels, reduction r = reductio
   // Written with where rather than relu and abs so that the gradient at x = 0 is exact
   // (sigmoid(0) - z), as in TensorFlow.
   const auto positive = x >= T(0);
-  return detail::reduce_elementwise(where(positive, x, T(0)) - x * z + log1p(exp(where(positive, -x, x))), r);
+  return detail::finite_loss("sigmoid_binary_cross_entropy",
+                             detail::reduce_elementwise(where(positive, x, T(0)) - x * z + log1p(exp(where(positive, -x, x))), r),
+                             std::pair{"logits", x}, std::pair{"labels", z});
 }
 
 /// The mean of (predictions - targets)^2 over the last axis, per example.
@@ -195,7 +238,8 @@ template <detail::tensor_like P, detail::tensor_like Y>
 auto mean_squared_error(P&& predictions, Y&& targets, reduction r = reduction::mean) {
   const auto [p, y] = detail::floating_pair("mean_squared_error", "predictions", std::forward<P>(predictions),
                                              "targets", std::forward<Y>(targets));
-  return detail::reduce_elementwise(square(p - y), r);
+  return detail::finite_loss("mean_squared_error", detail::reduce_elementwise(square(p - y), r),
+                             std::pair{"predictions", p}, std::pair{"targets", y});
 }
 
 /// The Huber loss: 0.5 e^2 where |e| <= delta, delta (|e| - 0.5 delta) beyond, for the error
@@ -214,7 +258,8 @@ auto huber(P&& predictions, Y&& targets, double delta = 1.0, reduction r = reduc
   // |e| = delta.
   const auto a = abs(p - y);
   const auto q = minimum(a, static_cast<T>(delta));
-  return detail::reduce_elementwise(T(0.5) * square(q) + static_cast<T>(delta) * (a - q), r);
+  return detail::finite_loss("huber", detail::reduce_elementwise(T(0.5) * square(q) + static_cast<T>(delta) * (a - q), r),
+                             std::pair{"predictions", p}, std::pair{"targets", y});
 }
 
 /// The Huber loss with delta = 1 and the given reduction.

@@ -152,6 +152,10 @@ TEST_CASE("compiled_step: a step that throws changes nothing") {
     bad.mutable_data()[1] = std::numeric_limits<float>::quiet_NaN();
     CHECK_THROWS_WITH_AS(step(bad, labels(2, 3)), doctest::Contains("compiled_step: the loss is nan at optimizer iteration 0"),
                          fx::error);
+    CHECK_THROWS_WITH_AS(step(bad, labels(2, 3)),
+                         doctest::Contains("the variables were not updated (sparse_softmax_cross_entropy: the loss is nan; "
+                                           "logits[0, 0] = nan)"),
+                         fx::numeric_error);
   }
   SUBCASE("the wrong input width") {
     CHECK_THROWS_AS(step(fx::ones<float>({2, 5}), labels(2, 3)), fx::shape_error);

@@ -5,6 +5,7 @@
 //   catch (const fx::out_of_range& e) { std::cerr << e.what(); }
 #pragma once
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -40,5 +41,26 @@ class io_error : public error {
  public:
   using error::error;
 };
+
+/// A value that must be finite is NaN or infinite: a loss (fluxion::losses, fit, compiled_step).
+/// value() is that value; the message names the op, the value and, where it can, the first
+/// non-finite input element.
+class numeric_error : public error {
+ public:
+  numeric_error(const std::string& what, double value) : error(what), m_value(value) {}
+  double value() const noexcept { return m_value; }
+
+ private:
+  double m_value;
+};
+
+namespace detail {
+/// "nan" (whatever its sign bit), "inf" or "-inf"; a finite value as std::to_string writes it.
+inline std::string value_text(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return std::to_string(v);
+}
+}  // namespace detail
 
 }  // namespace fluxion

@@ -30,8 +30,9 @@
 // layer costs one more forward pass of itself.
 //
 // Errors: the model's checks (shapes, element types) throw as the model does, before anything
-// changes; a loss that is not a scalar, or is NaN or infinite, throws fluxion::error naming the
-// step and the optimizer's iteration, and the variables, the optimizer's slots and its iteration
+// changes; a loss that is not a scalar throws fluxion::error, and one that is NaN or infinite
+// fluxion::numeric_error, naming the step and the optimizer's iteration (and, from fluxion's losses,
+// the first input element that is not finite), and the variables, the optimizer's slots and its iteration
 // count are left as they were.
 #pragma once
 
@@ -233,14 +234,21 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
     {
       gradient_tape tape(false);
       tape.watch(logits);
-      loss = fluxion::detail::materialize(m_loss(logits, labels));
+      auto nonfinite = [&](double value, const std::string& detail) {
+        return numeric_error("compiled_step: the loss is " + fluxion::detail::value_text(value) + " at optimizer iteration " +
+                                 std::to_string(m_optimizer.iterations()) + "; the variables were not updated" + detail,
+                             value);
+      };
+      try {  // fluxion's losses check their value and name the input that is not finite
+        loss = fluxion::detail::materialize(m_loss(logits, labels));
+      } catch (const numeric_error& e) {
+        throw nonfinite(e.value(), std::string(" (") + e.what() + ")");
+      }
       if (loss.size() != 1)
         throw error("compiled_step: the loss function returned shape " + to_string(loss.shape()) +
                     "; it must return one value (reduce it with a mean or a sum)");
       const double value = static_cast<double>(loss.item());
-      if (!std::isfinite(value))
-        throw error("compiled_step: the loss is " + std::to_string(value) + " at optimizer iteration " +
-                    std::to_string(m_optimizer.iterations()) + "; the variables were not updated");
+      if (!std::isfinite(value)) throw nonfinite(value, "");
       dlogits = tape.gradient(loss, logits, unconnected_gradients::zero);
     }
 
