@@ -135,34 +135,21 @@ FLUXION_ALWAYS_INLINE void micro_kernel(index_t kc, const T* FLUXION_RESTRICT a,
   else
     for (index_t p = 0; p < kc; ++p, ++a) step(a, lda);
 
-  if (u.alpha == T(1) && u.beta == T(0) && !u.bias && !u.relu) {  // C = acc: stores straight from registers
-#pragma GCC unroll 32
-    for (index_t i = 0; i < mr; ++i) {
-      if (i == rows) break;  // a bottom-edge tile: the padded rows are computed, not stored
-#pragma GCC unroll 4
-      for (index_t j = 0; j < nv; ++j) ops::storeu(c + i * ldc + j * w, acc[i][j]);
-    }
-    return;
-  }
-  // Any other update goes through a copy of the tile, by a loop that is not unrolled: unrolled, the
-  // MR * NV tests of alpha, beta, bias and relu were a third of each instantiation's code, and the
-  // spill costs about 1% of a tile's FMAs at kc = 256.
-  alignas(64) T spill[mr * nv * w];
-#pragma GCC unroll 32
-  for (index_t i = 0; i < mr; ++i)
-#pragma GCC unroll 4
-    for (index_t j = 0; j < nv; ++j) ops::storeu(spill + (i * nv + j) * w, acc[i][j]);
   const batch alpha = ops::splat(u.alpha), beta = ops::splat(u.beta);
-  for (index_t i = 0; i < rows; ++i)
+#pragma GCC unroll 32
+  for (index_t i = 0; i < mr; ++i) {
+    if (i == rows) break;  // a bottom-edge tile: the padded rows are computed, not stored
+#pragma GCC unroll 4
     for (index_t j = 0; j < nv; ++j) {
       T* cp = c + i * ldc + j * w;
-      batch r = ops::load(spill + (i * nv + j) * w);
+      batch r = acc[i][j];
       if (u.alpha != T(1)) r = r * alpha;
       if (u.beta != T(0)) r = ops::fma(beta, ops::loadu(cp), r);
       if (u.bias) r = r + ops::loadu(u.bias + j * w);
       if (u.relu) r = ops::relu(r);
       ops::storeu(cp, r);
     }
+  }
 }
 
 }  // namespace fluxion::detail::kernels
