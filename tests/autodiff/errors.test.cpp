@@ -12,7 +12,27 @@ TEST_CASE("errors: nested forward accumulators beyond the configured derivative 
   // need its tangent, a second derivative.
   CHECK_THROWS_WITH_AS(fx::tensor<double>(fx::exp(x)),
                        Contains("forward_accumulator: a derivative of order above 1 was requested; define "
-                                "FLUXION_MAX_DERIVATIVE_ORDER to a larger value"),
+                                "FLUXION_MAX_DERIVATIVE_ORDER to 2 or more for the whole program (`#define` it before "
+                                "including fluxion, or target_compile_definitions(app PRIVATE "
+                                "FLUXION_MAX_DERIVATIVE_ORDER=2) in CMake)"),
+                       fx::error);
+}
+
+TEST_CASE("errors: a tape's gradient of a gradient beyond the configured derivative order says how to raise it") {
+  using doctest::Contains;
+  fx::tensor<double> x = {1.0, 2.0};
+  fx::gradient_tape outer;
+  outer.watch(x);
+  fx::tensor<double> g;
+  {
+    fx::gradient_tape inner;
+    inner.watch(x);
+    const fx::tensor<double> y = fx::reduce_sum(x * x * x);
+    g = inner.gradient(y, x);
+  }
+  CHECK_THROWS_WITH_AS((void)outer.gradient(fx::tensor<double>(fx::reduce_sum(g)), x),
+                       Contains("gradient_tape: a derivative of order above 1 was requested; define "
+                                "FLUXION_MAX_DERIVATIVE_ORDER to 2 or more for the whole program"),
                        fx::error);
 }
 

@@ -316,8 +316,7 @@ void offer_to_accumulators(const E& e, const tensor<T, D>& out) {
       forward_accumulator::pause quiet(*acc);
       acc->set(out.id(), tensor<T, D>(tangent_of<order + 1>(e, *acc)));
     } else {
-      throw error("forward_accumulator: a derivative of order above " + std::to_string(max_derivative_order) +
-                  " was requested; define FLUXION_MAX_DERIVATIVE_ORDER to a larger value");
+      throw_order_exceeded("forward_accumulator", max_derivative_order);
     }
   }
 }

@@ -10,8 +10,11 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
 #include <type_traits>
 
+#include "../core/config.hpp"
+#include "../core/error.hpp"
 #include "../expr/elementwise.hpp"
 #include "../expr/evaluate.hpp"
 #include "../expr/indexing.hpp"
@@ -61,6 +64,17 @@ struct order_of<pad_expr<A>> : order_of<A> {};
 
 template <class E>
 inline constexpr int order_v = order_of<std::remove_cvref_t<E>>::value;
+
+/// Throws the error for a derivative above the program's FLUXION_MAX_DERIVATIVE_ORDER (max_order,
+/// passed in: translation units may differ in it), saying how to raise it. One function, so that
+/// the message is not compiled into every statement's backward function.
+[[noreturn]] inline void throw_order_exceeded(const char* who, int max_order) {
+  const std::string next = std::to_string(max_order + 1);
+  throw error(std::string(who) + ": a derivative of order above " + std::to_string(max_order) +
+              " was requested; define FLUXION_MAX_DERIVATIVE_ORDER to " + next +
+              " or more for the whole program (`#define` it before including fluxion, or "
+              "target_compile_definitions(app PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=" + next + ") in CMake)");
+}
 
 /// Wraps g as a derivative of order K.
 template <int K, class G>

@@ -62,8 +62,7 @@ void on_materialize(const E& e, const tensor<T, Device>& out) {
     } else {
       tape->record(out_id, [out_id](autodiff::gradient_store& store) {
         if (store.find<T, Device>(out_id))
-          throw error("gradient_tape: a derivative of order above " + std::to_string(max_derivative_order) +
-                      " was requested; define FLUXION_MAX_DERIVATIVE_ORDER to a larger value");
+          autodiff::throw_order_exceeded("gradient_tape", max_derivative_order);
       });
     }
   }
