@@ -294,6 +294,11 @@ TEST_CASE("losses: a NaN or infinite loss throws numeric_error naming the input 
   check_contains(message_of([&] { (void)fx::losses::mean_squared_error(big, zeros); }),
                  {"mean_squared_error: the loss is inf; every input is finite: the loss overflowed float32"});
   CHECK_THROWS_AS((void)fx::losses::mean_squared_error(big, zeros), fx::numeric_error);
+  // Expression inputs are not evaluated again for the message; tensor inputs still are.
+  check_contains(message_of([&] { (void)fx::losses::mean_squared_error(zeros * 2.f, targets); }),
+                 {"mean_squared_error: the loss is inf; targets[2, 3] = -inf"});
+  check_contains(message_of([&] { (void)fx::losses::mean_squared_error(x * 2.f, soft); }),
+                 {"mean_squared_error: the loss is nan; no NaN or infinity in the inputs that are tensors"});
   try {
     (void)fx::losses::sparse_softmax_cross_entropy(x, labels);
   } catch (const fx::numeric_error& e) {

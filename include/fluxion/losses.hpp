@@ -128,13 +128,19 @@ inline std::string position(index_t i, const shape& s) {
 }
 
 /// "logits[1, 0] = nan" for the first NaN or infinite element of `input`, or "" when there is none.
+/// Only tensors are read: evaluating an expression input again would compile a statement of its own
+/// into every program for an error path, so `scanned` is cleared for one instead.
 template <class E>
-std::string first_nonfinite(const char* name, const E& input) {
-  const auto values = tensor<value_type_t<E>, device_t<E>>(input).to_vector();
-  for (std::size_t i = 0; i < values.size(); ++i)
-    if (!std::isfinite(values[i]))
-      return std::string(name) + position(static_cast<index_t>(i), input.shape()) + " = " +
-             fluxion::detail::value_text(static_cast<double>(values[i]));
+std::string first_nonfinite(const char* name, const E& input, bool& scanned) {
+  if constexpr (is_tensor_v<E>) {
+    const auto values = input.to_vector();
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]))
+        return std::string(name) + position(static_cast<index_t>(i), input.shape()) + " = " +
+               fluxion::detail::value_text(static_cast<double>(values[i]));
+  } else {
+    scanned = false;
+  }
   return "";
 }
 
@@ -149,8 +155,12 @@ tensor<T, D> finite_loss([[maybe_unused]] const char* name, tensor<T, D> loss, [
     while (bad < loss.size() && std::isfinite(v[bad])) ++bad;
     if (bad < loss.size()) {
       std::string where;
-      ((where.empty() ? where = first_nonfinite(inputs.first, inputs.second) : where), ...);
-      if (where.empty()) where = std::string("every input is finite: the loss overflowed ") + dtype_name<T>();
+      bool scanned = true;
+      ((where.empty() ? where = first_nonfinite(inputs.first, inputs.second, scanned) : where), ...);
+      if (where.empty())
+        where = scanned ? std::string("every input is finite: the loss overflowed ") + dtype_name<T>()
+                        : std::string("no NaN or infinity in the inputs that are tensors (an expression input is not "
+                                      "evaluated again to look)");
       const std::string example = loss.rank() > 0 ? " at example " + position(bad, loss.shape()) : "";
       throw numeric_error(std::string(name) + ": the loss is " + fluxion::detail::value_text(static_cast<double>(v[bad])) + example +
                               "; " + where,
