@@ -534,7 +534,7 @@ class safetensors {
       if (r.begin < at)
         file_fail(op, source, "tensors '" + previous->name + "' [" + std::to_string(previous->begin) + ", " +
                                   std::to_string(previous->end) + ") and '" + r.name + "' [" +
-                                         std::to_string(r.begin) + ", " + std::to_string(r.end) + ") overlap");
+                                  std::to_string(r.begin) + ", " + std::to_string(r.end) + ") overlap");
       if (r.begin > at)
         file_fail(op, source, "bytes [" + std::to_string(at) + ", " + std::to_string(r.begin) +
                                   ") of the data belong to no tensor (a hole before '" + r.name + "')");

@@ -93,13 +93,6 @@ struct step_constants {
   std::int64_t iteration = 0;
 };
 
-// g++ 12 warns, at -O1 with AVX-512, that _mm512_sqrt_* and _mm512_max_* read an uninitialized
-// variable: the intrinsics' own _mm512_undefined_*() pass-through, which unmasked operations never read.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 // Scalars (also on a device) and xsimd batches (host only: nvcc compiles no vector types for the
 // device, so a host-device template must never be instantiated with one).
 template <class V>
@@ -120,9 +113,6 @@ template <class V>
 FLUXION_ALWAYS_INLINE V max_of(const V& a, const V& b) {
   return xsimd::max(a, b);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 /// Defines an optimizer step functor's operator()(V g, V& w, S& s) from one body: host-only for
 /// xsimd batches (the cpu loop), host-device for scalars (the cpu tail and the device kernel).

@@ -35,13 +35,6 @@ struct simd_ops {
   static FLUXION_ALWAYS_INLINE batch splat(T v) { return batch(v); }
   static FLUXION_ALWAYS_INLINE batch fma(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
   static FLUXION_ALWAYS_INLINE batch relu(batch v) { return xsimd::select(v > batch(T(0)), v, batch(T(0))); }
-// g++ 12 warns that AVX-512 shuffles, inlined from xsimd's hadd and haddp, read an uninitialized
-// variable: the intrinsics' own _mm512_undefined_*() pass-through, which unmasked shuffles never read.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
   static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
   /// out[i] = sum(v[i]) for i < width, sharing the shuffles between the reductions.
   static FLUXION_ALWAYS_INLINE void sum_each(const batch* v, T* out) {
@@ -55,9 +48,6 @@ struct simd_ops {
       xsimd::haddp(v).store_unaligned(out);
     }
   }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
   static FLUXION_ALWAYS_INLINE batch max(batch a, batch b) { return xsimd::select(a > b, a, b); }
   /// Lanes where a > b take x, the others y.
   static FLUXION_ALWAYS_INLINE batch select_greater(batch a, batch b, batch x, batch y) {
