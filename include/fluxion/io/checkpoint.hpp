@@ -162,33 +162,31 @@ inline void add_unique(io::safetensors& file, std::set<std::string>& names, cons
   file.add(name, t);
 }
 
-inline std::string number_text(double x) {
-  char buf[32];
-  return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
-}
+/// The shortest text that reads back as the hyperparameter: optim's own formatter.
+using optim::detail::format_number;
 
 /// The optimizer's kind and hyperparameters, as metadata.
 inline std::vector<std::pair<std::string, std::string>> hyperparameters(const optim::optimizer& o) {
   std::vector<std::pair<std::string, std::string>> h{{"optimizer", o.name()}};
-  h.emplace_back("learning_rate", o.learning_rate_schedule().is_constant() ? number_text(o.learning_rate())
-                                                                            : "schedule (now " + number_text(o.learning_rate()) + ")");
-  h.emplace_back("weight_decay", number_text(o.weight_decay()));
+  h.emplace_back("learning_rate", o.learning_rate_schedule().is_constant() ? format_number(o.learning_rate())
+                                                                            : "schedule (now " + format_number(o.learning_rate()) + ")");
+  h.emplace_back("weight_decay", format_number(o.weight_decay()));
   if (const auto* a = dynamic_cast<const optim::adam*>(&o)) {
-    h.emplace_back("beta_1", number_text(a->beta_1()));
-    h.emplace_back("beta_2", number_text(a->beta_2()));
-    h.emplace_back("epsilon", number_text(a->epsilon()));
+    h.emplace_back("beta_1", format_number(a->beta_1()));
+    h.emplace_back("beta_2", format_number(a->beta_2()));
+    h.emplace_back("epsilon", format_number(a->epsilon()));
     h.emplace_back("amsgrad", a->amsgrad() ? "true" : "false");
   } else if (const auto* s = dynamic_cast<const optim::sgd*>(&o)) {
-    h.emplace_back("momentum", number_text(s->momentum()));
+    h.emplace_back("momentum", format_number(s->momentum()));
     h.emplace_back("nesterov", s->nesterov() ? "true" : "false");
   } else if (const auto* r = dynamic_cast<const optim::rmsprop*>(&o)) {
-    h.emplace_back("rho", number_text(r->rho()));
-    h.emplace_back("momentum", number_text(r->momentum()));
-    h.emplace_back("epsilon", number_text(r->epsilon()));
+    h.emplace_back("rho", format_number(r->rho()));
+    h.emplace_back("momentum", format_number(r->momentum()));
+    h.emplace_back("epsilon", format_number(r->epsilon()));
     h.emplace_back("centered", r->centered() ? "true" : "false");
   } else if (const auto* g = dynamic_cast<const optim::adagrad*>(&o)) {
-    h.emplace_back("initial_accumulator_value", number_text(g->initial_accumulator_value()));
-    h.emplace_back("epsilon", number_text(g->epsilon()));
+    h.emplace_back("initial_accumulator_value", format_number(g->initial_accumulator_value()));
+    h.emplace_back("epsilon", format_number(g->epsilon()));
   }
   return h;
 }
