@@ -14,6 +14,14 @@
 //   c = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_c),   h = sigmoid(z_o) * tanh(c).
 // The state starts at zeros. Under a gradient tape each of those statements is one entry, so the
 // C++ loop over time steps is differentiated as it ran (backpropagation through time).
+//
+// On a device other than the cpu (fx::cuda), where a launch costs more than a step's arithmetic,
+// the steps run as one fused cell kernel each (nn/lstm_cell.hpp) after the product h @ R, and the
+// whole sequence is one tape entry: its backward pass runs a cell kernel and a product per step
+// and one product for the recurrent kernel's gradient. That entry's backward pass is not itself
+// differentiable, so a sequence that more than one tape records, or a persistent tape (which may
+// differentiate its own gradients), or a forward accumulator, takes the statements above instead,
+// as does an empty batch.
 #pragma once
 
 #include <algorithm>
@@ -28,6 +36,7 @@
 #include "../expr/remap.hpp"
 #include "../tensor/creation.hpp"
 #include "initializers.hpp"
+#include "lstm_cell.hpp"
 #include "module.hpp"
 
 namespace fluxion::nn {
@@ -35,6 +44,80 @@ namespace fluxion::nn {
 namespace detail {
 /// The statements of every LSTM layer of element type T (one instance per program; see
 /// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked.
+
+/// The tape that may record a fused sequence reading `projected` and `r`, in `tape`: false where
+/// the statements must run instead (see the top of this file).
+template <class T, class Device>
+bool fused_lstm_applies(const tensor<T, Device>& projected, const tensor<T, Device>& r, gradient_tape*& tape) {
+#if FLUXION_FORWARD_MODE
+  if (!fluxion::detail::accumulator_stack::accumulators.empty()) return false;
+#endif
+  tape = nullptr;
+  for (gradient_tape* t : fluxion::detail::tape_stack::tapes) {
+    if (!t->recording() || !(t->tracks(projected.id()) || t->tracks(r.id()))) continue;
+    if (tape || t->persistent()) return false;
+    tape = t;
+  }
+  return true;
+}
+
+/// The whole sequence through the fused cell (Device is not the cpu): projected is (batch * steps,
+/// 4 units), row b * steps + t; r the recurrent kernel's value (units, 4 units).
+template <class T, bool ReturnSequences, class Device>
+tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r, index_t batch,
+                             index_t steps, index_t units, gradient_tape* tape) {
+  using loop = fluxion::detail::device_loop<Device>;
+  using eval = fluxion::detail::evaluator<Device>;
+  const index_t bu = batch * units, g4 = 4 * units, origin = 0;
+  // h_0 .. h_steps and c_0 .. c_steps, each (batch, units); h_0 = c_0 = 0.
+  tensor<T, Device> hs = zeros<T, Device>({steps + 1, batch, units}), cs = zeros<T, Device>({steps + 1, batch, units});
+  tensor<T, Device> gates(fluxion::shape{steps, batch, g4}), recurrent(fluxion::shape{batch, g4});
+  tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
+  T *h = hs.mutable_data(), *c = cs.mutable_data(), *z = recurrent.mutable_data();
+  for (index_t t = 0; t < steps; ++t) {
+    if (t > 0) eval::matmul(false, false, 1, batch, g4, units, h + t * bu, &origin, r.data(), &origin, z);
+    const bool out = ReturnSequences || t == steps - 1;
+    loop::run(bu, lstm_cell_forward<T>{t > 0 ? z : nullptr, projected.data(), c + t * bu,
+                                       gates.mutable_data() + t * batch * g4, c + (t + 1) * bu, h + (t + 1) * bu,
+                                       out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
+                                       ReturnSequences ? t : 0});
+  }
+  if (!tape) return y;
+  const std::uint64_t out_id = y.id();
+  if constexpr (fluxion::max_derivative_order < 1) {
+    tape->record(out_id, [out_id](autodiff::gradient_store& store) {
+      if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
+    });
+  } else {
+    tape->record(out_id, [tape, out_id, projected, r, hs, cs, gates, batch, steps, units](autodiff::gradient_store& store) {
+      const tensor<T, Device>* found = store.find<T, Device>(out_id);
+      if (!found) return;
+      const tensor<T, Device> dy = *found;  // the store may rehash while we add to it
+      const index_t bu = batch * units, g4 = 4 * units, origin = 0;
+      tensor<T, Device> dz(fluxion::shape{steps, batch, g4}), dprojected(fluxion::shape{batch * steps, g4});
+      tensor<T, Device> dc = zeros<T, Device>({batch, units}), dh(fluxion::shape{batch, units}), dr(r.shape());
+      const T* c = cs.data();
+      for (index_t t = steps - 1; t >= 0; --t) {
+        const bool in = ReturnSequences || t == steps - 1;
+        loop::run(bu, lstm_cell_backward<T>{gates.data() + t * batch * g4, c + (t + 1) * bu, c + t * bu,
+                                            in ? dy.data() : nullptr, t < steps - 1 ? dh.data() : nullptr,
+                                            dc.mutable_data(), dz.mutable_data() + t * batch * g4,
+                                            dprojected.mutable_data(), units, steps, t, ReturnSequences ? steps : 1,
+                                            ReturnSequences ? t : 0});
+        if (t > 0)  // dh_t = dz_t @ R^T, for step t - 1
+          eval::matmul(false, true, 1, batch, units, g4, dz.data() + t * batch * g4, &origin, r.data(), &origin,
+                       dh.mutable_data());
+      }
+      // dR = sum over t of h_t^T dz_t: h_0 .. h_{steps-1} and dz are both (steps * batch) rows.
+      eval::matmul(true, false, 1, units, g4, steps * batch, hs.data(), &origin, dz.data(), &origin, dr.mutable_data());
+      autodiff::tape_sink sink{*tape, store};
+      sink.leaf(projected, dprojected);
+      sink.leaf(r, dr);
+    });
+  }
+  return y;
+}
+
 template <class T, bool ReturnSequences, int Config = fluxion::detail::autodiff_config, class Device = cpu>
 tensor<T, Device> lstm_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
                                const variable<T, Device>& recurrent_kernel, const variable<T, Device>& bias,
@@ -43,6 +126,12 @@ tensor<T, Device> lstm_forward(const tensor<T, Device>& e, const variable<T, Dev
   const index_t batch = s[0], steps = s[1], features = s[2];
   // Row b * steps + t holds example b at step t.
   const tensor<T, Device> projected = matmul(reshape(e, {-1, features}), kernel) + bias;
+  if constexpr (!std::is_same_v<Device, cpu>) {
+    const tensor<T, Device>& r = recurrent_kernel.read_value();
+    gradient_tape* tape = nullptr;
+    if (batch > 0 && fused_lstm_applies(projected, r, tape))
+      return lstm_fused<T, ReturnSequences>(projected, r, batch, steps, units, tape);
+  }
   tensor<T, Device> h = zeros<T, Device>({batch, units}), c = zeros<T, Device>({batch, units});
   std::vector<tensor<T, Device>> outputs;
   for (index_t t = 0; t < steps; ++t) {

@@ -1,0 +1,114 @@
+// The LSTM's fused cell on fx::cuda (backend/cuda/lstm.hpp, nn/lstm_cell.hpp). A sequence that one
+// one-shot tape records runs as one cell kernel per step and one tape entry; with a persistent tape,
+// two tapes or no tape it takes nn/lstm.hpp's statements (or no entry at all). Either way the output
+// and the gradient of every variable (kernel, recurrent kernel and bias of both layers, and the
+// dense layer after them) agree with the same model on the cpu, whose statements are checked
+// against finite differences and PyTorch (tests/nn/lstm.test.cpp, tests/nn/peer_lstm.test.cpp).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "fluxion/nn.hpp"
+#include "same_on_both_devices.hpp"
+
+namespace {
+
+namespace fx = fluxion;
+namespace nn = fluxion::nn;
+using fluxion_test::check_values;
+using fluxion_test::filled;
+
+constexpr fx::index_t steps = 5;
+
+/// Two LSTMs, the first returning its sequence, then a dense layer: (batch, 5, 3) -> (batch, 2).
+template <class T, class Device>
+auto stacked(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::typed_input<T, steps, 3>::template on<Device>{}, nn::lstm<6, true>{},
+                        nn::lstm<4>{}, nn::dense<2>{});
+}
+
+enum class taping { one_shot, persistent, two_tapes };
+
+template <class T>
+struct result {
+  std::vector<T> output;
+  std::vector<std::vector<T>> gradients;  // per trainable variable
+  std::size_t entries = 0;                // the recording tape's entries after the forward pass
+};
+
+template <class T, class Model, class Device>
+result<T> run(Model& model, const fx::tensor<T, Device>& x, taping how) {
+  std::optional<fx::gradient_tape> outer;
+  if (how == taping::two_tapes) outer.emplace();
+  std::optional<fx::gradient_tape> tape;
+  if (how == taping::persistent) tape.emplace(fx::persistent);
+  else tape.emplace();
+  const fx::tensor<T, Device> y = model(x, true);
+  const fx::tensor<T, Device> loss = fx::reduce_sum(fx::square(y - T(0.25)) + y);
+  result<T> r{fx::to<fx::cpu>(y).to_vector(), {}, tape->entries()};
+  auto vars = model.trainable_variables();
+  for (auto& g : tape->gradient(loss, vars)) r.gradients.push_back(fx::to<fx::cpu>(g).to_vector());
+  return r;
+}
+
+template <class T>
+void check_same(const result<T>& got, const result<T>& want, double rtol) {
+  check_values(got.output, want.output, rtol);
+  REQUIRE(got.gradients.size() == want.gradients.size());
+  for (std::size_t i = 0; i < got.gradients.size(); ++i) {
+    CAPTURE(i);
+    check_values(got.gradients[i], want.gradients[i], rtol);
+  }
+}
+
+template <class T>
+void check_fused_against_cpu(double rtol) {
+  auto host = stacked<T, fx::cpu>(31);
+  auto dev = stacked<T, fx::cuda>(31);
+  const fx::tensor<T> x = filled<T>({4, steps, 3}, 32);
+  const auto xd = fx::to<fx::cuda>(x);
+  const result<T> want = run<T>(host, x, taping::one_shot);  // the cpu's statements
+  REQUIRE(want.gradients.size() == 8);
+
+  const result<T> fused = run<T>(dev, xd, taping::one_shot);
+  check_same(fused, want, rtol);
+  // The statements record at least three entries a step per layer (z, c, h); fused, each layer's
+  // whole sequence is one.
+  const result<T> statements = run<T>(dev, xd, taping::persistent);
+  check_same(statements, want, rtol);
+  CHECK(fused.entries + 2 * 3 * (steps - 1) <= statements.entries);
+  CHECK(statements.entries == want.entries);
+  check_same(run<T>(dev, xd, taping::two_tapes), want, rtol);
+
+  // Inference records nothing and gives the same output.
+  check_values(fx::to<fx::cpu>(dev(xd)).to_vector(), host(x).to_vector(), rtol);
+}
+
+}  // namespace
+
+TEST_CASE("cuda lstm: the fused sequence gives the cpu's output and gradients, double") {
+  check_fused_against_cpu<double>(1e-12);
+}
+
+TEST_CASE("cuda lstm: the fused sequence gives the cpu's output and gradients, float") {
+  check_fused_against_cpu<float>(1e-5);
+}
+
+TEST_CASE("cuda lstm: a fused sequence's gradient can be asked for again on a kept tape (jacobian)") {
+  // jacobian() runs the recorded entries once per output element: the fused entry's backward pass
+  // must not consume what it keeps.
+  auto host = stacked<double, fx::cpu>(33);
+  auto dev = stacked<double, fx::cuda>(33);
+  const fx::tensor<double> x = filled<double>({2, steps, 3}, 34);
+  const auto xd = fx::to<fx::cuda>(x);
+  auto jacobian_of = [](auto& model, const auto& input) {
+    fx::gradient_tape tape;
+    tape.watch(input);
+    const auto y = model(input, true);
+    return fx::to<fx::cpu>(tape.jacobian(y, input)).to_vector();
+  };
+  check_values(jacobian_of(dev, xd), jacobian_of(host, x), 1e-12);
+}
