@@ -9,19 +9,17 @@
 //
 // The bias starts at zeros with its forget block at ones (Keras's unit_forget_bias). The input
 // projection of every time step is one GEMM up front, x (batch * time, features) times the kernel
-// plus the bias; each step is then one GEMM h @ recurrent_kernel added to that step's rows, the
-// pre-activation z (batch, 4 units), and two fused statements over slices of z:
-//   c = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_c),   h = sigmoid(z_o) * tanh(c).
-// The state starts at zeros. Under a gradient tape each of those statements is one entry, so the
-// C++ loop over time steps is differentiated as it ran (backpropagation through time).
-//
-// On a device other than the cpu (fx::cuda), where a launch costs more than a step's arithmetic,
-// the steps run as one fused cell kernel each (nn/lstm_cell.hpp) after the product h @ R, and the
-// whole sequence is one tape entry: its backward pass runs a cell kernel and a product per step
-// and one product for the recurrent kernel's gradient. That entry's backward pass is not itself
-// differentiable, so a sequence that more than one tape records, or a persistent tape (which may
-// differentiate its own gradients), or a forward accumulator, takes the statements above instead,
-// as does an empty batch.
+// plus the bias. Each step is then one GEMM h @ recurrent_kernel and one fused cell pass
+// (nn/lstm_cell.hpp) that adds that step's rows and computes
+//   c = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_c),   h = sigmoid(z_o) * tanh(c)
+// from the pre-activation z (batch, 4 units), keeping the gates for the backward pass. The state
+// starts at zeros. The whole sequence is one tape entry, whose backward pass runs a cell pass and
+// a GEMM per step (backpropagation through time) and one GEMM for the recurrent kernel's gradient.
+// That backward pass is not itself differentiable, so a sequence that more than one tape records,
+// or a persistent tape (which may differentiate its own gradients), or a forward accumulator,
+// takes the same steps as statements instead: z as the sum of a slice and a GEMM, then two fused
+// statements over slices of z, each a tape entry, so that the C++ loop over time steps is
+// differentiated as it ran, to any order. So does an empty batch.
 #pragma once
 
 #include <algorithm>
@@ -66,7 +64,7 @@ bool fused_lstm_applies(const tensor<T, Device>& projected, const tensor<T, Devi
 template <class T, bool ReturnSequences, class Device>
 tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r, index_t batch,
                              index_t steps, index_t units, gradient_tape* tape) {
-  using loop = fluxion::detail::device_loop<Device>;
+  using cells = lstm_cells<Device>;
   using eval = fluxion::detail::evaluator<Device>;
   const index_t bu = batch * units, g4 = 4 * units, origin = 0;
   // h_0 .. h_steps and c_0 .. c_steps, each (batch, units); h_0 = c_0 = 0.
@@ -77,7 +75,7 @@ tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T,
   for (index_t t = 0; t < steps; ++t) {
     if (t > 0) eval::matmul(false, false, 1, batch, g4, units, h + t * bu, &origin, r.data(), &origin, z);
     const bool out = ReturnSequences || t == steps - 1;
-    loop::run(bu, lstm_cell_forward<T>{t > 0 ? z : nullptr, projected.data(), c + t * bu,
+    cells::run(batch, units, lstm_cell_forward<T>{t > 0 ? z : nullptr, projected.data(), c + t * bu,
                                        gates.mutable_data() + t * batch * g4, c + (t + 1) * bu, h + (t + 1) * bu,
                                        out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
                                        ReturnSequences ? t : 0});
@@ -99,7 +97,7 @@ tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T,
       const T* c = cs.data();
       for (index_t t = steps - 1; t >= 0; --t) {
         const bool in = ReturnSequences || t == steps - 1;
-        loop::run(bu, lstm_cell_backward<T>{gates.data() + t * batch * g4, c + (t + 1) * bu, c + t * bu,
+        cells::run(batch, units, lstm_cell_backward<T>{gates.data() + t * batch * g4, c + (t + 1) * bu, c + t * bu,
                                             in ? dy.data() : nullptr, t < steps - 1 ? dh.data() : nullptr,
                                             dc.mutable_data(), dz.mutable_data() + t * batch * g4,
                                             dprojected.mutable_data(), units, steps, t, ReturnSequences ? steps : 1,
@@ -126,7 +124,7 @@ tensor<T, Device> lstm_forward(const tensor<T, Device>& e, const variable<T, Dev
   const index_t batch = s[0], steps = s[1], features = s[2];
   // Row b * steps + t holds example b at step t.
   const tensor<T, Device> projected = matmul(reshape(e, {-1, features}), kernel) + bias;
-  if constexpr (!std::is_same_v<Device, cpu>) {
+  {
     const tensor<T, Device>& r = recurrent_kernel.read_value();
     gradient_tape* tape = nullptr;
     if (batch > 0 && fused_lstm_applies(projected, r, tape))

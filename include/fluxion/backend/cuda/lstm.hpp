@@ -1,18 +1,29 @@
-// The LSTM's fused cell (nn/lstm_cell.hpp) on fx::cuda: each step's cell is one Thrust kernel.
+// The LSTM's fused cell (nn/lstm_cell.hpp) on fx::cuda: each step's cells are one Thrust kernel,
+// a thread per (b, u).
 #pragma once
 
 #include "../../core/device.hpp"
 #include "../../nn/lstm_cell.hpp"
 #include "window.hpp"
 
-namespace fluxion::detail {
+namespace fluxion::nn::detail {
 
-template <>
-struct device_loop<cuda> {
-  template <class F>
-  static void run(index_t n, const F& f) {
-    cuda_window::for_each_index(n, f);
+template <class F>
+struct lstm_cell_thread {
+  F f;
+  index_t units;
+  FLUXION_HOST_DEVICE void operator()(index_t k) const {
+    const index_t b = k / units;
+    f.template cell<typename F::value_type>(b, k - b * units);
   }
 };
 
-}  // namespace fluxion::detail
+template <>
+struct lstm_cells<cuda> {
+  template <class F>
+  static void run(index_t batch, index_t units, const F& f) {
+    fluxion::detail::cuda_window::for_each_index(batch * units, lstm_cell_thread<F>{f, units});
+  }
+};
+
+}  // namespace fluxion::nn::detail
