@@ -2,6 +2,8 @@
 // last state and the whole sequence: outputs and the gradients with respect to the input, kernel,
 // recurrent kernel and bias (tests/fixtures/nn/make_fixtures_norm_lstm.py), through the statements
 // and through the fused cell.
+#include <optional>
+
 #include <fluxion/fluxion.hpp>
 
 #include "peer.hpp"
@@ -17,33 +19,26 @@ TEST_CASE_TEMPLATE("lstm: forward and backward equal PyTorch's", L, nn::lstm<5, 
   layer.recurrent_kernel().assign(peer::load("lstm_recurrent_kernel"));
   layer.bias().assign(peer::load("lstm_bias"));
   const fx::tensor<float> x = peer::load("lstm_x");
-  // A persistent tape differentiates the steps as statements; a one-shot tape records the
-  // sequence as one entry over the fused cell (nn/lstm.hpp, nn/lstm_cell.hpp). Both against PyTorch.
-  for (const bool persistent : {true, false}) {
-    CAPTURE(persistent);
+  // Under two tapes (nested, as for second derivatives) the steps are statements; under one tape
+  // the sequence is one entry over the fused cell (nn/lstm.hpp, nn/lstm_cell.hpp). Both against
+  // PyTorch.
+  for (const bool nested : {true, false}) {
+    CAPTURE(nested);
+    std::optional<fx::gradient_tape> outer;
+    if (nested) outer.emplace(fx::persistent);
     fx::tensor<float> y, dx;
     std::vector<fx::tensor<float>> g;
     std::size_t entries = 0;
-    if (persistent) {
-      fx::gradient_tape tape{fx::persistent};
+    for (int pass = 0; pass < 2; ++pass) {  // a one-shot tape answers once: dx, then the variables
+      fx::gradient_tape tape;
       tape.watch(x);
       y = layer(x);
       fx::tensor<float> s = fx::reduce_sum(y * peer::load(prefix + "_w"));
       entries = tape.entries();
-      dx = tape.gradient(s, x);
-      g = tape.gradient(s, layer.trainable_variables());
-    } else {
-      for (int pass = 0; pass < 2; ++pass) {  // a one-shot tape answers once: dx, then the variables
-        fx::gradient_tape tape;
-        tape.watch(x);
-        y = layer(x);
-        fx::tensor<float> s = fx::reduce_sum(y * peer::load(prefix + "_w"));
-        entries = tape.entries();
-        if (pass == 0) dx = tape.gradient(s, x);
-        else g = tape.gradient(s, layer.trainable_variables());
-      }
+      if (pass == 0) dx = tape.gradient(s, x);
+      else g = tape.gradient(s, layer.trainable_variables());
     }
-    CHECK(persistent ? entries > 3 * 4 : entries < 6);  // three statements a step (4 steps), or one entry
+    CHECK(nested ? entries > 3 * 4 : entries < 6);  // three statements a step (4 steps), or one entry
     peer::check_close(y, peer::load(prefix + "_y"), "y");
     peer::check_close(dx, peer::load(prefix + "_dx"), "d x");
     peer::check_close(g[0], peer::load(prefix + "_dkernel"), "d kernel");

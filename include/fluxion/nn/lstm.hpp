@@ -15,9 +15,10 @@
 // from the pre-activation z (batch, 4 units), keeping the gates for the backward pass. The state
 // starts at zeros. The whole sequence is one tape entry, whose backward pass runs a cell pass and
 // a GEMM per step (backpropagation through time) and one GEMM for the recurrent kernel's gradient.
-// That backward pass is not itself differentiable, so a sequence that more than one tape records,
-// or a persistent tape (which may differentiate its own gradients), or a forward accumulator,
-// takes the same steps as statements instead: z as the sum of a slice and a GEMM, then two fused
+// That backward pass is not itself differentiable, so a sequence that more than one tape records
+// (nested tapes, for second derivatives), or that a forward accumulator sees, takes the same steps
+// as statements instead (a tape never records its own backward pass, so one persistent tape can
+// take the fused cell): z as the sum of a slice and a GEMM, then two fused
 // statements over slices of z, each a tape entry, so that the C++ loop over time steps is
 // differentiated as it ran, to any order. So does an empty batch.
 #pragma once
@@ -53,7 +54,7 @@ bool fused_lstm_applies(const tensor<T, Device>& projected, const tensor<T, Devi
   tape = nullptr;
   for (gradient_tape* t : fluxion::detail::tape_stack::tapes) {
     if (!t->recording() || !(t->tracks(projected.id()) || t->tracks(r.id()))) continue;
-    if (tape || t->persistent()) return false;
+    if (tape) return false;
     tape = t;
   }
   return true;
