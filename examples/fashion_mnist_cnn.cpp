@@ -80,10 +80,9 @@ int train(const options& o) {
   const auto history = fx::fit(net, opt, loss, train,
                                {.epochs = o.epochs, .steps_per_epoch = o.steps, .callbacks = {&tensorboard, &saver}, .resume = o.resume});
 
-  fx::metrics::sparse_categorical_accuracy accuracy;
-  for (auto [images, labels] : test) accuracy.update(labels, net(images));
-  std::cout << "test accuracy: " << accuracy.result() << " (" << accuracy.count() << " images)\n";
-  log.scalar("test_accuracy", accuracy.result(), opt.iterations());
+  const fx::evaluation result = fx::evaluate(net, loss, test);  // Keras's model.evaluate
+  std::cout << "test accuracy: " << result.accuracy << " (" << result.samples << " images)\n";
+  log.scalar("test_accuracy", result.accuracy, opt.iterations());
   std::cout << "checkpoint: " << saver.last_saved() << "\n";
   if (history.interrupted) std::cout << "stopped by Ctrl-C; --resume continues from the checkpoint\n";
   return 0;

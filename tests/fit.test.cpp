@@ -1,6 +1,6 @@
 // fx::fit: training lowers the loss, reports per epoch, calls callbacks in order, stops early, and
 // stops cleanly on SIGINT with the previous handler restored; a NaN loss is an error that names the
-// step and leaves the variables unchanged.
+// step and leaves the variables unchanged; validation data and fx::evaluate.
 #include <fluxion/checkpoint.hpp>
 #include <fluxion/data.hpp>
 #include <fluxion/fit.hpp>
@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <unistd.h>
@@ -90,6 +91,99 @@ TEST_CASE("fit: callbacks in order, steps_per_epoch, early stopping") {
   CHECK(rec.events == want);
 }
 
+TEST_CASE("fit: validation data after each epoch, and fx::evaluate") {
+  fx::random::generator gen{5};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<8>{}, nn::relu{}, nn::dense<2>{});
+  fx::optim::adam opt{0.05};
+  const auto train = blobs(8, 16, 6);
+  auto test = blobs(3, 10, 7);
+  test.push_back(blobs(1, 3, 8)[0]);  // a smaller last batch: 33 examples in 4 batches
+
+  // evaluate: the mean over examples, against one batch of every example (the same model).
+  const fx::evaluation before = fx::evaluate(net, cross_entropy, test);
+  CHECK(before.steps == 4);
+  CHECK(before.samples == 33);
+  std::vector<fx::tensor<float>> xs;
+  std::vector<fx::tensor<std::int32_t>> ys;
+  for (const auto& [x, y] : test) {
+    xs.push_back(x);
+    ys.push_back(y);
+  }
+  const fx::tensor<float> all_x = fx::concat(xs, 0);
+  const fx::tensor<std::int32_t> all_y = fx::concat(ys, 0);
+  const fx::tensor<float> all_logits = net(all_x);
+  const double whole = fx::tensor<float>(fx::losses::sparse_softmax_cross_entropy(all_logits, all_y)).item();
+  CHECK(before.loss == doctest::Approx(whole).epsilon(1e-5));
+  fx::metrics::sparse_categorical_accuracy all_accuracy;
+  all_accuracy.update(all_y, all_logits);
+  CHECK(before.accuracy == all_accuracy.result());
+  {  // no tape records an evaluation
+    fx::gradient_tape tape;
+    fx::evaluate(net, cross_entropy, test);
+    CHECK(tape.entries() == 0);
+  }
+
+  std::ostringstream log;
+  const auto history = fx::fit(net, opt, cross_entropy, train, {.epochs = 3, .out = &log}, test);
+  REQUIRE(history.val_loss.size() == 3);
+  REQUIRE(history.val_accuracy.size() == 3);
+  CHECK(history.val_loss[2] < before.loss);
+  CHECK(history.val_accuracy[2] > 0.9);
+  const fx::evaluation after = fx::evaluate(net, cross_entropy, test);
+  CHECK(after.loss == history.val_loss[2]);  // the same model on the same batches
+  CHECK(after.accuracy == history.val_accuracy[2]);
+  const std::string text = log.str();
+  CHECK(std::count(text.begin(), text.end(), '\n') == 3);
+  for (const char* line : {"epoch 1/3: ", "epoch 3/3: "}) {
+    const std::string l = text.substr(text.find(line), text.find('\n', text.find(line)) - text.find(line));
+    CAPTURE(l);
+    CHECK(l.find(" - val_loss: ") != std::string::npos);
+    CHECK(l.find(" - val_accuracy: ") != std::string::npos);
+  }
+}
+
+TEST_CASE("fit: early stopping watches val_loss when there is validation data") {
+  fx::random::generator gen{9};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::sgd opt{0.0};  // the validation loss never improves
+  const auto train = blobs(2, 8, 10), test = blobs(2, 8, 11);
+  fx::early_stopping stop{{.patience = 1}};
+  std::ostringstream log;
+  auto history = fx::fit(net, opt, cross_entropy, train, {.epochs = 10, .verbose = 0, .out = &log, .callbacks = {&stop}}, test);
+  CHECK(history.stopped_early);
+  CHECK(stop.stopped_epoch() == 2);
+  CHECK(history.val_loss.size() == 3);
+  CHECK(history.val_loss[0] == history.val_loss[2]);
+  // val_loss without validation data is an error, not a silent watch of nothing.
+  fx::early_stopping on_val{{.patience = 1, .monitor = fx::monitor::val_loss}};
+  CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, train, {.epochs = 2, .verbose = 0, .callbacks = {&on_val}}),
+                       doctest::Contains("early_stopping: monitor = val_loss, but fit was given no validation data"),
+                       fx::invalid_argument);
+}
+
+TEST_CASE("fit: a NaN in the validation data names the epoch and the batch; an empty validation set") {
+  fx::random::generator gen{12};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::sgd opt{0.1};
+  const auto train = blobs(2, 8, 13);
+  auto test = blobs(3, 4, 14);
+  std::vector<float> bad = test[1].first.to_vector();
+  bad[5] = std::nanf("");
+  test[1].first = fx::from_vector(bad, test[1].first.shape());
+  try {
+    fx::fit(net, opt, cross_entropy, train, {.epochs = 2, .verbose = 0}, test);
+    FAIL("no exception");
+  } catch (const fx::numeric_error& e) {
+    const std::string m = e.what();
+    CAPTURE(m);
+    CHECK(m.find("fit: validation after epoch 1: evaluate: the loss is nan at batch 2") == 0);
+    CHECK(m.find("sparse_softmax_cross_entropy: the loss is nan; logits[1, ") != std::string::npos);
+  }
+  CHECK(opt.iterations() == 2);  // epoch 1 trained; the error came before epoch 2
+  CHECK_THROWS_WITH_AS(fx::evaluate(net, cross_entropy, std::vector<batch>{}),
+                       "evaluate: the dataset gave no batch", fx::invalid_argument);
+}
+
 TEST_CASE("fit: SIGINT stops after the current step, and the previous handler comes back") {
   static std::atomic<int> outer_calls{0};
   auto previous = std::signal(SIGINT, [](int) { ++outer_calls; });
@@ -155,7 +249,7 @@ TEST_CASE("fit: the progress line of a terminal") {
   CHECK(line.find("loss: 0.5000 - accuracy: 0.7500 - 320 samples/s - ETA: 6.0s") != std::string::npos);
 }
 
-TEST_CASE("fit: the TensorBoard callback writes loss and accuracy every N steps") {
+TEST_CASE("fit: the TensorBoard callback writes loss and accuracy every N steps, and the epoch's validation") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("fluxion_fit_tb_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -166,7 +260,7 @@ TEST_CASE("fit: the TensorBoard callback writes loss and accuracy every N steps"
     fx::summary_writer writer{dir.string()};
     fx::tensorboard_callback tb{writer, 2, &opt};
     std::ostringstream log;
-    fx::fit(net, opt, cross_entropy, blobs(4, 8, 10), {.epochs = 1, .out = &log, .callbacks = {&tb}});
+    fx::fit(net, opt, cross_entropy, blobs(4, 8, 10), {.epochs = 1, .out = &log, .callbacks = {&tb}}, blobs(2, 8, 11));
   }
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
@@ -178,9 +272,11 @@ TEST_CASE("fit: the TensorBoard callback writes loss and accuracy every N steps"
     ++records;
     all += *record;
   }
-  // The file version, then steps 2 and 4: loss, accuracy, learning rate each; then the epoch's three.
-  CHECK(records == 1 + 2 * 3 + 3);
-  for (const char* tag : {"loss", "accuracy", "learning_rate", "epoch_loss", "samples_per_second"})
+  // The file version, then steps 2 and 4: loss, accuracy, learning rate each; then the epoch's five
+  // (with the validation loss and accuracy).
+  CHECK(records == 1 + 2 * 3 + 5);
+  for (const char* tag : {"loss", "accuracy", "learning_rate", "epoch_loss", "samples_per_second", "epoch_val_loss",
+                          "epoch_val_accuracy"})
     CHECK(all.find(tag) != std::string::npos);
   fs::remove_all(dir);
 }

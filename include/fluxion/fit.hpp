@@ -9,6 +9,15 @@
 //   };
 //   fx::early_stopping stop{{.patience = 2}};
 //   auto history = fx::fit(net, opt, loss, train_batches, {.epochs = 10, .callbacks = {&stop}});
+//   auto history = fx::fit(net, opt, loss, train_batches, {.epochs = 10, .callbacks = {&stop}}, test_batches);
+//   fx::evaluation e = fx::evaluate(net, loss, test_batches);   // e.loss, e.accuracy
+//
+// With validation data (the last argument, Keras's validation_data), fit evaluates the model on it
+// after each epoch: val_loss and val_accuracy join the epoch's line, the logs and the history, and
+// early_stopping watches val_loss (Keras's default monitor). fx::evaluate is that evaluation alone:
+// inference mode (training = false), no tape records it, and the loss is the mean over examples
+// (each batch's loss weighted by its size, as Keras's evaluate), so a smaller last batch counts
+// for what it holds.
 //
 // The dataset is any range whose elements are (x, y) pairs or tuples of tensors, iterated once per
 // epoch from its beginning (a std::vector of pairs, or an fx::data pipeline). With integer labels
@@ -35,6 +44,7 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -59,7 +69,14 @@ struct fit_logs {
   double seconds = 0;          // since the epoch began
   double data_seconds = 0;     // of which waiting for the dataset's next batch
   std::int64_t skipped = 0;    // steps of this epoch a resumed run skipped (trained before it)
+  bool has_validation = false;  // at on_epoch_end, when fit was given validation data:
+  double val_loss = 0;          //   the loss on it (mean over examples)
+  double val_accuracy = -1;     //   sparse categorical accuracy on it, -1 when not computed
 };
+
+/// What early_stopping watches: `automatic` is val_loss when fit has validation data, else the
+/// training loss.
+enum class monitor { automatic, loss, val_loss };
 
 /// Hooks into fit, as Keras's callbacks. Setting stop_training ends fit after the current step.
 class callback {
@@ -76,9 +93,11 @@ class callback {
 struct early_stopping_options {
   int patience = 3;
   double min_delta = 0;
+  fluxion::monitor monitor = fluxion::monitor::automatic;
 };
 
-/// Stops training when the epoch's mean loss has not improved by min_delta for `patience` epochs.
+/// Stops training when the monitored loss (the validation loss when fit has validation data, else
+/// the epoch's mean training loss) has not improved by min_delta for `patience` epochs.
 class early_stopping : public callback {
  public:
   using options = early_stopping_options;
@@ -91,8 +110,13 @@ class early_stopping : public callback {
     m_stopped_epoch = -1;
   }
   void on_epoch_end(const fit_logs& logs) override {
-    if (logs.loss < m_best - m_options.min_delta) {
-      m_best = logs.loss;
+    if (m_options.monitor == monitor::val_loss && !logs.has_validation)
+      throw invalid_argument("early_stopping: monitor = val_loss, but fit was given no validation data (pass it as "
+                             "fit's last argument, or monitor the training loss)");
+    const bool validation = logs.has_validation && m_options.monitor != monitor::loss;
+    const double value = validation ? logs.val_loss : logs.loss;
+    if (value < m_best - m_options.min_delta) {
+      m_best = value;
       m_wait = 0;
     } else if (++m_wait > m_options.patience) {
       stop_training = true;
@@ -131,6 +155,8 @@ struct fit_options {
 struct fit_history {
   std::vector<double> loss;      // per epoch
   std::vector<double> accuracy;  // per epoch, when computed
+  std::vector<double> val_loss;      // per epoch, with validation data
+  std::vector<double> val_accuracy;  // per epoch, with validation data and when computed
   std::int64_t steps = 0;
   bool interrupted = false;      // stopped by SIGINT
   bool stopped_early = false;    // stopped by a callback
@@ -194,18 +220,123 @@ inline std::string progress_line(const fit_logs& l, std::int64_t total) {
   if (l.data_seconds > 0 && l.seconds > 0) o << " - waiting for data " << std::setprecision(1) << 100 * l.data_seconds / l.seconds << "%";
   if (total > 0 && l.step < total && l.step > l.skipped)
     o << " - ETA: " << format_seconds(l.seconds / static_cast<double>(l.step - l.skipped) * static_cast<double>(total - l.step));
+  if (l.has_validation) {
+    o << " - val_loss: " << std::setprecision(4) << l.val_loss;
+    if (l.val_accuracy >= 0) o << " - val_accuracy: " << std::setprecision(4) << l.val_accuracy;
+  }
   return o.str();
 }
+
+/// fit without validation data.
+struct no_validation {};
+
+/// Pauses every gradient tape of this thread for the scope's lifetime.
+class tapes_paused {
+ public:
+  tapes_paused() {
+    for (gradient_tape* t : tape_stack::tapes) m_scopes.emplace_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
+  }
+
+ private:
+  std::vector<std::unique_ptr<gradient_tape::stop_recording_scope>> m_scopes;
+};
 
 template <class R>
 concept sized_range = requires(R& r) { std::size(r); };
 
+/// loss_fn(logits, y) and its value, which must be finite: a loss that is not (fluxion's losses
+/// throw naming the input) becomes error_for(value, detail), which adds where it happened.
+template <class LossFn, class L, class Y, class ErrorFor>
+auto checked_loss(LossFn& loss_fn, const L& logits, const Y& y, const ErrorFor& error_for) {
+  auto loss = [&] {
+    try {
+      return loss_fn(logits, y);
+    } catch (const numeric_error& e) {
+      throw error_for(e.value(), std::string(" (") + e.what() + ")");
+    }
+  }();
+  const double value = static_cast<double>(loss.item());
+  if (!std::isfinite(value)) throw error_for(value, "");
+  return std::pair{std::move(loss), value};
+}
+
+/// Adds a batch to `accuracy` for integer labels and logits of shape (batch, classes); true if it did.
+template <class Y, class L>
+bool update_accuracy(metrics::sparse_categorical_accuracy& accuracy, const Y& y, const L& logits) {
+  if constexpr (std::is_integral_v<value_type_t<std::remove_cvref_t<Y>>>) {
+    if (logits.rank() == 2) {
+      accuracy.update(y, logits);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace detail
+
+/// The result of fx::evaluate.
+struct evaluation {
+  double loss = 0;           // mean over the examples: each batch's loss weighted by its size
+  double accuracy = -1;      // sparse categorical accuracy, -1 when not computed (not integer labels)
+  std::int64_t steps = 0;    // batches
+  std::int64_t samples = 0;  // examples
+};
+
+/// Keras's Model.evaluate: the loss (and, for integer labels and logits of shape (batch, classes),
+/// the accuracy) of `model` in inference mode over every (x, y) batch of `dataset`, recorded by
+/// no tape.
+template <class Model, class LossFn, class Dataset>
+evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset) {
+  detail::tapes_paused quiet;
+  evaluation e;
+  double weighted = 0;
+  metrics::sparse_categorical_accuracy accuracy;
+  bool has_accuracy = false;
+  for (auto&& element : dataset) {
+    const auto& x = std::get<0>(element);
+    const auto& y = std::get<1>(element);
+    auto logits = model(x, /*training=*/false);
+    const double value = detail::checked_loss(loss_fn, logits, y, [&](double v, const std::string& detail) {
+      return numeric_error("evaluate: the loss is " + fluxion::detail::value_text(v) + " at batch " +
+                               std::to_string(e.steps + 1) + detail,
+                           v);
+    }).second;
+    const std::int64_t n = x.rank() > 0 ? x.shape()[0] : 1;
+    weighted += value * static_cast<double>(n);
+    e.samples += n;
+    ++e.steps;
+    has_accuracy = detail::update_accuracy(accuracy, y, logits) || has_accuracy;
+  }
+  if (e.steps == 0) throw invalid_argument("evaluate: the dataset gave no batch");
+  e.loss = e.samples > 0 ? weighted / static_cast<double>(e.samples) : 0;
+  if (has_accuracy) e.accuracy = accuracy.result();
+  return e;
+}
+
+namespace detail {
+template <class Model, class Optimizer, class LossFn, class Dataset, class Validation>
+fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Dataset&& dataset, const fit_options& options,
+                     Validation& validation);
 }  // namespace detail
 
 /// Trains `model` with `optimizer` on `dataset` for options.epochs epochs; loss_fn(logits, labels)
 /// returns the scalar loss (a tensor of shape ()). Returns the per-epoch history.
 template <class Model, class Optimizer, class LossFn, class Dataset>
 fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& dataset, const fit_options& options = {}) {
+  detail::no_validation none;
+  return detail::fit_loop(model, optimizer, loss_fn, dataset, options, none);
+}
+
+/// The same, evaluating the model on `validation` (fx::evaluate) after each epoch.
+template <class Model, class Optimizer, class LossFn, class Dataset, class Validation>
+fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& dataset, const fit_options& options,
+                Validation&& validation) {
+  return detail::fit_loop(model, optimizer, loss_fn, dataset, options, validation);
+}
+
+template <class Model, class Optimizer, class LossFn, class Dataset, class Validation>
+fit_history detail::fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Dataset&& dataset,
+                             const fit_options& options, Validation& validation) {
   if (options.epochs < 0) throw invalid_argument("fit: epochs = " + std::to_string(options.epochs) + " is negative");
   if (options.steps_per_epoch == 0 || options.steps_per_epoch < -1)
     throw invalid_argument("fit: steps_per_epoch = " + std::to_string(options.steps_per_epoch) +
@@ -280,31 +411,17 @@ fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& da
       {
         gradient_tape tape;
         auto logits = model(x, /*training=*/true);
-        auto nonfinite = [&](double value, const std::string& detail) {
-          return numeric_error("fit: the loss is " + fluxion::detail::value_text(value) + " at epoch " + std::to_string(epoch + 1) +
+        auto [loss, value] = detail::checked_loss(loss_fn, logits, y, [&](double v, const std::string& detail) {
+          return numeric_error("fit: the loss is " + fluxion::detail::value_text(v) + " at epoch " + std::to_string(epoch + 1) +
                                    ", step " + std::to_string(logs.step + 1) + " (global step " +
                                    std::to_string(logs.global_step + 1) +
                                    "); the variables were not updated with this step's gradients" + detail,
-                               value);
-        };
-        auto loss = [&] {  // fluxion's losses check their value and name the input that is not finite
-          try {
-            return loss_fn(logits, y);
-          } catch (const numeric_error& e) {
-            throw nonfinite(e.value(), std::string(" (") + e.what() + ")");
-          }
-        }();
-        step_loss = static_cast<double>(loss.item());
-        if (!std::isfinite(step_loss)) throw nonfinite(step_loss, "");
+                               v);
+        });
+        step_loss = value;
         auto vars = model.trainable_variables();
         optimizer.apply_gradients(tape.gradient(loss, vars), vars);
-        using Y = std::remove_cvref_t<decltype(y)>;
-        if constexpr (std::is_integral_v<value_type_t<Y>>) {
-          if (logits.rank() == 2) {
-            accuracy.update(y, logits);
-            has_accuracy = true;
-          }
-        }
+        has_accuracy = detail::update_accuracy(accuracy, y, logits) || has_accuracy;
       }
       epoch_loss.update(step_loss);
       samples += x.rank() > 0 ? x.shape()[0] : 1;
@@ -333,6 +450,22 @@ fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& da
     if (logs.step == first_step) throw invalid_argument("fit: the dataset gave no batch in epoch " + std::to_string(epoch + 1));
     history.loss.push_back(logs.loss);
     if (logs.accuracy >= 0) history.accuracy.push_back(logs.accuracy);
+    if constexpr (!std::is_same_v<std::remove_cv_t<Validation>, detail::no_validation>) {
+      if (!history.interrupted) {
+        const evaluation v = [&] {
+          try {
+            return evaluate(model, loss_fn, validation);
+          } catch (const numeric_error& e) {
+            throw numeric_error("fit: validation after epoch " + std::to_string(epoch + 1) + ": " + e.what(), e.value());
+          }
+        }();
+        logs.has_validation = true;
+        logs.val_loss = v.loss;
+        logs.val_accuracy = v.accuracy;
+        history.val_loss.push_back(v.loss);
+        if (v.accuracy >= 0) history.val_accuracy.push_back(v.accuracy);
+      }
+    }
     if (bar) {
       out << "\r" << detail::progress_line(logs, logs.step) << "\x1b[K\n";
     } else if (options.verbose >= 1) {

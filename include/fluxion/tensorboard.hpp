@@ -21,7 +21,9 @@ namespace fluxion {
 
 /// Writes the running loss and accuracy (and the learning rate, when given the optimizer) to a
 /// TensorBoard summary_writer every `every_steps` steps, under `loss`, `accuracy`, `learning_rate`,
-/// as the reference texts' tf.contrib.summary.scalar calls every 10 steps.
+/// as the reference texts' tf.contrib.summary.scalar calls every 10 steps; at each epoch's end
+/// `epoch_loss`, `epoch_accuracy`, `samples_per_second`, and with validation data `epoch_val_loss`
+/// and `epoch_val_accuracy`.
 class tensorboard_callback : public callback {
  public:
   explicit tensorboard_callback(io::summary_writer& writer, std::int64_t every_steps = 10,
@@ -39,6 +41,10 @@ class tensorboard_callback : public callback {
   void on_epoch_end(const fit_logs& logs) override {
     m_writer->scalar("epoch_loss", logs.loss, logs.global_step);
     if (logs.accuracy >= 0) m_writer->scalar("epoch_accuracy", logs.accuracy, logs.global_step);
+    if (logs.has_validation) {
+      m_writer->scalar("epoch_val_loss", logs.val_loss, logs.global_step);
+      if (logs.val_accuracy >= 0) m_writer->scalar("epoch_val_accuracy", logs.val_accuracy, logs.global_step);
+    }
     m_writer->scalar("samples_per_second", logs.samples_per_second, logs.global_step);
     m_writer->flush();
   }

@@ -1,7 +1,8 @@
 // fx::nn models on fx::cuda: a sequential model declared with input<...>::on<fx::cuda> holds its
 // variables on the device and runs there. From the same generator it starts from the cpu model's
 // values, and its forward pass, gradients, optimizer steps, fx::fit over a dataset prefetched to
-// the device, and checkpoints agree with the same model on the cpu.
+// the device (with validation data, and fx::evaluate), and checkpoints agree with the same model
+// on the cpu.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -208,13 +209,24 @@ TEST_CASE("cuda nn: fx::fit trains a device model from a dataset prefetched to t
   auto dev = mlp<fx::cuda>(7);
   fx::optim::adam host_opt{1e-2}, dev_opt{1e-2};
   auto loss = [](const auto& logits, const auto& l) { return fx::losses::sparse_softmax_cross_entropy(logits, l); };
+  // Validation on the first 24 examples, in batches of 10 (the last one of 4), on each device.
+  const fx::tensor<float> vx = fx::slice(x, {0, 0, 0}, {24, 3, 4});
+  const fx::tensor<std::int32_t> vy = fx::slice(y, {0}, {24});
   const auto host_history = fx::fit(host, host_opt, loss, fx::data::tensors(x, y).batch(16).prefetch(2),
-                                    {.epochs = 4, .verbose = 0, .handle_interrupt = false});
+                                    {.epochs = 4, .verbose = 0, .handle_interrupt = false},
+                                    fx::data::tensors(vx, vy).batch(10));
   const auto dev_history = fx::fit(dev, dev_opt, loss, fx::data::tensors(x, y).batch(16).prefetch_to<fx::cuda>(2),
-                                   {.epochs = 4, .verbose = 0, .handle_interrupt = false});
+                                   {.epochs = 4, .verbose = 0, .handle_interrupt = false},
+                                   fx::data::tensors(vx, vy).batch(10).prefetch_to<fx::cuda>(1));
   REQUIRE(dev_history.loss.size() == 4);
   check_values(dev_history.loss, host_history.loss, 1e-4);
   check_values(dev_history.accuracy, host_history.accuracy, 1e-6);
+  REQUIRE(dev_history.val_loss.size() == 4);
+  check_values(dev_history.val_loss, host_history.val_loss, 1e-4);
+  check_values(dev_history.val_accuracy, host_history.val_accuracy, 1e-6);
+  const fx::evaluation e = fx::evaluate(dev, loss, fx::data::tensors(vx, vy).batch(10).prefetch_to<fx::cuda>(1));
+  CHECK(e.samples == 24);
+  CHECK(e.loss == dev_history.val_loss.back());
   CHECK(dev_history.loss.back() < dev_history.loss.front());
   CHECK(dev_opt.iterations() == 16);
   check_same(values_of(dev), values_of(host), 1e-3);
