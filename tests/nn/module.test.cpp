@@ -1,5 +1,6 @@
 // Composite models (fx::nn::model with FLUXION_LAYERS): a shared trunk with two heads, stable
-// hierarchical names, gradients from both heads reaching the trunk, inference without a tape.
+// hierarchical names, gradients from both heads reaching the trunk, inference without a tape, and
+// variables of the model's own (Keras's add_weight).
 #include <fluxion/fluxion.hpp>
 
 #include <doctest/doctest.h>
@@ -18,6 +19,15 @@ struct two_heads : nn::model<two_heads> {
     fx::tensor<float> h = trunk(x, training);
     return {classes(h), score(h)};
   }
+};
+
+/// A model with a variable of its own beside a layer: logits divided by a learned temperature.
+struct tempered : nn::model<tempered> {
+  nn::dense<3> head;
+  fx::variable<float> temperature{fx::tensor<float>(2.f)};
+  fx::variable<float> calls{fx::tensor<float>(0.f), "", /*trainable=*/false};
+  FLUXION_LAYERS(head, temperature, calls)
+  fx::tensor<float> call(const fx::tensor<float>& x, bool = false) { return fx::tensor<float>(head(x) / temperature); }
 };
 
 /// A model of models: the names nest.
@@ -81,4 +91,33 @@ TEST_CASE("model: sequential models nest and check the inner input shape") {
                                           "sequential/dense/bias", "sequential_1/dense/kernel",
                                           "sequential_1/dense/bias", "dense_1/kernel", "dense_1/bias"});
   CHECK(fx::tensor<float>(net(fx::ones<float>({3, 4}))).shape() == fx::shape{3, 1});
+}
+
+TEST_CASE("model: a variable of the model's own, listed in FLUXION_LAYERS, is named, trained and saved by name") {
+  tempered net;
+  const fx::tensor<float> x = fx::ones<float>({2, 4});
+  net(x);
+  std::vector<std::string> names;
+  for (auto* v : net.variables()) names.push_back(v->name());
+  CHECK(names == std::vector<std::string>{"head/kernel", "head/bias", "temperature", "calls"});
+  auto vars = net.trainable_variables();
+  REQUIRE(vars.size() == 3);  // `calls` is not trainable
+  CHECK(net.non_trainable_variables().size() == 1);
+  // d/dT sum(head(x) / T) = -sum(head(x)) / T^2, against the layer's own output.
+  fx::gradient_tape tape;
+  const fx::tensor<float> loss = fx::reduce_sum(net(x, true));
+  const auto g = tape.gradient(loss, vars);
+  const float h = fx::tensor<float>(fx::reduce_sum(net.head(x))).item();
+  CHECK(g[2].item() == doctest::Approx(-h / 4.f).epsilon(1e-5));
+  fx::optim::sgd opt{0.5};
+  opt.apply_gradients(g, vars);
+  CHECK(net.temperature.peek().item() == doctest::Approx(2.f + 0.5f * h / 4.f).epsilon(1e-5));
+  // Nested, the variable's name follows the member's path.
+  struct wrapper : nn::model<wrapper> {
+    tempered inner;
+    FLUXION_LAYERS(inner)
+    fx::tensor<float> call(const fx::tensor<float>& x, bool = false) { return inner(x); }
+  } w;
+  w(x);
+  CHECK(w.variables()[2]->name() == "inner/temperature");
 }

@@ -294,7 +294,15 @@ class stateless_layer {
 
 /// Base of composite models, as Keras's `Model` subclasses: list the sublayers once with
 /// FLUXION_LAYERS(a, b, ...), define `call(x, training)`, and the variable lists, names and
-/// `operator()` follow.
+/// `operator()` follow. A member of the list may also be a variable of the model's element type and
+/// device (Keras's add_weight), named by its member name:
+///
+///   struct tempered : fx::nn::model<tempered> {
+///     fx::nn::dense<10> head;
+///     fx::variable<float> temperature{fx::tensor<float>(1.f)};
+///     FLUXION_LAYERS(head, temperature)                // head/kernel, head/bias, temperature
+///     auto call(const fx::tensor<float>& x, bool) { return fx::tensor<float>(head(x) / temperature); }
+///   };
 template <class Derived, class T = float, class Device = cpu>
 class model : public layer_base<Derived, T, Device> {
  public:
@@ -310,7 +318,21 @@ class model : public layer_base<Derived, T, Device> {
   void for_each_variable(const std::string& prefix, F&& f) {
     auto [names, refs] = static_cast<Derived&>(*this).sublayers();
     std::size_t i = 0;
-    std::apply([&](auto&... layer) { (layer.for_each_variable(prefix + names[i++] + "/", f), ...); }, refs);
+    std::apply([&](auto&... member) { (visit_member(prefix + names[i++], member, f), ...); }, refs);
+  }
+
+ private:
+  template <class M, class F>
+  static void visit_member(const std::string& name, M& member, F& f) {
+    if constexpr (is_variable_v<M>) {
+      static_assert(std::is_same_v<M, variable<T, Device>>,
+                    "fluxion::nn::model: a variable listed in FLUXION_LAYERS must have the model's element type and "
+                    "device (fluxion::variable<T, Device> of nn::model<Self, T, Device>).");
+      member.set_name(name);
+      f(member);
+    } else {
+      member.for_each_variable(name + "/", f);
+    }
   }
 };
 
