@@ -154,6 +154,12 @@ TEST_CASE("fit: early stopping watches val_loss when there is validation data") 
   CHECK(stop.stopped_epoch() == 2);
   CHECK(history.val_loss.size() == 3);
   CHECK(history.val_loss[0] == history.val_loss[2]);
+  // The training loss is a mean over examples too: with a learning rate of 0 and a smaller last
+  // batch, an epoch's loss is evaluate's over the same batches.
+  auto uneven = blobs(2, 8, 15);
+  uneven.push_back(blobs(1, 3, 16)[0]);
+  const auto once = fx::fit(net, opt, cross_entropy, uneven, {.epochs = 1, .verbose = 0});
+  CHECK(once.loss[0] == doctest::Approx(fx::evaluate(net, cross_entropy, uneven).loss).epsilon(1e-12));
   // val_loss without validation data is an error, not a silent watch of nothing.
   fx::early_stopping on_val{{.patience = 1, .monitor = fx::monitor::val_loss}};
   CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, train, {.epochs = 2, .verbose = 0, .callbacks = {&on_val}}),

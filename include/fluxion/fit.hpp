@@ -17,7 +17,7 @@
 // early_stopping watches val_loss (Keras's default monitor). fx::evaluate is that evaluation alone:
 // inference mode (training = false), no tape records it, and the loss is the mean over examples
 // (each batch's loss weighted by its size, as Keras's evaluate), so a smaller last batch counts
-// for what it holds.
+// for what it holds. fit's training loss is the same kind of mean.
 //
 // The dataset is any range whose elements are (x, y) pairs or tuples of tensors, iterated once per
 // epoch from its beginning (a std::vector of pairs, or an fx::data pipeline). With integer labels
@@ -63,7 +63,7 @@ struct fit_logs {
   int epoch = 0;               // from 0
   std::int64_t step = 0;       // steps done in this epoch
   std::int64_t global_step = 0;  // steps done since fit began (plus the optimizer's earlier ones)
-  double loss = 0;             // mean over the epoch's steps so far
+  double loss = 0;             // mean over the epoch's examples so far (each step's loss weighted by its batch size)
   double accuracy = -1;        // sparse categorical accuracy so far, -1 when not computed
   double samples_per_second = 0;
   double seconds = 0;          // since the epoch began
@@ -423,8 +423,9 @@ fit_history detail::fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn
         optimizer.apply_gradients(tape.gradient(loss, vars), vars);
         has_accuracy = detail::update_accuracy(accuracy, y, logits) || has_accuracy;
       }
-      epoch_loss.update(step_loss);
-      samples += x.rank() > 0 ? x.shape()[0] : 1;
+      const std::int64_t batch_size = x.rank() > 0 ? x.shape()[0] : 1;
+      epoch_loss.update(step_loss, static_cast<double>(batch_size));  // a mean over examples, as evaluate's
+      samples += batch_size;
       ++logs.step;
       ++logs.global_step;
       ++history.steps;
