@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -315,6 +316,69 @@ TEST_CASE("fit: the checkpoint callback saves every N steps, each epoch, and whe
   manager.restore_latest();
   CHECK(net.layer<0>().kernel().peek().to_vector() == kernel);
   CHECK(opt.iterations() == 7);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("fit: the best checkpoint keeps the epoch with the lowest validation loss, and restores it") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("fluxion_fit_best_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "best.safetensors").string();
+  fx::random::generator gen{17};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  net(fx::zeros<float>({1, 4}));
+  fx::checkpoint ckpt{{"model", net}};
+  auto& kernel = net.layer<0>().kernel();
+  {  // The callback alone, on epochs whose validation loss is 1.0, 0.5, 0.7, 0.6: epoch 1 is kept.
+    fx::best_checkpoint_callback best{ckpt, path};
+    best.on_train_begin();
+    const std::vector<double> val = {1.0, 0.5, 0.7, 0.6};
+    for (int epoch = 0; epoch < 4; ++epoch) {
+      kernel.assign(fx::full<float>({4, 2}, static_cast<float>(epoch)));  // the model as each epoch left it
+      fx::fit_logs logs;
+      logs.epoch = epoch;
+      logs.loss = 2.0 - epoch;  // the training loss keeps falling; the validation loss decides
+      logs.has_validation = true;
+      logs.val_loss = val[static_cast<std::size_t>(epoch)];
+      best.on_epoch_end(logs);
+    }
+    CHECK(best.best_epoch() == 1);
+    CHECK(best.best() == 0.5);
+    ckpt.restore(best.path());
+    CHECK(kernel.peek().to_vector() == std::vector<float>(8, 1.f));
+    // Watching the training loss instead keeps the last epoch.
+    fx::best_checkpoint_callback on_loss{ckpt, path, {.monitor = fx::monitor::loss}};
+    on_loss.on_train_begin();
+    for (int epoch = 0; epoch < 4; ++epoch) {
+      fx::fit_logs logs;
+      logs.epoch = epoch;
+      logs.loss = 2.0 - epoch;
+      logs.has_validation = true;
+      logs.val_loss = val[static_cast<std::size_t>(epoch)];
+      on_loss.on_epoch_end(logs);
+    }
+    CHECK(on_loss.best_epoch() == 3);
+  }
+  // In fit, with validation data: the file holds the best epoch's model.
+  fx::optim::adam opt{0.05};
+  fx::best_checkpoint_callback best{ckpt, path};
+  std::vector<std::vector<float>> kernels;
+  struct keep : fx::callback {
+    std::vector<std::vector<float>>* out;
+    fx::variable<float>* v;
+    void on_epoch_end(const fx::fit_logs&) override { out->push_back(v->peek().to_vector()); }
+  } keeper;
+  keeper.out = &kernels;
+  keeper.v = &kernel;
+  const auto history = fx::fit(net, opt, cross_entropy, blobs(4, 8, 18), {.epochs = 4, .verbose = 0, .callbacks = {&keeper, &best}},
+                               blobs(2, 8, 19));
+  const auto lowest = std::min_element(history.val_loss.begin(), history.val_loss.end()) - history.val_loss.begin();
+  CHECK(best.best_epoch() == lowest);
+  ckpt.restore(best.path());
+  CHECK(kernel.peek().to_vector() == kernels[static_cast<std::size_t>(lowest)]);
+  CHECK_THROWS_WITH_AS(fx::best_checkpoint_callback(ckpt, ""), "best_checkpoint_callback: the path is empty",
+                       fx::invalid_argument);
   fs::remove_all(dir);
 }
 

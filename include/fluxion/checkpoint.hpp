@@ -11,10 +11,16 @@
 //   if (auto last = fx::latest_checkpoint("ckpt")) ckpt.restore(*last);
 //   fx::checkpoint_callback save{manager, /*every_steps=*/500};
 //   fx::fit(net, opt, loss, batches, {.epochs = 3, .callbacks = {&save}});
+//
+//   fx::best_checkpoint_callback best{ckpt, "ckpt/best.safetensors"};   // Keras's save_best_only
+//   fx::fit(net, opt, loss, batches, {.epochs = 30, .callbacks = {&best}}, validation);
+//   ckpt.restore(best.path());                          // the best epoch's model (restore_best_weights)
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include "fit.hpp"
 #include "io/checkpoint.hpp"
@@ -49,6 +55,50 @@ class checkpoint_callback : public callback {
   std::int64_t m_every;
   std::int64_t m_last_step = -1;
   std::string m_last;
+};
+
+struct best_checkpoint_options {
+  fluxion::monitor monitor = fluxion::monitor::automatic;  // val_loss when fit has validation data
+  double min_delta = 0;
+};
+
+/// Keras's ModelCheckpoint(save_best_only=True): saves `ckpt` to `path` (atomically, replacing the
+/// previous best) at the end of each epoch whose monitored loss beats the best so far by more than
+/// min_delta. Restoring that file after fit gives the best epoch's model, as Keras's
+/// EarlyStopping(restore_best_weights=True) does.
+class best_checkpoint_callback : public callback {
+ public:
+  using options = best_checkpoint_options;
+  best_checkpoint_callback(checkpoint& ckpt, std::string path, options o = {})
+      : m_checkpoint(&ckpt), m_path(std::move(path)), m_options(o) {
+    if (m_path.empty()) throw invalid_argument("best_checkpoint_callback: the path is empty");
+    if (!(o.min_delta >= 0))
+      throw invalid_argument("best_checkpoint_callback: min_delta = " + std::to_string(o.min_delta) + " is negative");
+  }
+  void on_train_begin() override {
+    m_best = std::numeric_limits<double>::infinity();
+    m_best_epoch = -1;
+  }
+  void on_epoch_end(const fit_logs& logs) override {
+    const double value = detail::monitored_loss(logs, m_options.monitor, "best_checkpoint_callback");
+    if (!(value < m_best - m_options.min_delta)) return;
+    m_checkpoint->save(m_path);
+    m_best = value;
+    m_best_epoch = logs.epoch;
+  }
+  /// Where the best epoch's checkpoint is.
+  const std::string& path() const noexcept { return m_path; }
+  /// The epoch (from 0) saved there, or -1 before any save.
+  int best_epoch() const noexcept { return m_best_epoch; }
+  /// Its monitored loss (infinity before any save).
+  double best() const noexcept { return m_best; }
+
+ private:
+  checkpoint* m_checkpoint;
+  std::string m_path;
+  options m_options;
+  double m_best = std::numeric_limits<double>::infinity();
+  int m_best_epoch = -1;
 };
 
 }  // namespace fluxion

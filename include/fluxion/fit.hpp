@@ -74,9 +74,19 @@ struct fit_logs {
   double val_accuracy = -1;     //   sparse categorical accuracy on it, -1 when not computed
 };
 
-/// What early_stopping watches: `automatic` is val_loss when fit has validation data, else the
-/// training loss.
+/// What early_stopping (and best_checkpoint_callback) watches: `automatic` is val_loss when fit has
+/// validation data, else the training loss.
 enum class monitor { automatic, loss, val_loss };
+
+namespace detail {
+/// The loss a callback `who` monitors at an epoch's end; val_loss without validation data is an error.
+inline double monitored_loss(const fit_logs& logs, monitor m, const char* who) {
+  if (m == monitor::val_loss && !logs.has_validation)
+    throw invalid_argument(std::string(who) + ": monitor = val_loss, but fit was given no validation data (pass it "
+                           "as fit's last argument, or monitor the training loss)");
+  return logs.has_validation && m != monitor::loss ? logs.val_loss : logs.loss;
+}
+}  // namespace detail
 
 /// Hooks into fit, as Keras's callbacks. Setting stop_training ends fit after the current step.
 class callback {
@@ -110,11 +120,7 @@ class early_stopping : public callback {
     m_stopped_epoch = -1;
   }
   void on_epoch_end(const fit_logs& logs) override {
-    if (m_options.monitor == monitor::val_loss && !logs.has_validation)
-      throw invalid_argument("early_stopping: monitor = val_loss, but fit was given no validation data (pass it as "
-                             "fit's last argument, or monitor the training loss)");
-    const bool validation = logs.has_validation && m_options.monitor != monitor::loss;
-    const double value = validation ? logs.val_loss : logs.loss;
+    const double value = detail::monitored_loss(logs, m_options.monitor, "early_stopping");
     if (value < m_best - m_options.min_delta) {
       m_best = value;
       m_wait = 0;
