@@ -44,7 +44,6 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
-#include <memory>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -236,17 +235,6 @@ inline std::string progress_line(const fit_logs& l, std::int64_t total) {
 /// fit without validation data.
 struct no_validation {};
 
-/// Pauses every gradient tape of this thread for the scope's lifetime.
-class tapes_paused {
- public:
-  tapes_paused() {
-    for (gradient_tape* t : tape_stack::tapes) m_scopes.emplace_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
-  }
-
- private:
-  std::vector<std::unique_ptr<gradient_tape::stop_recording_scope>> m_scopes;
-};
-
 template <class R>
 concept sized_range = requires(R& r) { std::size(r); };
 
@@ -293,7 +281,7 @@ struct evaluation {
 /// no tape.
 template <class Model, class LossFn, class Dataset>
 evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset) {
-  detail::tapes_paused quiet;
+  detail::all_tapes_paused quiet;
   evaluation e;
   double weighted = 0;
   metrics::sparse_categorical_accuracy accuracy;
@@ -320,29 +308,10 @@ evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset) {
 }
 
 namespace detail {
+/// fit's epochs, with Validation = no_validation or a dataset to evaluate after each epoch.
 template <class Model, class Optimizer, class LossFn, class Dataset, class Validation>
 fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Dataset&& dataset, const fit_options& options,
-                     Validation& validation);
-}  // namespace detail
-
-/// Trains `model` with `optimizer` on `dataset` for options.epochs epochs; loss_fn(logits, labels)
-/// returns the scalar loss (a tensor of shape ()). Returns the per-epoch history.
-template <class Model, class Optimizer, class LossFn, class Dataset>
-fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& dataset, const fit_options& options = {}) {
-  detail::no_validation none;
-  return detail::fit_loop(model, optimizer, loss_fn, dataset, options, none);
-}
-
-/// The same, evaluating the model on `validation` (fx::evaluate) after each epoch.
-template <class Model, class Optimizer, class LossFn, class Dataset, class Validation>
-fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& dataset, const fit_options& options,
-                Validation&& validation) {
-  return detail::fit_loop(model, optimizer, loss_fn, dataset, options, validation);
-}
-
-template <class Model, class Optimizer, class LossFn, class Dataset, class Validation>
-fit_history detail::fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Dataset&& dataset,
-                             const fit_options& options, Validation& validation) {
+                     Validation& validation) {
   if (options.epochs < 0) throw invalid_argument("fit: epochs = " + std::to_string(options.epochs) + " is negative");
   if (options.steps_per_epoch == 0 || options.steps_per_epoch < -1)
     throw invalid_argument("fit: steps_per_epoch = " + std::to_string(options.steps_per_epoch) +
@@ -485,6 +454,23 @@ fit_history detail::fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn
   for (callback* c : options.callbacks) c->on_train_end(logs);
   out << std::flush;
   return history;
+}
+
+}  // namespace detail
+
+/// Trains `model` with `optimizer` on `dataset` for options.epochs epochs; loss_fn(logits, labels)
+/// returns the scalar loss (a tensor of shape ()). Returns the per-epoch history.
+template <class Model, class Optimizer, class LossFn, class Dataset>
+fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& dataset, const fit_options& options = {}) {
+  detail::no_validation none;
+  return detail::fit_loop(model, optimizer, loss_fn, dataset, options, none);
+}
+
+/// The same, evaluating the model on `validation` (fx::evaluate) after each epoch.
+template <class Model, class Optimizer, class LossFn, class Dataset, class Validation>
+fit_history fit(Model& model, Optimizer& optimizer, LossFn loss_fn, Dataset&& dataset, const fit_options& options,
+                Validation&& validation) {
+  return detail::fit_loop(model, optimizer, loss_fn, dataset, options, validation);
 }
 
 }  // namespace fluxion

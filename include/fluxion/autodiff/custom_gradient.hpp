@@ -58,11 +58,11 @@ class custom_gradient_function {
   template <class... Ts>
   auto call(const Ts&... xs) const {
     // Run the user's function with every tape paused (accumulators still see it: see above).
-    std::vector<std::unique_ptr<gradient_tape::stop_recording_scope>> quiet;
-    for (gradient_tape* t : detail::tape_stack::tapes) quiet.push_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
-    auto [value, back] = m_f(xs...);
-    auto y = detail::materialize(value);
-    quiet.clear();
+    auto [y, back] = [&] {
+      detail::all_tapes_paused quiet;
+      auto [value, b] = m_f(xs...);
+      return std::pair{detail::materialize(value), std::move(b)};
+    }();
     using Y = decltype(y);
     using T = value_type_t<Y>;
     using D = device_t<Y>;

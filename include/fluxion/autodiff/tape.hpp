@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <typeinfo>
@@ -499,5 +500,19 @@ class gradient_tape {
   bool m_keep = false;
   int m_paused = 0;
 };
+
+namespace detail {
+/// Pauses every gradient tape of this thread for the scope's lifetime (custom_gradient's wrapped
+/// function, fx::evaluate).
+class all_tapes_paused {
+ public:
+  all_tapes_paused() {
+    for (gradient_tape* t : tape_stack::tapes) m_scopes.push_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
+  }
+
+ private:
+  std::vector<std::unique_ptr<gradient_tape::stop_recording_scope>> m_scopes;
+};
+}  // namespace detail
 
 }  // namespace fluxion

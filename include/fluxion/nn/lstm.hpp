@@ -41,8 +41,6 @@
 namespace fluxion::nn {
 
 namespace detail {
-/// The statements of every LSTM layer of element type T (one instance per program; see
-/// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked.
 
 /// The tape that may record a fused sequence reading `projected` and `r`, in `tape`: false where
 /// the statements must run instead (see the top of this file).
@@ -117,6 +115,8 @@ tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T,
   return y;
 }
 
+/// The statements of every LSTM layer of element type T (one instance per program; see
+/// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked.
 template <class T, bool ReturnSequences, int Config = fluxion::detail::autodiff_config, class Device = cpu>
 tensor<T, Device> lstm_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
                                const variable<T, Device>& recurrent_kernel, const variable<T, Device>& bias,
