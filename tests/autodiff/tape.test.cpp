@@ -241,6 +241,27 @@ TEST_CASE("tape: variable::value() is recorded as read_value() is; peek() is not
   }
 }
 
+TEST_CASE("tape: a variable's assign, assign_add and assign_sub are not recorded (TensorFlow's assign)") {
+  // Assignment is a write, not an operation: the new value starts no path back to what it was
+  // computed from, and the write costs the tape no entry, whatever the tape watches.
+  fx::tensor<double> x = {1.0, 2.0};
+  fx::variable<double> v{fx::tensor<double>{0.0, 0.0}, "v"};
+  fx::gradient_tape tape{fx::persistent};
+  tape.watch(x);
+  fx::tensor<double> before = v.value();  // the tape now watches v's value
+  v.assign(x * 2.0);
+  v.assign_add(x);
+  v.assign_sub(fx::broadcast_to(x, {2}) * 0.5);
+  v.assign(fx::tensor<double>(x * 4.0));  // a tensor of the variable's shape: swapped in
+  v.assign(fx::reduce_mean(x) * 0.0 + 1.0);  // a scalar broadcast to the variable's shape
+  CHECK(tape.entries() == 1);                 // only x * 4.0, a statement of its own
+  CHECK(v.value().to_vector() == std::vector<double>{1, 1});
+  fx::tensor<double> y = fx::reduce_sum(v.value() * 3.0);
+  CHECK(tape.gradient(y, x).shape() == fx::shape{0});  // unconnected, as TF's None
+  CHECK(tape.gradient(y, v).to_vector() == std::vector<double>{3, 3});
+  CHECK(before.to_vector() == std::vector<double>{0, 0});
+}
+
 TEST_CASE("tape: the gradients of many slices of one tensor add into their regions") {
   // Each row a slice of its own (weighted by its index), plus a strided slice over all of x: the
   // tape adds each slice's gradient into its region of x's gradient, in place after the first.

@@ -35,25 +35,35 @@ struct materialize_depth {
   materialize_depth& operator=(const materialize_depth&) = delete;
 };
 
+/// Evaluates `e` into a new tensor without offering it to tapes or forward accumulators: for
+/// writes that are not differentiable operations (a variable's assign, assign_add and assign_sub,
+/// as in TensorFlow), so that they instantiate the statement's kernel but none of its backward or
+/// tangent functions.
 template <class E>
-auto materialize(const E& e) -> tensor<value_type_t<E>, device_t<E>> {
+auto materialize_unrecorded(const E& e) -> tensor<value_type_t<E>, device_t<E>> {
   using T = value_type_t<E>;
   using Device = device_t<E>;
   if constexpr (is_tensor_v<E>) {
     return e;
+  } else if constexpr (is_boundary_v<E>) {
+    materialize_depth nested;  // what the node materializes inside is not offered either
+    return e.eval();
   } else {
-    tensor<T, Device> out = [&] {
-      materialize_depth nested;
-      if constexpr (is_boundary_v<E>) {
-        return e.eval();
-      } else {
-        tensor<T, Device> o(e.shape());
-        evaluator<Device>::assign(o.mutable_data(), destination_layout(e.shape()), e.make_view(), e.shape());
-        return o;
-      }
-    }();
+    materialize_depth nested;
+    tensor<T, Device> o(e.shape());
+    evaluator<Device>::assign(o.mutable_data(), destination_layout(e.shape()), e.make_view(), e.shape());
+    return o;
+  }
+}
+
+template <class E>
+auto materialize(const E& e) -> tensor<value_type_t<E>, device_t<E>> {
+  if constexpr (is_tensor_v<E>) {
+    return e;
+  } else {
+    auto out = materialize_unrecorded(e);
 #if FLUXION_MAX_DERIVATIVE_ORDER > 0
-    if constexpr (std::is_floating_point_v<T>)
+    if constexpr (std::is_floating_point_v<value_type_t<E>>)
       if (autodiff_state::observers > 0 && autodiff_state::depth == 0) on_materialize<autodiff_config>(e, out);
 #endif
     return out;

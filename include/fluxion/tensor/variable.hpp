@@ -119,12 +119,12 @@ class variable {
                   "fluxion::variable::assign: the expression lives on another device; move it with "
                   "fluxion::to<Device>(expr) first.");
     if (x.shape() == shape()) {
-      m_value = tensor<T, Device>(x);
+      m_value = detail::materialize_unrecorded(x);
     } else {
       if (broadcast_shapes(x.shape(), shape(), "assign") != shape())
         throw shape_error("assign: cannot assign a value of shape " + to_string(x.shape()) + " to variable '" +
                           m_name + "' of shape " + to_string(shape()));
-      m_value = tensor<T, Device>(broadcast_to(x, shape()));
+      m_value = detail::materialize_unrecorded(broadcast_to(x, shape()));
     }
     ++m_version;
     return *this;
