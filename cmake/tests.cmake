@@ -143,6 +143,10 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND CMAKE_CXX_COMPILER_ID MATCH
     endif()
     fluxion_add_doctest(backend.cpu.simd_ops_${isa} "${FLUXION_TESTS_DIR}/backend/cpu/simd_ops.test.cpp" NO_PCH LABELS unit)
     set_target_properties(test_backend_cpu_simd_ops_${isa} PROPERTIES FLUXION_MARCH ${march})
+    # A program built for less than the machine has gets a notice from the thread pool.
+    fluxion_add_doctest(backend.cpu.detail.isa_notice_${isa} "${FLUXION_TESTS_DIR}/backend/cpu/detail/isa_notice.test.cpp"
+                        NO_PCH LABELS unit)
+    set_target_properties(test_backend_cpu_detail_isa_notice_${isa} PROPERTIES FLUXION_MARCH ${march})
   endforeach()
 endif()
 

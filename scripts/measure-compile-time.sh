@@ -12,6 +12,8 @@
 #     LibTorch twin bench/compile/mnist_models_torch.cpp, header-only and with both levers;
 #   - bench/compile/train_step.cpp: the MLP and CNN of bench/nn trained by a tape and by
 #     nn::compile_step (issue 13);
+#   - bench/compile/fit_program.cpp, a user's first program with the model layer (fit, evaluate,
+#     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels;
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
 #     prebuilt (FLUXION_PREBUILT_KERNELS, the fluxion::kernels target) and a precompiled header.
 #   scripts/measure-compile-time.sh [extra compiler flags...]
@@ -77,6 +79,14 @@ prebuilt=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c bench/compile
 row "  ... with FLUXION_PREBUILT_KERNELS" "$prebuilt"
 row "  (src/kernels.cpp itself, compiled once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
 row "  (src/nn_kernels.cpp, the model layer's, once per build)" "$(best "$cxx" "${flags[@]}" -c src/nn_kernels.cpp -o "$scratch/nn_kernels.o")"
+
+# The first program a user writes with the model layer (README, "Your own program"): header-only,
+# without its checkpoint, at CMake Release's -O3 instead of -O2, and with prebuilt kernels.
+fit=(-DFLUXION_HAS_ZLIB=1 -c bench/compile/fit_program.cpp -o "$scratch/out.o")
+row "bench/compile/fit_program.cpp (fit, evaluate, a checkpoint)" "$(best "$cxx" "${flags[@]}" "${fit[@]}")"
+row "  ... without the checkpoint" "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_NO_CHECKPOINT "${fit[@]}")"
+row "  ... at -O3 (CMake's Release)" "$(best "$cxx" "${flags[@]}" -O3 "${fit[@]}")"
+row "  ... with FLUXION_PREBUILT_KERNELS" "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
 
 # Lever 2: a precompiled header of the umbrella (what fluxion_target_precompile_headers adds).
 mkdir -p "$scratch/pch"

@@ -41,6 +41,7 @@
 #include "../../core/config.hpp"
 #include "../../core/error.hpp"
 #include "../../core/function_ref.hpp"
+#include "detail/isa_notice.hpp"
 
 namespace fluxion {
 namespace detail {
@@ -152,6 +153,7 @@ class thread_pool {
 
  private:
   thread_pool() {
+    print_isa_notice_once();  // a program built without -march=native on a CPU with AVX2 or AVX-512
     unsigned hc = std::thread::hardware_concurrency();
     m_num_threads.store(hc == 0 ? 1 : static_cast<int>(hc));
   }
