@@ -1,5 +1,5 @@
 // fx::data transforms over in-memory datasets: tensors / from_tensors, map, shuffle, batch,
-// repeat, take, zip, prefetch and cardinality, each against values computed by hand.
+// repeat, take, cache, zip, prefetch and cardinality, each against values computed by hand.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -196,6 +196,73 @@ TEST_CASE("repeat and take: counts and contents") {
   CHECK(twice == values(range(10).shuffle(10, 3).repeat(2)));
   CHECK(std::vector<std::int32_t>(twice.begin(), twice.begin() + 10) !=
         std::vector<std::int32_t>(twice.begin() + 10, twice.end()));
+}
+
+TEST_CASE("cache: the upstream is read once, by the first full pass, and replayed") {
+  // A source that counts its reads, and whose order depends on the pass (as a shuffle's does).
+  auto reads = std::make_shared<std::atomic<int>>(0);
+  auto opened = std::make_shared<std::vector<std::uint64_t>>();
+  fx::data::dataset<fx::tensor<std::int32_t>> counted(
+      [reads, opened](std::uint64_t pass) -> fx::data::dataset<fx::tensor<std::int32_t>>::next_fn {
+        opened->push_back(pass);
+        return [reads, pass, i = 0]() mutable -> std::optional<fx::tensor<std::int32_t>> {
+          if (i == 4) return std::nullopt;
+          ++*reads;
+          return fx::tensor<std::int32_t>(static_cast<std::int32_t>(10 * pass + static_cast<std::uint64_t>(i++)));
+        };
+      },
+      4);
+  auto cached = counted.cache();
+  CHECK(cached.cardinality() == 4);
+  // A pass that stops early keeps nothing.
+  CHECK(values(cached.take(2)) == std::vector<std::int32_t>{0, 1});
+  CHECK(*reads == 2);
+  {
+    auto it = cached.open(5);  // a pass abandoned before its end
+    CHECK(it.next()->data()[0] == 0);
+  }
+  CHECK(*reads == 3);
+  // The first full pass reads the upstream's pass 0, whatever its own number; later passes, and
+  // copies of the dataset, replay it without reading.
+  CHECK(values(cached.shuffle(1, 0)) == std::vector<std::int32_t>{0, 1, 2, 3});
+  CHECK(*reads == 7);
+  const auto copy = cached;
+  for (std::uint64_t pass : {0u, 3u, 7u}) {
+    std::vector<std::int32_t> got;
+    auto it = copy.open(pass);
+    while (auto e = it.next()) got.push_back(e->data()[0]);
+    CHECK(got == std::vector<std::int32_t>{0, 1, 2, 3});
+  }
+  CHECK(*reads == 7);
+  CHECK(std::all_of(opened->begin(), opened->end(), [](std::uint64_t p) { return p == 0; }));
+  // Replayed elements are the same tensors (shared handles), in every pass.
+  auto a = collect(cached), b = collect(cached);
+  REQUIRE(a.size() == 4);
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i].data() == b[i].data());
+  // Downstream transforms see it as any dataset: a shuffle over the cache still reshuffles per pass.
+  const auto shuffled = values(cached.shuffle(4, 11).repeat(2));
+  CHECK(shuffled == values(counted.cache().shuffle(4, 11).repeat(2)));
+  CHECK(std::vector<std::int32_t>(shuffled.begin(), shuffled.begin() + 4) !=
+        std::vector<std::int32_t>(shuffled.begin() + 4, shuffled.end()));
+  CHECK(values(cached.batch(3).prefetch(2).map([](const fx::tensor<std::int32_t>& t) { return fx::reduce_sum(t); })) ==
+        std::vector<std::int32_t>{3, 3});
+}
+
+TEST_CASE("cache: an upstream that throws fills nothing, and the next pass tries again") {
+  auto fail = std::make_shared<bool>(true);
+  fx::data::dataset<fx::tensor<std::int32_t>> flaky([fail]() -> fx::data::dataset<fx::tensor<std::int32_t>>::next_fn {
+    return [fail, i = 0]() mutable -> std::optional<fx::tensor<std::int32_t>> {
+      if (i == 2 && *fail) throw fx::io_error("flaky: read error at element 2");
+      if (i == 3) return std::nullopt;
+      return fx::tensor<std::int32_t>(i++);
+    };
+  });
+  auto cached = flaky.cache();
+  CHECK_THROWS_WITH_AS(values(cached), "flaky: read error at element 2", fx::io_error);
+  *fail = false;
+  CHECK(values(cached) == std::vector<std::int32_t>{0, 1, 2});
+  *fail = true;  // filled: the upstream is not read again
+  CHECK(values(cached) == std::vector<std::int32_t>{0, 1, 2});
 }
 
 TEST_CASE("zip: pairs, ends with the shorter") {

@@ -294,7 +294,14 @@ std::vector<double> naive_counts(const std::vector<double>& values, const std::v
 TEST_CASE("summary_writer: the event file's name, file_version event and scalar events") {
   scratch_dir dir;
   const auto log_dir = dir.path / "runs" / "cnn";  // created, parents included
-  const auto before = static_cast<std::int64_t>(std::time(nullptr));
+  // The writer names its file from std::chrono::system_clock. std::time reads the kernel's clock
+  // as of its last tick, up to a tick behind, so it could name the second before and fail the
+  // checks below at a second's boundary (seen once under load): use the writer's clock.
+  const auto system_seconds = [] {
+    return static_cast<std::int64_t>(
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  };
+  const auto before = system_seconds();
   std::string path;
   {
     fx::summary_writer log{log_dir.string()};
@@ -317,7 +324,7 @@ TEST_CASE("summary_writer: the event file's name, file_version event and scalar 
   const std::string rest = name.substr(prefix.size());
   const auto seconds = std::stoll(rest.substr(0, rest.find('.')));
   CHECK(seconds >= before);
-  CHECK(seconds <= static_cast<std::int64_t>(std::time(nullptr)));
+  CHECK(seconds <= system_seconds());
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   CHECK(rest.substr(rest.find('.') + 1) == host);

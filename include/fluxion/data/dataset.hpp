@@ -25,6 +25,8 @@
 //                              the last batch is short unless drop_remainder
 //   repeat(count = -1)         count passes, or forever
 //   take(n)                    the first n elements
+//   cache()                    the elements of the first full pass kept in memory and replayed on
+//                              every later one (the upstream's pass 0: put it before shuffle)
 //   zip(other)                 std::tuple{a, b}; ends with the shorter
 //   prefetch(n)                keeps up to n elements ready, made on a background thread and on the
 //                              thread pool's idle workers; an exception of the producer is rethrown
@@ -398,6 +400,51 @@ class dataset {
           };
         },
         card);
+  }
+
+  /// Keeps the elements of the upstream's pass 0 in memory once a pass has read it to the end, and
+  /// replays them on every later pass (tf.data's cache() without a file): a source that decodes or
+  /// decompresses (IDX .gz, CSV, TFRecord) is read once instead of once per epoch. It always reads
+  /// the upstream's pass 0, so every pass, in any process, holds the same elements in the same
+  /// order; put it before shuffle and random maps, which it would otherwise freeze, as in tf.data.
+  /// Elements are kept as they are (a tensor is a shared handle, not a copy of its data). A pass
+  /// that stops early (take, steps_per_epoch, an exception) keeps nothing, and the next pass reads
+  /// the upstream again. Copies of the dataset share the cache.
+  dataset cache() const {
+    static_assert(std::is_copy_constructible_v<Element>, "fluxion::data::dataset::cache: elements must be copyable");
+    struct shared {
+      std::mutex mutex;
+      std::shared_ptr<const std::vector<Element>> elements;  // set once a pass has read everything
+    };
+    auto up = m_open;
+    auto cache = std::make_shared<shared>();
+    return dataset(
+        [up, cache](std::uint64_t) -> next_fn {
+          std::shared_ptr<const std::vector<Element>> filled;
+          {
+            std::lock_guard<std::mutex> lk(cache->mutex);
+            filled = cache->elements;
+          }
+          if (filled)
+            return [filled, i = std::size_t{0}]() mutable -> std::optional<Element> {
+              if (i == filled->size()) return std::nullopt;
+              return (*filled)[i++];
+            };
+          auto collected = std::make_shared<std::vector<Element>>();
+          return [next = (*up)(0), collected, cache]() mutable -> std::optional<Element> {
+            if (!next) return std::nullopt;
+            auto e = next();
+            if (!e) {
+              next = nullptr;
+              std::lock_guard<std::mutex> lk(cache->mutex);
+              if (!cache->elements) cache->elements = std::move(collected);
+              return std::nullopt;
+            }
+            collected->push_back(*e);
+            return e;
+          };
+        },
+        m_cardinality);
   }
 
   /// The first `count` elements (all of them when count is -1).
