@@ -68,9 +68,14 @@ function(fluxion_target_precompile_headers target)
     list(APPEND headers <fluxion/${facade}.hpp>)
   endforeach()
   target_precompile_headers(${target} PRIVATE ${headers})
-  # fluxion turns xsimd's false -Wmaybe-uninitialized warnings off around its includes (GCC bug
-  # 105593), but g++ 12 does not keep that pragma in a precompiled header: with one, the target
-  # would get them (hundreds of lines) wherever an AVX-512 kernel is inlined.
+  fluxion_precompiled_header_warnings(${target})
+endfunction()
+
+# fluxion_precompiled_header_warnings(target): fluxion turns xsimd's false -Wmaybe-uninitialized
+# warnings off around its includes (GCC bug 105593), but g++ 12 does not keep that pragma in a
+# precompiled header: a target that uses one would get them (hundreds of lines) wherever an
+# AVX-512 kernel is inlined. Also used by fluxion's own tests (cmake/tests.cmake).
+function(fluxion_precompiled_header_warnings target)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
     target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized)
   endif()

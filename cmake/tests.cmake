@@ -48,11 +48,7 @@ function(fluxion_test_precompiled_header target group)
   endif()
   target_precompile_headers(${target} REUSE_FROM ${owner})
   set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${fluxion_test_launcher}")
-  # As fluxion_target_precompile_headers does (cmake/build_time.cmake): g++ 12 drops fluxion's
-  # pragma around xsimd from a precompiled header, and xsimd's false warnings come back.
-  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-    target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized)
-  endif()
+  fluxion_precompiled_header_warnings(${target})  # cmake/build_time.cmake
 endfunction()
 
 # fluxion_add_doctest(<ctest name> <source> [NO_PCH] [LINK <libraries>...] [LABELS <labels>...])

@@ -45,14 +45,15 @@ auto materialize_unrecorded(const E& e) -> tensor<value_type_t<E>, device_t<E>> 
   using Device = device_t<E>;
   if constexpr (is_tensor_v<E>) {
     return e;
-  } else if constexpr (is_boundary_v<E>) {
-    materialize_depth nested;  // what the node materializes inside is not offered either
-    return e.eval();
   } else {
-    materialize_depth nested;
-    tensor<T, Device> o(e.shape());
-    evaluator<Device>::assign(o.mutable_data(), destination_layout(e.shape()), e.make_view(), e.shape());
-    return o;
+    materialize_depth nested;  // what a kernel boundary materializes inside is not offered either
+    if constexpr (is_boundary_v<E>) {
+      return e.eval();
+    } else {
+      tensor<T, Device> o(e.shape());
+      evaluator<Device>::assign(o.mutable_data(), destination_layout(e.shape()), e.make_view(), e.shape());
+      return o;
+    }
   }
 }
 
