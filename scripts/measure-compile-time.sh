@@ -79,6 +79,7 @@ prebuilt=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c bench/compile
 row "  ... with FLUXION_PREBUILT_KERNELS" "$prebuilt"
 row "  (src/kernels.cpp itself, compiled once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
 row "  (src/nn_kernels.cpp, the model layer's, once per build)" "$(best "$cxx" "${flags[@]}" -c src/nn_kernels.cpp -o "$scratch/nn_kernels.o")"
+row "  (src/io.cpp, checkpoints, safetensors and summaries, once per build)" "$(best "$cxx" "${flags[@]}" -c src/io.cpp -o "$scratch/io.o")"
 
 # The first program a user writes with the model layer (README, "Your own program"): header-only,
 # without its checkpoint, at CMake Release's -O3 instead of -O2, and with prebuilt kernels.

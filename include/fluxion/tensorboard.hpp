@@ -27,28 +27,10 @@ namespace fluxion {
 class tensorboard_callback : public callback {
  public:
   explicit tensorboard_callback(io::summary_writer& writer, std::int64_t every_steps = 10,
-                                const optim::optimizer* optimizer = nullptr)
-      : m_writer(&writer), m_every(every_steps), m_optimizer(optimizer) {
-    if (every_steps < 1)
-      throw invalid_argument("tensorboard_callback: every_steps = " + std::to_string(every_steps) + " must be at least 1");
-  }
-  void on_batch_end(const fit_logs& logs) override {
-    if (logs.global_step % m_every != 0) return;
-    m_writer->scalar("loss", logs.loss, logs.global_step);
-    if (logs.accuracy >= 0) m_writer->scalar("accuracy", logs.accuracy, logs.global_step);
-    if (m_optimizer) m_writer->scalar("learning_rate", m_optimizer->learning_rate(), logs.global_step);
-  }
-  void on_epoch_end(const fit_logs& logs) override {
-    m_writer->scalar("epoch_loss", logs.loss, logs.global_step);
-    if (logs.accuracy >= 0) m_writer->scalar("epoch_accuracy", logs.accuracy, logs.global_step);
-    if (logs.has_validation) {
-      m_writer->scalar("epoch_val_loss", logs.val_loss, logs.global_step);
-      if (logs.val_accuracy >= 0) m_writer->scalar("epoch_val_accuracy", logs.val_accuracy, logs.global_step);
-    }
-    m_writer->scalar("samples_per_second", logs.samples_per_second, logs.global_step);
-    m_writer->flush();
-  }
-  void on_train_end(const fit_logs&) override { m_writer->flush(); }
+                                const optim::optimizer* optimizer = nullptr);
+  void on_batch_end(const fit_logs& logs) override;
+  void on_epoch_end(const fit_logs& logs) override;
+  void on_train_end(const fit_logs& logs) override;
 
  private:
   io::summary_writer* m_writer;
@@ -56,4 +38,33 @@ class tensorboard_callback : public callback {
   const optim::optimizer* m_optimizer;
 };
 
+#if FLUXION_IO_DEFINITIONS
+// In src/io.cpp where the program uses prebuilt kernels (io/prebuilt.hpp); inline otherwise.
+FLUXION_IO_INLINE tensorboard_callback::tensorboard_callback(io::summary_writer& writer, std::int64_t every_steps,
+                                                            const optim::optimizer* optimizer)
+    : m_writer(&writer), m_every(every_steps), m_optimizer(optimizer) {
+  if (every_steps < 1)
+    throw invalid_argument("tensorboard_callback: every_steps = " + std::to_string(every_steps) + " must be at least 1");
+}
+
+FLUXION_IO_INLINE void tensorboard_callback::on_batch_end(const fit_logs& logs) {
+  if (logs.global_step % m_every != 0) return;
+  m_writer->scalar("loss", logs.loss, logs.global_step);
+  if (logs.accuracy >= 0) m_writer->scalar("accuracy", logs.accuracy, logs.global_step);
+  if (m_optimizer) m_writer->scalar("learning_rate", m_optimizer->learning_rate(), logs.global_step);
+}
+
+FLUXION_IO_INLINE void tensorboard_callback::on_epoch_end(const fit_logs& logs) {
+  m_writer->scalar("epoch_loss", logs.loss, logs.global_step);
+  if (logs.accuracy >= 0) m_writer->scalar("epoch_accuracy", logs.accuracy, logs.global_step);
+  if (logs.has_validation) {
+    m_writer->scalar("epoch_val_loss", logs.val_loss, logs.global_step);
+    if (logs.val_accuracy >= 0) m_writer->scalar("epoch_val_accuracy", logs.val_accuracy, logs.global_step);
+  }
+  m_writer->scalar("samples_per_second", logs.samples_per_second, logs.global_step);
+  m_writer->flush();
+}
+
+FLUXION_IO_INLINE void tensorboard_callback::on_train_end(const fit_logs&) { m_writer->flush(); }
+#endif  // FLUXION_IO_DEFINITIONS
 }  // namespace fluxion

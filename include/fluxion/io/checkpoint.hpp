@@ -69,6 +69,7 @@
 #include "../tensor.hpp"
 #include "../tensor/random.hpp"
 #include "file.hpp"
+#include "prebuilt.hpp"
 #include "safetensors.hpp"
 
 namespace fluxion {
@@ -129,9 +130,7 @@ struct restore_context {
   }
 };
 
-[[noreturn]] inline void restore_fail(const restore_context& c, const std::string& what) {
-  throw io_error("checkpoint::restore: '" + c.path + "': " + what);
-}
+[[noreturn]] void restore_fail(const restore_context& c, const std::string& what);
 
 /// The tensor `name` of the file as a tensor<T> of shape `expected`, or nullopt when it is absent
 /// and partial restores are allowed. `where` says whose it is ("the model").
@@ -155,7 +154,8 @@ std::optional<tensor<T>> take(restore_context& c, const std::string& name, const
   return io::safetensors::decode<T>(*t);
 }
 
-inline void add_unique(io::safetensors& file, std::set<std::string>& names, const std::string& name, const auto& t) {
+template <class Tensor>
+FLUXION_IO_TEMPLATE_INLINE void add_unique(io::safetensors& file, std::set<std::string>& names, const std::string& name, const Tensor& t) {
   if (!names.insert(name).second)
     throw invalid_argument("checkpoint::save: two tensors are named '" + name +
                            "'; give the objects (or the variables) distinct names");
@@ -166,7 +166,306 @@ inline void add_unique(io::safetensors& file, std::set<std::string>& names, cons
 using optim::detail::format_number;
 
 /// The optimizer's kind and hyperparameters, as metadata.
-inline std::vector<std::pair<std::string, std::string>> hyperparameters(const optim::optimizer& o) {
+std::vector<std::pair<std::string, std::string>> hyperparameters(const optim::optimizer& o);
+
+}  // namespace detail
+
+/// One named object of a checkpoint: a reference to a model, an optimizer, a variable, a
+/// std::int64_t or a random generator (the object must outlive the checkpoint).
+class checkpoint_object {
+ public:
+  template <class Object>
+  checkpoint_object(std::string name, Object& object);  // NOLINT: {"model", net}
+
+  // Declared here and defined with the other non-template code, so that a program with prebuilt
+  // I/O does not compile the std::function copies and destructors (io/prebuilt.hpp).
+  checkpoint_object(const checkpoint_object& other);
+  checkpoint_object(checkpoint_object&& other) noexcept;
+  checkpoint_object& operator=(const checkpoint_object& other);
+  checkpoint_object& operator=(checkpoint_object&& other) noexcept;
+  ~checkpoint_object();
+
+  const std::string& name() const noexcept { return m_name; }
+  /// "model", "optimizer", "variable", "integer" or "generator".
+  const std::string& kind() const noexcept { return m_kind; }
+
+ private:
+  friend class checkpoint;
+  using commit_function = std::function<void()>;
+
+  // Variables on a device are saved from host copies, and restored by uploading the file's values
+  // (checked first, on the host, like every other).
+  template <class M>
+  void bind_model(M& m);
+
+  template <class T, class Device>
+  void bind_variable(variable<T, Device>& v);
+
+  // bind_integer, bind_generator and bind_optimizer are templates, though each takes one type, so
+  // that the statements and kernels their bodies use (slots of every element type, int64 tensors)
+  // are instantiated only in programs that checkpoint such an object, not in every file that
+  // includes the umbrella header (0.4 s of its 2.1 s, measured).
+  template <class Integer>
+  void bind_integer(Integer& n);
+
+  template <class Generator>
+  void bind_generator(Generator& g);
+
+  template <class Optimizer>
+  void bind_optimizer(Optimizer& derived);
+
+  /// Checks the slots the optimizer has, and those build() will create for `trainables`, against
+  /// the file; the commit creates the missing slots, then assigns.
+  template <class T, class Device>
+  static commit_function plan_slots(const std::string& name, optim::optimizer& o, detail::restore_context& c,
+                                    const std::vector<variable<T, Device>*>& trainables);
+
+  std::string m_name;
+  std::string m_kind;
+  std::function<void(io::safetensors&, std::set<std::string>&)> m_save;
+  std::function<void(detail::restore_context&)> m_trainables;
+  std::function<commit_function(detail::restore_context&)> m_plan;
+};
+
+/// Saves and restores a set of named objects as one safetensors file.
+class checkpoint {
+ public:
+  checkpoint(std::initializer_list<checkpoint_object> objects);
+
+  const std::vector<checkpoint_object>& objects() const noexcept { return m_objects; }
+
+  /// `path` with ".safetensors" appended unless it ends with it: the file save and restore use.
+  static std::string file_name(const std::string& path);
+
+  /// The objects' state as safetensors: what save() writes.
+  io::safetensors to_safetensors() const;
+
+  /// Writes every object to file_name(path) atomically (a temporary file in the same directory,
+  /// fsync, rename, fsync of the directory), creating the directory if needed. Returns the path.
+  std::string save(const std::string& path) const;
+
+  /// Reads and validates file_name(path), checks it against every object, then assigns. Throws
+  /// fluxion::io_error, with nothing changed, when the file or any name, shape or dtype is wrong.
+  std::string restore(const std::string& path, restore_options options = {});
+  /// Restores from tensors already read; `source` names them in errors.
+  void restore(const io::safetensors& file, restore_options options = {}, const std::string& source = {});
+
+ private:
+  std::string unbuilt_hint(const std::string& name) const;
+
+  std::vector<checkpoint_object> m_objects;
+};
+
+/// The checkpoints `<prefix>-<step>.safetensors` in `directory`, sorted by step (then by name); with
+/// an empty prefix, any prefix. Temporary files of saves in progress never match. A missing
+/// directory has none.
+std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& directory,
+                                                                   const std::string& prefix = {});
+
+/// The checkpoint of `directory` with the highest step (by the number in its name, not by the
+/// file's time), or nullopt when there is none.
+std::optional<std::string> latest_checkpoint(const std::string& directory, const std::string& prefix = {});
+
+struct checkpoint_manager_options {
+  /// How many checkpoints to keep, the highest steps; 0 keeps all.
+  int max_to_keep = 5;
+  /// Files are `<prefix>-<step>.safetensors`.
+  std::string prefix = "ckpt";
+};
+
+/// Numbered checkpoints in one directory, keeping the newest max_to_keep (tf.train.CheckpointManager).
+class checkpoint_manager {
+ public:
+  checkpoint_manager(checkpoint& ckpt, std::string directory, checkpoint_manager_options options = {});
+
+  const std::string& directory() const noexcept { return m_directory; }
+
+  /// Saves `<directory>/<prefix>-<step>.safetensors` atomically; once it is in place, deletes the
+  /// checkpoints of lowest step beyond max_to_keep (never the one just written). Returns its path.
+  std::string save(std::int64_t step);
+
+  /// This manager's checkpoints, sorted by step.
+  std::vector<std::pair<std::int64_t, std::string>> checkpoints() const;
+  std::optional<std::string> latest() const;
+
+  /// Restores the latest checkpoint, if there is one, and returns its path.
+  std::optional<std::string> restore_latest(restore_options options = {});
+
+ private:
+  checkpoint* m_checkpoint;
+  std::string m_directory;
+  checkpoint_manager_options m_options;
+};
+
+
+// checkpoint_object's templates, outside the class so that programs with prebuilt I/O can declare
+// the common ones `extern template` (below, and io/prebuilt.hpp).
+template <class Object>
+FLUXION_IO_TEMPLATE_INLINE checkpoint_object::checkpoint_object(std::string name, Object& object) : m_name(std::move(name)) {
+  if (m_name.empty()) throw invalid_argument("checkpoint: an object's name must not be empty");
+  if constexpr (std::is_base_of_v<optim::optimizer, Object>) {
+    bind_optimizer(object);
+  } else if constexpr (detail::is_variable_v<Object>) {
+    bind_variable(object);
+  } else if constexpr (std::is_same_v<Object, std::int64_t>) {
+    bind_integer(object);
+  } else if constexpr (std::is_same_v<Object, random::generator>) {
+    bind_generator(object);
+  } else if constexpr (detail::checkpointable_model<Object>) {
+    bind_model(object);
+  } else {
+    static_assert(detail::checkpointable_model<Object>,
+                  "fluxion::checkpoint: an object must be a model (with variables() returning "
+                  "std::vector<fluxion::variable<T, Device>*>), an optimizer, a fluxion::variable, a "
+                  "std::int64_t or a fluxion::random::generator. Learning-rate schedules keep no state: "
+                  "save the optimizer, whose iterations() they follow.");
+  }
+}
+
+template <class M>
+FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_model(M& m) {
+  using pointers = decltype(m.variables());
+  using V = std::remove_pointer_t<typename pointers::value_type>;
+  using T = typename V::value_type;
+  using Device = typename V::device_type;
+  m_kind = "model";
+  m_save = [name = m_name, &m](io::safetensors& file, std::set<std::string>& names) {
+    for (auto* v : m.variables()) detail::add_unique(file, names, name + "/" + v->name(), detail::host_copy(v->peek()));
+  };
+  m_trainables = [&m](detail::restore_context& c) {
+    for (auto* v : m.variables())
+      if (v->trainable()) c.trainables_of<T, Device>().push_back(v);
+  };
+  m_plan = [name = m_name, &m](detail::restore_context& c) -> commit_function {
+    std::vector<std::pair<V*, tensor<T>>> values;
+    for (auto* v : m.variables())
+      if (auto t = detail::take<T>(c, name + "/" + v->name(), v->shape(), "the model")) values.emplace_back(v, std::move(*t));
+    return [values = std::move(values)] {
+      for (const auto& [v, t] : values) v->assign(detail::device_copy<Device>(t));
+    };
+  };
+}
+
+template <class T, class Device>
+FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_variable(variable<T, Device>& v) {
+  m_kind = "variable";
+  m_save = [name = m_name, &v](io::safetensors& file, std::set<std::string>& names) {
+    detail::add_unique(file, names, name, detail::host_copy(v.peek()));
+  };
+  m_trainables = [&v](detail::restore_context& c) {
+    if (v.trainable()) c.trainables_of<T, Device>().push_back(&v);
+  };
+  m_plan = [name = m_name, &v](detail::restore_context& c) -> commit_function {
+    auto t = detail::take<T>(c, name, v.shape(), "the variable");
+    if (!t) return [] {};
+    return [&v, value = std::move(*t)] { v.assign(detail::device_copy<Device>(value)); };
+  };
+}
+
+template <class Integer>
+FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_integer(Integer& n) {
+  m_kind = "integer";
+  m_save = [name = m_name, &n](io::safetensors& file, std::set<std::string>& names) {
+    detail::add_unique(file, names, name, tensor<std::int64_t>(n));
+  };
+  m_plan = [name = m_name, &n](detail::restore_context& c) -> commit_function {
+    auto t = detail::take<std::int64_t>(c, name, shape{}, "the program (a std::int64_t)");
+    if (!t) return [] {};
+    return [&n, value = t->data()[0]] { n = value; };
+  };
+}
+
+template <class Generator>
+FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_generator(Generator& g) {
+  m_kind = "generator";
+  m_save = [name = m_name, &g](io::safetensors& file, std::set<std::string>& names) {
+    detail::add_unique(file, names, name + "/seed", tensor<std::int64_t>(std::bit_cast<std::int64_t>(g.seed())));
+    detail::add_unique(file, names, name + "/offset", tensor<std::int64_t>(std::bit_cast<std::int64_t>(g.offset())));
+  };
+  m_plan = [name = m_name, &g](detail::restore_context& c) -> commit_function {
+    auto seed = detail::take<std::int64_t>(c, name + "/seed", shape{}, "the generator");
+    auto offset = detail::take<std::int64_t>(c, name + "/offset", shape{}, "the generator");
+    if (seed.has_value() != offset.has_value())
+      detail::restore_fail(c, "generator '" + name + "' needs both '" + name + "/seed' and '" + name +
+                                  "/offset', the file has only one");
+    if (!seed) return [] {};
+    return [&g, s = std::bit_cast<std::uint64_t>(seed->data()[0]), o = std::bit_cast<std::uint64_t>(offset->data()[0])] {
+      g.reset(s);
+      g.skip(o);
+    };
+  };
+}
+
+template <class Optimizer>
+FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_optimizer(Optimizer& derived) {
+  optim::optimizer& o = derived;
+  m_kind = "optimizer";
+  m_save = [name = m_name, &o](io::safetensors& file, std::set<std::string>& names) {
+    detail::for_each_checkpoint_slot_type([&]<class T, class Device>() {
+      for (auto& [slot, v] : o.slot_variables<T, Device>())
+        detail::add_unique(file, names, name + "/" + slot, detail::host_copy(v->peek()));
+    });
+    detail::add_unique(file, names, name + "/iterations", tensor<std::int64_t>(o.iterations()));
+    for (const auto& [key, value] : detail::hyperparameters(o)) file.set_metadata(name + "/" + key, value);
+  };
+  m_plan = [name = m_name, &o](detail::restore_context& c) -> commit_function {
+    if (const std::string* kind = c.file.find_metadata(name + "/optimizer"); kind && *kind != o.name())
+      detail::restore_fail(c, "'" + name + "' is a " + *kind + " optimizer in the file, a " + o.name() +
+                                  " optimizer in the program");
+    std::vector<commit_function> slots;
+    detail::for_each_checkpoint_slot_type([&]<class T, class Device>() {
+      slots.push_back(plan_slots<T, Device>(name, o, c, c.trainables_of<T, Device>()));
+    });
+    auto iterations = detail::take<std::int64_t>(c, name + "/iterations", shape{}, "the optimizer");
+    if (iterations && iterations->data()[0] < 0)
+      detail::restore_fail(c, "'" + name + "/iterations' = " + std::to_string(iterations->data()[0]) +
+                                  " is negative");
+    return [&o, slots = std::move(slots), n = iterations ? std::optional<std::int64_t>(iterations->data()[0]) : std::nullopt] {
+      for (const auto& commit : slots) commit();
+      if (n) o.set_iterations(*n);
+    };
+  };
+}
+
+template <class T, class Device>
+FLUXION_IO_TEMPLATE_INLINE checkpoint_object::commit_function checkpoint_object::plan_slots(const std::string& name, optim::optimizer& o,
+                                                                 detail::restore_context& c,
+                                                                 const std::vector<variable<T, Device>*>& trainables) {
+  std::map<std::string, shape> expected;  // slot name -> shape
+  std::vector<std::string> order;
+  for (auto& [slot, v] : o.slot_variables<T, Device>())
+    if (expected.emplace(slot, v->shape()).second) order.push_back(slot);
+  const auto specs = o.slot_specs();
+  std::vector<variable<T, Device>*> to_build;
+  for (auto* v : trainables) {
+    if (specs.empty() || o.get_slot(*v, specs.front().name) != nullptr) continue;
+    // A variable the saved optimizer had no slots for (it had not trained it yet) gets none.
+    const std::string prefix = v->name().empty() ? "variable_" + std::to_string(v->id()) : v->name();
+    bool in_file = false;
+    for (const auto& spec : specs) in_file = in_file || c.file.contains(name + "/" + prefix + "/" + spec.name);
+    if (!in_file) continue;
+    to_build.push_back(v);
+    for (const auto& spec : specs)
+      if (expected.emplace(prefix + "/" + spec.name, v->shape()).second) order.push_back(prefix + "/" + spec.name);
+  }
+  std::map<std::string, tensor<T>> values;
+  for (const auto& slot : order)
+    if (auto t = detail::take<T>(c, name + "/" + slot, expected.at(slot), "the optimizer")) values.emplace(slot, std::move(*t));
+  return [&o, to_build = std::move(to_build), values = std::move(values)] {
+    o.build(to_build);
+    for (auto& [slot, v] : o.slot_variables<T, Device>())
+      if (const auto it = values.find(slot); it != values.end()) v->assign(detail::device_copy<Device>(it->second));
+  };
+}
+
+#if FLUXION_IO_DEFINITIONS
+// In src/io.cpp where the program uses prebuilt kernels (io/prebuilt.hpp); inline otherwise.
+namespace detail {
+[[noreturn]] FLUXION_IO_INLINE void restore_fail(const restore_context& c, const std::string& what) {
+  throw io_error("checkpoint::restore: '" + c.path + "': " + what);
+}
+
+FLUXION_IO_INLINE std::vector<std::pair<std::string, std::string>> hyperparameters(const optim::optimizer& o) {
   std::vector<std::pair<std::string, std::string>> h{{"optimizer", o.name()}};
   h.emplace_back("learning_rate", o.learning_rate_schedule().is_constant() ? format_number(o.learning_rate())
                                                                             : "schedule (now " + format_number(o.learning_rate()) + ")");
@@ -190,272 +489,75 @@ inline std::vector<std::pair<std::string, std::string>> hyperparameters(const op
   }
   return h;
 }
-
 }  // namespace detail
 
-/// One named object of a checkpoint: a reference to a model, an optimizer, a variable, a
-/// std::int64_t or a random generator (the object must outlive the checkpoint).
-class checkpoint_object {
- public:
-  template <class Object>
-  checkpoint_object(std::string name, Object& object) : m_name(std::move(name)) {  // NOLINT: {"model", net}
-    if (m_name.empty()) throw invalid_argument("checkpoint: an object's name must not be empty");
-    if constexpr (std::is_base_of_v<optim::optimizer, Object>) {
-      bind_optimizer(object);
-    } else if constexpr (detail::is_variable_v<Object>) {
-      bind_variable(object);
-    } else if constexpr (std::is_same_v<Object, std::int64_t>) {
-      bind_integer(object);
-    } else if constexpr (std::is_same_v<Object, random::generator>) {
-      bind_generator(object);
-    } else if constexpr (detail::checkpointable_model<Object>) {
-      bind_model(object);
-    } else {
-      static_assert(detail::checkpointable_model<Object>,
-                    "fluxion::checkpoint: an object must be a model (with variables() returning "
-                    "std::vector<fluxion::variable<T, Device>*>), an optimizer, a fluxion::variable, a "
-                    "std::int64_t or a fluxion::random::generator. Learning-rate schedules keep no state: "
-                    "save the optimizer, whose iterations() they follow.");
-    }
-  }
+FLUXION_IO_INLINE checkpoint_object::checkpoint_object(const checkpoint_object& other) = default;
+FLUXION_IO_INLINE checkpoint_object::checkpoint_object(checkpoint_object&& other) noexcept = default;
+FLUXION_IO_INLINE checkpoint_object& checkpoint_object::operator=(const checkpoint_object& other) = default;
+FLUXION_IO_INLINE checkpoint_object& checkpoint_object::operator=(checkpoint_object&& other) noexcept = default;
+FLUXION_IO_INLINE checkpoint_object::~checkpoint_object() = default;
 
-  const std::string& name() const noexcept { return m_name; }
-  /// "model", "optimizer", "variable", "integer" or "generator".
-  const std::string& kind() const noexcept { return m_kind; }
+FLUXION_IO_INLINE checkpoint::checkpoint(std::initializer_list<checkpoint_object> objects) : m_objects(objects) {
+  std::set<std::string> names;
+  for (const auto& o : m_objects)
+    if (!names.insert(o.name()).second)
+      throw invalid_argument("checkpoint: two objects are named '" + o.name() + "'");
+}
 
- private:
-  friend class checkpoint;
-  using commit_function = std::function<void()>;
+FLUXION_IO_INLINE std::string checkpoint::file_name(const std::string& path) {
+  const std::string ext = ".safetensors";
+  if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) return path;
+  return path + ext;
+}
 
-  // Variables on a device are saved from host copies, and restored by uploading the file's values
-  // (checked first, on the host, like every other).
-  template <class M>
-  void bind_model(M& m) {
-    using pointers = decltype(m.variables());
-    using V = std::remove_pointer_t<typename pointers::value_type>;
-    using T = typename V::value_type;
-    using Device = typename V::device_type;
-    m_kind = "model";
-    m_save = [name = m_name, &m](io::safetensors& file, std::set<std::string>& names) {
-      for (auto* v : m.variables()) detail::add_unique(file, names, name + "/" + v->name(), detail::host_copy(v->peek()));
-    };
-    m_trainables = [&m](detail::restore_context& c) {
-      for (auto* v : m.variables())
-        if (v->trainable()) c.trainables_of<T, Device>().push_back(v);
-    };
-    m_plan = [name = m_name, &m](detail::restore_context& c) -> commit_function {
-      std::vector<std::pair<V*, tensor<T>>> values;
-      for (auto* v : m.variables())
-        if (auto t = detail::take<T>(c, name + "/" + v->name(), v->shape(), "the model")) values.emplace_back(v, std::move(*t));
-      return [values = std::move(values)] {
-        for (const auto& [v, t] : values) v->assign(detail::device_copy<Device>(t));
-      };
-    };
-  }
+FLUXION_IO_INLINE io::safetensors checkpoint::to_safetensors() const {
+  io::safetensors file;
+  std::set<std::string> names;
+  for (const auto& o : m_objects) o.m_save(file, names);
+  file.set_metadata("format", "fluxion.checkpoint");
+  return file;
+}
 
-  template <class T, class Device>
-  void bind_variable(variable<T, Device>& v) {
-    m_kind = "variable";
-    m_save = [name = m_name, &v](io::safetensors& file, std::set<std::string>& names) {
-      detail::add_unique(file, names, name, detail::host_copy(v.peek()));
-    };
-    m_trainables = [&v](detail::restore_context& c) {
-      if (v.trainable()) c.trainables_of<T, Device>().push_back(&v);
-    };
-    m_plan = [name = m_name, &v](detail::restore_context& c) -> commit_function {
-      auto t = detail::take<T>(c, name, v.shape(), "the variable");
-      if (!t) return [] {};
-      return [&v, value = std::move(*t)] { v.assign(detail::device_copy<Device>(value)); };
-    };
-  }
+FLUXION_IO_INLINE std::string checkpoint::save(const std::string& path) const {
+  const std::string file = file_name(path);
+  const std::string parent = io::detail::parent_directory(file);
+  if (const int code = io::detail::make_directories(parent))
+    throw io_error("checkpoint::save: '" + file + "': cannot create the directory '" + parent +
+                   "': " + io::detail::error_text(code));
+  to_safetensors().save(file, "checkpoint::save");
+  return file;
+}
 
-  // bind_integer, bind_generator and bind_optimizer are templates, though each takes one type, so
-  // that the statements and kernels their bodies use (slots of every element type, int64 tensors)
-  // are instantiated only in programs that checkpoint such an object, not in every file that
-  // includes the umbrella header (0.4 s of its 2.1 s, measured).
-  template <class Integer>
-  void bind_integer(Integer& n) {
-    m_kind = "integer";
-    m_save = [name = m_name, &n](io::safetensors& file, std::set<std::string>& names) {
-      detail::add_unique(file, names, name, tensor<std::int64_t>(n));
-    };
-    m_plan = [name = m_name, &n](detail::restore_context& c) -> commit_function {
-      auto t = detail::take<std::int64_t>(c, name, shape{}, "the program (a std::int64_t)");
-      if (!t) return [] {};
-      return [&n, value = t->data()[0]] { n = value; };
-    };
-  }
+FLUXION_IO_INLINE std::string checkpoint::restore(const std::string& path, restore_options options) {
+  const std::string file = file_name(path);
+  restore(io::safetensors::load(file, "checkpoint::restore"), options, file);
+  return file;
+}
 
-  template <class Generator>
-  void bind_generator(Generator& g) {
-    m_kind = "generator";
-    m_save = [name = m_name, &g](io::safetensors& file, std::set<std::string>& names) {
-      detail::add_unique(file, names, name + "/seed", tensor<std::int64_t>(std::bit_cast<std::int64_t>(g.seed())));
-      detail::add_unique(file, names, name + "/offset", tensor<std::int64_t>(std::bit_cast<std::int64_t>(g.offset())));
-    };
-    m_plan = [name = m_name, &g](detail::restore_context& c) -> commit_function {
-      auto seed = detail::take<std::int64_t>(c, name + "/seed", shape{}, "the generator");
-      auto offset = detail::take<std::int64_t>(c, name + "/offset", shape{}, "the generator");
-      if (seed.has_value() != offset.has_value())
-        detail::restore_fail(c, "generator '" + name + "' needs both '" + name + "/seed' and '" + name +
-                                    "/offset', the file has only one");
-      if (!seed) return [] {};
-      return [&g, s = std::bit_cast<std::uint64_t>(seed->data()[0]), o = std::bit_cast<std::uint64_t>(offset->data()[0])] {
-        g.reset(s);
-        g.skip(o);
-      };
-    };
-  }
+FLUXION_IO_INLINE void checkpoint::restore(const io::safetensors& file, restore_options options, const std::string& source) {
+  detail::restore_context c{file, source.empty() ? file.source() : source, options};
+  for (const auto& o : m_objects)
+    if (o.m_trainables) o.m_trainables(c);
+  std::vector<std::function<void()>> commits;
+  for (const auto& o : m_objects) commits.push_back(o.m_plan(c));
+  if (!options.allow_partial)
+    for (const auto& name : file.names())
+      if (!c.claimed.count(name))
+        detail::restore_fail(c, "the file has a tensor '" + name + "' that no object of the checkpoint has" +
+                                    unbuilt_hint(name) +
+                                    " (pass restore_options{.allow_partial = true} to ignore it)");
+  for (auto& commit : commits) commit();
+}
 
-  template <class Optimizer>
-  void bind_optimizer(Optimizer& derived) {
-    optim::optimizer& o = derived;
-    m_kind = "optimizer";
-    m_save = [name = m_name, &o](io::safetensors& file, std::set<std::string>& names) {
-      detail::for_each_checkpoint_slot_type([&]<class T, class Device>() {
-        for (auto& [slot, v] : o.slot_variables<T, Device>())
-          detail::add_unique(file, names, name + "/" + slot, detail::host_copy(v->peek()));
-      });
-      detail::add_unique(file, names, name + "/iterations", tensor<std::int64_t>(o.iterations()));
-      for (const auto& [key, value] : detail::hyperparameters(o)) file.set_metadata(name + "/" + key, value);
-    };
-    m_plan = [name = m_name, &o](detail::restore_context& c) -> commit_function {
-      if (const std::string* kind = c.file.find_metadata(name + "/optimizer"); kind && *kind != o.name())
-        detail::restore_fail(c, "'" + name + "' is a " + *kind + " optimizer in the file, a " + o.name() +
-                                    " optimizer in the program");
-      std::vector<commit_function> slots;
-      detail::for_each_checkpoint_slot_type([&]<class T, class Device>() {
-        slots.push_back(plan_slots<T, Device>(name, o, c, c.trainables_of<T, Device>()));
-      });
-      auto iterations = detail::take<std::int64_t>(c, name + "/iterations", shape{}, "the optimizer");
-      if (iterations && iterations->data()[0] < 0)
-        detail::restore_fail(c, "'" + name + "/iterations' = " + std::to_string(iterations->data()[0]) +
-                                    " is negative");
-      return [&o, slots = std::move(slots), n = iterations ? std::optional<std::int64_t>(iterations->data()[0]) : std::nullopt] {
-        for (const auto& commit : slots) commit();
-        if (n) o.set_iterations(*n);
-      };
-    };
-  }
+FLUXION_IO_INLINE std::string checkpoint::unbuilt_hint(const std::string& name) const {
+  for (const auto& o : m_objects)
+    if (o.kind() == "model" && name.rfind(o.name() + "/", 0) == 0)
+      return " (is model '" + o.name() + "' built? layers create their variables on their first call)";
+  return "";
+}
 
-  /// Checks the slots the optimizer has, and those build() will create for `trainables`, against
-  /// the file; the commit creates the missing slots, then assigns.
-  template <class T, class Device>
-  static commit_function plan_slots(const std::string& name, optim::optimizer& o, detail::restore_context& c,
-                                    const std::vector<variable<T, Device>*>& trainables) {
-    std::map<std::string, shape> expected;  // slot name -> shape
-    std::vector<std::string> order;
-    for (auto& [slot, v] : o.slot_variables<T, Device>())
-      if (expected.emplace(slot, v->shape()).second) order.push_back(slot);
-    const auto specs = o.slot_specs();
-    std::vector<variable<T, Device>*> to_build;
-    for (auto* v : trainables) {
-      if (specs.empty() || o.get_slot(*v, specs.front().name) != nullptr) continue;
-      // A variable the saved optimizer had no slots for (it had not trained it yet) gets none.
-      const std::string prefix = v->name().empty() ? "variable_" + std::to_string(v->id()) : v->name();
-      bool in_file = false;
-      for (const auto& spec : specs) in_file = in_file || c.file.contains(name + "/" + prefix + "/" + spec.name);
-      if (!in_file) continue;
-      to_build.push_back(v);
-      for (const auto& spec : specs)
-        if (expected.emplace(prefix + "/" + spec.name, v->shape()).second) order.push_back(prefix + "/" + spec.name);
-    }
-    std::map<std::string, tensor<T>> values;
-    for (const auto& slot : order)
-      if (auto t = detail::take<T>(c, name + "/" + slot, expected.at(slot), "the optimizer")) values.emplace(slot, std::move(*t));
-    return [&o, to_build = std::move(to_build), values = std::move(values)] {
-      o.build(to_build);
-      for (auto& [slot, v] : o.slot_variables<T, Device>())
-        if (const auto it = values.find(slot); it != values.end()) v->assign(detail::device_copy<Device>(it->second));
-    };
-  }
-
-  std::string m_name;
-  std::string m_kind;
-  std::function<void(io::safetensors&, std::set<std::string>&)> m_save;
-  std::function<void(detail::restore_context&)> m_trainables;
-  std::function<commit_function(detail::restore_context&)> m_plan;
-};
-
-/// Saves and restores a set of named objects as one safetensors file.
-class checkpoint {
- public:
-  checkpoint(std::initializer_list<checkpoint_object> objects) : m_objects(objects) {
-    std::set<std::string> names;
-    for (const auto& o : m_objects)
-      if (!names.insert(o.name()).second)
-        throw invalid_argument("checkpoint: two objects are named '" + o.name() + "'");
-  }
-
-  const std::vector<checkpoint_object>& objects() const noexcept { return m_objects; }
-
-  /// `path` with ".safetensors" appended unless it ends with it: the file save and restore use.
-  static std::string file_name(const std::string& path) {
-    const std::string ext = ".safetensors";
-    if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) return path;
-    return path + ext;
-  }
-
-  /// The objects' state as safetensors: what save() writes.
-  io::safetensors to_safetensors() const {
-    io::safetensors file;
-    std::set<std::string> names;
-    for (const auto& o : m_objects) o.m_save(file, names);
-    file.set_metadata("format", "fluxion.checkpoint");
-    return file;
-  }
-
-  /// Writes every object to file_name(path) atomically (a temporary file in the same directory,
-  /// fsync, rename, fsync of the directory), creating the directory if needed. Returns the path.
-  std::string save(const std::string& path) const {
-    const std::string file = file_name(path);
-    const std::string parent = io::detail::parent_directory(file);
-    if (const int code = io::detail::make_directories(parent))
-      throw io_error("checkpoint::save: '" + file + "': cannot create the directory '" + parent +
-                     "': " + io::detail::error_text(code));
-    to_safetensors().save(file, "checkpoint::save");
-    return file;
-  }
-
-  /// Reads and validates file_name(path), checks it against every object, then assigns. Throws
-  /// fluxion::io_error, with nothing changed, when the file or any name, shape or dtype is wrong.
-  std::string restore(const std::string& path, restore_options options = {}) {
-    const std::string file = file_name(path);
-    restore(io::safetensors::load(file, "checkpoint::restore"), options, file);
-    return file;
-  }
-  /// Restores from tensors already read; `source` names them in errors.
-  void restore(const io::safetensors& file, restore_options options = {}, const std::string& source = {}) {
-    detail::restore_context c{file, source.empty() ? file.source() : source, options};
-    for (const auto& o : m_objects)
-      if (o.m_trainables) o.m_trainables(c);
-    std::vector<std::function<void()>> commits;
-    for (const auto& o : m_objects) commits.push_back(o.m_plan(c));
-    if (!options.allow_partial)
-      for (const auto& name : file.names())
-        if (!c.claimed.count(name))
-          detail::restore_fail(c, "the file has a tensor '" + name + "' that no object of the checkpoint has" +
-                                      unbuilt_hint(name) +
-                                      " (pass restore_options{.allow_partial = true} to ignore it)");
-    for (auto& commit : commits) commit();
-  }
-
- private:
-  std::string unbuilt_hint(const std::string& name) const {
-    for (const auto& o : m_objects)
-      if (o.kind() == "model" && name.rfind(o.name() + "/", 0) == 0)
-        return " (is model '" + o.name() + "' built? layers create their variables on their first call)";
-    return "";
-  }
-
-  std::vector<checkpoint_object> m_objects;
-};
-
-/// The checkpoints `<prefix>-<step>.safetensors` in `directory`, sorted by step (then by name); with
-/// an empty prefix, any prefix. Temporary files of saves in progress never match. A missing
-/// directory has none.
-inline std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& directory,
-                                                                          const std::string& prefix = {}) {
+FLUXION_IO_INLINE std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const std::string& directory,
+                                                                                     const std::string& prefix) {
   std::vector<std::pair<std::int64_t, std::string>> out;
   std::vector<std::string> files;
   if (const int code = io::detail::list_directory(directory, files)) {
@@ -481,77 +583,88 @@ inline std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(const 
   return out;
 }
 
-/// The checkpoint of `directory` with the highest step (by the number in its name, not by the
-/// file's time), or nullopt when there is none.
-inline std::optional<std::string> latest_checkpoint(const std::string& directory, const std::string& prefix = {}) {
+FLUXION_IO_INLINE std::optional<std::string> latest_checkpoint(const std::string& directory, const std::string& prefix) {
   const auto all = list_checkpoints(directory, prefix);
   if (all.empty()) return std::nullopt;
   return all.back().second;
 }
 
-struct checkpoint_manager_options {
-  /// How many checkpoints to keep, the highest steps; 0 keeps all.
-  int max_to_keep = 5;
-  /// Files are `<prefix>-<step>.safetensors`.
-  std::string prefix = "ckpt";
-};
+FLUXION_IO_INLINE checkpoint_manager::checkpoint_manager(checkpoint& ckpt, std::string directory,
+                                                         checkpoint_manager_options options)
+    : m_checkpoint(&ckpt), m_directory(std::move(directory)), m_options(std::move(options)) {
+  if (m_options.max_to_keep < 0)
+    throw invalid_argument("checkpoint_manager: max_to_keep = " + std::to_string(m_options.max_to_keep) +
+                           " must be non-negative (0 keeps every checkpoint)");
+  if (m_options.prefix.empty() || m_options.prefix.find('/') != std::string::npos)
+    throw invalid_argument("checkpoint_manager: prefix = '" + m_options.prefix +
+                           "' must be a non-empty file name without '/'");
+}
 
-/// Numbered checkpoints in one directory, keeping the newest max_to_keep (tf.train.CheckpointManager).
-class checkpoint_manager {
- public:
-  checkpoint_manager(checkpoint& ckpt, std::string directory, checkpoint_manager_options options = {})
-      : m_checkpoint(&ckpt), m_directory(std::move(directory)), m_options(std::move(options)) {
-    if (m_options.max_to_keep < 0)
-      throw invalid_argument("checkpoint_manager: max_to_keep = " + std::to_string(m_options.max_to_keep) +
-                             " must be non-negative (0 keeps every checkpoint)");
-    if (m_options.prefix.empty() || m_options.prefix.find('/') != std::string::npos)
-      throw invalid_argument("checkpoint_manager: prefix = '" + m_options.prefix +
-                             "' must be a non-empty file name without '/'");
-  }
-
-  const std::string& directory() const noexcept { return m_directory; }
-
-  /// Saves `<directory>/<prefix>-<step>.safetensors` atomically; once it is in place, deletes the
-  /// checkpoints of lowest step beyond max_to_keep (never the one just written). Returns its path.
-  std::string save(std::int64_t step) {
-    if (step < 0) throw invalid_argument("checkpoint_manager::save: step = " + std::to_string(step) + " must be non-negative");
-    const std::string path =
-        io::detail::join_path(m_directory, m_options.prefix + "-" + std::to_string(step) + ".safetensors");
-    m_checkpoint->save(path);
-    if (m_options.max_to_keep > 0) {
-      auto all = checkpoints();
-      std::size_t excess = all.size() > static_cast<std::size_t>(m_options.max_to_keep)
-                               ? all.size() - static_cast<std::size_t>(m_options.max_to_keep)
-                               : 0;
-      for (const auto& [s, file] : all) {
-        if (excess == 0) break;
-        if (file == path) continue;
-        if (const int code = io::detail::remove_file(file))
-          throw io_error("checkpoint_manager::save: cannot delete the old checkpoint '" + file +
-                         "': " + io::detail::error_text(code));
-        --excess;
-      }
+FLUXION_IO_INLINE std::string checkpoint_manager::save(std::int64_t step) {
+  if (step < 0) throw invalid_argument("checkpoint_manager::save: step = " + std::to_string(step) + " must be non-negative");
+  const std::string path =
+      io::detail::join_path(m_directory, m_options.prefix + "-" + std::to_string(step) + ".safetensors");
+  m_checkpoint->save(path);
+  if (m_options.max_to_keep > 0) {
+    auto all = checkpoints();
+    std::size_t excess = all.size() > static_cast<std::size_t>(m_options.max_to_keep)
+                             ? all.size() - static_cast<std::size_t>(m_options.max_to_keep)
+                             : 0;
+    for (const auto& [s, file] : all) {
+      if (excess == 0) break;
+      if (file == path) continue;
+      if (const int code = io::detail::remove_file(file))
+        throw io_error("checkpoint_manager::save: cannot delete the old checkpoint '" + file +
+                       "': " + io::detail::error_text(code));
+      --excess;
     }
-    return path;
   }
+  return path;
+}
 
-  /// This manager's checkpoints, sorted by step.
-  std::vector<std::pair<std::int64_t, std::string>> checkpoints() const {
-    return list_checkpoints(m_directory, m_options.prefix);
-  }
-  std::optional<std::string> latest() const { return latest_checkpoint(m_directory, m_options.prefix); }
+FLUXION_IO_INLINE std::vector<std::pair<std::int64_t, std::string>> checkpoint_manager::checkpoints() const {
+  return list_checkpoints(m_directory, m_options.prefix);
+}
 
-  /// Restores the latest checkpoint, if there is one, and returns its path.
-  std::optional<std::string> restore_latest(restore_options options = {}) {
-    auto path = latest();
-    if (path) m_checkpoint->restore(*path, options);
-    return path;
-  }
+FLUXION_IO_INLINE std::optional<std::string> checkpoint_manager::latest() const { return latest_checkpoint(m_directory, m_options.prefix); }
 
- private:
-  checkpoint* m_checkpoint;
-  std::string m_directory;
-  checkpoint_manager_options m_options;
-};
+FLUXION_IO_INLINE std::optional<std::string> checkpoint_manager::restore_latest(restore_options options) {
+  auto path = latest();
+  if (path) m_checkpoint->restore(*path, options);
+  return path;
+}
+#endif  // FLUXION_IO_DEFINITIONS
 
 }  // namespace fluxion
+
+#if FLUXION_IO_PREBUILT && FLUXION_MAX_DERIVATIVE_ORDER == 1 && !FLUXION_FORWARD_MODE && !FLUXION_DEVICE_OPTIMIZERS
+// The objects a checkpoint holds, bound once in src/io.cpp (io/prebuilt.hpp) for programs built
+// with prebuilt kernels and the default autodiff settings, which src/io.cpp is built with; a
+// model's binding depends on its type and stays in the program. Programs with other settings, or
+// with device optimizers, compile their own.
+#define FLUXION_CHECKPOINT_TENSOR_SPECIALIZATIONS(T)                                                         \
+  FLUXION_IO_EXTERN template std::optional<tensor<T>> detail::take<T>(detail::restore_context&, const std::string&, \
+                                                                     const shape&, const std::string&);       \
+  FLUXION_IO_EXTERN template void detail::add_unique<tensor<T>>(io::safetensors&, std::set<std::string>&,     \
+                                                                const std::string&, const tensor<T>&);        \
+  FLUXION_IO_EXTERN template checkpoint_object::checkpoint_object(std::string, variable<T>&);
+
+namespace fluxion {
+FLUXION_CHECKPOINT_TENSOR_SPECIALIZATIONS(float)
+FLUXION_CHECKPOINT_TENSOR_SPECIALIZATIONS(double)
+FLUXION_CHECKPOINT_TENSOR_SPECIALIZATIONS(std::int32_t)
+FLUXION_CHECKPOINT_TENSOR_SPECIALIZATIONS(std::int64_t)
+FLUXION_IO_EXTERN template checkpoint_object::checkpoint_object(std::string, optim::sgd&);
+FLUXION_IO_EXTERN template checkpoint_object::checkpoint_object(std::string, optim::adam&);
+FLUXION_IO_EXTERN template checkpoint_object::checkpoint_object(std::string, optim::rmsprop&);
+FLUXION_IO_EXTERN template checkpoint_object::checkpoint_object(std::string, optim::adagrad&);
+FLUXION_IO_EXTERN template checkpoint_object::checkpoint_object(std::string, std::int64_t&);
+FLUXION_IO_EXTERN template checkpoint_object::checkpoint_object(std::string, random::generator&);
+FLUXION_IO_EXTERN template checkpoint_object::commit_function checkpoint_object::plan_slots<float, cpu>(
+    const std::string&, optim::optimizer&, detail::restore_context&, const std::vector<variable<float, cpu>*>&);
+FLUXION_IO_EXTERN template checkpoint_object::commit_function checkpoint_object::plan_slots<double, cpu>(
+    const std::string&, optim::optimizer&, detail::restore_context&, const std::vector<variable<double, cpu>*>&);
+}  // namespace fluxion
+
+#undef FLUXION_CHECKPOINT_TENSOR_SPECIALIZATIONS
+#endif

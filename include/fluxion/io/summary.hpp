@@ -55,6 +55,7 @@
 #include "../core/shape.hpp"
 #include "../expr/forward.hpp"
 #include "../tensor/tensor.hpp"
+#include "prebuilt.hpp"
 #include "tfrecord.hpp"
 
 namespace fluxion::io {
@@ -282,168 +283,30 @@ struct summary_options {
 /// Writes one TensorBoard event file in a log directory; see the top of this header.
 class summary_writer {
  public:
-  explicit summary_writer(std::string log_dir, summary_options options = {})
-      : m_log_dir(std::move(log_dir)), m_options(options) {
-    if (m_log_dir.empty())
-      throw invalid_argument("summary_writer: the log directory is empty; name one, e.g. \"runs/cnn\"");
-    if (!(m_options.flush_seconds >= 0))
-      throw invalid_argument("summary_writer: '" + m_log_dir + "': flush_seconds must be >= 0, not " +
-                             detail::format_number(m_options.flush_seconds));
-    if (const int code = detail::make_directories(m_log_dir))
-      throw io_error("summary_writer: '" + m_log_dir + "': cannot create the log directory: " +
-                     (code == ENOTDIR && detail::stat_path(m_log_dir).kind != detail::file_kind::missing
-                          ? std::string("a file of that name exists")
-                          : detail::error_text(code)));
-    const double now = detail::seconds_since_epoch();
-    m_path = unused_file_name(static_cast<std::int64_t>(now));
-    try {
-      m_out = std::make_unique<tfrecord_writer>(m_path);
-      std::string event;
-      detail::put_double_field(event, detail::event_field::wall_time, now);
-      detail::put_bytes_field(event, detail::event_field::file_version, "brain.Event:2");
-      m_out->write(event);
-      m_out->flush();  // the file is valid, and visible to TensorBoard, from the start
-    } catch (const io_error& e) {
-      throw io_error(std::string("summary_writer: ") + e.what());
-    }
-    m_last_flush = std::chrono::steady_clock::now();
-  }
+  explicit summary_writer(std::string log_dir, summary_options options = {});
 
   summary_writer(const summary_writer&) = delete;
   summary_writer& operator=(const summary_writer&) = delete;
   summary_writer(summary_writer&&) noexcept = default;
-  summary_writer& operator=(summary_writer&& other) noexcept {
-    if (this != &other) {
-      close_quietly();
-      m_log_dir = std::move(other.m_log_dir);
-      m_path = std::move(other.m_path);
-      m_options = other.m_options;
-      m_out = std::move(other.m_out);
-      m_pending = other.m_pending;
-      m_events = other.m_events;
-      m_last_flush = other.m_last_flush;
-    }
-    return *this;
-  }
+  summary_writer& operator=(summary_writer&& other) noexcept;
   /// Flushes; a failure here cannot be reported, so call flush() to see it.
-  ~summary_writer() { close_quietly(); }
+  ~summary_writer();
 
   /// A scalar: a number, or a tensor, expression or variable with one element. Stored as a float.
   template <class V>
-  void scalar(std::string_view tag, const V& value, std::int64_t step) {
-    check_tag("summary_writer::scalar", tag);
-    double v;
-    if constexpr (is_scalar_v<V>) {
-      v = static_cast<double>(value);
-    } else {
-      const auto [values, s] = detail::host_values(value);
-      if (values.size() != 1)
-        throw invalid_argument("summary_writer::scalar: tag '" + std::string(tag) + "': the tensor has shape " +
-                               to_string(s) + " (" + std::to_string(values.size()) +
-                               " elements); a scalar summary needs exactly 1 (reduce it first, e.g. with reduce_mean)");
-      v = static_cast<double>(values[0]);
-    }
-    std::string fields;
-    detail::put_bytes_field(fields, detail::value_field::tag, tag);
-    detail::put_float_field(fields, detail::value_field::simple_value, static_cast<float>(v));
-    write_event("summary_writer::scalar", step, fields);
-  }
+  void scalar(std::string_view tag, const V& value, std::int64_t step);
 
   /// A histogram of every element of a tensor, expression or variable, in `buckets` equal-width
   /// buckets over [min, max].
   template <class X>
-  void histogram(std::string_view tag, const X& values, std::int64_t step, int buckets = 30) {
-    check_tag("summary_writer::histogram", tag);
-    if (buckets < 1)
-      throw invalid_argument("summary_writer::histogram: tag '" + std::string(tag) + "': buckets = " +
-                             std::to_string(buckets) + " must be at least 1");
-    const auto [raw, s] = detail::host_values(values);
-    double lo = 0, hi = 0, sum = 0, sum_squares = 0;
-    for (std::size_t i = 0; i < raw.size(); ++i) {
-      const double v = static_cast<double>(raw[i]);
-      if (!std::isfinite(v))
-        throw invalid_argument("summary_writer::histogram: tag '" + std::string(tag) + "': element " +
-                               std::to_string(i) + " of the tensor of shape " + to_string(s) + " is " +
-                               detail::format_number(v) + "; histograms need finite values");
-      lo = i == 0 ? v : std::min(lo, v);
-      hi = i == 0 ? v : std::max(hi, v);
-      sum += v;
-      sum_squares += v * v;
-    }
-    if (lo == hi) buckets = 1;  // a constant (or empty) tensor: one bucket ending at the value
-    std::vector<double> limits(static_cast<std::size_t>(buckets)), counts(static_cast<std::size_t>(buckets), 0.0);
-    const double width = (hi - lo) / buckets;
-    for (int b = 0; b < buckets; ++b) limits[static_cast<std::size_t>(b)] = b + 1 == buckets ? hi : lo + (b + 1) * width;
-    for (const auto& x : raw) {
-      const double v = static_cast<double>(x);
-      // bucket b holds (limits[b-1], limits[b]]: the first limit at or above v
-      const auto b = std::lower_bound(limits.begin(), limits.end(), v) - limits.begin();
-      counts[static_cast<std::size_t>(std::min<std::ptrdiff_t>(b, buckets - 1))] += 1;
-    }
-    std::string histo;
-    detail::put_double_field(histo, detail::histogram_field::min, lo);
-    detail::put_double_field(histo, detail::histogram_field::max, hi);
-    detail::put_double_field(histo, detail::histogram_field::num, static_cast<double>(raw.size()));
-    detail::put_double_field(histo, detail::histogram_field::sum, sum);
-    detail::put_double_field(histo, detail::histogram_field::sum_squares, sum_squares);
-    detail::put_packed_doubles(histo, detail::histogram_field::bucket_limit, limits);
-    detail::put_packed_doubles(histo, detail::histogram_field::bucket, counts);
-    std::string fields;
-    detail::put_bytes_field(fields, detail::value_field::tag, tag);
-    detail::put_bytes_field(fields, detail::value_field::histo, histo);
-    write_event("summary_writer::histogram", step, fields);
-  }
+  void histogram(std::string_view tag, const X& values, std::int64_t step, int buckets = 30);
 
   /// An image of shape (H, W) or (H, W, C) with C = 1 (gray), 3 (RGB) or 4 (RGBA), stored as a PNG.
   template <class X>
-  void image(std::string_view tag, const X& pixels, std::int64_t step) {
-    check_tag("summary_writer::image", tag);
-    const auto [raw, s] = detail::host_values(pixels);
-    using T = typename std::remove_cvref_t<decltype(raw)>::value_type;
-    const auto bad = [&](const std::string& what) {
-      return invalid_argument("summary_writer::image: tag '" + std::string(tag) + "': " + what);
-    };
-    const index_t depth = s.rank() == 2 ? 1 : s.rank() == 3 ? s[2] : 0;
-    if (depth != 1 && depth != 3 && depth != 4)
-      throw bad("the tensor has shape " + to_string(s) +
-                "; an image is (height, width) or (height, width, channels) with 1, 3 or 4 channels");
-    const int channels = static_cast<int>(depth);
-    if (s[0] < 1 || s[1] < 1) throw bad("the image of shape " + to_string(s) + " has no pixels");
-    // One PNG chunk holds at most 2^31 - 1 bytes: the scanlines, their filter bytes and the
-    // 5-byte header of each 65535-byte stored block must fit.
-    constexpr double png_limit = 2147483647.0 * 65535 / 65540 - 64;
-    if (static_cast<double>(s[0]) * (static_cast<double>(s[1]) * channels + 1) > png_limit)
-      throw bad("the image of shape " + to_string(s) + " is too large for one PNG chunk (2 GiB)");
-    std::vector<unsigned char> bytes(raw.size());
-    for (std::size_t i = 0; i < raw.size(); ++i) {
-      if constexpr (std::is_same_v<T, bool>) {
-        bytes[i] = raw[i] ? 255 : 0;
-      } else if constexpr (std::is_floating_point_v<T>) {
-        const double v = static_cast<double>(raw[i]);
-        if (std::isnan(v)) throw bad("pixel " + std::to_string(i) + " is nan");
-        bytes[i] = static_cast<unsigned char>(std::lround(std::clamp(v, 0.0, 1.0) * 255.0));
-      } else {
-        if (raw[i] < 0 || raw[i] > 255)
-          throw bad("pixel " + std::to_string(i) + " is " + std::to_string(raw[i]) +
-                    "; integer pixels must lie in [0, 255] (floating-point ones in [0, 1])");
-        bytes[i] = static_cast<unsigned char>(raw[i]);
-      }
-    }
-    const auto height = static_cast<std::uint32_t>(s[0]), width = static_cast<std::uint32_t>(s[1]);
-    std::string image;
-    detail::put_int_field(image, detail::image_field::height, height);
-    detail::put_int_field(image, detail::image_field::width, width);
-    detail::put_int_field(image, detail::image_field::colorspace, channels);  // 1 gray, 3 RGB, 4 RGBA
-    detail::put_bytes_field(image, detail::image_field::encoded_image_string,
-                            detail::encode_png(bytes, height, width, channels));
-    std::string fields;
-    detail::put_bytes_field(fields, detail::value_field::tag, tag);
-    detail::put_bytes_field(fields, detail::value_field::image, image);
-    write_event("summary_writer::image", step, fields);
-  }
+  void image(std::string_view tag, const X& pixels, std::int64_t step);
 
   /// Hands every buffered event to the operating system.
-  void flush() { flush_records("summary_writer::flush"); }
+  void flush();
 
   /// The log directory, as given.
   const std::string& log_dir() const noexcept { return m_log_dir; }
@@ -457,47 +320,13 @@ class summary_writer {
     if (tag.empty()) throw invalid_argument(std::string(op) + ": the tag is empty; name the series, e.g. \"loss\"");
   }
 
-  std::string unused_file_name(std::int64_t seconds) const {
-    const std::string base =
-        detail::join_path(m_log_dir, "events.out.tfevents." + std::to_string(seconds) + "." + detail::host_name());
-    std::string name = base;
-    for (int n = 1; detail::stat_path(name, /*follow_links=*/false).kind != detail::file_kind::missing; ++n)
-      name = base + "." + std::to_string(n);
-    return name;
-  }
+  std::string unused_file_name(std::int64_t seconds) const;
 
-  void write_event(const char* op, std::int64_t step, const std::string& value_fields) {
-    if (!m_out) throw io_error(std::string(op) + ": the writer was moved from");
-    try {
-      m_out->write(detail::summary_event(detail::seconds_since_epoch(), step, value_fields));
-    } catch (const io_error& e) {
-      throw io_error(std::string(op) + ": " + e.what());
-    }
-    ++m_events;
-    ++m_pending;
-    const std::chrono::duration<double> since = std::chrono::steady_clock::now() - m_last_flush;
-    if (m_pending >= m_options.max_queue || since.count() >= m_options.flush_seconds) flush_records(op);
-  }
+  void write_event(const char* op, std::int64_t step, const std::string& value_fields);
 
-  void flush_records(const char* op) {
-    if (!m_out) throw io_error(std::string(op) + ": the writer was moved from");
-    try {
-      m_out->flush();
-    } catch (const io_error& e) {
-      throw io_error(std::string(op) + ": " + e.what());
-    }
-    m_pending = 0;
-    m_last_flush = std::chrono::steady_clock::now();
-  }
+  void flush_records(const char* op);
 
-  void close_quietly() noexcept {
-    if (!m_out) return;
-    try {
-      m_out->flush();
-    } catch (...) {  // a destructor cannot report it; flush() does
-    }
-    m_out.reset();
-  }
+  void close_quietly() noexcept;
 
   std::string m_log_dir;
   std::string m_path;
@@ -508,9 +337,224 @@ class summary_writer {
   std::chrono::steady_clock::time_point m_last_flush;
 };
 
+
+// The member templates, outside the class so that programs with prebuilt I/O can declare the
+// common ones `extern template` (below, and io/prebuilt.hpp).
+template <class V>
+FLUXION_IO_TEMPLATE_INLINE void summary_writer::scalar(std::string_view tag, const V& value, std::int64_t step) {
+  check_tag("summary_writer::scalar", tag);
+  double v;
+  if constexpr (is_scalar_v<V>) {
+    v = static_cast<double>(value);
+  } else {
+    const auto [values, s] = detail::host_values(value);
+    if (values.size() != 1)
+      throw invalid_argument("summary_writer::scalar: tag '" + std::string(tag) + "': the tensor has shape " +
+                             to_string(s) + " (" + std::to_string(values.size()) +
+                             " elements); a scalar summary needs exactly 1 (reduce it first, e.g. with reduce_mean)");
+    v = static_cast<double>(values[0]);
+  }
+  std::string fields;
+  detail::put_bytes_field(fields, detail::value_field::tag, tag);
+  detail::put_float_field(fields, detail::value_field::simple_value, static_cast<float>(v));
+  write_event("summary_writer::scalar", step, fields);
+}
+
+template <class X>
+FLUXION_IO_TEMPLATE_INLINE void summary_writer::histogram(std::string_view tag, const X& values, std::int64_t step, int buckets) {
+  check_tag("summary_writer::histogram", tag);
+  if (buckets < 1)
+    throw invalid_argument("summary_writer::histogram: tag '" + std::string(tag) + "': buckets = " +
+                           std::to_string(buckets) + " must be at least 1");
+  const auto [raw, s] = detail::host_values(values);
+  double lo = 0, hi = 0, sum = 0, sum_squares = 0;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    const double v = static_cast<double>(raw[i]);
+    if (!std::isfinite(v))
+      throw invalid_argument("summary_writer::histogram: tag '" + std::string(tag) + "': element " +
+                             std::to_string(i) + " of the tensor of shape " + to_string(s) + " is " +
+                             detail::format_number(v) + "; histograms need finite values");
+    lo = i == 0 ? v : std::min(lo, v);
+    hi = i == 0 ? v : std::max(hi, v);
+    sum += v;
+    sum_squares += v * v;
+  }
+  if (lo == hi) buckets = 1;  // a constant (or empty) tensor: one bucket ending at the value
+  std::vector<double> limits(static_cast<std::size_t>(buckets)), counts(static_cast<std::size_t>(buckets), 0.0);
+  const double width = (hi - lo) / buckets;
+  for (int b = 0; b < buckets; ++b) limits[static_cast<std::size_t>(b)] = b + 1 == buckets ? hi : lo + (b + 1) * width;
+  for (const auto& x : raw) {
+    const double v = static_cast<double>(x);
+    // bucket b holds (limits[b-1], limits[b]]: the first limit at or above v
+    const auto b = std::lower_bound(limits.begin(), limits.end(), v) - limits.begin();
+    counts[static_cast<std::size_t>(std::min<std::ptrdiff_t>(b, buckets - 1))] += 1;
+  }
+  std::string histo;
+  detail::put_double_field(histo, detail::histogram_field::min, lo);
+  detail::put_double_field(histo, detail::histogram_field::max, hi);
+  detail::put_double_field(histo, detail::histogram_field::num, static_cast<double>(raw.size()));
+  detail::put_double_field(histo, detail::histogram_field::sum, sum);
+  detail::put_double_field(histo, detail::histogram_field::sum_squares, sum_squares);
+  detail::put_packed_doubles(histo, detail::histogram_field::bucket_limit, limits);
+  detail::put_packed_doubles(histo, detail::histogram_field::bucket, counts);
+  std::string fields;
+  detail::put_bytes_field(fields, detail::value_field::tag, tag);
+  detail::put_bytes_field(fields, detail::value_field::histo, histo);
+  write_event("summary_writer::histogram", step, fields);
+}
+
+template <class X>
+FLUXION_IO_TEMPLATE_INLINE void summary_writer::image(std::string_view tag, const X& pixels, std::int64_t step) {
+  check_tag("summary_writer::image", tag);
+  const auto [raw, s] = detail::host_values(pixels);
+  using T = typename std::remove_cvref_t<decltype(raw)>::value_type;
+  const auto bad = [&](const std::string& what) {
+    return invalid_argument("summary_writer::image: tag '" + std::string(tag) + "': " + what);
+  };
+  const index_t depth = s.rank() == 2 ? 1 : s.rank() == 3 ? s[2] : 0;
+  if (depth != 1 && depth != 3 && depth != 4)
+    throw bad("the tensor has shape " + to_string(s) +
+              "; an image is (height, width) or (height, width, channels) with 1, 3 or 4 channels");
+  const int channels = static_cast<int>(depth);
+  if (s[0] < 1 || s[1] < 1) throw bad("the image of shape " + to_string(s) + " has no pixels");
+  // One PNG chunk holds at most 2^31 - 1 bytes: the scanlines, their filter bytes and the
+  // 5-byte header of each 65535-byte stored block must fit.
+  constexpr double png_limit = 2147483647.0 * 65535 / 65540 - 64;
+  if (static_cast<double>(s[0]) * (static_cast<double>(s[1]) * channels + 1) > png_limit)
+    throw bad("the image of shape " + to_string(s) + " is too large for one PNG chunk (2 GiB)");
+  std::vector<unsigned char> bytes(raw.size());
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if constexpr (std::is_same_v<T, bool>) {
+      bytes[i] = raw[i] ? 255 : 0;
+    } else if constexpr (std::is_floating_point_v<T>) {
+      const double v = static_cast<double>(raw[i]);
+      if (std::isnan(v)) throw bad("pixel " + std::to_string(i) + " is nan");
+      bytes[i] = static_cast<unsigned char>(std::lround(std::clamp(v, 0.0, 1.0) * 255.0));
+    } else {
+      if (raw[i] < 0 || raw[i] > 255)
+        throw bad("pixel " + std::to_string(i) + " is " + std::to_string(raw[i]) +
+                  "; integer pixels must lie in [0, 255] (floating-point ones in [0, 1])");
+      bytes[i] = static_cast<unsigned char>(raw[i]);
+    }
+  }
+  const auto height = static_cast<std::uint32_t>(s[0]), width = static_cast<std::uint32_t>(s[1]);
+  std::string image;
+  detail::put_int_field(image, detail::image_field::height, height);
+  detail::put_int_field(image, detail::image_field::width, width);
+  detail::put_int_field(image, detail::image_field::colorspace, channels);  // 1 gray, 3 RGB, 4 RGBA
+  detail::put_bytes_field(image, detail::image_field::encoded_image_string,
+                          detail::encode_png(bytes, height, width, channels));
+  std::string fields;
+  detail::put_bytes_field(fields, detail::value_field::tag, tag);
+  detail::put_bytes_field(fields, detail::value_field::image, image);
+  write_event("summary_writer::image", step, fields);
+}
+
+#if FLUXION_IO_DEFINITIONS
+// In src/io.cpp where the program uses prebuilt kernels (io/prebuilt.hpp); inline otherwise.
+FLUXION_IO_INLINE summary_writer::summary_writer(std::string log_dir, summary_options options)
+    : m_log_dir(std::move(log_dir)), m_options(options) {
+  if (m_log_dir.empty())
+    throw invalid_argument("summary_writer: the log directory is empty; name one, e.g. \"runs/cnn\"");
+  if (!(m_options.flush_seconds >= 0))
+    throw invalid_argument("summary_writer: '" + m_log_dir + "': flush_seconds must be >= 0, not " +
+                           detail::format_number(m_options.flush_seconds));
+  if (const int code = detail::make_directories(m_log_dir))
+    throw io_error("summary_writer: '" + m_log_dir + "': cannot create the log directory: " +
+                   (code == ENOTDIR && detail::stat_path(m_log_dir).kind != detail::file_kind::missing
+                        ? std::string("a file of that name exists")
+                        : detail::error_text(code)));
+  const double now = detail::seconds_since_epoch();
+  m_path = unused_file_name(static_cast<std::int64_t>(now));
+  try {
+    m_out = std::make_unique<tfrecord_writer>(m_path);
+    std::string event;
+    detail::put_double_field(event, detail::event_field::wall_time, now);
+    detail::put_bytes_field(event, detail::event_field::file_version, "brain.Event:2");
+    m_out->write(event);
+    m_out->flush();  // the file is valid, and visible to TensorBoard, from the start
+  } catch (const io_error& e) {
+    throw io_error(std::string("summary_writer: ") + e.what());
+  }
+  m_last_flush = std::chrono::steady_clock::now();
+}
+
+FLUXION_IO_INLINE summary_writer& summary_writer::operator=(summary_writer&& other) noexcept {
+  if (this != &other) {
+    close_quietly();
+    m_log_dir = std::move(other.m_log_dir);
+    m_path = std::move(other.m_path);
+    m_options = other.m_options;
+    m_out = std::move(other.m_out);
+    m_pending = other.m_pending;
+    m_events = other.m_events;
+    m_last_flush = other.m_last_flush;
+  }
+  return *this;
+}
+
+FLUXION_IO_INLINE summary_writer::~summary_writer() { close_quietly(); }
+
+FLUXION_IO_INLINE void summary_writer::flush() { flush_records("summary_writer::flush"); }
+
+FLUXION_IO_INLINE std::string summary_writer::unused_file_name(std::int64_t seconds) const {
+  const std::string base =
+      detail::join_path(m_log_dir, "events.out.tfevents." + std::to_string(seconds) + "." + detail::host_name());
+  std::string name = base;
+  for (int n = 1; detail::stat_path(name, /*follow_links=*/false).kind != detail::file_kind::missing; ++n)
+    name = base + "." + std::to_string(n);
+  return name;
+}
+
+FLUXION_IO_INLINE void summary_writer::write_event(const char* op, std::int64_t step, const std::string& value_fields) {
+  if (!m_out) throw io_error(std::string(op) + ": the writer was moved from");
+  try {
+    m_out->write(detail::summary_event(detail::seconds_since_epoch(), step, value_fields));
+  } catch (const io_error& e) {
+    throw io_error(std::string(op) + ": " + e.what());
+  }
+  ++m_events;
+  ++m_pending;
+  const std::chrono::duration<double> since = std::chrono::steady_clock::now() - m_last_flush;
+  if (m_pending >= m_options.max_queue || since.count() >= m_options.flush_seconds) flush_records(op);
+}
+
+FLUXION_IO_INLINE void summary_writer::flush_records(const char* op) {
+  if (!m_out) throw io_error(std::string(op) + ": the writer was moved from");
+  try {
+    m_out->flush();
+  } catch (const io_error& e) {
+    throw io_error(std::string(op) + ": " + e.what());
+  }
+  m_pending = 0;
+  m_last_flush = std::chrono::steady_clock::now();
+}
+
+FLUXION_IO_INLINE void summary_writer::close_quietly() noexcept {
+  if (!m_out) return;
+  try {
+    m_out->flush();
+  } catch (...) {  // a destructor cannot report it; flush() does
+  }
+  m_out.reset();
+}
+#endif  // FLUXION_IO_DEFINITIONS
+
 }  // namespace fluxion::io
 
 namespace fluxion {
 using io::summary_options;
 using io::summary_writer;
 }  // namespace fluxion
+
+#if FLUXION_IO_PREBUILT
+// The summaries of numbers and float tensors, compiled once in src/io.cpp (io/prebuilt.hpp).
+namespace fluxion::io {
+FLUXION_IO_EXTERN template void summary_writer::scalar<float>(std::string_view, const float&, std::int64_t);
+FLUXION_IO_EXTERN template void summary_writer::scalar<double>(std::string_view, const double&, std::int64_t);
+FLUXION_IO_EXTERN template void summary_writer::scalar<tensor<float>>(std::string_view, const tensor<float>&, std::int64_t);
+FLUXION_IO_EXTERN template void summary_writer::histogram<tensor<float>>(std::string_view, const tensor<float>&, std::int64_t,
+                                                                         int);
+FLUXION_IO_EXTERN template void summary_writer::image<tensor<float>>(std::string_view, const tensor<float>&, std::int64_t);
+}  // namespace fluxion::io
+#endif

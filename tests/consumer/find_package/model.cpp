@@ -1,12 +1,17 @@
 // A model-layer program built with both compile-time levers by both consumer tests: it calls every
 // kind of function that FLUXION_PREBUILT_KERNELS declares `extern template` (the random draws, the
 // copy/fill/add/sum statements, the layers' statements and initializers, the loss, the tape's
-// gradient and the optimizer update), so a declaration without its definition in the prebuilt
+// gradient and the optimizer update), and every checkpoint, safetensors and summary function that
+// src/io.cpp compiles (io/prebuilt.hpp), so a declaration without its definition in the prebuilt
 // library fails to link here. Header-only builds never see those declarations.
+#include <fluxion/checkpoint.hpp>
 #include <fluxion/fluxion.hpp>
+#include <fluxion/tensorboard.hpp>
 
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 int main() {
   namespace fx = fluxion;
@@ -48,9 +53,65 @@ int main() {
   const fx::tensor<float> dx = tape.gradient(y, x);
   const float dx_sum = fx::tensor<float>(fx::reduce_sum(dx, {0})).to_vector()[0];
 
+  // A checkpoint of each kind of object (model, optimizer, variables of three element types, an
+  // integer, a generator) through a manager: saved, overwritten, restored to the saved values.
+  fx::variable<double> vd{fx::ones<double>({2}), "vd"};
+  fx::variable<std::int64_t> vi{fx::tensor<std::int64_t>(std::int64_t{7}), "vi"};
+  std::int64_t counter = 11;
+  fx::random::generator rng{9};
+  fx::checkpoint ckpt{{"model", model}, {"optimizer", opt}, {"vd", vd}, {"vi", vi}, {"counter", counter}, {"rng", rng}};
+  fx::checkpoint_manager manager{ckpt, "consumer_checkpoints", {.max_to_keep = 2}};
+  for (std::int64_t step : {1, 2, 3}) manager.save(step);
+  fx::variable<float>& kernel = *model.trainable_variables()[0];
+  const std::vector<float> saved_kernel = kernel.peek().to_vector();
+  const std::int64_t saved_iterations = opt.iterations();
+  const double saved_draw = fx::random::uniform<double>({1}, rng).item();  // and the generator moved on
+  kernel.assign(fx::zeros<float>(kernel.shape()));
+  vd.assign(fx::zeros<double>({2}));
+  vi.assign(fx::tensor<std::int64_t>(std::int64_t{0}));
+  counter = 0;
+  opt.set_iterations(0);
+  const auto latest = fx::latest_checkpoint("consumer_checkpoints");
+  if (latest) ckpt.restore(*latest);
+  bool refused = false;  // a checkpoint whose objects the file lacks is refused, naming the tensor
+  try {
+    fx::variable<float> other{fx::ones<float>({1}), "other"};
+    fx::checkpoint({{"other", other}}).restore(*latest);
+  } catch (const fx::io_error& e) {
+    refused = std::string(e.what()).find("'other' is missing") != std::string::npos;
+  }
+  fx::io::safetensors file;  // the raw file API, one tensor per element type
+  file.add("f", fx::tensor<float>(fx::ones<float>({2})));
+  file.add("d", fx::tensor<double>(fx::ones<double>({2})));
+  file.add("i", fx::tensor<std::int32_t>(std::int32_t{5}));
+  file.add("l", fx::tensor<std::int64_t>(std::int64_t{6}));
+  file.save("consumer_checkpoints/raw.safetensors");
+  const fx::io::safetensors read = fx::io::safetensors::load("consumer_checkpoints/raw.safetensors");
+  // TensorBoard summaries of each prebuilt kind, and the callback fit would call.
+  fx::summary_writer log{"consumer_checkpoints/logs"};
+  log.scalar("f", 1.5f, 1);
+  log.scalar("d", 2.5, 1);
+  log.scalar("t", fx::tensor<float>(3.5f), 1);
+  log.histogram("h", fx::tensor<float>(fx::ones<float>({4})), 1);
+  log.image("i", fx::tensor<float>(fx::ones<float>({2, 3})), 1);
+  fx::tensorboard_callback tensorboard{log, 1, &opt};
+  fx::fit_logs logs;
+  logs.global_step = 1;
+  tensorboard.on_batch_end(logs);     // loss and learning_rate (no accuracy)
+  tensorboard.on_train_end(logs);
+  const bool logged = log.events() == 7;
+
+  const bool restored = logged && latest && manager.checkpoints().size() == 2 && kernel.peek().to_vector() == saved_kernel &&
+                        opt.iterations() == saved_iterations && vd.peek().to_vector() == std::vector<double>{1, 1} &&
+                        vi.peek().item() == 7 && counter == 11 &&
+                        fx::random::uniform<double>({1}, rng).item() == saved_draw && refused &&
+                        read.get<float>("f").to_vector()[1] == 1.f && read.get<double>("d").to_vector()[1] == 1.0 &&
+                        read.get<std::int32_t>("i").item() == 5 && read.get<std::int64_t>("l").item() == 6;
+
   const bool ok = std::isfinite(last) && last < first && gap < 1e-4f && dx_sum == 16.f &&
-                  std::isfinite(fx::tensor<double>(fx::reduce_sum(noise_d)).item()) && ints.size() == 3;
-  std::printf("consumer model: loss %g -> %g, inference gap %g, dx %g: %s\n", static_cast<double>(first),
-              static_cast<double>(last), static_cast<double>(gap), static_cast<double>(dx_sum), ok ? "ok" : "FAILED");
+                  std::isfinite(fx::tensor<double>(fx::reduce_sum(noise_d)).item()) && ints.size() == 3 && restored;
+  std::printf("consumer model: loss %g -> %g, inference gap %g, dx %g, checkpoint %s: %s\n", static_cast<double>(first),
+              static_cast<double>(last), static_cast<double>(gap), static_cast<double>(dx_sum),
+              restored ? "restored" : "NOT restored", ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }
