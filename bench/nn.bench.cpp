@@ -10,6 +10,8 @@
 //   train_*_floor          only the GEMMs, convolution kernels and Adam update of the MLP's and
 //                          the CNN's steps: the floor under any step built from these kernels,
 //                          however fused (issue 13's compiled step)
+//   train_*_split          the MLP's and the CNN's steps data-parallel: half the batch on each of
+//                          the pool's two threads, gradients averaged (issue 13)
 //
 // A training step is: forward, softmax cross-entropy with integer labels, the gradients of every
 // variable, and one Adam update (fluxion: a gradient tape and fx::optim::adam; LibTorch: autograd,
@@ -19,6 +21,7 @@
 // lower the loss (SkipWithError otherwise), so a step that does nothing cannot look fast.
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -161,7 +164,53 @@ void train_cnn_floor(benchmark::State& state) {
   }
 }
 
+/// Data parallelism across the pool's threads, the one lever a compiled step has that a tape-based
+/// step has not (issue 13): each of two pool tasks runs a tape-based step on half of the batch (its
+/// kernels then run on that task's thread alone), and the two halves' mean gradients are averaged
+/// before one Adam update: the full batch's gradient, summed in another order. With one thread the
+/// two halves run one after the other.
+template <class Model>
+void fluxion_train_split(benchmark::State& state, bool images) {
+  set_threads(static_cast<int>(state.range(0)));
+  Model model;
+  fx::optim::adam opt{1e-3};
+  const batch_data d = make_batch(train_batch);
+  const fx::index_t half = train_batch / 2;
+  const fx::tensor<float> x = images ? fx::tensor<float>(fx::reshape(d.images, {train_batch, 28, 28, 1})) : d.images;
+  std::vector<fx::index_t> begin(static_cast<std::size_t>(x.shape().rank()), 0), size = x.shape().to_vector();
+  size[0] = half;
+  std::array<fx::tensor<float>, 2> xs;
+  std::array<fx::tensor<std::int32_t>, 2> ys;
+  for (fx::index_t h = 0; h < 2; ++h) {
+    begin[0] = h * half;
+    xs[static_cast<std::size_t>(h)] = fx::slice(x, begin, size);
+    ys[static_cast<std::size_t>(h)] = fx::slice(d.labels, {h * half}, {half});
+  }
+  auto step = [&] {
+    auto vars = model.trainable_variables();
+    std::array<std::vector<fx::tensor<float>>, 2> grads;
+    std::array<float, 2> losses{};
+    fx::detail::parallel_for(2, [&](fx::index_t h) {
+      const auto i = static_cast<std::size_t>(h);
+      fx::gradient_tape tape;
+      const fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(model(xs[i], true), ys[i]);
+      grads[i] = tape.gradient(loss, vars);
+      losses[i] = loss.item();
+    });
+    std::vector<fx::tensor<float>> mean(vars.size());
+    for (std::size_t v = 0; v < vars.size(); ++v) mean[v] = 0.5f * (grads[0][v] + grads[1][v]);
+    opt.apply_gradients(mean, vars);
+    return 0.5f * (losses[0] + losses[1]);
+  };
+  const float first = step();
+  step();
+  if (!(step() < first)) state.SkipWithError("fluxion: the loss did not fall");
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+}
+
 void train_mlp_fluxion(benchmark::State& s) { fluxion_train<mlp_t>(s, false); }
+void train_mlp_split(benchmark::State& s) { fluxion_train_split<mlp_t>(s, false); }
+void train_cnn_split(benchmark::State& s) { fluxion_train_split<cnn_t>(s, true); }
 void train_mlp_compiled(benchmark::State& s) { fluxion_train<mlp_t, true>(s, false); }
 void train_cnn_compiled(benchmark::State& s) { fluxion_train<cnn_t, true>(s, true); }
 void train_cnn_fluxion(benchmark::State& s) { fluxion_train<cnn_t>(s, true); }
@@ -242,6 +291,8 @@ BENCHMARK(train_mlp_floor)->Apply(threads);
 BENCHMARK(train_cnn_fluxion)->Apply(threads);
 BENCHMARK(train_cnn_compiled)->Apply(threads);
 BENCHMARK(train_cnn_floor)->Apply(threads);
+BENCHMARK(train_mlp_split)->Apply(threads);
+BENCHMARK(train_cnn_split)->Apply(threads);
 BENCHMARK(train_lstm_fluxion)->Apply(threads);
 BENCHMARK(infer_mlp_fluxion)->Apply(threads);
 BENCHMARK(infer_cnn_fluxion)->Apply(threads);
