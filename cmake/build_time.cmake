@@ -73,11 +73,12 @@ function(fluxion_target_precompile_headers target)
 endfunction()
 
 # fluxion_precompiled_header_warnings(target): fluxion turns xsimd's false -Wmaybe-uninitialized
-# warnings off around its includes (GCC bug 105593), but g++ 12 does not keep that pragma in a
-# precompiled header: a target that uses one would get them (hundreds of lines) wherever an
-# AVX-512 kernel is inlined. Also used by fluxion's own tests (cmake/tests.cmake).
+# and -Wuninitialized warnings off around its includes (GCC bug 105593), but g++ 12 does not keep
+# that pragma in a precompiled header: a target that uses one would get them (hundreds of lines)
+# wherever an AVX-512 kernel is inlined (-Wuninitialized from _mm512_shuffle_f32x4 in xsimd's haddp,
+# at -O1: 648 lines in two of fluxion's tests). Also used by fluxion's own tests (cmake/tests.cmake).
 function(fluxion_precompiled_header_warnings target)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-    target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized)
+    target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized -Wno-uninitialized)
   endif()
 endfunction()
