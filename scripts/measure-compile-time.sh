@@ -15,7 +15,10 @@
 #   - bench/compile/fit_program.cpp, a user's first program with the model layer (fit, evaluate,
 #     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels;
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
-#     prebuilt (FLUXION_PREBUILT_KERNELS, the fluxion::kernels target) and a precompiled header.
+#     prebuilt (FLUXION_PREBUILT_KERNELS, the fluxion::kernels target) and a precompiled header;
+#     every example with both;
+#   - issue 10's baseline, c8d8090 (when the checkout has it): its umbrella header and examples,
+#     and mlp_train.cpp against its headers, with today's rows divided by them.
 #   scripts/measure-compile-time.sh [extra compiler flags...]
 #   FLUXION_COMPILE_RUNS=1 scripts/measure-compile-time.sh     (one run per row instead of three)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -58,10 +61,22 @@ for facade in data checkpoint tensorboard io; do
   printf '#include <fluxion/fluxion.hpp>\n#include <fluxion/%s.hpp>\nint main() { return 0; }\n' "$facade" > "$scratch/facade.cpp"
   row "  ... + <fluxion/$facade.hpp>" "$(best "$cxx" "${flags[@]}" -c "$scratch/facade.cpp" -o "$scratch/out.o")"
 done
+# Both levers for the examples: a precompiled header of the umbrella and every facade (a superset
+# of what each example includes, as fluxion_target_precompile_headers(app data checkpoint
+# tensorboard) makes it) and FLUXION_PREBUILT_KERNELS. -Winvalid-pch -Werror: a header that g++
+# could not use would otherwise be parsed silently and the row would measure nothing.
+mkdir -p "$scratch/pch_all"
+printf '#include <fluxion/fluxion.hpp>\n#include <fluxion/%s.hpp>\n' data checkpoint tensorboard io > "$scratch/pch_all/fluxion_pch.hpp"
+levers=(-DFLUXION_PREBUILT_KERNELS -Winvalid-pch -Werror=invalid-pch -I"$scratch/pch_all" -include fluxion_pch.hpp)
+"$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -x c++-header "$scratch/pch_all/fluxion_pch.hpp" -o "$scratch/pch_all/fluxion_pch.hpp.gch"
 models=""
+declare -A example_time example_levers
 for example in examples/*.cpp; do
   t=$(best "$cxx" "${flags[@]}" -c "$example" -o "$scratch/out.o")
+  l=$(best "$cxx" "${flags[@]}" "${levers[@]}" -c "$example" -o "$scratch/out.o")
   row "$example" "$t"
+  row "  ... with both levers" "$l"
+  example_time[$example]=$t example_levers[$example]=$l
   [[ "$example" == examples/mnist_models.cpp ]] && models=$t
 done
 
@@ -114,6 +129,33 @@ if [[ -e "$torch_include/torch/torch.h" ]]; then
        "$(awk -v a="$models_levers" -v b="$models_torch" 'BEGIN { printf "%.2f", a / b }') with both levers (goal: 0.5)"
 else
   echo "LibTorch twins: skipped (install libtorch-dev, or run scripts/install-deps.sh --bench)"
+fi
+
+# Issue 10's baseline, in the same run: the umbrella header, the three examples of c8d8090 (the
+# commit the issue measured) and mlp_train.cpp against c8d8090's headers, header-only as they were
+# then; then each row of today against it, header-only and with both levers. Needs the commit
+# (a clone of the repository; skipped in an export without history).
+baseline=c8d8090
+if git cat-file -e "$baseline^{commit}" 2>/dev/null; then
+  mkdir -p "$scratch/baseline"
+  git archive "$baseline" include examples | tar -x -C "$scratch/baseline"
+  bflags=(-std=c++20 -O2 -march=native -I"$scratch/baseline/include" "$@")
+  printf '#include <fluxion/fluxion.hpp>\nint main() { return 0; }\n' > "$scratch/baseline/umbrella.cpp"
+  ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+  row "issue 10's baseline ($baseline): #include <fluxion/fluxion.hpp>" \
+      "$(best "$cxx" "${bflags[@]}" -c "$scratch/baseline/umbrella.cpp" -o "$scratch/out.o")"
+  for name in eager_basics gradients linear_regression; do
+    b=$(best "$cxx" "${bflags[@]}" -c "$scratch/baseline/examples/$name.cpp" -o "$scratch/out.o")
+    row "issue 10's baseline ($baseline): examples/$name.cpp" "$b"
+    echo "  examples/$name.cpp now / $baseline: $(ratio_of "${example_time[examples/$name.cpp]}" "$b") header-only," \
+         "$(ratio_of "${example_levers[examples/$name.cpp]}" "$b") with both levers (goal: 0.5)"
+  done
+  b=$(best "$cxx" "${bflags[@]}" -Ibench/compile -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
+  row "issue 10's baseline ($baseline): bench/compile/mlp_train.cpp" "$b"
+  echo "  bench/compile/mlp_train.cpp now / $baseline: $(ratio_of "$mlp" "$b") header-only," \
+       "$(ratio_of "$prebuilt" "$b") with prebuilt kernels, $(ratio_of "$both" "$b") with both levers"
+else
+  echo "issue 10's baseline rows: skipped (commit $baseline is not in this checkout)"
 fi
 
 # The device headers, compiled by nvcc for Hopper as scripts/run-gpu-*.sh build them (issue 14).
