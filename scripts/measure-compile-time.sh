@@ -61,19 +61,32 @@ for facade in data checkpoint tensorboard io; do
   printf '#include <fluxion/fluxion.hpp>\n#include <fluxion/%s.hpp>\nint main() { return 0; }\n' "$facade" > "$scratch/facade.cpp"
   row "  ... + <fluxion/$facade.hpp>" "$(best "$cxx" "${flags[@]}" -c "$scratch/facade.cpp" -o "$scratch/out.o")"
 done
-# Both levers for the examples: a precompiled header of the umbrella and every facade (a superset
-# of what each example includes, as fluxion_target_precompile_headers(app data checkpoint
-# tensorboard) makes it) and FLUXION_PREBUILT_KERNELS. -Winvalid-pch -Werror: a header that g++
-# could not use would otherwise be parsed silently and the row would measure nothing.
-mkdir -p "$scratch/pch_all"
-printf '#include <fluxion/fluxion.hpp>\n#include <fluxion/%s.hpp>\n' data checkpoint tensorboard io > "$scratch/pch_all/fluxion_pch.hpp"
-levers=(-DFLUXION_PREBUILT_KERNELS -Winvalid-pch -Werror=invalid-pch -I"$scratch/pch_all" -include fluxion_pch.hpp)
-"$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -x c++-header "$scratch/pch_all/fluxion_pch.hpp" -o "$scratch/pch_all/fluxion_pch.hpp.gch"
+# Both levers for the examples, as a program gets them from CMake: FLUXION_PREBUILT_KERNELS and a
+# precompiled header of exactly the fluxion headers the example includes (what
+# fluxion_target_precompile_headers(app data checkpoint tensorboard) makes; a bigger header costs
+# a small program up to a second more to load). -Werror=invalid-pch: a header that g++ could not
+# use would otherwise be parsed silently, and the row would measure nothing.
+# pch_for <source>: builds (once per set of headers) and prints the directory of its header.
+pch_for() {
+  local headers key dir
+  headers=$(grep -o '^#include <fluxion/[a-z_]*\.hpp>' "$1" | grep -v 'fluxion/cuda\.hpp' | sort -u |
+            awk '/fluxion\.hpp/ { print; next } { rest = rest $0 "\n" } END { printf "%s", rest }')
+  key=$(md5sum <<<"$headers" | cut -c1-12)
+  dir="$scratch/pch_$key"
+  if [[ ! -e "$dir/fluxion_pch.hpp.gch" ]]; then
+    mkdir -p "$dir"
+    printf '%s\n' "$headers" > "$dir/fluxion_pch.hpp"
+    "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -x c++-header "$dir/fluxion_pch.hpp" -o "$dir/fluxion_pch.hpp.gch"
+  fi
+  echo "$dir"
+}
 models=""
 declare -A example_time example_levers
 for example in examples/*.cpp; do
   t=$(best "$cxx" "${flags[@]}" -c "$example" -o "$scratch/out.o")
-  l=$(best "$cxx" "${flags[@]}" "${levers[@]}" -c "$example" -o "$scratch/out.o")
+  pch=$(pch_for "$example")
+  l=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -Winvalid-pch -Werror=invalid-pch -I"$pch" \
+      -include fluxion_pch.hpp -c "$example" -o "$scratch/out.o")
   row "$example" "$t"
   row "  ... with both levers" "$l"
   example_time[$example]=$t example_levers[$example]=$l

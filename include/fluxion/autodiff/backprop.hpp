@@ -48,7 +48,8 @@ struct reduction_to_shape {
   std::vector<int> axes;
   bool keep = false;
 };
-FLUXION_NOINLINE reduction_to_shape plan_reduce_to(const shape& s, const shape& target) {
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_NOINLINE reduction_to_shape plan_reduce_to(const shape& s, const shape& target) {
   if (broadcast_shapes(s, target, "gradient") != s)
     throw shape_error("gradient: a gradient of shape " + to_string(s) + " cannot be reduced to shape " +
                       to_string(target));
@@ -62,6 +63,9 @@ FLUXION_NOINLINE reduction_to_shape plan_reduce_to(const shape& s, const shape& 
   plan.keep = dropped != target;
   return plan;
 }
+#else
+reduction_to_shape plan_reduce_to(const shape& s, const shape& target);
+#endif
 
 /// Whether gradient expression G is a kernel boundary (possibly wrapped with its derivative order).
 template <class G>

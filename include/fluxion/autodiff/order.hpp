@@ -68,13 +68,17 @@ inline constexpr int order_v = order_of<std::remove_cvref_t<E>>::value;
 /// Throws the error for a derivative above the program's FLUXION_MAX_DERIVATIVE_ORDER (max_order,
 /// passed in: translation units may differ in it), saying how to raise it. One function, so that
 /// the message is not compiled into every statement's backward function.
-[[noreturn]] inline void throw_order_exceeded(const char* who, int max_order) {
+#if FLUXION_CORE_DEFINITIONS
+[[noreturn]] FLUXION_CORE_INLINE void throw_order_exceeded(const char* who, int max_order) {
   const std::string next = std::to_string(max_order + 1);
   throw error(std::string(who) + ": a derivative of order above " + std::to_string(max_order) +
               " was requested; define FLUXION_MAX_DERIVATIVE_ORDER to " + next +
               " or more for the whole program (`#define` it before including fluxion, or "
               "target_compile_definitions(app PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=" + next + ") in CMake)");
 }
+#else
+[[noreturn]] void throw_order_exceeded(const char* who, int max_order);
+#endif
 
 /// Wraps g as a derivative of order K.
 template <int K, class G>

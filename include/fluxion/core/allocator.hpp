@@ -33,6 +33,7 @@
 #include "config.hpp"
 #include "device.hpp"
 #include "error.hpp"
+#include "prebuilt.hpp"
 
 namespace fluxion {
 namespace memory {
@@ -90,29 +91,10 @@ class shared_host_pool {
     return *p;
   }
 
-  void* take(int idx, std::size_t actual) noexcept {
-    std::lock_guard<std::mutex> lk(m_mutex);
-    auto& list = m_free[static_cast<std::size_t>(idx)];
-    if (list.empty()) return nullptr;
-    void* p = list.back();
-    list.pop_back();
-    m_cached.store(m_cached.load(std::memory_order_relaxed) - static_cast<std::int64_t>(actual), std::memory_order_relaxed);
-    return p;
-  }
+  void* take(int idx, std::size_t actual) noexcept;
 
   /// Keeps the buffer, unless that would pass max_cached_bytes.
-  bool give(void* p, int idx, std::size_t actual) noexcept {
-    std::lock_guard<std::mutex> lk(m_mutex);
-    const auto cached = m_cached.load(std::memory_order_relaxed);
-    if (static_cast<std::size_t>(cached) + actual > max_cached_bytes) return false;
-    try {
-      m_free[static_cast<std::size_t>(idx)].push_back(p);
-    } catch (...) {
-      return false;
-    }
-    m_cached.store(cached + static_cast<std::int64_t>(actual), std::memory_order_relaxed);
-    return true;
-  }
+  bool give(void* p, int idx, std::size_t actual) noexcept;
 
   void release_all() noexcept {
     std::lock_guard<std::mutex> lk(m_mutex);
@@ -131,6 +113,31 @@ class shared_host_pool {
   std::atomic<std::int64_t> m_cached{0};
 };
 
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_INLINE void* shared_host_pool::take(int idx, std::size_t actual) noexcept {
+  std::lock_guard<std::mutex> lk(m_mutex);
+  auto& list = m_free[static_cast<std::size_t>(idx)];
+  if (list.empty()) return nullptr;
+  void* p = list.back();
+  list.pop_back();
+  m_cached.store(m_cached.load(std::memory_order_relaxed) - static_cast<std::int64_t>(actual), std::memory_order_relaxed);
+  return p;
+}
+
+FLUXION_CORE_INLINE bool shared_host_pool::give(void* p, int idx, std::size_t actual) noexcept {
+  std::lock_guard<std::mutex> lk(m_mutex);
+  const auto cached = m_cached.load(std::memory_order_relaxed);
+  if (static_cast<std::size_t>(cached) + actual > max_cached_bytes) return false;
+  try {
+    m_free[static_cast<std::size_t>(idx)].push_back(p);
+  } catch (...) {
+    return false;
+  }
+  m_cached.store(cached + static_cast<std::int64_t>(actual), std::memory_order_relaxed);
+  return true;
+}
+#endif  // FLUXION_CORE_DEFINITIONS
+
 struct counter_registry {
   std::mutex mutex;
   std::vector<thread_counters*> live;
@@ -140,20 +147,24 @@ struct counter_registry {
     static counter_registry* r = new counter_registry;  // never destroyed: threads may outlive statics
     return *r;
   }
-  memory::statistics sum() {
-    std::lock_guard<std::mutex> lk(mutex);
-    memory::statistics s = retired;
-    s.cached_bytes += shared_host_pool::instance().cached_bytes();
-    for (auto* c : live) {
-      s.allocations += c->allocations.load(std::memory_order_relaxed);
-      s.system_allocations += c->system_allocations.load(std::memory_order_relaxed);
-      s.bytes_in_use += c->bytes_in_use.load(std::memory_order_relaxed);
-      s.buffers_in_use += c->buffers_in_use.load(std::memory_order_relaxed);
-      s.cached_bytes += c->cached_bytes.load(std::memory_order_relaxed);
-    }
-    return s;
-  }
+  memory::statistics sum();
 };
+
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_INLINE memory::statistics counter_registry::sum() {
+  std::lock_guard<std::mutex> lk(mutex);
+  memory::statistics s = retired;
+  s.cached_bytes += shared_host_pool::instance().cached_bytes();
+  for (auto* c : live) {
+    s.allocations += c->allocations.load(std::memory_order_relaxed);
+    s.system_allocations += c->system_allocations.load(std::memory_order_relaxed);
+    s.bytes_in_use += c->bytes_in_use.load(std::memory_order_relaxed);
+    s.buffers_in_use += c->buffers_in_use.load(std::memory_order_relaxed);
+    s.cached_bytes += c->cached_bytes.load(std::memory_order_relaxed);
+  }
+  return s;
+}
+#endif  // FLUXION_CORE_DEFINITIONS
 
 /// The process-wide bytes in use and their peak, kept from the first reset_peak() on. Per-thread
 /// counters cannot give a peak (a buffer freed on another thread than the one that made it), so
@@ -191,58 +202,9 @@ class host_cache {
   static constexpr std::size_t max_cached_bytes = std::size_t{1} << 30;
   static constexpr std::size_t local_buffers_per_class = 64;
 
-  void* allocate(std::size_t bytes, std::size_t& actual) {
-    int idx;
-    actual = size_class(bytes, idx);
-    thread_counters::bump(m_counters.allocations, 1);
-    thread_counters::bump(m_counters.bytes_in_use, static_cast<std::int64_t>(actual));
-    thread_counters::bump(m_counters.buffers_in_use, 1);
-    peak_tracker::allocated(static_cast<std::int64_t>(actual));
-    auto& list = m_free[static_cast<std::size_t>(idx)];
-    if (!list.empty()) {
-      void* p = list.back();
-      list.pop_back();
-      m_cached -= actual;
-      thread_counters::bump(m_counters.cached_bytes, -static_cast<std::int64_t>(actual));
-      return p;
-    }
-    if (void* p = shared_host_pool::instance().take(idx, actual)) return p;
-    thread_counters::bump(m_counters.system_allocations, 1);
-    void* p = ::operator new(actual, std::align_val_t{buffer_alignment}, std::nothrow);
-    if (!p) {  // out of memory: give back what this thread and the shared pool cache, and try again
-      release_all();
-      shared_host_pool::instance().release_all();
-      p = ::operator new(actual, std::align_val_t{buffer_alignment}, std::nothrow);
-      if (!p) {
-        thread_counters::bump(m_counters.bytes_in_use, -static_cast<std::int64_t>(actual));
-        thread_counters::bump(m_counters.buffers_in_use, -1);
-        peak_tracker::freed(static_cast<std::int64_t>(actual));
-        throw std::bad_alloc();
-      }
-    }
-    return p;
-  }
+  void* allocate(std::size_t bytes, std::size_t& actual);
 
-  void deallocate(void* p, std::size_t actual) noexcept {
-    int idx;
-    size_class(actual, idx);
-    thread_counters::bump(m_counters.bytes_in_use, -static_cast<std::int64_t>(actual));
-    thread_counters::bump(m_counters.buffers_in_use, -1);
-    peak_tracker::freed(static_cast<std::int64_t>(actual));
-    auto& list = m_free[static_cast<std::size_t>(idx)];
-    if (m_cached + actual > max_cached_bytes || list.size() >= local_buffers_per_class) {
-      if (!shared_host_pool::instance().give(p, idx, actual)) ::operator delete(p, std::align_val_t{buffer_alignment});
-      return;
-    }
-    try {
-      list.push_back(p);
-    } catch (...) {
-      ::operator delete(p, std::align_val_t{buffer_alignment});
-      return;
-    }
-    m_cached += actual;
-    thread_counters::bump(m_counters.cached_bytes, static_cast<std::int64_t>(actual));
-  }
+  void deallocate(void* p, std::size_t actual) noexcept;
 
   void release_all() noexcept {
     for (int i = 0; i < n_size_classes; ++i) {
@@ -257,37 +219,103 @@ class host_cache {
   /// destructor at exit goes straight back to the system).
   static host_cache* local() {
     if (host_cache* c = t_current) return c;  // one TLS load on the hot path
-    if (t_destroyed) return nullptr;
-    static thread_local host_cache cache;
-    t_current = &cache;
-    return &cache;
+    return first_local();
   }
 
-  host_cache() {
-    auto& reg = counter_registry::instance();
-    std::lock_guard<std::mutex> lk(reg.mutex);
-    reg.live.push_back(&m_counters);
-  }
-  ~host_cache() {
-    t_destroyed = true;
-    t_current = nullptr;
-    release_all();
-    auto& reg = counter_registry::instance();
-    std::lock_guard<std::mutex> lk(reg.mutex);
-    reg.retired.allocations += m_counters.allocations.load();
-    reg.retired.system_allocations += m_counters.system_allocations.load();
-    reg.retired.bytes_in_use += m_counters.bytes_in_use.load();
-    reg.retired.buffers_in_use += m_counters.buffers_in_use.load();
-    std::erase(reg.live, &m_counters);
-  }
+  host_cache();
+  ~host_cache();
 
  private:
+  /// local() on this thread's first call, and after its cache is destroyed.
+  static host_cache* first_local();
+
   static inline thread_local bool t_destroyed = false;  // trivially destructible: safe at exit
   static inline thread_local host_cache* t_current = nullptr;
   std::vector<void*> m_free[n_size_classes];
   std::size_t m_cached = 0;
   thread_counters m_counters;
 };
+
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_INLINE void* host_cache::allocate(std::size_t bytes, std::size_t& actual) {
+  int idx;
+  actual = size_class(bytes, idx);
+  thread_counters::bump(m_counters.allocations, 1);
+  thread_counters::bump(m_counters.bytes_in_use, static_cast<std::int64_t>(actual));
+  thread_counters::bump(m_counters.buffers_in_use, 1);
+  peak_tracker::allocated(static_cast<std::int64_t>(actual));
+  auto& list = m_free[static_cast<std::size_t>(idx)];
+  if (!list.empty()) {
+    void* p = list.back();
+    list.pop_back();
+    m_cached -= actual;
+    thread_counters::bump(m_counters.cached_bytes, -static_cast<std::int64_t>(actual));
+    return p;
+  }
+  if (void* p = shared_host_pool::instance().take(idx, actual)) return p;
+  thread_counters::bump(m_counters.system_allocations, 1);
+  void* p = ::operator new(actual, std::align_val_t{buffer_alignment}, std::nothrow);
+  if (!p) {  // out of memory: give back what this thread and the shared pool cache, and try again
+    release_all();
+    shared_host_pool::instance().release_all();
+    p = ::operator new(actual, std::align_val_t{buffer_alignment}, std::nothrow);
+    if (!p) {
+      thread_counters::bump(m_counters.bytes_in_use, -static_cast<std::int64_t>(actual));
+      thread_counters::bump(m_counters.buffers_in_use, -1);
+      peak_tracker::freed(static_cast<std::int64_t>(actual));
+      throw std::bad_alloc();
+    }
+  }
+  return p;
+}
+
+FLUXION_CORE_INLINE void host_cache::deallocate(void* p, std::size_t actual) noexcept {
+  int idx;
+  size_class(actual, idx);
+  thread_counters::bump(m_counters.bytes_in_use, -static_cast<std::int64_t>(actual));
+  thread_counters::bump(m_counters.buffers_in_use, -1);
+  peak_tracker::freed(static_cast<std::int64_t>(actual));
+  auto& list = m_free[static_cast<std::size_t>(idx)];
+  if (m_cached + actual > max_cached_bytes || list.size() >= local_buffers_per_class) {
+    if (!shared_host_pool::instance().give(p, idx, actual)) ::operator delete(p, std::align_val_t{buffer_alignment});
+    return;
+  }
+  try {
+    list.push_back(p);
+  } catch (...) {
+    ::operator delete(p, std::align_val_t{buffer_alignment});
+    return;
+  }
+  m_cached += actual;
+  thread_counters::bump(m_counters.cached_bytes, static_cast<std::int64_t>(actual));
+}
+
+FLUXION_CORE_INLINE host_cache::host_cache() {
+  auto& reg = counter_registry::instance();
+  std::lock_guard<std::mutex> lk(reg.mutex);
+  reg.live.push_back(&m_counters);
+}
+
+FLUXION_CORE_INLINE host_cache::~host_cache() {
+  t_destroyed = true;
+  t_current = nullptr;
+  release_all();
+  auto& reg = counter_registry::instance();
+  std::lock_guard<std::mutex> lk(reg.mutex);
+  reg.retired.allocations += m_counters.allocations.load();
+  reg.retired.system_allocations += m_counters.system_allocations.load();
+  reg.retired.bytes_in_use += m_counters.bytes_in_use.load();
+  reg.retired.buffers_in_use += m_counters.buffers_in_use.load();
+  std::erase(reg.live, &m_counters);
+}
+
+FLUXION_CORE_INLINE host_cache* host_cache::first_local() {
+  if (t_destroyed) return nullptr;
+  static thread_local host_cache cache;
+  t_current = &cache;
+  return &cache;
+}
+#endif  // FLUXION_CORE_DEFINITIONS
 
 /// Host memory that kernels keep between calls outside the allocator (a convolution's Winograd
 /// filter transforms, kept for inference): each such cache registers how to empty itself once,

@@ -14,6 +14,7 @@
 
 #include "config.hpp"
 #include "error.hpp"
+#include "prebuilt.hpp"
 
 namespace fluxion {
 
@@ -47,20 +48,7 @@ class shape {
     return n;
   }
 
-  void push_back(index_t d) {
-    if (m_rank == max_rank)
-      throw invalid_argument("shape: cannot add an axis of extent " + std::to_string(d) + " to shape " +
-                             to_string(*this) + ": the rank would exceed the maximum of " + std::to_string(max_rank));
-    check_extent(d);
-    // Every size computed from a shape (elements, bytes, flat offsets) stays far from overflow.
-    index_t product = 1;
-    for (int i = 0; i < m_rank; ++i)
-      if (m_dims[static_cast<std::size_t>(i)] > 0) product *= m_dims[static_cast<std::size_t>(i)];
-    if (d > 0 && product > max_elements / d)
-      throw invalid_argument("shape: adding an axis of extent " + std::to_string(d) + " to shape " + to_string(*this) +
-                             " would give more than 2^56 elements");
-    m_dims[static_cast<std::size_t>(m_rank++)] = d;
-  }
+  void push_back(index_t d);
 
   std::vector<index_t> to_vector() const { return {begin(), end()}; }
 
@@ -83,18 +71,38 @@ class shape {
     m_rank = 0;
     for (; first != last; ++first) push_back(static_cast<index_t>(*first));
   }
-  void check_extent(index_t d) const {
-    if (d < 0)
-      throw invalid_argument("shape: extent " + std::to_string(d) + " is negative (after the axes " + to_string(*this) +
-                             ")");
-  }
+  void check_extent(index_t d) const;
 
   std::array<index_t, max_rank> m_dims{};
   int m_rank = 0;
 };
 
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_INLINE void shape::push_back(index_t d) {
+  if (m_rank == max_rank)
+    throw invalid_argument("shape: cannot add an axis of extent " + std::to_string(d) + " to shape " +
+                           to_string(*this) + ": the rank would exceed the maximum of " + std::to_string(max_rank));
+  check_extent(d);
+  // Every size computed from a shape (elements, bytes, flat offsets) stays far from overflow.
+  index_t product = 1;
+  for (int i = 0; i < m_rank; ++i)
+    if (m_dims[static_cast<std::size_t>(i)] > 0) product *= m_dims[static_cast<std::size_t>(i)];
+  if (d > 0 && product > max_elements / d)
+    throw invalid_argument("shape: adding an axis of extent " + std::to_string(d) + " to shape " + to_string(*this) +
+                           " would give more than 2^56 elements");
+  m_dims[static_cast<std::size_t>(m_rank++)] = d;
+}
+
+FLUXION_CORE_INLINE void shape::check_extent(index_t d) const {
+  if (d < 0)
+    throw invalid_argument("shape: extent " + std::to_string(d) + " is negative (after the axes " + to_string(*this) +
+                           ")");
+}
+#endif  // FLUXION_CORE_DEFINITIONS
+
 /// "(2, 3)", "(3,)" or "()" as NumPy writes shapes.
-inline std::string to_string(const shape& s) {
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_INLINE std::string to_string(const shape& s) {
   std::string r = "(";
   for (int i = 0; i < s.rank(); ++i) {
     if (i) r += ", ";
@@ -103,6 +111,9 @@ inline std::string to_string(const shape& s) {
   if (s.rank() == 1) r += ",";
   return r + ")";
 }
+#else
+std::string to_string(const shape& s);
+#endif
 
 inline std::ostream& operator<<(std::ostream& os, const shape& s) { return os << to_string(s); }
 
@@ -118,7 +129,8 @@ inline std::array<index_t, max_rank> contiguous_strides(const shape& s) {
 }
 
 /// NumPy broadcasting of two shapes, or nothing when they do not broadcast.
-inline std::optional<shape> try_broadcast_shapes(const shape& a, const shape& b) {
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_INLINE std::optional<shape> try_broadcast_shapes(const shape& a, const shape& b) {
   if (a == b) return a;
   const int r = std::max(a.rank(), b.rank());
   std::array<index_t, max_rank> out{};
@@ -130,16 +142,24 @@ inline std::optional<shape> try_broadcast_shapes(const shape& a, const shape& b)
   }
   return shape(out.begin(), out.begin() + r);
 }
+#else
+std::optional<shape> try_broadcast_shapes(const shape& a, const shape& b);
+#endif
 
 /// NumPy broadcasting of two shapes; `op` names the operation in the error message.
-inline shape broadcast_shapes(const shape& a, const shape& b, const char* op) {
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_INLINE shape broadcast_shapes(const shape& a, const shape& b, const char* op) {
   if (a == b) return a;  // the common case, without the optional's copy
   if (auto s = try_broadcast_shapes(a, b)) return *s;
   throw shape_error(std::string(op) + ": shapes " + to_string(a) + " and " + to_string(b) + " cannot be broadcast");
 }
+#else
+shape broadcast_shapes(const shape& a, const shape& b, const char* op);
+#endif
 
 /// Maps a possibly negative axis into [0, rank) or throws naming `op`.
-inline int normalize_axis(int axis, int rank, const char* op) {
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_INLINE int normalize_axis(int axis, int rank, const char* op) {
   if (axis < -rank || axis >= rank) {
     const std::string range = rank == 0 ? "[]" : "[" + std::to_string(-rank) + ", " + std::to_string(rank) + ")";
     throw out_of_range(std::string(op) + ": axis " + std::to_string(axis) + " is out of range " + range +
@@ -147,5 +167,8 @@ inline int normalize_axis(int axis, int rank, const char* op) {
   }
   return axis < 0 ? axis + rank : axis;
 }
+#else
+int normalize_axis(int axis, int rank, const char* op);
+#endif
 
 }  // namespace fluxion

@@ -37,7 +37,8 @@ struct matmul_plan {
   shape out, batch;
   index_t m = 0, n = 0, k = 0;
 };
-FLUXION_NOINLINE matmul_plan plan_matmul(const shape& sa, const shape& sb, matmul_options o) {
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_NOINLINE matmul_plan plan_matmul(const shape& sa, const shape& sb, matmul_options o) {
   if (sa.rank() < 2 || sb.rank() < 2)
     throw shape_error("matmul: operands need rank >= 2, got shapes " + to_string(sa) + " and " + to_string(sb));
   matmul_plan p;
@@ -61,10 +62,14 @@ FLUXION_NOINLINE matmul_plan plan_matmul(const shape& sa, const shape& sb, matmu
   p.out.push_back(p.n);
   return p;
 }
+#else
+matmul_plan plan_matmul(const shape& sa, const shape& sb, matmul_options o);
+#endif
 
 /// Offset of each output batch entry's matrix inside an operand of shape `s`, whose batch shape
 /// broadcasts to `batch`.
-FLUXION_NOINLINE void matmul_batch_offsets(const shape& batch, const shape& s, index_t matrix, std::vector<index_t>& off) {
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_NOINLINE void matmul_batch_offsets(const shape& batch, const shape& s, index_t matrix, std::vector<index_t>& off) {
   const int rb = batch.rank(), ro = s.rank() - 2;
   for (index_t i = 0; i < static_cast<index_t>(off.size()); ++i) {
     index_t rem = i, o = 0, stride = matrix;
@@ -80,6 +85,9 @@ FLUXION_NOINLINE void matmul_batch_offsets(const shape& batch, const shape& s, i
     off[static_cast<std::size_t>(i)] = o;
   }
 }
+#else
+void matmul_batch_offsets(const shape& batch, const shape& s, index_t matrix, std::vector<index_t>& off);
+#endif
 
 }  // namespace detail
 

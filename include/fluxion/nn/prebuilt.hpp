@@ -74,3 +74,41 @@ FLUXION_NN_SPECIALIZATIONS(extern)
 #undef FLUXION_NN_EPILOGUE_SPECIALIZATIONS
 
 #endif
+
+// The optimizers' per-element loops on the cpu, for float and double: every variant of every
+// optimizer's step. They record nothing, so they are prebuilt whatever the autodiff settings. A
+// program that constructs an optimizer otherwise compiles all of its variants for both element
+// types (its update functions are virtual, so the vtable names them all).
+#if defined(FLUXION_PREBUILT_KERNELS) || defined(FLUXION_PREBUILT_NN_SOURCE)
+
+#define FLUXION_OPTIM_UPDATE(EXTERN, SLOTS, T, STEP)                                                          \
+  EXTERN template void optim::detail::host_fused_update<SLOTS, T, STEP>(                                       \
+      const optim::detail::update_buffers<T>&, const optim::detail::step_constants&, const STEP&);
+#define FLUXION_OPTIM_UPDATES(EXTERN, T)                                                                      \
+  FLUXION_OPTIM_UPDATE(EXTERN, 0, T, optim::sgd::step<T FLUXION_COMMA 0>)                                     \
+  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::sgd::step<T FLUXION_COMMA 1>)                                     \
+  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::sgd::step<T FLUXION_COMMA 2>)                                     \
+  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::adagrad::step<T>)                                                 \
+  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::rmsprop::step<false FLUXION_COMMA false FLUXION_COMMA T>)         \
+  FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::rmsprop::step<true FLUXION_COMMA false FLUXION_COMMA T>)          \
+  FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::rmsprop::step<false FLUXION_COMMA true FLUXION_COMMA T>)          \
+  FLUXION_OPTIM_UPDATE(EXTERN, 3, T, optim::rmsprop::step<true FLUXION_COMMA true FLUXION_COMMA T>)           \
+  FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::adam::step<T>)                                                    \
+  FLUXION_OPTIM_UPDATE(EXTERN, 3, T, optim::adam::step<T>)
+#define FLUXION_COMMA ,
+
+namespace fluxion {
+#if defined(FLUXION_PREBUILT_NN_SOURCE)
+FLUXION_OPTIM_UPDATES(, float)
+FLUXION_OPTIM_UPDATES(, double)
+#else
+FLUXION_OPTIM_UPDATES(extern, float)
+FLUXION_OPTIM_UPDATES(extern, double)
+#endif
+}  // namespace fluxion
+
+#undef FLUXION_COMMA
+#undef FLUXION_OPTIM_UPDATES
+#undef FLUXION_OPTIM_UPDATE
+
+#endif

@@ -131,22 +131,15 @@ FLUXION_ALWAYS_INLINE V max_of(const V& a, const V& b) {
     __VA_ARGS__                                             \
   }
 
-/// Runs step(gradient, value, slots) over every element: V is an xsimd batch of T, then T for the
-/// tail (and for everything where xsimd knows no architecture). `value` and the Slots entries of
-/// `slots` are read, updated in place by step, and stored into the new buffers. Decoupled weight
-/// decay runs first, as Keras's _apply_weight_decay does.
+/// Runs step(gradient, value, slots) over every element of host buffers: V is an xsimd batch of
+/// T, then T for the tail (and for everything where xsimd knows no architecture). `value` and the
+/// Slots entries of `slots` are read, updated in place by step, and stored into the new buffers.
+/// Decoupled weight decay runs first, as Keras's _apply_weight_decay does. Not inline: with
+/// FLUXION_PREBUILT_KERNELS the optimizers' specializations are `extern template`
+/// (nn/prebuilt.hpp) and compiled once, in src/nn_kernels.cpp. It holds no device code, so it is
+/// the same in every file of a program, nvcc's included.
 template <std::size_t Slots, class T, class Step>
-void fused_update(const update_buffers<T>& b, const step_constants& c, const Step& step) {
-  if (b.on_device) {
-#if FLUXION_DEVICE_OPTIMIZERS
-    ::fluxion::detail::device_fused_update<Slots>(b, c, step);
-    return;
-#else
-    throw invalid_argument(
-        "apply_gradients: the variables are on fluxion::cuda, but this file was compiled without the device "
-        "backend; include <fluxion/cuda.hpp> and compile with nvcc (or Thrust's OpenMP system)");
-#endif
-  }
+void host_fused_update(const update_buffers<T>& b, const step_constants& c, const Step& step) {
   const bool decay = c.weight_decay != 0;
   const T weight_decay = static_cast<T>(c.weight_decay), learning_rate = static_cast<T>(c.learning_rate);
   auto run = [&](index_t begin, index_t end) {
@@ -186,6 +179,23 @@ void fused_update(const update_buffers<T>& b, const step_constants& c, const Ste
     const index_t begin = t * update_task_elements;
     run(begin, std::min(n, begin + update_task_elements));
   });
+}
+
+/// One optimizer step over a variable's buffers: on the device with one fused kernel (where the
+/// device backend is compiled in), else host_fused_update.
+template <std::size_t Slots, class T, class Step>
+inline void fused_update(const update_buffers<T>& b, const step_constants& c, const Step& step) {
+  if (b.on_device) {
+#if FLUXION_DEVICE_OPTIMIZERS
+    ::fluxion::detail::device_fused_update<Slots>(b, c, step);
+    return;
+#else
+    throw invalid_argument(
+        "apply_gradients: the variables are on fluxion::cuda, but this file was compiled without the device "
+        "backend; include <fluxion/cuda.hpp> and compile with nvcc (or Thrust's OpenMP system)");
+#endif
+  }
+  host_fused_update<Slots>(b, c, step);
 }
 
 /// Throws "<op>: <name> = <value> must be finite and non-negative" unless 0 <= value < inf.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 int main() {
   namespace fx = fluxion;
@@ -31,6 +32,30 @@ int main() {
     std::fprintf(stderr, "consumer: reduce_logsumexp([0, 0]) = %g with gradient (%g, %g), expected log 2 and (0.5, 0.5)\n",
                  static_cast<double>(lse.item()), static_cast<double>(g[0]), static_cast<double>(g[1]));
     return 1;
+  }
+  // The core's non-template code (the thread pool, the host cache and its statistics, shape
+  // checks) comes from the library with prebuilt kernels (core/prebuilt.hpp): two threads split a
+  // statement of 2^20 elements, which allocates exactly its output, and a broadcast error is the
+  // library's exception.
+  fx::set_num_threads(2);
+  const fx::tensor<float> ones = fx::ones<float>({1 << 20});
+  const auto allocations = fx::memory_stats().allocations;
+  const fx::tensor<float> threes = ones * 2.f + 1.f;
+  if (fx::memory_stats().allocations - allocations != 1 || threes.to_vector()[(1 << 20) - 1] != 3.f) {
+    std::fprintf(stderr, "consumer: ones * 2 + 1 over 2^20 elements made %lld buffers, expected 1 (last element %g)\n",
+                 static_cast<long long>(fx::memory_stats().allocations - allocations),
+                 static_cast<double>(threes.to_vector()[(1 << 20) - 1]));
+    return 1;
+  }
+  try {
+    const fx::tensor<float> bad = fx::tensor<float>{1.f, 2.f} + fx::tensor<float>{1.f, 2.f, 3.f};
+    std::fprintf(stderr, "consumer: adding shapes (2,) and (3,) did not throw\n");
+    return 1;
+  } catch (const fx::shape_error& e) {
+    if (std::string(e.what()).find("shapes (2,) and (3,) cannot be broadcast") == std::string::npos) {
+      std::fprintf(stderr, "consumer: adding shapes (2,) and (3,) threw '%s'\n", e.what());
+      return 1;
+    }
   }
   std::puts("consumer: ok");
   return 0;

@@ -41,6 +41,7 @@
 #include "../../core/config.hpp"
 #include "../../core/error.hpp"
 #include "../../core/function_ref.hpp"
+#include "../../core/prebuilt.hpp"
 #include "detail/isa_notice.hpp"
 
 namespace fluxion {
@@ -48,10 +49,7 @@ namespace detail {
 
 class thread_pool {
  public:
-  static thread_pool& instance() {
-    static thread_pool pool;
-    return pool;
-  }
+  static thread_pool& instance();
 
   int num_threads() const noexcept { return m_num_threads.load(std::memory_order_relaxed); }
 
@@ -59,21 +57,9 @@ class thread_pool {
     return std::chrono::microseconds(m_spin_microseconds.load(std::memory_order_relaxed));
   }
 
-  void set_spin_time(std::chrono::microseconds t) {
-    if (t.count() < 0 || t > std::chrono::seconds(1))
-      throw invalid_argument("set_thread_spin_time: " + std::to_string(t.count()) +
-                             " us is not in [0, 1000000] us");
-    m_spin_microseconds.store(t.count(), std::memory_order_relaxed);
-  }
+  void set_spin_time(std::chrono::microseconds t);
 
-  void set_num_threads(int n) {
-    if (n < 1) throw invalid_argument("set_num_threads: n = " + std::to_string(n) + " must be at least 1");
-    if (t_inside_task)
-      throw invalid_argument("set_num_threads: called from inside a parallel task; call it between parallel regions");
-    std::lock_guard<std::mutex> region(m_region);  // wait until no region is running
-    stop_workers();
-    m_num_threads.store(n, std::memory_order_relaxed);
-  }
+  void set_num_threads(int n);
 
   /// A task body, type-erased: one pointer and one call. The pool's machinery below is then
   /// compiled once per program instead of once per loop body (every fused statement has its own).
@@ -91,39 +77,7 @@ class thread_pool {
     run(n_tasks, task_ref(body));
   }
 
-  void run(index_t n_tasks, task_ref body) {
-    int threads = num_threads();
-    if (threads == 1 || t_inside_task) {
-      run_inline(n_tasks, body);
-      return;
-    }
-    std::unique_lock<std::mutex> region(m_region, std::try_to_lock);
-    if (!region.owns_lock()) {  // another user thread owns the pool: do not oversubscribe
-      run_inline(n_tasks, body);
-      return;
-    }
-    start_workers(threads - 1);
-    {
-      std::lock_guard<std::mutex> lk(m_mutex);
-      m_job = body;
-      m_n_tasks = n_tasks;
-      m_next.store(0, std::memory_order_relaxed);
-      m_remaining.store(n_tasks, std::memory_order_relaxed);
-      m_error = nullptr;
-      ++m_generation;
-    }
-    m_wake.notify_all();
-    work(body, n_tasks);
-    spin_until([&] { return m_remaining.load(std::memory_order_acquire) == 0 && m_active.load(std::memory_order_acquire) == 0; },
-               [] { return false; });
-    {
-      std::unique_lock<std::mutex> lk(m_mutex);
-      // Wait for every task, and for every worker that joined to leave work(): `body` dies with our caller.
-      m_done.wait(lk, [&] { return m_remaining.load(std::memory_order_acquire) == 0 && m_active == 0; });
-      m_job = {};
-    }
-    if (m_error) std::rethrow_exception(m_error);
-  }
+  void run(index_t n_tasks, task_ref body);
 
   /// Work that idle workers run between parallel regions instead of spinning (see the file's
   /// comment). run_once() makes one bounded piece of progress and says whether it did anything; it
@@ -135,28 +89,15 @@ class thread_pool {
     ~idle_task() = default;
   };
 
-  void add_idle_task(idle_task* t) {
-    std::lock_guard<std::mutex> lk(m_idle_mutex);
-    m_idle_tasks.push_back(t);
-    m_idle_count.store(m_idle_tasks.size(), std::memory_order_release);
-  }
+  void add_idle_task(idle_task* t);
 
   /// Unregisters `t`, and returns once no worker runs it any more.
-  void remove_idle_task(idle_task* t) {
-    std::unique_lock<std::mutex> lk(m_idle_mutex);
-    std::erase(m_idle_tasks, t);
-    m_idle_count.store(m_idle_tasks.size(), std::memory_order_release);
-    m_idle_done.wait(lk, [&] { return m_idle_running != t; });
-  }
+  void remove_idle_task(idle_task* t);
 
-  ~thread_pool() { stop_workers(); }
+  ~thread_pool();
 
  private:
-  thread_pool() {
-    print_isa_notice_once();  // a program built without -march=native on a CPU with AVX2 or AVX-512
-    unsigned hc = std::thread::hardware_concurrency();
-    m_num_threads.store(hc == 0 ? 1 : static_cast<int>(hc));
-  }
+  thread_pool();
 
   /// Marks this thread as running pool work: parallel_for calls on it run inline.
   struct inside_task_guard {
@@ -164,35 +105,9 @@ class thread_pool {
     ~inside_task_guard() { t_inside_task = false; }
   };
 
-  static void run_inline(index_t n_tasks, task_ref body) {
-    std::exception_ptr first;
-    for (index_t t = 0; t < n_tasks; ++t) {
-      try {
-        body(t);
-      } catch (...) {
-        if (!first) first = std::current_exception();
-      }
-    }
-    if (first) std::rethrow_exception(first);
-  }
+  static void run_inline(index_t n_tasks, task_ref body);
 
-  void work(task_ref job, index_t n) {
-    inside_task_guard guard;
-    for (;;) {
-      index_t t = m_next.fetch_add(1, std::memory_order_relaxed);
-      if (t >= n) break;
-      try {
-        job(t);
-      } catch (...) {
-        std::lock_guard<std::mutex> lk(m_mutex);
-        if (!m_error) m_error = std::current_exception();
-      }
-      if (m_remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lk(m_mutex);
-        m_done.notify_all();
-      }
-    }
-  }
+  void work(task_ref job, index_t n);
 
   /// Spins for up to the spin time until done() holds; the caller then takes the lock and checks
   /// again, so spinning only saves the wake-up of a sleeping thread, never decides anything. After
@@ -224,70 +139,13 @@ class thread_pool {
 
   /// Runs one registered idle task's run_once() on this worker, one worker at a time, taking the
   /// tasks in turn. Whether it did anything.
-  bool run_idle_task() {
-    if (m_idle_count.load(std::memory_order_acquire) == 0) return false;
-    idle_task* t;
-    {
-      std::lock_guard<std::mutex> lk(m_idle_mutex);
-      if (m_idle_running || m_idle_tasks.empty()) return false;
-      t = m_idle_tasks[m_idle_turn++ % m_idle_tasks.size()];
-      m_idle_running = t;
-    }
-    bool did;
-    {
-      inside_task_guard guard;
-      did = t->run_once();
-    }
-    {
-      std::lock_guard<std::mutex> lk(m_idle_mutex);
-      m_idle_running = nullptr;
-    }
-    m_idle_done.notify_all();
-    return did;
-  }
+  bool run_idle_task();
 
-  void worker_loop() {
-    std::uint64_t seen = 0;
-    for (;;) {
-      task_ref job;
-      index_t n;
-      spin_until([&] { return m_stop.load(std::memory_order_relaxed) || m_generation.load(std::memory_order_acquire) != seen; },
-                 [&] { return run_idle_task(); });
-      {
-        std::unique_lock<std::mutex> lk(m_mutex);
-        m_wake.wait(lk, [&] { return m_stop || (m_generation != seen && static_cast<bool>(m_job)); });
-        if (m_stop) return;
-        seen = m_generation;
-        job = m_job;
-        n = m_n_tasks;
-        ++m_active;
-      }
-      work(job, n);
-      {
-        std::lock_guard<std::mutex> lk(m_mutex);
-        --m_active;
-      }
-      m_done.notify_all();
-    }
-  }
+  void worker_loop();
 
-  void start_workers(int n) {
-    if (static_cast<int>(m_workers.size()) == n) return;
-    stop_workers();
-    m_stop = false;
-    for (int i = 0; i < n; ++i) m_workers.emplace_back([this] { worker_loop(); });
-  }
+  void start_workers(int n);
 
-  void stop_workers() {
-    {
-      std::lock_guard<std::mutex> lk(m_mutex);
-      m_stop = true;
-    }
-    m_wake.notify_all();
-    for (auto& w : m_workers) w.join();
-    m_workers.clear();
-    m_stop = false;
-  }
+  void stop_workers();
 
   static inline thread_local bool t_inside_task = false;
 
@@ -312,6 +170,179 @@ class thread_pool {
   idle_task* m_idle_running = nullptr;  // the task a worker runs now, if any
   std::size_t m_idle_turn = 0;
 };
+
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_INLINE thread_pool& thread_pool::instance() {
+  static thread_pool pool;
+  return pool;
+}
+
+FLUXION_CORE_INLINE void thread_pool::set_spin_time(std::chrono::microseconds t) {
+  if (t.count() < 0 || t > std::chrono::seconds(1))
+    throw invalid_argument("set_thread_spin_time: " + std::to_string(t.count()) +
+                           " us is not in [0, 1000000] us");
+  m_spin_microseconds.store(t.count(), std::memory_order_relaxed);
+}
+
+FLUXION_CORE_INLINE void thread_pool::set_num_threads(int n) {
+  if (n < 1) throw invalid_argument("set_num_threads: n = " + std::to_string(n) + " must be at least 1");
+  if (t_inside_task)
+    throw invalid_argument("set_num_threads: called from inside a parallel task; call it between parallel regions");
+  std::lock_guard<std::mutex> region(m_region);  // wait until no region is running
+  stop_workers();
+  m_num_threads.store(n, std::memory_order_relaxed);
+}
+
+FLUXION_CORE_INLINE void thread_pool::run(index_t n_tasks, task_ref body) {
+  int threads = num_threads();
+  if (threads == 1 || t_inside_task) {
+    run_inline(n_tasks, body);
+    return;
+  }
+  std::unique_lock<std::mutex> region(m_region, std::try_to_lock);
+  if (!region.owns_lock()) {  // another user thread owns the pool: do not oversubscribe
+    run_inline(n_tasks, body);
+    return;
+  }
+  start_workers(threads - 1);
+  {
+    std::lock_guard<std::mutex> lk(m_mutex);
+    m_job = body;
+    m_n_tasks = n_tasks;
+    m_next.store(0, std::memory_order_relaxed);
+    m_remaining.store(n_tasks, std::memory_order_relaxed);
+    m_error = nullptr;
+    ++m_generation;
+  }
+  m_wake.notify_all();
+  work(body, n_tasks);
+  spin_until([&] { return m_remaining.load(std::memory_order_acquire) == 0 && m_active.load(std::memory_order_acquire) == 0; },
+             [] { return false; });
+  {
+    std::unique_lock<std::mutex> lk(m_mutex);
+    // Wait for every task, and for every worker that joined to leave work(): `body` dies with our caller.
+    m_done.wait(lk, [&] { return m_remaining.load(std::memory_order_acquire) == 0 && m_active == 0; });
+    m_job = {};
+  }
+  if (m_error) std::rethrow_exception(m_error);
+}
+
+FLUXION_CORE_INLINE void thread_pool::add_idle_task(idle_task* t) {
+  std::lock_guard<std::mutex> lk(m_idle_mutex);
+  m_idle_tasks.push_back(t);
+  m_idle_count.store(m_idle_tasks.size(), std::memory_order_release);
+}
+
+FLUXION_CORE_INLINE void thread_pool::remove_idle_task(idle_task* t) {
+  std::unique_lock<std::mutex> lk(m_idle_mutex);
+  std::erase(m_idle_tasks, t);
+  m_idle_count.store(m_idle_tasks.size(), std::memory_order_release);
+  m_idle_done.wait(lk, [&] { return m_idle_running != t; });
+}
+
+FLUXION_CORE_INLINE thread_pool::~thread_pool() { stop_workers(); }
+
+FLUXION_CORE_INLINE thread_pool::thread_pool() {
+  print_isa_notice_once();  // a program built without -march=native on a CPU with AVX2 or AVX-512
+  unsigned hc = std::thread::hardware_concurrency();
+  m_num_threads.store(hc == 0 ? 1 : static_cast<int>(hc));
+}
+
+FLUXION_CORE_INLINE void thread_pool::run_inline(index_t n_tasks, task_ref body) {
+  std::exception_ptr first;
+  for (index_t t = 0; t < n_tasks; ++t) {
+    try {
+      body(t);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+FLUXION_CORE_INLINE void thread_pool::work(task_ref job, index_t n) {
+  inside_task_guard guard;
+  for (;;) {
+    index_t t = m_next.fetch_add(1, std::memory_order_relaxed);
+    if (t >= n) break;
+    try {
+      job(t);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(m_mutex);
+      if (!m_error) m_error = std::current_exception();
+    }
+    if (m_remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lk(m_mutex);
+      m_done.notify_all();
+    }
+  }
+}
+
+FLUXION_CORE_INLINE bool thread_pool::run_idle_task() {
+  if (m_idle_count.load(std::memory_order_acquire) == 0) return false;
+  idle_task* t;
+  {
+    std::lock_guard<std::mutex> lk(m_idle_mutex);
+    if (m_idle_running || m_idle_tasks.empty()) return false;
+    t = m_idle_tasks[m_idle_turn++ % m_idle_tasks.size()];
+    m_idle_running = t;
+  }
+  bool did;
+  {
+    inside_task_guard guard;
+    did = t->run_once();
+  }
+  {
+    std::lock_guard<std::mutex> lk(m_idle_mutex);
+    m_idle_running = nullptr;
+  }
+  m_idle_done.notify_all();
+  return did;
+}
+
+FLUXION_CORE_INLINE void thread_pool::worker_loop() {
+  std::uint64_t seen = 0;
+  for (;;) {
+    task_ref job;
+    index_t n;
+    spin_until([&] { return m_stop.load(std::memory_order_relaxed) || m_generation.load(std::memory_order_acquire) != seen; },
+               [&] { return run_idle_task(); });
+    {
+      std::unique_lock<std::mutex> lk(m_mutex);
+      m_wake.wait(lk, [&] { return m_stop || (m_generation != seen && static_cast<bool>(m_job)); });
+      if (m_stop) return;
+      seen = m_generation;
+      job = m_job;
+      n = m_n_tasks;
+      ++m_active;
+    }
+    work(job, n);
+    {
+      std::lock_guard<std::mutex> lk(m_mutex);
+      --m_active;
+    }
+    m_done.notify_all();
+  }
+}
+
+FLUXION_CORE_INLINE void thread_pool::start_workers(int n) {
+  if (static_cast<int>(m_workers.size()) == n) return;
+  stop_workers();
+  m_stop = false;
+  for (int i = 0; i < n; ++i) m_workers.emplace_back([this] { worker_loop(); });
+}
+
+FLUXION_CORE_INLINE void thread_pool::stop_workers() {
+  {
+    std::lock_guard<std::mutex> lk(m_mutex);
+    m_stop = true;
+  }
+  m_wake.notify_all();
+  for (auto& w : m_workers) w.join();
+  m_workers.clear();
+  m_stop = false;
+}
+#endif  // FLUXION_CORE_DEFINITIONS
 
 template <class Body>
 void parallel_for(index_t n_tasks, Body&& body) {
