@@ -52,6 +52,7 @@ best() {
 }
 
 row() { printf '%-58s %7s s\n' "$1" "$2"; }
+ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 printf '#include <fluxion/fluxion.hpp>\nint main() { return 0; }\n' > "$scratch/umbrella.cpp"
 echo "$cxx $($cxx -dumpfullversion), flags: ${flags[*]}; CPU seconds, best of $runs"
@@ -118,28 +119,25 @@ row "  ... at -O3 (CMake's Release)" "$(best "$cxx" "${flags[@]}" -O3 "${fit[@]}
 row "  ... with FLUXION_PREBUILT_KERNELS" "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
 
 # Lever 2: a precompiled header of the umbrella (what fluxion_target_precompile_headers adds).
-mkdir -p "$scratch/pch"
-printf '#include <fluxion/fluxion.hpp>\n' > "$scratch/pch/fluxion_pch.hpp"
-"$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -x c++-header "$scratch/pch/fluxion_pch.hpp" -o "$scratch/pch/fluxion_pch.hpp.gch"
-both=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -I"$scratch/pch" -include fluxion_pch.hpp -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
+pch=$(pch_for bench/compile/mlp_train.cpp)
+both=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -Winvalid-pch -Werror=invalid-pch -I"$pch" \
+       -include fluxion_pch.hpp -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
 row "  ... with prebuilt kernels and a precompiled header" "$both"
 
 torch_include=/usr/include/torch/csrc/api/include
 if [[ -e "$torch_include/torch/torch.h" ]]; then
   torch=$(best "$cxx" "${flags[@]}" -I"$torch_include" -c bench/compile/mlp_train_torch.cpp -o "$scratch/out.o")
   row "bench/compile/mlp_train_torch.cpp (LibTorch)" "$torch"
-  ratio() { awk -v a="$1" -v b="$torch" 'BEGIN { printf "%.2f", a / b }'; }
-  echo "fluxion / LibTorch: $(ratio "$mlp") header-only, $(ratio "$prebuilt") with prebuilt kernels," \
-       "$(ratio "$both") with prebuilt kernels and a precompiled header (goal: 0.5)"
+  echo "fluxion / LibTorch: $(ratio_of "$mlp" "$torch") header-only, $(ratio_of "$prebuilt" "$torch") with prebuilt kernels," \
+       "$(ratio_of "$both" "$torch") with prebuilt kernels and a precompiled header (goal: 0.5)"
   models_prebuilt=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c examples/mnist_models.cpp -o "$scratch/out.o")
   row "examples/mnist_models.cpp ... with FLUXION_PREBUILT_KERNELS" "$models_prebuilt"
-  models_levers=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -I"$scratch/pch" -include fluxion_pch.hpp -c examples/mnist_models.cpp -o "$scratch/out.o")
-  row "examples/mnist_models.cpp ... with both levers" "$models_levers"
+  models_levers=${example_levers[examples/mnist_models.cpp]}  # measured with the examples
   models_torch=$(best "$cxx" "${flags[@]}" -I"$torch_include" -c bench/compile/mnist_models_torch.cpp -o "$scratch/out.o")
   row "bench/compile/mnist_models_torch.cpp (LibTorch)" "$models_torch"
-  echo "mnist_models fluxion / LibTorch: $(awk -v a="$models" -v b="$models_torch" 'BEGIN { printf "%.2f", a / b }')" \
-       "header-only, $(awk -v a="$models_prebuilt" -v b="$models_torch" 'BEGIN { printf "%.2f", a / b }') with prebuilt kernels," \
-       "$(awk -v a="$models_levers" -v b="$models_torch" 'BEGIN { printf "%.2f", a / b }') with both levers (goal: 0.5)"
+  echo "mnist_models fluxion / LibTorch: $(ratio_of "$models" "$models_torch") header-only," \
+       "$(ratio_of "$models_prebuilt" "$models_torch") with prebuilt kernels," \
+       "$(ratio_of "$models_levers" "$models_torch") with both levers (goal: 0.5)"
 else
   echo "LibTorch twins: skipped (install libtorch-dev, or run scripts/install-deps.sh --bench)"
 fi
@@ -154,7 +152,6 @@ if git cat-file -e "$baseline^{commit}" 2>/dev/null; then
   git archive "$baseline" include examples | tar -x -C "$scratch/baseline"
   bflags=(-std=c++20 -O2 -march=native -I"$scratch/baseline/include" "$@")
   printf '#include <fluxion/fluxion.hpp>\nint main() { return 0; }\n' > "$scratch/baseline/umbrella.cpp"
-  ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
   row "issue 10's baseline ($baseline): #include <fluxion/fluxion.hpp>" \
       "$(best "$cxx" "${bflags[@]}" -c "$scratch/baseline/umbrella.cpp" -o "$scratch/out.o")"
   for name in eager_basics gradients linear_regression; do
@@ -163,7 +160,7 @@ if git cat-file -e "$baseline^{commit}" 2>/dev/null; then
     echo "  examples/$name.cpp now / $baseline: $(ratio_of "${example_time[examples/$name.cpp]}" "$b") header-only," \
          "$(ratio_of "${example_levers[examples/$name.cpp]}" "$b") with both levers (goal: 0.5)"
   done
-  b=$(best "$cxx" "${bflags[@]}" -Ibench/compile -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
+  b=$(best "$cxx" "${bflags[@]}" -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
   row "issue 10's baseline ($baseline): bench/compile/mlp_train.cpp" "$b"
   echo "  bench/compile/mlp_train.cpp now / $baseline: $(ratio_of "$mlp" "$b") header-only," \
        "$(ratio_of "$prebuilt" "$b") with prebuilt kernels, $(ratio_of "$both" "$b") with both levers"

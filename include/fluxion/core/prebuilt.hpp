@@ -8,24 +8,20 @@
 //   FLUXION_CORE_DEFINITIONS  1 where the definitions are compiled (header-only programs, and
 //                             src/kernels.cpp), 0 in programs with prebuilt kernels
 //   FLUXION_CORE_INLINE       what those definitions are declared with: inline, nothing in
-//                             src/kernels.cpp
+//                             src/kernels.cpp (FLUXION_CORE_NOINLINE: the same for helpers that
+//                             are FLUXION_NOINLINE header-only)
 #pragma once
 
 #if defined(FLUXION_PREBUILT_KERNELS_SOURCE)  // src/kernels.cpp: the one strong definition of each
 #define FLUXION_CORE_DEFINITIONS 1
 #define FLUXION_CORE_INLINE
-#elif defined(FLUXION_PREBUILT_KERNELS)
-#define FLUXION_CORE_DEFINITIONS 0
-#define FLUXION_CORE_INLINE inline
-#else
-#define FLUXION_CORE_DEFINITIONS 1
-#define FLUXION_CORE_INLINE inline
-#endif
-
-// FLUXION_CORE_NOINLINE: the same for a helper that many templates call (FLUXION_NOINLINE
-// header-only, so that it is compiled once per program rather than inlined into each caller).
-#if defined(FLUXION_PREBUILT_KERNELS_SOURCE)
 #define FLUXION_CORE_NOINLINE
 #else
-#define FLUXION_CORE_NOINLINE FLUXION_NOINLINE
+#if defined(FLUXION_PREBUILT_KERNELS)
+#define FLUXION_CORE_DEFINITIONS 0
+#else
+#define FLUXION_CORE_DEFINITIONS 1
+#endif
+#define FLUXION_CORE_INLINE inline
+#define FLUXION_CORE_NOINLINE FLUXION_NOINLINE  // header-only: compiled once per program, not per caller
 #endif

@@ -111,9 +111,7 @@ FLUXION_CORE_INLINE std::string to_string(const shape& s) {
   if (s.rank() == 1) r += ",";
   return r + ")";
 }
-#else
-std::string to_string(const shape& s);
-#endif
+#endif  // to_string is declared above shape
 
 inline std::ostream& operator<<(std::ostream& os, const shape& s) { return os << to_string(s); }
 

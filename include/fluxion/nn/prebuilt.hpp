@@ -81,21 +81,20 @@ FLUXION_NN_SPECIALIZATIONS(extern)
 // types (its update functions are virtual, so the vtable names them all).
 #if defined(FLUXION_PREBUILT_KERNELS) || defined(FLUXION_PREBUILT_NN_SOURCE)
 
-#define FLUXION_OPTIM_UPDATE(EXTERN, SLOTS, T, STEP)                                                          \
-  EXTERN template void optim::detail::host_fused_update<SLOTS, T, STEP>(                                       \
-      const optim::detail::update_buffers<T>&, const optim::detail::step_constants&, const STEP&);
+#define FLUXION_OPTIM_UPDATE(EXTERN, SLOTS, T, ...)                                                           \
+  EXTERN template void optim::detail::host_fused_update<SLOTS, T, __VA_ARGS__>(                                \
+      const optim::detail::update_buffers<T>&, const optim::detail::step_constants&, const __VA_ARGS__&);
 #define FLUXION_OPTIM_UPDATES(EXTERN, T)                                                                      \
-  FLUXION_OPTIM_UPDATE(EXTERN, 0, T, optim::sgd::step<T FLUXION_COMMA 0>)                                     \
-  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::sgd::step<T FLUXION_COMMA 1>)                                     \
-  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::sgd::step<T FLUXION_COMMA 2>)                                     \
+  FLUXION_OPTIM_UPDATE(EXTERN, 0, T, optim::sgd::step<T, 0>)                                                  \
+  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::sgd::step<T, 1>)                                                  \
+  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::sgd::step<T, 2>)                                                  \
   FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::adagrad::step<T>)                                                 \
-  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::rmsprop::step<false FLUXION_COMMA false FLUXION_COMMA T>)         \
-  FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::rmsprop::step<true FLUXION_COMMA false FLUXION_COMMA T>)          \
-  FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::rmsprop::step<false FLUXION_COMMA true FLUXION_COMMA T>)          \
-  FLUXION_OPTIM_UPDATE(EXTERN, 3, T, optim::rmsprop::step<true FLUXION_COMMA true FLUXION_COMMA T>)           \
+  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::rmsprop::step<false, false, T>)                                   \
+  FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::rmsprop::step<true, false, T>)                                    \
+  FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::rmsprop::step<false, true, T>)                                    \
+  FLUXION_OPTIM_UPDATE(EXTERN, 3, T, optim::rmsprop::step<true, true, T>)                                     \
   FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::adam::step<T>)                                                    \
   FLUXION_OPTIM_UPDATE(EXTERN, 3, T, optim::adam::step<T>)
-#define FLUXION_COMMA ,
 
 namespace fluxion {
 #if defined(FLUXION_PREBUILT_NN_SOURCE)
@@ -107,7 +106,6 @@ FLUXION_OPTIM_UPDATES(extern, double)
 #endif
 }  // namespace fluxion
 
-#undef FLUXION_COMMA
 #undef FLUXION_OPTIM_UPDATES
 #undef FLUXION_OPTIM_UPDATE
 
