@@ -3,8 +3,8 @@
 # g++ at -O2 -march=native (the flags the README recommends) and prints the compiler's CPU time
 # (user + system), best of three: CPU time rather than wall time, because on a shared machine it
 # barely moves with the load. Rows:
-#   - the umbrella header alone, then with each facade that is not in it (data, checkpoint,
-#     tensorboard, io);
+#   - the umbrella header alone (header-only, and as a program with prebuilt kernels sees it), then
+#     with each facade that is not in it (data, checkpoint, tensorboard, io);
 #   - every example;
 #   - bench/compile/mlp_train.cpp, a plain MLP training program, and its LibTorch twin
 #     bench/compile/mlp_train_torch.cpp (when libtorch-dev is installed), with their ratio;
@@ -57,6 +57,9 @@ ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 printf '#include <fluxion/fluxion.hpp>\nint main() { return 0; }\n' > "$scratch/umbrella.cpp"
 echo "$cxx $($cxx -dumpfullversion), flags: ${flags[*]}; CPU seconds, best of $runs"
 row "#include <fluxion/fluxion.hpp>" "$(best "$cxx" "${flags[@]}" -c "$scratch/umbrella.cpp" -o "$scratch/out.o")"
+# The same in a program with prebuilt kernels: the non-template code it links is only declared.
+row "  ... with FLUXION_PREBUILT_KERNELS" \
+    "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c "$scratch/umbrella.cpp" -o "$scratch/out.o")"
 # The facades outside the umbrella, each with it (what a program that uses them includes).
 for facade in data checkpoint tensorboard io; do
   printf '#include <fluxion/fluxion.hpp>\n#include <fluxion/%s.hpp>\nint main() { return 0; }\n' "$facade" > "$scratch/facade.cpp"

@@ -40,11 +40,9 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
-#include <iomanip>
 #include <iostream>
 #include <iterator>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -198,38 +196,50 @@ inline bool is_terminal(const std::ostream* out) {
   return false;
 }
 
+/// printf into a string (the progress line's numbers, without <iomanip>'s cost in every program).
+template <class... A>
+void append_format(std::string& out, const char* format, A... args) {
+  char buf[128];
+  const int n = std::snprintf(buf, sizeof buf, format, args...);
+  if (n > 0) out.append(buf, static_cast<std::size_t>(std::min<int>(n, sizeof buf - 1)));
+}
+
 inline std::string format_seconds(double s) {
-  std::ostringstream o;
-  if (s >= 3600) o << static_cast<long>(s) / 3600 << "h" << std::setw(2) << std::setfill('0') << (static_cast<long>(s) % 3600) / 60 << "m";
-  else if (s >= 60) o << static_cast<long>(s) / 60 << "m" << std::setw(2) << std::setfill('0') << static_cast<long>(s) % 60 << "s";
-  else o << std::fixed << std::setprecision(s < 10 ? 1 : 0) << s << "s";
-  return o.str();
+  std::string o;
+  if (s >= 3600) append_format(o, "%ldh%02ldm", static_cast<long>(s) / 3600, (static_cast<long>(s) % 3600) / 60);
+  else if (s >= 60) append_format(o, "%ldm%02lds", static_cast<long>(s) / 60, static_cast<long>(s) % 60);
+  else append_format(o, "%.*fs", s < 10 ? 1 : 0, s);
+  return o;
 }
 
 /// The progress bar of one epoch: `  37/938 [=>..........] 1.2s - loss: 0.5432 - accuracy: 0.8012
 /// - 3021 samples/s - ETA: 29s`, or without a total `  37 steps 1.2s - loss ...`.
 inline std::string progress_line(const fit_logs& l, std::int64_t total) {
-  std::ostringstream o;
+  std::string o;
   if (total > 0) {
     const int width = 24;
     const int done = static_cast<int>(width * std::min<std::int64_t>(l.step, total) / total);
     const int digits = static_cast<int>(std::to_string(total).size());
-    o << std::setw(digits) << l.step << "/" << total << " [" << std::string(static_cast<std::size_t>(std::max(done - 1, 0)), '=')
-      << (done > 0 ? (l.step >= total ? "=" : ">") : "") << std::string(static_cast<std::size_t>(width - done), '.') << "]";
+    append_format(o, "%*lld/%lld [", digits, static_cast<long long>(l.step), static_cast<long long>(total));
+    o.append(static_cast<std::size_t>(std::max(done - 1, 0)), '=');
+    o += done > 0 ? (l.step >= total ? "=" : ">") : "";
+    o.append(static_cast<std::size_t>(width - done), '.');
+    o += "]";
   } else {
-    o << l.step << " steps";
+    append_format(o, "%lld steps", static_cast<long long>(l.step));
   }
-  o << " " << format_seconds(l.seconds) << " - loss: " << std::fixed << std::setprecision(4) << l.loss;
-  if (l.accuracy >= 0) o << " - accuracy: " << std::setprecision(4) << l.accuracy;
-  o << " - " << std::setprecision(0) << l.samples_per_second << " samples/s";
-  if (l.data_seconds > 0 && l.seconds > 0) o << " - waiting for data " << std::setprecision(1) << 100 * l.data_seconds / l.seconds << "%";
+  o += " " + format_seconds(l.seconds);
+  append_format(o, " - loss: %.4f", l.loss);
+  if (l.accuracy >= 0) append_format(o, " - accuracy: %.4f", l.accuracy);
+  append_format(o, " - %.0f samples/s", l.samples_per_second);
+  if (l.data_seconds > 0 && l.seconds > 0) append_format(o, " - waiting for data %.1f%%", 100 * l.data_seconds / l.seconds);
   if (total > 0 && l.step < total && l.step > l.skipped)
-    o << " - ETA: " << format_seconds(l.seconds / static_cast<double>(l.step - l.skipped) * static_cast<double>(total - l.step));
+    o += " - ETA: " + format_seconds(l.seconds / static_cast<double>(l.step - l.skipped) * static_cast<double>(total - l.step));
   if (l.has_validation) {
-    o << " - val_loss: " << std::setprecision(4) << l.val_loss;
-    if (l.val_accuracy >= 0) o << " - val_accuracy: " << std::setprecision(4) << l.val_accuracy;
+    append_format(o, " - val_loss: %.4f", l.val_loss);
+    if (l.val_accuracy >= 0) append_format(o, " - val_accuracy: %.4f", l.val_accuracy);
   }
-  return o.str();
+  return o;
 }
 
 /// fit without validation data.

@@ -46,7 +46,6 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "../autodiff/backprop.hpp"
@@ -165,6 +164,7 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
     else return I - 1;
   }
 
+  struct no_statement {};  // what a unit's later layer keeps: nothing (std::monostate without <variant>)
   template <std::size_t I>
   static auto statement_type() {
     if constexpr (unit_start<I>() && statement_at<I>) {
@@ -175,7 +175,7 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
         return std::type_identity<decltype(detail::layer_statement<T>(std::declval<layer_t<I>&>(),
                                                                       std::declval<const tensor<T, Device>&>(), true))>{};
     } else {
-      return std::type_identity<std::monostate>{};
+      return std::type_identity<no_statement>{};
     }
   }
   /// What the forward pass keeps of layer I: its statement, the input of a recomputed layer, or

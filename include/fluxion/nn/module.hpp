@@ -23,7 +23,6 @@
 #include <array>
 #include <cstddef>
 #include <functional>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -148,12 +147,15 @@ using variable_visitor = std::function<void(variable<T>&)>;
 class name_counter {
  public:
   std::string next(const std::string& base) {
-    const int n = m_counts[base]++;
+    auto it = m_counts.begin();
+    while (it != m_counts.end() && it->first != base) ++it;
+    if (it == m_counts.end()) it = m_counts.insert(it, {base, 0});
+    const int n = it->second++;
     return n == 0 ? base : base + "_" + std::to_string(n);
   }
 
  private:
-  std::map<std::string, int> m_counts;
+  std::vector<std::pair<std::string, int>> m_counts;  // a model has a few layer kinds: a linear search
 };
 
 /// Splits the text of FLUXION_LAYERS's arguments into member names.

@@ -27,13 +27,16 @@ struct adagrad_options {
   double weight_decay = 0.0;               // decoupled, as Keras's weight_decay
 };
 
-class adagrad : public optimizer {
+// A class template only so that a translation unit compiles the per-element loops (float and
+// double) where it constructs one, not wherever optim.hpp is included: use the alias `adagrad`.
+template <class = void>
+class basic_adagrad : public optimizer {
  public:
   using options = adagrad_options;
 
-  adagrad() : adagrad(options{}) {}
-  explicit adagrad(schedule learning_rate) : adagrad(options{.learning_rate = std::move(learning_rate)}) {}
-  explicit adagrad(options o)
+  basic_adagrad() : basic_adagrad(options{}) {}
+  explicit basic_adagrad(schedule learning_rate) : basic_adagrad(options{.learning_rate = std::move(learning_rate)}) {}
+  explicit basic_adagrad(options o)
       : optimizer("adagrad", std::move(o.learning_rate), o.weight_decay),
         m_initial_accumulator_value(o.initial_accumulator_value), m_epsilon(o.epsilon) {
     detail::check_non_negative("adagrad", "initial_accumulator_value", m_initial_accumulator_value);
@@ -69,5 +72,7 @@ class adagrad : public optimizer {
   double m_initial_accumulator_value;
   double m_epsilon;
 };
+
+using adagrad = basic_adagrad<>;
 
 }  // namespace fluxion::optim

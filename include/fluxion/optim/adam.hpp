@@ -49,13 +49,16 @@ struct adamw_options {
   bool amsgrad = false;
 };
 
-class adam : public optimizer {
+// A class template only so that a translation unit compiles the per-element loops (float and
+// double) where it constructs one, not wherever optim.hpp is included: use the alias `adam`.
+template <class = void>
+class basic_adam : public optimizer {
  public:
   using options = adam_options;
 
-  adam() : adam(options{}) {}
-  explicit adam(schedule learning_rate) : adam(options{.learning_rate = std::move(learning_rate)}) {}
-  explicit adam(options o) : adam("adam", std::move(o)) {}
+  basic_adam() : basic_adam(options{}) {}
+  explicit basic_adam(schedule learning_rate) : basic_adam(options{.learning_rate = std::move(learning_rate)}) {}
+  explicit basic_adam(options o) : basic_adam("adam", std::move(o)) {}
 
   double beta_1() const noexcept { return m_beta_1; }
   double beta_2() const noexcept { return m_beta_2; }
@@ -69,7 +72,7 @@ class adam : public optimizer {
   }
 
  protected:
-  adam(std::string name, options o)
+  basic_adam(std::string name, options o)
       : optimizer(std::move(name), std::move(o.learning_rate), o.weight_decay), m_beta_1(o.beta_1),
         m_beta_2(o.beta_2), m_epsilon(o.epsilon), m_amsgrad(o.amsgrad) {
     detail::check_unit_interval(this->name().c_str(), "beta_1", m_beta_1, /*closed=*/false);
@@ -113,20 +116,25 @@ class adam : public optimizer {
   bool m_amsgrad;
 };
 
+using adam = basic_adam<>;
+
 /// Adam with decoupled weight decay, 0.004 by default (Keras's AdamW).
-class adamw : public adam {
+template <class = void>
+class basic_adamw : public adam {
  public:
   using options = adamw_options;
 
-  adamw() : adamw(options{}) {}
-  explicit adamw(schedule learning_rate) : adamw(options{.learning_rate = std::move(learning_rate)}) {}
-  explicit adamw(options o)
+  basic_adamw() : basic_adamw(options{}) {}
+  explicit basic_adamw(schedule learning_rate) : basic_adamw(options{.learning_rate = std::move(learning_rate)}) {}
+  explicit basic_adamw(options o)
       : adam("adamw", adam_options{.learning_rate = std::move(o.learning_rate),
-                                   .beta_1 = o.beta_1,
-                                   .beta_2 = o.beta_2,
-                                   .epsilon = o.epsilon,
-                                   .amsgrad = o.amsgrad,
-                                   .weight_decay = o.weight_decay}) {}
+                             .beta_1 = o.beta_1,
+                             .beta_2 = o.beta_2,
+                             .epsilon = o.epsilon,
+                             .amsgrad = o.amsgrad,
+                             .weight_decay = o.weight_decay}) {}
 };
+
+using adamw = basic_adamw<>;
 
 }  // namespace fluxion::optim

@@ -33,13 +33,16 @@ struct rmsprop_options {
   double weight_decay = 0.0;  // decoupled, as Keras's weight_decay
 };
 
-class rmsprop : public optimizer {
+// A class template only so that a translation unit compiles the per-element loops (float and
+// double) where it constructs one, not wherever optim.hpp is included: use the alias `rmsprop`.
+template <class = void>
+class basic_rmsprop : public optimizer {
  public:
   using options = rmsprop_options;
 
-  rmsprop() : rmsprop(options{}) {}
-  explicit rmsprop(schedule learning_rate) : rmsprop(options{.learning_rate = std::move(learning_rate)}) {}
-  explicit rmsprop(options o)
+  basic_rmsprop() : basic_rmsprop(options{}) {}
+  explicit basic_rmsprop(schedule learning_rate) : basic_rmsprop(options{.learning_rate = std::move(learning_rate)}) {}
+  explicit basic_rmsprop(options o)
       : optimizer("rmsprop", std::move(o.learning_rate), o.weight_decay), m_rho(o.rho), m_momentum(o.momentum),
         m_epsilon(o.epsilon), m_centered(o.centered) {
     detail::check_unit_interval("rmsprop", "rho", m_rho, /*closed=*/false);
@@ -113,5 +116,7 @@ class rmsprop : public optimizer {
   double m_epsilon;
   bool m_centered;
 };
+
+using rmsprop = basic_rmsprop<>;
 
 }  // namespace fluxion::optim

@@ -29,13 +29,16 @@ struct sgd_options {
   double weight_decay = 0.0;  // decoupled, as Keras's weight_decay
 };
 
-class sgd : public optimizer {
+// A class template only so that a translation unit compiles the per-element loops (float and
+// double) where it constructs one, not wherever optim.hpp is included: use the alias `sgd`.
+template <class = void>
+class basic_sgd : public optimizer {
  public:
   using options = sgd_options;
 
-  sgd() : sgd(options{}) {}
-  explicit sgd(schedule learning_rate) : sgd(options{.learning_rate = std::move(learning_rate)}) {}
-  explicit sgd(options o)
+  basic_sgd() : basic_sgd(options{}) {}
+  explicit basic_sgd(schedule learning_rate) : basic_sgd(options{.learning_rate = std::move(learning_rate)}) {}
+  explicit basic_sgd(options o)
       : optimizer("sgd", std::move(o.learning_rate), o.weight_decay), m_momentum(o.momentum), m_nesterov(o.nesterov) {
     detail::check_unit_interval("sgd", "momentum", m_momentum, /*closed=*/true);
   }
@@ -82,5 +85,7 @@ class sgd : public optimizer {
   double m_momentum;
   bool m_nesterov;
 };
+
+using sgd = basic_sgd<>;
 
 }  // namespace fluxion::optim
