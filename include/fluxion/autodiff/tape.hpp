@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/prebuilt.hpp"
 #include "../tensor/variable.hpp"
 #include "backprop.hpp"
 
@@ -189,12 +190,7 @@ class gradient_tape {
   gradient_tape(const gradient_tape&) = delete;
   gradient_tape& operator=(const gradient_tape&) = delete;
 
-  ~gradient_tape() {
-    auto& st = detail::tape_stack::tapes;
-    std::erase(st, this);
-    --detail::autodiff_state::observers;
-    update_variable_hook();
-  }
+  ~gradient_tape();
 
   /// Tracks a tensor: materializations that read it are recorded.
   template <class T, class D>
@@ -333,13 +329,7 @@ class gradient_tape {
   }
 
   void on_variable_read(std::uint64_t variable_id, bool trainable, std::uint64_t tensor_id, const void* var,
-                        const std::type_info& type) {
-    if (m_paused || !m_watch_variables || !trainable) return;
-    m_tracked.insert(tensor_id);
-    auto& reads = m_variable_reads[variable_id];
-    if (reads.empty()) m_variable_order.push_back({var, &type});
-    if (reads.empty() || reads.back() != tensor_id) reads.push_back(tensor_id);
-  }
+                        const std::type_info& type);
 
   /// The trainable variables of type variable<T, D> read while this tape recorded, in the order
   /// they were first read (for implicit_gradients).
@@ -357,16 +347,10 @@ class gradient_tape {
     autodiff::backward_function backward;
   };
 
-  gradient_tape(bool persistent, bool watch_variables) : m_persistent(persistent), m_watch_variables(watch_variables) {
-    detail::tape_stack::tapes.push_back(this);
-    ++detail::autodiff_state::observers;
-    update_variable_hook();
-  }
+  gradient_tape(bool persistent, bool watch_variables);
 
   static void variable_hook(std::uint64_t variable_id, bool trainable, std::uint64_t tensor_id, const void* var,
-                            const std::type_info& type) {
-    for (gradient_tape* t : detail::tape_stack::tapes) t->on_variable_read(variable_id, trainable, tensor_id, var, type);
-  }
+                            const std::type_info& type);
   static void update_variable_hook() {
     detail::variable_read_observer::on_read = detail::tape_stack::tapes.empty() ? nullptr : &variable_hook;
   }
@@ -383,13 +367,7 @@ class gradient_tape {
     ~keep_entries() { t.m_keep = was; }
   };
 
-  void finish() {
-    m_entries.clear();
-    m_tracked.clear();
-    m_variable_reads.clear();
-    m_variable_order.clear();
-    m_used = true;
-  }
+  void finish();
 
   template <class Source, class List>
   static std::vector<const Source*> pointers(const List& sources) {
@@ -506,13 +484,56 @@ namespace detail {
 /// function, fx::evaluate).
 class all_tapes_paused {
  public:
-  all_tapes_paused() {
-    for (gradient_tape* t : tape_stack::tapes) m_scopes.push_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
-  }
+  all_tapes_paused();
 
  private:
   std::vector<std::unique_ptr<gradient_tape::stop_recording_scope>> m_scopes;
 };
 }  // namespace detail
+
+// The tape's non-template code: compiled once in src/kernels.cpp for programs with prebuilt kernels
+// (core/prebuilt.hpp); the tape's layout does not depend on the autodiff settings.
+#if FLUXION_CORE_DEFINITIONS
+FLUXION_CORE_INLINE gradient_tape::gradient_tape(bool persistent, bool watch_variables)
+    : m_persistent(persistent), m_watch_variables(watch_variables) {
+  detail::tape_stack::tapes.push_back(this);
+  ++detail::autodiff_state::observers;
+  update_variable_hook();
+}
+
+FLUXION_CORE_INLINE gradient_tape::~gradient_tape() {
+  std::erase(detail::tape_stack::tapes, this);
+  --detail::autodiff_state::observers;
+  update_variable_hook();
+}
+
+FLUXION_CORE_INLINE void gradient_tape::on_variable_read(std::uint64_t variable_id, bool trainable,
+                                                         std::uint64_t tensor_id, const void* var,
+                                                         const std::type_info& type) {
+  if (m_paused || !m_watch_variables || !trainable) return;
+  m_tracked.insert(tensor_id);
+  auto& reads = m_variable_reads[variable_id];
+  if (reads.empty()) m_variable_order.push_back({var, &type});
+  if (reads.empty() || reads.back() != tensor_id) reads.push_back(tensor_id);
+}
+
+FLUXION_CORE_INLINE void gradient_tape::variable_hook(std::uint64_t variable_id, bool trainable,
+                                                      std::uint64_t tensor_id, const void* var,
+                                                      const std::type_info& type) {
+  for (gradient_tape* t : detail::tape_stack::tapes) t->on_variable_read(variable_id, trainable, tensor_id, var, type);
+}
+
+FLUXION_CORE_INLINE void gradient_tape::finish() {
+  m_entries.clear();
+  m_tracked.clear();
+  m_variable_reads.clear();
+  m_variable_order.clear();
+  m_used = true;
+}
+
+FLUXION_CORE_INLINE detail::all_tapes_paused::all_tapes_paused() {
+  for (gradient_tape* t : tape_stack::tapes) m_scopes.push_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
+}
+#endif  // FLUXION_CORE_DEFINITIONS
 
 }  // namespace fluxion
