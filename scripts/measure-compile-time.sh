@@ -100,18 +100,25 @@ done
 mlp=$(best "$cxx" "${flags[@]}" -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
 row "bench/compile/mlp_train.cpp" "$mlp"
 
+# Lever 1: the kernels prebuilt once (src/kernels.cpp, what the fluxion::kernels target compiles).
+prebuilt=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
+row "  ... with FLUXION_PREBUILT_KERNELS" "$prebuilt"
+# Lever 2: a precompiled header of the fluxion headers it includes (fluxion_target_precompile_headers).
+pch=$(pch_for bench/compile/mlp_train.cpp)
+both=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -Winvalid-pch -Werror=invalid-pch -I"$pch" \
+       -include fluxion_pch.hpp -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
+row "  ... with prebuilt kernels and a precompiled header (both levers)" "$both"
+
 # The compiled training step (issue 13) against the same program with a tape.
 row "bench/compile/train_step.cpp, tape-based step" \
   "$(best "$cxx" "${flags[@]}" -DFLUXION_COMPILED_STEP=0 -c bench/compile/train_step.cpp -o "$scratch/out.o")"
 row "bench/compile/train_step.cpp, nn::compile_step" \
   "$(best "$cxx" "${flags[@]}" -DFLUXION_COMPILED_STEP=1 -c bench/compile/train_step.cpp -o "$scratch/out.o")"
 
-# Lever 1: the kernels prebuilt once (src/kernels.cpp, what the fluxion::kernels target compiles).
-prebuilt=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
-row "  ... with FLUXION_PREBUILT_KERNELS" "$prebuilt"
-row "  (src/kernels.cpp itself, compiled once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
-row "  (src/nn_kernels.cpp, the model layer's, once per build)" "$(best "$cxx" "${flags[@]}" -c src/nn_kernels.cpp -o "$scratch/nn_kernels.o")"
-row "  (src/io.cpp, checkpoints, safetensors and summaries, once per build)" "$(best "$cxx" "${flags[@]}" -c src/io.cpp -o "$scratch/io.o")"
+# The prebuilt library itself, compiled once per build (fluxion_target_prebuilt_kernels).
+row "src/kernels.cpp (the prebuilt library: the core, once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
+row "src/nn_kernels.cpp (the prebuilt library: the model layer)" "$(best "$cxx" "${flags[@]}" -c src/nn_kernels.cpp -o "$scratch/nn_kernels.o")"
+row "src/io.cpp (the prebuilt library: checkpoints, summaries)" "$(best "$cxx" "${flags[@]}" -c src/io.cpp -o "$scratch/io.o")"
 
 # The first program a user writes with the model layer (README, "Your own program"): header-only,
 # without its checkpoint, at CMake Release's -O3 instead of -O2, and with prebuilt kernels.
@@ -120,12 +127,6 @@ row "bench/compile/fit_program.cpp (fit, evaluate, a checkpoint)" "$(best "$cxx"
 row "  ... without the checkpoint" "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_NO_CHECKPOINT "${fit[@]}")"
 row "  ... at -O3 (CMake's Release)" "$(best "$cxx" "${flags[@]}" -O3 "${fit[@]}")"
 row "  ... with FLUXION_PREBUILT_KERNELS" "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
-
-# Lever 2: a precompiled header of the umbrella (what fluxion_target_precompile_headers adds).
-pch=$(pch_for bench/compile/mlp_train.cpp)
-both=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -Winvalid-pch -Werror=invalid-pch -I"$pch" \
-       -include fluxion_pch.hpp -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
-row "  ... with prebuilt kernels and a precompiled header" "$both"
 
 torch_include=/usr/include/torch/csrc/api/include
 if [[ -e "$torch_include/torch/torch.h" ]]; then
