@@ -84,13 +84,18 @@ pch_for() {
   fi
   echo "$dir"
 }
+# with_levers <source>: its best CPU time with both levers.
+with_levers() {
+  local pch
+  pch=$(pch_for "$1")
+  best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -Winvalid-pch -Werror=invalid-pch -I"$pch" \
+    -include fluxion_pch.hpp -c "$1" -o "$scratch/out.o"
+}
 models=""
 declare -A example_time example_levers
 for example in examples/*.cpp; do
   t=$(best "$cxx" "${flags[@]}" -c "$example" -o "$scratch/out.o")
-  pch=$(pch_for "$example")
-  l=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -Winvalid-pch -Werror=invalid-pch -I"$pch" \
-      -include fluxion_pch.hpp -c "$example" -o "$scratch/out.o")
+  l=$(with_levers "$example")
   row "$example" "$t"
   row "  ... with both levers" "$l"
   example_time[$example]=$t example_levers[$example]=$l
@@ -104,9 +109,7 @@ row "bench/compile/mlp_train.cpp" "$mlp"
 prebuilt=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
 row "  ... with FLUXION_PREBUILT_KERNELS" "$prebuilt"
 # Lever 2: a precompiled header of the fluxion headers it includes (fluxion_target_precompile_headers).
-pch=$(pch_for bench/compile/mlp_train.cpp)
-both=$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -Winvalid-pch -Werror=invalid-pch -I"$pch" \
-       -include fluxion_pch.hpp -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
+both=$(with_levers bench/compile/mlp_train.cpp)
 row "  ... with prebuilt kernels and a precompiled header (both levers)" "$both"
 
 # The compiled training step (issue 13) against the same program with a tape.

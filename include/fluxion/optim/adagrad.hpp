@@ -27,8 +27,7 @@ struct adagrad_options {
   double weight_decay = 0.0;               // decoupled, as Keras's weight_decay
 };
 
-// A class template only so that a translation unit compiles the per-element loops (float and
-// double) where it constructs one, not wherever optim.hpp is included: use the alias `adagrad`.
+// Use the alias `adagrad` below (why a class template: see kernel_instantiation in optimizer.hpp).
 template <class = void>
 class basic_adagrad : public optimizer {
  public:

@@ -49,8 +49,7 @@ struct adamw_options {
   bool amsgrad = false;
 };
 
-// A class template only so that a translation unit compiles the per-element loops (float and
-// double) where it constructs one, not wherever optim.hpp is included: use the alias `adam`.
+// Use the alias `adam` below (why a class template: see kernel_instantiation in optimizer.hpp).
 template <class = void>
 class basic_adam : public optimizer {
  public:
@@ -118,7 +117,7 @@ class basic_adam : public optimizer {
 
 using adam = basic_adam<>;
 
-/// Adam with decoupled weight decay, 0.004 by default (Keras's AdamW).
+/// Adam with decoupled weight decay, 0.004 by default (Keras's AdamW). Use the alias `adamw` below.
 template <class = void>
 class basic_adamw : public adam {
  public:

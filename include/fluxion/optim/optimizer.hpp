@@ -220,6 +220,11 @@ struct slot_spec {
   double initial_value = 0;
 };
 
+// kernel_instantiation: each optimizer (sgd, adagrad, rmsprop, adam, adamw) is an alias of a class
+// template (`using sgd = basic_sgd<>;`, as std::string is basic_string<char>). Its update()
+// overrides call its per-element loops for float and double; in a plain class its inline
+// constructors would make every file that includes optim.hpp compile them all, used or not. A class
+// template's members are compiled only where they are used: where an optimizer is constructed.
 class optimizer {
  public:
   virtual ~optimizer() = default;

@@ -29,8 +29,7 @@ struct sgd_options {
   double weight_decay = 0.0;  // decoupled, as Keras's weight_decay
 };
 
-// A class template only so that a translation unit compiles the per-element loops (float and
-// double) where it constructs one, not wherever optim.hpp is included: use the alias `sgd`.
+// Use the alias `sgd` below (why a class template: see kernel_instantiation in optimizer.hpp).
 template <class = void>
 class basic_sgd : public optimizer {
  public:
