@@ -45,6 +45,8 @@ struct statistics {
   std::int64_t buffers_in_use = 0;
   std::int64_t cached_bytes = 0;        // bytes kept for reuse
   std::int64_t peak_bytes_in_use = 0;   // the most bytes_in_use since reset_peak() (before it: bytes_in_use)
+  std::int64_t stream_waits = 0;        // fx::cuda: reuses of a cached block on another thread's stream, each
+                                        // ordered after that stream's work by an event (no host wait)
 };
 
 }  // namespace memory

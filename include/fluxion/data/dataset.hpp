@@ -130,6 +130,20 @@ decltype(auto) invoke_on(F& f, E&& e) {
   else static_assert(std::is_invocable_v<F&, E&&>, "fluxion::data::dataset::map: f cannot be called with the element");
 }
 
+/// Waits until the device work this thread queued is finished, for each asynchronous device
+/// (fx::cuda) that has a tensor in the element, so that another thread may use it
+/// (backend/cuda/stream.hpp). Nothing to do for cpu tensors and other values.
+template <class E>
+void fence_element(const E& e) {
+  if constexpr (is_tensor_v<E>) {
+    using D = device_t<E>;
+    if constexpr (requires { ::fluxion::detail::device_memory<D>::fence(); })
+      ::fluxion::detail::device_memory<D>::fence();
+  } else if constexpr (is_tuple_like_v<E>) {
+    std::apply([](const auto&... parts) { (fence_element(parts), ...); }, e);
+  }
+}
+
 /// The element with each cpu tensor in it copied to Device (tuples and pairs part by part; tensors
 /// already there and other values as they are).
 template <class Device, class E>
@@ -519,7 +533,8 @@ class dataset {
 
   /// prefetch(n) of the elements with their tensors copied to Device (fx::cuda), as tf.data's
   /// prefetch_to_device: the producer uploads each batch, so the training step finds it on the GPU.
-  /// The upload is staged through pinned memory and queued on the device without waiting.
+  /// The upload is staged through pinned memory and queued on the producer's own stream, beside the
+  /// training step's kernels; the producer waits for it before it hands the batch over.
   template <class Device>
   auto prefetch_to(std::size_t buffer_size) const {
     return map([](const Element& e) { return detail::element_to_device<Device>(e); }).prefetch(buffer_size);
@@ -552,17 +567,18 @@ class dataset {
             if (m_stopping || m_done) return;
             if (m_queue.size() >= m_capacity) continue;
           }
-          produce(/*wait=*/true);
+          produce(/*wait=*/true, /*by_consumer=*/false);
         }
       });
     }
 
-    bool run_once() noexcept override { return produce(/*wait=*/false); }
+    bool run_once() noexcept override { return produce(/*wait=*/false, /*by_consumer=*/false); }
 
     /// Makes the next element if there is room for it, holding m_produce throughout so that
     /// elements enter the queue in the upstream's order. With wait = false it gives up at once when
-    /// someone else is making one. Whether it made (or ended on) an element.
-    bool produce(bool wait) noexcept {
+    /// someone else is making one. Whether it made (or ended on) an element. An element made on
+    /// another thread than the consumer's has its device work finished first (fence_element).
+    bool produce(bool wait, bool by_consumer) noexcept {
       std::unique_lock producing(m_produce, std::defer_lock);
       if (wait) producing.lock();
       else if (!producing.try_lock()) return false;
@@ -575,6 +591,7 @@ class dataset {
       try {
         if (!m_next) m_next = (*m_up)(m_pass);
         e = m_next();
+        if (e && !by_consumer) detail::fence_element(*e);
       } catch (...) {
         error = std::current_exception();
       }
@@ -614,7 +631,7 @@ class dataset {
           }
         }
         // Nothing ready: make it here unless a producer is making it already.
-        if (produce(/*wait=*/false)) continue;
+        if (produce(/*wait=*/false, /*by_consumer=*/true)) continue;
         std::unique_lock lock(m_mutex);
         m_ready.wait(lock, [&] { return !m_queue.empty() || m_done; });
       }

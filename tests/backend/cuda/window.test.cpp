@@ -279,6 +279,22 @@ bool symmetric_padding_suffices(const conv_case& k) {
   return axis(k.input[1], k.filters[0], k.strides.height, k.dilations.height, out[1]) &&
          axis(k.input[2], k.filters[1], k.strides.width, k.dilations.width, out[2]);
 }
+
+/// Float inputs of conv case k (image, filter, output gradient) from seeds seed..seed + 2, and the
+/// reference: the cpu's value and gradients in double from the same inputs, rounded to float.
+struct float_conv {
+  fx::tensor<float> x, w, c;
+  std::vector<std::vector<float>> exact;
+  float_conv(const conv_case& k, int seed)
+      : x(filled<float>(k.input, seed)),
+        w(filled<float>(k.filters, seed + 1, -0.5, 0.5)),
+        c(filled<float>(fx::conv2d(x, w, k.strides, k.pad, k.dilations).shape(), seed + 2)) {
+    for (const auto& v : conv_gradients<fx::cpu>(k, fx::tensor<double>(fx::cast<double>(x)),
+                                                  fx::tensor<double>(fx::cast<double>(w)),
+                                                  fx::tensor<double>(fx::cast<double>(c))))
+      exact.emplace_back(v.begin(), v.end());
+  }
+};
 }  // namespace
 
 TEST_CASE("cuda conv2d: cuDNN, where built in, gives the cpu's and im2col's values and gradients, the same on every run") {
@@ -294,15 +310,10 @@ TEST_CASE("cuda conv2d: cuDNN, where built in, gives the cpu's and im2col's valu
   int seed = 130;
   for (const conv_case& k : cases) {
     INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
-    const auto x = filled<float>(k.input, seed), w = filled<float>(k.filters, seed + 1, -0.5, 0.5);
-    const auto c = filled<float>(fx::conv2d(x, w, k.strides, k.pad, k.dilations).shape(), seed + 2);
+    const float_conv in(k, seed);  // the reference: the cpu in double, from the same float inputs
+    const auto &x = in.x, &w = in.w, &c = in.c;
+    const auto& cpu = in.exact;
     seed += 3;
-    // The reference: the cpu in double, from the same float inputs.
-    const auto exact = conv_gradients<fx::cpu>(k, fx::tensor<double>(fx::cast<double>(x)),
-                                               fx::tensor<double>(fx::cast<double>(w)),
-                                               fx::tensor<double>(fx::cast<double>(c)));
-    std::vector<std::vector<float>> cpu;
-    for (const auto& v : exact) cpu.emplace_back(v.begin(), v.end());
     // Float sums of up to 1600 products (the CNN's case) that cancel: each float result is held to
     // 1e-4 of its largest element, the cpu's own float kernels included.
     const auto cpu_float = conv_gradients<fx::cpu>(k, x, w, c);
@@ -346,5 +357,39 @@ TEST_CASE("cuda conv2d: cuDNN, where built in, gives the cpu's and im2col's valu
   MESSAGE("routes:\n" << fx::detail::cudnn::report());
 #else
   MESSAGE("built without cuDNN: every run went through im2col");
+#endif
+}
+
+TEST_CASE("cuda conv2d: with allow_nondeterministic_cudnn(true), any of cuDNN's algorithms gives the cpu's values and gradients") {
+  // Off by default; on, a pass chooses among all of cuDNN's algorithms (filter gradients that add
+  // with atomics too). Without cuDNN the setting changes nothing: im2col runs either way.
+  CHECK(!fx::nondeterministic_cudnn_allowed());
+  fx::allow_nondeterministic_cudnn(true);
+  CHECK(fx::nondeterministic_cudnn_allowed());
+  fx::allow_nondeterministic_cudnn(false);
+  scoped_setting<std::atomic<bool>> any(fx::detail::cudnn_nondeterministic_flag(), true);
+  const conv_case cases[] = {{{4, 14, 14, 32}, {5, 5, 32, 64}, 1, 1, fx::padding::same},
+                             {{3, 9, 8, 5}, {3, 3, 5, 6}, 1, 1, fx::padding::valid}};
+  int seed = 210;
+  for (const conv_case& k : cases) {
+    INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
+    const float_conv in(k, seed);
+    seed += 3;
+    std::vector<std::vector<float>> forced, chosen;
+    const long before = fx::detail::cudnn_passes().load();
+    {
+      scoped_setting<std::atomic<bool>> always(fx::detail::cudnn_always(), true);
+      forced = conv_gradients<fx::cuda>(k, in.x, in.w, in.c);
+    }
+    const long forced_passes = fx::detail::cudnn_passes().load() - before;
+    chosen = conv_gradients<fx::cuda>(k, in.x, in.w, in.c);
+    for (std::size_t i = 0; i < in.exact.size(); ++i) {
+      close_in_norm(forced[i], in.exact[i], 1e-4);
+      close_in_norm(chosen[i], in.exact[i], 1e-4);
+    }
+    CHECK(forced_passes == (fx::cudnn_built ? 5 : 0));
+  }
+#if FLUXION_HAVE_CUDNN
+  MESSAGE("routes with any determinism:\n" << fx::detail::cudnn::report());
 #endif
 }

@@ -1,5 +1,5 @@
 // cuBLAS for fx::matmul on fx::cuda: float and double products go to cublas{S,D}gemm (strided-batched
-// when the batch is evenly spaced), one handle per host thread, on the default stream.
+// when the batch is evenly spaced), one handle per host thread, on that thread's stream (stream.hpp).
 //
 //   fx::tensor<float, fx::cuda> c = fx::matmul(a, b);   // cublasSgemm, full float32
 //   fx::allow_tf32(true);                                 // opt in: float products on TF32 tensor cores
@@ -22,6 +22,8 @@
 #if defined(__CUDACC__) && !defined(FLUXION_NO_CUBLAS)
 #define FLUXION_HAVE_CUBLAS 1
 #include <cublas_v2.h>
+
+#include "stream.hpp"
 #else
 #define FLUXION_HAVE_CUBLAS 0
 #endif
@@ -68,11 +70,19 @@ inline void check(cublasStatus_t s, const char* call, index_t m, index_t n, inde
                              ", batch=" + std::to_string(batch) + ")");
 }
 
-/// This thread's cuBLAS handle, created on first use and destroyed with the thread.
+/// This thread's cuBLAS handle, created on first use and destroyed with the thread (before its
+/// stream, which is made first), queuing on the thread's stream.
 inline cublasHandle_t handle() {
   struct owner {
     cublasHandle_t h = nullptr;
-    owner() { check(cublasCreate(&h), "cublasCreate", 0, 0, 0, 0); }
+    owner() {
+      const cudaStream_t stream = current_stream();
+      check(cublasCreate(&h), "cublasCreate", 0, 0, 0, 0);
+      if (cublasStatus_t s = cublasSetStream(h, stream); s != CUBLAS_STATUS_SUCCESS) {
+        cublasDestroy(h);
+        check(s, "cublasSetStream", 0, 0, 0, 0);
+      }
+    }
     ~owner() {
       if (h) cublasDestroy(h);
     }

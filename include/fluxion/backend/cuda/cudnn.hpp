@@ -17,9 +17,9 @@
 // on its first call in a thread: cuDNN times its algorithms on the actual buffers
 // (cudnnFind*AlgorithmEx, as torch.backends.cudnn.benchmark = True); its fastest *deterministic*
 // one and im2col are then each timed as they run here (median of three, CUDA events), and the
-// faster is kept for that geometry and pass. Deterministic only: fluxion's results are the same on
-// every run, on the cpu and on the GPU, and cuDNN's fastest filter-gradient algorithms add with
-// atomics. Float convolutions use plain FMA arithmetic (CUDNN_FMA_MATH) unless
+// faster is kept for that geometry and pass. Deterministic only, by default: fluxion's results are
+// the same on every run, on the cpu and on the GPU, and cuDNN's fastest filter-gradient algorithms
+// add with atomics; fx::allow_nondeterministic_cudnn(true) lets them compete too, as in PyTorch. Float convolutions use plain FMA arithmetic (CUDNN_FMA_MATH) unless
 // fx::allow_tf32(true) lets them use TF32 tensor cores, as for matmul. The search's workspace (up
 // to 256 MB, a quarter of the free memory at most) comes from cudaMalloc and is freed after it;
 // the kept algorithm's own workspace comes from the caching allocator on each call.
@@ -63,6 +63,10 @@ inline std::atomic<bool>& cudnn_flag() noexcept {
   static std::atomic<bool> flag{true};
   return flag;
 }
+inline std::atomic<bool>& cudnn_nondeterministic_flag() noexcept {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
 /// Tests only: true makes a pass's first call choose cuDNN whenever it has a deterministic
 /// algorithm, without timing im2col, so that cuDNN's numbers are tested on every geometry.
 inline std::atomic<bool>& cudnn_always() noexcept {
@@ -87,6 +91,16 @@ inline void allow_cudnn(bool allowed) noexcept { detail::cudnn_flag().store(allo
 /// Whether convolutions on fx::cuda use cuDNN: built with it and not turned off by allow_cudnn.
 inline bool cudnn_enabled() noexcept { return cudnn_built && detail::cudnn_flag().load(); }
 
+/// Lets a convolution pass choose among all of cuDNN's algorithms, the non-deterministic ones too
+/// (filter gradients that add with atomics: results that may differ in the last bits between runs),
+/// as PyTorch does unless torch.use_deterministic_algorithms(True). Off by default: fluxion's
+/// results are the same on every run. Decided per geometry on its next first call in each thread
+/// (the setting is part of the plan's key). Process-wide, as allow_tf32.
+inline void allow_nondeterministic_cudnn(bool allowed) noexcept { detail::cudnn_nondeterministic_flag().store(allowed); }
+
+/// Whether allow_nondeterministic_cudnn(true) is in force.
+inline bool nondeterministic_cudnn_allowed() noexcept { return detail::cudnn_nondeterministic_flag().load(); }
+
 }  // namespace fluxion
 
 #if FLUXION_HAVE_CUDNN
@@ -102,12 +116,19 @@ inline void check(cudnnStatus_t status, const char* op, const char* call, const 
                            std::to_string(s.out_c) + ")");
 }
 
-/// This thread's cuDNN handle, created on first use and destroyed with the thread; it queues on
-/// the default stream, as cuBLAS and the Thrust kernels do.
+/// This thread's cuDNN handle, created on first use and destroyed with the thread (before its
+/// stream, which is made first); it queues on the thread's stream, as cuBLAS and the Thrust kernels do.
 inline cudnnHandle_t handle() {
   struct owner {
     cudnnHandle_t h = nullptr;
-    owner() { check(cudnnCreate(&h), "conv2d", "cudnnCreate", {}); }
+    owner() {
+      const cudaStream_t stream = current_stream();
+      check(cudnnCreate(&h), "conv2d", "cudnnCreate", {});
+      if (cudnnStatus_t s = cudnnSetStream(h, stream); s != CUDNN_STATUS_SUCCESS) {
+        cudnnDestroy(h);
+        check(s, "conv2d", "cudnnSetStream", {});
+      }
+    }
     ~owner() {
       if (h) cudnnDestroy(h);
     }
@@ -131,6 +152,7 @@ struct plan {
   int algo[3] = {-1, -1, -1};
   std::size_t workspace[3] = {0, 0, 0};
   float cudnn_ms[3] = {-1, -1, -1}, im2col_ms[3] = {-1, -1, -1};  // -1: not timed
+  bool any_determinism = false;  // allow_nondeterministic_cudnn when the plan was made
 
   plan() = default;
   plan(const plan&) = delete;
@@ -179,7 +201,7 @@ inline void describe(plan& p, const kernels::conv2d_shape& s, bool tf32) {
 }
 
 using plan_key = std::tuple<index_t, index_t, index_t, index_t, index_t, index_t, index_t, index_t, index_t, index_t,
-                            index_t, index_t, index_t, index_t, index_t, bool, bool>;
+                            index_t, index_t, index_t, index_t, index_t, bool, bool, bool>;
 
 /// This thread's plans, one per geometry and TF32 setting.
 inline std::map<plan_key, plan>& plans() {
@@ -187,14 +209,16 @@ inline std::map<plan_key, plan>& plans() {
   return all;
 }
 
-/// This thread's plan for geometry s, the current TF32 setting and cudnn_always(), made on first use.
+/// This thread's plan for geometry s, the current TF32 and non-determinism settings and
+/// cudnn_always(), made on first use.
 inline plan& plan_for(const kernels::conv2d_shape& s) {
   const bool tf32 = tf32_allowed();
   const plan_key key{s.batch,    s.in_h,       s.in_w,       s.in_c,    s.filter_h, s.filter_w, s.out_c,
                      s.stride_h, s.stride_w,   s.dilation_h, s.dilation_w, s.pad_top, s.pad_left, s.out_h,
-                     s.out_w,    tf32,         cudnn_always().load()};
+                     s.out_w,    tf32,         cudnn_always().load(), nondeterministic_cudnn_allowed()};
   auto [it, fresh] = plans().try_emplace(key);
   if (!fresh) return it->second;
+  it->second.any_determinism = std::get<17>(key);
   try {
     describe(it->second, s, tf32);
   } catch (...) {
@@ -224,13 +248,14 @@ inline std::string report() {
   return out;
 }
 
-/// The fastest deterministic algorithm among cuDNN's timed results (sorted fastest first); for
-/// float, tensor-core (TF32) arithmetic only where allowed. -1 when none succeeded.
+/// The fastest algorithm among cuDNN's timed results (sorted fastest first): deterministic unless
+/// allow_nondeterministic_cudnn(true); for float, tensor-core (TF32) arithmetic only where allowed.
+/// -1 when none succeeded.
 template <class Perf>
-void keep_fastest(const Perf* results, int count, bool tensor_ops, plan& p, int slot) {
+void keep_fastest(const Perf* results, int count, bool tensor_ops, bool any_determinism, plan& p, int slot) {
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[i];
-    if (r.status != CUDNN_STATUS_SUCCESS || r.determinism != CUDNN_DETERMINISTIC) continue;
+    if (r.status != CUDNN_STATUS_SUCCESS || (!any_determinism && r.determinism != CUDNN_DETERMINISTIC)) continue;
     if (!tensor_ops && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
     p.algo[slot] = int(r.algo);
@@ -294,9 +319,9 @@ float device_ms(const F& f) {
   f();
   float ms[3] = {0, 0, 0};
   for (float& m : ms) {
-    cudaEventRecord(start);
+    cudaEventRecord(start, current_stream());
     f();
-    cudaEventRecord(stop);
+    cudaEventRecord(stop, current_stream());
     cudaEventSynchronize(stop);
     cudaEventElapsedTime(&m, start, stop);
   }
@@ -343,7 +368,7 @@ bool run(pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* 
     plan& p = plan_for(s);
     const int slot = int(which);
     if (p.routes[slot] == route::im2col) return false;
-    const bool tensor_ops = tf32_allowed();
+    const bool tensor_ops = tf32_allowed(), any_determinism = p.any_determinism;
     cudnnHandle_t h = handle();
     const T one = 1, zero = 0;
     device_scratch<T> filter(which == pass::filter_gradient ? 0 : s.filter_size());
@@ -373,21 +398,21 @@ bool run(pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* 
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, r, ws.data,
                                                        ws.bytes),
                 op, "cudnnFindConvolutionForwardAlgorithmEx", s);
-          keep_fastest(r, found, tensor_ops, p, slot);
+          keep_fastest(r, found, tensor_ops, any_determinism, p, slot);
         } else if (which == pass::input_gradient) {
           cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
           check(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, filter.data(), p.y, a, p.conv, p.x, out,
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, r,
                                                             ws.data, ws.bytes),
                 op, "cudnnFindConvolutionBackwardDataAlgorithmEx", s);
-          keep_fastest(r, found, tensor_ops, p, slot);
+          keep_fastest(r, found, tensor_ops, any_determinism, p, slot);
         } else {
           cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
           check(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x, a, p.y, b, p.conv, p.w, filter_out.data(),
                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, r,
                                                               ws.data, ws.bytes),
                 op, "cudnnFindConvolutionBackwardFilterAlgorithmEx", s);
-          keep_fastest(r, found, tensor_ops, p, slot);
+          keep_fastest(r, found, tensor_ops, any_determinism, p, slot);
         }
       }
       // Both routes timed the same way, as they run here: cuDNN's with the filter's transposes

@@ -9,7 +9,9 @@
 //   assert(fx::memory::stats<fx::cuda>().allocations == before.allocations + 1);
 //
 // fx::memory::empty_cache<fx::cuda>() frees the whole process's cached device buffers (the cpu
-// cache is per thread). Everything goes through Thrust (thrust::device_malloc, thrust::copy), so
+// cache is per thread). Each thread queues on a stream of its own (stream.hpp): a cached block
+// remembers the stream whose work may still use it, and another stream that reuses it first waits
+// for that work through a CUDA event (counted in stats().stream_waits). Everything goes through Thrust (thrust::device_malloc, thrust::copy), so
 // under nvcc it is CUDA memory, and under a host compiler with
 // THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP it is host memory: the same code is tested on
 // machines without a GPU.
@@ -40,19 +42,23 @@
 #include "../../core/device.hpp"
 #include "../../tensor/buffer.hpp"
 #include "../../tensor/tensor.hpp"
+#include "stream.hpp"
 
 namespace fluxion::detail {
 
-/// The execution policy of every fx::cuda kernel. On a GPU, kernels are queued on the default stream
-/// without waiting for them (thrust::cuda::par_nosync), as in PyTorch: the host goes on building
-/// the next statement while the device computes. Reading values back (item, to<cpu>, printing)
-/// waits for the queue. Buffers released while kernels that use them are still queued go back to
-/// the cache and are only handed to kernels queued later on the same stream, so reuse is safe.
-/// Define FLUXION_CUDA_SYNC to wait after every kernel instead, so that a failing kernel is
-/// reported by the statement that launched it (as CUDA_LAUNCH_BLOCKING=1 does for PyTorch).
+/// The execution policy of every fx::cuda kernel. On a GPU, kernels are queued on this thread's
+/// stream (stream.hpp) without waiting for them (thrust::cuda::par_nosync), as in PyTorch: the host
+/// goes on building the next statement while the device computes. Reading values back (item,
+/// to<cpu>, printing) waits for the stream. Buffers released while kernels that use them are still
+/// queued go back to the cache tagged with the stream, and a kernel on another stream gets them only
+/// after that work (device_cache::allocate), so reuse is safe. Define FLUXION_CUDA_SYNC to wait
+/// after every kernel instead, so that a failing kernel is reported by the statement that launched
+/// it (as CUDA_LAUNCH_BLOCKING=1 does for PyTorch).
 inline auto kernel_policy() {
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA && !defined(FLUXION_CUDA_SYNC)
-  return thrust::cuda::par_nosync;
+  return thrust::cuda::par_nosync.on(current_stream());
+#elif THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+  return thrust::cuda::par.on(current_stream());
 #else
   return thrust::device;
 #endif
@@ -61,6 +67,15 @@ inline auto kernel_policy() {
 /// The process-wide cache of free device buffers, keyed by size class (core/allocator.hpp). One
 /// cache for all threads, behind a mutex: device memory is scarce, so one thread's freed buffers
 /// must serve every other thread, and device allocations are rare enough that the lock is cheap.
+///
+/// Streams. A free block is tagged with the stream of the thread that freed it, whose queued work
+/// may still use it (a thread hands a tensor to another only once its own work on it is finished:
+/// stream.hpp). The same stream, or any stream for a block of an ended thread, reuses it at once:
+/// the stream's order does the rest. Another stream first waits for that work: for a block freed
+/// on a thread other than the one that made it (a prefetched batch, freed by the training loop),
+/// the freeing thread recorded an event on its stream when it freed the block, so the wait ends
+/// with the block's last use; otherwise an event is recorded on the tagged stream when the block is
+/// taken. Either way the wait is queued on the device, and the host goes on.
 class device_cache {
  public:
   /// The most bytes cached; beyond it the blocks cached longest ago go back to the device.
@@ -74,13 +89,17 @@ class device_cache {
   void* allocate(std::size_t bytes, std::size_t& actual) {
     int idx;
     actual = size_class(bytes, idx);
+    const std::uint32_t stream = current_stream_id();
     std::lock_guard<std::mutex> lk(m_mutex);
     auto& list = m_free[static_cast<std::size_t>(idx)];
     void* p;
     if (!list.empty()) {
-      p = list.back().data;
-      list.pop_back();
+      const std::size_t at = pick_locked(list, stream);
+      cached_block b = list[at];
+      list.erase(list.begin() + static_cast<std::ptrdiff_t>(at));
       m_cached -= actual;
+      p = b.data;
+      order_after_locked(b, stream);
     } else {
       p = system_allocate(actual);
       if (!p) {  // out of device memory: give the cache back and try once more
@@ -97,9 +116,12 @@ class device_cache {
     return p;
   }
 
-  void deallocate(void* p, std::size_t actual) noexcept {
+  /// Returns a block made on stream `made_on` (its thread's current_stream_id() when it was
+  /// allocated) from this thread.
+  void deallocate(void* p, std::size_t actual, std::uint32_t made_on) noexcept {
     int idx;
     size_class(actual, idx);
+    const std::uint32_t stream = t_stream_id;  // never makes a stream: freeing queues nothing
     std::lock_guard<std::mutex> lk(m_mutex);
     --m_stats.buffers_in_use;
     m_stats.bytes_in_use -= static_cast<std::int64_t>(actual);
@@ -111,9 +133,12 @@ class device_cache {
     // batch size, a phase with other shapes) replaces the old one in the cache instead of being
     // refused by it and paying cudaMalloc and a synchronizing cudaFree on every step.
     while (m_cached + actual > max_cached_bytes) evict_oldest_locked();
+    cached_block b{p, actual, ++m_clock, stream, stream_event{}, false};
+    if (stream != 0 && stream != made_on) b.has_event = record_locked(stream, b.event);  // handed over
     try {
-      m_free[static_cast<std::size_t>(idx)].push_back({p, actual, ++m_clock});
+      m_free[static_cast<std::size_t>(idx)].push_back(b);
     } catch (...) {
+      if (b.has_event) m_events.push_back(b.event);  // cannot throw: reserved when the event was made
       system_free(p);
       return;
     }
@@ -156,10 +181,76 @@ class device_cache {
 
   void release_all_locked() noexcept {
     for (auto& list : m_free) {
-      for (const cached_block& b : list) system_free(b.data);
+      for (const cached_block& b : list) drop_locked(b);
       list.clear();
     }
     m_cached = 0;
+  }
+
+  struct cached_block {
+    void* data;
+    std::size_t bytes;
+    std::uint64_t freed_at;  // m_clock when it was cached: the smallest is evicted first
+    std::uint32_t stream;    // the stream whose queued work may still use it (0: none)
+    stream_event event;      // with has_event: recorded on `stream` when the block was freed
+    bool has_event;
+  };
+
+  /// Which cached block of a size class a thread on `stream` takes: the latest freed on its own
+  /// stream or on none (no wait); else the latest with an event (the shortest wait); else the latest.
+  static std::size_t pick_locked(const std::vector<cached_block>& list, std::uint32_t stream) noexcept {
+    for (std::size_t i = list.size(); i-- > 0;)
+      if (list[i].stream == stream || list[i].stream == 0) return i;
+    for (std::size_t i = list.size(); i-- > 0;)
+      if (list[i].has_event) return i;
+    return list.size() - 1;
+  }
+
+  /// Makes `stream` wait for the work that may still use block b, when that work is on another
+  /// stream that has not ended. A failure to queue the wait falls back to waiting on the host.
+  void order_after_locked(cached_block& b, std::uint32_t stream) noexcept {
+    if (b.stream != 0 && b.stream != stream && stream_registry::instance().alive(b.stream)) {
+      bool queued = b.has_event || record_locked(b.stream, b.event);
+      b.has_event = b.has_event || queued;
+#if FLUXION_CUDA_STREAMS
+      if (!queued || cudaStreamWaitEvent(current_stream(), b.event, 0) != cudaSuccess) cudaDeviceSynchronize();
+#endif
+      ++m_stats.stream_waits;
+    }
+    if (b.has_event) m_events.push_back(b.event);  // reserved: cannot throw
+  }
+
+  /// Records an event from the pool on `stream`, after everything queued there. False when none
+  /// could be made (or the stream ended, when there is nothing to wait for).
+  bool record_locked(std::uint32_t stream, stream_event& e) noexcept {
+    if (m_events.empty()) {
+      try {
+        m_event_count += 1;
+        m_events.reserve(m_event_count);  // every event fits back without allocating
+      } catch (...) {
+        m_event_count -= 1;
+        return false;
+      }
+#if FLUXION_CUDA_STREAMS
+      stream_event made;
+      if (cudaEventCreateWithFlags(&made, cudaEventDisableTiming) != cudaSuccess) {
+        m_event_count -= 1;
+        return false;
+      }
+      m_events.push_back(made);
+#else
+      m_events.push_back(m_event_count);
+#endif
+    }
+    e = m_events.back();
+    if (!stream_registry::instance().record(stream, e)) return false;
+    m_events.pop_back();
+    return true;
+  }
+
+  void drop_locked(const cached_block& b) noexcept {
+    if (b.has_event) m_events.push_back(b.event);
+    system_free(b.data);
   }
 
   /// Frees the cached block freed longest ago (a scan: eviction is rare and the blocks few).
@@ -176,19 +267,15 @@ class device_cache {
       m_cached = 0;
       return;
     }
-    system_free((*oldest)[at].data);
+    drop_locked((*oldest)[at]);
     m_cached -= (*oldest)[at].bytes;
     oldest->erase(oldest->begin() + static_cast<std::ptrdiff_t>(at));
   }
 
-  struct cached_block {
-    void* data;
-    std::size_t bytes;
-    std::uint64_t freed_at;  // m_clock when it was cached: the smallest is evicted first
-  };
-
   std::mutex m_mutex;
   std::vector<cached_block> m_free[n_size_classes];
+  std::vector<stream_event> m_events;  // free events, capacity for all m_event_count made
+  std::size_t m_event_count = 0;
   std::size_t m_cached = 0;
   std::uint64_t m_clock = 0;
   memory::statistics m_stats;
@@ -199,7 +286,10 @@ struct device_allocator<cuda> {
   static void* allocate(std::size_t bytes, std::size_t& actual) {
     return device_cache::instance().allocate(bytes, actual);
   }
-  static void deallocate(void* p, std::size_t actual) noexcept { device_cache::instance().deallocate(p, actual); }
+  /// A block freed on the thread that allocated it; buffers freed elsewhere say where they were made.
+  static void deallocate(void* p, std::size_t actual) noexcept {
+    device_cache::instance().deallocate(p, actual, t_stream_id);
+  }
   static memory::statistics stats() { return device_cache::instance().stats(); }
   static void empty_cache() noexcept { device_cache::instance().release_all(); }
   static void reset_peak() noexcept { device_cache::instance().reset_peak(); }
@@ -222,9 +312,11 @@ class device_scratch {
   T* m_data;
 };
 
-/// A cuda buffer's host header also remembers the size class of its device block.
+/// A cuda buffer's host header also remembers the size class of its device block, and the stream
+/// of the thread that made it (a buffer may be freed on another thread).
 struct device_buffer_header : buffer_header {
   std::size_t device_bytes = 0;
+  std::uint32_t made_on = 0;
 };
 
 /// CUDA buffers: the header (reference count) on the host, the elements on the device.
@@ -245,9 +337,10 @@ struct buffer_factory<cuda> {
     h->data = data;
     h->actual = host_actual;
     h->device_bytes = device_actual;
+    h->made_on = t_stream_id;  // set by allocate
     h->release = [](buffer_header* b) noexcept {
       auto* d = static_cast<device_buffer_header*>(b);
-      device_allocator<cuda>::deallocate(d->data, d->device_bytes);
+      device_cache::instance().deallocate(d->data, d->device_bytes, d->made_on);
       const std::size_t n = d->actual;
       d->~device_buffer_header();
       device_allocator<cpu>::deallocate(d, n);
@@ -258,8 +351,7 @@ struct buffer_factory<cuda> {
 
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
 /// Host-to-device copies that do not wait. A copy from ordinary (pageable) host memory first waits
-/// for everything queued on the stream, which would stall the host behind the kernels it queued
-/// (the next batch's upload behind the last step). Instead the values are copied into a pinned
+/// for everything queued on the stream, which would stall the host behind the kernels it queued. Instead the values are copied into a pinned
 /// block, whose copy to the device is queued without waiting; the caller's memory is free again at
 /// once. A block returns to the pool when the event recorded after its copy has completed.
 class pinned_staging {
@@ -275,8 +367,9 @@ class pinned_staging {
   void copy_to_device(void* dst, const void* src, std::size_t bytes) {
     block b = acquire(bytes);
     std::memcpy(b.data, src, bytes);
-    check(cudaMemcpyAsync(dst, b.data, bytes, cudaMemcpyHostToDevice, cudaStreamLegacy), "cudaMemcpyAsync", bytes);
-    check(cudaEventRecord(b.done, cudaStreamLegacy), "cudaEventRecord", bytes);
+    const cudaStream_t stream = current_stream();
+    check(cudaMemcpyAsync(dst, b.data, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync", bytes);
+    check(cudaEventRecord(b.done, stream), "cudaEventRecord", bytes);
     std::lock_guard<std::mutex> lk(m_mutex);
     m_in_flight.push_back(b);
   }
@@ -348,9 +441,9 @@ class pinned_staging {
 };
 #endif
 
-/// Host <-> device copies of n elements (host pointers on one side, device pointers on the other).
-/// Copies to the device are queued without waiting (through pinned_staging on a GPU); copies to
-/// the host wait for the values.
+/// Host <-> device copies of n elements (host pointers on one side, device pointers on the other),
+/// on this thread's stream. Copies to the device are queued without waiting (through
+/// pinned_staging on a GPU); copies to the host wait for the values.
 template <>
 struct device_memory<cuda> {
   template <class T>
@@ -364,10 +457,30 @@ struct device_memory<cuda> {
   }
   template <class T>
   static void to_host(T* dst, const T* src, index_t n) {
-    if (n > 0) {
-      const auto first = thrust::device_pointer_cast(src);
-      thrust::copy(first, first + n, dst);
-    }
+    if (n <= 0) return;
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+    const cudaStream_t stream = current_stream();
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess)
+      throw std::runtime_error("copy to host: cudaMemcpyAsync of " + std::to_string(bytes) +
+                               " bytes failed: " + cudaGetErrorString(e));
+#else
+    const auto first = thrust::device_pointer_cast(src);
+    thrust::copy(first, first + n, dst);
+#endif
+  }
+
+  /// Waits until the work this thread queued on the device has finished: before a device tensor it
+  /// made is handed to another thread (stream.hpp).
+  static void fence() {
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+    if (t_stream_id == 0) return;  // this thread queued nothing on a stream of its own
+    if (cudaError_t e = cudaStreamSynchronize(current_stream()); e != cudaSuccess)
+      throw std::runtime_error(std::string("fx::synchronize<fx::cuda>: cudaStreamSynchronize failed: ") +
+                               cudaGetErrorString(e));
+#endif
   }
 };
 

@@ -7,6 +7,8 @@
 // The expression is materialized on the device it lives on (an expression never mixes devices),
 // then its elements are copied in one transfer. Moving to the device a tensor is already on returns
 // that tensor itself: a handle to the same storage, no copy.
+//
+// fx::synchronize<fx::cuda>() waits for the work this thread queued on the GPU (its stream).
 #pragma once
 
 #include <type_traits>
@@ -29,6 +31,14 @@ auto to(const X& x) {
   if constexpr (std::is_same_v<From, To>) return source;
   else if constexpr (std::is_same_v<To, cpu>) return detail::host_copy(source);
   else return detail::device_copy<To>(source);
+}
+
+/// Waits until the work this thread queued on Device has finished (fx::cuda: this thread's stream,
+/// backend/cuda/stream.hpp; on the cpu work is done when the statement returns). Call it before
+/// handing a device tensor this thread made to another thread; dataset::prefetch does so.
+template <device Device>
+void synchronize() {
+  if constexpr (requires { detail::device_memory<Device>::fence(); }) detail::device_memory<Device>::fence();
 }
 
 }  // namespace fluxion

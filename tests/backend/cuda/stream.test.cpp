@@ -1,0 +1,113 @@
+// One stream per host thread on fx::cuda (backend/cuda/stream.hpp), and the caching allocator's
+// bookkeeping of which stream may still use a free block. Under Thrust's OpenMP system there are no
+// streams, but each thread gets a stream id and the allocator decides and counts its waits exactly
+// as on a GPU, which is what these tests check; scripts/run-gpu-tests.sh runs them on one.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "same_on_both_devices.hpp"
+
+namespace {
+
+namespace fx = fluxion;
+using fluxion_test::filled;
+
+std::int64_t stream_waits() { return fx::memory::stats<fx::cuda>().stream_waits; }
+std::int64_t system_allocations() { return fx::memory::stats<fx::cuda>().system_allocations; }
+
+}  // namespace
+
+TEST_CASE("cuda streams: each host thread has a stream of its own, which ends with the thread") {
+  const std::uint32_t mine = fx::detail::current_stream_id();
+  CHECK(mine != 0);
+  CHECK(fx::detail::current_stream_id() == mine);  // made once
+  CHECK(fx::detail::stream_registry::instance().alive(mine));
+  std::uint32_t theirs = 0;
+  std::thread other([&] { theirs = fx::detail::current_stream_id(); });
+  other.join();
+  CHECK(theirs != 0);
+  CHECK(theirs != mine);
+  CHECK(!fx::detail::stream_registry::instance().alive(theirs));  // gone with its thread
+  CHECK(fx::detail::stream_registry::instance().alive(mine));
+}
+
+TEST_CASE("cuda memory: a block is reused at once on the stream that freed it, and after one queued wait on another") {
+  fx::memory::empty_cache<fx::cuda>();
+  const auto x = filled<float>({12345}, 3);
+  { auto g = fx::to<fx::cuda>(x); }  // made and freed on this thread: tagged with its stream
+  const auto waits = stream_waits();
+  const auto mallocs = system_allocations();
+  {
+    auto g = fx::to<fx::cuda>(x);
+    CHECK(g.to_vector() == x.to_vector());
+  }
+  CHECK(stream_waits() == waits);  // the same stream: its order is enough
+  CHECK(system_allocations() == mallocs);
+  std::vector<float> seen;
+  std::thread other([&] { seen = fx::to<fx::cuda>(x).to_vector(); });
+  other.join();
+  CHECK(seen == x.to_vector());
+  CHECK(stream_waits() == waits + 1);  // another stream: waits for this one's work on the block
+  CHECK(system_allocations() == mallocs);
+}
+
+TEST_CASE("cuda memory: a buffer handed from one thread to another and freed there") {
+  // The maker allocates two buffers, finishes its work on them and hands them over, then waits
+  // until the receiver has freed them before it allocates again.
+  fx::memory::empty_cache<fx::cuda>();
+  const auto x = filled<float>({7777}, 5);
+  std::promise<std::vector<fx::tensor<float, fx::cuda>>> handed;
+  std::promise<void> freed;
+  std::int64_t waits_before_maker = 0, waits_after_maker = 0;
+  std::vector<float> seen;
+  std::thread maker([&] {
+    std::vector<fx::tensor<float, fx::cuda>> made{fx::to<fx::cuda>(x), fx::to<fx::cuda>(x * 2.f)};
+    fx::synchronize<fx::cuda>();  // finished before another thread uses them
+    handed.set_value(std::move(made));
+    freed.get_future().wait();
+    waits_before_maker = stream_waits();
+    seen = fx::to<fx::cuda>(x).to_vector();  // takes the block the receiver freed, after its event
+    waits_after_maker = stream_waits();
+  });
+  auto got = handed.get_future().get();
+  CHECK(got[1].to_vector() == fx::tensor<float>(x * 2.f).to_vector());
+  const auto mallocs = system_allocations();
+  const auto waits = stream_waits();
+  got[0] = fx::tensor<float, fx::cuda>();  // freed here, made there: tagged with this stream and an event
+  {
+    auto mine = fx::to<fx::cuda>(x);  // this stream takes it back at once
+    CHECK(mine.to_vector() == x.to_vector());
+  }
+  CHECK(stream_waits() == waits);
+  got.clear();  // the second buffer, freed here too
+  freed.set_value();
+  maker.join();
+  CHECK(seen == x.to_vector());
+  CHECK(waits_after_maker == waits_before_maker + 1);  // the maker waited for this stream's event
+  CHECK(system_allocations() == mallocs);              // every buffer came from the cache
+}
+
+TEST_CASE("cuda memory: the blocks a thread freed are reused at once by any stream once it has ended") {
+  fx::memory::empty_cache<fx::cuda>();
+  const auto x = filled<double>({4321}, 9);
+  std::thread gone([&] { auto g = fx::to<fx::cuda>(x * 3.0); });  // its stream finished and ended with it
+  gone.join();
+  const auto waits = stream_waits();
+  const auto mallocs = system_allocations();
+  auto g = fx::to<fx::cuda>(x);
+  CHECK(g.to_vector() == x.to_vector());
+  CHECK(stream_waits() == waits);
+  CHECK(system_allocations() == mallocs);
+}
+
+TEST_CASE("cuda streams: fx::synchronize waits for this thread's work; on the cpu it has nothing to wait for") {
+  auto g = fx::to<fx::cuda>(filled<float>({1000}, 1));
+  fx::tensor<float, fx::cuda> h = g * 2.f + 1.f;
+  fx::synchronize<fx::cuda>();
+  fx::synchronize<fx::cpu>();
+  CHECK(h.to_vector() == fx::tensor<float>(fx::to<fx::cpu>(g) * 2.f + 1.f).to_vector());
+}
