@@ -7,6 +7,7 @@
 //   auto total = fx::reduce_sum(y).item();                 // reduced on the device, read back
 //   std::cout << y;                                        // copied back: tensor([...], ..., device=cuda)
 //   fx::tensor<float, fx::cuda> p = fx::matmul(g, g2);     // cuBLAS; fx::allow_tf32(true) opts in to TF32
+//   { fx::own_stream mine; /* ... */ }                     // this thread's work beside other threads'
 //
 // Compile with nvcc (-x cu) to run on a CUDA GPU, or with a host compiler, -fopenmp and
 // -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP to run the same code on the CPU's cores; either

@@ -144,6 +144,33 @@ void fence_element(const E& e) {
   }
 }
 
+struct no_thread_scope {};
+
+/// The first of the scopes that is not no_thread_scope (the last when all are).
+template <class First, class... Rest>
+constexpr auto first_thread_scope(First first, Rest... rest) {
+  if constexpr (!std::is_same_v<typename First::type, no_thread_scope> || sizeof...(Rest) == 0) return first;
+  else return first_thread_scope(rest...);
+}
+
+/// The scope a thread opens to make elements of type E for another thread: the thread_scope of the
+/// first device with tensors in E that has one (fx::cuda: fx::own_stream, a stream of the thread's
+/// own), else no_thread_scope. As a std::type_identity.
+template <class E>
+constexpr auto thread_scope_for() {
+  if constexpr (is_tensor_v<E>) {
+    using memory = ::fluxion::detail::device_memory<device_t<E>>;
+    if constexpr (requires { typename memory::thread_scope; }) return std::type_identity<typename memory::thread_scope>{};
+    else return std::type_identity<no_thread_scope>{};
+  } else if constexpr (is_tuple_like_v<E>) {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return first_thread_scope(std::type_identity<no_thread_scope>{}, thread_scope_for<std::tuple_element_t<I, E>>()...);
+    }(std::make_index_sequence<std::tuple_size_v<E>>{});
+  } else {
+    return std::type_identity<no_thread_scope>{};
+  }
+}
+
 /// The element with each cpu tensor in it copied to Device (tuples and pairs part by part; tensors
 /// already there and other values as they are).
 template <class Device, class E>
@@ -533,8 +560,9 @@ class dataset {
 
   /// prefetch(n) of the elements with their tensors copied to Device (fx::cuda), as tf.data's
   /// prefetch_to_device: the producer uploads each batch, so the training step finds it on the GPU.
-  /// The upload is staged through pinned memory and queued on the producer's own stream, beside the
-  /// training step's kernels; the producer waits for it before it hands the batch over.
+  /// The upload is staged through pinned memory and queued on the producing thread's own stream
+  /// (fx::own_stream), beside the training step's kernels; the producer waits for it before it
+  /// hands the batch over.
   template <class Device>
   auto prefetch_to(std::size_t buffer_size) const {
     return map([](const Element& e) { return detail::element_to_device<Device>(e); }).prefetch(buffer_size);
@@ -577,7 +605,8 @@ class dataset {
     /// Makes the next element if there is room for it, holding m_produce throughout so that
     /// elements enter the queue in the upstream's order. With wait = false it gives up at once when
     /// someone else is making one. Whether it made (or ended on) an element. An element made on
-    /// another thread than the consumer's has its device work finished first (fence_element).
+    /// another thread than the consumer's is made on that thread's own stream (for fx::cuda
+    /// tensors: thread_scope_for), and finished before it is handed over (fence_element).
     bool produce(bool wait, bool by_consumer) noexcept {
       std::unique_lock producing(m_produce, std::defer_lock);
       if (wait) producing.lock();
@@ -589,6 +618,9 @@ class dataset {
       std::exception_ptr error;
       std::optional<Element> e;
       try {
+        using scope = typename decltype(detail::thread_scope_for<Element>())::type;
+        std::optional<scope> own;
+        if (!by_consumer) own.emplace();
         if (!m_next) m_next = (*m_up)(m_pass);
         e = m_next();
         if (e && !by_consumer) detail::fence_element(*e);

@@ -4,7 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <mutex>
 #include <numeric>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -85,4 +87,45 @@ TEST_CASE("cuda data: prefetch_to<cuda> on single tensors and pairs; other value
   auto it = failing.prefetch_to<fx::cuda>(2).open();
   for (int k = 0; k < 3; ++k) CHECK(it.next());
   CHECK_THROWS_WITH_AS(it.next(), "reader: element 3 is bad", fx::io_error);
+}
+
+TEST_CASE("cuda data: a prefetching thread makes device elements on a stream of its own; the consumer on its stream") {
+  // Elements with device tensors are made inside fx::own_stream on the producing threads (the
+  // upload beside the training step), and on the consumer's current stream when it makes one itself.
+  static_assert(std::is_same_v<decltype(fx::data::detail::thread_scope_for<
+                                        std::tuple<std::int64_t, fx::tensor<float, fx::cuda>>>())::type,
+                               fx::own_stream>);
+  static_assert(std::is_same_v<decltype(fx::data::detail::thread_scope_for<std::pair<fx::tensor<float>, int>>())::type,
+                               fx::data::detail::no_thread_scope>);
+  const auto consumer = std::this_thread::get_id();
+  std::mutex seen_mutex;
+  std::vector<std::pair<std::thread::id, std::uint32_t>> seen;  // the thread, its stream
+  auto uploaded = fx::data::tensors(filled<float>({64, 3}, 4))
+                      .map([&](const fx::tensor<float>& t) {
+                        std::lock_guard<std::mutex> lk(seen_mutex);
+                        seen.emplace_back(std::this_thread::get_id(), fx::detail::current_stream_id());
+                        return t;
+                      })
+                      .batch(4)
+                      .prefetch_to<fx::cuda>(2);
+  const auto rows = filled<float>({64, 3}, 4).to_vector();
+  std::size_t at = 0;
+  for (const auto& b : uploaded) {
+    const auto v = fx::to<fx::cpu>(b).to_vector();
+    CHECK(v == std::vector<float>(rows.begin() + static_cast<std::ptrdiff_t>(at), rows.begin() + static_cast<std::ptrdiff_t>(at + v.size())));
+    at += v.size();
+    CHECK(fx::detail::current_stream_id() == fx::detail::shared_stream_id);  // the consumer's scope is its own
+  }
+  CHECK(at == rows.size());
+  REQUIRE(seen.size() == 64);
+  int by_producers = 0;
+  for (const auto& [thread, stream] : seen) {
+    if (thread == consumer) {
+      CHECK(stream == fx::detail::shared_stream_id);
+    } else {
+      CHECK(stream != fx::detail::shared_stream_id);
+      ++by_producers;
+    }
+  }
+  MESSAGE(by_producers << " of 64 rows were made on producing threads");
 }

@@ -1,13 +1,15 @@
-// One stream per host thread on fx::cuda (backend/cuda/stream.hpp), and the caching allocator's
-// bookkeeping of which stream may still use a free block. Under Thrust's OpenMP system there are no
-// streams, but each thread gets a stream id and the allocator decides and counts its waits exactly
-// as on a GPU, which is what these tests check; scripts/run-gpu-tests.sh runs them on one.
+// Streams on fx::cuda (backend/cuda/stream.hpp): the shared stream, a thread's own stream in an
+// fx::own_stream scope, and the caching allocator's bookkeeping of which stream may still use a
+// free block. Under Thrust's OpenMP system there are no streams, but each stream has an id and the
+// allocator decides and counts its waits exactly as on a GPU, which is what these tests check;
+// scripts/run-gpu-tests.sh runs them on one.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -32,43 +34,79 @@ bool close(const std::vector<float>& got, const std::vector<float>& want) {
 
 }  // namespace
 
-TEST_CASE("cuda streams: each host thread has a stream of its own, which ends with the thread") {
-  const std::uint32_t mine = fx::detail::current_stream_id();
-  CHECK(mine != 0);
-  CHECK(fx::detail::current_stream_id() == mine);  // made once
-  CHECK(fx::detail::stream_registry::instance().alive(mine));
-  std::uint32_t theirs = 0;
-  std::thread other([&] { theirs = fx::detail::current_stream_id(); });
+TEST_CASE("cuda streams: threads share one stream; fx::own_stream gives a thread its own, which ends with the thread") {
+  CHECK(fx::detail::current_stream_id() == fx::detail::shared_stream_id);
+  std::uint32_t theirs_default = 0, theirs_own = 0, theirs_nested = 0, theirs_after = 0;
+  std::thread other([&] {
+    theirs_default = fx::detail::current_stream_id();
+    {
+      fx::own_stream mine;
+      theirs_own = fx::detail::current_stream_id();
+      {
+        fx::own_stream again;  // scopes nest: the same stream
+        theirs_nested = fx::detail::current_stream_id();
+      }
+      CHECK(fx::detail::current_stream_id() == theirs_own);
+    }
+    theirs_after = fx::detail::current_stream_id();
+    CHECK(fx::detail::stream_registry::instance().alive(theirs_own));  // kept until the thread ends
+  });
   other.join();
-  CHECK(theirs != 0);
-  CHECK(theirs != mine);
-  CHECK(!fx::detail::stream_registry::instance().alive(theirs));  // gone with its thread
-  CHECK(fx::detail::stream_registry::instance().alive(mine));
+  CHECK(theirs_default == fx::detail::shared_stream_id);
+  CHECK(theirs_own != fx::detail::shared_stream_id);
+  CHECK(theirs_nested == theirs_own);
+  CHECK(theirs_after == fx::detail::shared_stream_id);
+  CHECK(!fx::detail::stream_registry::instance().alive(theirs_own));  // gone with its thread
+  std::uint32_t second = 0;
+  std::thread another([&] {
+    fx::own_stream mine;
+    second = fx::detail::current_stream_id();
+  });
+  another.join();
+  CHECK(second != theirs_own);  // ids are never reused
+  CHECK(fx::detail::stream_registry::instance().alive(fx::detail::shared_stream_id));
+}
+
+TEST_CASE("cuda memory: threads on the shared stream reuse each other's blocks at once") {
+  fx::memory::empty_cache<fx::cuda>();
+  const auto x = filled<float>({2468}, 4);
+  { auto g = fx::to<fx::cuda>(x); }
+  const auto waits = stream_waits();
+  const auto mallocs = system_allocations();
+  std::vector<float> seen;
+  std::thread other([&] { seen = fx::to<fx::cuda>(x).to_vector(); });
+  other.join();
+  CHECK(seen == x.to_vector());
+  CHECK(stream_waits() == waits);  // one stream: the order the host queued the work in is enough
+  CHECK(system_allocations() == mallocs);
 }
 
 TEST_CASE("cuda memory: a block is reused at once on the stream that freed it, and after one queued wait on another") {
   fx::memory::empty_cache<fx::cuda>();
   const auto x = filled<float>({12345}, 3);
-  { auto g = fx::to<fx::cuda>(x); }  // made and freed on this thread: tagged with its stream
+  { auto g = fx::to<fx::cuda>(x); }  // made and freed on the shared stream
   const auto waits = stream_waits();
   const auto mallocs = system_allocations();
   {
     auto g = fx::to<fx::cuda>(x);
     CHECK(g.to_vector() == x.to_vector());
   }
-  CHECK(stream_waits() == waits);  // the same stream: its order is enough
+  CHECK(stream_waits() == waits);
   CHECK(system_allocations() == mallocs);
   std::vector<float> seen;
-  std::thread other([&] { seen = fx::to<fx::cuda>(x).to_vector(); });
+  std::thread other([&] {
+    fx::own_stream mine;
+    seen = fx::to<fx::cuda>(x).to_vector();
+  });
   other.join();
   CHECK(seen == x.to_vector());
-  CHECK(stream_waits() == waits + 1);  // another stream: waits for this one's work on the block
+  CHECK(stream_waits() == waits + 1);  // its own stream: waits for the shared stream's work on the block
   CHECK(system_allocations() == mallocs);
 }
 
-TEST_CASE("cuda memory: a buffer handed from one thread to another and freed there") {
-  // The maker allocates two buffers, finishes its work on them and hands them over, then waits
-  // until the receiver has freed them before it allocates again.
+TEST_CASE("cuda memory: a buffer made on a thread's own stream, handed over and freed on the shared stream") {
+  // The maker allocates two buffers on its own stream, finishes its work on them and hands them
+  // over, then waits until the receiver has freed them before it allocates again.
   fx::memory::empty_cache<fx::cuda>();
   const auto x = filled<float>({7777}, 5);
   std::promise<std::vector<fx::tensor<float, fx::cuda>>> handed;
@@ -76,12 +114,13 @@ TEST_CASE("cuda memory: a buffer handed from one thread to another and freed the
   std::int64_t waits_before_maker = 0, waits_after_maker = 0;
   std::vector<float> seen;
   std::thread maker([&] {
+    fx::own_stream mine;
     std::vector<fx::tensor<float, fx::cuda>> made{fx::to<fx::cuda>(x), fx::to<fx::cuda>(x * 2.f)};
     fx::synchronize<fx::cuda>();  // finished before another thread uses them
     handed.set_value(std::move(made));
     freed.get_future().wait();
     waits_before_maker = stream_waits();
-    seen = fx::to<fx::cuda>(x).to_vector();  // takes the block the receiver freed, after its event
+    seen = fx::to<fx::cuda>(x).to_vector();  // takes a block the receiver freed, after its event
     waits_after_maker = stream_waits();
   });
   auto got = handed.get_future().get();
@@ -102,10 +141,13 @@ TEST_CASE("cuda memory: a buffer handed from one thread to another and freed the
   CHECK(system_allocations() == mallocs);              // every buffer came from the cache
 }
 
-TEST_CASE("cuda memory: the blocks a thread freed are reused at once by any stream once it has ended") {
+TEST_CASE("cuda memory: the blocks freed on a thread's own stream are reused at once by any stream once the thread has ended") {
   fx::memory::empty_cache<fx::cuda>();
   const auto x = filled<double>({4321}, 9);
-  std::thread gone([&] { auto g = fx::to<fx::cuda>(x * 3.0); });  // its stream finished and ended with it
+  std::thread gone([&] {
+    fx::own_stream mine;
+    auto g = fx::to<fx::cuda>(x * 3.0);
+  });  // its stream finished and ended with it
   gone.join();
   const auto waits = stream_waits();
   const auto mallocs = system_allocations();
@@ -123,9 +165,10 @@ TEST_CASE("cuda streams: fx::synchronize waits for this thread's work; on the cp
   CHECK(h.to_vector() == fx::tensor<float>(fx::to<fx::cpu>(g) * 2.f + 1.f).to_vector());
 }
 
-TEST_CASE("cuda streams: threads computing at once, each on its own stream, get the cpu's results from one shared cache") {
-  // Four threads allocate and free buffers of the same few size classes at once, and hand some
-  // results to this thread, which frees them: the cache's bookkeeping under contention.
+TEST_CASE("cuda streams: threads computing at once, on their own streams and the shared one, get the cpu's results from one cache") {
+  // Four threads (two on streams of their own) allocate and free buffers of the same few size
+  // classes at once, and hand some results to this thread, which frees them: the cache's
+  // bookkeeping under contention.
   fx::memory::empty_cache<fx::cuda>();
   constexpr int threads = 4, rounds = 60;
   const auto mallocs = system_allocations();
@@ -135,6 +178,8 @@ TEST_CASE("cuda streams: threads computing at once, each on its own stream, get 
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t)
     workers.emplace_back([&, t] {
+      std::optional<fx::own_stream> mine;
+      if (t % 2) mine.emplace();
       for (int r = 0; r < rounds; ++r) {
         const fx::index_t n = 500 + 250 * ((t + r) % 3);
         const auto a = filled<float>({n}, 100 * t + r), b = filled<float>({n}, 100 * t + r + 1);
@@ -154,7 +199,7 @@ TEST_CASE("cuda streams: threads computing at once, each on its own stream, get 
   REQUIRE(handed.size() == std::size_t(threads * rounds / 5));
   for (const auto& [got, want] : handed) CHECK(close(got.to_vector(), want));
   handed.clear();  // freed here, made on threads that have ended
-  // Each thread holds at most three buffers of one class at a time (a, b, y, and the buffers
-  // handed over stay live): far fewer system allocations than the 3 * 240 requests.
+  // Each thread holds at most three buffers of one class at a time (a, b, y), and the buffers
+  // handed over stay live: far fewer system allocations than the 3 * 240 requests.
   CHECK(system_allocations() - mallocs <= 3 * threads * 3 + threads * rounds / 5);
 }

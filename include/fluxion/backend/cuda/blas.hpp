@@ -1,5 +1,6 @@
 // cuBLAS for fx::matmul on fx::cuda: float and double products go to cublas{S,D}gemm (strided-batched
-// when the batch is evenly spaced), one handle per host thread, on that thread's stream (stream.hpp).
+// when the batch is evenly spaced), one handle per host thread, on the thread's current stream
+// (stream.hpp).
 //
 //   fx::tensor<float, fx::cuda> c = fx::matmul(a, b);   // cublasSgemm, full float32
 //   fx::allow_tf32(true);                                 // opt in: float products on TF32 tensor cores
@@ -70,24 +71,22 @@ inline void check(cublasStatus_t s, const char* call, index_t m, index_t n, inde
                              ", batch=" + std::to_string(batch) + ")");
 }
 
-/// This thread's cuBLAS handle, created on first use and destroyed with the thread (before its
-/// stream, which is made first), queuing on the thread's stream.
+/// This thread's cuBLAS handle, created on first use and destroyed with the thread, queuing on the
+/// thread's current stream (set again when the thread has moved to another: fx::own_stream).
 inline cublasHandle_t handle() {
   struct owner {
     cublasHandle_t h = nullptr;
-    owner() {
-      const cudaStream_t stream = current_stream();
-      check(cublasCreate(&h), "cublasCreate", 0, 0, 0, 0);
-      if (cublasStatus_t s = cublasSetStream(h, stream); s != CUBLAS_STATUS_SUCCESS) {
-        cublasDestroy(h);
-        check(s, "cublasSetStream", 0, 0, 0, 0);
-      }
-    }
+    cudaStream_t bound = nullptr;
+    owner() { check(cublasCreate(&h), "cublasCreate", 0, 0, 0, 0); }
     ~owner() {
       if (h) cublasDestroy(h);
     }
   };
   thread_local owner o;
+  if (const cudaStream_t stream = current_stream(); o.bound != stream) {
+    check(cublasSetStream(o.h, stream), "cublasSetStream", 0, 0, 0, 0);
+    o.bound = stream;
+  }
   return o.h;
 }
 

@@ -116,24 +116,22 @@ inline void check(cudnnStatus_t status, const char* op, const char* call, const 
                            std::to_string(s.out_c) + ")");
 }
 
-/// This thread's cuDNN handle, created on first use and destroyed with the thread (before its
-/// stream, which is made first); it queues on the thread's stream, as cuBLAS and the Thrust kernels do.
+/// This thread's cuDNN handle, created on first use and destroyed with the thread; it queues on the
+/// thread's current stream (stream.hpp), as cuBLAS and the Thrust kernels do.
 inline cudnnHandle_t handle() {
   struct owner {
     cudnnHandle_t h = nullptr;
-    owner() {
-      const cudaStream_t stream = current_stream();
-      check(cudnnCreate(&h), "conv2d", "cudnnCreate", {});
-      if (cudnnStatus_t s = cudnnSetStream(h, stream); s != CUDNN_STATUS_SUCCESS) {
-        cudnnDestroy(h);
-        check(s, "conv2d", "cudnnSetStream", {});
-      }
-    }
+    cudaStream_t bound = nullptr;
+    owner() { check(cudnnCreate(&h), "conv2d", "cudnnCreate", {}); }
     ~owner() {
       if (h) cudnnDestroy(h);
     }
   };
   thread_local owner o;
+  if (const cudaStream_t stream = current_stream(); o.bound != stream) {
+    check(cudnnSetStream(o.h, stream), "conv2d", "cudnnSetStream", {});
+    o.bound = stream;
+  }
   return o.h;
 }
 

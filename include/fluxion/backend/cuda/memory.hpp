@@ -9,9 +9,10 @@
 //   assert(fx::memory::stats<fx::cuda>().allocations == before.allocations + 1);
 //
 // fx::memory::empty_cache<fx::cuda>() frees the whole process's cached device buffers (the cpu
-// cache is per thread). Each thread queues on a stream of its own (stream.hpp): a cached block
-// remembers the stream whose work may still use it, and another stream that reuses it first waits
-// for that work through a CUDA event (counted in stats().stream_waits). Everything goes through Thrust (thrust::device_malloc, thrust::copy), so
+// cache is per thread). Threads queue on the shared stream or, in an fx::own_stream scope, on a
+// stream of their own (stream.hpp): a cached block remembers the stream whose work may still use
+// it, and another stream that reuses it first waits for that work through a CUDA event (counted in
+// stats().stream_waits). Everything goes through Thrust (thrust::device_malloc, thrust::copy), so
 // under nvcc it is CUDA memory, and under a host compiler with
 // THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP it is host memory: the same code is tested on
 // machines without a GPU.
@@ -47,9 +48,9 @@
 namespace fluxion::detail {
 
 /// The execution policy of every fx::cuda kernel. On a GPU, kernels are queued on this thread's
-/// stream (stream.hpp) without waiting for them (thrust::cuda::par_nosync), as in PyTorch: the host
-/// goes on building the next statement while the device computes. Reading values back (item,
-/// to<cpu>, printing) waits for the stream. Buffers released while kernels that use them are still
+/// current stream (stream.hpp: the shared one, or its own) without waiting for them
+/// (thrust::cuda::par_nosync), as in PyTorch: the host goes on building the next statement while
+/// the device computes. Reading values back (item, to<cpu>, printing) waits for the stream. Buffers released while kernels that use them are still
 /// queued go back to the cache tagged with the stream, and a kernel on another stream gets them only
 /// after that work (device_cache::allocate), so reuse is safe. Define FLUXION_CUDA_SYNC to wait
 /// after every kernel instead, so that a failing kernel is reported by the statement that launched
@@ -68,14 +69,15 @@ inline auto kernel_policy() {
 /// cache for all threads, behind a mutex: device memory is scarce, so one thread's freed buffers
 /// must serve every other thread, and device allocations are rare enough that the lock is cheap.
 ///
-/// Streams. A free block is tagged with the stream of the thread that freed it, whose queued work
-/// may still use it (a thread hands a tensor to another only once its own work on it is finished:
-/// stream.hpp). The same stream, or any stream for a block of an ended thread, reuses it at once:
-/// the stream's order does the rest. Another stream first waits for that work: for a block freed
-/// on a thread other than the one that made it (a prefetched batch, freed by the training loop),
-/// the freeing thread recorded an event on its stream when it freed the block, so the wait ends
-/// with the block's last use; otherwise an event is recorded on the tagged stream when the block is
-/// taken. Either way the wait is queued on the device, and the host goes on.
+/// Streams. A free block is tagged with the stream its thread queued on when it freed it, whose
+/// queued work may still use it (work on a thread's own stream is finished, or ordered before the
+/// shared stream, before another thread gets its tensors: stream.hpp). The same stream, or any
+/// stream for a block of an ended thread's stream, reuses it at once: the stream's order does the
+/// rest. Another stream first waits for that work: for a block freed on another stream than the
+/// one it was made on (a prefetched batch, made on the producer's stream and freed by the training
+/// loop), the freeing thread recorded an event on its stream when it freed the block, so the wait
+/// ends with the block's last use; otherwise an event is recorded on the tagged stream when the
+/// block is taken. Either way the wait is queued on the device, and the host goes on.
 class device_cache {
  public:
   /// The most bytes cached; beyond it the blocks cached longest ago go back to the device.
@@ -121,7 +123,7 @@ class device_cache {
   void deallocate(void* p, std::size_t actual, std::uint32_t made_on) noexcept {
     int idx;
     size_class(actual, idx);
-    const std::uint32_t stream = t_stream_id;  // never makes a stream: freeing queues nothing
+    const std::uint32_t stream = current_stream_id();
     std::lock_guard<std::mutex> lk(m_mutex);
     --m_stats.buffers_in_use;
     m_stats.bytes_in_use -= static_cast<std::int64_t>(actual);
@@ -288,7 +290,7 @@ struct device_allocator<cuda> {
   }
   /// A block freed on the thread that allocated it; buffers freed elsewhere say where they were made.
   static void deallocate(void* p, std::size_t actual) noexcept {
-    device_cache::instance().deallocate(p, actual, t_stream_id);
+    device_cache::instance().deallocate(p, actual, current_stream_id());
   }
   static memory::statistics stats() { return device_cache::instance().stats(); }
   static void empty_cache() noexcept { device_cache::instance().release_all(); }
@@ -337,7 +339,7 @@ struct buffer_factory<cuda> {
     h->data = data;
     h->actual = host_actual;
     h->device_bytes = device_actual;
-    h->made_on = t_stream_id;  // set by allocate
+    h->made_on = current_stream_id();
     h->release = [](buffer_header* b) noexcept {
       auto* d = static_cast<device_buffer_header*>(b);
       device_cache::instance().deallocate(d->data, d->device_bytes, d->made_on);
@@ -446,6 +448,10 @@ class pinned_staging {
 /// pinned_staging on a GPU); copies to the host wait for the values.
 template <>
 struct device_memory<cuda> {
+  /// The scope in which a thread that makes elements for another (dataset::prefetch) queues its
+  /// work: a stream of its own, beside the consumer's.
+  using thread_scope = ::fluxion::own_stream;
+
   template <class T>
   static void to_device(T* dst, const T* src, index_t n) {
     if (n <= 0) return;
@@ -472,11 +478,10 @@ struct device_memory<cuda> {
 #endif
   }
 
-  /// Waits until the work this thread queued on the device has finished: before a device tensor it
-  /// made is handed to another thread (stream.hpp).
+  /// Waits until the work queued on this thread's current stream has finished: before a device
+  /// tensor made on its own stream is handed to another thread (stream.hpp).
   static void fence() {
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
-    if (t_stream_id == 0) return;  // this thread queued nothing on a stream of its own
     if (cudaError_t e = cudaStreamSynchronize(current_stream()); e != cudaSuccess)
       throw std::runtime_error(std::string("fx::synchronize<fx::cuda>: cudaStreamSynchronize failed: ") +
                                cudaGetErrorString(e));
