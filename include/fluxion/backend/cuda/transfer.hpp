@@ -8,7 +8,7 @@
 // then its elements are copied in one transfer. Moving to the device a tensor is already on returns
 // that tensor itself: a handle to the same storage, no copy.
 //
-// fx::synchronize<fx::cuda>() waits for the work this thread queued on the GPU (its stream).
+// fx::synchronize<fx::cuda>() waits for the work queued on this thread's current stream.
 #pragma once
 
 #include <type_traits>
@@ -33,9 +33,10 @@ auto to(const X& x) {
   else return detail::device_copy<To>(source);
 }
 
-/// Waits until the work this thread queued on Device has finished (fx::cuda: this thread's stream,
-/// backend/cuda/stream.hpp; on the cpu work is done when the statement returns). Call it before
-/// handing a device tensor this thread made to another thread; dataset::prefetch does so.
+/// Waits until the work queued on this thread's current stream has finished (fx::cuda: the shared
+/// stream, or the thread's own inside an fx::own_stream scope, backend/cuda/stream.hpp; on the cpu
+/// work is done when the statement returns). Inside an fx::own_stream scope, call it before a
+/// device tensor this thread made goes to another thread; dataset::prefetch does so.
 template <device Device>
 void synchronize() {
   if constexpr (requires { detail::device_memory<Device>::fence(); }) detail::device_memory<Device>::fence();
