@@ -130,44 +130,38 @@ decltype(auto) invoke_on(F& f, E&& e) {
   else static_assert(std::is_invocable_v<F&, E&&>, "fluxion::data::dataset::map: f cannot be called with the element");
 }
 
-/// Waits until the device work this thread queued is finished, for each asynchronous device
-/// (fx::cuda) that has a tensor in the element, so that another thread may use it
-/// (backend/cuda/stream.hpp). Nothing to do for cpu tensors and other values.
-template <class E>
-void fence_element(const E& e) {
-  if constexpr (is_tensor_v<E>) {
-    using D = device_t<E>;
-    if constexpr (requires { ::fluxion::detail::device_memory<D>::fence(); })
-      ::fluxion::detail::device_memory<D>::fence();
-  } else if constexpr (is_tuple_like_v<E>) {
-    std::apply([](const auto&... parts) { (fence_element(parts), ...); }, e);
-  }
-}
+/// What a thread that makes elements for another thread uses when the elements hold no tensors of
+/// an asynchronous device: no scope, nothing to wait for.
+struct synchronous_elements {
+  struct thread_scope {};
+  static void fence() noexcept {}
+};
 
-struct no_thread_scope {};
-
-/// The first of the scopes that is not no_thread_scope (the last when all are).
+/// The first of the candidates that is not synchronous_elements (the last when all are).
 template <class First, class... Rest>
-constexpr auto first_thread_scope(First first, Rest... rest) {
-  if constexpr (!std::is_same_v<typename First::type, no_thread_scope> || sizeof...(Rest) == 0) return first;
-  else return first_thread_scope(rest...);
+constexpr auto first_asynchronous(First first, Rest... rest) {
+  if constexpr (!std::is_same_v<typename First::type, synchronous_elements> || sizeof...(Rest) == 0) return first;
+  else return first_asynchronous(rest...);
 }
 
-/// The scope a thread opens to make elements of type E for another thread: the thread_scope of the
-/// first device with tensors in E that has one (fx::cuda: fx::own_stream, a stream of the thread's
-/// own), else no_thread_scope. As a std::type_identity.
+/// How a thread makes elements of type E for another thread (dataset::prefetch): the device memory
+/// of the first device with tensors in E whose work is asynchronous (fx::cuda), which gives the
+/// thread_scope to make them in (fx::own_stream: a stream of the thread's own) and the fence() that
+/// finishes them before they are handed over (backend/cuda/stream.hpp); else
+/// synchronous_elements. As a std::type_identity.
 template <class E>
-constexpr auto thread_scope_for() {
+constexpr auto element_producer() {
   if constexpr (is_tensor_v<E>) {
     using memory = ::fluxion::detail::device_memory<device_t<E>>;
-    if constexpr (requires { typename memory::thread_scope; }) return std::type_identity<typename memory::thread_scope>{};
-    else return std::type_identity<no_thread_scope>{};
+    if constexpr (requires { typename memory::thread_scope; }) return std::type_identity<memory>{};
+    else return std::type_identity<synchronous_elements>{};
   } else if constexpr (is_tuple_like_v<E>) {
     return []<std::size_t... I>(std::index_sequence<I...>) {
-      return first_thread_scope(std::type_identity<no_thread_scope>{}, thread_scope_for<std::tuple_element_t<I, E>>()...);
+      return first_asynchronous(std::type_identity<synchronous_elements>{},
+                                element_producer<std::tuple_element_t<I, E>>()...);
     }(std::make_index_sequence<std::tuple_size_v<E>>{});
   } else {
-    return std::type_identity<no_thread_scope>{};
+    return std::type_identity<synchronous_elements>{};
   }
 }
 
@@ -605,8 +599,8 @@ class dataset {
     /// Makes the next element if there is room for it, holding m_produce throughout so that
     /// elements enter the queue in the upstream's order. With wait = false it gives up at once when
     /// someone else is making one. Whether it made (or ended on) an element. An element made on
-    /// another thread than the consumer's is made on that thread's own stream (for fx::cuda
-    /// tensors: thread_scope_for), and finished before it is handed over (fence_element).
+    /// another thread than the consumer's is made in that thread's scope for its device (fx::cuda:
+    /// its own stream) and finished before it is handed over (element_producer).
     bool produce(bool wait, bool by_consumer) noexcept {
       std::unique_lock producing(m_produce, std::defer_lock);
       if (wait) producing.lock();
@@ -618,12 +612,12 @@ class dataset {
       std::exception_ptr error;
       std::optional<Element> e;
       try {
-        using scope = typename decltype(detail::thread_scope_for<Element>())::type;
-        std::optional<scope> own;
+        using producer = typename decltype(detail::element_producer<Element>())::type;
+        std::optional<typename producer::thread_scope> own;
         if (!by_consumer) own.emplace();
         if (!m_next) m_next = (*m_up)(m_pass);
         e = m_next();
-        if (e && !by_consumer) detail::fence_element(*e);
+        if (e && !by_consumer) producer::fence();
       } catch (...) {
         error = std::current_exception();
       }

@@ -92,11 +92,11 @@ TEST_CASE("cuda data: prefetch_to<cuda> on single tensors and pairs; other value
 TEST_CASE("cuda data: a prefetching thread makes device elements on a stream of its own; the consumer on its stream") {
   // Elements with device tensors are made inside fx::own_stream on the producing threads (the
   // upload beside the training step), and on the consumer's current stream when it makes one itself.
-  static_assert(std::is_same_v<decltype(fx::data::detail::thread_scope_for<
-                                        std::tuple<std::int64_t, fx::tensor<float, fx::cuda>>>())::type,
-                               fx::own_stream>);
-  static_assert(std::is_same_v<decltype(fx::data::detail::thread_scope_for<std::pair<fx::tensor<float>, int>>())::type,
-                               fx::data::detail::no_thread_scope>);
+  using cuda_elements = decltype(fx::data::detail::element_producer<
+                                 std::tuple<std::int64_t, fx::tensor<float, fx::cuda>>>())::type;
+  static_assert(std::is_same_v<cuda_elements::thread_scope, fx::own_stream>);
+  static_assert(std::is_same_v<decltype(fx::data::detail::element_producer<std::pair<fx::tensor<float>, int>>())::type,
+                               fx::data::detail::synchronous_elements>);
   const auto consumer = std::this_thread::get_id();
   std::mutex seen_mutex;
   std::vector<std::pair<std::thread::id, std::uint32_t>> seen;  // the thread, its stream

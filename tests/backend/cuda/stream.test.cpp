@@ -24,6 +24,20 @@ using fluxion_test::filled;
 std::int64_t stream_waits() { return fx::memory::stats<fx::cuda>().stream_waits; }
 std::int64_t system_allocations() { return fx::memory::stats<fx::cuda>().system_allocations; }
 
+/// Uploads x on this thread's current stream and checks that a cached block served it, with no
+/// stream wait.
+template <class T>
+void check_reused_at_once(const fx::tensor<T>& x) {
+  const auto waits = stream_waits();
+  const auto mallocs = system_allocations();
+  {
+    auto g = fx::to<fx::cuda>(x);
+    CHECK(g.to_vector() == x.to_vector());
+  }
+  CHECK(stream_waits() == waits);
+  CHECK(system_allocations() == mallocs);
+}
+
 /// Whether got equals want within float rounding (the device's sin is not the cpu's SIMD one).
 bool close(const std::vector<float>& got, const std::vector<float>& want) {
   if (got.size() != want.size()) return false;
@@ -85,14 +99,9 @@ TEST_CASE("cuda memory: a block is reused at once on the stream that freed it, a
   fx::memory::empty_cache<fx::cuda>();
   const auto x = filled<float>({12345}, 3);
   { auto g = fx::to<fx::cuda>(x); }  // made and freed on the shared stream
+  check_reused_at_once(x);
   const auto waits = stream_waits();
   const auto mallocs = system_allocations();
-  {
-    auto g = fx::to<fx::cuda>(x);
-    CHECK(g.to_vector() == x.to_vector());
-  }
-  CHECK(stream_waits() == waits);
-  CHECK(system_allocations() == mallocs);
   std::vector<float> seen;
   std::thread other([&] {
     fx::own_stream mine;
@@ -149,12 +158,7 @@ TEST_CASE("cuda memory: the blocks freed on a thread's own stream are reused at 
     auto g = fx::to<fx::cuda>(x * 3.0);
   });  // its stream finished and ended with it
   gone.join();
-  const auto waits = stream_waits();
-  const auto mallocs = system_allocations();
-  auto g = fx::to<fx::cuda>(x);
-  CHECK(g.to_vector() == x.to_vector());
-  CHECK(stream_waits() == waits);
-  CHECK(system_allocations() == mallocs);
+  check_reused_at_once(x);
 }
 
 TEST_CASE("cuda streams: fx::synchronize waits for this thread's work; on the cpu it has nothing to wait for") {

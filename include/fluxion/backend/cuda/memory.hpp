@@ -136,7 +136,7 @@ class device_cache {
     // refused by it and paying cudaMalloc and a synchronizing cudaFree on every step.
     while (m_cached + actual > max_cached_bytes) evict_oldest_locked();
     cached_block b{p, actual, ++m_clock, stream, stream_event{}, false};
-    if (stream != 0 && stream != made_on) b.has_event = record_locked(stream, b.event);  // handed over
+    if (stream != made_on) b.has_event = record_locked(stream, b.event);  // handed over
     try {
       m_free[static_cast<std::size_t>(idx)].push_back(b);
     } catch (...) {
@@ -193,16 +193,16 @@ class device_cache {
     void* data;
     std::size_t bytes;
     std::uint64_t freed_at;  // m_clock when it was cached: the smallest is evicted first
-    std::uint32_t stream;    // the stream whose queued work may still use it (0: none)
+    std::uint32_t stream;    // the stream whose queued work may still use it
     stream_event event;      // with has_event: recorded on `stream` when the block was freed
     bool has_event;
   };
 
-  /// Which cached block of a size class a thread on `stream` takes: the latest freed on its own
-  /// stream or on none (no wait); else the latest with an event (the shortest wait); else the latest.
+  /// Which cached block of a size class a thread on `stream` takes: the latest freed on its stream
+  /// (no wait); else the latest with an event (the shortest wait); else the latest.
   static std::size_t pick_locked(const std::vector<cached_block>& list, std::uint32_t stream) noexcept {
     for (std::size_t i = list.size(); i-- > 0;)
-      if (list[i].stream == stream || list[i].stream == 0) return i;
+      if (list[i].stream == stream) return i;
     for (std::size_t i = list.size(); i-- > 0;)
       if (list[i].has_event) return i;
     return list.size() - 1;
@@ -211,7 +211,7 @@ class device_cache {
   /// Makes `stream` wait for the work that may still use block b, when that work is on another
   /// stream that has not ended. A failure to queue the wait falls back to waiting on the host.
   void order_after_locked(cached_block& b, std::uint32_t stream) noexcept {
-    if (b.stream != 0 && b.stream != stream && stream_registry::instance().alive(b.stream)) {
+    if (b.stream != stream && stream_registry::instance().alive(b.stream)) {
       bool queued = b.has_event || record_locked(b.stream, b.event);
       b.has_event = b.has_event || queued;
 #if FLUXION_CUDA_STREAMS

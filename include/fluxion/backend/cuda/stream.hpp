@@ -57,7 +57,7 @@ using stream_event = std::uintptr_t;
 inline stream_handle shared_stream_handle() noexcept { return 1; }
 #endif
 
-/// Stream ids: 0 is none (no work can be pending), 1 the shared stream, then the threads' own.
+/// Stream ids: 1 is the shared stream, then the threads' own.
 inline constexpr std::uint32_t shared_stream_id = 1;
 
 /// The live streams by id (ids are never reused). A thread's stream leaves it, finished, before it
