@@ -7,6 +7,8 @@
 
 #include <fluxion/testing/check_gradients.hpp>
 
+#include <limits>
+
 namespace {
 
 using fx::testing::check_gradients;
@@ -138,6 +140,25 @@ TEST_CASE("rules: max_pool2d routes a tie's gradient to the window's first maxim
   const fx::tensor<double> x = fx::reshape(fx::tensor<double>{1.0, 3.0, 3.0, 2.0}, {1, 2, 2, 1});
   const auto g = fx::gradients_function([](const auto& v) { return fx::max_pool2d(v, 2, 2); })(x)[0];
   CHECK(g.to_vector() == std::vector<double>{0, 1, 0, 0});
+}
+
+TEST_CASE("rules: max_pool2d sends a window's gradient to its first NaN") {
+  // A NaN beats every number (as reduce_max's rule): window (0, 0) holds NaN at its second and fourth
+  // pixels, window (0, 1) at its last; 17 channels cover vector lanes and a remainder.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto x = test::random_tensor<double>({1, 4, 4, 17}, 32, -1, 1);
+  auto at = [&](fx::index_t h, fx::index_t w, fx::index_t c) -> double& { return x.mutable_data()[(h * 4 + w) * 17 + c]; };
+  for (fx::index_t c = 0; c < 17; ++c) at(0, 1, c) = at(1, 1, c) = at(1, 3, c) = nan;
+  fx::gradient_tape tape;
+  tape.watch(x);
+  fx::tensor<double> s = fx::reduce_sum(fx::max_pool2d(x, 2, 2) * 3.0);
+  const auto g = tape.gradient(s, x).to_vector();
+  REQUIRE(g.size() == 4 * 4 * 17);
+  for (fx::index_t c = 0; c < 17; ++c) {
+    CHECK(g[static_cast<std::size_t>((0 * 4 + 1) * 17 + c)] == 3.0);
+    CHECK(g[static_cast<std::size_t>((1 * 4 + 1) * 17 + c)] == 0.0);
+    CHECK(g[static_cast<std::size_t>((1 * 4 + 3) * 17 + c)] == 3.0);
+  }
 }
 
 TEST_CASE("rules: second derivatives of conv2d, max_pool2d and avg_pool2d") {

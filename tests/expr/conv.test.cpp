@@ -168,6 +168,31 @@ TEST_CASE_TEMPLATE("max_pool2d and avg_pool2d match a direct loop", T, float, do
   }
 }
 
+TEST_CASE_TEMPLATE("max_pool2d: a NaN is its window's maximum, and the routing picks the first NaN", T, float, double) {
+  // As reduce_max, TensorFlow and PyTorch (the gradient: tests/autodiff/rules_conv.test.cpp). One image, 4x4x17 (vector lanes and a remainder), 2x2
+  // windows: the window at (0, 0) holds NaN at its second and fourth pixels, the one at (0, 1) at its
+  // last, the others none.
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  auto x = test::random_tensor<T>({1, 4, 4, 17}, 31, -1, 1);
+  auto at = [&](fx::index_t h, fx::index_t w, fx::index_t c) -> T& { return x.mutable_data()[(h * 4 + w) * 17 + c]; };
+  for (fx::index_t c = 0; c < 17; ++c) at(0, 1, c) = at(1, 1, c) = at(1, 3, c) = nan;
+  fx::tensor<T> y = fx::max_pool2d(x, 2, 2);
+  const auto yv = y.to_vector();
+  for (fx::index_t i = 0; i < y.size(); ++i) {
+    const fx::index_t window = i / 17;
+    CHECK(std::isnan(yv[static_cast<std::size_t>(i)]) == (window < 2));
+  }
+  // The routing's adjoint (max pooling's jvp and second derivatives) picks the same elements.
+  const auto geometry = fx::detail::kernels::pool2d_tf_shape(1, 4, 4, 17, 2, 2, 2, 2, fx::detail::kernels::padding_mode::valid);
+  std::vector<T> h(static_cast<std::size_t>(x.size())), picked(static_cast<std::size_t>(y.size()));
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<T>(i);
+  fx::detail::max_pool2d_select(geometry, x.data(), h.data(), picked.data());
+  for (fx::index_t c = 0; c < 17; ++c) {
+    CHECK(picked[static_cast<std::size_t>(c)] == static_cast<T>((0 * 4 + 1) * 17 + c));
+    CHECK(picked[static_cast<std::size_t>(17 + c)] == static_cast<T>((1 * 4 + 3) * 17 + c));
+  }
+}
+
 TEST_CASE("pooling takes expressions and variables") {
   const auto x = test::random_tensor<float>({1, 4, 4, 2}, 30);
   fx::variable<float> v(x);

@@ -121,3 +121,42 @@ TEST_CASE("model: a variable of the model's own, listed in FLUXION_LAYERS, is na
   w(x);
   CHECK(w.variables()[2]->name() == "inner/temperature");
 }
+
+TEST_CASE("model: summary() lists the members by name and kind, nested models indented, as Keras's") {
+  outer net;
+  // Before the first call the dense members have no variables: their rows say so.
+  const std::string before = net.summary();
+  CHECK(before ==
+        "layer                      output shape          params\n"
+        "body (model)                                     56\n"
+        "  trunk (sequential)       (batch, 8)            56\n"
+        "    dense                  (batch, 8)            56\n"
+        "    relu                   (batch, 8)            0\n"
+        "  classes (dense)          not built             0\n"
+        "  score (dense)            not built             0\n"
+        "head (dense)               not built             0\n"
+        "total trainable parameters: 56\n"
+        "(call the model once to build the layers marked 'not built' and count their parameters)\n");
+  net(fx::zeros<float>({2, 6}));
+  CHECK(net.summary() ==
+        "layer                      output shape          params\n"
+        "body (model)                                     92\n"
+        "  trunk (sequential)       (batch, 8)            56\n"
+        "    dense                  (batch, 8)            56\n"
+        "    relu                   (batch, 8)            0\n"
+        "  classes (dense)                                27\n"
+        "  score (dense)                                  9\n"
+        "head (dense)                                     8\n"
+        "total trainable parameters: 100\n");
+  CHECK(net.count_params() == (6 * 8 + 8) + (8 * 3 + 3) + (8 + 1) + (3 * 2 + 2));
+
+  // A variable of the model's own has a row of its own; non-trainable ones count no parameters.
+  tempered t;
+  t(fx::zeros<float>({1, 4}));
+  CHECK(t.summary() ==
+        "layer                      output shape          params\n"
+        "head (dense)                                     15\n"
+        "temperature (variable)     ()                    1\n"
+        "calls (variable)           ()                    0\n"
+        "total trainable parameters: 16\n");
+}

@@ -4,6 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
 #include <type_traits>
 
 namespace fx = fluxion;
@@ -25,6 +29,35 @@ TEST_CASE("sequential: shapes are computed at compile time, the batch at run tim
                        "sequential: 'sequential' expects input of shape (batch, 28, 28, 1), got (2, 28, 28)",
                        fx::shape_error);
   CHECK_THROWS_AS(net(fx::zeros<float>({2, 28, 27, 1})), fx::shape_error);
+}
+
+TEST_CASE("sequential: a NaN in the input reaches the output and the loss, in inference and in training") {
+  // relu and max pooling keep NaN on every path: the fused epilogues of inference (conv2d and dense
+  // with relu in the kernel's store: direct, Winograd and single-channel convolutions, GEMM tiles)
+  // as well as the statements the tape records, so the loss's NaN check stops a bad batch instead
+  // of a silently finite loss. Batch 1 and 64 take different convolution and GEMM kernels.
+  fx::random::generator gen{3};
+  auto net = nn::sequential(gen, nn::input<28, 28, 1>{}, nn::conv2d<32, 5, nn::same>{}, nn::relu{},
+                            nn::max_pool2d<2>{}, nn::conv2d<64, 5, nn::same>{}, nn::relu{}, nn::max_pool2d<2>{},
+                            nn::flatten{}, nn::dense<64>{}, nn::relu{}, nn::dense<10>{});
+  for (fx::index_t batch : {1, 64}) {
+    for (bool training : {false, true}) {
+      INFO("batch " << batch << (training ? ", training" : ", inference"));
+      fx::tensor<float> x = fx::random::normal<float>({batch, 28, 28, 1}, gen);
+      x.mutable_data()[(batch - 1) * 784 + 13 * 28 + 14] = std::numeric_limits<float>::quiet_NaN();
+      // Inference runs with no tape alive, as in a program: that is when layers use the epilogues.
+      std::optional<fx::gradient_tape> tape;
+      if (training) tape.emplace();
+      fx::tensor<float> logits = net(x, training);
+      const auto v = logits.to_vector();
+      int nan_in_last = 0, nan_elsewhere = 0;
+      for (std::size_t i = 0; i < v.size(); ++i) (i / 10 == static_cast<std::size_t>(batch - 1) ? nan_in_last : nan_elsewhere) += std::isnan(v[i]);
+      CHECK(nan_in_last == 10);
+      CHECK(nan_elsewhere == 0);
+      CHECK_THROWS_AS(fx::losses::sparse_softmax_cross_entropy(logits, fx::zeros<std::int32_t>({batch})),
+                      fx::numeric_error);
+    }
+  }
 }
 
 TEST_CASE("sequential: Keras's automatic names and stable variable order") {

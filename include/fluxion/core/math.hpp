@@ -37,4 +37,16 @@ FLUXION_HOST_DEVICE bool isnan(double x) { return x != x; }
 FLUXION_HOST_DEVICE bool isinf(float x) { return !isnan(x) && isnan(x - x); }
 FLUXION_HOST_DEVICE bool isinf(double x) { return !isnan(x) && isnan(x - x); }
 
+/// Whether x takes best's place in a scan for the first maximum (max pooling, its gradient and
+/// every kernel that must agree with them): a larger number, or a NaN where best is not one. A NaN
+/// beats every number and the first NaN wins, as in reduce_max and argmax, so a NaN in a window
+/// comes out of max pooling, as it does in TensorFlow and PyTorch, and takes the window's gradient.
+template <class T>
+FLUXION_HOST_DEVICE bool beats_max(T x, T best) {
+  if constexpr (std::is_floating_point_v<T>)
+    return best == best && (x != x || x > best);
+  else
+    return x > best;
+}
+
 }  // namespace fluxion::math

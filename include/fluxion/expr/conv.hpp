@@ -82,7 +82,7 @@ void max_pool2d_select(const pool2d_geometry& s, const T* x, const T* h, T* y) {
         for (index_t ih = win.h0; ih < win.h1; ++ih)
           for (index_t iw = win.w0; iw < win.w1; ++iw) {
             const index_t at = (ih * s.in_w + iw) * c + ch;
-            if (xn[at] > xn[best]) best = at;  // ties keep the earlier, as the kernels do
+            if (math::beats_max(xn[at], xn[best])) best = at;  // ties keep the earlier, as the kernels do
           }
         out[ch] = hn[best];
       }

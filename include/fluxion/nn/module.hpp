@@ -20,6 +20,7 @@
 // names are stable, so checkpoints and optimizer slots can key on them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <functional>
@@ -189,6 +190,31 @@ void check_batch_shape(const char* op, const std::string& name, const fluxion::s
                       to_string(s));
 }
 
+/// Model summaries (sequential and composite): a header, then a row per layer with its name
+/// (indented two spaces per level of nesting), its per-example output shape where it is known,
+/// and its trainable parameters.
+inline constexpr const char* summary_header = "layer                      output shape          params\n";
+inline void summary_row(std::string& out, int depth, std::string name, std::string shape, index_t params) {
+  name.insert(0, static_cast<std::size_t>(2 * depth), ' ');
+  name.resize(std::max<std::size_t>(name.size() + 1, 27), ' ');
+  shape.resize(std::max<std::size_t>(shape.size() + 1, 22), ' ');
+  out += name + shape + std::to_string(params) + "\n";
+}
+template <class T, class Device, class L>
+index_t trainable_params(L& layer) {
+  index_t n = 0;
+  layer.for_each_variable("", [&](variable<T, Device>& v) {
+    if (v.trainable()) n += v.size();
+  });
+  return n;
+}
+/// Models whose summary lists their own layers below their row.
+template <class L>
+concept nested_summary = requires(L& l, std::string& out) { l.summary_rows(out, 0); };
+/// Layers that make their variables on their first call (dense, conv2d ... outside a sequential).
+template <class L>
+concept built_on_first_call = requires(const L& l) { l.built(); };
+
 /// Glorot (Xavier) uniform: U(-l, l) with l = sqrt(6 / (fan_in + fan_out)), Keras's default kernel.
 template <class T>
 tensor<T> glorot_uniform(const fluxion::shape& s, index_t fan_in, index_t fan_out, random::generator& gen) {
@@ -323,7 +349,44 @@ class model : public layer_base<Derived, T, Device> {
     std::apply([&](auto&... member) { (visit_member(prefix + names[i++], member, f), ...); }, refs);
   }
 
+  /// A table of the members, as Keras's summary() of a subclassed model: each member of
+  /// FLUXION_LAYERS by name and kind, its per-example output shape where the type says it, and its
+  /// trainable parameters; the layers of a member that is a model (sequential or composite) are
+  /// indented below it. A layer built on its first call (a dense or conv2d member) has no variables
+  /// before the model's first call, and its row says "not built" until then.
+  std::string summary() {
+    std::string out = detail::summary_header;
+    summary_rows(out, 0);
+    out += "total trainable parameters: " + std::to_string(this->count_params()) + "\n";
+    if (out.find(" not built ") != std::string::npos)
+      out += "(call the model once to build the layers marked 'not built' and count their parameters)\n";
+    return out;
+  }
+  /// summary()'s rows, indented by depth.
+  void summary_rows(std::string& out, int depth) {
+    auto [names, refs] = static_cast<Derived&>(*this).sublayers();
+    std::size_t i = 0;
+    std::apply([&](auto&... member) { (summary_member(out, depth, names[i++], member), ...); }, refs);
+  }
+
  private:
+  template <class M>
+  static void summary_member(std::string& out, int depth, const std::string& name, M& member) {
+    if constexpr (is_variable_v<M>) {
+      detail::summary_row(out, depth, name + " (variable)", to_string(member.shape()),
+                          member.trainable() ? member.size() : 0);
+    } else {
+      std::string shape;
+      if constexpr (requires { M::output_shape_t::text(); }) shape = M::output_shape_t::text();
+      if constexpr (detail::built_on_first_call<M>)
+        if (!member.built()) shape = "not built";
+      std::string kind = "model";
+      if constexpr (requires { M::base_name; }) kind = M::base_name;
+      detail::summary_row(out, depth, name + " (" + kind + ")", shape, detail::trainable_params<T, Device>(member));
+      if constexpr (detail::nested_summary<M>) member.summary_rows(out, depth + 1);
+    }
+  }
+
   template <class M, class F>
   static void visit_member(const std::string& name, M& member, F& f) {
     if constexpr (is_variable_v<M>) {

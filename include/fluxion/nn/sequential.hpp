@@ -25,7 +25,6 @@
 
 #include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
 #include <algorithm>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -203,13 +202,13 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
 
   /// A table of the layers, their per-example output shapes and parameter counts, as Keras's.
   std::string summary() {
-    std::ostringstream out;
-    out << "layer                      output shape          params\n";
-    index_t total = 0;
-    summary_rows<0>(out, total);
-    out << "total trainable parameters: " << total << "\n";
-    return out.str();
+    std::string out = detail::summary_header;
+    summary_rows(out, 0);
+    out += "total trainable parameters: " + std::to_string(this->count_params()) + "\n";
+    return out;
   }
+  /// summary()'s rows, indented by depth (the rows of a member of a composite model).
+  void summary_rows(std::string& out, int depth) { rows<0>(out, depth); }
 
  private:
   template <std::size_t... I>
@@ -245,22 +244,13 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   }
 
   template <std::size_t I>
-  void summary_rows(std::ostringstream& out, index_t& total) {
+  void rows(std::string& out, int depth) {
     if constexpr (I < count) {
       auto& l = std::get<I>(m_layers);
-      index_t params = 0;
-      l.for_each_variable("", [&](variable<T, Device>& v) {
-        if (v.trainable()) params += v.size();
-      });
-      total += params;
       using Out = std::tuple_element_t<I + 1, decltype(std::tuple_cat(std::declval<typename chain::inputs>(),
                                                                       std::declval<std::tuple<output_shape_t>>()))>;
-      std::string name = l.name();
-      std::string shape_text = Out::text();
-      name.resize(std::max<std::size_t>(name.size() + 1, 27), ' ');
-      shape_text.resize(std::max<std::size_t>(shape_text.size() + 1, 22), ' ');
-      out << name << shape_text << params << "\n";
-      summary_rows<I + 1>(out, total);
+      detail::summary_row(out, depth, l.name(), Out::text(), detail::trainable_params<T, Device>(l));
+      rows<I + 1>(out, depth);
     }
   }
 

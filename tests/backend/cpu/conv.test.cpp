@@ -190,6 +190,20 @@ TEST_CASE_TEMPLATE("conv2d kernels match a direct loop", T, float, double) {
         want_fused[i] = std::max<long double>(want_fused[i] + bias[i % static_cast<std::size_t>(s.out_c)], 0);
       CHECK(worst_error(y, want_fused, terms) <= 1.0);
 
+      // relu keeps NaN, as ops::relu and TensorFlow do: a NaN bias makes its whole channel NaN.
+      if (s.out_c > 1 && s.output_size() > 0) {
+        auto nan_bias = bias;
+        nan_bias[1] = std::numeric_limits<T>::quiet_NaN();
+        cpu::conv2d_forward<T>(s, x.data(), w.data(), y.data(), {nan_bias.data(), cpu::activation::relu});
+        bool channel_nan = true, others_finite = true;
+        for (std::size_t i = 0; i < y.size(); ++i) {
+          if (i % static_cast<std::size_t>(s.out_c) == 1) channel_nan = channel_nan && std::isnan(y[i]);
+          else others_finite = others_finite && std::isfinite(y[i]);
+        }
+        CHECK(channel_nan);
+        CHECK(others_finite);
+      }
+
       for (int method : {1, 2}) {
         cpu::conv_detail::input_grad_method = method;
         std::vector<T> dx(static_cast<std::size_t>(s.input_size()), T(7));

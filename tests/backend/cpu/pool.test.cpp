@@ -168,6 +168,60 @@ TEST_CASE("pooling backward is bitwise identical for 1, 2 and 3 threads") {
   CHECK(results[0] == results[2]);
 }
 
+TEST_CASE_TEMPLATE("max pooling propagates NaN, and its gradient goes to the first NaN", T, float, double) {
+  // As reduce_max, TensorFlow and PyTorch: a window with a NaN pools to NaN, wherever the NaN is in
+  // it, and the window's gradient goes to its first NaN (a NaN beats every number). Values from
+  // {0, 1, NaN, inf, -inf}, on the 2x2 tiling path (vector lanes and a scalar remainder) and the generic
+  // disjoint and overlapping paths.
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> dist(0, 7);
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  for (const auto& s : {cpu::pool2d_tf_shape(2, 4, 6, 19, 2, 2, 2, 2, cpu::padding_mode::same),
+                        cpu::pool2d_tf_shape(1, 6, 4, 40, 2, 2, 2, 2, cpu::padding_mode::valid),
+                        cpu::pool2d_tf_shape(2, 5, 7, 19, 2, 2, 2, 2, cpu::padding_mode::same),
+                        cpu::pool2d_tf_shape(1, 7, 7, 9, 3, 3, 2, 2, cpu::padding_mode::same),
+                        cpu::pool2d_tf_shape(1, 8, 7, 3, 2, 2, 3, 3, cpu::padding_mode::valid)}) {
+    INFO(describe(s));
+    std::vector<T> x(static_cast<std::size_t>(s.input_size())), dy(static_cast<std::size_t>(s.output_size()));
+    for (auto& v : x) {
+      const int r = dist(rng);
+      v = r == 0 ? nan : r == 1 ? inf : r == 2 ? -inf : static_cast<T>(r % 2);  // inf - inf: NaN too
+    }
+    for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<T>(i + 1);
+    std::vector<T> want_dx(x.size(), T(0)), dx(x.size(), T(7));
+    std::vector<index_t> source(dy.size(), -1);  // the element each output must equal
+    for (index_t n = 0; n < s.batch; ++n)
+      for (index_t oh = 0; oh < s.out_h; ++oh)
+        for (index_t ow = 0; ow < s.out_w; ++ow)
+          for (index_t c = 0; c < s.channels; ++c) {
+            index_t best = -1, first_nan = -1;
+            for (index_t kh = 0; kh < s.window_h; ++kh)
+              for (index_t kw = 0; kw < s.window_w; ++kw) {
+                const index_t ih = oh * s.stride_h - s.pad_top + kh, iw = ow * s.stride_w - s.pad_left + kw;
+                if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) continue;
+                const index_t at = ((n * s.in_h + ih) * s.in_w + iw) * s.channels + c;
+                const T v = x[static_cast<std::size_t>(at)];
+                if (std::isnan(v) && first_nan < 0) first_nan = at;
+                if (!std::isnan(v) && (best < 0 || v > x[static_cast<std::size_t>(best)])) best = at;
+              }
+            if (first_nan >= 0) best = first_nan;
+            const std::size_t o = static_cast<std::size_t>(((n * s.out_h + oh) * s.out_w + ow) * s.channels + c);
+            if (best >= 0) want_dx[static_cast<std::size_t>(best)] += dy[o];
+            source[o] = best;
+          }
+    std::vector<T> y(dy.size(), T(7));
+    cpu::max_pool2d_forward<T>(s, x.data(), y.data());
+    int wrong_y = 0;
+    for (std::size_t o = 0; o < y.size(); ++o) {
+      const T want = x[static_cast<std::size_t>(source[o])];
+      if (!(y[o] == want || (std::isnan(y[o]) && std::isnan(want)))) ++wrong_y;
+    }
+    CHECK(wrong_y == 0);
+    cpu::max_pool2d_backward<T>(s, x.data(), dy.data(), dx.data());
+    CHECK(dx == want_dx);
+  }
+}
+
 TEST_CASE_TEMPLATE("max pool backward routes ties to the first maximum in every layout", T, float, double) {
   // Values from {0, 1, 2}: most windows tie. Shapes cover the 2x2 stride-2 tiling path (vector
   // lanes and a scalar remainder of channels) and the generic disjoint and overlapping paths.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "same_on_both_devices.hpp"
@@ -105,6 +106,30 @@ TEST_CASE_TEMPLATE("cuda pooling: max and average pooling as on the cpu", T, flo
     x.mutable_data()[1 * p.input[3]] = x.data()[0];
     same_on_both_devices([&](const auto& xi) { return fx::max_pool2d(xi, p.ksize, p.strides, p.pad); }, x);
     same_on_both_devices([&](const auto& xi) { return fx::avg_pool2d(xi, p.ksize, p.strides, p.pad); }, x);
+  }
+}
+
+TEST_CASE("cuda pooling: a NaN is its window's maximum and takes its gradient, as on the cpu") {
+  int seed = 90;
+  for (const pool_case& p : pool_cases) {
+    INFO("input " << fx::to_string(p.input));
+    auto x = filled<double>(p.input, seed++);
+    const fx::index_t c = p.input[3];
+    for (fx::index_t k : {1, 2, 7}) x.mutable_data()[k * c + k % c] = std::numeric_limits<double>::quiet_NaN();
+    same_on_both_devices([&](const auto& xi) { return fx::max_pool2d(xi, p.ksize, p.strides, p.pad); }, x);
+    // ... and both keep the NaN: pixel 1 (channel 1) lies in the first window on every case here.
+    fx::tensor<double> on_cuda = fx::to<fx::cpu>(fx::tensor<double, fx::cuda>(
+        fx::max_pool2d(fx::to<fx::cuda>(x), p.ksize, p.strides, p.pad)));
+    CHECK(std::isnan(on_cuda.data()[1 % c]));
+    const auto a = filled<double>(fx::max_pool2d(x, p.ksize, p.strides, p.pad).shape(), seed++);
+    auto gradient = [&]<class Device>(Device) {
+      fx::tensor<double, Device> xd = fx::to<Device>(x), ad = fx::to<Device>(a);
+      fx::gradient_tape tape;
+      tape.watch(xd);
+      fx::tensor<double, Device> y = fx::reduce_sum(fx::max_pool2d(xd, p.ksize, p.strides, p.pad) * ad);
+      return tape.gradient(y, xd).to_vector();
+    };
+    check_values(gradient(fx::cuda{}), gradient(fx::cpu{}), 1e-12);
   }
 }
 

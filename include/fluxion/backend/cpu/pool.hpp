@@ -12,6 +12,8 @@
 //   - max pool backward routes each output gradient to the first maximal element of its window,
 //     scanning rows then columns (kh, then kw), and comparing with `>`: ties go to the top-left
 //     element, and the forward pass keeps that same element;
+//   - a NaN in a window is its maximum (the first NaN, for the gradient: math::beats_max), as
+//     reduce_max's, TensorFlow's and PyTorch's;
 //   - a window with no valid element (possible only with hand-made padding) gives 0 and gets no
 //     gradient.
 // 2x2 windows at stride 2 that tile the image (the usual max pool) take a one-pass backward path:
@@ -122,10 +124,21 @@ void max_pool2d_forward(const pool2d_shape& s, const T* input, T* output) {
       }
       for_each_channel_chunk<T>(c, [&](auto ops, index_t ch) {
         using O = decltype(ops);
-        auto best = O::loadu(x + (win.h0 * s.in_w + win.w0) * c + ch);
+        // `>` first, and the sum of the window: NaN if a lane holds a NaN (or, rarely, overflows), in
+        // which case the window is scanned again with NaN's rule (math::beats_max).
+        const auto first = O::loadu(x + (win.h0 * s.in_w + win.w0) * c + ch);
+        auto best = first, sum = first;
         for (index_t ih = win.h0; ih < win.h1; ++ih)
-          for (index_t iw = win.w0; iw < win.w1; ++iw)
-            best = O::max(O::loadu(x + (ih * s.in_w + iw) * c + ch), best);  // ties keep the earlier
+          for (index_t iw = win.w0; iw < win.w1; ++iw) {
+            const auto v = O::loadu(x + (ih * s.in_w + iw) * c + ch);
+            best = O::max_ordered(v, best);  // ties keep the earlier
+            sum = sum + v;
+          }
+        if (O::any_nan(sum)) {
+          best = first;
+          for (index_t ih = win.h0; ih < win.h1; ++ih)
+            for (index_t iw = win.w0; iw < win.w1; ++iw) best = O::max(O::loadu(x + (ih * s.in_w + iw) * c + ch), best);
+        }
         O::storeu(y + ch, best);
       });
     }
@@ -135,8 +148,9 @@ void max_pool2d_forward(const pool2d_shape& s, const T* input, T* output) {
 namespace pool_detail {
 
 /// Max pool backward for 2x2 windows at stride 2 that tile image n exactly: one pass over the
-/// input, each window's four pixels compared in scan order with `>` as in the generic path, and
-/// every element of dx written once (no zeroing, no scatter).
+/// input, each window's four pixels compared in scan order by math::beats_max as in the generic
+/// path (`>` where no lane holds a NaN), and every element of dx written once (no zeroing, no
+/// scatter).
 template <class T>
 void max_pool2d_backward_2x2(const pool2d_shape& s, const T* x, const T* g, T* dx) {
   using O = simd_ops<T>;
@@ -152,10 +166,13 @@ void max_pool2d_backward_2x2(const pool2d_shape& s, const T* x, const T* g, T* d
         const auto zero = O::splat(T(0));
         for (; ch < vec_end; ch += O::width) {
           const auto v0 = O::loadu(x0 + ch), v1 = O::loadu(x1 + ch), v2 = O::loadu(x2 + ch), v3 = O::loadu(x3 + ch);
-          const auto m1 = v1 > v0;
+          // `>` alone unless a lane may hold a NaN (the sum is NaN then, or at an overflow).
+          const bool plain = !O::any_nan((v0 + v1) + (v2 + v3));
+          const auto m1 = plain ? v1 > v0 : O::beats_max(v1, v0);
           const auto b1 = xsimd::select(m1, v1, v0);
-          const auto m2 = v2 > b1;
-          const auto m3 = v3 > xsimd::select(m2, v2, b1);
+          const auto m2 = plain ? v2 > b1 : O::beats_max(v2, b1);
+          const auto b2 = xsimd::select(m2, v2, b1);
+          const auto m3 = plain ? v3 > b2 : O::beats_max(v3, b2);
           auto r = O::loadu(g + ch);  // the gradient not yet routed to a later maximum
           O::storeu(d3 + ch, xsimd::select(m3, r, zero));
           r = xsimd::select(m3, zero, r);
@@ -167,10 +184,10 @@ void max_pool2d_backward_2x2(const pool2d_shape& s, const T* x, const T* g, T* d
       }
       for (; ch < c; ++ch) {
         const T v0 = x0[ch], v1 = x1[ch], v2 = x2[ch], v3 = x3[ch];
-        const bool m1 = v1 > v0;
+        const bool m1 = math::beats_max(v1, v0);
         const T b1 = m1 ? v1 : v0;
-        const bool m2 = v2 > b1;
-        const bool m3 = v3 > (m2 ? v2 : b1);
+        const bool m2 = math::beats_max(v2, b1);
+        const bool m3 = math::beats_max(v3, m2 ? v2 : b1);
         const index_t q = m3 ? 3 : m2 ? 2 : m1 ? 1 : 0;
         d0[ch] = q == 0 ? g[ch] : T(0);
         d1[ch] = q == 1 ? g[ch] : T(0);
@@ -224,7 +241,7 @@ void max_pool2d_backward(const pool2d_shape& s, const T* input, const T* grad_ou
           for (index_t ih = win.h0; ih < win.h1; ++ih)
             for (index_t iw = win.w0; iw < win.w1; ++iw, position += 1) {
               const auto v = O::loadu(x + (ih * s.in_w + iw) * c + ch);
-              where = O::select_greater(v, best, O::splat(position), where);
+              where = O::select_beats_max(v, best, O::splat(position), where);
               best = O::max(v, best);
             }
           if (disjoint) {  // no other window writes here: store whole vectors, no scatter

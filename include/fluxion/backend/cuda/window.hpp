@@ -211,7 +211,8 @@ struct accumulate {
 };
 
 /// Flat index, in image n's (H, W, C) block, of the first maximal element of window (oh, ow) in
-/// channel c (scan order, `>`: the cpu kernels' rule), or -1 for a window with no valid element.
+/// channel c (scan order, math::beats_max: the cpu kernels' rule, a NaN first), or -1 for a window
+/// with no valid element.
 template <class T>
 FLUXION_HOST_DEVICE index_t window_argmax(const pool_geometry& s, const T* image, index_t oh, index_t ow, index_t c) {
   const span win = span_of(s, oh, ow);
@@ -220,7 +221,7 @@ FLUXION_HOST_DEVICE index_t window_argmax(const pool_geometry& s, const T* image
   for (index_t ih = win.h0; ih < win.h1; ++ih)
     for (index_t iw = win.w0; iw < win.w1; ++iw) {
       const index_t at = (ih * s.in_w + iw) * s.channels + c;
-      if (image[at] > image[best]) best = at;
+      if (math::beats_max(image[at], image[best])) best = at;
     }
   return best;
 }

@@ -83,7 +83,7 @@ FLUXION_ALWAYS_INLINE void update_element(T& c, T acc, const tile_update<T>& u, 
   T r = u.alpha * acc;
   if (u.beta != T(0)) r = std::fma(u.beta, c, r);
   if (u.bias) r += u.bias[j];
-  if (u.relu) r = r > T(0) ? r : T(0);
+  if (u.relu) r = r < T(0) ? T(0) : r;  // NaN stays NaN, as ops::relu
   c = r;
 }
 

@@ -12,6 +12,7 @@
 #include "xsimd.hpp"
 
 #include "../../../core/config.hpp"
+#include "../../../core/math.hpp"
 #include "simd_arch.hpp"
 
 namespace fluxion::detail::kernels {
@@ -34,7 +35,8 @@ struct simd_ops {
   static FLUXION_ALWAYS_INLINE void storeu(T* p, batch v) { v.store_unaligned(p); }
   static FLUXION_ALWAYS_INLINE batch splat(T v) { return batch(v); }
   static FLUXION_ALWAYS_INLINE batch fma(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
-  static FLUXION_ALWAYS_INLINE batch relu(batch v) { return xsimd::select(v > batch(T(0)), v, batch(T(0))); }
+  // NaN stays NaN: relu(NaN) is NaN in every path, as ops::relu and TensorFlow's.
+  static FLUXION_ALWAYS_INLINE batch relu(batch v) { return xsimd::select(v < batch(T(0)), batch(T(0)), v); }
   static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
   /// out[i] = sum(v[i]) for i < width, sharing the shuffles between the reductions.
   static FLUXION_ALWAYS_INLINE void sum_each(const batch* v, T* out) {
@@ -48,11 +50,17 @@ struct simd_ops {
       xsimd::haddp(v).store_unaligned(out);
     }
   }
-  static FLUXION_ALWAYS_INLINE batch max(batch a, batch b) { return xsimd::select(a > b, a, b); }
-  /// Lanes where a > b take x, the others y.
-  static FLUXION_ALWAYS_INLINE batch select_greater(batch a, batch b, batch x, batch y) {
-    return xsimd::select(a > b, x, y);
+  /// The larger of a and b, NaN if either is NaN (math::beats_max: b is the maximum so far).
+  static FLUXION_ALWAYS_INLINE batch max(batch a, batch b) { return xsimd::select((a > b) | xsimd::isnan(a), a, b); }
+  /// Lanes where a takes the place of the maximum so far, b (math::beats_max), take x, the others y.
+  static FLUXION_ALWAYS_INLINE auto beats_max(batch a, batch b) { return ((a > b) | xsimd::isnan(a)) & (b == b); }
+  static FLUXION_ALWAYS_INLINE batch select_beats_max(batch a, batch b, batch x, batch y) {
+    return xsimd::select(beats_max(a, b), x, y);
   }
+  /// a if a > b, else b: max without NaN's rule, for loops that check for NaN once (any_nan) and
+  /// take the NaN-aware path only then.
+  static FLUXION_ALWAYS_INLINE batch max_ordered(batch a, batch b) { return xsimd::select(a > b, a, b); }
+  static FLUXION_ALWAYS_INLINE bool any_nan(batch v) { return xsimd::any(xsimd::isnan(v)); }
   static FLUXION_ALWAYS_INLINE batch select_equal(batch a, batch b, batch x, batch y) {
     return xsimd::select(a == b, x, y);
   }
@@ -67,11 +75,14 @@ struct simd_ops<T, false> {
   static FLUXION_ALWAYS_INLINE void storeu(T* p, T v) { *p = v; }
   static FLUXION_ALWAYS_INLINE T splat(T v) { return v; }
   static FLUXION_ALWAYS_INLINE T fma(T a, T b, T c) { return std::fma(a, b, c); }
-  static FLUXION_ALWAYS_INLINE T relu(T v) { return v > T(0) ? v : T(0); }
+  static FLUXION_ALWAYS_INLINE T relu(T v) { return v < T(0) ? T(0) : v; }
   static FLUXION_ALWAYS_INLINE T sum(T v) { return v; }
   static FLUXION_ALWAYS_INLINE void sum_each(const T* v, T* out) { *out = *v; }
-  static FLUXION_ALWAYS_INLINE T max(T a, T b) { return a > b ? a : b; }
-  static FLUXION_ALWAYS_INLINE T select_greater(T a, T b, T x, T y) { return a > b ? x : y; }
+  static FLUXION_ALWAYS_INLINE T max(T a, T b) { return (a > b || a != a) ? a : b; }
+  static FLUXION_ALWAYS_INLINE bool beats_max(T a, T b) { return math::beats_max(a, b); }
+  static FLUXION_ALWAYS_INLINE T select_beats_max(T a, T b, T x, T y) { return beats_max(a, b) ? x : y; }
+  static FLUXION_ALWAYS_INLINE T max_ordered(T a, T b) { return a > b ? a : b; }
+  static FLUXION_ALWAYS_INLINE bool any_nan(T v) { return v != v; }
   static FLUXION_ALWAYS_INLINE T select_equal(T a, T b, T x, T y) { return a == b ? x : y; }
 };
 
