@@ -51,3 +51,21 @@ TEST_CASE("errors: batch_jacobian needs a shared batch dimension") {
                        Contains("batch_jacobian: target () and source (3, 2) must share their first (batch) dimension"),
                        fx::shape_error);
 }
+
+TEST_CASE("errors: a gradient the tape could not give, used in an update, says why it is empty") {
+  // TensorFlow returns None for a source the tape never saw; fluxion the empty tensor, whose shape
+  // (0,) then fails to broadcast: the message says where it came from.
+  fx::tensor<float> a = {0.f, 0.5f, 1.f};
+  fx::gradient_tape tape;  // a is not watched, and not a variable
+  fx::tensor<float> loss = fx::reduce_sum(fx::square(a));
+  const fx::tensor<float> g = tape.gradient(loss, a);
+  CHECK(g.shape() == fx::shape{0});
+  CHECK_THROWS_WITH_AS(fx::tensor<float>(a - 0.1f * g),
+                       "subtract: shapes (3,) and (0,) cannot be broadcast (shape (0,) is what gradient_tape::gradient "
+                       "returns for a source the target does not depend on, or that the tape never saw read: watch a "
+                       "tensor before computing with it, or pass fluxion::unconnected_gradients::zero for zeros)",
+                       fx::shape_error);
+  fx::gradient_tape zeros;
+  fx::tensor<float> loss2 = fx::reduce_sum(fx::square(a));
+  CHECK(zeros.gradient(loss2, a, fx::unconnected_gradients::zero).to_vector() == std::vector<float>{0.f, 0.f, 0.f});
+}

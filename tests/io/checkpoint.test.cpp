@@ -369,6 +369,14 @@ TEST_CASE("checkpoint_manager: keeps max_to_keep files; latest_checkpoint goes b
   CHECK(std::filesystem::exists(dir.file("run/ckpt-4.safetensors")));
   CHECK(manager.checkpoints().size() == 3);
   CHECK_THROWS_AS((fx::checkpoint_manager{ckpt, dir.file("run"), {.max_to_keep = -1}}), fx::invalid_argument);
+  // TensorFlow's positional max_to_keep: the same manager.
+  fx::checkpoint_manager positional{ckpt, dir.file("positional"), 2};
+  for (std::int64_t s : {1, 2, 3}) positional.save(s);
+  CHECK(positional.checkpoints().size() == 2);
+  CHECK(positional.latest() == dir.file("positional/ckpt-3.safetensors"));
+  CHECK_THROWS_WITH_AS((fx::checkpoint_manager{ckpt, dir.file("run"), -1}),
+                       "checkpoint_manager: max_to_keep = -1 must be non-negative (0 keeps every checkpoint)",
+                       fx::invalid_argument);
 }
 
 namespace {

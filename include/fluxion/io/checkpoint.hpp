@@ -277,6 +277,9 @@ struct checkpoint_manager_options {
 class checkpoint_manager {
  public:
   checkpoint_manager(checkpoint& ckpt, std::string directory, checkpoint_manager_options options = {});
+  /// TensorFlow's positional form: CheckpointManager(checkpoint, directory, max_to_keep).
+  checkpoint_manager(checkpoint& ckpt, std::string directory, int max_to_keep)
+      : checkpoint_manager(ckpt, std::move(directory), checkpoint_manager_options{.max_to_keep = max_to_keep}) {}
 
   const std::string& directory() const noexcept { return m_directory; }
 
