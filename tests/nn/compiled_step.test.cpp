@@ -177,3 +177,32 @@ TEST_CASE("compiled_step: a step that throws changes nothing") {
   step(x, labels(2, 3));
   CHECK(step(x, labels(2, 3)).item() < first);
 }
+
+TEST_CASE("compiled_step: a model of indices (embedding, LSTM) equals the tape-based steps, bitwise, for int32 and int64") {
+  // The embedding reads the indices it was given; its backward pass gives the table's gradient only.
+  auto make = [] {
+    fx::random::generator gen{8};
+    return nn::sequential(gen, nn::typed_input<std::int32_t, 5>{}, nn::embedding<11, 6>{}, nn::lstm<7>{},
+                          nn::dense<3>{});
+  };
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 4 * 5; ++i) ids.push_back((i * 5 + 2) % 11);
+  const fx::tensor<std::int32_t> x32 = fx::from_vector(ids, {4, 5});
+  check_bitwise(make, x32, labels(4, 3), 3);
+  check_bitwise(make, fx::tensor<std::int64_t>(fx::cast<std::int64_t>(x32)), labels(4, 3), 3);
+
+  // A bad index fails as the layer's own call does, and the step changes nothing.
+  auto net = make();
+  fx::optim::sgd opt{0.1};
+  auto step = nn::compile_step(net, opt, cross_entropy);
+  const auto before = net.variables()[0]->peek().to_vector();
+  std::vector<std::int32_t> bad = ids;
+  bad[7] = 11;
+  CHECK_THROWS_WITH_AS(step(fx::from_vector(bad, {4, 5}), labels(4, 3)),
+                       "embedding 'embedding': index 11 (at flat position 7 of indices of shape (4, 5)) is not in [0, 11)",
+                       fx::out_of_range);
+  CHECK(net.variables()[0]->peek().to_vector() == before);
+  CHECK(opt.iterations() == 0);
+  step(x32, labels(4, 3));  // and the next step runs
+  CHECK(opt.iterations() == 1);
+}

@@ -27,7 +27,9 @@
 // a nested model, reversible blocks) runs as a recomputed segment: its input is kept, and the
 // backward pass runs it again under a tape of its own inside an nn::recompute_scope (batch norm's
 // moving averages are updated once, dropout replays its mask), as nn::recompute<L> does. Such a
-// layer costs one more forward pass of itself.
+// layer costs one more forward pass of itself. A model of integer input (an embedding first) keeps
+// the int32 or int64 indices it was given for its first layer, whose backward pass gives the
+// gradients of that layer's variables only (indices have none).
 //
 // Errors: the model's checks (shapes, element types) throw as the model does, before anything
 // changes; a loss that is not a scalar throws fluxion::error, and one that is NaN or infinite
@@ -138,6 +140,7 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
   static constexpr std::size_t count = sizeof...(Layers);
   template <std::size_t I>
   using layer_t = std::tuple_element_t<I, layers>;
+  static constexpr bool index_first = detail::takes_indices<layer_t<0>>;  // an embedding first
   template <std::size_t I>
   static constexpr bool statement_at =
       detail::has_statement<layer_t<I>, T, std::tuple_element_t<I, typename chain::inputs>, Device>();
@@ -195,9 +198,6 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
 
  public:
   using value_type = T;
-  static_assert(!detail::takes_indices<layer_t<0>>,
-                "fluxion::nn::compiled_step: models whose input is integer indices (an embedding first) are not "
-                "supported yet; differentiate their step with fluxion::gradient_tape.");
 
   compiled_step(model_type& model, Optimizer& optimizer, LossFn loss)
       : m_model(model), m_optimizer(optimizer), m_loss(std::move(loss)) {}
@@ -206,18 +206,26 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
   template <class X, class Y>
   tensor<T, Device> operator()(const X& x, const Y& labels, bool training = true) {
     auto e = fluxion::detail::as_expr<const X&>(x);
-    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
-                  "fluxion::nn::compiled_step: the input's element type differs from the model's; convert it with "
-                  "fluxion::cast<T>.");
+    using In = value_type_t<decltype(e)>;
+    if constexpr (index_first)
+      static_assert(std::is_same_v<In, std::int32_t> || std::is_same_v<In, std::int64_t>,
+                    "fluxion::nn::compiled_step: the model's first layer reads indices (an embedding): the input "
+                    "must be int32 or int64; convert it with fluxion::cast<std::int32_t>.");
+    else
+      static_assert(std::is_same_v<In, T>,
+                    "fluxion::nn::compiled_step: the input's element type differs from the model's; convert it "
+                    "with fluxion::cast<T>.");
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
                   "fluxion::nn::compiled_step: the input is on another device than the model; move it with "
                   "fluxion::to<Device>.");
     detail::check_batch_shape<InShape>("compiled_step", m_model.name(), e.shape());
-    const tensor<T, Device> in = fluxion::detail::materialize(e);
+    const tensor<In, Device> in = fluxion::detail::materialize(e);
     try {
       return run(in, labels, training);
     } catch (...) {
       std::apply([](auto&... k) { (k.clear(), ...); }, m_kept);  // drop what the forward pass kept
+      m_indices32 = {};
+      m_indices64 = {};
       throw;
     }
   }
@@ -226,9 +234,9 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
   Optimizer& optimizer() noexcept { return m_optimizer; }
 
  private:
-  template <class Y>
-  tensor<T, Device> run(const tensor<T, Device>& in, const Y& labels, bool training) {
-    tensor<T, Device> logits = forward<0>(in, training);
+  template <class In, class Y>
+  tensor<T, Device> run(const tensor<In, Device>& in, const Y& labels, bool training) {
+    tensor<T, Device> logits = first_forward(in, training);
 
     tensor<T, Device> loss, dlogits;
     {
@@ -277,6 +285,48 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
     }(std::make_index_sequence<count>{});
   }
 
+  /// The forward pass from the model's input: layer 0 of a model of indices runs on them (it is
+  /// recomputed from them in the backward pass); any other model starts at forward<0>.
+  template <class In>
+  tensor<T, Device> first_forward(const tensor<In, Device>& in, bool training) {
+    if constexpr (index_first) {
+      static_assert(!fuses<0>() && !statement_at<0>);  // an embedding takes no epilogue, has no statement
+      auto& layer = m_model.template layer<0>();
+      auto& k = std::get<0>(m_kept);
+      if constexpr (std::is_same_v<In, std::int32_t>) m_indices32 = in;
+      else m_indices64 = in;
+      m_int64 = std::is_same_v<In, std::int64_t>;
+      k.vars = detail::trainable_of<T, Device>(layer);
+      return forward<1>(tensor<T, Device>(layer(in, training)), training);
+    } else {
+      return forward<0>(in, training);
+    }
+  }
+
+  /// The backward pass of layer 0 of a model of indices: its output again under a tape, from the
+  /// indices kept, and the gradients of its trainable variables only.
+  void first_backward(const tensor<T, Device>& dy, bool training, std::vector<variable<T, Device>*>& vars,
+                      std::vector<tensor<T, Device>>& grads) {
+    auto& layer = m_model.template layer<0>();
+    auto& k = std::get<0>(m_kept);
+    if (!k.vars.empty()) {
+      recompute_scope again;
+      gradient_tape tape;
+      const tensor<T, Device> out = m_int64 ? tensor<T, Device>(layer(m_indices64, training))
+                                            : tensor<T, Device>(layer(m_indices32, training));
+      std::vector<const tensor<T, Device>*> sources;
+      for (variable<T, Device>* v : k.vars) sources.push_back(&v->peek());
+      auto g = tape.gradient(out, sources, dy, unconnected_gradients::zero);
+      for (std::size_t v = 0; v < k.vars.size(); ++v) {
+        vars.push_back(k.vars[v]);
+        grads.push_back(std::move(g[v]));
+      }
+    }
+    k.clear();
+    m_indices32 = {};
+    m_indices64 = {};
+  }
+
   template <std::size_t I>
   tensor<T, Device> forward(tensor<T, Device> x, bool training) {
     if constexpr (I == count) {
@@ -303,6 +353,12 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
   /// The backward pass of the unit starting at layer I, then of the units before it.
   template <std::size_t I>
   void backward(tensor<T, Device> dy, bool training, std::vector<variable<T, Device>*>& vars, std::vector<tensor<T, Device>>& grads) {
+    if constexpr (I == 0 && index_first) first_backward(dy, training, vars, grads);
+    else backward_unit<I>(std::move(dy), training, vars, grads);
+  }
+  template <std::size_t I>
+  void backward_unit(tensor<T, Device> dy, bool training, std::vector<variable<T, Device>*>& vars,
+                     std::vector<tensor<T, Device>>& grads) {
     auto& layer = m_model.template layer<I>();
     auto& k = std::get<I>(m_kept);
     constexpr bool needs_input = I > 0;
@@ -345,6 +401,9 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
   Optimizer& m_optimizer;
   LossFn m_loss;
   decltype(kept_tuple(std::make_index_sequence<count>{})) m_kept;
+  tensor<std::int32_t, Device> m_indices32;  // a model of indices: its input, for layer 0's backward pass
+  tensor<std::int64_t, Device> m_indices64;
+  bool m_int64 = false;
 };
 
 /// A compiled training step for `model` with `optimizer` and loss_fn(logits, labels) -> a scalar.
