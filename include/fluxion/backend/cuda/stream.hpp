@@ -18,7 +18,10 @@
 // leaving orders the shared stream after the thread's stream, both with CUDA events (the host does
 // not wait). While a scope is open, a device tensor passed between its thread and another thread
 // (either way) must first be finished by the thread that made it: fx::synchronize<fx::cuda>()
-// waits for that thread's current stream.
+// waits for that thread's current stream. Likewise a tensor that the thread reads on its own stream
+// while another thread holds it (a model's weights) must not be freed or updated in place by that
+// other thread before the reader has synchronized or left its scope: readers are not tracked per
+// buffer (PyTorch's record_stream case).
 // dataset::prefetch and prefetch_to make their elements this way, on the producing thread's own
 // stream (the upload of the next batch runs beside the training step), and wait for it before
 // handing an element over. A thread's stream is destroyed, finished, when the thread ends.
