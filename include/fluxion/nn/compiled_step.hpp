@@ -303,30 +303,6 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
     }
   }
 
-  /// The backward pass of layer 0 of a model of indices: its output again under a tape, from the
-  /// indices kept, and the gradients of its trainable variables only.
-  void first_backward(const tensor<T, Device>& dy, bool training, std::vector<variable<T, Device>*>& vars,
-                      std::vector<tensor<T, Device>>& grads) {
-    auto& layer = m_model.template layer<0>();
-    auto& k = std::get<0>(m_kept);
-    if (!k.vars.empty()) {
-      recompute_scope again;
-      gradient_tape tape;
-      const tensor<T, Device> out = m_int64 ? tensor<T, Device>(layer(m_indices64, training))
-                                            : tensor<T, Device>(layer(m_indices32, training));
-      std::vector<const tensor<T, Device>*> sources;
-      for (variable<T, Device>* v : k.vars) sources.push_back(&v->peek());
-      auto g = tape.gradient(out, sources, dy, unconnected_gradients::zero);
-      for (std::size_t v = 0; v < k.vars.size(); ++v) {
-        vars.push_back(k.vars[v]);
-        grads.push_back(std::move(g[v]));
-      }
-    }
-    k.clear();
-    m_indices32 = {};
-    m_indices64 = {};
-  }
-
   template <std::size_t I>
   tensor<T, Device> forward(tensor<T, Device> x, bool training) {
     if constexpr (I == count) {
@@ -353,12 +329,6 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
   /// The backward pass of the unit starting at layer I, then of the units before it.
   template <std::size_t I>
   void backward(tensor<T, Device> dy, bool training, std::vector<variable<T, Device>*>& vars, std::vector<tensor<T, Device>>& grads) {
-    if constexpr (I == 0 && index_first) first_backward(dy, training, vars, grads);
-    else backward_unit<I>(std::move(dy), training, vars, grads);
-  }
-  template <std::size_t I>
-  void backward_unit(tensor<T, Device> dy, bool training, std::vector<variable<T, Device>*>& vars,
-                     std::vector<tensor<T, Device>>& grads) {
     auto& layer = m_model.template layer<I>();
     auto& k = std::get<I>(m_kept);
     constexpr bool needs_input = I > 0;
@@ -380,6 +350,9 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
         if constexpr (fuses<I>()) {
           detail::fused_pair<layer_t<I>, layer_t<I + 1>> pair{layer, m_model.template layer<I + 1>()};
           return detail::run_and_differentiate<T>(pair, k.input, dy, training);
+        } else if constexpr (I == 0 && index_first) {  // from the indices kept; they have no gradient
+          return m_int64 ? detail::run_and_differentiate<T>(layer, m_indices64, dy, training)
+                         : detail::run_and_differentiate<T>(layer, m_indices32, dy, training);
         } else {
           return detail::run_and_differentiate<T>(layer, k.input, dy, training);
         }
@@ -391,6 +364,10 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
       }
     }
     k.clear();
+    if constexpr (I == 0 && index_first) {
+      m_indices32 = {};
+      m_indices64 = {};
+    }
     if constexpr (I > 0) backward<previous_start<I>()>(std::move(dx), training, vars, grads);
   }
 

@@ -94,17 +94,23 @@ std::vector<variable<T, Device>*> trainable_of(L& layer) {
 }
 
 /// out = layer(x) under a tape of its own, and the vector-Jacobian products of dout with respect to
-/// x (first) and to the layer's trainable variables (then, in their order).
-template <class T, class L, class D>
-std::pair<tensor<T, D>, std::vector<tensor<T, D>>> run_and_differentiate(L& layer, const tensor<T, D>& x,
+/// x (first) and to the layer's trainable variables (then, in their order). Integer x (the indices
+/// of an embedding) has no gradient: its place holds the empty tensor.
+template <class T, class L, class D, class In>
+std::pair<tensor<T, D>, std::vector<tensor<T, D>>> run_and_differentiate(L& layer, const tensor<In, D>& x,
                                                                          const tensor<T, D>& dout, bool training) {
+  constexpr bool differentiable = std::is_same_v<In, T>;
   const std::vector<variable<T, D>*> vars = trainable_of<T, D>(layer);
   gradient_tape tape;
-  tape.watch(x);
+  std::vector<const tensor<T, D>*> sources;
+  if constexpr (differentiable) {
+    tape.watch(x);
+    sources.push_back(&x);
+  }
   tensor<T, D> out(layer(x, training));
-  std::vector<const tensor<T, D>*> sources{&x};
   for (variable<T, D>* v : vars) sources.push_back(&v->peek());
   auto grads = tape.gradient(out, sources, dout, unconnected_gradients::zero);
+  if constexpr (!differentiable) grads.insert(grads.begin(), tensor<T, D>());
   return {std::move(out), std::move(grads)};
 }
 
