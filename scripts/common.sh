@@ -33,3 +33,26 @@ cudnn_library_path() {
     echo "cuDNN: $found"
   fi
 }
+
+# require_free_space <MiB for a build from scratch>: stops with a clear message, before any
+# compiler runs, when the file system of build/ (or the compilers' temporary folder) has less room
+# than the build needs. A build that runs out of space fails half-way with "No space left on
+# device" from whichever compiler hit it first. A build/ that already holds a configured build
+# needs a quarter of the room. FLUXION_SKIP_SPACE_CHECK=1 skips the check.
+require_free_space() {
+  [[ "${FLUXION_SKIP_SPACE_CHECK:-0}" == 1 ]] && return 0
+  local need_mib=$1 tmp=${TMPDIR:-/tmp} free_mib
+  [[ -e "$build_dir/CMakeCache.txt" ]] && need_mib=$((need_mib / 4))
+  free_mib=$(df -Pk . | awk 'NR == 2 { print int($4 / 1024) }')
+  if [[ -n "$free_mib" && "$free_mib" -lt "$need_mib" ]]; then
+    echo "${0##*/}: only $free_mib MiB free on the file system of $PWD/$build_dir; the build needs about $need_mib MiB." >&2
+    echo "${0##*/}: free some space (or set FLUXION_SKIP_SPACE_CHECK=1 to try anyway)." >&2
+    exit 1
+  fi
+  free_mib=$(df -Pk "$tmp" 2>/dev/null | awk 'NR == 2 { print int($4 / 1024) }')
+  if [[ -n "$free_mib" && "$free_mib" -lt 256 ]]; then
+    echo "${0##*/}: only $free_mib MiB free in $tmp, where the compilers write their temporary files; they need about 256 MiB." >&2
+    echo "${0##*/}: free some space there, or point TMPDIR at a folder with room (FLUXION_SKIP_SPACE_CHECK=1 tries anyway)." >&2
+    exit 1
+  fi
+}

@@ -4,6 +4,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ./scripts/install-deps.sh
+require_free_space 3000  # a cold build/ of the tests and examples holds about 2.4 GiB
 # Test oracles from PyPI (read-back of TensorBoard event files and safetensors checkpoints). Tests
 # that need them print "skipped: ..." where Python or the packages are missing.
 if command -v python3 >/dev/null; then
