@@ -12,6 +12,11 @@
 //                          however fused (issue 13's compiled step)
 //   train_*_split          the MLP's and the CNN's steps data-parallel: half the batch on each of
 //                          the pool's two threads, gradients averaged (issue 13)
+//   global_{avg,max}_pool  a ResNet head's global pooling, (64, 7, 7, 512) -> (64, 512), forward
+//                          and backward (the gradient of sum(y * w) with respect to x): fluxion's
+//                          nn::global_avg_pool2d / global_max_pool2d under a tape, LibTorch's
+//                          mean / amax over dims (2, 3) of NCHW (its layout, as a ResNet's
+//                          adaptive_avg_pool2d) and over dims (1, 2) of NHWC (fluxion's), autograd
 //
 // A training step is: forward, softmax cross-entropy with integer labels, the gradients of every
 // variable, and one Adam update (fluxion: a gradient tape and fx::optim::adam; LibTorch: autograd,
@@ -227,7 +232,54 @@ void fluxion_infer(benchmark::State& state, bool images) {
 void infer_mlp_fluxion(benchmark::State& s) { fluxion_infer<mlp_t>(s, false); }
 void infer_cnn_fluxion(benchmark::State& s) { fluxion_infer<cnn_t>(s, true); }
 
+constexpr fx::index_t pool_batch = 64, pool_hw = 7, pool_channels = 512;
+
+template <bool Max>
+void fluxion_global_pool(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  fx::random::generator gen{3};
+  const fx::tensor<float> x = fx::random::normal<float>({pool_batch, pool_hw, pool_hw, pool_channels}, gen);
+  const fx::tensor<float> w = fx::random::normal<float>({pool_batch, pool_channels}, gen);
+  auto pass = [&] {
+    fx::gradient_tape tape;
+    tape.watch(x);
+    fx::tensor<float> y;
+    if constexpr (Max) y = nn::global_max_pool2d{}(x);
+    else y = nn::global_avg_pool2d{}(x);
+    return tape.gradient(y, x, w);  // w as the output gradient: d sum(y * w) / dx
+  };
+  const fx::tensor<float> g = pass();
+  // Each gradient column sums to its w (avg) or holds w at one position (max): the pass is real.
+  const fx::tensor<float> per_channel = fx::reduce_sum(g, {1, 2});
+  if (!fx::all(fx::abs(per_channel - w) < 1e-4f)) state.SkipWithError("fluxion: the gradient is wrong");
+  for (auto _ : state) benchmark::DoNotOptimize(pass().data());
+}
+void global_avg_pool_fluxion(benchmark::State& s) { fluxion_global_pool<false>(s); }
+void global_max_pool_fluxion(benchmark::State& s) { fluxion_global_pool<true>(s); }
+
 #if FLUXION_BENCH_HAVE_TORCH
+
+template <bool Max, bool Nhwc>
+void torch_global_pool(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  torch::manual_seed(0);
+  const auto shape = Nhwc ? std::vector<std::int64_t>{pool_batch, pool_hw, pool_hw, pool_channels}
+                          : std::vector<std::int64_t>{pool_batch, pool_channels, pool_hw, pool_hw};
+  const auto dims = Nhwc ? std::vector<std::int64_t>{1, 2} : std::vector<std::int64_t>{2, 3};
+  const auto x = torch::randn(shape).requires_grad_(true);
+  const auto w = torch::randn({pool_batch, pool_channels});
+  auto pass = [&] {
+    auto y = Max ? x.amax(dims) : x.mean(dims);
+    return torch::autograd::grad({y}, {x}, {w})[0];
+  };
+  const auto g = pass();
+  if (!torch::allclose(g.sum(dims), w, 1e-4, 1e-4)) state.SkipWithError("LibTorch: the gradient is wrong");
+  for (auto _ : state) benchmark::DoNotOptimize(pass().data_ptr());
+}
+void global_avg_pool_torch_nchw(benchmark::State& s) { torch_global_pool<false, false>(s); }
+void global_avg_pool_torch_nhwc(benchmark::State& s) { torch_global_pool<false, true>(s); }
+void global_max_pool_torch_nchw(benchmark::State& s) { torch_global_pool<true, false>(s); }
+void global_max_pool_torch_nhwc(benchmark::State& s) { torch_global_pool<true, true>(s); }
 
 torch::Tensor to_torch(const fx::tensor<float>& t, std::vector<std::int64_t> shape) {
   return torch::from_blob(const_cast<float*>(t.data()), shape, torch::kFloat32).clone();
@@ -296,7 +348,13 @@ BENCHMARK(train_cnn_split)->Apply(threads);
 BENCHMARK(train_lstm_fluxion)->Apply(threads);
 BENCHMARK(infer_mlp_fluxion)->Apply(threads);
 BENCHMARK(infer_cnn_fluxion)->Apply(threads);
+BENCHMARK(global_avg_pool_fluxion)->Apply(threads);
+BENCHMARK(global_max_pool_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
+BENCHMARK(global_avg_pool_torch_nchw)->Apply(threads);
+BENCHMARK(global_avg_pool_torch_nhwc)->Apply(threads);
+BENCHMARK(global_max_pool_torch_nchw)->Apply(threads);
+BENCHMARK(global_max_pool_torch_nhwc)->Apply(threads);
 BENCHMARK(train_mlp_torch)->Apply(threads);
 BENCHMARK(train_cnn_torch)->Apply(threads);
 BENCHMARK(train_lstm_torch)->Apply(threads);

@@ -12,6 +12,8 @@
 #     LibTorch twin bench/compile/mnist_models_torch.cpp, header-only and with both levers;
 #   - bench/compile/train_step.cpp: the MLP and CNN of bench/nn trained by a tape and by
 #     nn::compile_step (issue 13);
+#   - bench/compile/global_pool.cpp: a CNN with nn::global_avg_pool2d, and the same with
+#     avg_pool2d + flatten in its place (what the layer costs a program);
 #   - bench/compile/fit_program.cpp, a user's first program with the model layer (fit, evaluate,
 #     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels;
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
@@ -117,6 +119,12 @@ row "bench/compile/train_step.cpp, tape-based step" \
   "$(best "$cxx" "${flags[@]}" -DFLUXION_COMPILED_STEP=0 -c bench/compile/train_step.cpp -o "$scratch/out.o")"
 row "bench/compile/train_step.cpp, nn::compile_step" \
   "$(best "$cxx" "${flags[@]}" -DFLUXION_COMPILED_STEP=1 -c bench/compile/train_step.cpp -o "$scratch/out.o")"
+
+# A global pooling layer against the same reduction written with the older layers.
+row "bench/compile/global_pool.cpp, nn::global_avg_pool2d" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_GLOBAL_POOL=1 -c bench/compile/global_pool.cpp -o "$scratch/out.o")"
+row "bench/compile/global_pool.cpp, avg_pool2d<7> + flatten instead" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_GLOBAL_POOL=0 -c bench/compile/global_pool.cpp -o "$scratch/out.o")"
 
 # The prebuilt library itself, compiled once per build (fluxion_target_prebuilt_kernels).
 row "src/kernels.cpp (the prebuilt library: the core, once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"

@@ -89,6 +89,35 @@ TEST_CASE("compiled_step: a CNN's steps (conv, pooling, flatten) equal the tape-
   check_bitwise(make, x, labels(6, 5), 3);
 }
 
+TEST_CASE("compiled_step: global pooling (2-D and 1-D, kept dims) is one statement and equals the tape-based steps") {
+  static_assert(nn::detail::has_statement<nn::global_avg_pool2d<>, float, nn::static_shape<8, 8, 4>>());
+  static_assert(nn::detail::has_statement<nn::global_max_pool1d<true>, float, nn::static_shape<5, 6>>());
+  auto make_cnn = [] {
+    fx::random::generator gen{6};
+    return nn::sequential(gen, nn::input<8, 8, 2>{}, nn::conv2d<4, 3, nn::same>{}, nn::relu{}, nn::global_avg_pool2d{},
+                          nn::dense<5>{});
+  };
+  auto make_max = [] {
+    fx::random::generator gen{7};
+    return nn::sequential(gen, nn::input<8, 8, 2>{}, nn::conv2d<4, 3>{}, nn::tanh{},
+                          nn::global_max_pool2d<fx::keepdims>{}, nn::flatten{}, nn::dense<5>{});
+  };
+  fx::random::generator gen{10};
+  const fx::tensor<float> x = fx::random::normal<float>({6, 8, 8, 2}, gen);
+  check_bitwise(make_cnn, x, labels(6, 5), 3);
+  check_bitwise(make_max, x, labels(6, 5), 3);
+
+  // Keras's text classifier: embedding, the mean over the steps, a dense head.
+  auto make_text = [] {
+    fx::random::generator gen{8};
+    return nn::sequential(gen, nn::typed_input<std::int32_t, 5>{}, nn::embedding<11, 6>{}, nn::global_avg_pool1d{},
+                          nn::dense<8>{}, nn::relu{}, nn::dense<3>{});
+  };
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 4 * 5; ++i) ids.push_back((i * 5 + 2) % 11);
+  check_bitwise(make_text, fx::from_vector(ids, {4, 5}), labels(4, 3), 3);
+}
+
 TEST_CASE("compiled_step: recomputed layers (batch norm, dropout) equal the tape-based steps, moving averages included") {
   auto make = [] {
     fx::random::generator gen{7};

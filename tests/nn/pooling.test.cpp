@@ -1,5 +1,6 @@
-// fx::nn::max_pool2d, avg_pool2d, flatten, reshape and dropout: gradients against finite
-// differences, pooling against PyTorch, static shapes, dropout's statistics.
+// fx::nn::max_pool2d, avg_pool2d, the global poolings, flatten, reshape and dropout: gradients
+// against finite differences, pooling against PyTorch and naive loops, static shapes, dropout's
+// statistics.
 #define FLUXION_FORWARD_MODE 0
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
@@ -62,6 +63,93 @@ TEST_CASE("pooling: forward and backward equal PyTorch's") {
     peer::check_close(y, peer::load(std::string(prefix) + "_y"), std::string(prefix) + " y");
     peer::check_close(g, peer::load(std::string(prefix) + "_dx"), std::string(prefix) + " dx");
   }
+}
+
+TEST_CASE("global pooling: static shapes follow Keras (keepdims optional)") {
+  using I = nn::static_shape<7, 7, 32>;
+  using Q = nn::static_shape<20, 16>;
+  static_assert(std::is_same_v<decltype(nn::global_avg_pool2d<>::output_shape(I{})), nn::static_shape<32>>);
+  static_assert(std::is_same_v<decltype(nn::global_max_pool2d<>::output_shape(I{})), nn::static_shape<32>>);
+  static_assert(
+      std::is_same_v<decltype(nn::global_avg_pool2d<fx::keepdims>::output_shape(I{})), nn::static_shape<1, 1, 32>>);
+  static_assert(std::is_same_v<decltype(nn::global_avg_pool1d<>::output_shape(Q{})), nn::static_shape<16>>);
+  static_assert(std::is_same_v<decltype(nn::global_max_pool1d<true>::output_shape(Q{})), nn::static_shape<1, 16>>);
+  CHECK(std::string(nn::global_avg_pool2d<>::base_name) == "global_avg_pool2d");
+  CHECK(std::string(nn::global_max_pool1d<>::base_name) == "global_max_pool1d");
+  auto net = nn::sequential(nn::input<7, 7, 32>{}, nn::global_avg_pool2d{}, nn::dense<10>{});
+  const std::string summary = net.summary();
+  CHECK_MESSAGE(summary.find("global_avg_pool2d          (batch, 32)           0\n") != std::string::npos, summary);
+  fx::tensor<float> y = net(fx::ones<float>({3, 7, 7, 32}));
+  CHECK(y.shape() == fx::shape{3, 10});
+}
+
+TEST_CASE("global pooling: values equal a naive loop, gradients equal finite differences") {
+  fx::random::generator gen{9};
+  const fx::tensor<double> x = fx::random::normal<double>({2, 3, 4, 5}, gen);  // (batch, h, w, c)
+  const fx::tensor<double> avg = nn::global_avg_pool2d{}(x);
+  const fx::tensor<double> max = nn::global_max_pool2d{}(x);
+  const fx::tensor<double> avg_kept = nn::global_avg_pool2d<fx::keepdims>{}(x);
+  REQUIRE(avg.shape() == fx::shape{2, 5});
+  REQUIRE(max.shape() == fx::shape{2, 5});
+  REQUIRE(avg_kept.shape() == fx::shape{2, 1, 1, 5});
+  for (int b = 0; b < 2; ++b)
+    for (int c = 0; c < 5; ++c) {
+      double sum = 0, best = -1e300;
+      for (int h = 0; h < 3; ++h)
+        for (int w = 0; w < 4; ++w) {
+          sum += x(b, h, w, c);
+          best = std::max(best, x(b, h, w, c));
+        }
+      CHECK(avg(b, c) == doctest::Approx(sum / 12).epsilon(1e-14));
+      CHECK(avg_kept(b, 0, 0, c) == avg(b, c));
+      CHECK(max(b, c) == best);
+    }
+  const fx::tensor<double> seq = fx::random::normal<double>({3, 6, 4}, gen);  // (batch, steps, features)
+  const fx::tensor<double> avg1 = nn::global_avg_pool1d{}(seq);
+  const fx::tensor<double> max1 = nn::global_max_pool1d<fx::keepdims>{}(seq);
+  REQUIRE(avg1.shape() == fx::shape{3, 4});
+  REQUIRE(max1.shape() == fx::shape{3, 1, 4});
+  for (int b = 0; b < 3; ++b)
+    for (int f = 0; f < 4; ++f) {
+      double sum = 0, best = -1e300;
+      for (int t = 0; t < 6; ++t) {
+        sum += seq(b, t, f);
+        best = std::max(best, seq(b, t, f));
+      }
+      CHECK(avg1(b, f) == doctest::Approx(sum / 6).epsilon(1e-14));
+      CHECK(max1(b, 0, f) == best);
+    }
+
+  auto check = [](const char* what, auto&& f, const fx::tensor<double>& in) {
+    auto r = fx::testing::check_gradients([&](const auto& a) { return fx::sin(f(a)); }, reverse_only, in);
+    CHECK_MESSAGE(r.ok, what << ": " << r.report);
+  };
+  check("global_avg_pool2d", [](const auto& a) { return nn::global_avg_pool2d{}(a); }, x);
+  check("global_max_pool2d", [](const auto& a) { return nn::global_max_pool2d{}(a); }, x);
+  check("global_avg_pool2d<keepdims>", [](const auto& a) { return nn::global_avg_pool2d<true>{}(a); }, x);
+  check("global_avg_pool1d", [](const auto& a) { return nn::global_avg_pool1d{}(a); }, seq);
+  check("global_max_pool1d<keepdims>", [](const auto& a) { return nn::global_max_pool1d<true>{}(a); }, seq);
+}
+
+TEST_CASE("global pooling: a NaN in a channel's positions gives NaN, and a wrong rank names the layer") {
+  std::vector<float> v(12, 1.f);
+  v[(1 * 2 + 0) * 3 + 2] = std::numeric_limits<float>::quiet_NaN();  // x(0, 1, 0, 2)
+  const fx::tensor<float> x = fx::from_vector(v, {1, 2, 2, 3});
+  const fx::tensor<float> max = nn::global_max_pool2d{}(x);
+  const fx::tensor<float> avg = nn::global_avg_pool2d{}(x);
+  CHECK(max(0, 0) == 1);
+  CHECK(std::isnan(max(0, 2)));
+  CHECK(std::isnan(avg(0, 2)));
+  CHECK_THROWS_WITH_AS(nn::global_avg_pool2d{}(fx::ones<float>({2, 3, 4})),
+                       "global_avg_pool2d 'global_avg_pool2d': expects input of rank 4 (batch, height, width, "
+                       "channels), got (2, 3, 4)",
+                       fx::shape_error);
+  CHECK_THROWS_WITH_AS(nn::global_max_pool1d{"pool"}(fx::ones<float>({2, 3, 4, 5})),
+                       "global_max_pool1d 'pool': expects input of rank 3 (batch, steps, features), got (2, 3, 4, 5)",
+                       fx::shape_error);
+  CHECK_THROWS_WITH_AS(nn::global_max_pool1d{}(fx::ones<float>({2, 0, 4})),
+                       "global_max_pool1d 'global_max_pool1d': input of shape (2, 0, 4) has no positions to pool",
+                       fx::shape_error);
 }
 
 TEST_CASE("dropout: identity in inference, Keras's scaling in training, deterministic per seed") {

@@ -1,8 +1,17 @@
 // fx::nn::max_pool2d<Pool, Stride, Padding> and avg_pool2d: Keras's MaxPool2D and AveragePooling2D
 // over NHWC input. The stride defaults to the pool size, and the padding to valid, as in Keras.
+// global_avg_pool2d and global_max_pool2d (Keras's GlobalAveragePooling2D, GlobalMaxPooling2D)
+// reduce every position to one value per channel; global_avg_pool1d and global_max_pool1d do the
+// same over the steps of a sequence (batch, steps, features).
 //
 //   fx::nn::max_pool2d<2> pool;
 //   fx::tensor<float> y = pool(x);                 // (batch, 28, 28, 32) -> (batch, 14, 14, 32)
+//   fx::nn::global_avg_pool2d{}(x)                 // (batch, 28, 28, 32) -> (batch, 32)
+//   fx::nn::global_avg_pool2d<fx::keepdims>{}(x)   // (batch, 28, 28, 32) -> (batch, 1, 1, 32)
+//
+// A global pooling is a reduce_mean (reduce_max) over the spatial axes: lazy, so the reduction
+// runs inside the next statement's loop, and differentiated by the reductions' rules (a global
+// max's gradient is shared among tied maxima, as TensorFlow's reduce_max; NaN propagates).
 #pragma once
 
 #include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
@@ -77,6 +86,86 @@ struct max_pool2d : detail::pool_layer<max_pool2d<Pool, Stride, Padding>, true, 
 template <index_t Pool, index_t Stride = Pool, padding Padding = padding::valid>
 struct avg_pool2d : detail::pool_layer<avg_pool2d<Pool, Stride, Padding>, false, Pool, Stride, Padding> {
   explicit avg_pool2d(std::string n = {}) : detail::pool_layer<avg_pool2d, false, Pool, Stride, Padding>(std::move(n)) {}
+};
+
+namespace detail {
+template <bool Max, int Spatial>
+inline constexpr fixed_string global_pool_name =
+    Max ? (Spatial == 1 ? fixed_string("global_max_pool1d") : fixed_string("global_max_pool2d"))
+        : (Spatial == 1 ? fixed_string("global_avg_pool1d") : fixed_string("global_avg_pool2d"));
+
+template <class Derived, bool Max, int Spatial, bool Keepdims>
+struct global_pool_layer : stateless_layer<Derived> {
+  static constexpr bool elementwise = false;
+  static constexpr bool device_generic = true;
+  static constexpr const char* base_name = global_pool_name<Max, Spatial>.text;
+
+  template <index_t... D>
+  static auto output_shape(static_shape<D...>) {
+    static_assert(check_extents<sizeof...(D) == Spatial + 1, global_pool_name<Max, Spatial>, "input rank", sizeof...(D),
+                                "rank", Spatial + 1>::value,
+                  "fluxion::nn::global_avg_pool1d, global_max_pool1d take (steps, features) per example (rank 2); "
+                  "global_avg_pool2d, global_max_pool2d take (height, width, channels) (rank 3).");
+    if constexpr (sizeof...(D) == Spatial + 1) {
+      constexpr std::array<index_t, sizeof...(D)> in{D...};
+      if constexpr (!Keepdims) return static_shape<in[Spatial]>{};
+      else if constexpr (Spatial == 1) return static_shape<1, in[1]>{};
+      else return static_shape<1, 1, in[2]>{};
+    } else {
+      return static_shape<1>{};
+    }
+  }
+
+  explicit global_pool_layer(std::string n) : stateless_layer<Derived>(n.empty() ? base_name : std::move(n)) {}
+
+  template <class X>
+  auto operator()(X&& x, bool /*training*/ = false) const {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    const fluxion::shape& s = e.shape();
+    if (s.rank() != Spatial + 2)
+      throw shape_error(std::string(base_name) + " '" + this->m_name + "': expects input of rank " +
+                        std::to_string(Spatial + 2) +
+                        (Spatial == 1 ? " (batch, steps, features)" : " (batch, height, width, channels)") + ", got " +
+                        to_string(s));
+    for (int d = 1; d <= Spatial; ++d)
+      if (s[d] == 0)
+        throw shape_error(std::string(base_name) + " '" + this->m_name + "': input of shape " + to_string(s) +
+                          " has no positions to pool");
+    const axes spatial = Spatial == 1 ? axes{1} : axes{1, 2};
+    if constexpr (Max) return reduce_max(std::move(e), spatial, Keepdims);
+    else return reduce_mean(std::move(e), spatial, Keepdims);
+  }
+};
+}  // namespace detail
+
+/// Keras's GlobalAveragePooling2D: (batch, height, width, channels) -> (batch, channels), or
+/// (batch, 1, 1, channels) with Keepdims (fx::keepdims).
+template <bool Keepdims = false>
+struct global_avg_pool2d : detail::global_pool_layer<global_avg_pool2d<Keepdims>, false, 2, Keepdims> {
+  explicit global_avg_pool2d(std::string n = {})
+      : detail::global_pool_layer<global_avg_pool2d, false, 2, Keepdims>(std::move(n)) {}
+};
+
+/// Keras's GlobalMaxPooling2D.
+template <bool Keepdims = false>
+struct global_max_pool2d : detail::global_pool_layer<global_max_pool2d<Keepdims>, true, 2, Keepdims> {
+  explicit global_max_pool2d(std::string n = {})
+      : detail::global_pool_layer<global_max_pool2d, true, 2, Keepdims>(std::move(n)) {}
+};
+
+/// Keras's GlobalAveragePooling1D: (batch, steps, features) -> (batch, features), or (batch, 1,
+/// features) with Keepdims.
+template <bool Keepdims = false>
+struct global_avg_pool1d : detail::global_pool_layer<global_avg_pool1d<Keepdims>, false, 1, Keepdims> {
+  explicit global_avg_pool1d(std::string n = {})
+      : detail::global_pool_layer<global_avg_pool1d, false, 1, Keepdims>(std::move(n)) {}
+};
+
+/// Keras's GlobalMaxPooling1D.
+template <bool Keepdims = false>
+struct global_max_pool1d : detail::global_pool_layer<global_max_pool1d<Keepdims>, true, 1, Keepdims> {
+  explicit global_max_pool1d(std::string n = {})
+      : detail::global_pool_layer<global_max_pool1d, true, 1, Keepdims>(std::move(n)) {}
 };
 
 }  // namespace fluxion::nn

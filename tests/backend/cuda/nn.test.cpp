@@ -135,6 +135,32 @@ TEST_CASE("cuda nn: a CNN (conv2d, batch norm, max and average pooling) on the d
   check_trains_as_on_the_cpu(host, dev, filled<float>({8, 9, 9, 2}, 22));
 }
 
+namespace {
+/// Global pooling on either device: a global average over the image, or a global max over the
+/// (36 positions, 4 channels) sequence a reshape makes of it.
+template <class Device>
+auto global_avg_cnn(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<6, 6, 2>::template on<Device>{}, nn::conv2d<8, 3, nn::same>{},
+                        nn::relu{}, nn::global_avg_pool2d{}, nn::dense<5>{});
+}
+template <class Device>
+auto global_max_sequence(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<6, 6, 2>::template on<Device>{}, nn::conv2d<4, 3, nn::same>{},
+                        nn::reshape<36, 4>{}, nn::global_max_pool1d<fx::keepdims>{}, nn::flatten{}, nn::dense<5>{});
+}
+}  // namespace
+
+TEST_CASE("cuda nn: global average and max pooling on the device train as on the cpu") {
+  auto host_avg = global_avg_cnn<fx::cpu>(12);
+  auto dev_avg = global_avg_cnn<fx::cuda>(12);
+  check_trains_as_on_the_cpu(host_avg, dev_avg, filled<float>({8, 6, 6, 2}, 23));
+  auto host_max = global_max_sequence<fx::cpu>(13);
+  auto dev_max = global_max_sequence<fx::cuda>(13);
+  check_trains_as_on_the_cpu(host_max, dev_max, filled<float>({8, 6, 6, 2}, 24));
+}
+
 TEST_CASE("cuda nn: a CNN+LSTM (backpropagation through time) on the device trains as on the cpu") {
   auto host = cnn_lstm<fx::cpu>(8);
   auto dev = cnn_lstm<fx::cuda>(8);

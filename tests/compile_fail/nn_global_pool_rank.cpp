@@ -1,0 +1,8 @@
+// expect-error: "global_avg_pool2d"}.*"input rank"}, 1,.*"rank"}, 3>.*global_avg_pool2d, global_max_pool2d take \(height, width, channels\)
+// A global 2-D pooling fed a flat vector per example.
+#include <fluxion/nn.hpp>
+namespace nn = fluxion::nn;
+int main() {
+  auto net = nn::sequential(nn::input<784>{}, nn::global_avg_pool2d{}, nn::dense<10>{});
+  (void)net;
+}
