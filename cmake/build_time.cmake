@@ -4,7 +4,9 @@
 #                                           compile fluxion's GEMM, convolution and pooling kernels
 #                                           (src/kernels.cpp) and the model layer's float statements
 #                                           (src/nn_kernels.cpp: dense, conv2d, pooling, LSTM, sparse
-#                                           cross-entropy, optimizer updates) and the checkpoint and
+#                                           cross-entropy, optimizer updates;
+#                                           src/nn_activation_kernels.cpp: dense and conv2d with
+#                                           Keras's other activations) and the checkpoint and
 #                                           safetensors code (src/io.cpp) once, in a static
 #                                           library of app's own, instead of in every translation
 #                                           unit (FLUXION_PREBUILT_KERNELS). With LIBRARY, every
@@ -43,9 +45,11 @@ function(fluxion_target_prebuilt_kernels target)
     set(library ${arg_LIBRARY})
   endif()
   if(NOT TARGET ${library})
-    # nn_kernels.cpp and io.cpp sit beside kernels.cpp (in the source tree and in the installed package).
+    # nn_kernels.cpp, nn_activation_kernels.cpp and io.cpp sit beside kernels.cpp (in the source
+    # tree and in the installed package).
     get_filename_component(source_dir "${source}" DIRECTORY)
-    add_library(${library} STATIC "${source}" "${source_dir}/nn_kernels.cpp" "${source_dir}/io.cpp")
+    add_library(${library} STATIC "${source}" "${source_dir}/nn_kernels.cpp" "${source_dir}/nn_activation_kernels.cpp"
+                                  "${source_dir}/io.cpp")
     target_link_libraries(${library} PRIVATE fluxion::fluxion)
     # The program's own compile options (its -march above all), so that both sides of the link
     # were compiled for the same vector width.

@@ -129,6 +129,7 @@ row "bench/compile/global_pool.cpp, avg_pool2d<7> + flatten instead" \
 # The prebuilt library itself, compiled once per build (fluxion_target_prebuilt_kernels).
 row "src/kernels.cpp (the prebuilt library: the core, once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
 row "src/nn_kernels.cpp (the prebuilt library: the model layer)" "$(best "$cxx" "${flags[@]}" -c src/nn_kernels.cpp -o "$scratch/nn_kernels.o")"
+row "src/nn_activation_kernels.cpp (the prebuilt library: more activations)" "$(best "$cxx" "${flags[@]}" -c src/nn_activation_kernels.cpp -o "$scratch/nn_activation_kernels.o")"
 row "src/io.cpp (the prebuilt library: checkpoints, summaries)" "$(best "$cxx" "${flags[@]}" -c src/io.cpp -o "$scratch/io.o")"
 
 # The first program a user writes with the model layer (README, "Your own program"): header-only,

@@ -276,6 +276,37 @@ TEST_CASE("checkpoint: a shape, dtype or name mismatch is named, and nothing cha
   }
 }
 
+TEST_CASE("checkpoint: one optimizer over two models whose layers share names is refused at save, naming the way out") {
+  scratch_dir dir;
+  fx::random::generator init{1};
+  auto encoder = nn::sequential(init, nn::input<4>{}, nn::dense<3>{});
+  auto decoder = nn::sequential(init, nn::input<3>{}, nn::dense<4>{});  // its variables: dense/kernel, dense/bias too
+  fx::optim::adam opt;
+  auto both = [](auto& a, auto& b) {
+    auto vars = a.trainable_variables();
+    for (auto* v : b.trainable_variables()) vars.push_back(v);
+    return vars;
+  };
+  opt.build(both(encoder, decoder));
+  fx::checkpoint ckpt{{"encoder", encoder}, {"decoder", decoder}, {"optimizer", opt}};
+  CHECK_THROWS_WITH_AS(ckpt.save(dir.file("c")),
+                       "checkpoint::save: optimizer 'optimizer' trains two variables named 'dense/kernel', so both "
+                       "would save a slot named 'optimizer/dense/kernel/momentum'; two models whose layers have the "
+                       "same names? Hold them in one nn::model (its members name their variables: "
+                       "'encoder/dense/kernel'), name their layers (nn::dense<10>{\"encoder_dense\"}), or give each "
+                       "model an optimizer of its own",
+                       fx::invalid_argument);
+  CHECK_FALSE(std::ifstream(dir.file("c.safetensors")).good());  // nothing written
+
+  // The way out the message names: layers with names of their own.
+  auto renamed = nn::sequential(init, nn::input<3>{}, nn::dense<4>{"decoder_dense"});
+  fx::optim::adam opt2;
+  opt2.build(both(encoder, renamed));
+  fx::checkpoint fixed{{"encoder", encoder}, {"decoder", renamed}, {"optimizer", opt2}};
+  fixed.save(dir.file("c"));
+  CHECK(std::ifstream(dir.file("c.safetensors")).good());
+}
+
 TEST_CASE("checkpoint: a truncated or corrupted file is refused and the objects keep their values") {
   scratch_dir dir;
   auto net = make_mlp(4);

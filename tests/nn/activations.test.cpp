@@ -1,8 +1,13 @@
-// fx::softmax, fx::log_softmax, fx::gelu and the activation layers: gradients against finite
-// differences (double), values and gradients against PyTorch (float), stability at large inputs.
+// fx::softmax, fx::log_softmax, fx::gelu, Keras's other activations and the activation layers:
+// gradients against finite differences (double), values and gradients against PyTorch (float),
+// TensorFlow's gradients at the kinks, NaN, stability at large inputs.
 #define FLUXION_FORWARD_MODE 0
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
+
+#include <cmath>
+#include <limits>
+#include <utility>
 
 #include "peer.hpp"
 
@@ -35,6 +40,96 @@ TEST_CASE("activations: gradients, and PyTorch's values and gradients") {
   check_activation(nn::softmax{}, "softmax");
   check_activation(nn::log_softmax{}, "log_softmax");
   check_activation(nn::gelu{}, "gelu");
+  check_activation(nn::elu{}, "elu");
+  check_activation(nn::elu{0.5}, "elu_half");
+  check_activation(nn::selu{}, "selu");
+  check_activation(nn::leaky_relu{}, "leaky_relu");  // Keras's layer default, 0.3
+  check_activation(nn::relu6{}, "relu6");
+  check_activation(nn::silu{}, "silu");
+  check_activation(nn::swish{}, "silu");
+  check_activation(nn::softplus{}, "softplus");
+  check_activation(nn::softsign{}, "softsign");
+  check_activation(nn::mish{}, "mish");
+}
+
+TEST_CASE("activations: TensorFlow's gradients at the kinks, NaN, and finite values and gradients at +-100") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const fx::tensor<double> x = fx::from_vector(std::vector<double>{0, 6, -100, 100, nan}, {5});
+  auto value_and_gradient = [&](auto f) {
+    fx::gradient_tape tape;
+    tape.watch(x);
+    fx::tensor<double> y = f(x);
+    return std::pair{y.to_vector(), tape.gradient(fx::reduce_sum(y), x).to_vector()};
+  };
+  {
+    auto [y, g] = value_and_gradient([](const auto& a) { return fx::leaky_relu(a); });  // alpha 0.2
+    CHECK(y[0] == 0);
+    CHECK(g[0] == doctest::Approx(0.2));
+    CHECK(y[2] == doctest::Approx(-20));
+    CHECK(std::isnan(y[4]));
+  }
+  {
+    auto [y, g] = value_and_gradient([](const auto& a) { return fx::elu(a, 0.5); });
+    CHECK(g[0] == doctest::Approx(0.5));
+    CHECK(y[2] == doctest::Approx(-0.5));
+    CHECK(g[2] == doctest::Approx(0.5 * std::exp(-100.0)));
+    CHECK(y[3] == 100);
+    CHECK(g[3] == 1);  // the unused branch reads min(x, 0): no 0 * inf
+    CHECK(std::isnan(y[4]));
+  }
+  {
+    auto [y, g] = value_and_gradient([](const auto& a) { return fx::relu6(a); });
+    CHECK(y[1] == 6);
+    CHECK(g[0] == 0);
+    CHECK(g[1] == 0);
+    CHECK(y[3] == 6);
+    CHECK(std::isnan(y[4]));
+  }
+  {
+    auto [y, g] = value_and_gradient([](const auto& a) { return fx::selu(a); });
+    CHECK(y[3] == doctest::Approx(105.07009873554805));
+    CHECK(y[2] == doctest::Approx(-1.7580993408473766));
+    CHECK(g[3] == doctest::Approx(1.0507009873554805));
+    CHECK(std::isnan(y[4]));
+  }
+  for (auto [name, f] : {std::pair<const char*, fx::tensor<double> (*)(const fx::tensor<double>&)>{
+                             "silu", [](const fx::tensor<double>& a) { return fx::tensor<double>(fx::silu(a)); }},
+                         {"softsign", [](const fx::tensor<double>& a) { return fx::tensor<double>(fx::softsign(a)); }},
+                         {"mish", [](const fx::tensor<double>& a) { return fx::tensor<double>(fx::mish(a)); }},
+                         {"softplus", [](const fx::tensor<double>& a) { return fx::tensor<double>(fx::softplus(a)); }}}) {
+    CAPTURE(name);
+    auto [y, g] = value_and_gradient(f);
+    for (int i = 0; i < 4; ++i) {
+      CHECK(std::isfinite(y[static_cast<std::size_t>(i)]));
+      CHECK(std::isfinite(g[static_cast<std::size_t>(i)]));
+    }
+    CHECK(std::isnan(y[4]));
+  }
+  CHECK_THROWS_WITH_AS(nn::leaky_relu{std::numeric_limits<double>::infinity()},
+                       "leaky_relu: alpha must be finite, got inf", fx::invalid_argument);
+}
+
+TEST_CASE("activations: layers in a sequential model take Keras's names and fuse into the dense statement") {
+  fx::random::generator gen{3};
+  auto net = nn::sequential(gen, nn::input<6>{}, nn::dense<8>{}, nn::leaky_relu{0.1}, nn::dense<8>{}, nn::elu{},
+                            nn::dense<8>{}, nn::swish{}, nn::dense<4>{}, nn::mish{});
+  const std::string summary = net.summary();
+  for (const char* name : {"leaky_relu ", "elu ", "silu ", "mish "}) CHECK_MESSAGE(summary.find(name) != std::string::npos, summary);
+  const fx::tensor<double> x = fx::random::normal<double>({5, 6}, gen);
+  const fx::tensor<float> xf = fx::cast<float>(x);
+  // The model equals the functions applied by hand.
+  auto& d0 = net.layer<0>();
+  auto& d2 = net.layer<2>();
+  auto& d4 = net.layer<4>();
+  auto& d6 = net.layer<6>();
+  fx::tensor<float> h = fx::leaky_relu(fx::matmul(xf, d0.kernel()) + d0.bias(), 0.1);
+  h = fx::elu(fx::matmul(h, d2.kernel()) + d2.bias());
+  h = fx::silu(fx::matmul(h, d4.kernel()) + d4.bias());
+  h = fx::mish(fx::matmul(h, d6.kernel()) + d6.bias());
+  const auto want = h.to_vector();
+  const auto got = fx::tensor<float>(net(xf)).to_vector();
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-5));
 }
 
 TEST_CASE("softmax and log_softmax: stable at large inputs, along any axis") {

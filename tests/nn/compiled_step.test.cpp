@@ -78,6 +78,19 @@ TEST_CASE("compiled_step: an MLP's steps equal the tape-based steps, bitwise") {
   check_bitwise(make, x, labels(8, 4), 4);
 }
 
+TEST_CASE("compiled_step: Keras's other activations, fused into their dense statements, equal the tape-based steps") {
+  auto make = [] {
+    fx::random::generator gen{5};
+    return nn::sequential(gen, nn::input<20>{}, nn::dense<16>{}, nn::leaky_relu{}, nn::dense<16>{}, nn::elu{0.7},
+                          nn::dense<16>{}, nn::selu{}, nn::dense<16>{}, nn::relu6{}, nn::dense<16>{}, nn::silu{},
+                          nn::dense<16>{}, nn::softplus{}, nn::dense<16>{}, nn::softsign{}, nn::dense<16>{},
+                          nn::mish{}, nn::dense<4>{});
+  };
+  fx::random::generator gen{9};
+  const fx::tensor<float> x = fx::random::normal<float>({8, 20}, gen);
+  check_bitwise(make, x, labels(8, 4), 3);
+}
+
 TEST_CASE("compiled_step: a CNN's steps (conv, pooling, flatten) equal the tape-based steps, bitwise") {
   auto make = [] {
     fx::random::generator gen{6};

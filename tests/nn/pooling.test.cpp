@@ -131,6 +131,20 @@ TEST_CASE("global pooling: values equal a naive loop, gradients equal finite dif
   check("global_max_pool1d<keepdims>", [](const auto& a) { return nn::global_max_pool1d<true>{}(a); }, seq);
 }
 
+TEST_CASE("global pooling: forward and backward equal PyTorch's mean and amax over (h, w)") {
+  for (const char* prefix : {"global_avg_pool", "global_max_pool"}) {
+    const std::string p = prefix;
+    const fx::tensor<float> x = peer::load(p + "_x");
+    fx::gradient_tape tape;
+    tape.watch(x);
+    fx::tensor<float> y = p == "global_max_pool" ? fx::tensor<float>(nn::global_max_pool2d{}(x))
+                                                 : fx::tensor<float>(nn::global_avg_pool2d{}(x));
+    auto g = tape.gradient(fx::reduce_sum(y * peer::load(p + "_w")), x);
+    peer::check_close(y, peer::load(p + "_y"), p + " y");
+    peer::check_close(g, peer::load(p + "_dx"), p + " dx");
+  }
+}
+
 TEST_CASE("global pooling: a NaN in a channel's positions gives NaN, and a wrong rank names the layer") {
   std::vector<float> v(12, 1.f);
   v[(1 * 2 + 0) * 3 + 2] = std::numeric_limits<float>::quiet_NaN();  // x(0, 1, 0, 2)

@@ -404,9 +404,22 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_optimizer(Optimizer& der
   optim::optimizer& o = derived;
   m_kind = "optimizer";
   m_save = [name = m_name, &o](io::safetensors& file, std::set<std::string>& names) {
+    std::set<std::string> slots;
     detail::for_each_checkpoint_slot_type([&]<class T, class Device>() {
-      for (auto& [slot, v] : o.slot_variables<T, Device>())
+      for (auto& [slot, v] : o.slot_variables<T, Device>()) {
+        // Slots are named by their variable: two variables of one name (two models whose layers
+        // have the same names, trained by one optimizer) would give two slots of one name.
+        if (!slots.insert(slot).second) {
+          const std::string variable = slot.substr(0, slot.rfind('/'));
+          throw invalid_argument("checkpoint::save: optimizer '" + name + "' trains two variables named '" + variable +
+                                 "', so both would save a slot named '" + name + "/" + slot +
+                                 "'; two models whose layers have the same names? Hold them in one nn::model (its "
+                                 "members name their variables: 'encoder/" + variable +
+                                 "'), name their layers (nn::dense<10>{\"encoder_dense\"}), or give each model an "
+                                 "optimizer of its own");
+        }
         detail::add_unique(file, names, name + "/" + slot, detail::host_copy(v->peek()));
+      }
     });
     detail::add_unique(file, names, name + "/iterations", tensor<std::int64_t>(o.iterations()));
     for (const auto& [key, value] : detail::hyperparameters(o)) file.set_metadata(name + "/" + key, value);

@@ -1,12 +1,19 @@
-// Activations: as functions of expressions (fx::softmax, fx::log_softmax, fx::gelu, next to the
-// fx::relu, fx::sigmoid and fx::tanh of expr/) and as layers of a sequential model.
+// Activations: as functions of expressions (fx::softmax, fx::log_softmax, fx::gelu, fx::elu,
+// fx::selu, fx::leaky_relu, fx::relu6, fx::silu, fx::softsign, fx::mish, next to the fx::relu,
+// fx::sigmoid, fx::tanh and fx::softplus of expr/) and as layers of a sequential model, Keras's
+// set (swish is silu's other name).
 //
 //   auto p = fx::softmax(logits);                       // along the last axis
 //   auto net = fx::nn::sequential(fx::nn::input<784>{}, fx::nn::dense<128>{}, fx::nn::gelu{},
 //                                 fx::nn::dense<10>{}, fx::nn::log_softmax{});
+//   fx::nn::leaky_relu{0.1}                             // Keras's LeakyReLU(negative_slope=0.1)
 //
 // Activation layers are elementwise along their input, so a sequential model fuses each one into
 // the statement of the layer before it: dense + bias + relu is one matmul and one fused pass.
+//
+// Kinks follow TensorFlow's gradients: leaky_relu'(0) = alpha, elu'(0) = alpha, relu6'(0) =
+// relu6'(6) = 0. The branch a where() does not take is clamped so that it stays finite (elu's
+// expm1 reads min(x, 0)): its zero gradient is never 0 * inf. NaN goes through every one.
 #pragma once
 
 #include "module.hpp"  // first: the core (fluxion/tensor.hpp) in its order
@@ -42,6 +49,69 @@ auto gelu(X&& x) {
   auto e = detail::as_expr<X>(std::forward<X>(x));
   using T = value_type_t<decltype(e)>;
   return T(0.5) * e * (T(1) + erf(e * T(0.70710678118654752440)));
+}
+
+/// Keras's elu: x where x > 0, alpha (exp(x) - 1) elsewhere.
+template <class X>
+  requires(is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>)
+auto elu(X&& x, double alpha = 1.0) {
+  auto e = detail::as_expr<X>(std::forward<X>(x));
+  using T = value_type_t<decltype(e)>;
+  return where(e > T(0), e, T(alpha) * expm1(minimum(e, T(0))));
+}
+
+/// The scaled elu of self-normalizing networks (Klambauer et al. 2017), with Keras's constants.
+template <class X>
+  requires(is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>)
+auto selu(X&& x) {
+  auto e = detail::as_expr<X>(std::forward<X>(x));
+  using T = value_type_t<decltype(e)>;
+  constexpr double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
+  return where(e > T(0), T(scale) * e, T(scale * alpha) * expm1(minimum(e, T(0))));
+}
+
+/// x where x > 0, alpha x elsewhere (tf.nn.leaky_relu and keras.activations.leaky_relu: alpha
+/// 0.2; the nn::leaky_relu layer defaults to Keras's LeakyReLU layer, 0.3).
+template <class X>
+  requires(is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>)
+auto leaky_relu(X&& x, double alpha = 0.2) {
+  auto e = detail::as_expr<X>(std::forward<X>(x));
+  using T = value_type_t<decltype(e)>;
+  return where(e > T(0), e, T(alpha) * e);
+}
+
+/// min(max(x, 0), 6), with a zero gradient at both kinks, as tf.nn.relu6.
+template <class X>
+  requires(is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>)
+auto relu6(X&& x) {
+  auto e = detail::as_expr<X>(std::forward<X>(x));
+  using T = value_type_t<decltype(e)>;
+  return where(e >= T(6), T(6), relu(e));
+}
+
+/// x sigmoid(x) (swish).
+template <class X>
+  requires(is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>)
+auto silu(X&& x) {
+  auto e = detail::as_expr<X>(std::forward<X>(x));
+  return e * sigmoid(e);
+}
+
+/// x / (1 + |x|).
+template <class X>
+  requires(is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>)
+auto softsign(X&& x) {
+  auto e = detail::as_expr<X>(std::forward<X>(x));
+  using T = value_type_t<decltype(e)>;
+  return e / (T(1) + abs(e));
+}
+
+/// x tanh(softplus(x)) (Misra 2019).
+template <class X>
+  requires(is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>)
+auto mish(X&& x) {
+  auto e = detail::as_expr<X>(std::forward<X>(x));
+  return e * tanh(softplus(e));
 }
 
 }  // namespace fluxion
@@ -83,6 +153,36 @@ FLUXION_ACTIVATION_LAYER(tanh, "tanh", ::fluxion::tanh)
 FLUXION_ACTIVATION_LAYER(softmax, "softmax", ::fluxion::softmax)
 FLUXION_ACTIVATION_LAYER(log_softmax, "log_softmax", ::fluxion::log_softmax)
 FLUXION_ACTIVATION_LAYER(gelu, "gelu", ::fluxion::gelu)
+FLUXION_ACTIVATION_LAYER(selu, "selu", ::fluxion::selu)
+FLUXION_ACTIVATION_LAYER(relu6, "relu6", ::fluxion::relu6)
+FLUXION_ACTIVATION_LAYER(silu, "silu", ::fluxion::silu)
+FLUXION_ACTIVATION_LAYER(softplus, "softplus", ::fluxion::softplus)
+FLUXION_ACTIVATION_LAYER(softsign, "softsign", ::fluxion::softsign)
+FLUXION_ACTIVATION_LAYER(mish, "mish", ::fluxion::mish)
 #undef FLUXION_ACTIVATION_LAYER
+/// swish is silu (Keras has both names).
+using swish = silu;
+
+/// Activation layers with a slope: Keras's ELU(alpha = 1) and LeakyReLU(negative_slope = 0.3).
+#define FLUXION_SLOPED_ACTIVATION_LAYER(layer_name, keras_name, default_alpha)                          \
+  struct layer_name : detail::activation_layer<layer_name> {                                            \
+    static constexpr const char* base_name = keras_name;                                                \
+    explicit layer_name(double alpha = default_alpha, std::string n = {})                               \
+        : activation_layer(n.empty() ? keras_name : std::move(n)), m_alpha(alpha) {                     \
+      if (!std::isfinite(alpha))                                                                        \
+        throw invalid_argument(std::string(keras_name) + ": alpha must be finite, got " + std::to_string(alpha)); \
+    }                                                                                                   \
+    double alpha() const noexcept { return m_alpha; }                                                   \
+    template <class X>                                                                                  \
+    auto operator()(X&& x, bool /*training*/ = false) const {                                           \
+      return ::fluxion::layer_name(std::forward<X>(x), m_alpha);                                        \
+    }                                                                                                   \
+                                                                                                        \
+   private:                                                                                             \
+    double m_alpha;                                                                                     \
+  };
+FLUXION_SLOPED_ACTIVATION_LAYER(elu, "elu", 1.0)
+FLUXION_SLOPED_ACTIVATION_LAYER(leaky_relu, "leaky_relu", 0.3)
+#undef FLUXION_SLOPED_ACTIVATION_LAYER
 
 }  // namespace fluxion::nn

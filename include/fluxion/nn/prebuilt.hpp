@@ -1,5 +1,5 @@
-// Prebuilt statements of the model layer: the float statements of dense, conv2d, pooling, dropout,
-// permute and LSTM layers, sparse softmax cross-entropy, reduce_logsumexp, the optimizers' update, the tape's sum of
+// Prebuilt statements of the model layer: the float statements of dense, conv2d (with every
+// activation layer fused in), pooling, dropout, permute and LSTM layers, sparse softmax cross-entropy, reduce_logsumexp, the optimizers' update, the tape's sum of
 // gradients and the layers' initializers, compiled once in
 // src/nn_kernels.cpp instead of in every translation unit of a program that uses them.
 //
@@ -17,7 +17,8 @@
 #include "../nn.hpp"
 #include "../optim.hpp"
 
-#if (defined(FLUXION_PREBUILT_KERNELS) || defined(FLUXION_PREBUILT_NN_SOURCE)) && \
+#if (defined(FLUXION_PREBUILT_KERNELS) || defined(FLUXION_PREBUILT_NN_SOURCE) || \
+     defined(FLUXION_PREBUILT_NN_ACTIVATION_SOURCE)) &&                           \
     FLUXION_MAX_DERIVATIVE_ORDER == 1 && !FLUXION_FORWARD_MODE
 
 #define FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, E)                                                             \
@@ -62,14 +63,33 @@
   EXTERN template void optim::optimizer::apply_gradients<float, cpu>(const std::vector<tensor<float, cpu>>&,       \
                                                                      const std::vector<variable<float, cpu>*>&);
 
+// Keras's other activations after a dense or conv2d layer (stop 41), compiled in a source of their
+// own (src/nn_activation_kernels.cpp), so that the library's longest file (nn_kernels.cpp, the
+// long pole of a first build) does not grow and the two compile side by side.
+#define FLUXION_NN_ACTIVATION_SPECIALIZATIONS(EXTERN)                  \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::elu)                 \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::selu)                \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::leaky_relu)          \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::relu6)               \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::silu)                \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::softplus)            \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::softsign)            \
+  FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::mish)
+
 namespace fluxion {
 #if defined(FLUXION_PREBUILT_NN_SOURCE)
 FLUXION_NN_SPECIALIZATIONS()
 #else
 FLUXION_NN_SPECIALIZATIONS(extern)
 #endif
+#if defined(FLUXION_PREBUILT_NN_ACTIVATION_SOURCE)
+FLUXION_NN_ACTIVATION_SPECIALIZATIONS()
+#else
+FLUXION_NN_ACTIVATION_SPECIALIZATIONS(extern)
+#endif
 }  // namespace fluxion
 
+#undef FLUXION_NN_ACTIVATION_SPECIALIZATIONS
 #undef FLUXION_NN_SPECIALIZATIONS
 #undef FLUXION_NN_EPILOGUE_SPECIALIZATIONS
 

@@ -150,7 +150,23 @@ auto global_max_sequence(std::uint64_t seed) {
   return nn::sequential(gen, typename nn::input<6, 6, 2>::template on<Device>{}, nn::conv2d<4, 3, nn::same>{},
                         nn::reshape<36, 4>{}, nn::global_max_pool1d<fx::keepdims>{}, nn::flatten{}, nn::dense<5>{});
 }
+
+/// Keras's other activations on either device, each after a dense layer.
+template <class Device>
+auto activations_mlp(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<6>::template on<Device>{}, nn::dense<8>{}, nn::leaky_relu{},
+                        nn::dense<8>{}, nn::elu{0.7}, nn::dense<8>{}, nn::selu{}, nn::dense<8>{}, nn::relu6{},
+                        nn::dense<8>{}, nn::silu{}, nn::dense<8>{}, nn::softplus{}, nn::dense<8>{}, nn::softsign{},
+                        nn::dense<8>{}, nn::mish{}, nn::dense<5>{});
+}
 }  // namespace
+
+TEST_CASE("cuda nn: Keras's other activations (elu, selu, leaky_relu, relu6, silu, softplus, softsign, mish) train as on the cpu") {
+  auto host = activations_mlp<fx::cpu>(14);
+  auto dev = activations_mlp<fx::cuda>(14);
+  check_trains_as_on_the_cpu(host, dev, filled<float>({8, 6}, 25));
+}
 
 TEST_CASE("cuda nn: global average and max pooling on the device train as on the cpu") {
   auto host_avg = global_avg_cnn<fx::cpu>(12);

@@ -36,6 +36,27 @@ int main() {
     last = loss.item();
     if (step == 0) first = last;
   }
+  // Keras's other activations after dense and conv2d layers (src/nn_activation_kernels.cpp): a
+  // training step and inference each, so that every one of their declarations must link.
+  auto activations = nn::sequential(gen, nn::input<4, 4, 2>{}, nn::conv2d<3, 3, nn::same>{}, nn::silu{},
+                                    nn::conv2d<3, 3, nn::same>{}, nn::leaky_relu{}, nn::global_avg_pool2d{},
+                                    nn::dense<6>{}, nn::elu{}, nn::dense<6>{}, nn::selu{}, nn::dense<6>{},
+                                    nn::leaky_relu{0.1}, nn::dense<6>{}, nn::relu6{}, nn::dense<6>{}, nn::silu{},
+                                    nn::dense<6>{}, nn::softplus{}, nn::dense<6>{}, nn::softsign{}, nn::dense<6>{},
+                                    nn::mish{}, nn::dense<3>{});
+  const fx::tensor<float> small = fx::random::normal<float>({4, 4, 4, 2}, gen);
+  float activations_loss = 0;
+  {
+    fx::gradient_tape tape;
+    const fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(activations(small, true), labels);
+    auto vars = activations.trainable_variables();
+    fx::optim::sgd sgd{0.1};  // an optimizer of its own: its layers' names are the first model's
+    sgd.apply_gradients(tape.gradient(loss, vars), vars);
+    activations_loss = loss.item();
+  }
+  const bool activations_ok =
+      std::isfinite(activations_loss) && std::isfinite(fx::reduce_sum(activations(small)).item());
+
   // Batch-1 inference (a kept Winograd transform for the 5x5 convolution) against the taped pass.
   const fx::tensor<float> one = fx::slice(images, {0, 0, 0, 0}, {1, 8, 8, 16});
   const fx::tensor<float> inferred = model(one);
@@ -110,9 +131,10 @@ int main() {
 
   const bool ok = std::isfinite(last) && last < first && gap < 1e-4f && dx_sum == 16.f &&
                   std::isfinite(fx::tensor<double>(fx::reduce_sum(noise_d)).item()) && ints.size() == 3 && restored &&
-                  logged;
-  std::printf("consumer model: loss %g -> %g, inference gap %g, dx %g, checkpoint %s, summaries %s: %s\n",
+                  logged && activations_ok;
+  std::printf("consumer model: loss %g -> %g, inference gap %g, dx %g, checkpoint %s, summaries %s, activations %s: %s\n",
               static_cast<double>(first), static_cast<double>(last), static_cast<double>(gap), static_cast<double>(dx_sum),
-              restored ? "restored" : "NOT restored", logged ? "written" : "NOT written", ok ? "ok" : "FAILED");
+              restored ? "restored" : "NOT restored", logged ? "written" : "NOT written",
+              activations_ok ? "ok" : "NOT finite", ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }
