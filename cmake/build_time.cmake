@@ -1,12 +1,13 @@
 # Levers on the compile time of programs that use fluxion (README, "Compile time"):
 #
-#   fluxion_target_prebuilt_kernels(app [LIBRARY name])
+#   fluxion_target_prebuilt_kernels(app [LIBRARY name] [ACTIVATIONS])
 #                                           compile fluxion's GEMM, convolution and pooling kernels
 #                                           (src/kernels.cpp) and the model layer's float statements
 #                                           (src/nn_kernels.cpp: dense, conv2d, pooling, LSTM, sparse
-#                                           cross-entropy, optimizer updates;
-#                                           src/nn_activation_kernels.cpp: dense and conv2d with
-#                                           Keras's other activations) and the checkpoint and
+#                                           cross-entropy, optimizer updates; with ACTIVATIONS
+#                                           also src/nn_activation_kernels.cpp: dense and conv2d
+#                                           with elu, selu, leaky_relu, relu6, silu, softplus,
+#                                           softsign and mish, 13 CPU s more) and the checkpoint and
 #                                           safetensors code (src/io.cpp) once, in a static
 #                                           library of app's own, instead of in every translation
 #                                           unit (FLUXION_PREBUILT_KERNELS). With LIBRARY, every
@@ -28,10 +29,10 @@ get_filename_component(FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}" ABSOLU
 set_property(GLOBAL PROPERTY FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}")
 
 function(fluxion_target_prebuilt_kernels target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "LIBRARY" "")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "ACTIVATIONS" "LIBRARY" "")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "fluxion_target_prebuilt_kernels: unexpected arguments `${arg_UNPARSED_ARGUMENTS}` "
-                        "(usage: fluxion_target_prebuilt_kernels(<target> [LIBRARY <name>]))")
+                        "(usage: fluxion_target_prebuilt_kernels(<target> [LIBRARY <name>] [ACTIVATIONS]))")
   endif()
   if(NOT TARGET ${target})
     message(FATAL_ERROR "fluxion_target_prebuilt_kernels: `${target}` is not a target")
@@ -40,6 +41,7 @@ function(fluxion_target_prebuilt_kernels target)
   if(NOT EXISTS "${source}")
     message(FATAL_ERROR "fluxion_target_prebuilt_kernels: ${source} is missing")
   endif()
+  get_filename_component(source_dir "${source}" DIRECTORY)
   set(library ${target}_fluxion_kernels)
   if(arg_LIBRARY)
     set(library ${arg_LIBRARY})
@@ -47,14 +49,21 @@ function(fluxion_target_prebuilt_kernels target)
   if(NOT TARGET ${library})
     # nn_kernels.cpp, nn_activation_kernels.cpp and io.cpp sit beside kernels.cpp (in the source
     # tree and in the installed package).
-    get_filename_component(source_dir "${source}" DIRECTORY)
-    add_library(${library} STATIC "${source}" "${source_dir}/nn_kernels.cpp" "${source_dir}/nn_activation_kernels.cpp"
-                                  "${source_dir}/io.cpp")
+    add_library(${library} STATIC "${source}" "${source_dir}/nn_kernels.cpp" "${source_dir}/io.cpp")
     target_link_libraries(${library} PRIVATE fluxion::fluxion)
     # The program's own compile options (its -march above all), so that both sides of the link
     # were compiled for the same vector width.
     target_compile_options(${library} PRIVATE $<TARGET_PROPERTY:${target},COMPILE_OPTIONS>)
     set_target_properties(${library} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  endif()
+  if(arg_ACTIVATIONS)
+    # A shared library that an earlier program made without them gets them now.
+    get_target_property(has_activations ${library} FLUXION_ACTIVATIONS)
+    if(NOT has_activations)
+      target_sources(${library} PRIVATE "${source_dir}/nn_activation_kernels.cpp")
+      set_target_properties(${library} PROPERTIES FLUXION_ACTIVATIONS ON)
+    endif()
+    target_compile_definitions(${target} PRIVATE FLUXION_PREBUILT_ACTIVATIONS)
   endif()
   target_compile_definitions(${target} PRIVATE FLUXION_PREBUILT_KERNELS)
   target_link_libraries(${target} PRIVATE ${library})

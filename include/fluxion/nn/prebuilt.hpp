@@ -64,8 +64,10 @@
                                                                      const std::vector<variable<float, cpu>*>&);
 
 // Keras's other activations after a dense or conv2d layer (stop 41), compiled in a source of their
-// own (src/nn_activation_kernels.cpp), so that the library's longest file (nn_kernels.cpp, the
-// long pole of a first build) does not grow and the two compile side by side.
+// own (src/nn_activation_kernels.cpp) that the library holds only on request
+// (fluxion_target_prebuilt_kernels(app ACTIVATIONS), which defines FLUXION_PREBUILT_ACTIVATIONS):
+// it costs 13 CPU s, a quarter more library, which every first build would pay otherwise. Without
+// it a program instantiates these statements itself (about 2 CPU s for the first it uses).
 #define FLUXION_NN_ACTIVATION_SPECIALIZATIONS(EXTERN)                  \
   FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::elu)                 \
   FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::selu)                \
@@ -84,7 +86,7 @@ FLUXION_NN_SPECIALIZATIONS(extern)
 #endif
 #if defined(FLUXION_PREBUILT_NN_ACTIVATION_SOURCE)
 FLUXION_NN_ACTIVATION_SPECIALIZATIONS()
-#else
+#elif defined(FLUXION_PREBUILT_ACTIVATIONS)
 FLUXION_NN_ACTIVATION_SPECIALIZATIONS(extern)
 #endif
 }  // namespace fluxion

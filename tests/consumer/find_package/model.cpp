@@ -36,8 +36,9 @@ int main() {
     last = loss.item();
     if (step == 0) first = last;
   }
-  // Keras's other activations after dense and conv2d layers (src/nn_activation_kernels.cpp): a
-  // training step and inference each, so that every one of their declarations must link.
+  // Keras's other activations after dense and conv2d layers: a training step and inference each.
+  // Built with ACTIVATIONS (the find_package consumer) every one of their declarations must link
+  // to src/nn_activation_kernels.cpp; without (add_subdirectory) the program compiles them.
   auto activations = nn::sequential(gen, nn::input<4, 4, 2>{}, nn::conv2d<3, 3, nn::same>{}, nn::silu{},
                                     nn::conv2d<3, 3, nn::same>{}, nn::leaky_relu{}, nn::global_avg_pool2d{},
                                     nn::dense<6>{}, nn::elu{}, nn::dense<6>{}, nn::selu{}, nn::dense<6>{},
