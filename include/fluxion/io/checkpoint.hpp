@@ -18,7 +18,9 @@
 //   name>`, e.g. `model/conv2d/kernel`; the model must be built (sequential models are; a layer
 //   alone is built by its first call);
 // - an optimizer: `<object>/<slot name>` (`optimizer/dense/kernel/momentum`) and `<object>/iterations`
-//   (an I64 scalar); its kind and hyperparameters go in `__metadata__` (`optimizer/optimizer: adam`,
+//   (an I64 scalar). Where two trainable variables of the checkpoint's objects share a name (two
+//   models whose layers have the same names), their slots are named by the variables' paths
+//   instead, as TensorFlow names slots by object paths: `optimizer/decoder/dense/kernel/momentum`; its kind and hyperparameters go in `__metadata__` (`optimizer/optimizer: adam`,
 //   `optimizer/beta_1: 0.9` ...). Hyperparameters are recorded, not restored: the program constructs
 //   its optimizer; restoring into an optimizer of another kind is refused;
 // - a variable of any element type on any device, or a std::int64_t: `<object>` itself;
@@ -112,6 +114,36 @@ void for_each_checkpoint_slot_type(F&& f) {
   }(static_cast<checkpoint_devices*>(nullptr));
 }
 
+/// A trainable variable of a checkpoint's model or variable object, and its path there.
+struct owned_variable {
+  std::uint64_t id;
+  std::string name;  // the variable's own name (its slots' prefix)
+  std::string path;  // `<object>/<name>` for a model's variable, `<object>` for a variable object
+};
+
+/// How a checkpoint names an optimizer's slots: by their variable (`optimizer/dense/kernel/momentum`),
+/// unless another trainable variable of the checkpoint's objects has the same name (two models whose
+/// layers have the same names); then by the variable's path in the checkpoint
+/// (`optimizer/decoder/dense/kernel/momentum`), as TensorFlow names slots by object paths.
+struct slot_names {
+  std::map<std::uint64_t, std::string> qualified;  // variable id -> path, for the shared names
+
+  static slot_names of(const std::vector<owned_variable>& owned) {
+    std::map<std::string, std::set<std::uint64_t>> ids;  // the same variable twice counts once
+    for (const auto& v : owned) ids[v.name].insert(v.id);
+    slot_names out;
+    for (const auto& v : owned)
+      if (ids[v.name].size() > 1) out.qualified.emplace(v.id, v.path);
+    return out;
+  }
+  /// The slot's name in the file, below the optimizer's: `plain` (`<variable>/<slot>`) or
+  /// `<path>/<slot>`.
+  std::string key(std::uint64_t variable_id, const std::string& plain, const std::string& slot) const {
+    const auto it = qualified.find(variable_id);
+    return it == qualified.end() ? plain : it->second + "/" + slot;
+  }
+};
+
 /// The state restore() builds before assigning anything.
 struct restore_context {
   const io::safetensors& file;
@@ -121,6 +153,7 @@ struct restore_context {
   /// The trainable variables of the checkpoint's models and variables, by element type and device
   /// (std::vector<variable<T, Device>*>): an optimizer builds slots for them.
   std::map<std::type_index, std::shared_ptr<void>> trainables = {};
+  slot_names slots = {};
 
   template <class T, class Device>
   std::vector<variable<T, Device>*>& trainables_of() {
@@ -222,8 +255,9 @@ class checkpoint_object {
 
   std::string m_name;
   std::string m_kind;
-  std::function<void(io::safetensors&, std::set<std::string>&)> m_save;
+  std::function<void(io::safetensors&, std::set<std::string>&, const detail::slot_names&)> m_save;
   std::function<void(detail::restore_context&)> m_trainables;
+  std::function<void(std::vector<detail::owned_variable>&)> m_owned;  // models and variables
   std::function<commit_function(detail::restore_context&)> m_plan;
 };
 
@@ -252,6 +286,7 @@ class checkpoint {
 
  private:
   std::string unbuilt_hint(const std::string& name) const;
+  detail::slot_names slot_keys() const;
 
   std::vector<checkpoint_object> m_objects;
 };
@@ -332,8 +367,12 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_model(M& m) {
   using T = typename V::value_type;
   using Device = typename V::device_type;
   m_kind = "model";
-  m_save = [name = m_name, &m](io::safetensors& file, std::set<std::string>& names) {
+  m_save = [name = m_name, &m](io::safetensors& file, std::set<std::string>& names, const detail::slot_names&) {
     for (auto* v : m.variables()) detail::add_unique(file, names, name + "/" + v->name(), detail::host_copy(v->peek()));
+  };
+  m_owned = [name = m_name, &m](std::vector<detail::owned_variable>& out) {
+    for (auto* v : m.variables())
+      if (v->trainable()) out.push_back({v->id(), v->name(), name + "/" + v->name()});
   };
   m_trainables = [&m](detail::restore_context& c) {
     for (auto* v : m.variables())
@@ -352,8 +391,11 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_model(M& m) {
 template <class T, class Device>
 FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_variable(variable<T, Device>& v) {
   m_kind = "variable";
-  m_save = [name = m_name, &v](io::safetensors& file, std::set<std::string>& names) {
+  m_save = [name = m_name, &v](io::safetensors& file, std::set<std::string>& names, const detail::slot_names&) {
     detail::add_unique(file, names, name, detail::host_copy(v.peek()));
+  };
+  m_owned = [name = m_name, &v](std::vector<detail::owned_variable>& out) {
+    if (v.trainable()) out.push_back({v.id(), v.name(), name});
   };
   m_trainables = [&v](detail::restore_context& c) {
     if (v.trainable()) c.trainables_of<T, Device>().push_back(&v);
@@ -368,7 +410,7 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_variable(variable<T, Dev
 template <class Integer>
 FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_integer(Integer& n) {
   m_kind = "integer";
-  m_save = [name = m_name, &n](io::safetensors& file, std::set<std::string>& names) {
+  m_save = [name = m_name, &n](io::safetensors& file, std::set<std::string>& names, const detail::slot_names&) {
     detail::add_unique(file, names, name, tensor<std::int64_t>(n));
   };
   m_plan = [name = m_name, &n](detail::restore_context& c) -> commit_function {
@@ -381,7 +423,7 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_integer(Integer& n) {
 template <class Generator>
 FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_generator(Generator& g) {
   m_kind = "generator";
-  m_save = [name = m_name, &g](io::safetensors& file, std::set<std::string>& names) {
+  m_save = [name = m_name, &g](io::safetensors& file, std::set<std::string>& names, const detail::slot_names&) {
     detail::add_unique(file, names, name + "/seed", tensor<std::int64_t>(std::bit_cast<std::int64_t>(g.seed())));
     detail::add_unique(file, names, name + "/offset", tensor<std::int64_t>(std::bit_cast<std::int64_t>(g.offset())));
   };
@@ -403,22 +445,22 @@ template <class Optimizer>
 FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_optimizer(Optimizer& derived) {
   optim::optimizer& o = derived;
   m_kind = "optimizer";
-  m_save = [name = m_name, &o](io::safetensors& file, std::set<std::string>& names) {
+  m_save = [name = m_name, &o](io::safetensors& file, std::set<std::string>& names, const detail::slot_names& keys) {
     std::set<std::string> slots;
     detail::for_each_checkpoint_slot_type([&]<class T, class Device>() {
-      for (auto& [slot, v] : o.slot_variables<T, Device>()) {
-        // Slots are named by their variable: two variables of one name (two models whose layers
-        // have the same names, trained by one optimizer) would give two slots of one name.
+      for (auto& s : o.slots_by_variable<T, Device>()) {
+        const std::string slot = keys.key(s.variable_id, s.value->name(), s.slot);
+        // Two variables of one name (two models whose layers have the same names) that the
+        // checkpoint cannot tell apart by path: one of them is not among its objects.
         if (!slots.insert(slot).second) {
           const std::string variable = slot.substr(0, slot.rfind('/'));
           throw invalid_argument("checkpoint::save: optimizer '" + name + "' trains two variables named '" + variable +
                                  "', so both would save a slot named '" + name + "/" + slot +
-                                 "'; two models whose layers have the same names? Hold them in one nn::model (its "
-                                 "members name their variables: 'encoder/" + variable +
-                                 "'), name their layers (nn::dense<10>{\"encoder_dense\"}), or give each model an "
-                                 "optimizer of its own");
+                                 "'; add the model the other belongs to to the checkpoint (the slots of variables "
+                                 "that share a name are then named by their objects: '" + name + "/<object>/" +
+                                 variable + "/" + s.slot + "'), or name its layers (nn::dense<10>{\"encoder_dense\"})");
         }
-        detail::add_unique(file, names, name + "/" + slot, detail::host_copy(v->peek()));
+        detail::add_unique(file, names, name + "/" + slot, detail::host_copy(s.value->peek()));
       }
     });
     detail::add_unique(file, names, name + "/iterations", tensor<std::int64_t>(o.iterations()));
@@ -449,28 +491,32 @@ FLUXION_IO_TEMPLATE_INLINE checkpoint_object::commit_function checkpoint_object:
                                                                  const std::vector<variable<T, Device>*>& trainables) {
   std::map<std::string, shape> expected;  // slot name -> shape
   std::vector<std::string> order;
-  for (auto& [slot, v] : o.slot_variables<T, Device>())
-    if (expected.emplace(slot, v->shape()).second) order.push_back(slot);
+  for (auto& slot : o.slots_by_variable<T, Device>()) {
+    const std::string key = c.slots.key(slot.variable_id, slot.value->name(), slot.slot);
+    if (expected.emplace(key, slot.value->shape()).second) order.push_back(key);
+  }
   const auto specs = o.slot_specs();
   std::vector<variable<T, Device>*> to_build;
   for (auto* v : trainables) {
     if (specs.empty() || o.get_slot(*v, specs.front().name) != nullptr) continue;
     // A variable the saved optimizer had no slots for (it had not trained it yet) gets none.
     const std::string prefix = v->name().empty() ? "variable_" + std::to_string(v->id()) : v->name();
+    auto key = [&](const std::string& slot) { return c.slots.key(v->id(), prefix + "/" + slot, slot); };
     bool in_file = false;
-    for (const auto& spec : specs) in_file = in_file || c.file.contains(name + "/" + prefix + "/" + spec.name);
+    for (const auto& spec : specs) in_file = in_file || c.file.contains(name + "/" + key(spec.name));
     if (!in_file) continue;
     to_build.push_back(v);
     for (const auto& spec : specs)
-      if (expected.emplace(prefix + "/" + spec.name, v->shape()).second) order.push_back(prefix + "/" + spec.name);
+      if (expected.emplace(key(spec.name), v->shape()).second) order.push_back(key(spec.name));
   }
   std::map<std::string, tensor<T>> values;
   for (const auto& slot : order)
     if (auto t = detail::take<T>(c, name + "/" + slot, expected.at(slot), "the optimizer")) values.emplace(slot, std::move(*t));
-  return [&o, to_build = std::move(to_build), values = std::move(values)] {
+  return [&o, to_build = std::move(to_build), values = std::move(values), keys = c.slots] {
     o.build(to_build);
-    for (auto& [slot, v] : o.slot_variables<T, Device>())
-      if (const auto it = values.find(slot); it != values.end()) v->assign(detail::device_copy<Device>(it->second));
+    for (auto& slot : o.slots_by_variable<T, Device>())
+      if (const auto it = values.find(keys.key(slot.variable_id, slot.value->name(), slot.slot)); it != values.end())
+        slot.value->assign(detail::device_copy<Device>(it->second));
   };
 }
 
@@ -529,7 +575,8 @@ FLUXION_IO_INLINE std::string checkpoint::file_name(const std::string& path) {
 FLUXION_IO_INLINE io::safetensors checkpoint::to_safetensors() const {
   io::safetensors file;
   std::set<std::string> names;
-  for (const auto& o : m_objects) o.m_save(file, names);
+  const detail::slot_names keys = slot_keys();
+  for (const auto& o : m_objects) o.m_save(file, names, keys);
   file.set_metadata("format", "fluxion.checkpoint");
   return file;
 }
@@ -552,6 +599,7 @@ FLUXION_IO_INLINE std::string checkpoint::restore(const std::string& path, resto
 
 FLUXION_IO_INLINE void checkpoint::restore(const io::safetensors& file, restore_options options, const std::string& source) {
   detail::restore_context c{file, source.empty() ? file.source() : source, options};
+  c.slots = slot_keys();
   for (const auto& o : m_objects)
     if (o.m_trainables) o.m_trainables(c);
   std::vector<std::function<void()>> commits;
@@ -563,6 +611,13 @@ FLUXION_IO_INLINE void checkpoint::restore(const io::safetensors& file, restore_
                                     unbuilt_hint(name) +
                                     " (pass restore_options{.allow_partial = true} to ignore it)");
   for (auto& commit : commits) commit();
+}
+
+FLUXION_IO_INLINE detail::slot_names checkpoint::slot_keys() const {
+  std::vector<detail::owned_variable> owned;
+  for (const auto& o : m_objects)
+    if (o.m_owned) o.m_owned(owned);
+  return detail::slot_names::of(owned);
 }
 
 FLUXION_IO_INLINE std::string checkpoint::unbuilt_hint(const std::string& name) const {

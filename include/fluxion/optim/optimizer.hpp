@@ -323,6 +323,27 @@ class optimizer {
     return out;
   }
 
+  /// A slot with the id of its variable and its name in slot_specs().
+  template <class T, class Device>
+  struct owned_slot {
+    std::uint64_t variable_id;
+    std::string slot;
+    variable<T, Device>* value;
+  };
+  /// slot_variables(), with each slot's variable: checkpoints name the slots of variables that
+  /// share a name by the variables' paths instead.
+  template <class T, class Device>
+  std::vector<owned_slot<T, Device>> slots_by_variable() {
+    const auto specs = slot_specs();
+    std::vector<owned_slot<T, Device>> out;
+    for (auto& entry : m_slots) {
+      if (*entry.type != typeid(variable<T, Device>)) continue;
+      auto& slots = *static_cast<std::vector<variable<T, Device>>*>(entry.variables.get());
+      for (std::size_t k = 0; k < slots.size(); ++k) out.push_back({entry.variable_id, specs[k].name, &slots[k]});
+    }
+    return out;
+  }
+
   /// The slot `slot` (a name from slot_specs(), else this throws) of `v`, or nullptr if `v` has no
   /// slots yet.
   template <class T, class Device>
