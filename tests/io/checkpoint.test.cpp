@@ -262,8 +262,8 @@ TEST_CASE("checkpoint: a shape, dtype or name mismatch is named, and nothing cha
     std::int64_t step = 0;
     fx::checkpoint ckpt{{"model", same}, {"optimizer", opt}, {"step", step}};
     CHECK(restore_error(ckpt, dir.file("a")) == "checkpoint::restore: '" + dir.file("a.safetensors") +
-                                                    "': 'optimizer' is a sgd optimizer in the file, a adam optimizer "
-                                                    "in the program");
+                                                    "': 'optimizer' is an optimizer of kind sgd in the file, adam in "
+                                                    "the program");
     CHECK(opt.slot_variables<float, fx::cpu>().empty());
   }
   SUBCASE("an unbuilt layer") {

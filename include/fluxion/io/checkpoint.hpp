@@ -468,8 +468,8 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_optimizer(Optimizer& der
   };
   m_plan = [name = m_name, &o](detail::restore_context& c) -> commit_function {
     if (const std::string* kind = c.file.find_metadata(name + "/optimizer"); kind && *kind != o.name())
-      detail::restore_fail(c, "'" + name + "' is a " + *kind + " optimizer in the file, a " + o.name() +
-                                  " optimizer in the program");
+      detail::restore_fail(c, "'" + name + "' is an optimizer of kind " + *kind + " in the file, " + o.name() +
+                                  " in the program");
     std::vector<commit_function> slots;
     detail::for_each_checkpoint_slot_type([&]<class T, class Device>() {
       slots.push_back(plan_slots<T, Device>(name, o, c, c.trainables_of<T, Device>()));
