@@ -20,7 +20,8 @@
 // - an optimizer: `<object>/<slot name>` (`optimizer/dense/kernel/momentum`) and `<object>/iterations`
 //   (an I64 scalar). Where two trainable variables of the checkpoint's objects share a name (two
 //   models whose layers have the same names), their slots are named by the variables' paths
-//   instead, as TensorFlow names slots by object paths: `optimizer/decoder/dense/kernel/momentum`; its kind and hyperparameters go in `__metadata__` (`optimizer/optimizer: adam`,
+//   instead, as TensorFlow names slots by object paths: `optimizer/decoder/dense/kernel/momentum`.
+//   Its kind and hyperparameters go in `__metadata__` (`optimizer/optimizer: adam`,
 //   `optimizer/beta_1: 0.9` ...). Hyperparameters are recorded, not restored: the program constructs
 //   its optimizer; restoring into an optimizer of another kind is refused;
 // - a variable of any element type on any device, or a std::int64_t: `<object>` itself;

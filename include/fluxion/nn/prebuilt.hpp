@@ -17,8 +17,7 @@
 #include "../nn.hpp"
 #include "../optim.hpp"
 
-#if (defined(FLUXION_PREBUILT_KERNELS) || defined(FLUXION_PREBUILT_NN_SOURCE) || \
-     defined(FLUXION_PREBUILT_NN_ACTIVATION_SOURCE)) &&                           \
+#if (defined(FLUXION_PREBUILT_KERNELS) || defined(FLUXION_PREBUILT_NN_SOURCE)) && \
     FLUXION_MAX_DERIVATIVE_ORDER == 1 && !FLUXION_FORWARD_MODE
 
 #define FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, E)                                                             \

@@ -316,10 +316,7 @@ class optimizer {
   template <class T, class Device>
   std::vector<std::pair<std::string, variable<T, Device>*>> slot_variables() {
     std::vector<std::pair<std::string, variable<T, Device>*>> out;
-    for (auto& entry : m_slots) {
-      if (*entry.type != typeid(variable<T, Device>)) continue;
-      for (auto& s : *static_cast<std::vector<variable<T, Device>>*>(entry.variables.get())) out.emplace_back(s.name(), &s);
-    }
+    for (auto& s : slots_by_variable<T, Device>()) out.emplace_back(s.value->name(), s.value);
     return out;
   }
 
