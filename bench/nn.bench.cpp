@@ -17,6 +17,12 @@
 //                          nn::global_avg_pool2d / global_max_pool2d under a tape, LibTorch's
 //                          mean / amax over dims (2, 3) of NCHW (its layout, as a ResNet's
 //                          adaptive_avg_pool2d) and over dims (1, 2) of NHWC (fluxion's), autograd
+//   rnn_{gru,lstm}         a recurrent layer alone, (64, 32, 64) -> GRU or LSTM 128 -> the last
+//                          state, forward and backward (the gradients of sum(h * w) with respect to
+//                          the input and every weight): fluxion's nn::gru / nn::lstm under a tape
+//                          (the fused cells), LibTorch's torch::nn::GRU / LSTM (batch_first) with
+//                          the same weights, autograd; the LibTorch case first checks that both
+//                          give the same output
 //
 // A training step is: forward, softmax cross-entropy with integer labels, the gradients of every
 // variable, and one Adam update (fluxion: a gradient tape and fx::optim::adam; LibTorch: autograd,
@@ -257,6 +263,42 @@ void fluxion_global_pool(benchmark::State& state) {
 void global_avg_pool_fluxion(benchmark::State& s) { fluxion_global_pool<false>(s); }
 void global_max_pool_fluxion(benchmark::State& s) { fluxion_global_pool<true>(s); }
 
+constexpr fx::index_t rnn_batch = 64, rnn_steps = 32, rnn_features = 64, rnn_units = 128;
+
+/// A recurrent layer built with seed 5 and its input (seed 6) and output gradient (seed 7): the
+/// same numbers for fluxion and LibTorch.
+template <class Layer>
+struct rnn_case {
+  Layer layer;
+  fx::tensor<float> x, w;
+  rnn_case() {
+    fx::random::generator gen{5}, gx{6}, gw{7};
+    layer.build(fx::shape{rnn_steps, rnn_features}, gen);
+    x = fx::random::normal<float>({rnn_batch, rnn_steps, rnn_features}, gx);
+    w = fx::random::normal<float>({rnn_batch, rnn_units}, gw);
+  }
+};
+
+template <class Layer>
+void fluxion_rnn(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  rnn_case<Layer> c;
+  auto sources = c.layer.trainable_variables();
+  auto pass = [&] {
+    fx::gradient_tape tape{fx::persistent};  // asked twice: the input, then the weights
+    tape.watch(c.x);
+    const fx::tensor<float> h = c.layer(c.x);
+    fx::tensor<float> dx = tape.gradient(h, c.x, c.w);
+    return std::pair{dx, tape.gradient(h, sources, c.w)};
+  };
+  const auto [dx, dvars] = pass();
+  if (!fx::all(fx::isfinite(dx)) || fx::tensor<float>(fx::reduce_max(fx::abs(dx))).item() == 0.f)
+    state.SkipWithError("fluxion: the input's gradient is zero or not finite");
+  for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
+}
+void rnn_gru_fluxion(benchmark::State& s) { fluxion_rnn<nn::gru<rnn_units>>(s); }
+void rnn_lstm_fluxion(benchmark::State& s) { fluxion_rnn<nn::lstm<rnn_units>>(s); }
+
 #if FLUXION_BENCH_HAVE_TORCH
 
 template <bool Max, bool Nhwc>
@@ -276,6 +318,53 @@ void torch_global_pool(benchmark::State& state) {
   if (!torch::allclose(g.sum(dims), w, 1e-4, 1e-4)) state.SkipWithError("LibTorch: the gradient is wrong");
   for (auto _ : state) benchmark::DoNotOptimize(pass().data_ptr());
 }
+/// Keras's column blocks (GRU: z, r, h) in PyTorch's order (r, z, n), transposed to (gates * units, in).
+torch::Tensor torch_weight(const fx::tensor<float>& keras, bool gru) {
+  auto k = torch::from_blob(const_cast<float*>(keras.data()), {keras.shape()[0], keras.shape()[1]}, torch::kFloat32);
+  if (gru) {
+    auto blocks = k.split(rnn_units, 1);
+    k = torch::cat({blocks[1], blocks[0], blocks[2]}, 1);
+  }
+  return k.t().contiguous();
+}
+
+template <class Layer, class Module>
+void torch_rnn(benchmark::State& state) {
+  constexpr bool gru = std::is_same_v<Layer, nn::gru<rnn_units>>;
+  set_threads(static_cast<int>(state.range(0)));
+  rnn_case<Layer> c;
+  Module rnn(typename Module::Options(rnn_features, rnn_units).batch_first(true));
+  {
+    torch::NoGradGuard no_grad;
+    rnn->weight_ih_l0.copy_(torch_weight(c.layer.kernel().peek(), gru));
+    rnn->weight_hh_l0.copy_(torch_weight(c.layer.recurrent_kernel().peek(), gru));
+    const fx::tensor<float>& b = c.layer.bias().peek();
+    auto bias = torch::from_blob(const_cast<float*>(b.data()), {b.size()}, torch::kFloat32);
+    if (gru)  // (2, 3 units): the input and recurrent biases, each in blocks z, r, h
+      bias = bias.view({2, 3, rnn_units}).index_select(1, torch::tensor({1, 0, 2}, torch::kLong)).reshape({2, -1});
+    rnn->bias_ih_l0.copy_(gru ? bias[0] : bias);
+    if (gru) rnn->bias_hh_l0.copy_(bias[1]);
+    else rnn->bias_hh_l0.zero_();
+  }
+  const auto x = torch::from_blob(const_cast<float*>(c.x.data()), {rnn_batch, rnn_steps, rnn_features}, torch::kFloat32)
+                     .clone()
+                     .requires_grad_(true);
+  const auto w = torch::from_blob(const_cast<float*>(c.w.data()), {rnn_batch, rnn_units}, torch::kFloat32).clone();
+  std::vector<torch::Tensor> inputs{x};
+  for (auto& p : rnn->parameters()) inputs.push_back(p);
+  auto last = [&] {
+    auto out = std::get<0>(rnn->forward(x));
+    return out.select(1, rnn_steps - 1);
+  };
+  const fx::tensor<float> want = c.layer(c.x);
+  const auto got = last().detach();
+  if (!torch::allclose(got, torch::from_blob(const_cast<float*>(want.data()), {rnn_batch, rnn_units}), 1e-4, 1e-4))
+    state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
+  for (auto _ : state) benchmark::DoNotOptimize(torch::autograd::grad({last()}, inputs, {w})[0].data_ptr());
+}
+void rnn_gru_torch(benchmark::State& s) { torch_rnn<nn::gru<rnn_units>, torch::nn::GRU>(s); }
+void rnn_lstm_torch(benchmark::State& s) { torch_rnn<nn::lstm<rnn_units>, torch::nn::LSTM>(s); }
+
 void global_avg_pool_torch_nchw(benchmark::State& s) { torch_global_pool<false, false>(s); }
 void global_avg_pool_torch_nhwc(benchmark::State& s) { torch_global_pool<false, true>(s); }
 void global_max_pool_torch_nchw(benchmark::State& s) { torch_global_pool<true, false>(s); }
@@ -350,11 +439,15 @@ BENCHMARK(infer_mlp_fluxion)->Apply(threads);
 BENCHMARK(infer_cnn_fluxion)->Apply(threads);
 BENCHMARK(global_avg_pool_fluxion)->Apply(threads);
 BENCHMARK(global_max_pool_fluxion)->Apply(threads);
+BENCHMARK(rnn_gru_fluxion)->Apply(threads);
+BENCHMARK(rnn_lstm_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(global_avg_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_avg_pool_torch_nhwc)->Apply(threads);
 BENCHMARK(global_max_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_max_pool_torch_nhwc)->Apply(threads);
+BENCHMARK(rnn_gru_torch)->Apply(threads);
+BENCHMARK(rnn_lstm_torch)->Apply(threads);
 BENCHMARK(train_mlp_torch)->Apply(threads);
 BENCHMARK(train_cnn_torch)->Apply(threads);
 BENCHMARK(train_lstm_torch)->Apply(threads);

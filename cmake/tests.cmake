@@ -86,7 +86,7 @@ function(fluxion_add_doctest name source)
   # FLUXION_TEST_FIXTURES_DIR.
   target_compile_definitions(${target} PRIVATE "FLUXION_TEST_FIXTURES_DIR=\"${FLUXION_TESTS_DIR}/fixtures\"")
   if(NOT name MATCHES "(^|\\.)autodiff(\\.|$)" AND NOT name MATCHES "^(nn|optim|losses|metrics|io|fit)(\\.|$)"
-     AND NOT name MATCHES "^backend\\.cuda\\.(lstm|nn|window)$")
+     AND NOT name MATCHES "^backend\\.cuda\\.(recurrent|nn|window)$")
     target_compile_definitions(${target} PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=0)
   elseif(name MATCHES "^autodiff\\.")
     target_compile_definitions(${target} PRIVATE FLUXION_FORWARD_MODE=1)
@@ -230,7 +230,7 @@ foreach(source IN LISTS fluxion_device_test_sources)
   get_filename_component(file_name "${source}" NAME)
   string(REGEX REPLACE "\\.test\\.cpp$" "" name "${file_name}")
   fluxion_add_doctest(backend.cuda.${name} "${source}" LINK fluxion_thrust_omp LABELS device)
-  if(name MATCHES "^(autodiff|lstm|nn|window)$")  # the tape on the device; models trained there
+  if(name MATCHES "^(autodiff|recurrent|nn|window)$")  # the tape on the device; models trained there
     list(APPEND fluxion_nvcc_group_tape "${source}")
   else()
     list(APPEND fluxion_nvcc_group_order0 "${source}")  # -DFLUXION_MAX_DERIVATIVE_ORDER=0, as their host build

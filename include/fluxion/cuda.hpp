@@ -16,7 +16,7 @@
 #pragma once
 
 #include "backend/cuda/evaluator.hpp"
-#include "backend/cuda/lstm.hpp"
+#include "backend/cuda/recurrent.hpp"
 #include "backend/cuda/memory.hpp"
 #include "backend/cuda/transfer.hpp"
 #include "backend/cuda/window.hpp"

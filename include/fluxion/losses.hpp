@@ -41,6 +41,14 @@ namespace fluxion::losses {
 /// How per-example losses are combined: their mean, their sum, or none (one value per example).
 enum class reduction { mean, sum, none };
 
+/// Keras's label_smoothing for the cross entropies, a value s in [0, 1]: they train toward the
+/// labels (1 - s) y + s / classes (softmax, sparse or not) or (1 - s) z + s / 2 (sigmoid) instead
+/// of y or z. PyTorch's CrossEntropyLoss(label_smoothing = s) is the softmax one.
+///   fx::losses::sparse_softmax_cross_entropy(logits, labels, fx::losses::label_smoothing{0.1});
+struct label_smoothing {
+  double value = 0;
+};
+
 namespace detail {
 
 template <class X>
@@ -80,6 +88,21 @@ auto floating_pair(const char* loss, const char* a_name, A&& a, const char* b_na
   auto y = as_type<value_type_t<decltype(x)>>(std::forward<B>(b));
   check_same_shape(loss, a_name, x.shape(), b_name, y.shape());
   return std::pair{std::move(x), std::move(y)};
+}
+
+inline void check_smoothing(const char* loss, label_smoothing s) {
+  if (!(s.value >= 0 && s.value <= 1)) {
+    std::ostringstream os;
+    os << loss << ": label_smoothing = " << s.value << " must be in [0, 1]";
+    throw invalid_argument(os.str());
+  }
+}
+
+/// Labels y smoothed toward the uniform distribution over `classes`: (1 - s) y + s / classes, which
+/// is y itself, exactly, for s = 0.
+template <class T, class Y>
+auto smoothed(const Y& y, double s, index_t classes) {
+  return y * static_cast<T>(1 - s) + static_cast<T>(s / static_cast<double>(classes));
 }
 
 inline void check_class_axis(const char* loss, const shape& logits) {
@@ -173,14 +196,25 @@ tensor<T, D> finite_loss([[maybe_unused]] const char* name, tensor<T, D> loss, [
 }  // namespace detail
 
 /// Cross entropy between softmax(logits) and a distribution over classes (one-hot or soft labels)
-/// of the same shape: -sum_c labels_c log softmax(logits)_c per example.
+/// of the same shape: -sum_c labels_c log softmax(logits)_c per example; with label smoothing s,
+/// of the labels (1 - s) labels + s / classes.
+template <detail::tensor_like L, detail::tensor_like Y>
+auto softmax_cross_entropy(L&& logits, Y&& labels, label_smoothing s, reduction r = reduction::mean) {
+  const char* name = "softmax_cross_entropy";
+  const auto [x, y] = detail::floating_pair(name, "logits", std::forward<L>(logits), "labels", std::forward<Y>(labels));
+  detail::check_class_axis(name, x.shape());
+  detail::check_smoothing(name, s);
+  using T = value_type_t<decltype(x)>;
+  const index_t classes = x.shape()[x.shape().rank() - 1];
+  return detail::finite_loss(
+      name, detail::reduce_examples(detail::softmax_cross_entropy_per_example(x, detail::smoothed<T>(y, s.value, classes)), r),
+      std::pair{"logits", x}, std::pair{"labels", y});
+}
+
+/// softmax_cross_entropy without label smoothing.
 template <detail::tensor_like L, detail::tensor_like Y>
 auto softmax_cross_entropy(L&& logits, Y&& labels, reduction r = reduction::mean) {
-  const auto [x, y] = detail::floating_pair("softmax_cross_entropy", "logits", std::forward<L>(logits), "labels",
-                                             std::forward<Y>(labels));
-  detail::check_class_axis("softmax_cross_entropy", x.shape());
-  return detail::finite_loss("softmax_cross_entropy", detail::reduce_examples(detail::softmax_cross_entropy_per_example(x, y), r),
-                             std::pair{"logits", x}, std::pair{"labels", y});
+  return softmax_cross_entropy(std::forward<L>(logits), std::forward<Y>(labels), label_smoothing{}, r);
 }
 
 namespace detail {
@@ -188,9 +222,11 @@ namespace detail {
 /// label type in a program, whatever expression the logits came from (and prebuilt with
 /// FLUXION_PREBUILT_KERNELS, nn/prebuilt.hpp).
 template <class T, class IT, class D = cpu, int Config = fluxion::detail::autodiff_config>
-tensor<T, D> sparse_softmax_cross_entropy_tensors(const tensor<T, D>& x, tensor<IT, D> indices, reduction r) {
+tensor<T, D> sparse_softmax_cross_entropy_tensors(const tensor<T, D>& x, tensor<IT, D> indices, reduction r,
+                                                  double smoothing) {
   const char* name = "sparse_softmax_cross_entropy";
   check_class_axis(name, x.shape());
+  check_smoothing(name, label_smoothing{smoothing});
   const shape& xs = x.shape();
   const shape examples(xs.begin(), xs.end() - 1);
   shape with_unit_axis = examples;  // Keras also takes labels of shape (batch, 1)
@@ -205,15 +241,19 @@ tensor<T, D> sparse_softmax_cross_entropy_tensors(const tensor<T, D>& x, tensor<
     if (values[i] < 0 || values[i] >= classes)
       throw out_of_range(std::string(name) + ": labels" + position(static_cast<index_t>(i), examples) +
                          " = " + std::to_string(values[i]) + " is not in [0, " + std::to_string(classes) + ")");
-  return finite_loss(name, reduce_examples(detail::softmax_cross_entropy_per_example(x, one_hot<T>(indices, classes)), r),
-                     std::pair{"logits", x});
+  // One statement whatever the smoothing: s = 0 gives the one-hot labels exactly.
+  return finite_loss(
+      name, reduce_examples(softmax_cross_entropy_per_example(x, smoothed<T>(one_hot<T>(indices, classes), smoothing, classes)), r),
+      std::pair{"logits", x});
 }
 }  // namespace detail
 
 /// Cross entropy between softmax(logits) and integer class indices: logits (batch, classes),
-/// labels (batch,) (or (batch, 1)) of int32 or int64, each in [0, classes).
+/// labels (batch,) (or (batch, 1)) of int32 or int64, each in [0, classes); with label smoothing s,
+/// against the one-hot labels smoothed to (1 - s) one_hot + s / classes (PyTorch's
+/// CrossEntropyLoss(label_smoothing = s); Keras smooths only the one-hot form).
 template <detail::tensor_like L, detail::tensor_like I>
-auto sparse_softmax_cross_entropy(L&& logits, I&& labels, reduction r = reduction::mean) {
+auto sparse_softmax_cross_entropy(L&& logits, I&& labels, label_smoothing s, reduction r = reduction::mean) {
   auto x = fluxion::detail::as_expr<L>(std::forward<L>(logits));
   using T = value_type_t<decltype(x)>;
   detail::require_floating<decltype(x)>();
@@ -225,22 +265,40 @@ auto sparse_softmax_cross_entropy(L&& logits, I&& labels, reduction r = reductio
                 "fluxion::losses::sparse_softmax_cross_entropy: the logits and the labels are on different devices; "
                 "move the labels with fluxion::to<Device>(labels).");
   auto indices = fluxion::detail::materialize(fluxion::detail::as_expr<I>(std::forward<I>(labels)));
-  return detail::sparse_softmax_cross_entropy_tensors<T>(fluxion::detail::materialize(x), std::move(indices), r);
+  return detail::sparse_softmax_cross_entropy_tensors<T>(fluxion::detail::materialize(x), std::move(indices), r,
+                                                         s.value);
+}
+
+/// sparse_softmax_cross_entropy without label smoothing.
+template <detail::tensor_like L, detail::tensor_like I>
+auto sparse_softmax_cross_entropy(L&& logits, I&& labels, reduction r = reduction::mean) {
+  return sparse_softmax_cross_entropy(std::forward<L>(logits), std::forward<I>(labels), label_smoothing{}, r);
 }
 
 /// Binary cross entropy between sigmoid(logits) and labels in [0, 1] of the same shape, computed
-/// as TensorFlow's sigmoid_cross_entropy_with_logits: max(x, 0) - x z + log1p(exp(-|x|)).
+/// as TensorFlow's sigmoid_cross_entropy_with_logits: max(x, 0) - x z + log1p(exp(-|x|)); with
+/// label smoothing s, of the labels (1 - s) z + s / 2 (Keras's BinaryCrossentropy(from_logits=True,
+/// label_smoothing=s)).
 template <detail::tensor_like L, detail::tensor_like Y>
-auto sigmoid_binary_cross_entropy(L&& logits, Y&& labels, reduction r = reduction::mean) {
-  const auto [x, z] = detail::floating_pair("sigmoid_binary_cross_entropy", "logits", std::forward<L>(logits),
-                                             "labels", std::forward<Y>(labels));
+auto sigmoid_binary_cross_entropy(L&& logits, Y&& labels, label_smoothing s, reduction r = reduction::mean) {
+  const char* name = "sigmoid_binary_cross_entropy";
+  const auto [x, z] = detail::floating_pair(name, "logits", std::forward<L>(logits), "labels", std::forward<Y>(labels));
+  detail::check_smoothing(name, s);
   using T = value_type_t<decltype(x)>;
   // Written with where rather than relu and abs so that the gradient at x = 0 is exact
   // (sigmoid(0) - z), as in TensorFlow.
   const auto positive = x >= T(0);
-  return detail::finite_loss("sigmoid_binary_cross_entropy",
-                             detail::reduce_elementwise(where(positive, x, T(0)) - x * z + log1p(exp(where(positive, -x, x))), r),
-                             std::pair{"logits", x}, std::pair{"labels", z});
+  return detail::finite_loss(
+      name,
+      detail::reduce_elementwise(
+          where(positive, x, T(0)) - x * detail::smoothed<T>(z, s.value, 2) + log1p(exp(where(positive, -x, x))), r),
+      std::pair{"logits", x}, std::pair{"labels", z});
+}
+
+/// sigmoid_binary_cross_entropy without label smoothing.
+template <detail::tensor_like L, detail::tensor_like Y>
+auto sigmoid_binary_cross_entropy(L&& logits, Y&& labels, reduction r = reduction::mean) {
+  return sigmoid_binary_cross_entropy(std::forward<L>(logits), std::forward<Y>(labels), label_smoothing{}, r);
 }
 
 /// The mean of (predictions - targets)^2 over the last axis, per example.
@@ -249,6 +307,61 @@ auto mean_squared_error(P&& predictions, Y&& targets, reduction r = reduction::m
   const auto [p, y] = detail::floating_pair("mean_squared_error", "predictions", std::forward<P>(predictions),
                                              "targets", std::forward<Y>(targets));
   return detail::finite_loss("mean_squared_error", detail::reduce_elementwise(square(p - y), r),
+                             std::pair{"predictions", p}, std::pair{"targets", y});
+}
+
+/// The mean of |predictions - targets| over the last axis, per example (Keras's
+/// mean_absolute_error, PyTorch's L1Loss). Its gradient at a zero error is 0.
+template <detail::tensor_like P, detail::tensor_like Y>
+auto mean_absolute_error(P&& predictions, Y&& targets, reduction r = reduction::mean) {
+  const auto [p, y] = detail::floating_pair("mean_absolute_error", "predictions", std::forward<P>(predictions),
+                                             "targets", std::forward<Y>(targets));
+  return detail::finite_loss("mean_absolute_error", detail::reduce_elementwise(abs(p - y), r),
+                             std::pair{"predictions", p}, std::pair{"targets", y});
+}
+
+/// The mean of log(cosh(e)) over the last axis, per example, for e = predictions - targets
+/// (Keras's log_cosh), computed as e + softplus(-2 e) - log 2, which stays finite for |e| of 1e4.
+template <detail::tensor_like P, detail::tensor_like Y>
+auto log_cosh(P&& predictions, Y&& targets, reduction r = reduction::mean) {
+  const auto [p, y] = detail::floating_pair("log_cosh", "predictions", std::forward<P>(predictions), "targets",
+                                             std::forward<Y>(targets));
+  using T = value_type_t<decltype(p)>;
+  const auto e = p - y;
+  return detail::finite_loss("log_cosh", detail::reduce_elementwise(e + softplus(T(-2) * e) - T(0.69314718055994530942), r),
+                             std::pair{"predictions", p}, std::pair{"targets", y});
+}
+
+/// Kullback-Leibler divergence sum_c t_c log(t_c / p_c) over the last axis, per example, of the
+/// predicted distribution p from the target distribution t, both clipped to [1e-7, 1] first as
+/// Keras's kl_divergence does: a zero target counts as 1e-7, and the gradient is 0 where a
+/// prediction is clipped.
+template <detail::tensor_like P, detail::tensor_like Y>
+auto kl_divergence(P&& predictions, Y&& targets, reduction r = reduction::mean) {
+  const char* name = "kl_divergence";
+  const auto [p, y] = detail::floating_pair(name, "predictions", std::forward<P>(predictions), "targets",
+                                             std::forward<Y>(targets));
+  detail::check_class_axis(name, p.shape());
+  using T = value_type_t<decltype(p)>;
+  const T eps = T(1e-7);
+  const auto t = clip(y, eps, T(1));
+  return detail::finite_loss(name, detail::reduce_examples(reduce_sum(t * log(t / clip(p, eps, T(1))), -1), r),
+                             std::pair{"predictions", p}, std::pair{"targets", y});
+}
+
+/// Keras's cosine_similarity loss: -sum_c p_c t_c / (|p| |t|) over the last axis, per example,
+/// each norm at least 1e-6 (Keras's l2_normalize: sqrt(max(sum x^2, 1e-12))). -1 where prediction
+/// and target point the same way; a zero vector gives 0.
+template <detail::tensor_like P, detail::tensor_like Y>
+auto cosine_similarity(P&& predictions, Y&& targets, reduction r = reduction::mean) {
+  const char* name = "cosine_similarity";
+  const auto [p, y] = detail::floating_pair(name, "predictions", std::forward<P>(predictions), "targets",
+                                             std::forward<Y>(targets));
+  detail::check_class_axis(name, p.shape());
+  using T = value_type_t<decltype(p)>;
+  const T floor = T(1e-12);
+  const auto inverse_norms = rsqrt(maximum(reduce_sum(square(p), -1), floor) * maximum(reduce_sum(square(y), -1), floor));
+  return detail::finite_loss(name, detail::reduce_examples(-reduce_sum(p * y, -1) * inverse_norms, r),
                              std::pair{"predictions", p}, std::pair{"targets", y});
 }
 

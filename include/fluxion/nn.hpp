@@ -9,6 +9,7 @@
 #include "nn/dense.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
+#include "nn/gru.hpp"
 #include "nn/initializers.hpp"
 #include "nn/layer_norm.hpp"
 #include "nn/lstm.hpp"

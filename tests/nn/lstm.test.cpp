@@ -1,8 +1,7 @@
-// fx::nn::lstm: the forward pass against a naive loop, gradients with respect to the input and
-// every variable against finite differences (double), Keras's initializers (the orthogonal one
-// against Gram-Schmidt), static shapes in a sequential model, errors.
+// fx::nn::lstm: the forward pass against a naive loop, Keras's initializers (the orthogonal one
+// against Gram-Schmidt), static shapes in a sequential model, errors. Gradients against finite
+// differences: tests/nn/gru.test.cpp (for both recurrent layers).
 #define FLUXION_FORWARD_MODE 0  // layers are checked through the tape; the ops' tests check forward mode
-#include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
 
 #include <doctest/doctest.h>
@@ -14,8 +13,6 @@ namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 namespace {
-
-const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
 
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
 
@@ -91,25 +88,6 @@ TEST_CASE_TEMPLATE("lstm: the forward pass equals the LSTM written by hand", L, 
   const auto got1 = y1.to_vector();
   REQUIRE(got1.size() == want1.size());
   for (std::size_t i = 0; i < got1.size(); ++i) CHECK(got1[i] == doctest::Approx(want1[i]).epsilon(1e-12));
-}
-
-TEST_CASE_TEMPLATE("lstm: gradients with respect to the input, kernel, recurrent kernel and bias", L,
-                   nn::lstm<3, false, double>, nn::lstm<3, true, double>) {
-  fx::random::generator gen{22};
-  L layer;
-  layer.build(fx::shape{3, 2}, gen);
-  const fx::tensor<double> x = fx::random::normal<double>({2, 3, 2}, gen);
-  const fx::tensor<double> k = layer.kernel().peek(), r = layer.recurrent_kernel().peek();
-  const fx::tensor<double> b = fx::random::normal<double>({12}, gen, 0.0, 0.5);
-  auto report = fx::testing::check_gradients(
-      [&](const auto& xi, const auto& ki, const auto& ri, const auto& bi) {
-        layer.kernel().assign(ki);
-        layer.recurrent_kernel().assign(ri);
-        layer.bias().assign(bi);
-        return layer(xi);
-      },
-      reverse_only, x, k, r, b);
-  CHECK_MESSAGE(report.ok, report.report);
 }
 
 TEST_CASE("lstm: Keras's initializers") {

@@ -34,36 +34,19 @@
 #include "../expr/matmul.hpp"
 #include "../expr/remap.hpp"
 #include "../tensor/creation.hpp"
-#include "initializers.hpp"
 #include "lstm_cell.hpp"
-#include "module.hpp"
+#include "recurrent.hpp"
 
 namespace fluxion::nn {
 
 namespace detail {
-
-/// The tape that may record a fused sequence reading `projected` and `r`, in `tape`: false where
-/// the statements must run instead (see the top of this file).
-template <class T, class Device>
-bool fused_lstm_applies(const tensor<T, Device>& projected, const tensor<T, Device>& r, gradient_tape*& tape) {
-#if FLUXION_FORWARD_MODE
-  if (!fluxion::detail::accumulator_stack::accumulators.empty()) return false;
-#endif
-  tape = nullptr;
-  for (gradient_tape* t : fluxion::detail::tape_stack::tapes) {
-    if (!t->recording() || !(t->tracks(projected.id()) || t->tracks(r.id()))) continue;
-    if (tape) return false;
-    tape = t;
-  }
-  return true;
-}
 
 /// The whole sequence through the fused cell (Device is not the cpu): projected is (batch * steps,
 /// 4 units), row b * steps + t; r the recurrent kernel's value (units, 4 units).
 template <class T, bool ReturnSequences, class Device>
 tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r, index_t batch,
                              index_t steps, index_t units, gradient_tape* tape) {
-  using cells = lstm_cells<Device>;
+  using cells = recurrent_cells<Device>;
   using eval = fluxion::detail::evaluator<Device>;
   const index_t bu = batch * units, g4 = 4 * units, origin = 0;
   // h_0 .. h_steps and c_0 .. c_steps, each (batch, units); h_0 = c_0 = 0.
@@ -128,7 +111,7 @@ tensor<T, Device> lstm_forward(const tensor<T, Device>& e, const variable<T, Dev
   {
     const tensor<T, Device>& r = recurrent_kernel.read_value();
     gradient_tape* tape = nullptr;
-    if (batch > 0 && fused_lstm_applies(projected, r, tape))
+    if (batch > 0 && fused_recurrent_applies(tape, projected, r))
       return lstm_fused<T, ReturnSequences>(projected, r, batch, steps, units, tape);
   }
   tensor<T, Device> h = zeros<T, Device>({batch, units}), c = zeros<T, Device>({batch, units});
@@ -147,104 +130,19 @@ tensor<T, Device> lstm_forward(const tensor<T, Device>& e, const variable<T, Dev
 }  // namespace detail
 
 template <index_t Units, bool ReturnSequences = false, class T = float, class Device = cpu>
-class lstm : public layer_base<lstm<Units, ReturnSequences, T, Device>, T, Device> {
-  static_assert(Units > 0, "fluxion::nn::lstm<Units>: Units must be positive.");
-  static_assert(std::is_floating_point_v<T>, "fluxion::nn::lstm<Units, ReturnSequences, T>: T must be a "
-                                             "floating-point type.");
-  using base = layer_base<lstm<Units, ReturnSequences, T, Device>, T, Device>;
+class lstm : public detail::recurrent_layer<lstm<Units, ReturnSequences, T, Device>, 4, Units, T, Device> {
+  FLUXION_RECURRENT_LAYER(lstm)
 
- public:
-  static constexpr bool names_itself = true;
-  static constexpr bool device_generic = true;
-  static constexpr bool elementwise = false;
-  static constexpr const char* base_name = "lstm";
-  static constexpr index_t units = Units;
-  static constexpr bool return_sequences = ReturnSequences;
-  template <class U, class D = cpu>
-  using rebind = lstm<Units, ReturnSequences, U, D>;
-  /// (time, features) per example becomes (Units), or (time, Units) with ReturnSequences.
-  template <index_t... D>
-  static auto output_shape(static_shape<D...>) {
-    static_assert(detail::check_extents<sizeof...(D) == 2, "lstm", "input rank", sizeof...(D), "rank", 2>::value,
-                  "fluxion::nn::lstm: the input must be (time, features) per example (rank 2); reshape it first, "
-                  "e.g. with fluxion::nn::reshape<Time, Features>.");
-    if constexpr (sizeof...(D) == 2 && ReturnSequences) {
-      return static_shape<std::array<index_t, 2>{D...}[0], Units>{};
-    } else {
-      return static_shape<Units>{};
-    }
-  }
-
-  explicit lstm(std::string name = {}) : base(name.empty() ? base_name : std::move(name)) {}
-
-  bool built() const noexcept { return m_kernel.has_value(); }
-  /// Creates the variables for inputs of per-example shape (time, features).
-  void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
-    if (per_example.rank() != 2)
-      throw shape_error("lstm '" + this->m_name + "': expects (batch, time, features) input, got (batch, " +
-                        to_string(per_example).substr(1));
-    m_in = per_example[1];
-    m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
-    m_recurrent_kernel.emplace(initial_recurrent_kernel(gen), this->m_name + "/recurrent_kernel");
-    m_bias.emplace(initial_bias(), this->m_name + "/bias");
-  }
-  void initialize(random::generator& gen) {
-    if (!built()) return;
-    m_kernel->assign(initial_kernel(gen));
-    m_recurrent_kernel->assign(initial_recurrent_kernel(gen));
-    m_bias->assign(initial_bias());
-  }
-
-  /// The last hidden state (batch, Units), or every one (batch, time, Units) with ReturnSequences.
-  template <class X>
-  tensor<T, Device> operator()(X&& x, bool /*training*/ = false) {
-    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
-    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
-                  "fluxion::nn::lstm: the input's element type differs from the layer's; convert it with "
-                  "fluxion::cast<T>, or declare the layer as lstm<Units, ReturnSequences, T>.");
-    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
-                  "fluxion::nn::lstm: the input is on another device than the layer's variables; move it with "
-                  "fluxion::to<Device>, or declare the layer with that device.");
-    const fluxion::shape s = e.shape();
-    if (s.rank() != 3)
-      throw shape_error("lstm '" + this->m_name + "': expects input of shape (batch, time, features), got " +
-                        to_string(s));
-    if (!built()) build(fluxion::shape{s[1], s[2]});
-    if (s[2] != m_in || s[1] < 1)
-      throw shape_error("lstm '" + this->m_name + "': expects input of shape (batch, time >= 1, " +
-                        std::to_string(m_in) + "), got " + to_string(s));
-    return detail::lstm_forward<T, ReturnSequences>(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel,
-                                                    *m_bias, Units);
-  }
-
-  variable<T, Device>& kernel() { return this->require_built(m_kernel, "lstm", "kernel"); }
-  variable<T, Device>& recurrent_kernel() {
-    return this->require_built(m_recurrent_kernel, "lstm", "recurrent_kernel");
-  }
-  variable<T, Device>& bias() { return this->require_built(m_bias, "lstm", "bias"); }
-
-  template <class F>
-  void for_each_variable(const std::string& prefix, F&& f) {
-    this->visit(prefix, f, m_kernel, "kernel");
-    this->visit(prefix, f, m_recurrent_kernel, "recurrent_kernel");
-    this->visit(prefix, f, m_bias, "bias");
-  }
-
- private:
-  // Drawn on the host (the same values on every device), then copied to Device.
-  tensor<T, Device> initial_kernel(random::generator& gen) const {
-    return fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>({m_in, 4 * Units}, m_in, 4 * Units, gen));
-  }
-  static tensor<T, Device> initial_recurrent_kernel(random::generator& gen) {
-    return fluxion::detail::device_copy<Device>(initializers::orthogonal<T>({Units, 4 * Units}, gen));
+  /// The checked input through the layer (detail::recurrent_layer::checked_run).
+  static tensor<T, Device> run(const tensor<T, Device>& x, const variable<T, Device>& kernel,
+                               const variable<T, Device>& recurrent_kernel, const variable<T, Device>& bias) {
+    return detail::lstm_forward<T, ReturnSequences>(x, kernel, recurrent_kernel, bias, Units);
   }
   static tensor<T, Device> initial_bias() {  // zeros, the forget gate's block at ones
     std::vector<T> b(static_cast<std::size_t>(4 * Units), T(0));
     std::fill(b.begin() + Units, b.begin() + 2 * Units, T(1));
     return fluxion::detail::device_copy<Device>(from_vector(b, {4 * Units}));
   }
-  index_t m_in = 0;
-  std::optional<variable<T, Device>> m_kernel, m_recurrent_kernel, m_bias;
 };
 
 }  // namespace fluxion::nn

@@ -46,9 +46,9 @@
   EXTERN template tensor<float> nn::detail::lstm_forward<float, true>(                                             \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t);      \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int32_t>(         \
-      const tensor<float>&, tensor<std::int32_t>, losses::reduction);                                              \
+      const tensor<float>&, tensor<std::int32_t>, losses::reduction, double);                                      \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int64_t>(         \
-      const tensor<float>&, tensor<std::int64_t>, losses::reduction);                                              \
+      const tensor<float>&, tensor<std::int64_t>, losses::reduction, double);                                      \
   EXTERN template tensor<float> fluxion::detail::logsumexp_of<float, cpu>(const tensor<float>&, unsigned, bool);     \
   EXTERN template void autodiff::gradient_store::add<1, float, cpu>(std::uint64_t, tensor<float, cpu>);              \
   EXTERN template std::vector<tensor<float, cpu>> gradient_tape::gradient<float, cpu, variable<float, cpu>>(          \

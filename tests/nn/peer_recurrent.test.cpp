@@ -1,7 +1,7 @@
-// fx::nn::lstm against PyTorch's LSTM (float; weights converted to Keras's layout), returning the
-// last state and the whole sequence: outputs and the gradients with respect to the input, kernel,
-// recurrent kernel and bias (tests/fixtures/nn/make_fixtures_norm_lstm.py), through the statements
-// and through the fused cell.
+// fx::nn::lstm and fx::nn::gru against PyTorch's LSTM and GRU (float; weights converted to Keras's
+// layout), returning the last state and the whole sequence: outputs and the gradients with respect
+// to the input, kernel, recurrent kernel and bias (tests/fixtures/nn/make_fixtures_norm_lstm.py),
+// through the statements and through the fused cell.
 #include <optional>
 
 #include <fluxion/fluxion.hpp>
@@ -11,16 +11,17 @@
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
-TEST_CASE_TEMPLATE("lstm: forward and backward equal PyTorch's", L, nn::lstm<5, false>, nn::lstm<5, true>) {
-  const std::string prefix = L::return_sequences ? "lstm_seq" : "lstm_last";
+TEST_CASE_TEMPLATE("lstm, gru: forward and backward equal PyTorch's", L, nn::lstm<5, false>, nn::lstm<5, true>,
+                   nn::gru<5, false>, nn::gru<5, true>) {
+  const std::string name = L::base_name, prefix = name + (L::return_sequences ? "_seq" : "_last");
   L layer;
   layer.build(fx::shape{4, 3});
-  layer.kernel().assign(peer::load("lstm_kernel"));
-  layer.recurrent_kernel().assign(peer::load("lstm_recurrent_kernel"));
-  layer.bias().assign(peer::load("lstm_bias"));
-  const fx::tensor<float> x = peer::load("lstm_x");
+  layer.kernel().assign(peer::load(name + "_kernel"));
+  layer.recurrent_kernel().assign(peer::load(name + "_recurrent_kernel"));
+  layer.bias().assign(peer::load(name + "_bias"));
+  const fx::tensor<float> x = peer::load(name + "_x");
   // Under two tapes (nested, as for second derivatives) the steps are statements; under one tape
-  // the sequence is one entry over the fused cell (nn/lstm.hpp, nn/lstm_cell.hpp). Both against
+  // the sequence is one entry over the fused cell (nn/lstm_cell.hpp, nn/gru_cell.hpp). Both against
   // PyTorch.
   for (const bool nested : {true, false}) {
     CAPTURE(nested);
@@ -38,7 +39,7 @@ TEST_CASE_TEMPLATE("lstm: forward and backward equal PyTorch's", L, nn::lstm<5, 
       if (pass == 0) dx = tape.gradient(s, x);
       else g = tape.gradient(s, layer.trainable_variables());
     }
-    CHECK(nested ? entries > 3 * 4 : entries < 6);  // three statements a step (4 steps), or one entry
+    CHECK(nested ? entries > 3 * 4 : entries < 6);  // three or more statements a step (4 steps), or one entry
     peer::check_close(y, peer::load(prefix + "_y"), "y");
     peer::check_close(dx, peer::load(prefix + "_dx"), "d x");
     peer::check_close(g[0], peer::load(prefix + "_dkernel"), "d kernel");

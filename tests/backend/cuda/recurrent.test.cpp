@@ -1,9 +1,10 @@
-// The LSTM's fused cell on fx::cuda (backend/cuda/lstm.hpp, nn/lstm_cell.hpp). A sequence that one
-// tape records (one-shot or persistent) runs as one cell kernel per step and one tape entry; under
-// two tapes it takes nn/lstm.hpp's statements. Either way the output and the gradient of every
-// variable (kernel, recurrent kernel and bias of both layers, and the dense layer after them) agree
-// with the same model's statements on the cpu, which are checked against a hand-written LSTM and
-// PyTorch (tests/nn/lstm.test.cpp, tests/nn/peer_lstm.test.cpp).
+// The LSTM's and the GRU's fused cells on fx::cuda (backend/cuda/recurrent.hpp, nn/lstm_cell.hpp,
+// nn/gru_cell.hpp). A sequence that one tape records (one-shot or persistent) runs as one cell
+// kernel per step and one tape entry; under two tapes it takes nn/lstm.hpp's or nn/gru.hpp's
+// statements. Either way the output and the gradient of every variable (kernel, recurrent kernel
+// and bias of both layers, and the dense layer after them) agree with the same model's statements
+// on the cpu, which are checked against a hand-written LSTM and GRU and PyTorch
+// (tests/nn/{lstm,gru}.test.cpp, tests/nn/peer_{lstm,gru}.test.cpp).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -22,12 +23,13 @@ using fluxion_test::filled;
 
 constexpr fx::index_t steps = 5;
 
-/// Two LSTMs, the first returning its sequence, then a dense layer: (batch, 5, 3) -> (batch, 2).
-template <class T, class Device>
+/// Two recurrent layers (nn::lstm or nn::gru), the first returning its sequence, then a dense
+/// layer: (batch, 5, 3) -> (batch, 2).
+template <template <fx::index_t, bool, class, class> class Recurrent, class T, class Device>
 auto stacked(std::uint64_t seed) {
   fx::random::generator gen{seed};
-  return nn::sequential(gen, typename nn::typed_input<T, steps, 3>::template on<Device>{}, nn::lstm<6, true>{},
-                        nn::lstm<4>{}, nn::dense<2>{});
+  return nn::sequential(gen, typename nn::typed_input<T, steps, 3>::template on<Device>{},
+                        Recurrent<6, true, float, fx::cpu>{}, Recurrent<4, false, float, fx::cpu>{}, nn::dense<2>{});
 }
 
 enum class taping { one_shot, persistent, two_tapes };
@@ -64,23 +66,23 @@ void check_same(const result<T>& got, const result<T>& want, double rtol) {
   }
 }
 
-template <class T>
-void check_fused_against_cpu(double rtol) {
-  auto host = stacked<T, fx::cpu>(31);
-  auto dev = stacked<T, fx::cuda>(31);
+template <template <fx::index_t, bool, class, class> class Recurrent, class T>
+void check_fused_against_cpu(double rtol, std::size_t per_step) {
+  auto host = stacked<Recurrent, T, fx::cpu>(31);
+  auto dev = stacked<Recurrent, T, fx::cuda>(31);
   const fx::tensor<T> x = filled<T>({4, steps, 3}, 32);
   const auto xd = fx::to<fx::cuda>(x);
   const result<T> want = run<T>(host, x, taping::two_tapes);  // the cpu's statements
-  REQUIRE(want.gradients.size() == 8);
+  REQUIRE(want.gradients.size() == 8);  // 3 + 3 + 2
   check_same(run<T>(host, x, taping::one_shot), want, rtol);    // the cpu's fused cell
 
   const result<T> fused = run<T>(dev, xd, taping::one_shot);
   check_same(fused, want, rtol);
-  // The statements record at least three entries a step per layer (z, c, h); fused, each layer's
-  // whole sequence is one.
+  // The statements record at least per_step entries a step per layer; fused, each layer's whole
+  // sequence is one.
   const result<T> statements = run<T>(dev, xd, taping::two_tapes);
   check_same(statements, want, rtol);
-  CHECK(fused.entries + 2 * 3 * (steps - 1) <= statements.entries);
+  CHECK(fused.entries + 2 * per_step * (steps - 1) <= statements.entries);
   CHECK(statements.entries == want.entries);
   const result<T> persistent = run<T>(dev, xd, taping::persistent);
   check_same(persistent, want, rtol);
@@ -92,19 +94,28 @@ void check_fused_against_cpu(double rtol) {
 
 }  // namespace
 
+// Statements a step: the LSTM's z, c and h; the GRU's x's rows, h R + b, z and r, and h.
 TEST_CASE("cuda lstm: the fused sequence gives the cpu's output and gradients, double") {
-  check_fused_against_cpu<double>(1e-12);
+  check_fused_against_cpu<nn::lstm, double>(1e-12, 3);
 }
 
 TEST_CASE("cuda lstm: the fused sequence gives the cpu's output and gradients, float") {
-  check_fused_against_cpu<float>(1e-5);
+  check_fused_against_cpu<nn::lstm, float>(1e-5, 3);
+}
+
+TEST_CASE("cuda gru: the fused sequence gives the cpu's output and gradients, double") {
+  check_fused_against_cpu<nn::gru, double>(1e-12, 4);
+}
+
+TEST_CASE("cuda gru: the fused sequence gives the cpu's output and gradients, float") {
+  check_fused_against_cpu<nn::gru, float>(1e-5, 4);
 }
 
 TEST_CASE("cuda lstm: a fused sequence's gradient can be asked for again on a kept tape (jacobian)") {
   // jacobian() runs the recorded entries once per output element: the fused entry's backward pass
   // must not consume what it keeps.
-  auto host = stacked<double, fx::cpu>(33);
-  auto dev = stacked<double, fx::cuda>(33);
+  auto host = stacked<nn::lstm, double, fx::cpu>(33);
+  auto dev = stacked<nn::lstm, double, fx::cuda>(33);
   const fx::tensor<double> x = filled<double>({2, steps, 3}, 34);
   const auto xd = fx::to<fx::cuda>(x);
   auto jacobian_of = [](auto& model, const auto& input) {

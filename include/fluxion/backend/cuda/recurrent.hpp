@@ -1,15 +1,15 @@
-// The LSTM's fused cell (nn/lstm_cell.hpp) on fx::cuda: each step's cells are one Thrust kernel,
-// a thread per (b, u).
+// The recurrent layers' fused cells (nn/lstm_cell.hpp, nn/gru_cell.hpp) on fx::cuda: each step's
+// cells are one Thrust kernel, a thread per (b, u).
 #pragma once
 
 #include "../../core/device.hpp"
-#include "../../nn/lstm_cell.hpp"
+#include "../../nn/recurrent_cell.hpp"
 #include "window.hpp"
 
 namespace fluxion::nn::detail {
 
 template <class F>
-struct lstm_cell_thread {
+struct recurrent_cell_thread {
   F f;
   index_t units;
   FLUXION_HOST_DEVICE void operator()(index_t k) const {
@@ -19,10 +19,10 @@ struct lstm_cell_thread {
 };
 
 template <>
-struct lstm_cells<cuda> {
+struct recurrent_cells<cuda> {
   template <class F>
   static void run(index_t batch, index_t units, const F& f) {
-    fluxion::detail::cuda_window::for_each_index(batch * units, lstm_cell_thread<F>{f, units});
+    fluxion::detail::cuda_window::for_each_index(batch * units, recurrent_cell_thread<F>{f, units});
   }
 };
 

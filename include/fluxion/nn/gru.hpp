@@ -1,0 +1,149 @@
+// fx::nn::gru<Units, ReturnSequences>: Keras's GRU with its defaults (tanh activation, sigmoid
+// recurrent activation, reset_after = true, gates in Keras's order z, r, h), which is also cuDNN's
+// and PyTorch's GRU.
+//
+//   fx::nn::gru<32> rnn;                             // the last output: (batch, time, features) -> (batch, 32)
+//   fx::tensor<float> h = rnn(x);
+//   fx::nn::gru<32, true> seq;                       // every output: -> (batch, time, 32)
+//   rnn.kernel().shape();                            // (features, 96): glorot-uniform
+//   rnn.recurrent_kernel().shape();                  // (32, 96): orthogonal
+//   rnn.bias().shape();                              // (2, 96): zeros; row 0 the input bias, row 1 the recurrent bias
+//
+// As the LSTM (nn/lstm.hpp): the input projection of every time step is one GEMM up front, x
+// (batch * time, features) times the kernel plus the input bias; each step is one GEMM h @
+// recurrent_kernel and one fused cell pass (nn/gru_cell.hpp); the state starts at zeros. The whole
+// sequence is one tape entry, whose backward pass runs a cell pass and a GEMM per step and one
+// GEMM for the recurrent kernel's gradient. Where more than one tape records the sequence (nested
+// tapes, for second derivatives), a forward accumulator sees it, or the batch is empty, the steps
+// run as statements instead, differentiable to any order.
+//
+// Not Keras's: reset_after = false (Keras 1's GRU, which applies the reset gate before the
+// candidate's recurrent GEMM), return_state, go_backwards, stateful, dropout and masking.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "../expr/elementwise.hpp"
+#include "../expr/indexing.hpp"
+#include "../expr/matmul.hpp"
+#include "../expr/remap.hpp"
+#include "../tensor/creation.hpp"
+#include "gru_cell.hpp"
+#include "recurrent.hpp"
+
+namespace fluxion::nn {
+
+namespace detail {
+
+/// The whole sequence through the fused cell: projected is (batch * steps, 3 units), row b * steps
+/// + t; r the recurrent kernel's value (units, 3 units); rbias the recurrent bias (1, 3 units).
+template <class T, bool ReturnSequences, class Device>
+tensor<T, Device> gru_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
+                            const tensor<T, Device>& rbias, index_t batch, index_t steps, index_t units,
+                            gradient_tape* tape) {
+  using cells = recurrent_cells<Device>;
+  using eval = fluxion::detail::evaluator<Device>;
+  const index_t bu = batch * units, g3 = 3 * units, g4 = 4 * units, origin = 0;
+  // h_0 .. h_steps, each (batch, units); h_0 = 0.
+  tensor<T, Device> hs = zeros<T, Device>({steps + 1, batch, units});
+  tensor<T, Device> gates(fluxion::shape{steps, batch, g4}), recurrent(fluxion::shape{batch, g3});
+  tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
+  T *h = hs.mutable_data(), *z = recurrent.mutable_data();
+  for (index_t t = 0; t < steps; ++t) {
+    if (t > 0) eval::matmul(false, false, 1, batch, g3, units, h + t * bu, &origin, r.data(), &origin, z);
+    const bool out = ReturnSequences || t == steps - 1;
+    cells::run(batch, units,
+               gru_cell_forward<T>{t > 0 ? z : nullptr, rbias.data(), projected.data(), h + t * bu,
+                                   gates.mutable_data() + t * batch * g4, h + (t + 1) * bu,
+                                   out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
+                                   ReturnSequences ? t : 0});
+  }
+  if (!tape) return y;
+  const std::uint64_t out_id = y.id();
+  if constexpr (fluxion::max_derivative_order < 1) {
+    tape->record(out_id, [out_id](autodiff::gradient_store& store) {
+      if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
+    });
+  } else {
+    tape->record(out_id, [tape, out_id, projected, r, rbias, hs, gates, batch, steps,
+                          units](autodiff::gradient_store& store) {
+      const tensor<T, Device>* found = store.find<T, Device>(out_id);
+      if (!found) return;
+      const tensor<T, Device> dy = *found;  // the store may rehash while we add to it
+      const index_t bu = batch * units, g3 = 3 * units, g4 = 4 * units, origin = 0;
+      // d recurrent holds every step's gradient of h_t @ R + b_rec, (steps * batch) rows.
+      tensor<T, Device> drecurrent(fluxion::shape{steps * batch, g3}), dprojected(fluxion::shape{batch * steps, g3});
+      tensor<T, Device> dh_direct(fluxion::shape{batch, units}), dh_matmul(fluxion::shape{batch, units}), dr(r.shape());
+      const T* h = hs.data();
+      for (index_t t = steps - 1; t >= 0; --t) {
+        const bool in = ReturnSequences || t == steps - 1;
+        T* drec_t = drecurrent.mutable_data() + t * batch * g3;
+        cells::run(batch, units,
+                   gru_cell_backward<T>{gates.data() + t * batch * g4, h + t * bu, in ? dy.data() : nullptr,
+                                        t < steps - 1 ? dh_matmul.data() : nullptr, dh_direct.mutable_data(), drec_t,
+                                        dprojected.mutable_data(), units, steps, t, ReturnSequences ? steps : 1,
+                                        ReturnSequences ? t : 0});
+        if (t > 0)  // h_t's gradient through h_t @ R, for step t - 1
+          eval::matmul(false, true, 1, batch, units, g3, drec_t, &origin, r.data(), &origin, dh_matmul.mutable_data());
+      }
+      // dR = sum over t of h_t^T d recurrent_t: h_0 .. h_{steps-1} and d recurrent are both (steps * batch) rows.
+      eval::matmul(true, false, 1, units, g3, steps * batch, h, &origin, drecurrent.data(), &origin,
+                   dr.mutable_data());
+      autodiff::tape_sink sink{*tape, store};
+      sink.leaf(projected, dprojected);
+      sink.leaf(r, dr);
+      sink.leaf(rbias, drecurrent);  // summed over the rows to the bias's (1, 3 units)
+    });
+  }
+  return y;
+}
+
+/// The statements of every GRU layer of element type T (one instance per program; see
+/// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked.
+template <class T, bool ReturnSequences, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> gru_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
+                              const variable<T, Device>& recurrent_kernel, const variable<T, Device>& bias,
+                              index_t units) {
+  const fluxion::shape& s = e.shape();
+  const index_t batch = s[0], steps = s[1], features = s[2], g3 = 3 * units;
+  // Row b * steps + t holds example b at step t.
+  const tensor<T, Device> projected = matmul(reshape(e, {-1, features}), kernel) + slice(bias, {0, 0}, {1, g3});
+  const tensor<T, Device> rbias = slice(bias, {1, 0}, {1, g3});
+  {
+    const tensor<T, Device>& r = recurrent_kernel.read_value();
+    gradient_tape* tape = nullptr;
+    if (batch > 0 && fused_recurrent_applies(tape, projected, r, rbias))
+      return gru_fused<T, ReturnSequences>(projected, r, rbias, batch, steps, units, tape);
+  }
+  tensor<T, Device> h = zeros<T, Device>({batch, units});
+  std::vector<tensor<T, Device>> outputs;
+  for (index_t t = 0; t < steps; ++t) {
+    const tensor<T, Device> p = strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1});
+    const tensor<T, Device> rec = matmul(h, recurrent_kernel) + rbias;
+    const tensor<T, Device> zr = fluxion::sigmoid(slice(p, {0, 0}, {batch, 2 * units}) +
+                                                  slice(rec, {0, 0}, {batch, 2 * units}));
+    auto block = [&](const tensor<T, Device>& a, index_t k) { return slice(a, {0, k * units}, {batch, units}); };
+    const auto z = block(zr, 0);
+    h = z * h + (T(1) - z) * fluxion::tanh(block(p, 2) + block(zr, 1) * block(rec, 2));
+    if constexpr (ReturnSequences) outputs.push_back(h);
+  }
+  if constexpr (ReturnSequences) return tensor<T, Device>(stack(std::move(outputs), 1));
+  else return h;
+}
+}  // namespace detail
+
+template <index_t Units, bool ReturnSequences = false, class T = float, class Device = cpu>
+class gru : public detail::recurrent_layer<gru<Units, ReturnSequences, T, Device>, 3, Units, T, Device> {
+  FLUXION_RECURRENT_LAYER(gru)
+
+  /// The checked input through the layer (detail::recurrent_layer::checked_run).
+  static tensor<T, Device> run(const tensor<T, Device>& x, const variable<T, Device>& kernel,
+                               const variable<T, Device>& recurrent_kernel, const variable<T, Device>& bias) {
+    return detail::gru_forward<T, ReturnSequences>(x, kernel, recurrent_kernel, bias, Units);
+  }
+  static tensor<T, Device> initial_bias() { return zeros<T, Device>({2, 3 * Units}); }
+};
+
+}  // namespace fluxion::nn

@@ -1,0 +1,107 @@
+// What the recurrent layers' fused cells share (nn/lstm_cell.hpp, nn/gru_cell.hpp): the few
+// operations a cell body needs, for scalars and xsimd batches, the macro that writes a cell body
+// once for both, and recurrent_cells<Device>::run(batch, units, f), which runs f.cell(b, u) on every
+// (b, u) of a step as one kernel: below for the cpu (xsimd vectors along u, rows split over the
+// thread pool), in backend/cuda/recurrent.hpp for fx::cuda (a thread per cell).
+#pragma once
+
+#include <algorithm>
+#include <type_traits>
+
+#include "../backend/cpu/detail/simd_arch.hpp"
+#include "../backend/cpu/simd_ops.hpp"
+#include "../backend/cpu/thread_pool.hpp"
+#include "../core/config.hpp"
+#include "../core/device.hpp"
+#include "../core/shape.hpp"
+#include "../expr/ops.hpp"
+
+namespace fluxion::nn::detail {
+
+// The few operations a cell needs, for scalars (host and device) and xsimd batches (host only).
+template <class V, class T>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V cell_load(const T* p) {
+  return *p;
+}
+template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE void cell_store(typename std::remove_cv_t<V>* p, const V& v) {
+  *p = v;
+}
+template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V cell_sigmoid(const V& x) {
+  return ops::sigmoid::apply(x);
+}
+template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V cell_tanh(const V& x) {
+  return ops::tanh::apply(x);
+}
+template <class V, class T>
+  requires(!std::is_floating_point_v<V>)
+FLUXION_ALWAYS_INLINE V cell_load(const T* p) {
+  return V::load_unaligned(p);
+}
+template <class V>
+  requires(!std::is_floating_point_v<V>)
+FLUXION_ALWAYS_INLINE void cell_store(typename V::value_type* p, const V& v) {
+  v.store_unaligned(p);
+}
+template <class V>
+  requires(!std::is_floating_point_v<V>)
+FLUXION_ALWAYS_INLINE V cell_sigmoid(const V& x) {
+  return fluxion::detail::simd::op<ops::sigmoid>::apply(x);
+}
+template <class V>
+  requires(!std::is_floating_point_v<V>)
+FLUXION_ALWAYS_INLINE V cell_tanh(const V& x) {
+  return fluxion::detail::simd::op<ops::tanh>::apply(x);
+}
+
+/// Defines cell<V>(b, u) from one body: host-only for xsimd batches, host-device for scalars.
+#define FLUXION_RECURRENT_CELL(...)                               \
+  template <class V>                                              \
+    requires(!std::is_floating_point_v<V>)                        \
+  FLUXION_ALWAYS_INLINE void cell(index_t b, index_t u) const {   \
+    __VA_ARGS__                                                   \
+  }                                                               \
+  template <class V>                                              \
+    requires std::is_floating_point_v<V>                          \
+  FLUXION_HOST_DEVICE void cell(index_t b, index_t u) const {     \
+    __VA_ARGS__                                                   \
+  }
+
+/// f.cell over every (b, u) of a (batch, units) step, as one kernel on Device: the cpu's below
+/// (xsimd vectors along u, rows split over the thread pool); fx::cuda's in backend/cuda/recurrent.hpp.
+template <class Device>
+struct recurrent_cells;
+
+template <>
+struct recurrent_cells<cpu> {
+  template <class F>
+  static void run(index_t batch, index_t units, const F& f) {
+    using T = typename F::value_type;
+    auto rows = [&](index_t begin, index_t end) {
+      for (index_t b = begin; b < end; ++b) {
+        index_t u = 0;
+        if constexpr (!std::is_same_v<fluxion::detail::simd_arch, xsimd::unavailable>) {
+          using batch_type = xsimd::batch<T, fluxion::detail::simd_arch>;
+          constexpr index_t width = static_cast<index_t>(batch_type::size);
+          for (; u + width <= units; u += width) f.template cell<batch_type>(b, u);
+        }
+        for (; u < units; ++u) f.template cell<T>(b, u);
+      }
+    };
+    // About 4096 cells a task: a step of a small batch stays on the calling thread.
+    const index_t per_task = std::max<index_t>(1, 4096 / std::max<index_t>(1, units));
+    const index_t tasks = (batch + per_task - 1) / per_task;
+    if (tasks <= 1) return rows(0, batch);
+    fluxion::detail::parallel_for(tasks, [&](index_t task) {
+      rows(task * per_task, std::min(batch, (task + 1) * per_task));
+    });
+  }
+};
+
+}  // namespace fluxion::nn::detail
