@@ -1,13 +1,14 @@
 # Levers on the compile time of programs that use fluxion (README, "Compile time"):
 #
-#   fluxion_target_prebuilt_kernels(app [LIBRARY name] [ACTIVATIONS])
+#   fluxion_target_prebuilt_kernels(app [LIBRARY name] [ACTIVATIONS] [GRU])
 #                                           compile fluxion's GEMM, convolution and pooling kernels
 #                                           (src/kernels.cpp) and the model layer's float statements
 #                                           (src/nn_kernels.cpp: dense, conv2d, pooling, LSTM, sparse
 #                                           cross-entropy, optimizer updates; with ACTIVATIONS
 #                                           also src/nn_activation_kernels.cpp: dense and conv2d
 #                                           with elu, selu, leaky_relu, relu6, silu, softplus,
-#                                           softsign and mish, 13 CPU s more) and the checkpoint and
+#                                           softsign and mish, 13 CPU s more; with GRU also
+#                                           src/nn_gru_kernels.cpp: nn::gru, 14 CPU s more) and the checkpoint and
 #                                           safetensors code (src/io.cpp) once, in a static
 #                                           library of app's own, instead of in every translation
 #                                           unit (FLUXION_PREBUILT_KERNELS). With LIBRARY, every
@@ -29,10 +30,10 @@ get_filename_component(FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}" ABSOLU
 set_property(GLOBAL PROPERTY FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}")
 
 function(fluxion_target_prebuilt_kernels target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "ACTIVATIONS" "LIBRARY" "")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "ACTIVATIONS;GRU" "LIBRARY" "")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "fluxion_target_prebuilt_kernels: unexpected arguments `${arg_UNPARSED_ARGUMENTS}` "
-                        "(usage: fluxion_target_prebuilt_kernels(<target> [LIBRARY <name>] [ACTIVATIONS]))")
+                        "(usage: fluxion_target_prebuilt_kernels(<target> [LIBRARY <name>] [ACTIVATIONS] [GRU]))")
   endif()
   if(NOT TARGET ${target})
     message(FATAL_ERROR "fluxion_target_prebuilt_kernels: `${target}` is not a target")
@@ -47,7 +48,7 @@ function(fluxion_target_prebuilt_kernels target)
     set(library ${arg_LIBRARY})
   endif()
   if(NOT TARGET ${library})
-    # nn_kernels.cpp, nn_activation_kernels.cpp and io.cpp sit beside kernels.cpp (in the source
+    # nn_kernels.cpp, the optional sources below and io.cpp sit beside kernels.cpp (in the source
     # tree and in the installed package).
     add_library(${library} STATIC "${source}" "${source_dir}/nn_kernels.cpp" "${source_dir}/io.cpp")
     target_link_libraries(${library} PRIVATE fluxion::fluxion)
@@ -56,15 +57,21 @@ function(fluxion_target_prebuilt_kernels target)
     target_compile_options(${library} PRIVATE $<TARGET_PROPERTY:${target},COMPILE_OPTIONS>)
     set_target_properties(${library} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   endif()
-  if(arg_ACTIVATIONS)
-    # A shared library that an earlier program made without them gets them now.
-    get_target_property(has_activations ${library} FLUXION_ACTIVATIONS)
-    if(NOT has_activations)
-      target_sources(${library} PRIVATE "${source_dir}/nn_activation_kernels.cpp")
-      set_target_properties(${library} PROPERTIES FLUXION_ACTIVATIONS ON)
+  # The optional sets: keyword, source, and the definition that makes the program's declarations
+  # of them extern.
+  foreach(set IN ITEMS "ACTIVATIONS;nn_activation_kernels.cpp" "GRU;nn_gru_kernels.cpp")
+    list(GET set 0 keyword)
+    list(GET set 1 file)
+    if(arg_${keyword})
+      # A shared library that an earlier program made without the set gets it now.
+      get_target_property(has_set ${library} FLUXION_${keyword})
+      if(NOT has_set)
+        target_sources(${library} PRIVATE "${source_dir}/${file}")
+        set_target_properties(${library} PROPERTIES FLUXION_${keyword} ON)
+      endif()
+      target_compile_definitions(${target} PRIVATE FLUXION_PREBUILT_${keyword})
     endif()
-    target_compile_definitions(${target} PRIVATE FLUXION_PREBUILT_ACTIVATIONS)
-  endif()
+  endforeach()
   target_compile_definitions(${target} PRIVATE FLUXION_PREBUILT_KERNELS)
   target_link_libraries(${target} PRIVATE ${library})
 endfunction()

@@ -14,6 +14,8 @@
 #     nn::compile_step (issue 13);
 #   - bench/compile/global_pool.cpp: a CNN with nn::global_avg_pool2d, and the same with
 #     avg_pool2d + flatten in its place (what the layer costs a program);
+#   - bench/compile/recurrent.cpp: Keras's text classifier with nn::gru, then with nn::lstm, each
+#     header-only and with prebuilt kernels (what each recurrent layer costs a program);
 #   - bench/compile/fit_program.cpp, a user's first program with the model layer (fit, evaluate,
 #     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels;
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
@@ -125,6 +127,15 @@ row "bench/compile/global_pool.cpp, nn::global_avg_pool2d" \
   "$(best "$cxx" "${flags[@]}" -DFLUXION_GLOBAL_POOL=1 -c bench/compile/global_pool.cpp -o "$scratch/out.o")"
 row "bench/compile/global_pool.cpp, avg_pool2d<7> + flatten instead" \
   "$(best "$cxx" "${flags[@]}" -DFLUXION_GLOBAL_POOL=0 -c bench/compile/global_pool.cpp -o "$scratch/out.o")"
+
+# The recurrent layers in a text classifier, header-only and with prebuilt kernels.
+for gru in 1 0; do
+  name=$([[ $gru == 1 ]] && echo nn::gru || echo nn::lstm)
+  row "bench/compile/recurrent.cpp, $name" \
+    "$(best "$cxx" "${flags[@]}" -DFLUXION_RECURRENT_GRU=$gru -c bench/compile/recurrent.cpp -o "$scratch/out.o")"
+  row "  ... with FLUXION_PREBUILT_KERNELS" \
+    "$(best "$cxx" "${flags[@]}" -DFLUXION_RECURRENT_GRU=$gru -DFLUXION_PREBUILT_KERNELS -c bench/compile/recurrent.cpp -o "$scratch/out.o")"
+done
 
 # The prebuilt library itself, compiled once per build (fluxion_target_prebuilt_kernels).
 row "src/kernels.cpp (the prebuilt library: the core, once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"

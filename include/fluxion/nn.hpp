@@ -5,6 +5,7 @@
 
 #include "nn/activations.hpp"
 #include "nn/batch_norm.hpp"
+#include "nn/bidirectional.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/dense.hpp"
 #include "nn/dropout.hpp"

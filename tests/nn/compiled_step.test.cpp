@@ -248,3 +248,25 @@ TEST_CASE("compiled_step: a model of indices (embedding, LSTM) equals the tape-b
   step(x32, labels(4, 3));  // and the next step runs
   CHECK(opt.iterations() == 1);
 }
+
+TEST_CASE("compiled_step: GRU and bidirectional text models equal the tape-based steps, bitwise") {
+  // Each recurrent layer is a recomputed segment: its fused cells run again under a tape of their own.
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 4 * 5; ++i) ids.push_back((i * 3 + 1) % 11);
+  const fx::tensor<std::int32_t> x = fx::from_vector(ids, {4, 5});
+  check_bitwise(
+      [] {
+        fx::random::generator gen{9};
+        return nn::sequential(gen, nn::typed_input<std::int32_t, 5>{}, nn::embedding<11, 6>{}, nn::gru<7, true>{},
+                              nn::gru<5>{}, nn::dense<3>{});
+      },
+      x, labels(4, 3), 3);
+  check_bitwise(
+      [] {
+        fx::random::generator gen{10};
+        return nn::sequential(gen, nn::typed_input<std::int32_t, 5>{}, nn::embedding<11, 6>{},
+                              nn::bidirectional<nn::lstm<4, true>>{},
+                              nn::bidirectional<nn::gru<3>, nn::merge_mode::ave>{}, nn::dense<3>{});
+      },
+      x, labels(4, 3), 3);
+}

@@ -77,6 +77,17 @@
   FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::softsign)            \
   FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::mish)
 
+// nn::gru's statements and fused cells (stop 42), likewise in a source of their own
+// (src/nn_gru_kernels.cpp, fluxion_target_prebuilt_kernels(app GRU), which defines
+// FLUXION_PREBUILT_GRU): 14 CPU s of library that a program without a GRU would pay otherwise.
+// Without it a program with a GRU compiles them itself (bench/compile/recurrent.cpp with prebuilt
+// kernels: 15.7 CPU s without them, 6.0 with).
+#define FLUXION_NN_GRU_SPECIALIZATIONS(EXTERN)                                                                    \
+  EXTERN template tensor<float> nn::detail::gru_forward<float, false>(                                            \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t);      \
+  EXTERN template tensor<float> nn::detail::gru_forward<float, true>(                                             \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t);
+
 namespace fluxion {
 #if defined(FLUXION_PREBUILT_NN_SOURCE)
 FLUXION_NN_SPECIALIZATIONS()
@@ -88,8 +99,14 @@ FLUXION_NN_ACTIVATION_SPECIALIZATIONS()
 #elif defined(FLUXION_PREBUILT_ACTIVATIONS)
 FLUXION_NN_ACTIVATION_SPECIALIZATIONS(extern)
 #endif
+#if defined(FLUXION_PREBUILT_NN_GRU_SOURCE)
+FLUXION_NN_GRU_SPECIALIZATIONS()
+#elif defined(FLUXION_PREBUILT_GRU)
+FLUXION_NN_GRU_SPECIALIZATIONS(extern)
+#endif
 }  // namespace fluxion
 
+#undef FLUXION_NN_GRU_SPECIALIZATIONS
 #undef FLUXION_NN_ACTIVATION_SPECIALIZATIONS
 #undef FLUXION_NN_SPECIALIZATIONS
 #undef FLUXION_NN_EPILOGUE_SPECIALIZATIONS

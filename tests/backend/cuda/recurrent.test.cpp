@@ -1,10 +1,10 @@
 // The LSTM's and the GRU's fused cells on fx::cuda (backend/cuda/recurrent.hpp, nn/lstm_cell.hpp,
-// nn/gru_cell.hpp). A sequence that one tape records (one-shot or persistent) runs as one cell
-// kernel per step and one tape entry; under two tapes it takes nn/lstm.hpp's or nn/gru.hpp's
-// statements. Either way the output and the gradient of every variable (kernel, recurrent kernel
-// and bias of both layers, and the dense layer after them) agree with the same model's statements
-// on the cpu, which are checked against a hand-written LSTM and GRU and PyTorch
-// (tests/nn/{lstm,gru}.test.cpp, tests/nn/peer_{lstm,gru}.test.cpp).
+// nn/gru_cell.hpp), and nn::bidirectional around them. A sequence that one tape records (one-shot
+// or persistent) runs as one cell kernel per step and one tape entry; under two tapes it takes
+// nn/lstm.hpp's or nn/gru.hpp's statements. Either way the output and the gradient of every
+// variable (kernel, recurrent kernel and bias of both layers, and the dense layer after them) agree
+// with the same model's statements on the cpu, which are checked against a hand-written LSTM and
+// GRU and PyTorch (tests/nn/{lstm,gru,bidirectional}.test.cpp, tests/nn/peer_recurrent.test.cpp).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -31,6 +31,11 @@ auto stacked(std::uint64_t seed) {
   return nn::sequential(gen, typename nn::typed_input<T, steps, 3>::template on<Device>{},
                         Recurrent<6, true, float, fx::cpu>{}, Recurrent<4, false, float, fx::cpu>{}, nn::dense<2>{});
 }
+
+/// nn::bidirectional around nn::gru, for stacked<>: each half on the device, the reversals and the
+/// merge as statements there.
+template <fx::index_t Units, bool ReturnSequences, class T, class Device>
+using bidirectional_gru = nn::bidirectional<nn::gru<Units, ReturnSequences, T, Device>>;
 
 enum class taping { one_shot, persistent, two_tapes };
 
@@ -67,13 +72,13 @@ void check_same(const result<T>& got, const result<T>& want, double rtol) {
 }
 
 template <template <fx::index_t, bool, class, class> class Recurrent, class T>
-void check_fused_against_cpu(double rtol, std::size_t per_step) {
+void check_fused_against_cpu(double rtol, std::size_t per_step, std::size_t variables = 8) {
   auto host = stacked<Recurrent, T, fx::cpu>(31);
   auto dev = stacked<Recurrent, T, fx::cuda>(31);
   const fx::tensor<T> x = filled<T>({4, steps, 3}, 32);
   const auto xd = fx::to<fx::cuda>(x);
   const result<T> want = run<T>(host, x, taping::two_tapes);  // the cpu's statements
-  REQUIRE(want.gradients.size() == 8);  // 3 + 3 + 2
+  REQUIRE(want.gradients.size() == variables);  // 3 + 3 + 2 (twice 3 for a bidirectional layer)
   check_same(run<T>(host, x, taping::one_shot), want, rtol);    // the cpu's fused cell
 
   const result<T> fused = run<T>(dev, xd, taping::one_shot);
@@ -109,6 +114,10 @@ TEST_CASE("cuda gru: the fused sequence gives the cpu's output and gradients, do
 
 TEST_CASE("cuda gru: the fused sequence gives the cpu's output and gradients, float") {
   check_fused_against_cpu<nn::gru, float>(1e-5, 4);
+}
+
+TEST_CASE("cuda bidirectional gru: both halves fused, the same output and gradients as the cpu's, double") {
+  check_fused_against_cpu<bidirectional_gru, double>(1e-12, 2 * 4, 14);
 }
 
 TEST_CASE("cuda lstm: a fused sequence's gradient can be asked for again on a kept tape (jacobian)") {

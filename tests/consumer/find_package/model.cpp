@@ -57,6 +57,22 @@ int main() {
   }
   const bool activations_ok =
       std::isfinite(activations_loss) && std::isfinite(fx::reduce_sum(activations(small)).item());
+  // A GRU (both forms: the whole sequence and the last state) inside a bidirectional wrapper and
+  // alone: with GRU (find_package) they link to src/nn_gru_kernels.cpp.
+  auto recurrent = nn::sequential(gen, nn::input<5, 3>{}, nn::bidirectional<nn::gru<4, true>>{}, nn::gru<3>{},
+                                  nn::dense<3>{});
+  const fx::tensor<float> sequences = fx::random::normal<float>({4, 5, 3}, gen);
+  float recurrent_loss = 0;
+  {
+    fx::gradient_tape tape;
+    const fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(recurrent(sequences, true), labels,
+                                                                            fx::losses::label_smoothing{0.1});
+    auto vars = recurrent.trainable_variables();
+    fx::optim::sgd sgd{0.1};
+    sgd.apply_gradients(tape.gradient(loss, vars), vars);
+    recurrent_loss = loss.item();
+  }
+  const bool recurrent_ok = std::isfinite(recurrent_loss) && std::isfinite(fx::reduce_sum(recurrent(sequences)).item());
 
   // Batch-1 inference (a kept Winograd transform for the 5x5 convolution) against the taped pass.
   const fx::tensor<float> one = fx::slice(images, {0, 0, 0, 0}, {1, 8, 8, 16});
@@ -132,10 +148,11 @@ int main() {
 
   const bool ok = std::isfinite(last) && last < first && gap < 1e-4f && dx_sum == 16.f &&
                   std::isfinite(fx::tensor<double>(fx::reduce_sum(noise_d)).item()) && ints.size() == 3 && restored &&
-                  logged && activations_ok;
-  std::printf("consumer model: loss %g -> %g, inference gap %g, dx %g, checkpoint %s, summaries %s, activations %s: %s\n",
+                  logged && activations_ok && recurrent_ok;
+  std::printf("consumer model: loss %g -> %g, inference gap %g, dx %g, checkpoint %s, summaries %s, activations %s, "
+              "gru %s: %s\n",
               static_cast<double>(first), static_cast<double>(last), static_cast<double>(gap), static_cast<double>(dx_sum),
               restored ? "restored" : "NOT restored", logged ? "written" : "NOT written",
-              activations_ok ? "ok" : "NOT finite", ok ? "ok" : "FAILED");
+              activations_ok ? "ok" : "NOT finite", recurrent_ok ? "ok" : "NOT finite", ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }

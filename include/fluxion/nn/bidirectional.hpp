@@ -1,0 +1,152 @@
+// fx::nn::bidirectional<Layer, Merge>: Keras's Bidirectional wrapper around a recurrent layer
+// (nn::lstm or nn::gru). One copy of the layer reads the sequence forward, a second copy (its own
+// variables) reads it backward, and their outputs are merged.
+//
+//   fx::nn::bidirectional<fx::nn::lstm<32>> rnn;             // (batch, time, features) -> (batch, 64)
+//   fx::nn::bidirectional<fx::nn::gru<16, true>> seq;        // -> (batch, time, 32): every step
+//   fx::nn::bidirectional<fx::nn::gru<16>, fx::nn::merge_mode::sum> s;   // -> (batch, 16)
+//   auto named = fx::nn::bidirectional{fx::nn::lstm<32>{"encoder"}};    // forward_encoder, backward_encoder
+//
+// As Keras: the backward copy runs on the time-reversed input; with ReturnSequences its output is
+// reversed back, so that step t of both halves belongs to input step t; without, each half is its
+// last state (the backward one has then read the whole sequence from the end). Merge modes are
+// Keras's: concat (the default: forward, then backward, along the last axis), sum, mul and ave.
+// The copies are named forward_<name> and backward_<name> (`bidirectional/forward_lstm/kernel`).
+// Each copy runs as the layer does alone (its fused cells under one tape), and the reversals and the
+// merge are ordinary statements, so the wrapper is differentiable to any order and runs on any
+// device its layer runs on.
+#pragma once
+
+#include <array>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "../expr/indexing.hpp"
+#include "../expr/remap.hpp"
+#include "../core/error.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+/// How nn::bidirectional combines its two halves (Keras's merge_mode).
+enum class merge_mode { concat, sum, mul, ave };
+
+namespace detail {
+
+template <class L>
+concept recurrent_layer_type = requires {
+  { L::return_sequences } -> std::convertible_to<bool>;
+  { L::units } -> std::convertible_to<index_t>;
+  typename L::value_type;
+  typename L::device_type;
+};
+
+/// The input reversed along its time axis (axis 1 of (batch, time, ...)).
+template <class T, class Device>
+tensor<T, Device> reverse_time(const tensor<T, Device>& x) {
+  return tensor<T, Device>(strided_slice(x, {0, -1}, {fluxion::end, fluxion::end}, {1, -1}));
+}
+
+/// static_shape<D...> with its last extent multiplied by F.
+template <index_t F, index_t... D>
+auto scale_last(static_shape<D...>) {
+  constexpr std::array<index_t, sizeof...(D)> d{D...};
+  if constexpr (sizeof...(D) == 1) return static_shape<d[0] * F>{};
+  else return static_shape<d[0], d[1] * F>{};
+}
+
+}  // namespace detail
+
+template <class Layer, merge_mode Merge = merge_mode::concat>
+class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename Layer::value_type,
+                                        typename Layer::device_type> {
+  static_assert(detail::recurrent_layer_type<Layer>,
+                "fluxion::nn::bidirectional<Layer>: Layer must be a recurrent layer, nn::lstm<Units, "
+                "ReturnSequences> or nn::gru<Units, ReturnSequences>.");
+  using T = typename Layer::value_type;
+  using Device = typename Layer::device_type;
+  using base = layer_base<bidirectional<Layer, Merge>, T, Device>;
+
+ public:
+  using layer_type = Layer;
+  static constexpr bool names_itself = true;
+  static constexpr bool device_generic = true;
+  static constexpr bool elementwise = false;
+  static constexpr const char* base_name = "bidirectional";
+  static constexpr bool return_sequences = Layer::return_sequences;
+  static constexpr merge_mode merge = Merge;
+  template <class U, class D = cpu>
+  using rebind = bidirectional<typename Layer::template rebind<U, D>, Merge>;
+  /// The layer's output shape, its last extent doubled by concat.
+  template <index_t... D>
+  static auto output_shape(static_shape<D...> s) {
+    using inner = decltype(Layer::output_shape(s));
+    if constexpr (Merge == merge_mode::concat) return detail::scale_last<2>(inner{});
+    else return inner{};
+  }
+
+  explicit bidirectional(std::string name = {}) : bidirectional(Layer{}, std::move(name)) {}
+  /// Wraps `layer` (its name; the backward copy is a second layer of the same type, with variables
+  /// of its own: a recurrent layer's settings are its template arguments).
+  explicit bidirectional(Layer layer, std::string name = {})
+      : base(name.empty() ? base_name : std::move(name)), m_forward(std::move(layer)) {
+    const std::string inner = m_forward.name();
+    if (m_forward.built())
+      throw invalid_argument("bidirectional '" + this->m_name + "': the layer '" + inner +
+                             "' is already built; wrap one that is not (the backward copy needs variables of its own)");
+    m_forward.set_name("forward_" + inner);
+    m_backward.set_name("backward_" + inner);
+  }
+  /// The same wrapper for another element type or device (a sequential model re-declares its
+  /// layers for its own), keeping the layer's name.
+  template <class L2>
+    requires(!std::is_same_v<L2, Layer>)
+  explicit bidirectional(const bidirectional<L2, Merge>& other) : base(other.name()) {
+    m_forward.set_name(other.forward_layer().name());
+    m_backward.set_name(other.backward_layer().name());
+  }
+
+  Layer& forward_layer() noexcept { return m_forward; }
+  const Layer& forward_layer() const noexcept { return m_forward; }
+  Layer& backward_layer() noexcept { return m_backward; }
+  const Layer& backward_layer() const noexcept { return m_backward; }
+
+  bool built() const noexcept { return m_forward.built(); }
+  /// Builds both copies for inputs of per-example shape (time, features): the forward copy's
+  /// variables are drawn first, as Keras does.
+  void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
+    m_forward.build(per_example, gen);
+    m_backward.build(per_example, gen);
+  }
+  void initialize(random::generator& gen) {
+    m_forward.initialize(gen);
+    m_backward.initialize(gen);
+  }
+
+  template <class X>
+  tensor<T, Device> operator()(X&& x, bool training = false) {
+    const tensor<T, Device> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
+    if (in.rank() != 3)
+      throw shape_error("bidirectional '" + this->m_name + "': expects input of shape (batch, time, features), got " +
+                        to_string(in.shape()));
+    const tensor<T, Device> forward = m_forward(in, training);
+    tensor<T, Device> backward = m_backward(detail::reverse_time(in), training);
+    if constexpr (return_sequences) backward = detail::reverse_time(backward);
+    if constexpr (Merge == merge_mode::concat) return concat({forward, backward}, -1);
+    else if constexpr (Merge == merge_mode::sum) return forward + backward;
+    else if constexpr (Merge == merge_mode::mul) return forward * backward;
+    else return (forward + backward) * T(0.5);
+  }
+
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    m_forward.for_each_variable(prefix + m_forward.name() + "/", f);
+    m_backward.for_each_variable(prefix + m_backward.name() + "/", f);
+  }
+
+ private:
+  Layer m_forward, m_backward;
+};
+
+}  // namespace fluxion::nn
