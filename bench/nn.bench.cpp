@@ -292,7 +292,7 @@ void fluxion_rnn(benchmark::State& state) {
     return std::pair{dx, tape.gradient(h, sources, c.w)};
   };
   const auto [dx, dvars] = pass();
-  if (!fx::all(fx::isfinite(dx)) || fx::tensor<float>(fx::reduce_max(fx::abs(dx))).item() == 0.f)
+  if (!fx::all(fx::is_finite(dx)) || fx::tensor<float>(fx::reduce_max(fx::abs(dx))).item() == 0.f)
     state.SkipWithError("fluxion: the input's gradient is zero or not finite");
   for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
 }
@@ -328,23 +328,24 @@ torch::Tensor torch_weight(const fx::tensor<float>& keras, bool gru) {
   return k.t().contiguous();
 }
 
-template <class Layer, class Module>
+template <class Layer, class Module, class Options>
 void torch_rnn(benchmark::State& state) {
   constexpr bool gru = std::is_same_v<Layer, nn::gru<rnn_units>>;
   set_threads(static_cast<int>(state.range(0)));
   rnn_case<Layer> c;
-  Module rnn(typename Module::Options(rnn_features, rnn_units).batch_first(true));
+  Module rnn(Options(rnn_features, rnn_units).batch_first(true));
   {
     torch::NoGradGuard no_grad;
-    rnn->weight_ih_l0.copy_(torch_weight(c.layer.kernel().peek(), gru));
-    rnn->weight_hh_l0.copy_(torch_weight(c.layer.recurrent_kernel().peek(), gru));
+    auto p = rnn->named_parameters();
+    p["weight_ih_l0"].copy_(torch_weight(c.layer.kernel().peek(), gru));
+    p["weight_hh_l0"].copy_(torch_weight(c.layer.recurrent_kernel().peek(), gru));
     const fx::tensor<float>& b = c.layer.bias().peek();
     auto bias = torch::from_blob(const_cast<float*>(b.data()), {b.size()}, torch::kFloat32);
     if (gru)  // (2, 3 units): the input and recurrent biases, each in blocks z, r, h
       bias = bias.view({2, 3, rnn_units}).index_select(1, torch::tensor({1, 0, 2}, torch::kLong)).reshape({2, -1});
-    rnn->bias_ih_l0.copy_(gru ? bias[0] : bias);
-    if (gru) rnn->bias_hh_l0.copy_(bias[1]);
-    else rnn->bias_hh_l0.zero_();
+    p["bias_ih_l0"].copy_(gru ? bias[0] : bias);
+    if (gru) p["bias_hh_l0"].copy_(bias[1]);
+    else p["bias_hh_l0"].zero_();
   }
   const auto x = torch::from_blob(const_cast<float*>(c.x.data()), {rnn_batch, rnn_steps, rnn_features}, torch::kFloat32)
                      .clone()
@@ -362,8 +363,8 @@ void torch_rnn(benchmark::State& state) {
     state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
   for (auto _ : state) benchmark::DoNotOptimize(torch::autograd::grad({last()}, inputs, {w})[0].data_ptr());
 }
-void rnn_gru_torch(benchmark::State& s) { torch_rnn<nn::gru<rnn_units>, torch::nn::GRU>(s); }
-void rnn_lstm_torch(benchmark::State& s) { torch_rnn<nn::lstm<rnn_units>, torch::nn::LSTM>(s); }
+void rnn_gru_torch(benchmark::State& s) { torch_rnn<nn::gru<rnn_units>, torch::nn::GRU, torch::nn::GRUOptions>(s); }
+void rnn_lstm_torch(benchmark::State& s) { torch_rnn<nn::lstm<rnn_units>, torch::nn::LSTM, torch::nn::LSTMOptions>(s); }
 
 void global_avg_pool_torch_nchw(benchmark::State& s) { torch_global_pool<false, false>(s); }
 void global_avg_pool_torch_nhwc(benchmark::State& s) { torch_global_pool<false, true>(s); }
