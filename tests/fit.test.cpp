@@ -254,6 +254,14 @@ TEST_CASE("fit: the progress line of a terminal") {
   const std::string line = fx::detail::progress_line(l, 40);
   CHECK(line.find("10/40 [=====>") == 0);
   CHECK(line.find("loss: 0.5000 - accuracy: 0.7500 - 320 samples/s - ETA: 6.0s") != std::string::npos);
+  // Times: milliseconds under a second, tenths under ten seconds, then seconds, minutes, hours.
+  CHECK(fx::detail::format_seconds(0.045) == "45ms");
+  CHECK(fx::detail::format_seconds(0.0) == "0ms");
+  CHECK(fx::detail::format_seconds(0.9999) == "1.0s");
+  CHECK(fx::detail::format_seconds(4.52) == "4.5s");
+  CHECK(fx::detail::format_seconds(12.4) == "12s");
+  CHECK(fx::detail::format_seconds(185) == "3m05s");
+  CHECK(fx::detail::format_seconds(3720) == "1h02m");
 }
 
 TEST_CASE("fit: the TensorBoard callback writes loss and accuracy every N steps, and the epoch's validation") {

@@ -204,9 +204,11 @@ void append_format(std::string& out, const char* format, A... args) {
   if (n > 0) out.append(buf, static_cast<std::size_t>(std::min<int>(n, sizeof buf - 1)));
 }
 
+/// "1h02m", "3m05s", "12s", "4.5s", or "45ms" under a second (an epoch of a small data set).
 inline std::string format_seconds(double s) {
   std::string o;
-  if (s >= 3600) append_format(o, "%ldh%02ldm", static_cast<long>(s) / 3600, (static_cast<long>(s) % 3600) / 60);
+  if (s < 0.9995) append_format(o, "%.0fms", s * 1000);
+  else if (s >= 3600) append_format(o, "%ldh%02ldm", static_cast<long>(s) / 3600, (static_cast<long>(s) % 3600) / 60);
   else if (s >= 60) append_format(o, "%ldm%02lds", static_cast<long>(s) / 60, static_cast<long>(s) % 60);
   else append_format(o, "%.*fs", s < 10 ? 1 : 0, s);
   return o;
