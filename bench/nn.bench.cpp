@@ -23,6 +23,11 @@
 //                          (the fused cells), LibTorch's torch::nn::GRU / LSTM (batch_first) with
 //                          the same weights, autograd; the LibTorch case first checks that both
 //                          give the same output
+//   conv_transpose         a generator's upsampling layer, (64, 14, 14, 64) -> conv2d_transpose 32
+//                          filters 4x4, stride 2, valid -> (64, 30, 30, 32), forward and backward
+//                          (input, kernel and bias gradients of sum(y * w)): fluxion's
+//                          nn::conv2d_transpose under a tape, LibTorch's ConvTranspose2d (NCHW,
+//                          padding 0: the same output) with the same weights, autograd
 //
 // A training step is: forward, softmax cross-entropy with integer labels, the gradients of every
 // variable, and one Adam update (fluxion: a gradient tape and fx::optim::adam; LibTorch: autograd,
@@ -296,6 +301,41 @@ void fluxion_rnn(benchmark::State& state) {
     state.SkipWithError("fluxion: the input's gradient is zero or not finite");
   for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
 }
+constexpr fx::index_t up_batch = 64, up_hw = 14, up_in = 64, up_out = 32, up_k = 4;
+using up_layer = nn::conv2d_transpose<up_out, up_k, nn::valid, 2>;
+constexpr fx::index_t up_hw_out = 2 * up_hw + up_k - 2;
+
+/// The layer built with seed 8, its input (seed 9) and output gradient (seed 10).
+struct up_case {
+  up_layer layer;
+  fx::tensor<float> x, w;
+  up_case() {
+    fx::random::generator gen{8}, gx{9}, gw{10};
+    layer.build(fx::shape{up_hw, up_hw, up_in}, gen);
+    layer.bias().assign(fx::random::normal<float>({up_out}, gen));
+    x = fx::random::normal<float>({up_batch, up_hw, up_hw, up_in}, gx);
+    w = fx::random::normal<float>({up_batch, up_hw_out, up_hw_out, up_out}, gw);
+  }
+};
+
+void conv_transpose_fluxion(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  up_case c;
+  auto sources = c.layer.trainable_variables();
+  auto pass = [&] {
+    fx::gradient_tape tape{fx::persistent};
+    tape.watch(c.x);
+    const fx::tensor<float> y = c.layer(c.x);
+    fx::tensor<float> dx = tape.gradient(y, c.x, c.w);
+    return std::pair{dx, tape.gradient(y, sources, c.w)};
+  };
+  const auto [dx, dvars] = pass();
+  // The bias's gradient is the sum of w over every position: the pass is real.
+  const fx::tensor<float> want_db = fx::reduce_sum(c.w, {0, 1, 2});
+  if (!fx::all(fx::abs(dvars[1] - want_db) < 1e-2f)) state.SkipWithError("fluxion: the bias gradient is wrong");
+  for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
+}
+
 void rnn_gru_fluxion(benchmark::State& s) { fluxion_rnn<nn::gru<rnn_units>>(s); }
 void rnn_lstm_fluxion(benchmark::State& s) { fluxion_rnn<nn::lstm<rnn_units>>(s); }
 
@@ -363,6 +403,31 @@ void torch_rnn(benchmark::State& state) {
     state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
   for (auto _ : state) benchmark::DoNotOptimize(torch::autograd::grad({last()}, inputs, {w})[0].data_ptr());
 }
+void conv_transpose_torch(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  up_case c;
+  torch::nn::ConvTranspose2d up(torch::nn::ConvTranspose2dOptions(up_in, up_out, up_k).stride(2));
+  {
+    torch::NoGradGuard no_grad;
+    const fx::tensor<float>& k = c.layer.kernel().peek();  // (h, w, out, in) -> PyTorch's (in, out, h, w)
+    up->weight.copy_(torch::from_blob(const_cast<float*>(k.data()), {up_k, up_k, up_out, up_in}).permute({3, 2, 0, 1}));
+    up->bias.copy_(torch::from_blob(const_cast<float*>(c.layer.bias().peek().data()), {up_out}));
+  }
+  const auto x = torch::from_blob(const_cast<float*>(c.x.data()), {up_batch, up_hw, up_hw, up_in})
+                     .permute({0, 3, 1, 2})
+                     .contiguous()
+                     .requires_grad_(true);
+  const auto w = torch::from_blob(const_cast<float*>(c.w.data()), {up_batch, up_hw_out, up_hw_out, up_out})
+                     .permute({0, 3, 1, 2})
+                     .contiguous();
+  const fx::tensor<float> want = c.layer(c.x);
+  const auto got = up->forward(x).detach().permute({0, 2, 3, 1}).contiguous();
+  if (!torch::allclose(got, torch::from_blob(const_cast<float*>(want.data()), got.sizes()), 1e-3, 1e-3))
+    state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
+  std::vector<torch::Tensor> inputs{x, up->weight, up->bias};
+  for (auto _ : state) benchmark::DoNotOptimize(torch::autograd::grad({up->forward(x)}, inputs, {w})[0].data_ptr());
+}
+
 void rnn_gru_torch(benchmark::State& s) { torch_rnn<nn::gru<rnn_units>, torch::nn::GRU, torch::nn::GRUOptions>(s); }
 void rnn_lstm_torch(benchmark::State& s) { torch_rnn<nn::lstm<rnn_units>, torch::nn::LSTM, torch::nn::LSTMOptions>(s); }
 
@@ -441,6 +506,7 @@ BENCHMARK(infer_cnn_fluxion)->Apply(threads);
 BENCHMARK(global_avg_pool_fluxion)->Apply(threads);
 BENCHMARK(global_max_pool_fluxion)->Apply(threads);
 BENCHMARK(rnn_gru_fluxion)->Apply(threads);
+BENCHMARK(conv_transpose_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(global_avg_pool_torch_nchw)->Apply(threads);
@@ -448,6 +514,7 @@ BENCHMARK(global_avg_pool_torch_nhwc)->Apply(threads);
 BENCHMARK(global_max_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_max_pool_torch_nhwc)->Apply(threads);
 BENCHMARK(rnn_gru_torch)->Apply(threads);
+BENCHMARK(conv_transpose_torch)->Apply(threads);
 BENCHMARK(rnn_lstm_torch)->Apply(threads);
 BENCHMARK(train_mlp_torch)->Apply(threads);
 BENCHMARK(train_cnn_torch)->Apply(threads);

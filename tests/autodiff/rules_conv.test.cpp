@@ -1,4 +1,4 @@
-// conv2d, max_pool2d and avg_pool2d against central finite differences, in double: first
+// conv2d, conv2d_transpose, max_pool2d and avg_pool2d against central finite differences, in double: first
 // derivatives with respect to every operand over strides, dilations and `same`/`valid`; second
 // derivatives (the gradient of a gradient is checked like any other function); forward mode, and
 // forward over reverse.
@@ -219,4 +219,23 @@ TEST_CASE("rules: forward mode of conv2d, max_pool2d and avg_pool2d, and forward
   fx::forward_accumulator acc(x, vx);
   const fx::tensor<double> g = conv_grad(x);
   test::check_close(acc.jvp(g).to_vector(), directional_difference(conv_grad, x, vx).to_vector(), 1e-6, 1e-8);
+}
+
+TEST_CASE("rules: conv2d_transpose in both modes and to second order, over every conv geometry") {
+  // The transposed convolution is conv2d_input_gradient as an op of its own: x takes the place of
+  // conv2d's output, and the filters are (height, width, out, in).
+  for (const window_case& c : conv_cases) {
+    CAPTURE(describe(c));
+    const fx::tensor<double> probe(fx::conv2d(test::random_tensor<double>(c.x, 40), test::random_tensor<double>(c.w, 41),
+                                              c.strides, c.pad, c.dilations));
+    const fx::shape xs = probe.shape();
+    auto transpose = [c, out = c.x](const auto& x, const auto& w) {
+      return fx::conv2d_transpose(x, w, out, c.strides, c.pad, c.dilations);
+    };
+    const auto x = test::random_tensor<double>(xs, 42), w = test::random_tensor<double>(c.w, 43);
+    auto r = check_gradients(transpose, x, w);  // reverse and forward mode
+    CHECK_MESSAGE(r.ok, r.report);
+    auto r2 = check_gradients([&](const auto& a) { return inner_gradient(transpose, 1, a, w); }, x);
+    CHECK_MESSAGE(r2.ok, r2.report);
+  }
 }

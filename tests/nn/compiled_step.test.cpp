@@ -270,3 +270,16 @@ TEST_CASE("compiled_step: GRU and bidirectional text models equal the tape-based
       },
       x, labels(4, 3), 3);
 }
+
+TEST_CASE("compiled_step: a decoder with transposed convolutions equals the tape-based steps, bitwise") {
+  fx::random::generator data{12};
+  const fx::tensor<float> x = fx::random::normal<float>({4, 6, 6, 2}, data);
+  check_bitwise(
+      [] {
+        fx::random::generator gen{11};
+        return nn::sequential(gen, nn::input<6, 6, 2>{}, nn::conv2d<4, 3, nn::same, 2>{}, nn::relu{},
+                              nn::conv2d_transpose<3, 3, nn::same, 2>{}, nn::relu{}, nn::conv2d_transpose<2, 2>{},
+                              nn::flatten{}, nn::dense<3>{});
+      },
+      x, labels(4, 3), 3);
+}

@@ -5,30 +5,13 @@
 #include <fluxion/fluxion.hpp>
 
 #include "fused_inference.hpp"
+#include "kernel_layer_check.hpp"
 #include "peer.hpp"
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 namespace {
-const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
-
-template <class Layer>
-void check_layer_gradients(Layer& layer, const fx::shape& input, unsigned seed) {
-  fx::random::generator gen{seed};
-  layer.build(fx::shape{input[1], input[2], input[3]}, gen);
-  const fx::tensor<double> x = fx::random::normal<double>(input, gen);
-  const fx::tensor<double> k = layer.kernel().peek(), b = fx::random::normal<double>(layer.bias().shape(), gen);
-  auto r = fx::testing::check_gradients(
-      [&](const auto& xi, const auto& ki, const auto& bi) {
-        layer.kernel().assign(ki);
-        layer.bias().assign(bi);
-        return layer(xi);
-      },
-      reverse_only, x, k, b);
-  CHECK_MESSAGE(r.ok, r.report);
-}
-
 template <class Layer>
 void check_peer(Layer& layer, const std::string& prefix) {
   const fx::tensor<float> x = peer::load(prefix + "_x");
@@ -47,11 +30,11 @@ void check_peer(Layer& layer, const std::string& prefix) {
 
 TEST_CASE("conv2d: gradients with respect to the input, kernel and bias") {
   nn::conv2d<3, 3, nn::same, 1, 1, double> same;
-  check_layer_gradients(same, {2, 5, 5, 2}, 1);
+  kernel_layer_check::check_layer_gradients(same, {2, 5, 5, 2}, 1);
   nn::conv2d<2, 3, nn::valid, 2, 1, double> strided;
-  check_layer_gradients(strided, {1, 7, 6, 3}, 2);
+  kernel_layer_check::check_layer_gradients(strided, {1, 7, 6, 3}, 2);
   nn::conv2d<2, 2, nn::valid, 1, 2, double> dilated;
-  check_layer_gradients(dilated, {1, 6, 6, 2}, 3);
+  kernel_layer_check::check_layer_gradients(dilated, {1, 6, 6, 2}, 3);
 }
 
 TEST_CASE("conv2d: forward and backward equal PyTorch's") {

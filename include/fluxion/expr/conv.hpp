@@ -1,10 +1,12 @@
-// 2-D convolution and pooling over NHWC tensors, as tf.nn.conv2d, tf.nn.max_pool2d and
-// tf.nn.avg_pool2d.
+// 2-D convolution, transposed convolution and pooling over NHWC tensors, as tf.nn.conv2d,
+// tf.nn.conv2d_transpose, tf.nn.max_pool2d and tf.nn.avg_pool2d.
 //
 //   fx::tensor<float> x = fx::random::normal<float>({64, 28, 28, 1}, gen);  // (batch, height, width, channels)
 //   fx::tensor<float> w = fx::random::normal<float>({5, 5, 1, 32}, gen);    // (height, width, in, out)
 //   auto y = fx::conv2d(x, w, /*strides=*/1, fx::padding::same);           // (64, 28, 28, 32)
 //   auto p = fx::max_pool2d(fx::relu(y), /*ksize=*/2, /*strides=*/2);       // (64, 14, 14, 32)
+//   fx::tensor<float> u = fx::random::normal<float>({3, 3, 16, 32}, gen);   // (height, width, out, in)
+//   auto z = fx::conv2d_transpose(p, u, /*strides=*/2, fx::padding::same);  // (64, 28, 28, 16)
 //
 // Each op is a kernel boundary, a window_expr: its operands are materialized and the CPU kernels
 // of backend/cpu/conv.hpp and pool.hpp compute it. The ops that make up their gradients (the
@@ -247,6 +249,77 @@ auto pool2d(X&& input, spatial2d ksize, spatial2d strides, padding pad) {
 template <class X>
 concept window_operand = is_expression_v<X> || is_variable_v<std::remove_cvref_t<X>>;
 
+/// Keras's deconv_output_length without output_padding: the extent a transposed convolution makes
+/// from `in` positions (valid: in * stride + max(span - stride, 0); same: in * stride).
+constexpr index_t transposed_output(index_t in, index_t kernel, index_t stride, index_t dilation, padding pad) {
+  const index_t span = dilation * (kernel - 1) + 1;
+  if (pad == padding::same) return in * stride;
+  return in * stride + (span > stride ? span - stride : 0);
+}
+
+/// The geometry of the conv2d whose input gradient conv2d_transpose computes: from the output
+/// (batch, out_h, out_w, filters[2]) to x (batch, height, width, filters[3]).
+inline conv2d_geometry conv2d_transpose_geometry_of(const fluxion::shape& x, const fluxion::shape& w, index_t out_h,
+                                                    index_t out_w, spatial2d strides, padding pad, spatial2d dilations) {
+  const char* op = "conv2d_transpose";
+  require_input_nhwc(op, x);
+  require_nhwc(op, "filters", "(height, width, out_channels, in_channels)", w);
+  if (x[3] != w[3])
+    throw shape_error("conv2d_transpose: input " + to_string(x) + " has " + std::to_string(x[3]) +
+                      " channels but filters " + to_string(w) + " expect " + std::to_string(w[3]) +
+                      " (their last axis; a transposed convolution's filters are (height, width, out, in))");
+  if (w[0] < 1 || w[1] < 1) throw shape_error("conv2d_transpose: filters " + to_string(w) + " have an empty window");
+  if (strides.height < 1 || strides.width < 1 || dilations.height < 1 || dilations.width < 1)
+    throw invalid_argument("conv2d_transpose: strides " + window_text(strides.height, strides.width) +
+                           " and dilations " + window_text(dilations.height, dilations.width) + " must be positive");
+  const conv2d_geometry s = kernels::conv2d_tf_shape(x[0], out_h, out_w, w[2], w[0], w[1], w[3], pad, strides.height,
+                                                     strides.width, dilations.height, dilations.width);
+  if (out_h < 1 || out_w < 1 || s.out_h != x[1] || s.out_w != x[2])
+    throw shape_error("conv2d_transpose: an output of " + window_text(out_h, out_w) + " cannot come from input " +
+                      to_string(x) + ": conv2d with filters " + to_string(w) + ", strides " +
+                      window_text(strides.height, strides.width) + " and " +
+                      (pad == padding::same ? "same" : "valid") + " padding maps it to " +
+                      window_text(out_h < 1 || out_w < 1 ? 0 : s.out_h, out_h < 1 || out_w < 1 ? 0 : s.out_w) +
+                      ", not " + window_text(x[1], x[2]));
+  return s;
+}
+
+template <class X, class W>
+auto conv2d_transpose_of(X&& input, W&& filters, const fluxion::shape* output_shape, spatial2d strides, padding pad,
+                         spatial2d dilations) {
+  using EX = expr_t<X>;
+  using EW = expr_t<W>;
+  static_assert(std::is_same_v<value_type_t<EX>, value_type_t<EW>>,
+                "fluxion::conv2d_transpose: the input and the filters have different element types; convert one "
+                "with fluxion::cast<T>.");
+  static_assert(is_window_scalar_v<value_type_t<EX>>,
+                "fluxion::conv2d_transpose: the element type must be float or double; convert with "
+                "fluxion::cast<float>.");
+  static_assert(std::is_same_v<device_t<EX>, device_t<EW>>,
+                "fluxion::conv2d_transpose: the input and the filters are on different devices; move one with "
+                "fluxion::to<Device>.");
+  EX x = as_expr<X>(std::forward<X>(input));
+  EW w = as_expr<W>(std::forward<W>(filters));
+  const fluxion::shape& xs = x.shape();
+  const fluxion::shape& ws = w.shape();
+  require_input_nhwc("conv2d_transpose", xs);
+  require_nhwc("conv2d_transpose", "filters", "(height, width, out_channels, in_channels)", ws);
+  index_t out_h = 0, out_w = 0;
+  if (output_shape) {
+    const fluxion::shape& o = *output_shape;
+    if (o.rank() != 4 || o[0] != xs[0] || o[3] != ws[2])
+      throw shape_error("conv2d_transpose: output_shape " + to_string(o) + " must be (batch " +
+                        std::to_string(xs[0]) + ", height, width, out_channels " + std::to_string(ws[2]) + ")");
+    out_h = o[1];
+    out_w = o[2];
+  } else {
+    out_h = transposed_output(xs[1], ws[0], strides.height, dilations.height, pad);
+    out_w = transposed_output(xs[2], ws[1], strides.width, dilations.width, pad);
+  }
+  const conv2d_geometry s = conv2d_transpose_geometry_of(xs, ws, out_h, out_w, strides, pad, dilations);
+  return window_expr<window_ops::conv2d_input_gradient, EX, EW>(s, std::move(x), std::move(w));
+}
+
 }  // namespace detail
 
 /// tf.nn.conv2d: input (batch, height, width, in_channels), filters (height, width, in_channels,
@@ -267,6 +340,26 @@ auto conv2d(X&& input, W&& filters, spatial2d strides = 1, padding pad = padding
   EW w = detail::as_expr<W>(std::forward<W>(filters));
   const auto s = detail::conv2d_geometry_of(x.shape(), w.shape(), strides, pad, dilations);
   return window_expr<window_ops::conv2d, EX, EW>(s, std::move(x), std::move(w));
+}
+
+/// The transposed convolution (tf.nn.conv2d_transpose, Keras's Conv2DTranspose, sometimes called
+/// deconvolution): input (batch, height, width, in_channels), filters (height, width,
+/// out_channels, in_channels) -> (batch, out_height, out_width, out_channels), the gradient of
+/// conv2d with respect to its input. Without output_shape the output extent is Keras's: with valid
+/// padding height * stride + max(dilated kernel - stride, 0), with same padding height * stride.
+/// With output_shape (batch, out_height, out_width, out_channels), as TensorFlow's, any extent that
+/// conv2d with the same filters, strides and padding maps back to the input's. Its gradients are
+/// conv2d (input) and conv2d's filter gradient (filters), each again differentiable.
+template <detail::window_operand X, detail::window_operand W>
+auto conv2d_transpose(X&& input, W&& filters, spatial2d strides = 1, padding pad = padding::valid,
+                      spatial2d dilations = 1) {
+  return detail::conv2d_transpose_of(std::forward<X>(input), std::forward<W>(filters), nullptr, strides, pad, dilations);
+}
+template <detail::window_operand X, detail::window_operand W>
+auto conv2d_transpose(X&& input, W&& filters, const fluxion::shape& output_shape, spatial2d strides = 1,
+                      padding pad = padding::valid, spatial2d dilations = 1) {
+  return detail::conv2d_transpose_of(std::forward<X>(input), std::forward<W>(filters), &output_shape, strides, pad,
+                                     dilations);
 }
 
 /// tf.nn.max_pool2d over NHWC input: the maximum of each window's elements inside the input

@@ -51,21 +51,72 @@ tensor<T, Device> conv2d_forward(const tensor<T, Device>& x, const variable<T, D
   }
   return tensor<T, Device>(epilogue(fluxion::conv2d(x, kernel, strides, pad, dilations) + bias));
 }
-}  // namespace detail
-
-template <index_t Filters, index_t Kernel, padding Padding = padding::valid, index_t Stride = 1, index_t Dilation = 1,
-          class T = float, class Device = cpu>
-class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilation, T, Device>, T, Device> {
-  static_assert(Filters > 0 && Kernel > 0 && Stride > 0 && Dilation > 0,
-                "fluxion::nn::conv2d<Filters, Kernel, Padding, Stride, Dilation>: every size must be positive.");
-  static_assert(Stride == 1 || Dilation == 1,
-                "fluxion::nn::conv2d: a stride and a dilation both above 1 are not supported (as in Keras).");
-  using base = layer_base<conv2d, T, Device>;
+/// What conv2d and conv2d_transpose share: a kernel and a bias of Filters, built on the first
+/// (batch, height, width, channels) input, Keras's names, the input's checks. Derived gives
+/// base_name and initial_kernel(gen, in_channels).
+template <class Derived, index_t Filters, class T, class Device>
+class kernel_bias_layer : public layer_base<Derived, T, Device> {
+  using base = layer_base<Derived, T, Device>;
 
  public:
   static constexpr bool names_itself = true;
   static constexpr bool device_generic = true;
   static constexpr bool elementwise = false;
+
+  bool built() const noexcept { return m_kernel.has_value(); }
+  void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
+    if (per_example.rank() != 3)
+      throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
+                        "': expects (batch, height, width, channels) input, got (batch, " +
+                        to_string(per_example).substr(1));
+    m_in = per_example[2];
+    m_kernel.emplace(static_cast<const Derived&>(*this).initial_kernel(gen, m_in), this->m_name + "/kernel");
+    m_bias.emplace(zeros<T, Device>({Filters}), this->m_name + "/bias");
+  }
+  void initialize(random::generator& gen) {
+    if (!built()) return;
+    m_kernel->assign(static_cast<const Derived&>(*this).initial_kernel(gen, m_in));
+    m_bias->assign(zeros<T, Device>({Filters}));
+  }
+
+  variable<T, Device>& kernel() { return this->require_built(m_kernel, Derived::base_name, "kernel"); }
+  variable<T, Device>& bias() { return this->require_built(m_bias, Derived::base_name, "bias"); }
+
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    this->visit(prefix, f, m_kernel, "kernel");
+    this->visit(prefix, f, m_bias, "bias");
+  }
+
+ protected:
+  explicit kernel_bias_layer(std::string name) : base(name.empty() ? Derived::base_name : std::move(name)) {}
+
+  /// Builds the layer on its first input; throws unless `s` is (batch, height, width, m_in).
+  void check_input(const fluxion::shape& s) {
+    if (s.rank() != 4)
+      throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
+                        "': expects input of shape (batch, height, width, channels), got " + to_string(s));
+    if (!built()) build(fluxion::shape{s[1], s[2], s[3]});
+    if (s[3] != m_in)
+      throw shape_error(std::string(Derived::base_name) + " '" + this->m_name + "': the input has " +
+                        std::to_string(s[3]) + " channels, the layer was built for " + std::to_string(m_in) +
+                        " (input shape " + to_string(s) + ")");
+  }
+  index_t m_in = 0;
+  std::optional<variable<T, Device>> m_kernel, m_bias;
+};
+}  // namespace detail
+
+template <index_t Filters, index_t Kernel, padding Padding = padding::valid, index_t Stride = 1, index_t Dilation = 1,
+          class T = float, class Device = cpu>
+class conv2d
+    : public detail::kernel_bias_layer<conv2d<Filters, Kernel, Padding, Stride, Dilation, T, Device>, Filters, T, Device> {
+  static_assert(Filters > 0 && Kernel > 0 && Stride > 0 && Dilation > 0,
+                "fluxion::nn::conv2d<Filters, Kernel, Padding, Stride, Dilation>: every size must be positive.");
+  static_assert(Stride == 1 || Dilation == 1,
+                "fluxion::nn::conv2d: a stride and a dilation both above 1 are not supported (as in Keras).");
+
+ public:
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "conv2d";
   template <class U, class D = cpu>
@@ -92,22 +143,7 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
     }
   }
 
-  explicit conv2d(std::string name = {}) : base(name.empty() ? base_name : std::move(name)) {}
-
-  bool built() const noexcept { return m_kernel.has_value(); }
-  void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
-    if (per_example.rank() != 3)
-      throw shape_error("conv2d '" + this->m_name + "': expects (batch, height, width, channels) input, got (batch, " +
-                        to_string(per_example).substr(1));
-    m_in = per_example[2];
-    m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
-    m_bias.emplace(zeros<T, Device>({Filters}), this->m_name + "/bias");
-  }
-  void initialize(random::generator& gen) {
-    if (!built()) return;
-    m_kernel->assign(initial_kernel(gen));
-    m_bias->assign(zeros<T, Device>({Filters}));
-  }
+  explicit conv2d(std::string name = {}) : conv2d::kernel_bias_layer(std::move(name)) {}
 
   template <class X, class Epilogue = detail::identity>
   tensor<T, Device> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
@@ -119,45 +155,24 @@ class conv2d : public layer_base<conv2d<Filters, Kernel, Padding, Stride, Dilati
                   "fluxion::nn::conv2d: the input is on another device than the layer's variables; move it with "
                   "fluxion::to<Device>, or declare the layer with that device.");
     const tensor<T, Device> in = fluxion::detail::materialize(e);  // the convolution would materialize it anyway
-    check_input(in.shape());
-    return detail::conv2d_forward<T, Epilogue>(in, *m_kernel, *m_bias, Stride, Padding, Dilation, epilogue);
+    this->check_input(in.shape());
+    return detail::conv2d_forward<T, Epilogue>(in, *this->m_kernel, *this->m_bias, Stride, Padding, Dilation,
+                                               epilogue);
   }
 
   /// The layer's statement, unevaluated: epilogue(conv2d(x, W) + b), the expression operator()
   /// materializes (nn::compiled_step differentiates it from its type, with no tape).
   template <class Epilogue = detail::identity>
   auto statement(const tensor<T, Device>& in, const Epilogue& epilogue = {}) {
-    check_input(in.shape());
-    return epilogue(fluxion::conv2d(in, m_kernel->peek(), Stride, Padding, Dilation) + m_bias->peek());
+    this->check_input(in.shape());
+    return epilogue(fluxion::conv2d(in, this->m_kernel->peek(), Stride, Padding, Dilation) + this->m_bias->peek());
   }
 
-  variable<T, Device>& kernel() { return this->require_built(m_kernel, "conv2d", "kernel"); }
-  variable<T, Device>& bias() { return this->require_built(m_bias, "conv2d", "bias"); }
-
-  template <class F>
-  void for_each_variable(const std::string& prefix, F&& f) {
-    this->visit(prefix, f, m_kernel, "kernel");
-    this->visit(prefix, f, m_bias, "bias");
+  /// Keras's glorot-uniform kernel (height, width, in, out), drawn on the host.
+  tensor<T, Device> initial_kernel(random::generator& gen, index_t in) const {
+    return fluxion::detail::device_copy<Device>(
+        detail::glorot_uniform<T>({Kernel, Kernel, in, Filters}, Kernel * Kernel * in, Kernel * Kernel * Filters, gen));
   }
-
- private:
-  /// Builds the layer on its first input; throws unless `s` is (batch, height, width, m_in).
-  void check_input(const fluxion::shape& s) {
-    if (s.rank() != 4)
-      throw shape_error("conv2d '" + this->m_name + "': expects input of shape (batch, height, width, channels), got " +
-                        to_string(s));
-    if (!built()) build(fluxion::shape{s[1], s[2], s[3]});
-    if (s[3] != m_in)
-      throw shape_error("conv2d '" + this->m_name + "': the input has " + std::to_string(s[3]) +
-                        " channels, the layer was built for " + std::to_string(m_in) + " (input shape " +
-                        to_string(s) + ")");
-  }
-  tensor<T, Device> initial_kernel(random::generator& gen) const {
-    return fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>(
-        {Kernel, Kernel, m_in, Filters}, Kernel * Kernel * m_in, Kernel * Kernel * Filters, gen));
-  }
-  index_t m_in = 0;
-  std::optional<variable<T, Device>> m_kernel, m_bias;
 };
 
 }  // namespace fluxion::nn

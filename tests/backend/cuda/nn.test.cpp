@@ -162,6 +162,24 @@ auto activations_mlp(std::uint64_t seed) {
 }
 }  // namespace
 
+namespace {
+/// A decoder on either device: conv2d down, conv2d_transpose up (same padding, stride 2; valid,
+/// stride 1), then a dense head.
+template <class Device>
+auto transposed_cnn(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<6, 6, 2>::template on<Device>{}, nn::conv2d<4, 3, nn::same, 2>{},
+                        nn::relu{}, nn::conv2d_transpose<3, 3, nn::same, 2>{}, nn::relu{},
+                        nn::conv2d_transpose<2, 2>{}, nn::flatten{}, nn::dense<5>{});
+}
+}  // namespace
+
+TEST_CASE("cuda nn: transposed convolutions (conv2d_transpose) on the device train as on the cpu") {
+  auto host = transposed_cnn<fx::cpu>(15);
+  auto dev = transposed_cnn<fx::cuda>(15);
+  check_trains_as_on_the_cpu(host, dev, filled<float>({8, 6, 6, 2}, 26));
+}
+
 TEST_CASE("cuda nn: Keras's other activations (elu, selu, leaky_relu, relu6, silu, softplus, softsign, mish) train as on the cpu") {
   auto host = activations_mlp<fx::cpu>(14);
   auto dev = activations_mlp<fx::cuda>(14);
