@@ -16,6 +16,8 @@
 #     avg_pool2d + flatten in its place (what the layer costs a program);
 #   - bench/compile/recurrent.cpp: Keras's text classifier with nn::gru, then with nn::lstm, each
 #     header-only and with prebuilt kernels (what each recurrent layer costs a program);
+#   - bench/compile/decoder.cpp: an autoencoder whose decoder has nn::upsampling2d, zero_padding2d,
+#     cropping2d and conv2d_transpose, then the same with conv2d in their place;
 #   - bench/compile/fit_program.cpp, a user's first program with the model layer (fit, evaluate,
 #     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels;
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
@@ -136,6 +138,12 @@ for gru in 1 0; do
   row "  ... with FLUXION_PREBUILT_KERNELS" \
     "$(best "$cxx" "${flags[@]}" -DFLUXION_RECURRENT_GRU=$gru -DFLUXION_PREBUILT_KERNELS -c bench/compile/recurrent.cpp -o "$scratch/out.o")"
 done
+
+# The decoder layers against conv2d in their place.
+row "bench/compile/decoder.cpp, upsampling2d, padding, cropping, conv2d_transpose" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_DECODER_LAYERS=1 -c bench/compile/decoder.cpp -o "$scratch/out.o")"
+row "bench/compile/decoder.cpp, conv2d in their place" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_DECODER_LAYERS=0 -c bench/compile/decoder.cpp -o "$scratch/out.o")"
 
 # The prebuilt library itself, compiled once per build (fluxion_target_prebuilt_kernels).
 row "src/kernels.cpp (the prebuilt library: the core, once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"

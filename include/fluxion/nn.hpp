@@ -22,3 +22,4 @@
 #include "nn/reshape.hpp"
 #include "nn/reversible.hpp"
 #include "nn/sequential.hpp"
+#include "nn/upsampling.hpp"
