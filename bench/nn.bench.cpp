@@ -23,6 +23,11 @@
 //                          (the fused cells), LibTorch's torch::nn::GRU / LSTM (batch_first) with
 //                          the same weights, autograd; the LibTorch case first checks that both
 //                          give the same output
+//   attention              a Transformer block's self-attention, (32, 64, 128) -> 8 heads of 16 ->
+//                          (32, 64, 128), forward and backward (the input's and every weight's
+//                          gradients of sum(y * w)): fluxion's nn::multi_head_attention under a
+//                          tape, LibTorch's MultiheadAttention ((time, batch, e) layout) with the same
+//                          weights, autograd
 //   conv_transpose         a generator's upsampling layer, (64, 14, 14, 64) -> conv2d_transpose 32
 //                          filters 4x4, stride 2, valid -> (64, 30, 30, 32), forward and backward
 //                          (input, kernel and bias gradients of sum(y * w)): fluxion's
@@ -268,6 +273,18 @@ void fluxion_global_pool(benchmark::State& state) {
 void global_avg_pool_fluxion(benchmark::State& s) { fluxion_global_pool<false>(s); }
 void global_max_pool_fluxion(benchmark::State& s) { fluxion_global_pool<true>(s); }
 
+/// One forward and backward pass of c.layer on c.x under a persistent tape (asked twice: the input,
+/// then the weights), with c.w as the output's gradient: d x and every trainable variable's gradient.
+template <class Case>
+std::pair<fx::tensor<float>, std::vector<fx::tensor<float>>> layer_pass(Case& c,
+                                                                        const std::vector<fx::variable<float>*>& sources) {
+  fx::gradient_tape tape{fx::persistent};
+  tape.watch(c.x);
+  const fx::tensor<float> y = c.layer(c.x);
+  fx::tensor<float> dx = tape.gradient(y, c.x, c.w);
+  return {dx, tape.gradient(y, sources, c.w)};
+}
+
 constexpr fx::index_t rnn_batch = 64, rnn_steps = 32, rnn_features = 64, rnn_units = 128;
 
 /// A recurrent layer built with seed 5 and its input (seed 6) and output gradient (seed 7): the
@@ -289,18 +306,41 @@ void fluxion_rnn(benchmark::State& state) {
   set_threads(static_cast<int>(state.range(0)));
   rnn_case<Layer> c;
   auto sources = c.layer.trainable_variables();
-  auto pass = [&] {
-    fx::gradient_tape tape{fx::persistent};  // asked twice: the input, then the weights
-    tape.watch(c.x);
-    const fx::tensor<float> h = c.layer(c.x);
-    fx::tensor<float> dx = tape.gradient(h, c.x, c.w);
-    return std::pair{dx, tape.gradient(h, sources, c.w)};
-  };
+  auto pass = [&] { return layer_pass(c, sources); };
   const auto [dx, dvars] = pass();
   if (!fx::all(fx::is_finite(dx)) || fx::tensor<float>(fx::reduce_max(fx::abs(dx))).item() == 0.f)
     state.SkipWithError("fluxion: the input's gradient is zero or not finite");
   for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
 }
+constexpr fx::index_t att_batch = 32, att_steps = 64, att_e = 128, att_heads = 8, att_dim = 16;
+using att_layer = nn::multi_head_attention<att_heads, att_dim>;
+
+/// The layer built with seed 11 (random biases too), its input (seed 12) and output gradient (13).
+struct att_case {
+  att_layer layer;
+  fx::tensor<float> x, w;
+  att_case() {
+    fx::random::generator gen{11}, gx{12}, gw{13};
+    layer.build(fx::shape{att_steps, att_e}, gen);
+    for (auto* v : layer.trainable_variables())
+      if (v->shape().rank() < 3) v->assign(fx::random::normal<float>(v->shape(), gen, 0.f, 0.1f));
+    x = fx::random::normal<float>({att_batch, att_steps, att_e}, gx);
+    w = fx::random::normal<float>({att_batch, att_steps, att_e}, gw);
+  }
+};
+
+void attention_fluxion(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  att_case c;
+  auto sources = c.layer.trainable_variables();
+  auto pass = [&] { return layer_pass(c, sources); };
+  const auto [dx, dvars] = pass();
+  // The output bias's gradient is the sum of w over every position: the pass is real.
+  const fx::tensor<float> want_db = fx::reduce_sum(c.w, {0, 1});
+  if (!fx::all(fx::abs(dvars[7] - want_db) < 1e-2f)) state.SkipWithError("fluxion: the output bias gradient is wrong");
+  for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
+}
+
 constexpr fx::index_t up_batch = 64, up_hw = 14, up_in = 64, up_out = 32, up_k = 4;
 using up_layer = nn::conv2d_transpose<up_out, up_k, nn::valid, 2>;
 constexpr fx::index_t up_hw_out = 2 * up_hw + up_k - 2;
@@ -322,13 +362,7 @@ void conv_transpose_fluxion(benchmark::State& state) {
   set_threads(static_cast<int>(state.range(0)));
   up_case c;
   auto sources = c.layer.trainable_variables();
-  auto pass = [&] {
-    fx::gradient_tape tape{fx::persistent};
-    tape.watch(c.x);
-    const fx::tensor<float> y = c.layer(c.x);
-    fx::tensor<float> dx = tape.gradient(y, c.x, c.w);
-    return std::pair{dx, tape.gradient(y, sources, c.w)};
-  };
+  auto pass = [&] { return layer_pass(c, sources); };
   const auto [dx, dvars] = pass();
   // The bias's gradient is the sum of w over every position: the pass is real.
   const fx::tensor<float> want_db = fx::reduce_sum(c.w, {0, 1, 2});
@@ -403,6 +437,39 @@ void torch_rnn(benchmark::State& state) {
     state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
   for (auto _ : state) benchmark::DoNotOptimize(torch::autograd::grad({last()}, inputs, {w})[0].data_ptr());
 }
+void attention_torch(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  att_case c;
+  torch::nn::MultiheadAttention mha(torch::nn::MultiheadAttentionOptions(att_e, att_heads));
+  auto blob = [](const fx::tensor<float>& t, std::vector<std::int64_t> shape) {
+    return torch::from_blob(const_cast<float*>(t.data()), shape, torch::kFloat32);
+  };
+  auto vars = c.layer.trainable_variables();  // q kernel, q bias, k kernel, k bias, v kernel, v bias, out kernel, out bias
+  {
+    torch::NoGradGuard no_grad;
+    auto p = mha->named_parameters();
+    std::vector<torch::Tensor> weights, biases;
+    for (int i = 0; i < 3; ++i) {
+      weights.push_back(blob(vars[2 * i]->peek(), {att_e, att_e}).t());  // (e, heads * dim)^T
+      biases.push_back(blob(vars[2 * i + 1]->peek(), {att_e}));
+    }
+    p["in_proj_weight"].copy_(torch::cat(weights, 0));
+    p["in_proj_bias"].copy_(torch::cat(biases, 0));
+    p["out_proj.weight"].copy_(blob(vars[6]->peek(), {att_e, att_e}).t());
+    p["out_proj.bias"].copy_(blob(vars[7]->peek(), {att_e}));
+  }
+  const auto x = blob(c.x, {att_batch, att_steps, att_e}).transpose(0, 1).contiguous().requires_grad_(true);
+  const auto w = blob(c.w, {att_batch, att_steps, att_e}).transpose(0, 1).contiguous();
+  auto forward = [&] { return std::get<0>(mha->forward(x, x, x, {}, /*need_weights=*/false)); };
+  const fx::tensor<float> want = c.layer(c.x);
+  const auto got = forward().detach().transpose(0, 1).contiguous();
+  if (!torch::allclose(got, blob(want, {att_batch, att_steps, att_e}), 1e-3, 1e-3))
+    state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
+  std::vector<torch::Tensor> inputs{x};
+  for (auto& p : mha->parameters()) inputs.push_back(p);
+  for (auto _ : state) benchmark::DoNotOptimize(torch::autograd::grad({forward()}, inputs, {w})[0].data_ptr());
+}
+
 void conv_transpose_torch(benchmark::State& state) {
   set_threads(static_cast<int>(state.range(0)));
   up_case c;
@@ -507,6 +574,7 @@ BENCHMARK(global_avg_pool_fluxion)->Apply(threads);
 BENCHMARK(global_max_pool_fluxion)->Apply(threads);
 BENCHMARK(rnn_gru_fluxion)->Apply(threads);
 BENCHMARK(conv_transpose_fluxion)->Apply(threads);
+BENCHMARK(attention_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(global_avg_pool_torch_nchw)->Apply(threads);
@@ -515,6 +583,7 @@ BENCHMARK(global_max_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_max_pool_torch_nhwc)->Apply(threads);
 BENCHMARK(rnn_gru_torch)->Apply(threads);
 BENCHMARK(conv_transpose_torch)->Apply(threads);
+BENCHMARK(attention_torch)->Apply(threads);
 BENCHMARK(rnn_lstm_torch)->Apply(threads);
 BENCHMARK(train_mlp_torch)->Apply(threads);
 BENCHMARK(train_cnn_torch)->Apply(threads);

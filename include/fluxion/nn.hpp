@@ -4,6 +4,7 @@
 #pragma once
 
 #include "nn/activations.hpp"
+#include "nn/attention.hpp"
 #include "nn/batch_norm.hpp"
 #include "nn/bidirectional.hpp"
 #include "nn/conv2d.hpp"

@@ -175,6 +175,44 @@ auto transposed_cnn(std::uint64_t seed) {
 }
 }  // namespace
 
+namespace {
+/// A Transformer-style encoder on either device: causal self-attention, layer norm, pooling, dense.
+template <class Device>
+auto attention_model(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<6, 8>::template on<Device>{},
+                        nn::multi_head_attention<2, 4>{nn::causal_mask}, nn::layer_norm{}, nn::global_avg_pool1d{},
+                        nn::dense<5>{});
+}
+}  // namespace
+
+TEST_CASE("cuda nn: multi-head attention (causal, and with an attention mask) on the device trains as on the cpu") {
+  auto host = attention_model<fx::cpu>(16);
+  auto dev = attention_model<fx::cuda>(16);
+  check_trains_as_on_the_cpu(host, dev, filled<float>({8, 6, 8}, 27));
+  // Cross-attention with a mask, forward and the query's gradient.
+  fx::random::generator gen{17};
+  nn::multi_head_attention<2, 3> mh;
+  nn::multi_head_attention<2, 3, 3, float, fx::cuda> md;
+  fx::random::generator g1{18}, g2{18};
+  mh.build(4, 5, 5, g1);
+  md.build(4, 5, 5, g2);
+  const fx::tensor<float> q = filled<float>({2, 3, 4}, 28), v = filled<float>({2, 4, 5}, 29);
+  fx::tensor<bool> mask = fx::random::uniform<float>({2, 3, 4}, gen) > 0.4f;
+  for (fx::index_t i = 0; i < 2 * 3; ++i) mask.mutable_data()[i * 4] = true;
+  const auto qd = fx::to<fx::cuda>(q), vd = fx::to<fx::cuda>(v);
+  const auto maskd = fx::to<fx::cuda>(mask);
+  fx::gradient_tape th, td;
+  th.watch(q);
+  td.watch(qd);
+  const fx::tensor<float> yh = mh.call(q, v, {.attention_mask = &mask});
+  const auto yd = md.call(qd, vd, {.attention_mask = &maskd});
+  check_values(fx::to<fx::cpu>(yd).to_vector(), yh.to_vector(), 1e-5);
+  const auto gh = th.gradient(fx::tensor<float>(fx::reduce_sum(fx::square(yh))), q);
+  const auto gd = td.gradient(fx::tensor<float, fx::cuda>(fx::reduce_sum(fx::square(yd))), qd);
+  check_values(fx::to<fx::cpu>(gd).to_vector(), gh.to_vector(), 1e-5);
+}
+
 TEST_CASE("cuda nn: a decoder (upsampling2d, zero_padding2d, cropping2d, conv2d_transpose) on the device trains as on the cpu") {
   auto host = transposed_cnn<fx::cpu>(15);
   auto dev = transposed_cnn<fx::cuda>(15);
