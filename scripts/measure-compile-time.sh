@@ -18,6 +18,8 @@
 #     header-only and with prebuilt kernels (what each recurrent layer costs a program);
 #   - bench/compile/decoder.cpp: an autoencoder whose decoder has nn::upsampling2d, zero_padding2d,
 #     cropping2d and conv2d_transpose, then the same with conv2d in their place;
+#   - bench/compile/attention.cpp: a Transformer-style classifier with nn::multi_head_attention, then
+#     without it;
 #   - bench/compile/fit_program.cpp, a user's first program with the model layer (fit, evaluate,
 #     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels;
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
@@ -144,6 +146,12 @@ row "bench/compile/decoder.cpp, upsampling2d, padding, cropping, conv2d_transpos
   "$(best "$cxx" "${flags[@]}" -DFLUXION_DECODER_LAYERS=1 -c bench/compile/decoder.cpp -o "$scratch/out.o")"
 row "bench/compile/decoder.cpp, conv2d in their place" \
   "$(best "$cxx" "${flags[@]}" -DFLUXION_DECODER_LAYERS=0 -c bench/compile/decoder.cpp -o "$scratch/out.o")"
+
+# Multi-head attention in a small Transformer-style classifier, and the same model without it.
+row "bench/compile/attention.cpp, nn::multi_head_attention" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_ATTENTION=1 -c bench/compile/attention.cpp -o "$scratch/out.o")"
+row "bench/compile/attention.cpp, without it" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_ATTENTION=0 -c bench/compile/attention.cpp -o "$scratch/out.o")"
 
 # The prebuilt library itself, compiled once per build (fluxion_target_prebuilt_kernels).
 row "src/kernels.cpp (the prebuilt library: the core, once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
