@@ -273,16 +273,21 @@ void fluxion_global_pool(benchmark::State& state) {
 void global_avg_pool_fluxion(benchmark::State& s) { fluxion_global_pool<false>(s); }
 void global_max_pool_fluxion(benchmark::State& s) { fluxion_global_pool<true>(s); }
 
-/// One forward and backward pass of c.layer on c.x under a persistent tape (asked twice: the input,
-/// then the weights), with c.w as the output's gradient: d x and every trainable variable's gradient.
+/// One forward and backward pass of c.layer on c.x, with c.w as the output's gradient: d x and
+/// every trainable variable's gradient from one backward pass (one gradient call over the input
+/// and the variables' values, as LibTorch's autograd::grad over its inputs and parameters).
 template <class Case>
 std::pair<fx::tensor<float>, std::vector<fx::tensor<float>>> layer_pass(Case& c,
                                                                         const std::vector<fx::variable<float>*>& sources) {
-  fx::gradient_tape tape{fx::persistent};
+  fx::gradient_tape tape;
   tape.watch(c.x);
   const fx::tensor<float> y = c.layer(c.x);
-  fx::tensor<float> dx = tape.gradient(y, c.x, c.w);
-  return {dx, tape.gradient(y, sources, c.w)};
+  std::vector<const fx::tensor<float>*> all{&c.x};
+  for (auto* v : sources) all.push_back(&v->peek());
+  std::vector<fx::tensor<float>> g = tape.gradient(y, all, c.w);
+  fx::tensor<float> dx = g.front();
+  g.erase(g.begin());
+  return {dx, g};
 }
 
 constexpr fx::index_t rnn_batch = 64, rnn_steps = 32, rnn_features = 64, rnn_units = 128;
