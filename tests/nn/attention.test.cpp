@@ -155,3 +155,49 @@ TEST_CASE("multi_head_attention: Keras's variables, shapes and parameters in a s
   nn::multi_head_attention<2, 4> unbuilt;
   CHECK_THROWS_AS(unbuilt.query_kernel(), fx::error);
 }
+
+TEST_CASE("multi_head_attention: dropout on the attention weights in training, replayed by a compiled step") {
+  fx::random::generator gen{83};
+  nn::multi_head_attention<2, 4> plain;
+  nn::multi_head_attention<2, 4> dropping{{.dropout = 0.5, .seed = 7}};
+  plain.build(fx::shape{5, 8}, gen);
+  dropping.build(fx::shape{5, 8});
+  auto pv = plain.trainable_variables(), dv = dropping.trainable_variables();
+  for (std::size_t i = 0; i < pv.size(); ++i) dv[i]->assign(pv[i]->peek());
+  const fx::tensor<float> x = fx::random::normal<float>({2, 5, 8}, gen);
+  // Inference ignores the rate; training drops weights, and the scores returned are those before it.
+  CHECK(dropping(x).to_vector() == plain(x).to_vector());
+  fx::tensor<float> before, after;
+  const fx::tensor<float> y_plain = plain.call(x, x, x, {.attention_scores = &before});
+  const fx::tensor<float> y_drop = dropping.call(x, x, x, {.attention_scores = &after, .training = true});
+  CHECK(after.to_vector() == before.to_vector());
+  CHECK(y_drop.to_vector() != y_plain.to_vector());
+  CHECK_THROWS_WITH_AS((nn::multi_head_attention<2, 4>(nn::attention_options{.dropout = 1.0})),
+                       "multi_head_attention 'multi_head_attention': dropout = 1 is not in [0, 1)", fx::invalid_argument);
+  // A compiled step recomputes the layer in its backward pass: the replayed masks give the
+  // tape-based step's numbers, bitwise.
+  auto make = [] {
+    fx::random::generator g{84};
+    return nn::sequential(g, nn::input<5, 8>{}, nn::multi_head_attention<2, 4>{{.use_causal_mask = true, .dropout = 0.3, .seed = 9}},
+                          nn::global_avg_pool1d{}, nn::dense<3>{});
+  };
+  auto a = make(), b = make();
+  CHECK(b.layer<0>().causal());
+  CHECK(b.layer<0>().options().dropout == 0.3);
+  auto loss_fn = [](const auto& logits, const auto& labels) {
+    return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+  };
+  fx::optim::sgd opt_a{0.1}, opt_b{0.1};
+  auto step = nn::compile_step(b, opt_b, loss_fn);
+  const fx::tensor<std::int32_t> labels = {0, 2};
+  for (int s = 0; s < 3; ++s) {
+    fx::gradient_tape tape;
+    const fx::tensor<float> la = loss_fn(a(x, true), labels);
+    auto vars = a.trainable_variables();
+    opt_a.apply_gradients(tape.gradient(la, vars), vars);
+    const fx::tensor<float> lb = step(x, labels);
+    CHECK(la.item() == lb.item());
+  }
+  auto va = a.variables(), vb = b.variables();
+  for (std::size_t i = 0; i < va.size(); ++i) CHECK(va[i]->peek().to_vector() == vb[i]->peek().to_vector());
+}

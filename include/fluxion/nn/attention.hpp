@@ -5,6 +5,7 @@
 //   fx::tensor<float> y = mha(x);                       // self-attention: (batch, time, e) -> (batch, time, e)
 //   auto z = mha.call(query, value, key, {.attention_mask = &mask, .attention_scores = &scores});
 //   fx::nn::multi_head_attention<4, 16> decoder{fx::nn::causal_mask};   // each step sees itself and the past
+//   fx::nn::multi_head_attention<4, 16> block{{.use_causal_mask = true, .dropout = 0.1}};
 //
 // As Keras (attention_axes = the time axis, use_bias, no dropout): per head h,
 //   q_h = query W_q[:, h] + b_q[h],  k_h = key W_k[:, h] + b_k[h],  v_h = value W_v[:, h] + b_v[h]
@@ -16,11 +17,14 @@
 // attention_output/kernel (NumHeads, ValueDim, e_q), attention_output/bias (e_q); glorot-uniform
 // kernels with Keras's fans of their shapes, zero biases. Every step is an ordinary statement
 // (batched matmuls, a softmax), so the layer is differentiable to any order and runs on any device.
-// Not Keras's: dropout on the attention weights, attention over more than one axis.
+// With dropout, training calls drop attention weights as Keras does (an nn::dropout inside, so a
+// recomputed segment or compiled step replays the mask); the scores returned are the weights
+// before dropout, as Keras's. Not Keras's: attention over more than one axis.
 #pragma once
 
 #include <cmath>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,6 +33,7 @@
 #include "../expr/remap.hpp"
 #include "../tensor/creation.hpp"
 #include "activations.hpp"
+#include "dropout.hpp"
 #include "initializers.hpp"
 #include "module.hpp"
 
@@ -45,6 +50,14 @@ struct attention_arguments {
   const tensor<bool, Device>* attention_mask = nullptr;  // (batch, Tq, Tk): true where a query may attend
   bool use_causal_mask = false;                          // also hide the keys after each query
   tensor<T, Device>* attention_scores = nullptr;         // receives the weights (batch, heads, Tq, Tk)
+  bool training = false;                                 // drop attention weights (with a dropout rate)
+};
+
+/// The settings of a multi_head_attention, Keras's constructor arguments.
+struct attention_options {
+  bool use_causal_mask = false;  // every call hides the keys after each query
+  double dropout = 0.0;          // the rate at which training calls drop attention weights, in [0, 1)
+  std::uint64_t seed = 0;        // the dropout masks' generator
 };
 
 namespace detail {
@@ -67,12 +80,14 @@ struct attention_variables {
 };
 
 /// The statements of every multi_head_attention of element type T (one instance per program).
-/// query (B, Tq, e_q), key (B, Tk, e_k), value (B, Tk, e_v), all checked.
+/// query (B, Tq, e_q), key (B, Tk, e_k), value (B, Tk, e_v), all checked; `drop` (a dropout
+/// layer in training mode) or nullptr.
 template <class T, int Config = fluxion::detail::autodiff_config, class Device = cpu>
 tensor<T, Device> attention_forward(const tensor<T, Device>& query, const tensor<T, Device>& key,
                                     const tensor<T, Device>& value, const attention_variables<T, Device>& v,
                                     index_t heads, index_t key_dim, index_t value_dim,
-                                    const tensor<bool, Device>* mask, bool causal, tensor<T, Device>* scores) {
+                                    const tensor<bool, Device>* mask, bool causal, tensor<T, Device>* scores,
+                                    const dropout* drop) {
   const index_t batch = query.shape()[0], tq = query.shape()[1], tk = key.shape()[1], e = query.shape()[2];
   const tensor<T, Device> q = project_heads(query, *v.query_kernel, *v.query_bias, heads, key_dim);
   const tensor<T, Device> k = project_heads(key, *v.key_kernel, *v.key_bias, heads, key_dim);
@@ -89,7 +104,7 @@ tensor<T, Device> attention_forward(const tensor<T, Device>& query, const tensor
   }
   const tensor<T, Device> weights = fluxion::softmax(logits, -1);
   if (scores) *scores = weights;
-  const tensor<T, Device> heads_out = matmul(weights, vv);  // (B, H, Tq, Dv)
+  const tensor<T, Device> heads_out = matmul(drop ? tensor<T, Device>((*drop)(weights, true)) : weights, vv);  // (B, H, Tq, Dv)
   const tensor<T, Device> merged = reshape(transpose(heads_out, {0, 2, 1, 3}), {batch * tq, heads * value_dim});
   return tensor<T, Device>(reshape(
       matmul(merged, reshape(*v.output_kernel, {heads * value_dim, e})) + *v.output_bias, {batch, tq, e}));
@@ -124,21 +139,28 @@ class multi_head_attention
     return s;
   }
 
-  explicit multi_head_attention(std::string name = {}) : base(name.empty() ? base_name : std::move(name)) {}
+  multi_head_attention() : multi_head_attention(attention_options{}) {}
+  /// A name of its own. (A template, so that {.dropout = 0.1} never reads as a string.)
+  template <class S>
+    requires std::is_convertible_v<S, std::string>
+  explicit multi_head_attention(S&& name) : multi_head_attention(attention_options{}, std::string(std::forward<S>(name))) {}
   /// Every call hides the keys after each query (a decoder's self-attention).
-  explicit multi_head_attention(causal_mask_t, std::string name = {}) : multi_head_attention(std::move(name)) {
-    m_causal = true;
-  }
+  explicit multi_head_attention(causal_mask_t, std::string name = {})
+      : multi_head_attention(attention_options{.use_causal_mask = true}, std::move(name)) {}
+  multi_head_attention(attention_options options, std::string name = {})  // NOLINT: implicit, for {{.dropout = 0.1}}
+      : base(name.empty() ? base_name : std::move(name)), m_options(options),
+        m_dropout(checked_rate(options.dropout, this->m_name), options.seed) {}
   /// The same layer for another element type or device (a sequential model re-declares its
-  /// layers for its own), keeping its name and causal setting.
+  /// layers for its own), keeping its name and options (and its dropout's generator).
   template <class U, class D>
     requires(!std::is_same_v<multi_head_attention<NumHeads, KeyDim, ValueDim, U, D>, multi_head_attention>)
   explicit multi_head_attention(const multi_head_attention<NumHeads, KeyDim, ValueDim, U, D>& other)
-      : multi_head_attention(other.name()) {
-    m_causal = other.causal();
-  }
+      : base(other.name()), m_options(other.options()), m_dropout(other.dropout_layer()) {}
 
-  bool causal() const noexcept { return m_causal; }
+  const attention_options& options() const noexcept { return m_options; }
+  bool causal() const noexcept { return m_options.use_causal_mask; }
+  /// The dropout on the attention weights (rate options().dropout).
+  const dropout& dropout_layer() const noexcept { return m_dropout; }
   bool built() const noexcept { return m_query_kernel.has_value(); }
   /// Builds for self-attention over per-example input (time, features).
   void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
@@ -169,9 +191,9 @@ class multi_head_attention
 
   /// Self-attention: x is the query, the key and the value.
   template <class X>
-  tensor<T, Device> operator()(X&& x, bool /*training*/ = false) {
+  tensor<T, Device> operator()(X&& x, bool training = false) {
     const tensor<T, Device> in = input("the input", std::forward<X>(x));
-    return call(in, in, in);
+    return call(in, in, in, {.training = training});
   }
 
   /// Attention of `query` (batch, Tq, e_q) over `key` (batch, Tk, e_k) and `value` (batch, Tk,
@@ -202,8 +224,10 @@ class multi_head_attention
     const detail::attention_variables<T, Device> vars{&*m_query_kernel, &*m_query_bias,  &*m_key_kernel,
                                                       &*m_key_bias,     &*m_value_kernel, &*m_value_bias,
                                                       &*m_output_kernel, &*m_output_bias};
+    const bool drops = args.training && m_options.dropout > 0;
     return detail::attention_forward<T>(q, k, v, vars, NumHeads, KeyDim, ValueDim, args.attention_mask,
-                                        m_causal || args.use_causal_mask, args.attention_scores);
+                                        m_options.use_causal_mask || args.use_causal_mask, args.attention_scores,
+                                        drops ? &m_dropout : nullptr);
   }
   /// call with the value as the key.
   template <class Q, class V>
@@ -249,6 +273,14 @@ class multi_head_attention
                         " must be (batch, time >= 1, features), got " + to_string(t.shape()));
     return t;
   }
+  static double checked_rate(double rate, const std::string& name) {
+    if (!(rate >= 0.0 && rate < 1.0)) {
+      std::ostringstream os;
+      os << "multi_head_attention '" << name << "': dropout = " << rate << " is not in [0, 1)";
+      throw invalid_argument(os.str());
+    }
+    return rate;
+  }
   variable<T, Device>& need(std::optional<variable<T, Device>>& v, const char* what) {
     return this->require_built(v, "multi_head_attention", what);
   }
@@ -263,7 +295,8 @@ class multi_head_attention
         detail::glorot_uniform<T>({NumHeads, ValueDim, m_query}, ValueDim * NumHeads, m_query * NumHeads, gen));
   }
   index_t m_query = 0, m_value = 0, m_key = 0;
-  bool m_causal = false;
+  attention_options m_options;
+  dropout m_dropout;
   std::optional<variable<T, Device>> m_query_kernel, m_query_bias, m_key_kernel, m_key_bias, m_value_kernel,
       m_value_bias, m_output_kernel, m_output_bias;
 };
