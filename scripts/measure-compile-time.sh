@@ -15,11 +15,12 @@
 #   - bench/compile/global_pool.cpp: a CNN with nn::global_avg_pool2d, and the same with
 #     avg_pool2d + flatten in its place (what the layer costs a program);
 #   - bench/compile/recurrent.cpp: Keras's text classifier with nn::gru, then with nn::lstm, each
-#     header-only and with prebuilt kernels (what each recurrent layer costs a program);
+#     header-only and with prebuilt kernels, the GRU also with the library's GRU set (what each
+#     recurrent layer costs a program);
 #   - bench/compile/decoder.cpp: an autoencoder whose decoder has nn::upsampling2d, zero_padding2d,
 #     cropping2d and conv2d_transpose, then the same with conv2d in their place;
 #   - bench/compile/attention.cpp: a Transformer-style classifier with nn::multi_head_attention, then
-#     without it;
+#     without it, each header-only and with prebuilt kernels;
 #   - bench/compile/fit_program.cpp, a user's first program with the model layer (fit, evaluate,
 #     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels;
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
@@ -126,37 +127,48 @@ row "bench/compile/train_step.cpp, tape-based step" \
 row "bench/compile/train_step.cpp, nn::compile_step" \
   "$(best "$cxx" "${flags[@]}" -DFLUXION_COMPILED_STEP=1 -c bench/compile/train_step.cpp -o "$scratch/out.o")"
 
-# A global pooling layer against the same reduction written with the older layers.
-row "bench/compile/global_pool.cpp, nn::global_avg_pool2d" \
-  "$(best "$cxx" "${flags[@]}" -DFLUXION_GLOBAL_POOL=1 -c bench/compile/global_pool.cpp -o "$scratch/out.o")"
-row "bench/compile/global_pool.cpp, avg_pool2d<7> + flatten instead" \
-  "$(best "$cxx" "${flags[@]}" -DFLUXION_GLOBAL_POOL=0 -c bench/compile/global_pool.cpp -o "$scratch/out.o")"
+# variant_row <label> <file> <-D flags...>: one row, `file` compiled with the given definitions.
+variant_row() {
+  local label=$1 file=$2
+  shift 2
+  row "$label" "$(best "$cxx" "${flags[@]}" "$@" -c "$file" -o "$scratch/out.o")"
+}
 
-# The recurrent layers in a text classifier, header-only and with prebuilt kernels.
-for gru in 1 0; do
-  name=$([[ $gru == 1 ]] && echo nn::gru || echo nn::lstm)
-  row "bench/compile/recurrent.cpp, $name" \
-    "$(best "$cxx" "${flags[@]}" -DFLUXION_RECURRENT_GRU=$gru -c bench/compile/recurrent.cpp -o "$scratch/out.o")"
-  row "  ... with FLUXION_PREBUILT_KERNELS" \
-    "$(best "$cxx" "${flags[@]}" -DFLUXION_RECURRENT_GRU=$gru -DFLUXION_PREBUILT_KERNELS -c bench/compile/recurrent.cpp -o "$scratch/out.o")"
-done
+# A global pooling layer against the same reduction written with the older layers.
+variant_row "bench/compile/global_pool.cpp, nn::global_avg_pool2d" bench/compile/global_pool.cpp -DFLUXION_GLOBAL_POOL=1
+variant_row "bench/compile/global_pool.cpp, avg_pool2d<7> + flatten instead" bench/compile/global_pool.cpp \
+  -DFLUXION_GLOBAL_POOL=0
+
+# The recurrent layers in a text classifier, header-only and with prebuilt kernels (the GRU's with
+# the library's optional GRU set, FLUXION_PREBUILT_GRU, and without it).
+variant_row "bench/compile/recurrent.cpp, nn::gru" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=1
+variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=1 \
+  -DFLUXION_PREBUILT_KERNELS
+variant_row "  ... with FLUXION_PREBUILT_KERNELS and FLUXION_PREBUILT_GRU" bench/compile/recurrent.cpp \
+  -DFLUXION_RECURRENT_GRU=1 -DFLUXION_PREBUILT_KERNELS -DFLUXION_PREBUILT_GRU
+variant_row "bench/compile/recurrent.cpp, nn::lstm" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0
+variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0 \
+  -DFLUXION_PREBUILT_KERNELS
 
 # The decoder layers against conv2d in their place.
-row "bench/compile/decoder.cpp, upsampling2d, padding, cropping, conv2d_transpose" \
-  "$(best "$cxx" "${flags[@]}" -DFLUXION_DECODER_LAYERS=1 -c bench/compile/decoder.cpp -o "$scratch/out.o")"
-row "bench/compile/decoder.cpp, conv2d in their place" \
-  "$(best "$cxx" "${flags[@]}" -DFLUXION_DECODER_LAYERS=0 -c bench/compile/decoder.cpp -o "$scratch/out.o")"
+variant_row "bench/compile/decoder.cpp, upsampling2d, padding, cropping, conv2d_transpose" bench/compile/decoder.cpp \
+  -DFLUXION_DECODER_LAYERS=1
+variant_row "bench/compile/decoder.cpp, conv2d in their place" bench/compile/decoder.cpp -DFLUXION_DECODER_LAYERS=0
 
-# Multi-head attention in a small Transformer-style classifier, and the same model without it.
-row "bench/compile/attention.cpp, nn::multi_head_attention" \
-  "$(best "$cxx" "${flags[@]}" -DFLUXION_ATTENTION=1 -c bench/compile/attention.cpp -o "$scratch/out.o")"
-row "bench/compile/attention.cpp, without it" \
-  "$(best "$cxx" "${flags[@]}" -DFLUXION_ATTENTION=0 -c bench/compile/attention.cpp -o "$scratch/out.o")"
+# Multi-head attention in a small Transformer-style classifier, and the same model without it,
+# header-only and with prebuilt kernels.
+for attention in 1 0; do
+  label=$([[ $attention == 1 ]] && echo "nn::multi_head_attention" || echo "without it")
+  variant_row "bench/compile/attention.cpp, $label" bench/compile/attention.cpp -DFLUXION_ATTENTION=$attention
+  variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/attention.cpp -DFLUXION_ATTENTION=$attention \
+    -DFLUXION_PREBUILT_KERNELS
+done
 
 # The prebuilt library itself, compiled once per build (fluxion_target_prebuilt_kernels).
 row "src/kernels.cpp (the prebuilt library: the core, once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
 row "src/nn_kernels.cpp (the prebuilt library: the model layer)" "$(best "$cxx" "${flags[@]}" -c src/nn_kernels.cpp -o "$scratch/nn_kernels.o")"
 row "src/nn_activation_kernels.cpp (the prebuilt library: more activations)" "$(best "$cxx" "${flags[@]}" -c src/nn_activation_kernels.cpp -o "$scratch/nn_activation_kernels.o")"
+row "src/nn_gru_kernels.cpp (the prebuilt library: nn::gru, on request)" "$(best "$cxx" "${flags[@]}" -c src/nn_gru_kernels.cpp -o "$scratch/nn_gru_kernels.o")"
 row "src/io.cpp (the prebuilt library: checkpoints, summaries)" "$(best "$cxx" "${flags[@]}" -c src/io.cpp -o "$scratch/io.o")"
 
 # The first program a user writes with the model layer (README, "Your own program"): header-only,
