@@ -258,12 +258,10 @@ constexpr index_t transposed_output(index_t in, index_t kernel, index_t stride, 
 }
 
 /// The geometry of the conv2d whose input gradient conv2d_transpose computes: from the output
-/// (batch, out_h, out_w, filters[2]) to x (batch, height, width, filters[3]).
+/// (batch, out_h, out_w, filters[2]) to x (batch, height, width, filters[3]). x and w have rank 4
+/// (conv2d_transpose_of checks it first).
 inline conv2d_geometry conv2d_transpose_geometry_of(const fluxion::shape& x, const fluxion::shape& w, index_t out_h,
                                                     index_t out_w, spatial2d strides, padding pad, spatial2d dilations) {
-  const char* op = "conv2d_transpose";
-  require_input_nhwc(op, x);
-  require_nhwc(op, "filters", "(height, width, out_channels, in_channels)", w);
   if (x[3] != w[3])
     throw shape_error("conv2d_transpose: input " + to_string(x) + " has " + std::to_string(x[3]) +
                       " channels but filters " + to_string(w) + " expect " + std::to_string(w[3]) +
