@@ -41,7 +41,7 @@ build() {
     local name; name=$(basename "$source" .test.cpp)
     rm -f "$out/$name"
     local order=(-DFLUXION_MAX_DERIVATIVE_ORDER=0)  # as ctest's builds of the same tests
-    [[ "$name" == autodiff || "$name" == nn || "$name" == window ]] && order=()
+    [[ "$name" =~ ^(autodiff|nn|recurrent|window)$ ]] && order=()
     ( "$nvcc" "${flags[@]}" "${order[@]}" -c "$source" -o "$obj/$name.o" &&
       "$nvcc" "-gencode=arch=compute_${arch},code=sm_${arch}" "$obj/$name.o" "$obj/doctest_main.o" "${libs[@]}" \
         -o "$out/$name" ) &
