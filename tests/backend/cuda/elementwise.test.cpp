@@ -79,6 +79,36 @@ TEST_CASE("cuda elementwise: broadcasting") {
   }
 }
 
+TEST_CASE("cuda elementwise: coordinates by 32-bit dividers and by 64-bit division agree") {
+  using fx::detail::cuda_kernel::divider;
+  SUBCASE("a divider gives n / d for d up to 2^31 and n below 2^31") {
+    const std::uint32_t big = 0x7FFFFFFFu;
+    for (fx::index_t d : {fx::index_t{1}, fx::index_t{2}, fx::index_t{3}, fx::index_t{7}, fx::index_t{32},
+                          fx::index_t{196}, fx::index_t{784}, fx::index_t{65537}, fx::index_t{big},
+                          fx::index_t{big} + 1}) {
+      const divider div(d);
+      for (std::uint32_t n : {0u, 1u, 2u, 31u, 32u, 33u, 783u, 784u, 785u, 123456789u, big - 1, big}) {
+        CAPTURE(d);
+        CAPTURE(n);
+        CHECK(div.div(n) == static_cast<std::uint32_t>(n / static_cast<std::uint64_t>(d)));
+      }
+    }
+  }
+  SUBCASE("broadcast statements and reductions over several axes, both ways") {
+    auto x = filled<float>({5, 7, 3, 6}, 1), b = filled<float>({6}, 2), r = filled<float>({7, 1, 1}, 3);
+    auto run = [&] {
+      return same_on_both_devices(
+          [](const auto& x, const auto& b, const auto& r) {
+            return fx::reduce_sum(fx::relu(x + b) * r, {0, 2}) + fx::reduce_max(x - r, {0, 2});
+          },
+          x, b, r);
+    };
+    const auto narrow = run().to_vector();
+    fluxion_test::scoped_setting<fx::index_t> wide(fx::detail::cuda_kernel::narrow_limit(), 0);
+    CHECK(run().to_vector() == narrow);
+  }
+}
+
 TEST_CASE("cuda elementwise: scalars on either side keep the tensor's element type") {
   auto f = filled<float>({5, 7}, 1);
   auto i = filled<std::int32_t>({5, 7}, 2, -50, 50);

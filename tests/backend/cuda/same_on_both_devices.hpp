@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -95,5 +96,21 @@ auto same_on_both_devices(F&& f, const fx::tensor<T0>& arg0, const fx::tensor<T>
   using R = fx::value_type_t<decltype(fx::eval(f(arg0, args...)))>;
   return same_on_both_devices(default_rtol<R>(), f, arg0, args...);
 }
+
+/// Sets a process-wide setting for one scope.
+template <class T>
+struct scoped_setting {
+  T& setting;
+  T saved;
+  scoped_setting(T& s, T value) : setting(s), saved(s) { setting = value; }
+  ~scoped_setting() { setting = saved; }
+};
+template <class T>
+struct scoped_setting<std::atomic<T>> {
+  std::atomic<T>& setting;
+  T saved;
+  scoped_setting(std::atomic<T>& s, T value) : setting(s), saved(s.load()) { setting = value; }
+  ~scoped_setting() { setting = saved; }
+};
 
 }  // namespace fluxion_test

@@ -46,6 +46,7 @@ const pool_case pool_cases[] = {
     {{2, 7, 7, 2}, 3, 2, fx::padding::same},   // overlapping windows over the border
     {{1, 5, 9, 4}, {2, 3}, {1, 2}, fx::padding::valid},
     {{1, 7, 5, 2}, 2, 2, fx::padding::same},  // odd extents: the last window is cut
+    {{2, 7, 8, 2}, 2, 3, fx::padding::valid},  // windows apart: inputs between them get no gradient
 };
 
 /// d/dx and d/dw of sum(square(relu(conv2d(x, w)) * c)) on Device, and the value.
@@ -166,21 +167,7 @@ TEST_CASE("cuda conv2d: an empty batch and a filter gradient over no positions g
 }
 
 namespace {
-/// Sets a process-wide setting for one scope.
-template <class T>
-struct scoped_setting {
-  T& setting;
-  T saved;
-  scoped_setting(T& s, T value) : setting(s), saved(s) { setting = value; }
-  ~scoped_setting() { setting = saved; }
-};
-template <class T>
-struct scoped_setting<std::atomic<T>> {
-  std::atomic<T>& setting;
-  T saved;
-  scoped_setting(std::atomic<T>& s, T value) : setting(s), saved(s.load()) { setting = value; }
-  ~scoped_setting() { setting = saved; }
-};
+using fluxion_test::scoped_setting;
 
 /// Sends the convolutions of one scope to im2col + cuBLAS where the program is built with cuDNN.
 struct im2col_only {

@@ -57,26 +57,8 @@ using pool_geometry = kernels::pool2d_shape;
 /// below 2^31: every launch covers whole images, as many as keep its thread indices within
 /// launch_limit() (for_image_groups), with pointers offset to its first image on the host.
 /// Addresses are still computed in index_t.
-using u32 = std::uint32_t;
-
-/// Division of n < 2^31 by a fixed d in [1, 2^31] as a multiply-high, an add and a shift
-/// (Granlund and Montgomery's method, in the form of PyTorch's IntDivider).
-struct divider {
-  u32 d = 1, magic = 1, shift = 0;
-  divider() = default;
-  explicit divider(index_t divisor) : d(static_cast<u32>(divisor)) {
-    while (shift < 31 && (std::uint64_t(1) << shift) < d) ++shift;
-    magic = static_cast<u32>(((std::uint64_t(1) << 32) * ((std::uint64_t(1) << shift) - d)) / d + 1);
-  }
-  FLUXION_HOST_DEVICE u32 div(u32 n) const {
-#if defined(__CUDA_ARCH__)
-    const u32 t = __umulhi(n, magic);
-#else
-    const u32 t = static_cast<u32>((std::uint64_t(n) * magic) >> 32);
-#endif
-    return (t + n) >> shift;
-  }
-};
+using cuda_kernel::u32;
+using cuda_kernel::divider;
 
 /// The most threads one window launch indexes (2^31 - 1, the dividers' range). Process-wide; the
 /// tests lower it to make every launch cover one image.
@@ -286,6 +268,42 @@ struct pool_gradient {
   }
 };
 
+/// Max pooling's gradient where windows do not overlap (stride >= window on both axes, as in
+/// every 2x2 / 2 pooling): a thread per output finds its window's first maximum once and writes
+/// the whole window of dx, dy there and 0 elsewhere. pool_gradient's thread per input element
+/// searches each covering window again: on an H100 the CNN's first pooling gradient (batch 256,
+/// 28x28x32) took 180 us that way, about a tenth of the bandwidth. Inputs no window covers are
+/// zeroed before (max_pool2d_gradient's run).
+template <class T>
+struct pool_scatter_gradient {
+  pool_geometry s;
+  const T* x;
+  const T* dy;
+  T* dx;
+  nhwc_dividers out;
+  pool_scatter_gradient(const pool_geometry& g, const T* x_, const T* dy_, T* dx_)
+      : s(g), x(x_), dy(dy_), dx(dx_), out(g.out_h, g.out_w, g.channels) {}
+  static bool applies(const pool_geometry& g) { return g.stride_h >= g.window_h && g.stride_w >= g.window_w; }
+  /// Whether the windows cover every input (so no zeroing is needed).
+  static bool covers(const pool_geometry& g) {
+    return g.stride_h == g.window_h && g.stride_w == g.window_w && g.out_h * g.stride_h - g.pad_top >= g.in_h &&
+           g.out_w * g.stride_w - g.pad_left >= g.in_w;
+  }
+  FLUXION_HOST_DEVICE void operator()(index_t i) const {
+    const nhwc o = unravel(u32(i), out);
+    const index_t image = o.n * s.in_h * s.in_w * s.channels;
+    const index_t best = window_argmax(s, x + image, o.h, o.w, o.c);
+    if (best < 0) return;  // an empty window covers nothing
+    const T g = dy[i];
+    const span win = span_of(s, o.h, o.w);
+    for (index_t ih = win.h0; ih < win.h1; ++ih)
+      for (index_t iw = win.w0; iw < win.w1; ++iw) {
+        const index_t at = (ih * s.in_w + iw) * s.channels + o.c;
+        dx[image + at] = at == best ? g : T(0);
+      }
+  }
+};
+
 /// y(n, oh, ow, c) = h at the first maximum of x in the window (max pooling's jvp and the
 /// adjoint of its gradient).
 template <class T>
@@ -463,6 +481,14 @@ struct window_kernel<cuda, window_ops::max_pool2d_gradient> {
   template <class T>
   static void run(const pool2d_geometry& s, const T* x, const T* dy, T* dx) {
     const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.channels;
+    using scatter = cuda_window::pool_scatter_gradient<T>;
+    if (scatter::applies(s)) {  // windows apart: a thread per output writes its window
+      if (!scatter::covers(s)) thrust::fill_n(kernel_policy(), dx, s.batch * in, T(0));
+      cuda_window::for_image_groups("max_pool2d", s.batch, in, [&](index_t n0, index_t count) {
+        cuda_window::for_each_index(count * out, scatter(s, x + n0 * in, dy + n0 * out, dx + n0 * in));
+      });
+      return;
+    }
     cuda_window::for_image_groups("max_pool2d", s.batch, in, [&](index_t n0, index_t count) {
       cuda_window::for_each_index(count * in,
                                   cuda_window::pool_gradient<T, true>(s, x + n0 * in, dy + n0 * out, dx + n0 * in));
