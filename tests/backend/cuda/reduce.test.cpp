@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "same_on_both_devices.hpp"
@@ -220,4 +221,23 @@ TEST_CASE("cuda reduce: argmax ties give the first index, and the first NaN wins
         std::vector<std::int64_t>{0, 100, 10});
   auto one_row = with_values<float>({12000}, v);
   CHECK(same_on_both_devices([](const auto& a) { return fx::argmax(a); }, one_row).item() == 4100);
+}
+
+TEST_CASE("cuda reduce: column reductions give the same bits whichever threads take their parts") {
+  // A bias gradient's shape: a sum over every axis but the last, in parts of parts (6 * 9 * 40 =
+  // 2160 elements a column), read by part (neighbouring threads, neighbouring columns) or by column.
+  const auto x = filled<float>({6, 9, 40, 7}, 11);
+  const auto xd = fx::to<fx::cuda>(x);
+  auto run = [&] {
+    fx::tensor<float, fx::cuda> s = fx::reduce_sum(xd, {0, 1, 2});
+    fx::tensor<float, fx::cuda> m = fx::reduce_max(xd * 2.f, {0, 1});
+    fx::tensor<std::int64_t, fx::cuda> a = fx::argmax(xd, 0);
+    return std::tuple{s.to_vector(), m.to_vector(), a.to_vector()};
+  };
+  const auto by_part = run();
+  fluxion_test::check_values(std::get<0>(by_part), fx::tensor<float>(fx::reduce_sum(x, {0, 1, 2})).to_vector(), 1e-5);
+  CHECK(std::get<1>(by_part) == fx::tensor<float>(fx::reduce_max(x * 2.f, {0, 1})).to_vector());
+  CHECK(std::get<2>(by_part) == fx::tensor<std::int64_t>(fx::argmax(x, 0)).to_vector());
+  fluxion_test::scoped_setting<bool> by_column(fx::detail::cuda_kernel::column_partials(), false);
+  CHECK(run() == by_part);
 }

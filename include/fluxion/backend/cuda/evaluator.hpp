@@ -276,19 +276,28 @@ struct segment_loop {
 
 /// partial[k * n_chunks + c] = combine over part c of segment k, one thread per part. Part c
 /// takes the segment's elements c, c + n_chunks, c + 2 n_chunks ... (at most reduce_chunk of
-/// them), so neighbouring threads read neighbouring elements and loads coalesce on a GPU. The
-/// reduction ops are commutative, so this order changes nothing but rounding, and that the same
-/// way on every run.
+/// them). The reduction ops are commutative, so this order changes nothing but rounding, and that
+/// the same way on every run. Which thread runs which part is chosen so that neighbouring threads
+/// read neighbouring memory: by segment (thread p: segment p / n_chunks, part p % n_chunks) where
+/// a segment's elements are contiguous (rows: softmax, a sum over the last axes), and by part
+/// (thread p: part p / n_out, segment p % n_out) for `columns`, where neighbouring segments are
+/// (bias gradients: a sum over every axis but the last). Either way each part is the same sum in
+/// the same order, so the results are bitwise the same.
 template <class Acc, class Value, class Combine>
 struct chunk_partial {
   Acc* partial;
   Value value;
   Combine combine;
   Acc init;
-  index_t n_red, n_chunks;
+  index_t n_red, n_chunks, n_out;
+  bool columns = false;
+  bool narrow = false;  // n_out * n_chunks < 2^31: the thread's part found by a divider
+  divider by;           // n_out for columns, else n_chunks
 
   FLUXION_HOST_DEVICE void operator()(index_t p) const {
-    const index_t k = p / n_chunks, c = p - k * n_chunks;
+    const index_t q = narrow ? index_t(by.div(u32(p))) : p / index_t(by.d);
+    const index_t r = p - q * index_t(by.d);
+    const index_t k = columns ? r : q, c = columns ? q : r;
     Acc acc = init;
     // Unrolled, the loads of a part are issued together and their latencies overlap; rolled, each
     // waited for the one before (Nsight Compute on an H100: 27 us for 16 threads reading 32 values
@@ -297,7 +306,7 @@ struct chunk_partial {
 #pragma unroll 8
 #endif
     for (index_t j = c; j < n_red; j += n_chunks) acc = combine(acc, value(k, j));
-    partial[p] = acc;
+    partial[k * n_chunks + c] = acc;
   }
 };
 
@@ -308,12 +317,20 @@ struct read_partial {
   FLUXION_HOST_DEVICE Acc operator()(index_t k, index_t j) const { return partial[k * n + j]; }
 };
 
+/// Whether chunk_partial reads neighbouring segments with neighbouring threads (columns) where it
+/// can. Process-wide; the tests turn it off to compare the two orders bit for bit.
+inline bool& column_partials() noexcept {
+  static bool on = true;
+  return on;
+}
+
 /// out[k] = finalize(combine of value(k, j) over j < n_red), for n_out segments of n_red >= 1
 /// elements; `init` is the combine's identity. Long segments are split into parts whose partial
-/// results are reduced again, the same way.
+/// results are reduced again, the same way. `columns`: neighbouring segments lie next to each other
+/// in memory (see chunk_partial).
 template <class Out, class Acc, class Value, class Combine, class Finalize>
 void segmented_reduce(Out* out, index_t n_out, index_t n_red, const Value& value, const Acc& init,
-                      const Combine& combine, const Finalize& finalize) {
+                      const Combine& combine, const Finalize& finalize, bool columns = false) {
   const thrust::counting_iterator<index_t> first(0);
   if (n_red <= reduce_chunk) {
     thrust::for_each_n(kernel_policy(), first, n_out,
@@ -322,8 +339,11 @@ void segmented_reduce(Out* out, index_t n_out, index_t n_red, const Value& value
   }
   const index_t n_chunks = (n_red + reduce_chunk - 1) / reduce_chunk;
   device_scratch<Acc> partial(n_out * n_chunks);
+  const bool by_part = columns && column_partials();
   thrust::for_each_n(kernel_policy(), first, n_out * n_chunks,
-                     chunk_partial<Acc, Value, Combine>{partial.data(), value, combine, init, n_red, n_chunks});
+                     chunk_partial<Acc, Value, Combine>{partial.data(), value, combine, init, n_red, n_chunks, n_out,
+                                                        by_part, n_out * n_chunks <= narrow_limit(),
+                                                        divider(by_part ? n_out : n_chunks)});
   segmented_reduce(out, n_out, n_chunks, read_partial<Acc>{partial.data(), n_chunks}, init, combine, finalize);
 }
 
@@ -354,6 +374,18 @@ struct matmul_element {
 
 template <>
 struct evaluator<cuda> {
+  /// Whether every kept axis (of extent > 1) comes after every reduced one: then, for a
+  /// row-major operand, neighbouring outputs are neighbours in memory (a column reduction).
+  static bool kept_after_reduced(const shape& s, unsigned mask) {
+    int last_reduced = -1, first_kept = max_rank;
+    for (int d = 0; d < s.rank(); ++d) {
+      if (s[d] == 1) continue;
+      if (mask >> d & 1u) last_reduced = d;
+      else if (first_kept == max_rank) first_kept = d;
+    }
+    return first_kept != max_rank && last_reduced >= 0 && last_reduced < first_kept;
+  }
+
   /// out[dest(i)] = view(i) for every i in the iteration shape s.
   template <class T, class View>
   static void assign(T* out, const leaf_layout& dest, const View& view, const shape& s) {
@@ -400,7 +432,7 @@ struct evaluator<cuda> {
     cuda_kernel::segmented_reduce(out, n_out, n_red,
                                   cuda_kernel::reduction_element<R, View>{v, cuda_kernel::make_extents(sp.iter), n_red, sp.split},
                                   identity, cuda_kernel::reduction_combine<RedOp, R>{},
-                                  cuda_kernel::reduction_finalize<RedOp, R>{n_red});
+                                  cuda_kernel::reduction_finalize<RedOp, R>{n_red}, kept_after_reduced(s, mask));
   }
 
   /// Index of the first maximum (Max) or minimum along one axis; NaN counts as the extreme.
@@ -414,7 +446,7 @@ struct evaluator<cuda> {
     using candidate = cuda_kernel::arg_candidate<T>;
     const cuda_kernel::arg_element<T, View> element{{v, cuda_kernel::make_extents(sp.iter), n_red, sp.split}};
     cuda_kernel::segmented_reduce(out, n_out, n_red, element, candidate{T{}, -1}, cuda_kernel::arg_combine<Max, T>{},
-                                  cuda_kernel::arg_index<T>{});
+                                  cuda_kernel::arg_index<T>{}, kept_after_reduced(s, 1u << axis));
   }
 
   /// Batched matrix products, C_b = op(A_{a_off[b]}) op(B_{b_off[b]}), one thread per element
