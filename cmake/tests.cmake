@@ -15,6 +15,10 @@ include_guard(GLOBAL)
 find_package(doctest CONFIG REQUIRED)
 
 set(FLUXION_TESTS_DIR "${PROJECT_SOURCE_DIR}/tests")
+# Device suites built with the tape's higher orders (the list scripts/run-gpu-tests.sh reads too).
+file(STRINGS "${FLUXION_TESTS_DIR}/backend/cuda/tape_suites.txt" fluxion_cuda_tape_suites REGEX "^[a-z_0-9]+$")
+list(JOIN fluxion_cuda_tape_suites "|" fluxion_cuda_tape_regex)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${FLUXION_TESTS_DIR}/backend/cuda/tape_suites.txt")
 set(FLUXION_TESTS_BINARY_DIR "${PROJECT_BINARY_DIR}/tests")
 
 # The doctest main is compiled once and shared by every test executable.
@@ -86,7 +90,7 @@ function(fluxion_add_doctest name source)
   # FLUXION_TEST_FIXTURES_DIR.
   target_compile_definitions(${target} PRIVATE "FLUXION_TEST_FIXTURES_DIR=\"${FLUXION_TESTS_DIR}/fixtures\"")
   if(NOT name MATCHES "(^|\\.)autodiff(\\.|$)" AND NOT name MATCHES "^(nn|optim|losses|metrics|io|fit)(\\.|$)"
-     AND NOT name MATCHES "^backend\\.cuda\\.(recurrent|nn|window)$")
+     AND NOT name MATCHES "^backend\\.cuda\\.(${fluxion_cuda_tape_regex})$")
     target_compile_definitions(${target} PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=0)
   elseif(name MATCHES "^autodiff\\.")
     target_compile_definitions(${target} PRIVATE FLUXION_FORWARD_MODE=1)
@@ -230,7 +234,7 @@ foreach(source IN LISTS fluxion_device_test_sources)
   get_filename_component(file_name "${source}" NAME)
   string(REGEX REPLACE "\\.test\\.cpp$" "" name "${file_name}")
   fluxion_add_doctest(backend.cuda.${name} "${source}" LINK fluxion_thrust_omp LABELS device)
-  if(name MATCHES "^(autodiff|recurrent|nn|window)$")  # the tape on the device; models trained there
+  if(name MATCHES "^(${fluxion_cuda_tape_regex})$")  # the tape on the device; models trained there
     list(APPEND fluxion_nvcc_group_tape "${source}")
   else()
     list(APPEND fluxion_nvcc_group_order0 "${source}")  # -DFLUXION_MAX_DERIVATIVE_ORDER=0, as their host build
