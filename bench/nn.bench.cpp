@@ -317,6 +317,7 @@ void fluxion_rnn(benchmark::State& state) {
     state.SkipWithError("fluxion: the input's gradient is zero or not finite");
   for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
 }
+
 constexpr fx::index_t att_batch = 32, att_steps = 64, att_e = 128, att_heads = 8, att_dim = 16;
 using att_layer = nn::multi_head_attention<att_heads, att_dim>;
 

@@ -68,21 +68,24 @@ struct divider {
 };
 
 /// An iteration shape, copyable to the device. Iterations of fewer than 2^31 elements (`narrow`:
-/// nearly all) find coordinates with dividers over 32-bit indices; an H100 ran the CNN's bias +
-/// relu statement (batch 256, a division by the channels per element) at a third of the
-/// bandwidth with 64-bit divisions.
+/// nearly all) find coordinates with dividers over 32-bit indices. With a 64-bit division per
+/// axis, an H100 ran the CNN's bias + relu statement (batch 256, a division by the channels per
+/// element) at 2.5-4 times its bandwidth floor (stop 43; the dividers are not yet timed there).
 struct extents {
   int rank = 0;
   bool narrow = false;
   index_t ext[max_rank] = {};
   divider div[max_rank] = {};
 
-  /// Coordinates of flat (row-major) index i.
+  /// Coordinates of flat (row-major) index i. The device and the OpenMP backend's tests run the
+  /// same arithmetic; on the device the loops are unrolled, so that constant indices keep coord
+  /// in registers (see leaf_layout::seek).
   FLUXION_HOST_DEVICE void unravel(index_t i, index_t* coord) const {
-#if defined(__CUDA_ARCH__)
     if (narrow) {
       u32 j = static_cast<u32>(i);
-#pragma unroll  // constant indices keep coord in registers (see leaf_layout::seek)
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
       for (int d = max_rank - 1; d > 0; --d) {
         if (d < rank) {
           const u32 q = div[d].div(j);
@@ -93,7 +96,9 @@ struct extents {
       if (rank > 0) coord[0] = index_t(j);
       return;
     }
+#if defined(__CUDA_ARCH__)
 #pragma unroll
+#endif
     for (int d = max_rank - 1; d > 0; --d) {
       if (d < rank) {
         const index_t q = i / ext[d];
@@ -101,23 +106,6 @@ struct extents {
         i = q;
       }
     }
-#else
-    if (narrow) {  // the same arithmetic as on the device, so the OpenMP backend's tests check it
-      u32 j = static_cast<u32>(i);
-      for (int d = rank - 1; d > 0; --d) {
-        const u32 q = div[d].div(j);
-        coord[d] = index_t(j - q * div[d].d);
-        j = q;
-      }
-      if (rank > 0) coord[0] = index_t(j);
-      return;
-    }
-    for (int d = rank - 1; d > 0; --d) {
-      const index_t q = i / ext[d];
-      coord[d] = i - q * ext[d];
-      i = q;
-    }
-#endif
     if (rank > 0) coord[0] = i;
   }
 };
@@ -289,7 +277,7 @@ struct chunk_partial {
   Value value;
   Combine combine;
   Acc init;
-  index_t n_red, n_chunks, n_out;
+  index_t n_red, n_chunks;
   bool columns = false;
   bool narrow = false;  // n_out * n_chunks < 2^31: the thread's part found by a divider
   divider by;           // n_out for columns, else n_chunks
@@ -341,8 +329,8 @@ void segmented_reduce(Out* out, index_t n_out, index_t n_red, const Value& value
   device_scratch<Acc> partial(n_out * n_chunks);
   const bool by_part = columns && column_partials();
   thrust::for_each_n(kernel_policy(), first, n_out * n_chunks,
-                     chunk_partial<Acc, Value, Combine>{partial.data(), value, combine, init, n_red, n_chunks, n_out,
-                                                        by_part, n_out * n_chunks <= narrow_limit(),
+                     chunk_partial<Acc, Value, Combine>{partial.data(), value, combine, init, n_red, n_chunks, by_part,
+                                                        n_out * n_chunks <= narrow_limit(),
                                                         divider(by_part ? n_out : n_chunks)});
   segmented_reduce(out, n_out, n_chunks, read_partial<Acc>{partial.data(), n_chunks}, init, combine, finalize);
 }
