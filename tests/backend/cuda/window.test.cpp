@@ -33,6 +33,10 @@ const conv_case conv_cases[] = {
     {{2, 8, 7, 2}, {3, 3, 2, 2}, 2, 1, fx::padding::same},
     {{1, 10, 9, 2}, {3, 3, 2, 3}, 1, {2, 1}, fx::padding::same},
     {{3, 4, 4, 1}, {1, 1, 1, 6}, 1, 1, fx::padding::valid},
+    // Channels that fill 16-byte lanes (float x 4, double x 2): im2col and col2im move lanes.
+    {{2, 6, 7, 4}, {3, 3, 4, 5}, 1, 1, fx::padding::same},
+    {{2, 9, 8, 8}, {5, 5, 8, 3}, {2, 1}, 1, fx::padding::same},
+    {{1, 9, 9, 4}, {3, 2, 4, 2}, 1, {2, 1}, fx::padding::valid},
 };
 
 struct pool_case {
@@ -227,6 +231,40 @@ TEST_CASE("cuda window ops: an image larger than one launch can index fails clea
   CHECK_THROWS_WITH_AS(conv(), doctest::Contains("conv2d on cuda: one image needs 144 threads, more than one launch indexes (3)"), fx::invalid_argument);
   CHECK_THROWS_WITH_AS(pool(), doctest::Contains("max_pool2d on cuda: one image needs 4 threads"),
                        fx::invalid_argument);
+}
+
+TEST_CASE_TEMPLATE("cuda conv2d: im2col and col2im give the same bits in 16-byte lanes as one element at a time", T,
+                   float, double) {
+  // The lanes only regroup loads and stores: each element is copied, and each input gradient is
+  // summed over the same taps in the same order.
+  im2col_only path;
+  int seed = 130;
+  for (const conv_case& k : conv_cases) {
+    INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
+    const auto x = filled<T>(k.input, seed), w = filled<T>(k.filters, seed + 1, T(-0.5), T(0.5));
+    const auto c = filled<T>(fx::conv2d(x, w, k.strides, k.pad, k.dilations).shape(), seed + 2);
+    seed += 3;
+    const auto wide = conv_gradients<fx::cuda>(k, x, w, c);
+    scoped_setting<bool> narrow(fx::detail::cuda_window::wide_lanes(), false);
+    const auto single = conv_gradients<fx::cuda>(k, x, w, c);
+    for (std::size_t i = 0; i < wide.size(); ++i) CHECK(wide[i] == single[i]);
+  }
+}
+
+TEST_CASE("cuda conv2d: lanes are used only where the channels divide and the buffers are 16-byte aligned") {
+  using fx::detail::cuda_window::lane_width;
+  alignas(16) float f[16] = {};
+  alignas(16) double d[8] = {};
+  CHECK(lane_width<float>(8, f, f + 4) == 4);
+  CHECK(lane_width<float>(4, f, f) == 4);
+  CHECK(lane_width<float>(6, f, f) == 1);   // channels not a multiple of 4
+  CHECK(lane_width<float>(8, f + 1, f) == 1);  // a misaligned input
+  CHECK(lane_width<float>(8, f, f + 2) == 1);  // a misaligned output
+  CHECK(lane_width<double>(6, d, d + 2) == 2);
+  CHECK(lane_width<double>(3, d, d) == 1);
+  CHECK(lane_width<double>(4, d + 1, d) == 1);
+  scoped_setting<bool> off(fx::detail::cuda_window::wide_lanes(), false);
+  CHECK(lane_width<float>(8, f, f) == 1);
 }
 
 TEST_CASE("cuda window ops: the kernels' fixed-divisor division equals integer division below 2^31") {

@@ -67,6 +67,12 @@ inline index_t& launch_limit() noexcept {
   return limit;
 }
 
+/// f(i) for i in [0, n), one thread each.
+template <class F>
+void for_each_index(index_t n, const F& f) {
+  if (n > 0) thrust::for_each_n(kernel_policy(), thrust::counting_iterator<index_t>(0), n, f);
+}
+
 /// (n, h, w, c) of flat index i in an (N, H, W, C) block, with dividers for H, W and C.
 struct nhwc {
   index_t n, h, w, c;
@@ -122,27 +128,76 @@ FLUXION_HOST_DEVICE void outputs_covering(index_t in, index_t window, index_t st
   if (last > out - 1) last = out - 1;
 }
 
+/// V consecutive elements of T moved as one load or store. im2col and col2im move 16 bytes at a
+/// time (float x 4, double x 2) where the input channels are a multiple of V and the buffers are
+/// aligned to 16 bytes (lane_width); one element otherwise. On the device a lane is one 128-bit
+/// load or store, so a thread finds its coordinates once per V elements, and a warp's loads and
+/// stores are 512 contiguous bytes instead of 128.
+template <class T, int V>
+struct alignas(sizeof(T) * V) lanes {
+  T v[V];
+};
+template <class T, int V>
+FLUXION_HOST_DEVICE lanes<T, V> load_lanes(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const lanes<T, V>*>(p);
+#else
+  lanes<T, V> l;
+  for (int j = 0; j < V; ++j) l.v[j] = p[j];
+  return l;
+#endif
+}
+template <class T, int V>
+FLUXION_HOST_DEVICE void store_lanes(T* p, const lanes<T, V>& l) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<lanes<T, V>*>(p) = l;
+#else
+  for (int j = 0; j < V; ++j) p[j] = l.v[j];
+#endif
+}
+
+/// Whether im2col and col2im may move 16-byte lanes. Process-wide; the tests turn it off to
+/// compare the two paths bit for bit.
+inline bool& wide_lanes() noexcept {
+  static bool allowed = true;
+  return allowed;
+}
+
+/// The elements per lane for a convolution of `channels` input channels over these buffers:
+/// 16 / sizeof(T) where that divides the channels and every pointer is 16-byte aligned, else 1.
+template <class T>
+constexpr int max_lanes = sizeof(T) < 16 && 16 % sizeof(T) == 0 ? int(16 / sizeof(T)) : 1;
+template <class T>
+int lane_width(index_t channels, const T* a, const T* b) {
+  constexpr int v = max_lanes<T>;
+  const auto aligned = [](const T* p) { return reinterpret_cast<std::uintptr_t>(p) % (sizeof(T) * v) == 0; };
+  return wide_lanes() && channels % v == 0 && aligned(a) && aligned(b) ? v : 1;
+}
+
 /// The im2col matrix of the images at x: row (n, oh, ow), column (kh, kw, ci) holds x(n, ih, iw, ci)
 /// at that tap, or zero where the tap falls in the padding (P x K, row-major, with K = filter_h
 /// filter_w in_c). Times the filter, read as a (K x out_c) matrix, it gives the output rows in NHWC
-/// order, so the convolution and both of its gradients are matrix products.
-template <class T>
+/// order, so the convolution and both of its gradients are matrix products. One thread per V
+/// channels of a tap (V divides in_c): index idx is lane idx of the matrix.
+template <class T, int V = 1>
 struct im2col {
   conv_geometry s;
   const T* x;
   T* col;
-  divider k_size, in_c, filter_w;
+  divider k_size, in_c, filter_w;  // k_size and in_c in lanes
   nhwc_dividers rows;  // (n, oh, ow) of a row: channels 1
   im2col(const conv_geometry& g, const T* x_, T* col_)
-      : s(g), x(x_), col(col_), k_size(g.filter_h * g.filter_w * g.in_c), in_c(g.in_c), filter_w(g.filter_w),
-        rows(g.out_h, g.out_w, 1) {}
+      : s(g), x(x_), col(col_), k_size(g.filter_h * g.filter_w * g.in_c / V), in_c(g.in_c / V),
+        filter_w(g.filter_w), rows(g.out_h, g.out_w, 1) {}
   FLUXION_HOST_DEVICE void operator()(index_t idx) const {
     const u32 i = u32(idx), row = k_size.div(i), k = i - row * k_size.d, tap = in_c.div(k), kh = filter_w.div(tap);
     const nhwc o = unravel(row, rows);
     const index_t ih = o.h * s.stride_h - s.pad_top + index_t(kh) * s.dilation_h;
     const index_t iw = o.w * s.stride_w - s.pad_left + index_t(tap - kh * filter_w.d) * s.dilation_w;
-    const bool inside = ih >= 0 && ih < s.in_h && iw >= 0 && iw < s.in_w;
-    col[idx] = inside ? x[((o.n * s.in_h + ih) * s.in_w + iw) * s.in_c + index_t(k - tap * in_c.d)] : T(0);
+    lanes<T, V> value{};
+    if (ih >= 0 && ih < s.in_h && iw >= 0 && iw < s.in_w)
+      value = load_lanes<T, V>(x + ((o.n * s.in_h + ih) * s.in_w + iw) * s.in_c + index_t(k - tap * in_c.d) * V);
+    store_lanes<T, V>(col + idx * V, value);
   }
 };
 
@@ -158,31 +213,48 @@ FLUXION_HOST_DEVICE index_t output_of_tap(index_t in, index_t pad, index_t k, in
 
 /// The adjoint of im2col, as a gather: dx(n, ih, iw, ci) is the sum, over the taps (kh, kw) that
 /// put (ih, iw) in output (oh, ow)'s window, of dcol at row (n, oh, ow) and column (kh, kw, ci).
-/// One thread per input element, no atomics.
-template <class T>
+/// One thread per V input elements (consecutive channels), no atomics; each element's sum runs in
+/// the same order for every V.
+template <class T, int V = 1>
 struct col2im {
   conv_geometry s;
   const T* dcol;
   T* dx;
-  nhwc_dividers in;
+  nhwc_dividers in;  // channels in lanes
   col2im(const conv_geometry& g, const T* dcol_, T* dx_)
-      : s(g), dcol(dcol_), dx(dx_), in(g.in_h, g.in_w, g.in_c) {}
+      : s(g), dcol(dcol_), dx(dx_), in(g.in_h, g.in_w, g.in_c / V) {}
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
     const nhwc p = unravel(u32(i), in);
-    const index_t k_size = s.filter_h * s.filter_w * s.in_c;
-    T acc = T(0);
+    const index_t k_size = s.filter_h * s.filter_w * s.in_c, c = p.c * V;
+    lanes<T, V> acc{};
     for (index_t kh = 0; kh < s.filter_h; ++kh) {
       const index_t oh = output_of_tap(p.h, s.pad_top, kh, s.dilation_h, s.stride_h, s.out_h);
       if (oh < 0) continue;
       for (index_t kw = 0; kw < s.filter_w; ++kw) {
         const index_t ow = output_of_tap(p.w, s.pad_left, kw, s.dilation_w, s.stride_w, s.out_w);
         if (ow < 0) continue;
-        acc += dcol[((p.n * s.out_h + oh) * s.out_w + ow) * k_size + (kh * s.filter_w + kw) * s.in_c + p.c];
+        const lanes<T, V> d =
+            load_lanes<T, V>(dcol + ((p.n * s.out_h + oh) * s.out_w + ow) * k_size + (kh * s.filter_w + kw) * s.in_c + c);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+        for (int j = 0; j < V; ++j) acc.v[j] += d.v[j];
       }
     }
-    dx[i] = acc;
+    store_lanes<T, V>(dx + i * V, acc);
   }
 };
+
+/// Kernel<T, V>(s, from, to) over `count` elements (im2col's matrix or col2im's images), V channels
+/// per thread where lane_width allows, else one.
+template <template <class, int> class Kernel, class T>
+void run_in_lanes(const conv_geometry& s, const T* from, T* to, index_t count) {
+  constexpr int v = max_lanes<T>;
+  if constexpr (v > 1) {
+    if (lane_width(s.in_c, from, to) > 1) return for_each_index(count / v, Kernel<T, v>(s, from, to));
+  }
+  for_each_index(count, Kernel<T, 1>(s, from, to));
+}
 
 /// dw[i] += partial[i]: a later batch chunk's filter gradient added to the earlier chunks'.
 template <class T>
@@ -323,10 +395,6 @@ struct pool_select {
   }
 };
 
-template <class F>
-void for_each_index(index_t n, const F& f) {
-  if (n > 0) thrust::for_each_n(kernel_policy(), thrust::counting_iterator<index_t>(0), n, f);
-}
 
 /// A single row-major product C (m x n) = op(A) op(B) with inner size k, through the device's
 /// matmul (cuBLAS for float and double under nvcc, the plain kernel elsewhere).
@@ -390,7 +458,7 @@ struct window_kernel<cuda, window_ops::conv2d> {
       const index_t k = cuda_window::k_size(s), rows = s.out_h * s.out_w, image = s.in_h * s.in_w * s.in_c;
       cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* col) {
         const index_t p = count * rows;
-        cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col));
+        cuda_window::run_in_lanes<cuda_window::im2col>(s, x + n0 * image, col, p * k);
         cuda_window::gemm(false, false, p, s.out_c, k, col, w, y + n0 * rows * s.out_c);
       });
     };
@@ -414,7 +482,7 @@ struct window_kernel<cuda, window_ops::conv2d_input_gradient> {
       cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* dcol) {
         // dcol (P x K) = dy (P x out_c) w^T, then each input element gathers its taps from dcol.
         cuda_window::gemm(false, true, count * rows, k, s.out_c, dy + n0 * rows * s.out_c, w, dcol);
-        cuda_window::for_each_index(count * image, cuda_window::col2im<T>(s, dcol, dx + n0 * image));
+        cuda_window::run_in_lanes<cuda_window::col2im>(s, dcol, dx + n0 * image, count * image);
       });
     };
 #if FLUXION_HAVE_CUDNN
@@ -443,7 +511,7 @@ struct window_kernel<cuda, window_ops::conv2d_filter_gradient> {
       device_scratch<T> partial(cuda_window::images_per_chunk<T>(s) < s.batch ? n_out : 0);
       cuda_window::for_im2col_chunks<T>(s, [&](index_t n0, index_t count, T* col) {
         const index_t p = count * rows;
-        cuda_window::for_each_index(p * k, cuda_window::im2col<T>(s, x + n0 * image, col));
+        cuda_window::run_in_lanes<cuda_window::im2col>(s, x + n0 * image, col, p * k);
         // dw (K x out_c) = col^T (K x P) dy (P x out_c)
         cuda_window::gemm(true, false, k, s.out_c, p, col, dy + n0 * rows * s.out_c,
                           n0 == 0 ? dw : partial.data());
