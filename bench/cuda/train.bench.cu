@@ -164,21 +164,26 @@ void cnn_train_nn(benchmark::State& state) {
 }
 
 /// The seed's CNN+LSTM of bench/nn.bench.cpp: conv 32 5x5, pool, conv 64 5x5, pool, (49, 64) ->
-/// (64, 49), LSTM 128 over 64 steps, dense 10.
+/// (64, 49), LSTM 128 over 64 steps, dense 10. state.range(1): 1, each LSTM step one kernel with
+/// its recurrent products inside (at any batch; by default only up to batch * units = 16384); 0,
+/// a cuBLAS GEMM before each cell pass.
 void cnn_lstm_train_nn(benchmark::State& state) {
+  const fx::index_t bound = fx::nn::detail::recurrent_product_limit();
+  fx::nn::detail::recurrent_product_limit() = state.range(1) ? fx::index_t(1) << 40 : 0;
   fx::random::generator gen{5};
   auto net = nn::sequential(gen, nn::input<28, 28, 1>::on<fx::cuda>{}, nn::conv2d<32, 5, nn::same>{},
                             nn::max_pool2d<2, 2, nn::same>{}, nn::conv2d<64, 5, nn::same>{},
                             nn::max_pool2d<2, 2, nn::same>{}, nn::reshape<49, 64>{}, nn::permute<2, 1>{},
                             nn::lstm<128>{}, nn::dense<10>{});
   train_model(state, net, {28, 28, 1}, gen);
+  fx::nn::detail::recurrent_product_limit() = bound;
 }
 
 }  // namespace
 
 BENCHMARK(mlp_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(cnn_train_nn)->ArgsProduct({{64, 256}, {1, 0, 2}})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(cnn_lstm_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(cnn_lstm_train_nn)->ArgsProduct({{64, 256}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

@@ -51,11 +51,12 @@ tensor<T, Device> gru_fused(const tensor<T, Device>& projected, const tensor<T, 
   tensor<T, Device> gates(fluxion::shape{steps, batch, g4}), recurrent(fluxion::shape{batch, g3});
   tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
   T *h = hs.mutable_data(), *z = recurrent.mutable_data();
+  const bool inside = cells::products_inside(batch, units);
   for (index_t t = 0; t < steps; ++t) {
-    if (t > 0) eval::matmul(false, false, 1, batch, g3, units, h + t * bu, &origin, r.data(), &origin, z);
+    if (t > 0 && !inside) eval::matmul(false, false, 1, batch, g3, units, h + t * bu, &origin, r.data(), &origin, z);
     const bool out = ReturnSequences || t == steps - 1;
     cells::run(batch, units,
-               gru_cell_forward<T>{t > 0 ? z : nullptr, rbias.data(), projected.data(), h + t * bu,
+               gru_cell_forward<T>{step_product(t == 0, inside, z, h + t * bu, r.data(), units, g3), rbias.data(), projected.data(), h + t * bu,
                                    gates.mutable_data() + t * batch * g4, h + (t + 1) * bu,
                                    out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
                                    ReturnSequences ? t : 0});
@@ -77,15 +78,19 @@ tensor<T, Device> gru_fused(const tensor<T, Device>& projected, const tensor<T, 
       tensor<T, Device> drecurrent(fluxion::shape{steps * batch, g3}), dprojected(fluxion::shape{batch * steps, g3});
       tensor<T, Device> dh_direct(fluxion::shape{batch, units}), dh_matmul(fluxion::shape{batch, units}), dr(r.shape());
       const T* h = hs.data();
+      const bool inside = cells::products_inside(batch, units);
+      const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (3 units, units)
       for (index_t t = steps - 1; t >= 0; --t) {
         const bool in = ReturnSequences || t == steps - 1;
         T* drec_t = drecurrent.mutable_data() + t * batch * g3;
         cells::run(batch, units,
                    gru_cell_backward<T>{gates.data() + t * batch * g4, h + t * bu, in ? dy.data() : nullptr,
-                                        t < steps - 1 ? dh_matmul.data() : nullptr, dh_direct.mutable_data(), drec_t,
+                                        step_product(t == steps - 1, inside, dh_matmul.data(), drec_t + batch * g3,
+                                                     rt.data(), g3, units),
+                                        dh_direct.mutable_data(), drec_t,
                                         dprojected.mutable_data(), units, steps, t, ReturnSequences ? steps : 1,
                                         ReturnSequences ? t : 0});
-        if (t > 0)  // h_t's gradient through h_t @ R, for step t - 1
+        if (t > 0 && !inside)  // h_t's gradient through h_t @ R, for step t - 1
           eval::matmul(false, true, 1, batch, units, g3, drec_t, &origin, r.data(), &origin, dh_matmul.mutable_data());
       }
       // dR = sum over t of h_t^T d recurrent_t: h_0 .. h_{steps-1} and d recurrent are both (steps * batch) rows.

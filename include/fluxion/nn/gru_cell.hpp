@@ -5,7 +5,8 @@
 //   x_z, x_r, x_h = x W + b_in              h_z, h_r, h_h = h R + b_rec
 //   z = sigmoid(x_z + h_z)   r = sigmoid(x_r + h_r)   c = tanh(x_h + r h_h)
 //   h' = z h + (1 - z) c
-// so a step is one GEMM h R and one cell pass. The forward pass keeps z, r, c and h_h for the
+// so a step is one GEMM h R and one cell pass, or on a device, for a small layer, one cell pass
+// that computes h R itself (row_product, nn/recurrent_cell.hpp; as the LSTM's, nn/lstm.hpp). The forward pass keeps z, r, c and h_h for the
 // backward pass.
 #pragma once
 
@@ -17,7 +18,7 @@ namespace fluxion::nn::detail {
 template <class T>
 struct gru_cell_forward {
   using value_type = T;
-  const T* recurrent;     // (batch, 3 units): h_t @ R, or nullptr at t = 0 (h_0 = 0)
+  row_product<T> recurrent;  // h_t @ R (batch, 3 units), none at t = 0 (h_0 = 0)
   const T* rbias;         // (3 units): the recurrent bias b_rec
   const T* projected;     // (batch * steps, 3 units): x @ W + b_in, row b * steps + t
   const T* h_prev;        // (batch, units)
@@ -28,10 +29,12 @@ struct gru_cell_forward {
 
   FLUXION_RECURRENT_CELL(
       const T* p = projected + (b * steps + t) * 3 * units + u;
-      const T* r = recurrent ? recurrent + b * 3 * units + u : nullptr;
+      const bool r = recurrent.any();
+      V hr[3];
+      if (r) recurrent.template columns<V>(b, u, units, 3, hr);
       auto rz = [&](index_t gate) {  // the recurrent term h_t @ R + b_rec of a gate
         const V bz = cell_load<V>(rbias + gate * units + u);
-        return r ? V(cell_load<V>(r + gate * units) + bz) : bz;
+        return r ? V(hr[gate] + bz) : bz;
       };
       const V z = cell_sigmoid(V(cell_load<V>(p) + rz(0)));
       const V reset = cell_sigmoid(V(cell_load<V>(p + units) + rz(1)));
@@ -58,7 +61,7 @@ struct gru_cell_backward {
   const T* gates;      // step t's (batch, 4 units)
   const T* h_prev;     // h_t (batch, units)
   const T* dy;         // nullptr, or the output's gradient (batch, dy_steps, units), read at step dy_t
-  const T* dh_matmul;  // nullptr at the last step, else d recurrent_{t+1} @ R^T (batch, units)
+  row_product<T> dh_matmul;  // d recurrent_{t+1} @ R^T (batch, units), none at the last step
   T* dh_direct;        // (batch, units): z dh from step t + 1 in (unread at the last step), to t - 1 out
   T* drecurrent;       // (batch, 3 units): this step's gradient of h_t @ R + b_rec
   T* dprojected;       // (batch * steps, 3 units), row b * steps + t
@@ -66,7 +69,11 @@ struct gru_cell_backward {
 
   FLUXION_RECURRENT_CELL(
       const index_t k = b * units + u;
-      V dh = dh_matmul ? V(cell_load<V>(dh_matmul + k) + cell_load<V>(dh_direct + k)) : V(T(0));
+      V dh(T(0));
+      if (dh_matmul.any()) {
+        dh_matmul.template columns<V>(b, u, 0, 1, &dh);
+        dh = dh + cell_load<V>(dh_direct + k);
+      }
       if (dy) dh = dh + cell_load<V>(dy + (b * dy_steps + dy_t) * units + u);
       const T* row = gates + b * 4 * units + u;
       const V z = cell_load<V>(row), reset = cell_load<V>(row + units), c = cell_load<V>(row + 2 * units),

@@ -15,6 +15,10 @@
 // from the pre-activation z (batch, 4 units), keeping the gates for the backward pass. The state
 // starts at zeros. The whole sequence is one tape entry, whose backward pass runs a cell pass and
 // a GEMM per step (backpropagation through time) and one GEMM for the recurrent kernel's gradient.
+// On a device, a small layer (recurrent_cells<Device>::products_inside: at most 256 units and
+// batch * units at most 16384) computes each step's products inside the cell kernel instead, a dot
+// product per cell (h R forward, dz R^T backward, R^T transposed once), so that a step is one
+// launch rather than a GEMM, often a split-K reduction beside it, and the cell pass.
 // That backward pass is not itself differentiable, so a sequence that more than one tape records
 // (nested tapes, for second derivatives), or that a forward accumulator sees, takes the same steps
 // as statements instead (a tape never records its own backward pass, so one persistent tape can
@@ -54,10 +58,12 @@ tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T,
   tensor<T, Device> gates(fluxion::shape{steps, batch, g4}), recurrent(fluxion::shape{batch, g4});
   tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
   T *h = hs.mutable_data(), *c = cs.mutable_data(), *z = recurrent.mutable_data();
+  const bool inside = cells::products_inside(batch, units);
   for (index_t t = 0; t < steps; ++t) {
-    if (t > 0) eval::matmul(false, false, 1, batch, g4, units, h + t * bu, &origin, r.data(), &origin, z);
+    if (t > 0 && !inside) eval::matmul(false, false, 1, batch, g4, units, h + t * bu, &origin, r.data(), &origin, z);
     const bool out = ReturnSequences || t == steps - 1;
-    cells::run(batch, units, lstm_cell_forward<T>{t > 0 ? z : nullptr, projected.data(), c + t * bu,
+    cells::run(batch, units, lstm_cell_forward<T>{step_product(t == 0, inside, z, h + t * bu, r.data(), units, g4),
+                                       projected.data(), c + t * bu,
                                        gates.mutable_data() + t * batch * g4, c + (t + 1) * bu, h + (t + 1) * bu,
                                        out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
                                        ReturnSequences ? t : 0});
@@ -77,14 +83,18 @@ tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T,
       tensor<T, Device> dz(fluxion::shape{steps, batch, g4}), dprojected(fluxion::shape{batch * steps, g4});
       tensor<T, Device> dc = zeros<T, Device>({batch, units}), dh(fluxion::shape{batch, units}), dr(r.shape());
       const T* c = cs.data();
+      const bool inside = cells::products_inside(batch, units);
+      const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (4 units, units)
       for (index_t t = steps - 1; t >= 0; --t) {
         const bool in = ReturnSequences || t == steps - 1;
         cells::run(batch, units, lstm_cell_backward<T>{gates.data() + t * batch * g4, c + (t + 1) * bu, c + t * bu,
-                                            in ? dy.data() : nullptr, t < steps - 1 ? dh.data() : nullptr,
+                                            in ? dy.data() : nullptr,
+                                            step_product(t == steps - 1, inside, dh.data(),
+                                                         dz.data() + (t + 1) * batch * g4, rt.data(), g4, units),
                                             dc.mutable_data(), dz.mutable_data() + t * batch * g4,
                                             dprojected.mutable_data(), units, steps, t, ReturnSequences ? steps : 1,
                                             ReturnSequences ? t : 0});
-        if (t > 0)  // dh_t = dz_t @ R^T, for step t - 1
+        if (t > 0 && !inside)  // dh_t = dz_t @ R^T, for step t - 1
           eval::matmul(false, true, 1, batch, units, g4, dz.data() + t * batch * g4, &origin, r.data(), &origin,
                        dh.mutable_data());
       }

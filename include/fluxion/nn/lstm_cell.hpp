@@ -17,7 +17,7 @@ namespace fluxion::nn::detail {
 template <class T>
 struct lstm_cell_forward {
   using value_type = T;
-  const T* recurrent;  // (batch, 4 units): h_t @ R, or nullptr at t = 0 (h_0 = 0)
+  row_product<T> recurrent;  // h_t @ R (batch, 4 units), none at t = 0 (h_0 = 0)
   const T* projected;  // (batch * steps, 4 units): x @ W + bias, row b * steps + t
   const T* c_prev;     // (batch, units)
   T* gates;            // (batch, 4 units): i, f, g, o after their activations, kept for the backward pass
@@ -28,10 +28,12 @@ struct lstm_cell_forward {
 
   FLUXION_RECURRENT_CELL(
       const T* p = projected + (b * steps + t) * 4 * units + u;
-      const T* r = recurrent ? recurrent + b * 4 * units + u : nullptr;
+      const bool r = recurrent.any();
+      V rz[4];
+      if (r) recurrent.template columns<V>(b, u, units, 4, rz);
       auto z = [&](index_t gate) {  // the gate's pre-activation: p + h_t @ R, as the statements add it
         const V pz = cell_load<V>(p + gate * units);
-        return r ? V(pz + cell_load<V>(r + gate * units)) : pz;
+        return r ? V(pz + rz[gate]) : pz;
       };
       const V i = cell_sigmoid(z(0)), f = cell_sigmoid(z(1)), g = cell_tanh(z(2)), o = cell_sigmoid(z(3));
       const index_t k = b * units + u;
@@ -57,7 +59,7 @@ struct lstm_cell_backward {
   const T* c;        // c_{t+1}: the cell state step t made (batch, units)
   const T* c_prev;   // c_t (batch, units)
   const T* dy;       // nullptr, or the output's gradient (batch, dy_steps, units), read at step dy_t
-  const T* dh_next;  // nullptr at the last step, else dz_{t+1} @ R^T (batch, units)
+  row_product<T> dh_next;  // dz_{t+1} @ R^T (batch, units), none at the last step
   T* dc;             // (batch, units): the cell gradient from step t + 1 in, to step t - 1 out
   T* dz;             // (batch, 4 units): this step's pre-activation gradients
   T* dprojected;     // (batch * steps, 4 units), row b * steps + t
@@ -65,7 +67,8 @@ struct lstm_cell_backward {
 
   FLUXION_RECURRENT_CELL(
       const index_t k = b * units + u;
-      V dh = dh_next ? cell_load<V>(dh_next + k) : V(T(0));
+      V dh(T(0));
+      if (dh_next.any()) dh_next.template columns<V>(b, u, 0, 1, &dh);
       if (dy) dh = dh + cell_load<V>(dy + (b * dy_steps + dy_t) * units + u);
       const T* row = gates + b * 4 * units + u;
       const V i = cell_load<V>(row), f = cell_load<V>(row + units), g = cell_load<V>(row + 2 * units),

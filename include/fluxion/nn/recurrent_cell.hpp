@@ -60,18 +60,69 @@ FLUXION_ALWAYS_INLINE V cell_tanh(const V& x) {
   return fluxion::detail::simd::op<ops::tanh>::apply(x);
 }
 
-/// Defines cell<V>(b, u) from one body: host-only for xsimd batches, host-device for scalars.
-#define FLUXION_RECURRENT_CELL(...)                               \
+/// Defines a member function template over V from one body (`signature` names V): host-only for
+/// xsimd batches, host-device for scalars.
+#define FLUXION_RECURRENT_METHOD(signature, ...)                  \
   template <class V>                                              \
     requires(!std::is_floating_point_v<V>)                        \
-  FLUXION_ALWAYS_INLINE void cell(index_t b, index_t u) const {   \
+  FLUXION_ALWAYS_INLINE signature const {                         \
     __VA_ARGS__                                                   \
   }                                                               \
   template <class V>                                              \
     requires std::is_floating_point_v<V>                          \
-  FLUXION_HOST_DEVICE void cell(index_t b, index_t u) const {     \
+  FLUXION_HOST_DEVICE signature const {                           \
     __VA_ARGS__                                                   \
   }
+
+/// Defines cell<V>(b, u) from one body: host-only for xsimd batches, host-device for scalars.
+#define FLUXION_RECURRENT_CELL(...) FLUXION_RECURRENT_METHOD(void cell(index_t b, index_t u), __VA_ARGS__)
+
+/// The entries of a row times a matrix, a[b, :] m, that a cell needs: `count` columns col, col +
+/// stride, ... Either a GEMM computed them before the cell pass (`done`, (batch, n)), or the cell
+/// computes them itself from a (batch, k) and m (k, n), summing over k in order, so that a step is
+/// one kernel instead of a GEMM and a cell pass (recurrent_cells<Device>::products_inside). All
+/// null: the product is zero (the state at the first step) and the cell skips it.
+template <class T>
+struct row_product {
+  const T* done = nullptr;
+  const T* a = nullptr;
+  const T* m = nullptr;
+  index_t k = 0, n = 0;
+
+  FLUXION_HOST_DEVICE bool any() const { return done != nullptr || m != nullptr; }
+
+  FLUXION_RECURRENT_METHOD(void columns(index_t b, index_t col, index_t stride, int count, V* out),
+      if (done) {
+        for (int g = 0; g < count; ++g) out[g] = cell_load<V>(done + b * n + col + g * stride);
+        return;
+      }
+      for (int g = 0; g < count; ++g) out[g] = V(T(0));
+      const T* row = a + b * k;
+      const T* mj = m + col;
+      for (index_t j = 0; j < k; ++j, mj += n) {
+        const V x(row[j]);
+        for (int g = 0; g < count; ++g) out[g] = out[g] + x * cell_load<V>(mj + g * stride);
+      })
+};
+
+/// The row_product of a step: none at the first step (`first`: the state is zero), else the GEMM's
+/// result `done` (batch, n), or, where the step computes its products inside (`inside`), a (batch,
+/// k) times m (k, n).
+template <class T>
+row_product<T> step_product(bool first, bool inside, const T* done, const T* a, const T* m, index_t k, index_t n) {
+  if (first) return {};
+  if (inside) return {nullptr, a, m, k, n};
+  return {done, nullptr, nullptr, k, n};
+}
+
+/// The largest batch * units for which a step on a device computes its recurrent products inside
+/// the cell kernel (recurrent_cells<Device>::products_inside), for layers of at most
+/// recurrent_product_max_units units. Process-wide; the tests set 0 to take the GEMMs.
+inline index_t& recurrent_product_limit() noexcept {
+  static index_t limit = 16384;
+  return limit;
+}
+inline constexpr index_t recurrent_product_max_units = 256;
 
 /// f.cell over every (b, u) of a (batch, units) step, as one kernel on Device: the cpu's below
 /// (xsimd vectors along u, rows split over the thread pool); fx::cuda's in backend/cuda/recurrent.hpp.
@@ -80,6 +131,9 @@ struct recurrent_cells;
 
 template <>
 struct recurrent_cells<cpu> {
+  /// The cpu's GEMM is faster than a dot product per cell: the products stay GEMMs.
+  static bool products_inside(index_t, index_t) { return false; }
+
   template <class F>
   static void run(index_t batch, index_t units, const F& f) {
     using T = typename F::value_type;

@@ -48,8 +48,8 @@ class basic_adagrad : public optimizer {
   std::vector<slot_spec> slot_specs() const override { return {{"accumulator", m_initial_accumulator_value}}; }
 
  protected:
-  void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const override { kernel(b, c); }
-  void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(detail::update_list<float> b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(detail::update_list<double> b, const detail::step_constants& c) const override { kernel(b, c); }
 
  public:
   // Public, not private: nvcc instantiates device kernels with it.
@@ -64,7 +64,7 @@ class basic_adagrad : public optimizer {
 
  private:
   template <class T>
-  void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
+  void kernel(detail::update_list<T> b, const detail::step_constants& c) const {
     detail::fused_update<1>(b, c, step<T>{static_cast<T>(c.learning_rate), static_cast<T>(m_epsilon)});
   }
 

@@ -79,8 +79,8 @@ class basic_adam : public optimizer {
     detail::check_non_negative(this->name().c_str(), "epsilon", m_epsilon);
   }
 
-  void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const override { kernel(b, c); }
-  void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(detail::update_list<float> b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(detail::update_list<double> b, const detail::step_constants& c) const override { kernel(b, c); }
 
  public:
   // Public, not private: nvcc instantiates device kernels with it.
@@ -101,7 +101,7 @@ class basic_adam : public optimizer {
 
  private:
   template <class T>
-  void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
+  void kernel(detail::update_list<T> b, const detail::step_constants& c) const {
     const double t = static_cast<double>(c.iteration) + 1;
     const step<T> s{static_cast<T>(c.learning_rate * std::sqrt(1 - std::pow(m_beta_2, t)) / (1 - std::pow(m_beta_1, t))),
                     static_cast<T>(1 - m_beta_1), static_cast<T>(1 - m_beta_2), static_cast<T>(m_epsilon)};

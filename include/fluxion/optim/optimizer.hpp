@@ -7,7 +7,7 @@
 //   {
 //     fx::gradient_tape tape;
 //     fx::tensor<float> loss = fx::reduce_mean(fx::square(y - model(x)));
-//     opt.apply_gradients(tape.gradient(loss, vars), vars);   // one fused pass per variable
+//     opt.apply_gradients(tape.gradient(loss, vars), vars);   // one fused pass per variable (one kernel in all on a GPU)
 //   }
 //   opt.iterations();                                          // 1
 //   for (auto& [name, slot] : opt.slot_variables<float, fx::cpu>()) save(name, slot->peek());
@@ -19,13 +19,15 @@
 // batches, split across the thread pool above 32768 elements), swapped in with variable::assign:
 // tensors read from a variable earlier never change (principle 1). The new values go into fresh
 // buffers, or into the old ones when nothing but the variable holds them (nobody can tell). The loop is compiled once per optimizer and element type, not once per expression type.
+// On fx::cuda the variables of one apply_gradients are updated by one multi-tensor kernel (as
+// PyTorch's foreach optimizers), not a kernel each: backend/cuda/update.hpp.
 // The update formulas are Keras 3's (keras/src/optimizers); each header says where PyTorch's
 // differ. As in Keras: a variable that is not trainable is skipped (its gradient is not looked
 // at), an empty list of gradients is a no-op, weight_decay (any optimizer) is decoupled,
 // w -= w * weight_decay * learning_rate before the update, and NaN or inf in a gradient is not
 // checked here (a pass over every gradient per step); fluxion's losses, fit and compile_step throw
 // fluxion::numeric_error for a NaN or infinite loss before its gradients exist. Slots are created on the first apply_gradients (or by build()), owned by the
-// optimizer, and keyed by the variable's id(). The CPU is the only device for now.
+// optimizer, and keyed by the variable's id().
 #pragma once
 
 #include <array>
@@ -33,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -84,6 +87,10 @@ struct update_buffers {
   std::array<T*, max_slots> new_slots{};
   bool on_device = false;  // the pointers are fx::cuda memory: the update runs as one device kernel
 };
+
+/// The buffers of every variable one apply_gradients updates (of one element type and device).
+template <class T>
+using update_list = std::span<const update_buffers<T>>;
 
 /// The per-call scalars: the learning rate at this iteration, the decoupled weight decay, and the
 /// iteration count before this call (Keras's `iterations`; its local_step is iteration + 1).
@@ -181,13 +188,14 @@ void host_fused_update(const update_buffers<T>& b, const step_constants& c, cons
   });
 }
 
-/// One optimizer step over a variable's buffers: on the device with one fused kernel (where the
-/// device backend is compiled in), else host_fused_update.
+/// One optimizer step over the buffers of every variable of a call: on the device with one fused
+/// multi-tensor kernel (where the device backend is compiled in), else host_fused_update for each.
 template <std::size_t Slots, class T, class Step>
-inline void fused_update(const update_buffers<T>& b, const step_constants& c, const Step& step) {
-  if (b.on_device) {
+inline void fused_update(update_list<T> list, const step_constants& c, const Step& step) {
+  if (list.empty()) return;
+  if (list.front().on_device) {
 #if FLUXION_DEVICE_OPTIMIZERS
-    ::fluxion::detail::device_fused_update<Slots>(b, c, step);
+    ::fluxion::detail::device_fused_update<Slots>(list, c, step);
     return;
 #else
     throw invalid_argument(
@@ -195,7 +203,7 @@ inline void fused_update(const update_buffers<T>& b, const step_constants& c, co
         "backend; include <fluxion/cuda.hpp> and compile with nvcc (or Thrust's OpenMP system)");
 #endif
   }
-  host_fused_update<Slots>(b, c, step);
+  for (const update_buffers<T>& b : list) host_fused_update<Slots>(b, c, step);
 }
 
 /// Throws "<op>: <name> = <value> must be finite and non-negative" unless 0 <= value < inf.
@@ -295,8 +303,19 @@ class optimizer {
     for (std::size_t i = 0; i < variables.size(); ++i)
       if (variables[i]->trainable()) slots[i] = &slots_of(*variables[i]);
     const detail::step_constants constants{lr, m_weight_decay, m_iterations};
+    // Every variable's buffers first, then one update over all of them (one kernel on a device),
+    // then the new buffers swapped in.
+    std::vector<pending_update<T, Device>> pending;
+    std::vector<detail::update_buffers<T>> buffers;
+    pending.reserve(variables.size());
+    buffers.reserve(variables.size());
     for (std::size_t i = 0; i < variables.size(); ++i)
-      if (slots[i] != nullptr) update_variable(gradients[i], *variables[i], *slots[i], constants);
+      if (slots[i] != nullptr) buffers.push_back(prepare(gradients[i], *variables[i], *slots[i], pending));
+    update(detail::update_list<T>(buffers), constants);
+    for (auto& p : pending) {
+      p.v->assign(p.value);  // the same shape: the new buffer is swapped in
+      for (std::size_t k = 0; k < p.slots->size(); ++k) (*p.slots)[k].assign(p.new_slots[k]);
+    }
     ++m_iterations;
   }
 
@@ -362,10 +381,10 @@ class optimizer {
     detail::check_non_negative(m_name.c_str(), "weight_decay", weight_decay);
   }
 
-  /// One fused pass over a variable: read b.gradient, b.value and the slot_specs().size() slots,
-  /// write b.new_value and the new slots.
-  virtual void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const = 0;
-  virtual void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const = 0;
+  /// One fused pass over the variables of a call: for each, read b.gradient, b.value and the
+  /// slot_specs().size() slots, write b.new_value and the new slots (detail::fused_update).
+  virtual void update(detail::update_list<float> b, const detail::step_constants& c) const = 0;
+  virtual void update(detail::update_list<double> b, const detail::step_constants& c) const = 0;
 
  private:
   struct slot_entry {
@@ -420,9 +439,20 @@ class optimizer {
     return *created;
   }
 
+  /// A variable's new buffers, swapped in once the update has run.
   template <class T, class Device>
-  void update_variable(const tensor<T, Device>& g, variable<T, Device>& v, std::vector<variable<T, Device>>& slots,
-                       const detail::step_constants& c) {
+  struct pending_update {
+    variable<T, Device>* v;
+    std::vector<variable<T, Device>>* slots;
+    tensor<T, Device> value;
+    std::array<tensor<T, Device>, detail::max_slots> new_slots;
+  };
+
+  /// The buffers of one variable's update; its new buffers go to `pending`.
+  template <class T, class Device>
+  detail::update_buffers<T> prepare(const tensor<T, Device>& g, variable<T, Device>& v,
+                                    std::vector<variable<T, Device>>& slots,
+                                    std::vector<pending_update<T, Device>>& pending) {
     // A buffer that nothing but its variable holds (no tensor read from the variable is alive)
     // is updated in place, under a new tensor id: nobody can see the old values change, and the
     // loop then reads and writes each line once instead of also filling fresh buffers (a third
@@ -431,22 +461,19 @@ class optimizer {
       return old.use_count() == 1 && old.data() != nullptr ? tensor<T, Device>(old, old.shape())
                                                             : tensor<T, Device>(old.shape());
     };
-    tensor<T, Device> new_value = next(v.peek());
-    std::array<tensor<T, Device>, detail::max_slots> new_slots;
+    pending_update<T, Device>& p = pending.emplace_back(pending_update<T, Device>{&v, &slots, next(v.peek()), {}});
     detail::update_buffers<T> b;
     b.size = v.size();
     b.gradient = g.data();
     b.value = v.peek().data();
-    b.new_value = new_value.mutable_data();
+    b.new_value = p.value.mutable_data();
     b.on_device = !std::is_same_v<Device, cpu>;
     for (std::size_t k = 0; k < slots.size(); ++k) {
-      new_slots[k] = next(slots[k].peek());
+      p.new_slots[k] = next(slots[k].peek());
       b.slots[k] = slots[k].peek().data();
-      b.new_slots[k] = new_slots[k].mutable_data();
+      b.new_slots[k] = p.new_slots[k].mutable_data();
     }
-    update(b, c);
-    v.assign(new_value);  // the same shape: the new buffer is swapped in
-    for (std::size_t k = 0; k < slots.size(); ++k) slots[k].assign(new_slots[k]);
+    return b;
   }
 
   std::string m_name;

@@ -62,12 +62,12 @@ class basic_rmsprop : public optimizer {
   }
 
  protected:
-  void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const override { kernel(b, c); }
-  void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(detail::update_list<float> b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(detail::update_list<double> b, const detail::step_constants& c) const override { kernel(b, c); }
 
  private:
   template <class T>
-  void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
+  void kernel(detail::update_list<T> b, const detail::step_constants& c) const {
     const bool momentum = m_momentum > 0;
     if (momentum && m_centered) run<true, true>(b, c);
     else if (momentum) run<true, false>(b, c);
@@ -102,7 +102,7 @@ class basic_rmsprop : public optimizer {
 
  private:
   template <bool Momentum, bool Centered, class T>
-  void run(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
+  void run(detail::update_list<T> b, const detail::step_constants& c) const {
     constexpr std::size_t slots = 1 + Momentum + Centered;
     detail::fused_update<slots>(
         b, c,

@@ -51,8 +51,8 @@ class basic_sgd : public optimizer {
   }
 
  protected:
-  void update(const detail::update_buffers<float>& b, const detail::step_constants& c) const override { kernel(b, c); }
-  void update(const detail::update_buffers<double>& b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(detail::update_list<float> b, const detail::step_constants& c) const override { kernel(b, c); }
+  void update(detail::update_list<double> b, const detail::step_constants& c) const override { kernel(b, c); }
 
  public:
   // Public, not private: nvcc instantiates device kernels with it.
@@ -74,7 +74,7 @@ class basic_sgd : public optimizer {
 
  private:
   template <class T>
-  void kernel(const detail::update_buffers<T>& b, const detail::step_constants& c) const {
+  void kernel(detail::update_list<T> b, const detail::step_constants& c) const {
     const T lr = static_cast<T>(c.learning_rate), momentum = static_cast<T>(m_momentum);
     if (m_momentum == 0) detail::fused_update<0>(b, c, step<T, 0>{lr, momentum});
     else if (m_nesterov) detail::fused_update<1>(b, c, step<T, 2>{lr, momentum});

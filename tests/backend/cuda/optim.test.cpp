@@ -1,5 +1,6 @@
 // fx::optim on fx::cuda variables: every optimizer and variant updates device variables, one fused
-// kernel per variable, to the values (and slots) the cpu's SIMD loop gives for the same gradients.
+// multi-tensor kernel per apply_gradients, to the values (and slots) the cpu's SIMD loop gives for
+// the same gradients.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -20,16 +21,18 @@ namespace optim = fluxion::optim;
 using fluxion_test::check_values;
 using fluxion_test::filled;
 
-/// Three steps of `make()`'s optimizer on two variables (one of 1000 elements, so the cpu runs its
-/// vector body and tail, one of 7), on the cpu and on the device, from the same values and
+/// Three steps of `make()`'s optimizer on three variables (one of 1000 elements, so the cpu runs its
+/// vector body and tail, one of 7, and one of 8211: three chunks of the device's multi-tensor
+/// kernel, the last one part full), on the cpu and on the device, from the same values and
 /// gradients; the values and every slot must agree.
 template <class T, class Make>
 void same_updates(const Make& make, double rtol) {
   auto cpu_opt = make(), dev_opt = make();
   std::vector<fx::variable<T>> cpu_vars;
   std::vector<fx::variable<T, fx::cuda>> dev_vars;
-  const fx::shape shapes[] = {fx::shape{40, 25}, fx::shape{7}};
-  for (int i = 0; i < 2; ++i) {
+  const fx::shape shapes[] = {fx::shape{40, 25}, fx::shape{7}, fx::shape{3, 2737}};
+  constexpr int n = 3;
+  for (int i = 0; i < n; ++i) {
     fx::tensor<T> init = filled<T>(shapes[i], 10 + i);
     cpu_vars.emplace_back(init, "v" + std::to_string(i));
     dev_vars.emplace_back(fx::to<fx::cuda>(init), "v" + std::to_string(i));
@@ -37,16 +40,16 @@ void same_updates(const Make& make, double rtol) {
   for (int step = 0; step < 3; ++step) {
     std::vector<fx::tensor<T>> cpu_grads;
     std::vector<fx::tensor<T, fx::cuda>> dev_grads;
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < n; ++i) {
       fx::tensor<T> g = filled<T>(shapes[i], 100 + 10 * step + i, -1, 1);
       cpu_grads.push_back(g);
       dev_grads.push_back(fx::to<fx::cuda>(g));
     }
-    cpu_opt->apply_gradients(cpu_grads, {&cpu_vars[0], &cpu_vars[1]});
-    dev_opt->apply_gradients(dev_grads, {&dev_vars[0], &dev_vars[1]});
+    cpu_opt->apply_gradients(cpu_grads, {&cpu_vars[0], &cpu_vars[1], &cpu_vars[2]});
+    dev_opt->apply_gradients(dev_grads, {&dev_vars[0], &dev_vars[1], &dev_vars[2]});
   }
   CHECK(dev_opt->iterations() == 3);
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < n; ++i) {
     CAPTURE(i);
     check_values(fx::to<fx::cpu>(dev_vars[i].peek()).to_vector(), cpu_vars[i].peek().to_vector(), rtol);
   }
@@ -81,6 +84,28 @@ TEST_CASE_TEMPLATE("cuda optim: every optimizer updates device variables as on t
   SUBCASE("rmsprop") { same_updates<T>([&] { return ptr(optim::rmsprop{0.01}); }, rtol); }
   SUBCASE("adam, amsgrad") { same_updates<T>([&] { return ptr(optim::adam{{.learning_rate = 0.01, .amsgrad = true}}); }, rtol); }
   SUBCASE("adamw") { same_updates<T>([&] { return ptr(optim::adamw{0.01}); }, rtol); }
+}
+
+TEST_CASE("cuda optim: one kernel for all variables reads every gradient before any variable changes") {
+  // b's gradient is a's value itself: a must be updated into a fresh buffer (the gradient list
+  // still holds its old one), and b must read a's old values, as on the cpu, where the variables
+  // are updated one after another.
+  auto run = [](auto device) {
+    using Device = decltype(device);
+    fx::variable<double, Device> a{fx::to<Device>(filled<double>({5000}, 1)), "a"};
+    fx::variable<double, Device> b{fx::to<Device>(filled<double>({5000}, 2)), "b"};
+    optim::adam opt{0.1};
+    const fx::tensor<double, Device> old_a = a.peek();
+    std::vector<fx::tensor<double, Device>> grads{fx::to<Device>(filled<double>({5000}, 3)), old_a};
+    opt.apply_gradients(grads, {&a, &b});
+    CHECK(a.peek().data() != old_a.data());
+    return std::vector<std::vector<double>>{fx::to<fx::cpu>(a.peek()).to_vector(), fx::to<fx::cpu>(b.peek()).to_vector(),
+                                            fx::to<fx::cpu>(old_a).to_vector()};
+  };
+  const auto want = run(fx::cpu{});
+  const auto got = run(fx::cuda{});
+  for (std::size_t i = 0; i < want.size(); ++i) check_values(got[i], want[i], 1e-13);
+  CHECK(want[2] == filled<double>({5000}, 1).to_vector());  // the gradient list's tensor never changed
 }
 
 TEST_CASE("cuda optim: bad input throws before any device variable changes") {

@@ -20,6 +20,7 @@ namespace fx = fluxion;
 namespace nn = fluxion::nn;
 using fluxion_test::check_values;
 using fluxion_test::filled;
+using fluxion_test::scoped_setting;
 
 constexpr fx::index_t steps = 5;
 
@@ -81,20 +82,28 @@ void check_fused_against_cpu(double rtol, std::size_t per_step, std::size_t vari
   REQUIRE(want.gradients.size() == variables);  // 3 + 3 + 2 (twice 3 for a bidirectional layer)
   check_same(run<T>(host, x, taping::one_shot), want, rtol);    // the cpu's fused cell
 
-  const result<T> fused = run<T>(dev, xd, taping::one_shot);
-  check_same(fused, want, rtol);
-  // The statements record at least per_step entries a step per layer; fused, each layer's whole
-  // sequence is one.
-  const result<T> statements = run<T>(dev, xd, taping::two_tapes);
-  check_same(statements, want, rtol);
-  CHECK(fused.entries + 2 * per_step * (steps - 1) <= statements.entries);
-  CHECK(statements.entries == want.entries);
-  const result<T> persistent = run<T>(dev, xd, taping::persistent);
-  check_same(persistent, want, rtol);
-  CHECK(persistent.entries == fused.entries);
+  // Each step's recurrent products inside its cell kernel (these layers are small), then as GEMMs
+  // before it (a limit of 0).
+  using fx::nn::detail::recurrent_product_limit;
+  for (const fx::index_t limit : {recurrent_product_limit(), fx::index_t(0)}) {
+    CAPTURE(limit);
+    scoped_setting<fx::index_t> products(recurrent_product_limit(), limit);
+    CHECK(fx::nn::detail::recurrent_cells<fx::cuda>::products_inside(4, 6) == (limit > 0));
+    const result<T> fused = run<T>(dev, xd, taping::one_shot);
+    check_same(fused, want, rtol);
+    // The statements record at least per_step entries a step per layer; fused, each layer's whole
+    // sequence is one.
+    const result<T> statements = run<T>(dev, xd, taping::two_tapes);
+    check_same(statements, want, rtol);
+    CHECK(fused.entries + 2 * per_step * (steps - 1) <= statements.entries);
+    CHECK(statements.entries == want.entries);
+    const result<T> persistent = run<T>(dev, xd, taping::persistent);
+    check_same(persistent, want, rtol);
+    CHECK(persistent.entries == fused.entries);
 
-  // Inference records nothing and gives the same output.
-  check_values(fx::to<fx::cpu>(dev(xd)).to_vector(), host(x).to_vector(), rtol);
+    // Inference records nothing and gives the same output.
+    check_values(fx::to<fx::cpu>(dev(xd)).to_vector(), host(x).to_vector(), rtol);
+  }
 }
 
 }  // namespace
