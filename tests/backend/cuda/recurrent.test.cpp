@@ -88,7 +88,10 @@ void check_fused_against_cpu(double rtol, std::size_t per_step, std::size_t vari
   for (const fx::index_t limit : {recurrent_product_limit(), fx::index_t(0)}) {
     CAPTURE(limit);
     scoped_setting<fx::index_t> products(recurrent_product_limit(), limit);
-    CHECK(fx::nn::detail::recurrent_cells<fx::cuda>::products_inside(4, 6) == (limit > 0));
+    using cells = fx::nn::detail::recurrent_cells<fx::cuda>;
+    CHECK(cells::products_inside(4, 6) == (limit > 0));
+    CHECK_FALSE(cells::products_inside(1, fx::nn::detail::recurrent_product_max_units + 1));  // wide layers: GEMMs
+    CHECK_FALSE(fx::nn::detail::recurrent_cells<fx::cpu>::products_inside(4, 6));
     const result<T> fused = run<T>(dev, xd, taping::one_shot);
     check_same(fused, want, rtol);
     // The statements record at least per_step entries a step per layer; fused, each layer's whole
