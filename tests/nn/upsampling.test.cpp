@@ -1,6 +1,7 @@
-// fx::nn::upsampling2d, zero_padding2d and cropping2d: values against naive loops (double),
-// gradients against finite differences, PyTorch's nearest upsampling, static shapes in a sequential
-// model (a small U-Net-style decoder), errors.
+// fx::nn::upsampling2d (nearest and bilinear), zero_padding2d and cropping2d: values against naive
+// loops (double; bilinear against tf.image.resize's half-pixel formula, written out per output
+// pixel), gradients against finite differences, PyTorch's nearest upsampling, static shapes in a
+// sequential model (a small U-Net-style decoder), errors.
 #define FLUXION_FORWARD_MODE 0  // layers are checked through the tape; the ops' tests check forward mode
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
@@ -71,6 +72,70 @@ TEST_CASE("upsampling2d, zero_padding2d, cropping2d: gradients against finite di
   tape.watch(x);
   const fx::tensor<double> y = nn::upsampling2d<2, 3>{}(x);
   CHECK(tape.gradient(fx::tensor<double>(fx::reduce_sum(y)), x).to_vector() == std::vector<double>(x.size(), 6.0));
+}
+
+namespace {
+/// Bilinear resizing of x (b, h, w, c) to (b, h * sh, w * sw, c) as TensorFlow's resize kernel
+/// computes it (half-pixel centers): per output pixel, the four corners around its source point,
+/// top = max(floor(s), 0), bottom = min(ceil(s), h - 1), with s - floor(s) as the weight.
+std::vector<double> bilinear_reference(const std::vector<double>& x, const fx::shape& s, fx::index_t sh, fx::index_t sw) {
+  const fx::index_t oh = s[1] * sh, ow = s[2] * sw;
+  std::vector<double> y;
+  auto source = [](fx::index_t o, fx::index_t scale, fx::index_t size, fx::index_t& lo, fx::index_t& hi, double& f) {
+    const double in = (double(o) + 0.5) / double(scale) - 0.5;
+    lo = std::max<fx::index_t>(fx::index_t(std::floor(in)), 0);
+    hi = std::min<fx::index_t>(fx::index_t(std::ceil(in)), size - 1);
+    f = in - std::floor(in);
+  };
+  for (fx::index_t n = 0; n < s[0]; ++n)
+    for (fx::index_t i = 0; i < oh; ++i)
+      for (fx::index_t j = 0; j < ow; ++j)
+        for (fx::index_t k = 0; k < s[3]; ++k) {
+          fx::index_t top, bottom, left, right;
+          double fy, fx_;
+          source(i, sh, s[1], top, bottom, fy);
+          source(j, sw, s[2], left, right, fx_);
+          const double upper = at(x, s, n, top, left, k) + (at(x, s, n, top, right, k) - at(x, s, n, top, left, k)) * fx_;
+          const double lower =
+              at(x, s, n, bottom, left, k) + (at(x, s, n, bottom, right, k) - at(x, s, n, bottom, left, k)) * fx_;
+          y.push_back(upper + (lower - upper) * fy);
+        }
+  return y;
+}
+}  // namespace
+
+TEST_CASE("upsampling2d, bilinear: values as TensorFlow's half-pixel resize, gradients against finite differences") {
+  fx::random::generator gen{74};
+  const fx::tensor<double> x = fx::random::normal<double>({2, 3, 4, 2}, gen);
+  {
+    const fx::tensor<double> y = nn::upsampling2d<2, 3, nn::bilinear>{}(x);
+    REQUIRE(y.shape() == fx::shape{2, 6, 12, 2});
+    const auto want = bilinear_reference(x.to_vector(), x.shape(), 2, 3), got = y.to_vector();
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+  }
+  {
+    const fx::tensor<double> y = nn::upsampling2d<3, 1, nn::bilinear>{}(x);  // one axis, the other left alone
+    const auto want = bilinear_reference(x.to_vector(), x.shape(), 3, 1), got = y.to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+  }
+  // Scale 1 is the identity; a constant image stays constant (the weights sum to one).
+  CHECK(fx::tensor<double>(nn::upsampling2d<1, 1, nn::bilinear>{}(x)).to_vector() == x.to_vector());
+  for (double v : fx::tensor<double>(nn::upsampling2d<4, 2, nn::bilinear>{}(fx::full<double>({1, 3, 2, 1}, 1.5))).to_vector())
+    CHECK(v == doctest::Approx(1.5).epsilon(1e-15));
+  auto r = fx::testing::check_gradients([](const auto& v) { return nn::upsampling2d<2, 3, nn::bilinear>{}(v); },
+                                        reverse_only, x);
+  CHECK_MESSAGE(r.ok, r.report);
+  // Every input's weights over the outputs sum to SizeH * SizeW: the gradient of the sum.
+  fx::gradient_tape tape;
+  tape.watch(x);
+  const fx::tensor<double> y = nn::upsampling2d<2, 3, nn::bilinear>{}(x);
+  for (double g : tape.gradient(fx::tensor<double>(fx::reduce_sum(y)), x).to_vector())
+    CHECK(g == doctest::Approx(6.0).epsilon(1e-12));
+  // In a model: the static shape is the nearest one's.
+  auto net = nn::sequential(gen, nn::input<5, 4, 3>{}, nn::upsampling2d<2, 2, nn::bilinear>{}, nn::conv2d<2, 3, nn::same>{});
+  static_assert(std::is_same_v<decltype(net)::output_shape_t, nn::static_shape<10, 8, 2>>);
+  CHECK(net(fx::random::normal<float>({2, 5, 4, 3}, gen)).shape() == fx::shape{2, 10, 8, 2});
 }
 
 TEST_CASE("upsampling2d equals PyTorch's nearest interpolation") {

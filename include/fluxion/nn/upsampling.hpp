@@ -2,21 +2,32 @@
 //
 //   fx::nn::upsampling2d<2> up;                 // (batch, 7, 7, c) -> (batch, 14, 14, c): each pixel repeated 2x2
 //   fx::nn::upsampling2d<2, 3> wide;            // -> (batch, 14, 21, c)
+//   fx::nn::upsampling2d<2, 2, fx::nn::bilinear> smooth;   // bilinear interpolation, Keras's "bilinear"
 //   fx::nn::zero_padding2d<1> pad;              // (batch, 28, 28, c) -> (batch, 30, 30, c): zeros around
 //   fx::nn::zero_padding2d<1, 2> pad_hw;        // one row above and below, two columns left and right
 //   fx::nn::cropping2d<2> crop;                 // (batch, 28, 28, c) -> (batch, 24, 24, c)
 //
-// upsampling2d is Keras's UpSampling2D with its default interpolation, nearest (not "bilinear"):
-// the input as a (batch, h, 1, w, 1, c) view broadcast to (batch, h, SizeH, w, SizeW, c), one copy;
-// its gradient sums each block. zero_padding2d (ZeroPadding2D) is fx::pad with zeros; cropping2d
+// upsampling2d is Keras's UpSampling2D. Its default interpolation, nearest, is the input as a
+// (batch, h, 1, w, 1, c) view broadcast to (batch, h, SizeH, w, SizeW, c), one copy; its gradient
+// sums each block. With `bilinear` it is Keras's interpolation="bilinear" (tf.image.resize with
+// half-pixel centers, PyTorch's interpolate with align_corners=False): output row o reads input
+// rows floor(s) and floor(s) + 1 (clamped to the image) with weights 1 - f and f, where
+// s = (o + 0.5) / SizeH - 0.5 and f = s - floor(s); columns likewise. It runs as two statements,
+// rows then columns, each the sum of two weighted gathers, so its gradient is gather's (a sum of
+// the weighted rows) and it is differentiable to any order, on any device. zero_padding2d (ZeroPadding2D) is fx::pad with zeros; cropping2d
 // (Cropping2D) a slice. Each is one statement, differentiable to any order, on any device.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "../expr/indexing.hpp"
 #include "../expr/remap.hpp"
+#include "../tensor/creation.hpp"
 #include "module.hpp"
 
 namespace fluxion::nn {
@@ -39,6 +50,42 @@ tensor<T, Device> upsampling2d_forward(const tensor<T, Device>& x, index_t sh, i
       {b, h * sh, w * sw, c}));
 }
 
+/// The two source positions and weights of each of `size * scale` outputs along one axis of
+/// `size` inputs (bilinear, half-pixel centers): indices (n) and weights shaped `weight_shape`.
+template <class T, class Device>
+struct bilinear_taps {
+  tensor<std::int32_t, Device> lo, hi;
+  tensor<T, Device> w_lo, w_hi;
+  bilinear_taps(index_t size, index_t scale, const fluxion::shape& weight_shape) {
+    const index_t n = size * scale;
+    std::vector<std::int32_t> l(static_cast<std::size_t>(n)), h(l.size());
+    std::vector<T> wl(l.size()), wh(l.size());
+    for (index_t o = 0; o < n; ++o) {
+      const double src = (static_cast<double>(o) + 0.5) / static_cast<double>(scale) - 0.5;
+      const double f0 = std::floor(src);
+      const index_t i0 = static_cast<index_t>(f0);
+      const auto k = static_cast<std::size_t>(o);
+      l[k] = static_cast<std::int32_t>(std::clamp<index_t>(i0, 0, size - 1));
+      h[k] = static_cast<std::int32_t>(std::clamp<index_t>(i0 + 1, 0, size - 1));
+      wh[k] = static_cast<T>(src - f0);
+      wl[k] = static_cast<T>(1 - (src - f0));
+    }
+    lo = fluxion::detail::device_copy<Device>(from_vector(l, {n}));
+    hi = fluxion::detail::device_copy<Device>(from_vector(h, {n}));
+    w_lo = fluxion::detail::device_copy<Device>(from_vector(wl, weight_shape));
+    w_hi = fluxion::detail::device_copy<Device>(from_vector(wh, weight_shape));
+  }
+};
+
+/// upsampling2d with bilinear interpolation: rows, then columns, each one statement.
+template <class T, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> upsampling2d_bilinear(const tensor<T, Device>& x, index_t sh, index_t sw) {
+  const fluxion::shape& s = x.shape();
+  const bilinear_taps<T, Device> rows(s[1], sh, {1, s[1] * sh, 1, 1}), cols(s[2], sw, {1, 1, s[2] * sw, 1});
+  const tensor<T, Device> tall(fluxion::gather(x, rows.lo, 1) * rows.w_lo + fluxion::gather(x, rows.hi, 1) * rows.w_hi);
+  return tensor<T, Device>(fluxion::gather(tall, cols.lo, 2) * cols.w_lo + fluxion::gather(tall, cols.hi, 2) * cols.w_hi);
+}
+
 /// The per-example (height, width, channels) check of the spatial layers.
 template <fixed_string Layer, index_t... D>
 constexpr bool image_rank() {
@@ -49,9 +96,15 @@ constexpr bool image_rank() {
 }
 }  // namespace detail
 
-/// Keras's UpSampling2D (nearest): each pixel repeated SizeH times down and SizeW times across.
-template <index_t SizeH, index_t SizeW = SizeH>
-struct upsampling2d : stateless_layer<upsampling2d<SizeH, SizeW>> {
+/// How upsampling2d fills the new pixels: Keras's UpSampling2D interpolation.
+enum class interpolation { nearest, bilinear };
+inline constexpr interpolation nearest = interpolation::nearest;
+inline constexpr interpolation bilinear = interpolation::bilinear;
+
+/// Keras's UpSampling2D: each pixel repeated SizeH times down and SizeW times across (nearest),
+/// or bilinear interpolation between the pixels (Mode = bilinear).
+template <index_t SizeH, index_t SizeW = SizeH, interpolation Mode = interpolation::nearest>
+struct upsampling2d : stateless_layer<upsampling2d<SizeH, SizeW, Mode>> {
   static_assert(SizeH > 0 && SizeW > 0, "fluxion::nn::upsampling2d<SizeH, SizeW>: the sizes must be positive.");
   static constexpr bool elementwise = false;
   static constexpr bool device_generic = true;
@@ -73,7 +126,8 @@ struct upsampling2d : stateless_layer<upsampling2d<SizeH, SizeW>> {
   auto operator()(X&& x, bool /*training*/ = false) const {
     const auto in = fluxion::detail::materialize(fluxion::detail::as_expr<X>(std::forward<X>(x)));
     detail::require_image("upsampling2d", this->m_name, in.shape());
-    return detail::upsampling2d_forward(in, SizeH, SizeW);
+    if constexpr (Mode == interpolation::bilinear) return detail::upsampling2d_bilinear(in, SizeH, SizeW);
+    else return detail::upsampling2d_forward(in, SizeH, SizeW);
   }
 };
 

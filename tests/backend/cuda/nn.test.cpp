@@ -163,14 +163,15 @@ auto activations_mlp(std::uint64_t seed) {
 }  // namespace
 
 namespace {
-/// A decoder on either device: conv2d down, nearest upsampling, zero padding and cropping, then
-/// conv2d_transpose up (same padding, stride 2; valid, stride 1), then a dense head.
+/// A decoder on either device: conv2d down, nearest upsampling, zero padding and cropping, bilinear
+/// upsampling of the rows, then conv2d_transpose up (same padding, stride 2; valid, stride 1), then
+/// a dense head.
 template <class Device>
 auto transposed_cnn(std::uint64_t seed) {
   fx::random::generator gen{seed};
   return nn::sequential(gen, typename nn::input<6, 6, 2>::template on<Device>{}, nn::conv2d<4, 3, nn::same, 2>{},
                         nn::relu{}, nn::upsampling2d<2>{}, nn::zero_padding2d<1>{}, nn::cropping2d<1>{},
-                        nn::conv2d_transpose<3, 3, nn::same, 2>{}, nn::relu{}, nn::conv2d_transpose<2, 2>{},
+                        nn::upsampling2d<2, 1, nn::bilinear>{}, nn::conv2d_transpose<3, 3, nn::same, 2>{}, nn::relu{}, nn::conv2d_transpose<2, 2>{},
                         nn::flatten{}, nn::dense<5>{});
 }
 }  // namespace
@@ -213,7 +214,7 @@ TEST_CASE("cuda nn: multi-head attention (causal, and with an attention mask) on
   check_values(fx::to<fx::cpu>(gd).to_vector(), gh.to_vector(), 1e-5);
 }
 
-TEST_CASE("cuda nn: a decoder (upsampling2d, zero_padding2d, cropping2d, conv2d_transpose) on the device trains as on the cpu") {
+TEST_CASE("cuda nn: a decoder (upsampling2d nearest and bilinear, zero_padding2d, cropping2d, conv2d_transpose) on the device trains as on the cpu") {
   auto host = transposed_cnn<fx::cpu>(15);
   auto dev = transposed_cnn<fx::cuda>(15);
   check_trains_as_on_the_cpu(host, dev, filled<float>({8, 6, 6, 2}, 26));
