@@ -1,6 +1,6 @@
 // fx::nn::upsampling2d (nearest and bilinear), zero_padding2d and cropping2d: values against naive
 // loops (double; bilinear against tf.image.resize's half-pixel formula, written out per output
-// pixel), gradients against finite differences, PyTorch's nearest upsampling, static shapes in a
+// pixel), gradients against finite differences, PyTorch's nearest and bilinear upsampling, static shapes in a
 // sequential model (a small U-Net-style decoder), errors.
 #define FLUXION_FORWARD_MODE 0  // layers are checked through the tape; the ops' tests check forward mode
 #include <fluxion/testing/check_gradients.hpp>
@@ -146,6 +146,16 @@ TEST_CASE("upsampling2d equals PyTorch's nearest interpolation") {
   peer::check_close(y, peer::load("upsampling_y"), "y");
   const fx::tensor<float> s = fx::reduce_sum(y * peer::load("upsampling_w"));
   peer::check_close(tape.gradient(s, x), peer::load("upsampling_dx"), "d x");
+}
+
+TEST_CASE("upsampling2d, bilinear, equals PyTorch's bilinear interpolation (align_corners=False)") {
+  const fx::tensor<float> x = peer::load("upsampling_bilinear_x");
+  fx::gradient_tape tape;
+  tape.watch(x);
+  const fx::tensor<float> y = nn::upsampling2d<2, 3, nn::bilinear>{}(x);
+  peer::check_close(y, peer::load("upsampling_bilinear_y"), "y");
+  const fx::tensor<float> s = fx::reduce_sum(y * peer::load("upsampling_bilinear_w"));
+  peer::check_close(tape.gradient(s, x), peer::load("upsampling_bilinear_dx"), "d x");
 }
 
 TEST_CASE("upsampling2d, zero_padding2d, cropping2d: static shapes in a decoder, names, errors") {
