@@ -129,7 +129,10 @@ void sgemm_cublas(benchmark::State& state) {
 
 /// fx::conv2d on the CNN's second convolution at batch state.range(0): the forward pass alone
 /// (Backward false), or the forward pass and the input and filter gradients for a given dy through
-/// the tape (three products of the same size). state.range(1): 1 through cuDNN, 0 through im2col.
+/// the tape (three products of the same size). state.range(1): 0 through im2col; 1 the library's
+/// choice per pass (the fastest of im2col and cuDNN's two layouts, timed on the first call, so
+/// cuDNN may run only some passes); 2 every pass through cuDNN in NHWC, 3 in NCHW (its fastest
+/// deterministic algorithm, untimed against the others).
 template <bool Backward>
 void conv_fluxion(benchmark::State& state) {
   const fx::index_t batch = state.range(0), hw = 14, ci = 32, co = 64, k = 5;
@@ -138,7 +141,10 @@ void conv_fluxion(benchmark::State& state) {
     return;
   }
   fx::allow_cudnn(state.range(1) != 0);
-  const long passes = fx::detail::cudnn_passes().load();
+  const bool forced = state.range(1) >= 2;
+  fx::detail::cudnn_always() = forced;
+  fx::detail::cudnn_layouts() = forced ? int(state.range(1) - 1) : 0;
+  const long passes = fx::detail::cudnn_passes().load(), nchw = fx::detail::cudnn_nchw_passes().load();
   const auto mallocs = fx::memory::stats<fx::cuda>().system_allocations;
   fx::tensor<float, fx::cuda> x(uniform(batch * hw * hw * ci, 1), {batch, hw, hw, ci});
   fx::tensor<float, fx::cuda> w(uniform(k * k * ci * co, 2), {k, k, ci, co});
@@ -160,7 +166,11 @@ void conv_fluxion(benchmark::State& state) {
   // The path measured is the path named: cuDNN ran every pass, or none.
   if (state.range(1) && fx::detail::cudnn_passes().load() == passes) state.SkipWithError("cuDNN was not used");
   if (!state.range(1) && fx::detail::cudnn_passes().load() != passes) state.SkipWithError("cuDNN was used");
+  if (state.range(1) == 3 && fx::detail::cudnn_nchw_passes().load() == nchw) state.SkipWithError("NCHW was not used");
+  if (state.range(1) == 2 && fx::detail::cudnn_nchw_passes().load() != nchw) state.SkipWithError("NCHW was used");
   fx::allow_cudnn(true);
+  fx::detail::cudnn_always() = false;
+  fx::detail::cudnn_layouts() = 0;
 #if FLUXION_HAVE_CUDNN
   if (state.range(1)) std::fprintf(stderr, "cuDNN routes so far:\n%s", fx::detail::cudnn::report().c_str());
 #endif
@@ -238,6 +248,6 @@ BENCHMARK(chain_handwritten)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicros
 BENCHMARK(sum_fluxion)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(sgemm_fluxion)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(sgemm_cublas)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(conv_fluxion, false)->ArgsProduct({{64, 256}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(conv_fluxion, true)->ArgsProduct({{64, 256}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(conv_fluxion, false)->ArgsProduct({{64, 256}, {1, 0, 2, 3}})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(conv_fluxion, true)->ArgsProduct({{64, 256}, {1, 0, 2, 3}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(conv_products_fluxion)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

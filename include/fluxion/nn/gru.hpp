@@ -69,7 +69,7 @@ tensor<T, Device> gru_fused(const tensor<T, Device>& projected, const tensor<T, 
     });
   } else {
     tape->record(out_id, [tape, out_id, projected, r, rbias, hs, gates, batch, steps,
-                          units](autodiff::gradient_store& store) {
+                          units, inside](autodiff::gradient_store& store) {
       const tensor<T, Device>* found = store.find<T, Device>(out_id);
       if (!found) return;
       const tensor<T, Device> dy = *found;  // the store may rehash while we add to it
@@ -78,7 +78,6 @@ tensor<T, Device> gru_fused(const tensor<T, Device>& projected, const tensor<T, 
       tensor<T, Device> drecurrent(fluxion::shape{steps * batch, g3}), dprojected(fluxion::shape{batch * steps, g3});
       tensor<T, Device> dh_direct(fluxion::shape{batch, units}), dh_matmul(fluxion::shape{batch, units}), dr(r.shape());
       const T* h = hs.data();
-      const bool inside = cells::products_inside(batch, units);
       const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (3 units, units)
       for (index_t t = steps - 1; t >= 0; --t) {
         const bool in = ReturnSequences || t == steps - 1;

@@ -75,7 +75,8 @@ tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T,
       if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
     });
   } else {
-    tape->record(out_id, [tape, out_id, projected, r, hs, cs, gates, batch, steps, units](autodiff::gradient_store& store) {
+    tape->record(out_id, [tape, out_id, projected, r, hs, cs, gates, batch, steps, units,
+                          inside](autodiff::gradient_store& store) {
       const tensor<T, Device>* found = store.find<T, Device>(out_id);
       if (!found) return;
       const tensor<T, Device> dy = *found;  // the store may rehash while we add to it
@@ -83,7 +84,6 @@ tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T,
       tensor<T, Device> dz(fluxion::shape{steps, batch, g4}), dprojected(fluxion::shape{batch * steps, g4});
       tensor<T, Device> dc = zeros<T, Device>({batch, units}), dh(fluxion::shape{batch, units}), dr(r.shape());
       const T* c = cs.data();
-      const bool inside = cells::products_inside(batch, units);
       const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (4 units, units)
       for (index_t t = steps - 1; t >= 0; --t) {
         const bool in = ReturnSequences || t == steps - 1;

@@ -51,15 +51,16 @@ tensor<T, Device> upsampling2d_forward(const tensor<T, Device>& x, index_t sh, i
 }
 
 /// The two source positions and weights of each of `size * scale` outputs along one axis of
-/// `size` inputs (bilinear, half-pixel centers): indices (n) and weights shaped `weight_shape`.
+/// `size` inputs (bilinear, half-pixel centers): indices (n), and the upper tap's weights shaped
+/// `weight_shape` (the lower tap's is 1 - that, formed in the statement: three uploads, not four).
 template <class T, class Device>
 struct bilinear_taps {
   tensor<std::int32_t, Device> lo, hi;
-  tensor<T, Device> w_lo, w_hi;
+  tensor<T, Device> w_hi;
   bilinear_taps(index_t size, index_t scale, const fluxion::shape& weight_shape) {
     const index_t n = size * scale;
     std::vector<std::int32_t> l(static_cast<std::size_t>(n)), h(l.size());
-    std::vector<T> wl(l.size()), wh(l.size());
+    std::vector<T> wh(l.size());
     for (index_t o = 0; o < n; ++o) {
       const double src = (static_cast<double>(o) + 0.5) / static_cast<double>(scale) - 0.5;
       const double f0 = std::floor(src);
@@ -68,11 +69,9 @@ struct bilinear_taps {
       l[k] = static_cast<std::int32_t>(std::clamp<index_t>(i0, 0, size - 1));
       h[k] = static_cast<std::int32_t>(std::clamp<index_t>(i0 + 1, 0, size - 1));
       wh[k] = static_cast<T>(src - f0);
-      wl[k] = static_cast<T>(1 - (src - f0));
     }
     lo = fluxion::detail::device_copy<Device>(from_vector(l, {n}));
     hi = fluxion::detail::device_copy<Device>(from_vector(h, {n}));
-    w_lo = fluxion::detail::device_copy<Device>(from_vector(wl, weight_shape));
     w_hi = fluxion::detail::device_copy<Device>(from_vector(wh, weight_shape));
   }
 };
@@ -82,8 +81,10 @@ template <class T, int Config = fluxion::detail::autodiff_config, class Device =
 tensor<T, Device> upsampling2d_bilinear(const tensor<T, Device>& x, index_t sh, index_t sw) {
   const fluxion::shape& s = x.shape();
   const bilinear_taps<T, Device> rows(s[1], sh, {1, s[1] * sh, 1, 1}), cols(s[2], sw, {1, 1, s[2] * sw, 1});
-  const tensor<T, Device> tall(fluxion::gather(x, rows.lo, 1) * rows.w_lo + fluxion::gather(x, rows.hi, 1) * rows.w_hi);
-  return tensor<T, Device>(fluxion::gather(tall, cols.lo, 2) * cols.w_lo + fluxion::gather(tall, cols.hi, 2) * cols.w_hi);
+  const tensor<T, Device> tall(fluxion::gather(x, rows.lo, 1) * (T(1) - rows.w_hi) +
+                               fluxion::gather(x, rows.hi, 1) * rows.w_hi);
+  return tensor<T, Device>(fluxion::gather(tall, cols.lo, 2) * (T(1) - cols.w_hi) +
+                           fluxion::gather(tall, cols.hi, 2) * cols.w_hi);
 }
 
 /// The per-example (height, width, channels) check of the spatial layers.

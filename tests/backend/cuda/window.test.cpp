@@ -351,8 +351,9 @@ TEST_CASE("cuda conv2d: cuDNN, where built in, gives the cpu's and im2col's valu
   // Float (cuDNN's type here). The conv cases, plus padding larger after than before that changes
   // the output size (same padding of an even filter, and of a stride that leaves a remainder),
   // which cuDNN cannot pad and leaves to im2col, and the CNN's second convolution. Each geometry
-  // runs three ways: im2col alone, cuDNN wherever it has a deterministic algorithm (the test hook
-  // cudnn_always), and the library's own choice per pass (the faster, timed on the first call).
+  // runs four ways: im2col alone, cuDNN wherever it has a deterministic algorithm (the test hook
+  // cudnn_always) in NHWC and in NCHW (cudnn_layouts), and the library's own choice per pass (the
+  // fastest, timed on the first call).
   std::vector<conv_case> cases(std::begin(conv_cases), std::end(conv_cases));
   cases.push_back({{2, 6, 7, 3}, {2, 2, 3, 4}, 1, 1, fx::padding::same});
   cases.push_back({{1, 8, 8, 2}, {3, 3, 2, 3}, 3, 1, fx::padding::same});
@@ -373,34 +374,43 @@ TEST_CASE("cuda conv2d: cuDNN, where built in, gives the cpu's and im2col's valu
       im2col_only path;
       im2col = conv_gradients<fx::cuda>(k, x, w, c);
     }
-    long forced_passes = 0;
-    std::vector<std::vector<float>> first, again;
-    {
-      scoped_setting<std::atomic<bool>> always(fx::detail::cudnn_always(), true);
-      const long before = fx::detail::cudnn_passes().load();
-      first = conv_gradients<fx::cuda>(k, x, w, c);  // each pass's algorithm search
-      again = conv_gradients<fx::cuda>(k, x, w, c);  // the algorithms kept
-      forced_passes = fx::detail::cudnn_passes().load() - before;
+    for (int layouts : {1, 2}) {  // cuDNN in fluxion's NHWC, then in NCHW through conversions
+      INFO("cuDNN layouts " << (layouts == 1 ? "NHWC" : "NCHW"));
+      long forced_passes = 0, forced_nchw = 0;
+      std::vector<std::vector<float>> first, again;
+      {
+        scoped_setting<std::atomic<bool>> always(fx::detail::cudnn_always(), true);
+        scoped_setting<std::atomic<int>> layout(fx::detail::cudnn_layouts(), layouts);
+        const long before = fx::detail::cudnn_passes().load(), before_nchw = fx::detail::cudnn_nchw_passes().load();
+        first = conv_gradients<fx::cuda>(k, x, w, c);  // each pass's algorithm search
+        again = conv_gradients<fx::cuda>(k, x, w, c);  // the algorithms kept
+        forced_passes = fx::detail::cudnn_passes().load() - before;
+        forced_nchw = fx::detail::cudnn_nchw_passes().load() - before_nchw;
+      }
+      for (std::size_t i = 0; i < cpu.size(); ++i) {
+        close_in_norm(first[i], cpu[i], 1e-4);
+        CHECK(again[i] == first[i]);  // deterministic algorithms only: bit for bit
+      }
+      const bool pointwise = k.filters[0] == 1 && k.filters[1] == 1;  // one product through cuBLAS
+      const bool asymmetric = !symmetric_padding_suffices(k);
+      // Where cuDNN's symmetric padding changes the output size (both added cases, and the stride-2
+      // same case), and for a 1x1 filter (one product), cuDNN is not called.
+      if (!fx::cudnn_built || pointwise || asymmetric) {
+        CHECK(forced_passes == 0);
+      } else {
+        // Each conv_gradients call: the forward pass, then tape.gradient(y, x) and
+        // tape.gradient(y, w) each run the convolution's backward, both gradient passes: 5, twice.
+        CHECK(forced_passes == 10);
+        CHECK(forced_nchw == (layouts == 2 ? 10 : 0));
+      }
     }
-    const auto chosen = conv_gradients<fx::cuda>(k, x, w, c);  // the library's own route per pass
+    // The library's own route per pass: the fastest of im2col and cuDNN's two layouts.
+    const auto chosen = conv_gradients<fx::cuda>(k, x, w, c);
     const auto chosen_again = conv_gradients<fx::cuda>(k, x, w, c);
     for (std::size_t i = 0; i < cpu.size(); ++i) {
       close_in_norm(im2col[i], cpu[i], 1e-4);
-      close_in_norm(first[i], cpu[i], 1e-4);
       close_in_norm(chosen[i], cpu[i], 1e-4);
-      CHECK(again[i] == first[i]);  // deterministic algorithms only: bit for bit
       CHECK(chosen_again[i] == chosen[i]);
-    }
-    const bool pointwise = k.filters[0] == 1 && k.filters[1] == 1;  // one product through cuBLAS
-    const bool asymmetric = !symmetric_padding_suffices(k);
-    // Where cuDNN's symmetric padding changes the output size (both added cases, and the stride-2
-    // same case), and for a 1x1 filter (one product), cuDNN is not called.
-    if (!fx::cudnn_built || pointwise || asymmetric) {
-      CHECK(forced_passes == 0);
-    } else {
-      // Each conv_gradients call: the forward pass, then tape.gradient(y, x) and
-      // tape.gradient(y, w) each run the convolution's backward, both gradient passes: 5, twice.
-      CHECK(forced_passes == 10);
     }
   }
 #if FLUXION_HAVE_CUDNN
@@ -425,19 +435,21 @@ TEST_CASE("cuda conv2d: with allow_nondeterministic_cudnn(true), any of cuDNN's 
     INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
     const float_conv in(k, seed);
     seed += 3;
-    std::vector<std::vector<float>> forced, chosen;
-    const long before = fx::detail::cudnn_passes().load();
-    {
-      scoped_setting<std::atomic<bool>> always(fx::detail::cudnn_always(), true);
-      forced = conv_gradients<fx::cuda>(k, in.x, in.w, in.c);
+    for (int layouts : {1, 2}) {
+      INFO("cuDNN layouts " << (layouts == 1 ? "NHWC" : "NCHW"));
+      std::vector<std::vector<float>> forced;
+      const long before = fx::detail::cudnn_passes().load();
+      {
+        scoped_setting<std::atomic<bool>> always(fx::detail::cudnn_always(), true);
+        scoped_setting<std::atomic<int>> layout(fx::detail::cudnn_layouts(), layouts);
+        forced = conv_gradients<fx::cuda>(k, in.x, in.w, in.c);
+      }
+      const long forced_passes = fx::detail::cudnn_passes().load() - before;
+      for (std::size_t i = 0; i < in.exact.size(); ++i) close_in_norm(forced[i], in.exact[i], 1e-4);
+      CHECK(forced_passes == (fx::cudnn_built ? 5 : 0));
     }
-    const long forced_passes = fx::detail::cudnn_passes().load() - before;
-    chosen = conv_gradients<fx::cuda>(k, in.x, in.w, in.c);
-    for (std::size_t i = 0; i < in.exact.size(); ++i) {
-      close_in_norm(forced[i], in.exact[i], 1e-4);
-      close_in_norm(chosen[i], in.exact[i], 1e-4);
-    }
-    CHECK(forced_passes == (fx::cudnn_built ? 5 : 0));
+    const auto chosen = conv_gradients<fx::cuda>(k, in.x, in.w, in.c);
+    for (std::size_t i = 0; i < in.exact.size(); ++i) close_in_norm(chosen[i], in.exact[i], 1e-4);
   }
 #if FLUXION_HAVE_CUDNN
   MESSAGE("routes with any determinism:\n" << fx::detail::cudnn::report());

@@ -9,15 +9,20 @@
 // (FLUXION_USE_CBLAS): only nvcc builds that define FLUXION_USE_CUDNN and link libcudnn use it.
 // Without it, and for what cuDNN cannot take, the convolutions run as im2col + cuBLAS
 // (backend/cuda/window.hpp). The legacy cuDNN API is used (cudnnConvolutionForward and its two
-// backward calls; present through cuDNN 9, as PyTorch used it), in fluxion's own layouts: NHWC
-// tensors, and the filter, which cuDNN reads as (out_c, h, w, in_c), transposed from and to
-// fluxion's HWIO by one small kernel.
+// backward calls; present through cuDNN 9, as PyTorch used it) in two layouts:
+// - fluxion's own: NHWC tensors, and the filter, which cuDNN reads as (out_c, h, w, in_c),
+//   transposed from and to fluxion's HWIO by one small kernel;
+// - NCHW, PyTorch's layout, where cuDNN's float kernels without tensor cores are its most
+//   developed (stop 43, H200: cuDNN's fastest deterministic NHWC forward of the CNN's 5x5 32 -> 64
+//   convolution at batch 256 took 243-276 us, PyTorch's NCHW one 166-170): the operands are
+//   converted by cudnnTransformTensor before the call and the result after it (each conversion
+//   one pass over a tensor), and the filter to (out_c, in_c, h, w).
 //
 // Routes. A float pass (forward, input gradient, filter gradient) of a geometry decides its route
-// on its first call in a thread: cuDNN times its algorithms on the actual buffers
-// (cudnnFind*AlgorithmEx, as torch.backends.cudnn.benchmark = True); its fastest *deterministic*
-// one and im2col are then each timed as they run here (median of three, CUDA events), and the
-// faster is kept for that geometry and pass. Deterministic only, by default: fluxion's results are
+// on its first call in a thread: cuDNN times its algorithms on the actual buffers, in each layout
+// (cudnnFind*AlgorithmEx, as torch.backends.cudnn.benchmark = True); the fastest *deterministic*
+// one of each layout and im2col are then each timed as they run here, conversions included
+// (median of three, CUDA events), and the fastest is kept for that geometry and pass. Deterministic only, by default: fluxion's results are
 // the same on every run, on the cpu and on the GPU, and cuDNN's fastest filter-gradient algorithms
 // add with atomics; fx::allow_nondeterministic_cudnn(true) lets them compete too, as in PyTorch. Float convolutions use plain FMA arithmetic (CUDNN_FMA_MATH) unless
 // fx::allow_tf32(true) lets them use TF32 tensor cores, as for matmul. The search's workspace (up
@@ -73,9 +78,19 @@ inline std::atomic<bool>& cudnn_always() noexcept {
   static std::atomic<bool> flag{false};
   return flag;
 }
-/// Convolution passes that ran through cuDNN so far in this process (the tests check that the
-/// path they mean to test is taken).
+/// Tests only: which cuDNN layouts a pass's first call may choose: 0 either (the default; the
+/// faster), 1 NHWC only, 2 NCHW only.
+inline std::atomic<int>& cudnn_layouts() noexcept {
+  static std::atomic<int> which{0};
+  return which;
+}
+/// Convolution passes that ran through cuDNN so far in this process, in either layout, and those
+/// of them in NCHW (the tests check that the path they mean to test is taken).
 inline std::atomic<long>& cudnn_passes() noexcept {
+  static std::atomic<long> count{0};
+  return count;
+}
+inline std::atomic<long>& cudnn_nchw_passes() noexcept {
   static std::atomic<long> count{0};
   return count;
 }
@@ -137,28 +152,47 @@ inline cudnnHandle_t handle() {
 
 enum class pass { forward, input_gradient, filter_gradient };
 
-/// What a pass of one geometry runs: not decided yet (its first call decides), a cuDNN algorithm,
-/// or im2col (faster there, or no deterministic cuDNN algorithm).
-enum class route { undecided, cudnn, im2col };
+/// The two layouts cuDNN runs a pass in (the header's comment): fluxion's own, and NCHW through
+/// converted copies.
+enum class layout { nhwc, nchw };
 
-/// The descriptors of one geometry, and per pass what runs it, with the times that decided it.
-struct plan {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+/// What a pass of one geometry runs: not decided yet (its first call decides), cuDNN in one of its
+/// layouts, or im2col (faster there, or no deterministic cuDNN algorithm).
+enum class route { undecided, cudnn_nhwc, cudnn_nchw, im2col };
+
+/// One layout's descriptors: the input and the output, the filter as cuDNN's convolution reads it,
+/// and the same filter as a tensor (n = out_c, c = in_c, h, w), which the conversions read and write.
+struct descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, filter_tensor = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
+
+  descriptors() = default;
+  descriptors(const descriptors&) = delete;
+  descriptors& operator=(const descriptors&) = delete;
+  ~descriptors() {
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (filter_tensor) cudnnDestroyTensorDescriptor(filter_tensor);
+    if (w) cudnnDestroyFilterDescriptor(w);
+  }
+};
+
+/// The descriptors of one geometry in both layouts, and per pass what runs it, with the times that
+/// decided it: [layout][pass] for cuDNN's algorithm, its workspace and its time.
+struct plan {
+  descriptors d[2];
   cudnnConvolutionDescriptor_t conv = nullptr;
   route routes[3] = {route::undecided, route::undecided, route::undecided};
-  int algo[3] = {-1, -1, -1};
-  std::size_t workspace[3] = {0, 0, 0};
-  float cudnn_ms[3] = {-1, -1, -1}, im2col_ms[3] = {-1, -1, -1};  // -1: not timed
+  int algo[2][3] = {{-1, -1, -1}, {-1, -1, -1}};
+  std::size_t workspace[2][3] = {{0, 0, 0}, {0, 0, 0}};
+  float cudnn_ms[2][3] = {{-1, -1, -1}, {-1, -1, -1}}, im2col_ms[3] = {-1, -1, -1};  // -1: not timed
   bool any_determinism = false;  // allow_nondeterministic_cudnn when the plan was made
+  int layouts = 0;               // cudnn_layouts() when the plan was made
 
   plan() = default;
   plan(const plan&) = delete;
   plan& operator=(const plan&) = delete;
   ~plan() {
-    if (x) cudnnDestroyTensorDescriptor(x);
-    if (y) cudnnDestroyTensorDescriptor(y);
-    if (w) cudnnDestroyFilterDescriptor(w);
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
   }
 };
@@ -174,32 +208,42 @@ inline bool fits(const kernels::conv2d_shape& s) {
 inline void describe(plan& p, const kernels::conv2d_shape& s, bool tf32) {
   const cudnnDataType_t type = CUDNN_DATA_FLOAT;
   const int n = int(s.batch), h = int(s.in_h), w = int(s.in_w), c = int(s.in_c), k = int(s.out_c);
+  const int fh = int(s.filter_h), fw = int(s.filter_w);
   const char* op = "conv2d";
-  check(cudnnCreateTensorDescriptor(&p.x), op, "cudnnCreateTensorDescriptor", s);
-  check(cudnnCreateTensorDescriptor(&p.y), op, "cudnnCreateTensorDescriptor", s);
-  check(cudnnCreateFilterDescriptor(&p.w), op, "cudnnCreateFilterDescriptor", s);
+  const cudnnTensorFormat_t formats[2] = {CUDNN_TENSOR_NHWC, CUDNN_TENSOR_NCHW};
   check(cudnnCreateConvolutionDescriptor(&p.conv), op, "cudnnCreateConvolutionDescriptor", s);
-  check(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NHWC, type, n, c, h, w), op, "cudnnSetTensor4dDescriptor", s);
-  // NHWC filters are (out_c, h, w, in_c): fluxion's HWIO transposed (transpose_filter).
-  check(cudnnSetFilter4dDescriptor(p.w, type, CUDNN_TENSOR_NHWC, k, c, int(s.filter_h), int(s.filter_w)), op,
-        "cudnnSetFilter4dDescriptor", s);
+  for (int l = 0; l < 2; ++l) {
+    descriptors& d = p.d[l];
+    check(cudnnCreateTensorDescriptor(&d.x), op, "cudnnCreateTensorDescriptor", s);
+    check(cudnnCreateTensorDescriptor(&d.y), op, "cudnnCreateTensorDescriptor", s);
+    check(cudnnCreateTensorDescriptor(&d.filter_tensor), op, "cudnnCreateTensorDescriptor", s);
+    check(cudnnCreateFilterDescriptor(&d.w), op, "cudnnCreateFilterDescriptor", s);
+    check(cudnnSetTensor4dDescriptor(d.x, formats[l], type, n, c, h, w), op, "cudnnSetTensor4dDescriptor", s);
+    // NHWC filters are (out_c, h, w, in_c): fluxion's HWIO transposed (transpose_filter); NCHW
+    // filters are (out_c, in_c, h, w), converted from those.
+    check(cudnnSetFilter4dDescriptor(d.w, type, formats[l], k, c, fh, fw), op, "cudnnSetFilter4dDescriptor", s);
+    check(cudnnSetTensor4dDescriptor(d.filter_tensor, formats[l], type, k, c, fh, fw), op,
+          "cudnnSetTensor4dDescriptor", s);
+  }
   check(cudnnSetConvolution2dDescriptor(p.conv, int(s.pad_top), int(s.pad_left), int(s.stride_h), int(s.stride_w),
                                         int(s.dilation_h), int(s.dilation_w), CUDNN_CROSS_CORRELATION, type),
         op, "cudnnSetConvolution2dDescriptor", s);
   check(cudnnSetConvolutionMathType(p.conv, tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH), op,
         "cudnnSetConvolutionMathType", s);
   int on = 0, oc = 0, oh = 0, ow = 0;
-  check(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &on, &oc, &oh, &ow), op,
+  check(cudnnGetConvolution2dForwardOutputDim(p.conv, p.d[0].x, p.d[0].w, &on, &oc, &oh, &ow), op,
         "cudnnGetConvolution2dForwardOutputDim", s);
-  if (on != n || oc != k || oh != int(s.out_h) || ow != int(s.out_w))
+  if (on != n || oc != k || oh != int(s.out_h) || ow != int(s.out_w)) {
     for (route& r : p.routes) r = route::im2col;
-  else
-    check(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NHWC, type, n, k, oh, ow), op, "cudnnSetTensor4dDescriptor",
+    return;
+  }
+  for (int l = 0; l < 2; ++l)
+    check(cudnnSetTensor4dDescriptor(p.d[l].y, formats[l], type, n, k, oh, ow), op, "cudnnSetTensor4dDescriptor",
           s);
 }
 
 using plan_key = std::tuple<index_t, index_t, index_t, index_t, index_t, index_t, index_t, index_t, index_t, index_t,
-                            index_t, index_t, index_t, index_t, index_t, bool, bool, bool>;
+                            index_t, index_t, index_t, index_t, index_t, bool, bool, bool, int>;
 
 /// This thread's plans, one per geometry and TF32 setting.
 inline std::map<plan_key, plan>& plans() {
@@ -207,16 +251,18 @@ inline std::map<plan_key, plan>& plans() {
   return all;
 }
 
-/// This thread's plan for geometry s, the current TF32 and non-determinism settings and
-/// cudnn_always(), made on first use.
+/// This thread's plan for geometry s, the current TF32 and non-determinism settings and the test
+/// hooks cudnn_always() and cudnn_layouts(), made on first use.
 inline plan& plan_for(const kernels::conv2d_shape& s) {
   const bool tf32 = tf32_allowed();
   const plan_key key{s.batch,    s.in_h,       s.in_w,       s.in_c,    s.filter_h, s.filter_w, s.out_c,
                      s.stride_h, s.stride_w,   s.dilation_h, s.dilation_w, s.pad_top, s.pad_left, s.out_h,
-                     s.out_w,    tf32,         cudnn_always().load(), nondeterministic_cudnn_allowed()};
+                     s.out_w,    tf32,         cudnn_always().load(), nondeterministic_cudnn_allowed(),
+                     cudnn_layouts().load()};
   auto [it, fresh] = plans().try_emplace(key);
   if (!fresh) return it->second;
   it->second.any_determinism = std::get<17>(key);
+  it->second.layouts = std::get<18>(key);
   try {
     describe(it->second, s, tf32);
   } catch (...) {
@@ -226,42 +272,45 @@ inline plan& plan_for(const kernels::conv2d_shape& s) {
   return it->second;
 }
 
-/// One line per geometry and pass this thread has decided: the route, cuDNN's algorithm and
-/// both times (ms) where they were taken. For benchmarks and debugging.
+/// One line per geometry and pass this thread has decided: the route, and cuDNN's algorithm and
+/// the times (ms) of each layout and of im2col where they were taken. For benchmarks and debugging.
 inline std::string report() {
   std::string out;
   const char* names[3] = {"forward", "input gradient", "filter gradient"};
   for (const auto& [key, p] : plans()) {
     for (int i = 0; i < 3; ++i) {
       if (p.routes[i] == route::undecided) continue;
+      const int l = p.routes[i] == route::cudnn_nchw ? 1 : 0;
       out += "conv2d batch " + std::to_string(std::get<0>(key)) + ", " + std::to_string(std::get<1>(key)) + "x" +
              std::to_string(std::get<2>(key)) + "x" + std::to_string(std::get<3>(key)) + " -> " +
              std::to_string(std::get<6>(key)) + " (" + std::to_string(std::get<4>(key)) + "x" +
              std::to_string(std::get<5>(key)) + "), " + names[i] + ": " +
-             (p.routes[i] == route::cudnn ? "cuDNN algorithm " + std::to_string(p.algo[i]) : std::string("im2col")) +
-             " (cuDNN " + std::to_string(p.cudnn_ms[i]) + " ms, im2col " + std::to_string(p.im2col_ms[i]) +
-             " ms)\n";
+             (p.routes[i] == route::im2col
+                  ? std::string("im2col")
+                  : std::string(l ? "cuDNN NCHW" : "cuDNN NHWC") + " algorithm " + std::to_string(p.algo[l][i])) +
+             " (cuDNN NHWC " + std::to_string(p.cudnn_ms[0][i]) + " ms, NCHW " + std::to_string(p.cudnn_ms[1][i]) +
+             " ms, im2col " + std::to_string(p.im2col_ms[i]) + " ms)\n";
     }
   }
   return out;
 }
 
-/// The fastest algorithm among cuDNN's timed results (sorted fastest first): deterministic unless
-/// allow_nondeterministic_cudnn(true); for float, tensor-core (TF32) arithmetic only where allowed.
-/// -1 when none succeeded.
+/// The fastest algorithm among cuDNN's timed results (sorted fastest first) for one layout and
+/// pass: deterministic unless allow_nondeterministic_cudnn(true); for float, tensor-core (TF32)
+/// arithmetic only where allowed. -1 when none succeeded.
 template <class Perf>
-void keep_fastest(const Perf* results, int count, bool tensor_ops, bool any_determinism, plan& p, int slot) {
+void keep_fastest(const Perf* results, int count, bool tensor_ops, bool any_determinism, plan& p, int l, int slot) {
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[i];
     if (r.status != CUDNN_STATUS_SUCCESS || (!any_determinism && r.determinism != CUDNN_DETERMINISTIC)) continue;
     if (!tensor_ops && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
-    p.algo[slot] = int(r.algo);
-    p.workspace[slot] = r.memory;
-    p.cudnn_ms[slot] = r.time;
+    p.algo[l][slot] = int(r.algo);
+    p.workspace[l][slot] = r.memory;
+    p.cudnn_ms[l][slot] = r.time;
     return;
   }
-  p.algo[slot] = -1;
+  p.algo[l][slot] = -1;
 }
 
 /// out = in^T for a row-major (rows x cols) `in`: fluxion's HWIO filter, a (h w in_c) x out_c
@@ -329,28 +378,205 @@ float device_ms(const F& f) {
   return ms[2] < lo ? lo : (ms[2] > hi ? hi : ms[2]);
 }
 
-/// One pass through cuDNN's kept algorithm: the filter to cuDNN's layout (forward, input
-/// gradient) or the filter gradient back to fluxion's, around `call`.
-template <class T, class Call>
-void run_cudnn(const plan& p, pass which, const kernels::conv2d_shape& s, const T* b, T* out, T* filter,
-               T* filter_out, const Call& call, const char* op) {
+/// A pass's operands as cuDNN reads and writes them in one layout. NHWC reads the activations as
+/// they are and the filter as (out_c, h, w, in_c); NCHW reads converted copies. forward: a = x,
+/// b = w, out = y; input_gradient: a = dy, b = w, out = dx; filter_gradient: a = x, b = dy,
+/// out = dw. `in` fills what cuDNN reads, `result` is where it writes, and `back` moves the result
+/// to fluxion's layout in `out` (the NHWC forward and input gradient write `out` itself).
+template <class T>
+struct staging {
+  const plan& p;
+  const descriptors& d;
+  pass which;
+  const kernels::conv2d_shape& s;
+  const char* op;
+  bool nchw;
+  device_scratch<T> a_copy, b_copy, filter, filter_copy, staged;
+  const T* a_in = nullptr;
+  const T* b_in = nullptr;
+  T* result = nullptr;
+
+  staging(const plan& p_, layout l, pass which_, const kernels::conv2d_shape& s_, const char* op_)
+      : p(p_),
+        d(p_.d[int(l)]),
+        which(which_),
+        s(s_),
+        op(op_),
+        nchw(l == layout::nchw),
+        a_copy(nchw ? (which == pass::input_gradient ? s.output_size() : s.input_size()) : 0),
+        b_copy(nchw && which == pass::filter_gradient ? s.output_size() : 0),
+        filter(which == pass::filter_gradient ? 0 : s.filter_size()),
+        filter_copy(nchw ? s.filter_size() : 0),
+        staged(nchw || which == pass::filter_gradient
+                   ? (which == pass::forward          ? s.output_size()
+                      : which == pass::input_gradient ? s.input_size()
+                                                      : s.filter_size())
+                   : 0) {}
+
+  /// to = from, converted between the layouts their descriptors name.
+  void convert(cudnnTensorDescriptor_t from_desc, const T* from, cudnnTensorDescriptor_t to_desc, T* to) const {
+    const T one = 1, zero = 0;
+    check(cudnnTransformTensor(handle(), &one, from_desc, from, &zero, to_desc, to), op, "cudnnTransformTensor", s);
+  }
+
+  void in(const T* a, const T* b, T* out) {
+    const descriptors& own = p.d[0];  // fluxion's layout
+    a_in = a;
+    if (nchw) {
+      if (which == pass::input_gradient)
+        convert(own.y, a, d.y, a_copy.data());
+      else
+        convert(own.x, a, d.x, a_copy.data());
+      a_in = a_copy.data();
+    }
+    if (which == pass::filter_gradient) {
+      b_in = b;
+      if (nchw) {
+        convert(own.y, b, d.y, b_copy.data());
+        b_in = b_copy.data();
+      }
+    } else {
+      transpose_filter(s, b, filter.data(), true);
+      b_in = filter.data();
+      if (nchw) {
+        convert(own.filter_tensor, filter.data(), d.filter_tensor, filter_copy.data());
+        b_in = filter_copy.data();
+      }
+    }
+    result = nchw || which == pass::filter_gradient ? staged.data() : out;
+  }
+
+  void back(T* out) {
+    const descriptors& own = p.d[0];
+    switch (which) {
+      case pass::forward:
+        if (nchw) convert(d.y, result, own.y, out);
+        break;
+      case pass::input_gradient:
+        if (nchw) convert(d.x, result, own.x, out);
+        break;
+      case pass::filter_gradient:
+        if (nchw) {  // (out_c, in_c, h, w) -> (out_c, h, w, in_c), then to HWIO
+          convert(d.filter_tensor, result, own.filter_tensor, filter_copy.data());
+          transpose_filter(s, filter_copy.data(), out, false);
+        } else {
+          transpose_filter(s, result, out, false);
+        }
+        break;
+    }
+  }
+};
+
+/// cuDNN's call for pass `which` in the layout of `d`, on staged operands.
+template <class T>
+cudnnStatus_t call(const plan& p, const descriptors& d, pass which, int algo, void* ws, std::size_t ws_bytes,
+                   const T* a, const T* b, T* out) {
+  const T one = 1, zero = 0;
+  cudnnHandle_t h = handle();
+  switch (which) {
+    case pass::forward:
+      return cudnnConvolutionForward(h, &one, d.x, a, d.w, b, p.conv, cudnnConvolutionFwdAlgo_t(algo), ws, ws_bytes,
+                                     &zero, d.y, out);
+    case pass::input_gradient:
+      return cudnnConvolutionBackwardData(h, &one, d.w, b, d.y, a, p.conv, cudnnConvolutionBwdDataAlgo_t(algo), ws,
+                                          ws_bytes, &zero, d.x, out);
+    default:
+      return cudnnConvolutionBackwardFilter(h, &one, d.x, a, d.y, b, p.conv, cudnnConvolutionBwdFilterAlgo_t(algo),
+                                            ws, ws_bytes, &zero, d.w, out);
+  }
+}
+
+inline const char* call_name(pass which) {
+  return which == pass::forward          ? "cudnnConvolutionForward"
+         : which == pass::input_gradient ? "cudnnConvolutionBackwardData"
+                                         : "cudnnConvolutionBackwardFilter";
+}
+
+/// One pass through the algorithm kept for layout l: the operands converted in, cuDNN's call, the
+/// result converted back.
+template <class T>
+void run_cudnn(const plan& p, layout l, pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* out,
+               const char* op) {
   const int slot = int(which);
-  if (which != pass::filter_gradient) transpose_filter(s, b, filter, true);
-  device_scratch<unsigned char> ws{index_t(p.workspace[slot])};
-  check(call(p.algo[slot], ws.data(), p.workspace[slot]), op,
-        which == pass::forward          ? "cudnnConvolutionForward"
-        : which == pass::input_gradient ? "cudnnConvolutionBackwardData"
-                                        : "cudnnConvolutionBackwardFilter",
-        s);
-  if (which == pass::filter_gradient) transpose_filter(s, filter_out, out, false);
+  staging<T> st(p, l, which, s, op);
+  st.in(a, b, out);
+  device_scratch<unsigned char> ws{index_t(p.workspace[int(l)][slot])};
+  check(call(p, st.d, which, p.algo[int(l)][slot], ws.data(), p.workspace[int(l)][slot], st.a_in, st.b_in, st.result),
+        op, call_name(which), s);
+  st.back(out);
+}
+
+/// cuDNN's algorithm search for one pass in layout l, on the staged operands: keeps the fastest
+/// allowed algorithm in p.
+template <class T>
+void search(plan& p, layout l, pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* out,
+            const search_workspace& ws, const char* op) {
+  const int slot = int(which);
+  staging<T> st(p, l, which, s, op);
+  st.in(a, b, out);
+  const descriptors& d = st.d;
+  const bool tensor_ops = tf32_allowed();
+  cudnnHandle_t h = handle();
+  int found = 0;
+  if (which == pass::forward) {
+    cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    check(cudnnFindConvolutionForwardAlgorithmEx(h, d.x, st.a_in, d.w, st.b_in, p.conv, d.y, st.result,
+                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, r, ws.data, ws.bytes),
+          op, "cudnnFindConvolutionForwardAlgorithmEx", s);
+    keep_fastest(r, found, tensor_ops, p.any_determinism, p, int(l), slot);
+  } else if (which == pass::input_gradient) {
+    cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    check(cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, st.b_in, d.y, st.a_in, p.conv, d.x, st.result,
+                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, r, ws.data,
+                                                      ws.bytes),
+          op, "cudnnFindConvolutionBackwardDataAlgorithmEx", s);
+    keep_fastest(r, found, tensor_ops, p.any_determinism, p, int(l), slot);
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    check(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, st.a_in, d.y, st.b_in, p.conv, d.w, st.result,
+                                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, r, ws.data,
+                                                        ws.bytes),
+          op, "cudnnFindConvolutionBackwardFilterAlgorithmEx", s);
+    keep_fastest(r, found, tensor_ops, p.any_determinism, p, int(l), slot);
+  }
+}
+
+/// A pass's first call in this thread: cuDNN's search in each allowed layout, then each layout's
+/// kept algorithm and im2col timed as they run here (conversions, transposes and workspaces
+/// included), and the fastest route kept. With cudnn_always() (tests), the first layout that has
+/// an algorithm, untimed.
+template <class T, class Im2col>
+void decide(plan& p, pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* out,
+            const Im2col& im2col, const char* op) {
+  const int slot = int(which);
+  const bool allowed[2] = {p.layouts != 2, p.layouts != 1};
+  {
+    search_workspace ws;
+    for (int l = 0; l < 2; ++l)
+      if (allowed[l]) search(p, layout(l), which, s, a, b, out, ws, op);
+  }
+  route best = route::im2col;
+  if (cudnn_always()) {
+    for (int l = 1; l >= 0; --l)
+      if (allowed[l] && p.algo[l][slot] >= 0) best = l ? route::cudnn_nchw : route::cudnn_nhwc;
+  } else if ((allowed[0] && p.algo[0][slot] >= 0) || (allowed[1] && p.algo[1][slot] >= 0)) {
+    float best_ms = p.im2col_ms[slot] = device_ms(im2col);
+    for (int l = 0; l < 2; ++l) {
+      if (!allowed[l] || p.algo[l][slot] < 0) continue;
+      p.cudnn_ms[l][slot] = device_ms([&] { run_cudnn(p, layout(l), which, s, a, b, out, op); });
+      if (p.cudnn_ms[l][slot] < best_ms) {
+        best_ms = p.cudnn_ms[l][slot];
+        best = l ? route::cudnn_nchw : route::cudnn_nhwc;
+      }
+    }
+  }
+  p.routes[slot] = best;
 }
 
 /// Runs one pass of a float convolution through cuDNN where that is this geometry's route, and
 /// returns false where it is not (the caller runs `im2col`, the same pass as im2col + cuBLAS).
 /// forward: a = x, b = w, out = y; input_gradient: a = dy, b = w, out = dx; filter_gradient: a = x,
-/// b = dy, out = dw. A pass's first call decides its route: cuDNN times its algorithms on these
-/// buffers (cudnnFind), then its fastest deterministic algorithm and im2col are each timed as they
-/// run here (the median of three runs), and the faster is kept for that geometry and pass.
+/// b = dy, out = dw. A pass's first call decides its route (decide).
 template <class T, class Im2col>
 bool run(pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* out, const Im2col& im2col) {
   // Double stays on im2col: on an H200 with cuDNN 9.19, cuDNN had no deterministic NHWC double
@@ -365,66 +591,12 @@ bool run(pass which, const kernels::conv2d_shape& s, const T* a, const T* b, T* 
                                                      : "conv2d filter gradient";
     plan& p = plan_for(s);
     const int slot = int(which);
+    if (p.routes[slot] == route::undecided) decide(p, which, s, a, b, out, im2col, op);
     if (p.routes[slot] == route::im2col) return false;
-    const bool tensor_ops = tf32_allowed(), any_determinism = p.any_determinism;
-    cudnnHandle_t h = handle();
-    const T one = 1, zero = 0;
-    device_scratch<T> filter(which == pass::filter_gradient ? 0 : s.filter_size());
-    device_scratch<T> filter_out(which == pass::filter_gradient ? s.filter_size() : 0);
-    auto call = [&](int algo, void* ws, std::size_t ws_bytes) {
-      switch (which) {
-        case pass::forward:
-          return cudnnConvolutionForward(h, &one, p.x, a, p.w, filter.data(), p.conv,
-                                         cudnnConvolutionFwdAlgo_t(algo), ws, ws_bytes, &zero, p.y, out);
-        case pass::input_gradient:
-          return cudnnConvolutionBackwardData(h, &one, p.w, filter.data(), p.y, a, p.conv,
-                                              cudnnConvolutionBwdDataAlgo_t(algo), ws, ws_bytes, &zero, p.x, out);
-        default:
-          return cudnnConvolutionBackwardFilter(h, &one, p.x, a, p.y, b, p.conv,
-                                                cudnnConvolutionBwdFilterAlgo_t(algo), ws, ws_bytes, &zero, p.w,
-                                                filter_out.data());
-      }
-    };
-    if (p.routes[slot] == route::undecided) {  // this pass's first call in this thread: time both
-      if (which != pass::filter_gradient) transpose_filter(s, b, filter.data(), true);
-      {
-        search_workspace ws;
-        int found = 0;
-        if (which == pass::forward) {
-          cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-          check(cudnnFindConvolutionForwardAlgorithmEx(h, p.x, a, p.w, filter.data(), p.conv, p.y, out,
-                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, r, ws.data,
-                                                       ws.bytes),
-                op, "cudnnFindConvolutionForwardAlgorithmEx", s);
-          keep_fastest(r, found, tensor_ops, any_determinism, p, slot);
-        } else if (which == pass::input_gradient) {
-          cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-          check(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, filter.data(), p.y, a, p.conv, p.x, out,
-                                                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, r,
-                                                            ws.data, ws.bytes),
-                op, "cudnnFindConvolutionBackwardDataAlgorithmEx", s);
-          keep_fastest(r, found, tensor_ops, any_determinism, p, slot);
-        } else {
-          cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-          check(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x, a, p.y, b, p.conv, p.w, filter_out.data(),
-                                                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, r,
-                                                              ws.data, ws.bytes),
-                op, "cudnnFindConvolutionBackwardFilterAlgorithmEx", s);
-          keep_fastest(r, found, tensor_ops, any_determinism, p, slot);
-        }
-      }
-      // Both routes timed the same way, as they run here: cuDNN's with the filter's transposes
-      // and its workspace from the cache, im2col with its matrix.
-      if (p.algo[slot] >= 0 && !cudnn_always()) {
-        p.cudnn_ms[slot] = device_ms([&] { run_cudnn(p, which, s, b, out, filter.data(), filter_out.data(), call, op); });
-        p.im2col_ms[slot] = device_ms(im2col);
-      }
-      const bool cudnn_faster = p.algo[slot] >= 0 && (cudnn_always() || p.cudnn_ms[slot] < p.im2col_ms[slot]);
-      p.routes[slot] = cudnn_faster ? route::cudnn : route::im2col;
-      if (!cudnn_faster) return false;
-    }
-    run_cudnn(p, which, s, b, out, filter.data(), filter_out.data(), call, op);
+    const layout l = p.routes[slot] == route::cudnn_nchw ? layout::nchw : layout::nhwc;
+    run_cudnn(p, l, which, s, a, b, out, op);
     ++cudnn_passes();
+    if (l == layout::nchw) ++cudnn_nchw_passes();
     return true;
   }
 }

@@ -33,6 +33,7 @@ inline constexpr index_t update_chunk = 4096;
 /// One variable's buffers, as the kernel reads them from the device.
 template <class T>
 struct update_pointers {
+  index_t size;  // elements
   const T* gradient;
   const T* value;
   T* new_value;
@@ -40,9 +41,10 @@ struct update_pointers {
   T* new_slots[3];
 };
 
-/// A chunk of a variable: its index in the table of update_pointers and its elements [begin, end).
+/// A chunk of a variable: its index in the table of update_pointers and its first element; it
+/// ends update_chunk later or at the variable's end.
 struct update_span {
-  index_t variable, begin, end;
+  index_t variable, begin;
 };
 
 template <std::size_t Slots, class T, class Step>
@@ -55,9 +57,9 @@ struct update_element {
 
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
     const update_span c = chunks[i / update_chunk];
-    const index_t j = c.begin + i % update_chunk;
-    if (j >= c.end) return;
     const update_pointers<T>& p = variables[c.variable];
+    const index_t j = c.begin + i % update_chunk;
+    if (j >= p.size) return;
     const T g = p.gradient[j];
     T w = p.value[j];
     std::array<T, Slots> s{};
@@ -86,10 +88,10 @@ void device_fused_update(std::span<const Buffers> list, const Constants& c, cons
   for (const Buffers& b : list) {
     if (b.size == 0) continue;
     const index_t v = static_cast<index_t>(variables.size());
-    variables.push_back({b.gradient, b.value, b.new_value, {b.slots[0], b.slots[1], b.slots[2]},
+    variables.push_back({b.size, b.gradient, b.value, b.new_value, {b.slots[0], b.slots[1], b.slots[2]},
                          {b.new_slots[0], b.new_slots[1], b.new_slots[2]}});
     for (index_t begin = 0; begin < b.size; begin += update_chunk)
-      chunks.push_back({v, begin, begin + update_chunk < b.size ? begin + update_chunk : b.size});
+      chunks.push_back({v, begin});
   }
   if (chunks.empty()) return;
   // Both tables in one upload: the pointers first (8-byte aligned), then the chunks.

@@ -15,8 +15,8 @@
 // order. A 1x1 filter at stride 1 without padding uses the input itself. Nothing is added with
 // atomics, so results are the same on every run. In programs built with cuDNN (FLUXION_USE_CUDNN,
 // backend/cuda/cudnn.hpp), each pass of a float geometry is timed on its first call through cuDNN's
-// fastest deterministic algorithm and through im2col, and keeps the faster; im2col serves what
-// cuDNN does not take, and everything when fx::allow_cudnn(false).
+// fastest deterministic algorithm in NHWC and in NCHW and through im2col, and keeps the fastest;
+// im2col serves what cuDNN does not take, and everything when fx::allow_cudnn(false).
 //
 // Pooling is one thread per result element and follows the cpu kernels' conventions exactly
 // (backend/cpu/pool.hpp): the first maximal element of a window in scan order takes its gradient,
