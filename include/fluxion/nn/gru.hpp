@@ -8,6 +8,8 @@
 //   rnn.kernel().shape();                            // (features, 96): glorot-uniform
 //   rnn.recurrent_kernel().shape();                  // (32, 96): orthogonal
 //   rnn.bias().shape();                              // (2, 96): zeros; row 0 the input bias, row 1 the recurrent bias
+//   auto [y, h] = rnn.call_with_state(x);            // Keras's return_state; seq.call_with_state(x2, {h}):
+//                                                    // its initial_state (h_0's gradient: z dh + dr_0 R^T)
 //
 // As the LSTM (nn/lstm.hpp): the input projection of every time step is one GEMM up front, x
 // (batch * time, features) times the kernel plus the input bias; each step is one GEMM h @
@@ -39,40 +41,52 @@ namespace detail {
 
 /// The whole sequence through the fused cell: projected is (batch * steps, 3 units), row b * steps
 /// + t; r the recurrent kernel's value (units, 3 units); rbias the recurrent bias (1, 3 units).
-template <class T, bool ReturnSequences, class Device>
-tensor<T, Device> gru_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
-                            const tensor<T, Device>& rbias, index_t batch, index_t steps, index_t units,
-                            gradient_tape* tape) {
+template <class T, bool ReturnSequences, bool State, class Device>
+recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
+                                         const tensor<T, Device>& rbias, index_t batch, index_t steps, index_t units,
+                                         gradient_tape* tape, const std::array<tensor<T, Device>, 1>* initial) {
   using cells = recurrent_cells<Device>;
   using eval = fluxion::detail::evaluator<Device>;
   const index_t bu = batch * units, g3 = 3 * units, g4 = 4 * units, origin = 0;
-  // h_0 .. h_steps, each (batch, units); h_0 = 0.
-  tensor<T, Device> hs = zeros<T, Device>({steps + 1, batch, units});
+  // h_0 .. h_steps, each (batch, units); h_0 zeros or the initial state.
+  tensor<T, Device> hs = state_sequence<State>(initial ? &(*initial)[0] : nullptr, steps, batch, units);
   tensor<T, Device> gates(fluxion::shape{steps, batch, g4}), recurrent(fluxion::shape{batch, g3});
   tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
   T *h = hs.mutable_data(), *z = recurrent.mutable_data();
   const bool inside = cells::products_inside(batch, units);
+  const bool zero_start = !State || initial == nullptr;  // h_0 = 0: no product at the first step
   for (index_t t = 0; t < steps; ++t) {
-    if (t > 0 && !inside) eval::matmul(false, false, 1, batch, g3, units, h + t * bu, &origin, r.data(), &origin, z);
+    if ((t > 0 || !zero_start) && !inside)
+      eval::matmul(false, false, 1, batch, g3, units, h + t * bu, &origin, r.data(), &origin, z);
     const bool out = ReturnSequences || t == steps - 1;
     cells::run(batch, units,
-               gru_cell_forward<T>{step_product(t == 0, inside, z, h + t * bu, r.data(), units, g3), rbias.data(), projected.data(), h + t * bu,
+               gru_cell_forward<T>{step_product(t == 0 && zero_start, inside, z, h + t * bu, r.data(), units, g3),
+                                   rbias.data(), projected.data(), h + t * bu,
                                    gates.mutable_data() + t * batch * g4, h + (t + 1) * bu,
                                    out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
                                    ReturnSequences ? t : 0});
   }
-  if (!tape) return y;
-  const std::uint64_t out_id = y.id();
+  recurrent_result<T, Device, 1> result{y, {}};
+  if constexpr (State) result.state = {final_state(hs, steps, batch, units)};
+  if (!tape) return result;
+  if constexpr (State) record_states(*tape, result.state);
+  const std::uint64_t out_id = y.id(), h_id = State ? result.state[0].id() : 0;
+  const tensor<T, Device> h0 = initial ? (*initial)[0] : tensor<T, Device>();
   if constexpr (fluxion::max_derivative_order < 1) {
     tape->record(out_id, [out_id](autodiff::gradient_store& store) {
       if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
     });
   } else {
-    tape->record(out_id, [tape, out_id, projected, r, rbias, hs, gates, batch, steps,
-                          units, inside](autodiff::gradient_store& store) {
-      const tensor<T, Device>* found = store.find<T, Device>(out_id);
-      if (!found) return;
-      const tensor<T, Device> dy = *found;  // the store may rehash while we add to it
+    tape->record(out_id, [tape, out_id, h_id, projected, r, rbias, hs, gates, h0, batch, steps, units, inside,
+                          zero_start](autodiff::gradient_store& store) {
+      // The store may rehash while we add to it: what it holds is copied out first.
+      tensor<T, Device> dy;
+      if constexpr (State)  // the final state's gradient (return_state) joins the last step's
+        dy = output_gradient(store.find<T, Device>(out_id), store.find<T, Device>(h_id), ReturnSequences, batch, steps,
+                             units);
+      else if (const tensor<T, Device>* found = store.find<T, Device>(out_id))
+        dy = *found;
+      if (dy.empty()) return;
       const index_t bu = batch * units, g3 = 3 * units, g4 = 4 * units, origin = 0;
       // d recurrent holds every step's gradient of h_t @ R + b_rec, (steps * batch) rows.
       tensor<T, Device> drecurrent(fluxion::shape{steps * batch, g3}), dprojected(fluxion::shape{batch * steps, g3});
@@ -99,17 +113,28 @@ tensor<T, Device> gru_fused(const tensor<T, Device>& projected, const tensor<T, 
       sink.leaf(projected, dprojected);
       sink.leaf(r, dr);
       sink.leaf(rbias, drecurrent);  // summed over the rows to the bias's (1, 3 units)
+      if constexpr (State) {
+        if (!zero_start && tape->tracks(h0.id())) {  // h_0's gradient: z dh directly, plus d recurrent_0 @ R^T
+          eval::matmul(false, true, 1, batch, units, g3, drecurrent.data(), &origin, r.data(), &origin,
+                       dh_matmul.mutable_data());
+          sink.leaf(h0, tensor<T, Device>(dh_direct + dh_matmul));
+        }
+      }
     });
   }
-  return y;
+  return result;
 }
 
 /// The statements of every GRU layer of element type T (one instance per program; see
-/// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked.
-template <class T, bool ReturnSequences, int Config = fluxion::detail::autodiff_config, class Device = cpu>
-tensor<T, Device> gru_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
-                              const variable<T, Device>& recurrent_kernel, const variable<T, Device>& bias,
-                              index_t units) {
+/// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked; initial the
+/// initial state {h} (nullptr: zeros; only with State), already checked; with State the final h
+/// comes back too (Keras's return_state).
+template <class T, bool ReturnSequences, bool State = false, int Config = fluxion::detail::autodiff_config,
+          class Device = cpu>
+recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
+                                           const variable<T, Device>& recurrent_kernel,
+                                           const variable<T, Device>& bias, index_t units,
+                                           const std::array<tensor<T, Device>, 1>* initial) {
   const fluxion::shape& s = e.shape();
   const index_t batch = s[0], steps = s[1], features = s[2], g3 = 3 * units;
   // Row b * steps + t holds example b at step t.
@@ -118,10 +143,11 @@ tensor<T, Device> gru_forward(const tensor<T, Device>& e, const variable<T, Devi
   {
     const tensor<T, Device>& r = recurrent_kernel.read_value();
     gradient_tape* tape = nullptr;
-    if (batch > 0 && fused_recurrent_applies(tape, projected, r, rbias))
-      return gru_fused<T, ReturnSequences>(projected, r, rbias, batch, steps, units, tape);
+    const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
+    if (batch > 0 && fused_recurrent_applies(tape, projected, r, rbias, h0))
+      return gru_fused<T, ReturnSequences, State>(projected, r, rbias, batch, steps, units, tape, initial);
   }
-  tensor<T, Device> h = zeros<T, Device>({batch, units});
+  tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units});
   std::vector<tensor<T, Device>> outputs;
   for (index_t t = 0; t < steps; ++t) {
     const tensor<T, Device> p = strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1});
@@ -133,8 +159,11 @@ tensor<T, Device> gru_forward(const tensor<T, Device>& e, const variable<T, Devi
     h = z * h + (T(1) - z) * fluxion::tanh(block(p, 2) + block(zr, 1) * block(rec, 2));
     if constexpr (ReturnSequences) outputs.push_back(h);
   }
-  if constexpr (ReturnSequences) return tensor<T, Device>(stack(std::move(outputs), 1));
-  else return h;
+  recurrent_result<T, Device, 1> result;
+  if constexpr (ReturnSequences) result.output = tensor<T, Device>(stack(std::move(outputs), 1));
+  else result.output = h;
+  if constexpr (State) result.state = {h};
+  return result;
 }
 }  // namespace detail
 
@@ -143,9 +172,12 @@ class gru : public detail::recurrent_layer<gru<Units, ReturnSequences, T, Device
   FLUXION_RECURRENT_LAYER(gru)
 
   /// The checked input through the layer (detail::recurrent_layer::checked_run).
-  static tensor<T, Device> run(const tensor<T, Device>& x, const variable<T, Device>& kernel,
-                               const variable<T, Device>& recurrent_kernel, const variable<T, Device>& bias) {
-    return detail::gru_forward<T, ReturnSequences>(x, kernel, recurrent_kernel, bias, Units);
+  template <bool State>
+  static detail::recurrent_result<T, Device, 1> run(const tensor<T, Device>& x, const variable<T, Device>& kernel,
+                                                     const variable<T, Device>& recurrent_kernel,
+                                                     const variable<T, Device>& bias,
+                                                     const std::array<tensor<T, Device>, 1>* initial) {
+    return detail::gru_forward<T, ReturnSequences, State>(x, kernel, recurrent_kernel, bias, Units, initial);
   }
   static tensor<T, Device> initial_bias() { return zeros<T, Device>({2, 3 * Units}); }
 };

@@ -6,6 +6,8 @@
 //   fx::nn::lstm<32, true> seq;                      // every output: -> (batch, time, 32)
 //   rnn.kernel().shape();                            // (features, 128): glorot-uniform
 //   rnn.recurrent_kernel().shape();                  // (32, 128): orthogonal; rnn.bias(): (128)
+//   auto [y, h, c] = rnn.call_with_state(x);         // Keras's return_state: the final h and c too
+//   auto [z, h2, c2] = seq.call_with_state(x2, {h, c});  // and its initial_state: a decoder
 //
 // The bias starts at zeros with its forget block at ones (Keras's unit_forget_bias). The input
 // projection of every time step is one GEMM up front, x (batch * time, features) times the kernel
@@ -13,7 +15,9 @@
 // (nn/lstm_cell.hpp) that adds that step's rows and computes
 //   c = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_c),   h = sigmoid(z_o) * tanh(c)
 // from the pre-activation z (batch, 4 units), keeping the gates for the backward pass. The state
-// starts at zeros. The whole sequence is one tape entry, whose backward pass runs a cell pass and
+// starts at zeros, or at call_with_state's initial h and c (then the first step has its product
+// too, and the backward pass sends dz_0 R^T to h_0 and the carried cell gradient to c_0); the final
+// states' gradients (return_state) join the last step's. The whole sequence is one tape entry, whose backward pass runs a cell pass and
 // a GEMM per step (backpropagation through time) and one GEMM for the recurrent kernel's gradient.
 // On a device, a small layer (recurrent_cells<Device>::products_inside: at most 256 units and
 // batch * units at most 16384) computes each step's products inside the cell kernel instead, a dot
@@ -47,46 +51,68 @@ namespace detail {
 
 /// The whole sequence through the fused cell (Device is not the cpu): projected is (batch * steps,
 /// 4 units), row b * steps + t; r the recurrent kernel's value (units, 4 units).
-template <class T, bool ReturnSequences, class Device>
-tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r, index_t batch,
-                             index_t steps, index_t units, gradient_tape* tape) {
+template <class T, bool ReturnSequences, bool State, class Device>
+recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
+                                          index_t batch, index_t steps, index_t units, gradient_tape* tape,
+                                          const std::array<tensor<T, Device>, 2>* initial) {
   using cells = recurrent_cells<Device>;
   using eval = fluxion::detail::evaluator<Device>;
   const index_t bu = batch * units, g4 = 4 * units, origin = 0;
-  // h_0 .. h_steps and c_0 .. c_steps, each (batch, units); h_0 = c_0 = 0.
-  tensor<T, Device> hs = zeros<T, Device>({steps + 1, batch, units}), cs = zeros<T, Device>({steps + 1, batch, units});
+  // h_0 .. h_steps and c_0 .. c_steps, each (batch, units); h_0 and c_0 zeros or the initial state.
+  tensor<T, Device> hs = state_sequence<State>(initial ? &(*initial)[0] : nullptr, steps, batch, units),
+                    cs = state_sequence<State>(initial ? &(*initial)[1] : nullptr, steps, batch, units);
   tensor<T, Device> gates(fluxion::shape{steps, batch, g4}), recurrent(fluxion::shape{batch, g4});
   tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
   T *h = hs.mutable_data(), *c = cs.mutable_data(), *z = recurrent.mutable_data();
   const bool inside = cells::products_inside(batch, units);
+  const bool zero_start = !State || initial == nullptr;  // h_0 = 0: no product at the first step
   for (index_t t = 0; t < steps; ++t) {
-    if (t > 0 && !inside) eval::matmul(false, false, 1, batch, g4, units, h + t * bu, &origin, r.data(), &origin, z);
+    if ((t > 0 || !zero_start) && !inside)
+      eval::matmul(false, false, 1, batch, g4, units, h + t * bu, &origin, r.data(), &origin, z);
     const bool out = ReturnSequences || t == steps - 1;
-    cells::run(batch, units, lstm_cell_forward<T>{step_product(t == 0, inside, z, h + t * bu, r.data(), units, g4),
+    cells::run(batch, units, lstm_cell_forward<T>{step_product(t == 0 && zero_start, inside, z, h + t * bu, r.data(), units, g4),
                                        projected.data(), c + t * bu,
                                        gates.mutable_data() + t * batch * g4, c + (t + 1) * bu, h + (t + 1) * bu,
                                        out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
                                        ReturnSequences ? t : 0});
   }
-  if (!tape) return y;
-  const std::uint64_t out_id = y.id();
+  recurrent_result<T, Device, 2> result{y, {}};
+  if constexpr (State) result.state = {final_state(hs, steps, batch, units), final_state(cs, steps, batch, units)};
+  if (!tape) return result;
+  if constexpr (State) record_states(*tape, result.state);
+  const std::uint64_t out_id = y.id(), h_id = State ? result.state[0].id() : 0,
+                      c_id = State ? result.state[1].id() : 0;
+  const tensor<T, Device> h0 = initial ? (*initial)[0] : tensor<T, Device>(),
+                          c0 = initial ? (*initial)[1] : tensor<T, Device>();
   if constexpr (fluxion::max_derivative_order < 1) {
     tape->record(out_id, [out_id](autodiff::gradient_store& store) {
       if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
     });
   } else {
-    tape->record(out_id, [tape, out_id, projected, r, hs, cs, gates, batch, steps, units,
-                          inside](autodiff::gradient_store& store) {
-      const tensor<T, Device>* found = store.find<T, Device>(out_id);
-      if (!found) return;
-      const tensor<T, Device> dy = *found;  // the store may rehash while we add to it
+    tape->record(out_id, [tape, out_id, h_id, c_id, projected, r, hs, cs, gates, h0, c0, batch, steps, units,
+                          inside, zero_start](autodiff::gradient_store& store) {
+      // The store may rehash while we add to it: what it holds is copied out first.
+      tensor<T, Device> dy;
+      const tensor<T, Device>* dc_last = nullptr;
+      if constexpr (State) {  // the final states' gradients (return_state) join the last step's
+        dc_last = store.find<T, Device>(c_id);
+        dy = output_gradient(store.find<T, Device>(out_id), store.find<T, Device>(h_id), ReturnSequences, batch,
+                             steps, units);
+      } else if (const tensor<T, Device>* found = store.find<T, Device>(out_id)) {
+        dy = *found;
+      }
+      if (dy.empty() && !dc_last) return;
       const index_t bu = batch * units, g4 = 4 * units, origin = 0;
       tensor<T, Device> dz(fluxion::shape{steps, batch, g4}), dprojected(fluxion::shape{batch * steps, g4});
-      tensor<T, Device> dc = zeros<T, Device>({batch, units}), dh(fluxion::shape{batch, units}), dr(r.shape());
+      // The cell's gradient from the step after the last: zeros, or the final c's (return_state).
+      tensor<T, Device> dc = zeros<T, Device>({batch, units});
+      if constexpr (State)
+        if (dc_last) dc = tensor<T, Device>(*dc_last * T(1));
+      tensor<T, Device> dh(fluxion::shape{batch, units}), dr(r.shape());
       const T* c = cs.data();
       const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (4 units, units)
       for (index_t t = steps - 1; t >= 0; --t) {
-        const bool in = ReturnSequences || t == steps - 1;
+        const bool in = !dy.empty() && (ReturnSequences || t == steps - 1);
         cells::run(batch, units, lstm_cell_backward<T>{gates.data() + t * batch * g4, c + (t + 1) * bu, c + t * bu,
                                             in ? dy.data() : nullptr,
                                             step_product(t == steps - 1, inside, dh.data(),
@@ -103,17 +129,29 @@ tensor<T, Device> lstm_fused(const tensor<T, Device>& projected, const tensor<T,
       autodiff::tape_sink sink{*tape, store};
       sink.leaf(projected, dprojected);
       sink.leaf(r, dr);
+      if (!zero_start) {  // the initial state's gradients: dz_0 @ R^T for h_0, the cell's carried for c_0
+        if (tape->tracks(h0.id())) {
+          tensor<T, Device> dh0(fluxion::shape{batch, units});
+          eval::matmul(false, true, 1, batch, units, g4, dz.data(), &origin, r.data(), &origin, dh0.mutable_data());
+          sink.leaf(h0, dh0);
+        }
+        sink.leaf(c0, dc);
+      }
     });
   }
-  return y;
+  return result;
 }
 
 /// The statements of every LSTM layer of element type T (one instance per program; see
-/// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked.
-template <class T, bool ReturnSequences, int Config = fluxion::detail::autodiff_config, class Device = cpu>
-tensor<T, Device> lstm_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
-                               const variable<T, Device>& recurrent_kernel, const variable<T, Device>& bias,
-                               index_t units) {
+/// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked; initial the
+/// initial state {h, c} (nullptr: zeros; only with State), already checked; with State the final h
+/// and c come back too (Keras's return_state).
+template <class T, bool ReturnSequences, bool State = false, int Config = fluxion::detail::autodiff_config,
+          class Device = cpu>
+recurrent_result<T, Device, 2> lstm_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
+                                            const variable<T, Device>& recurrent_kernel,
+                                            const variable<T, Device>& bias, index_t units,
+                                            const std::array<tensor<T, Device>, 2>* initial) {
   const fluxion::shape& s = e.shape();
   const index_t batch = s[0], steps = s[1], features = s[2];
   // Row b * steps + t holds example b at step t.
@@ -121,10 +159,13 @@ tensor<T, Device> lstm_forward(const tensor<T, Device>& e, const variable<T, Dev
   {
     const tensor<T, Device>& r = recurrent_kernel.read_value();
     gradient_tape* tape = nullptr;
-    if (batch > 0 && fused_recurrent_applies(tape, projected, r))
-      return lstm_fused<T, ReturnSequences>(projected, r, batch, steps, units, tape);
+    const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
+    const tensor<T, Device>& c0 = initial ? (*initial)[1] : projected;
+    if (batch > 0 && fused_recurrent_applies(tape, projected, r, h0, c0))
+      return lstm_fused<T, ReturnSequences, State>(projected, r, batch, steps, units, tape, initial);
   }
-  tensor<T, Device> h = zeros<T, Device>({batch, units}), c = zeros<T, Device>({batch, units});
+  tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units}),
+                    c = initial ? (*initial)[1] : zeros<T, Device>({batch, units});
   std::vector<tensor<T, Device>> outputs;
   for (index_t t = 0; t < steps; ++t) {
     const tensor<T, Device> z =
@@ -134,8 +175,11 @@ tensor<T, Device> lstm_forward(const tensor<T, Device>& e, const variable<T, Dev
     h = fluxion::sigmoid(gate(3)) * fluxion::tanh(c);
     if constexpr (ReturnSequences) outputs.push_back(h);
   }
-  if constexpr (ReturnSequences) return tensor<T, Device>(stack(std::move(outputs), 1));
-  else return h;
+  recurrent_result<T, Device, 2> result;
+  if constexpr (ReturnSequences) result.output = tensor<T, Device>(stack(std::move(outputs), 1));
+  else result.output = h;
+  if constexpr (State) result.state = {h, c};
+  return result;
 }
 }  // namespace detail
 
@@ -144,9 +188,12 @@ class lstm : public detail::recurrent_layer<lstm<Units, ReturnSequences, T, Devi
   FLUXION_RECURRENT_LAYER(lstm)
 
   /// The checked input through the layer (detail::recurrent_layer::checked_run).
-  static tensor<T, Device> run(const tensor<T, Device>& x, const variable<T, Device>& kernel,
-                               const variable<T, Device>& recurrent_kernel, const variable<T, Device>& bias) {
-    return detail::lstm_forward<T, ReturnSequences>(x, kernel, recurrent_kernel, bias, Units);
+  template <bool State>
+  static detail::recurrent_result<T, Device, 2> run(const tensor<T, Device>& x, const variable<T, Device>& kernel,
+                                                     const variable<T, Device>& recurrent_kernel,
+                                                     const variable<T, Device>& bias,
+                                                     const std::array<tensor<T, Device>, 2>* initial) {
+    return detail::lstm_forward<T, ReturnSequences, State>(x, kernel, recurrent_kernel, bias, Units, initial);
   }
   static tensor<T, Device> initial_bias() {  // zeros, the forget gate's block at ones
     std::vector<T> b(static_cast<std::size_t>(4 * Units), T(0));

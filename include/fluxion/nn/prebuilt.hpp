@@ -41,10 +41,12 @@
                                                                        padding);                                   \
   EXTERN template tensor<float> nn::detail::dropout_forward<float>(const tensor<float>&, double, random::generator&); \
   EXTERN template tensor<float> nn::detail::permute_forward<float>(const tensor<float>&, std::vector<int>);          \
-  EXTERN template tensor<float> nn::detail::lstm_forward<float, false>(                                            \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t);      \
-  EXTERN template tensor<float> nn::detail::lstm_forward<float, true>(                                             \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t);      \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false>(                \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 2>*);                                                                          \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true>(                 \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 2>*);                                                                          \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int32_t>(         \
       const tensor<float>&, tensor<std::int32_t>, losses::reduction, double);                                      \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int64_t>(         \
@@ -83,10 +85,12 @@
 // Without it a program with a GRU compiles them itself (bench/compile/recurrent.cpp with prebuilt
 // kernels: 15.7 CPU s without them, 6.0 with).
 #define FLUXION_NN_GRU_SPECIALIZATIONS(EXTERN)                                                                    \
-  EXTERN template tensor<float> nn::detail::gru_forward<float, false>(                                            \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t);      \
-  EXTERN template tensor<float> nn::detail::gru_forward<float, true>(                                             \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t);
+  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false>(                 \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 1>*);                                                                          \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true>(                  \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 1>*);
 
 namespace fluxion {
 #if defined(FLUXION_PREBUILT_NN_SOURCE)

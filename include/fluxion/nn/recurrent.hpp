@@ -4,9 +4,13 @@
 // entry over a fused cell per step) or the statements (differentiable to any order).
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 
+#include "../expr/elementwise.hpp"
+#include "../expr/indexing.hpp"
+#include "../expr/remap.hpp"
 #include "../tensor/creation.hpp"
 #include "initializers.hpp"
 #include "module.hpp"
@@ -33,9 +37,73 @@ bool fused_recurrent_applies(gradient_tape*& tape, const Tensors&... inputs) {
   return true;
 }
 
+/// The states h_0 .. h_steps of a fused sequence, (steps + 1, batch, units): zeros, or `first`
+/// (Keras's initial_state, (batch, units)) at step 0. State: whether the layer was called with
+/// call_with_state (otherwise the statements for states are not compiled).
+template <bool State, class T, class Device>
+tensor<T, Device> state_sequence(const tensor<T, Device>* first, index_t steps, index_t batch, index_t units) {
+  if constexpr (State) {
+    if (first)
+      return tensor<T, Device>(
+          concat({tensor<T, Device>(reshape(*first, {1, batch, units})), zeros<T, Device>({steps, batch, units})}, 0));
+  }
+  return zeros<T, Device>({steps + 1, batch, units});
+}
+
+/// The last state of a sequence from state_sequence, (batch, units), as a tensor of its own.
+template <class T, class Device>
+tensor<T, Device> final_state(const tensor<T, Device>& states, index_t steps, index_t batch, index_t units) {
+  return tensor<T, Device>(reshape(slice(states, {steps, 0, 0}, {1, batch, units}), {batch, units}));
+}
+
+/// Tape entries for a fused sequence's final states: they only mark the states as the tape's (so
+/// that what reads them is recorded, and a decoder's fused sequence sees them tracked); the
+/// sequence's own entry, recorded after them and so run before them, reads their gradients.
+template <class T, class Device, std::size_t N>
+void record_states(gradient_tape& tape, const std::array<tensor<T, Device>, N>& states) {
+  for (const tensor<T, Device>& s : states) {
+    const std::uint64_t id = s.id();
+    if constexpr (fluxion::max_derivative_order < 1)
+      tape.record(id, [id](autodiff::gradient_store& store) {
+        if (store.find<T, Device>(id)) autodiff::throw_order_exceeded("gradient_tape", 0);
+      });
+    else
+      tape.record(id, [](autodiff::gradient_store&) {});
+  }
+}
+
+/// The output's gradient with the last state's added (return_state): dy (nullptr: none) is (batch,
+/// units), or (batch, steps, units) with every step; dh the last state's (nullptr: none). Empty
+/// where neither is there.
+template <class T, class Device>
+tensor<T, Device> output_gradient(const tensor<T, Device>* dy, const tensor<T, Device>* dh, bool every_step,
+                                  index_t batch, index_t steps, index_t units) {
+  if (!dh) return dy ? *dy : tensor<T, Device>();
+  if (!every_step) return dy ? tensor<T, Device>(*dy + *dh) : *dh;
+  const tensor<T, Device> last(reshape(*dh, {batch, 1, units}));
+  if (!dy)
+    return steps == 1 ? last
+                      : tensor<T, Device>(concat({zeros<T, Device>({batch, steps - 1, units}), last}, 1));
+  if (steps == 1) return tensor<T, Device>(*dy + last);
+  return tensor<T, Device>(concat({tensor<T, Device>(slice(*dy, {0, 0, 0}, {batch, steps - 1, units})),
+                                   tensor<T, Device>(slice(*dy, {0, steps - 1, 0}, {batch, 1, units}) + last)},
+                                  1));
+}
+
+/// What a recurrent layer's statements give: the output and, where asked for (Keras's
+/// return_state), the final states (the LSTM's h and c, the GRU's h), each (batch, units).
+template <class T, class Device, std::size_t States>
+struct recurrent_result {
+  tensor<T, Device> output;
+  std::array<tensor<T, Device>, States> state;
+};
+
 /// The variables, building, checks and accessors of a recurrent layer with Gates gate blocks.
-/// Derived gives base_name, initial_bias() and run(x, kernel, recurrent_kernel, bias), which maps
-/// the checked (batch, time >= 1, features) input to the output.
+/// Derived gives base_name, initial_bias() and run<State>(x, kernel, recurrent_kernel, bias,
+/// initial_state), which maps the checked (batch, time >= 1, features) input and the checked
+/// initial states (nullptr: zeros) to the output and, with State (call_with_state), the final
+/// states. State is a template argument so that a program which never asks for states does not
+/// compile their statements.
 template <class Derived, index_t Gates, index_t Units, class T, class Device>
 class recurrent_layer : public layer_base<Derived, T, Device> {
   using base = layer_base<Derived, T, Device>;
@@ -45,6 +113,10 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   static constexpr bool device_generic = true;
   static constexpr bool elementwise = false;
   static constexpr index_t units = Units;
+  /// The states a sequence carries: the LSTM's h and c, the GRU's h.
+  static constexpr std::size_t state_count = Gates == 4 ? 2 : 1;
+  /// Keras's initial_state, and what return_state gives after the output: each (batch, Units).
+  using state_type = std::array<tensor<T, Device>, state_count>;
 
   bool built() const noexcept { return m_kernel.has_value(); }
   /// Creates the variables for inputs of per-example shape (time, features).
@@ -80,9 +152,10 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
  protected:
   explicit recurrent_layer(std::string name) : base(name.empty() ? Derived::base_name : std::move(name)) {}
 
-  /// Checks the (batch, time, features) input e, builds the layer on its first call, and runs it.
-  template <class E>
-  tensor<T, Device> checked_run(const E& e) {
+  /// Checks the (batch, time, features) input e and the initial states (nullptr: zeros), builds
+  /// the layer on its first call, and runs it; with State the final states come back too.
+  template <bool State, class E>
+  recurrent_result<T, Device, state_count> checked_run(const E& e, const state_type* initial) {
     const fluxion::shape s = e.shape();
     if (s.rank() != 3)
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
@@ -92,8 +165,17 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
                         "': expects input of shape (batch, time >= 1, " + std::to_string(m_in) + "), got " +
                         to_string(s));
-    return Derived::run(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel, *m_bias);
+    if (initial)
+      for (std::size_t i = 0; i < state_count; ++i)
+        if ((*initial)[i].shape() != fluxion::shape{s[0], Units})
+          throw shape_error(std::string(Derived::base_name) + " '" + this->m_name + "': initial_state[" +
+                            std::to_string(i) + "] must be (batch, units) = (" + std::to_string(s[0]) + ", " +
+                            std::to_string(Units) + ") for input " + to_string(s) + ", got " +
+                            to_string((*initial)[i].shape()));
+    return Derived::template run<State>(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel, *m_bias,
+                                        initial);
   }
+
 
  private:
   // Drawn on the host (the same values on every device), then copied to Device.
@@ -145,11 +227,46 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   template <class X>                                                                                              \
   tensor<T, Device> operator()(X&& x, bool /*training*/ = false) {                                                \
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));                                                     \
-    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,                                                   \
+    check_input<decltype(e)>();                                                                                   \
+    return this->template checked_run<false>(e, nullptr).output;                                                           \
+  }                                                                                                               \
+                                                                                                                  \
+  /** Keras's return_state = true, from zero states: {output, final states} (lstm: output, h, c; gru: output, */  \
+  /** h), each state (batch, Units). `auto [y, h, c] = encoder.call_with_state(x);` */                             \
+  template <class X>                                                                                              \
+  std::array<tensor<T, Device>, 1 + NAME::state_count> call_with_state(X&& x) {                                   \
+    return with_state(std::forward<X>(x), nullptr);                                                               \
+  }                                                                                                               \
+  /** The same from Keras's initial_state (lstm: {h, c}; gru: {h}; each (batch, Units)), whose gradients */       \
+  /** flow: `auto [z, h2, c2] = decoder.call_with_state(y, {h, c});` */                                            \
+  template <class X>                                                                                              \
+  std::array<tensor<T, Device>, 1 + NAME::state_count> call_with_state(                                           \
+      X&& x, const typename NAME::state_type& initial_state) {                                                    \
+    return with_state(std::forward<X>(x), &initial_state);                                                        \
+  }                                                                                                               \
+                                                                                                                  \
+ private:                                                                                                         \
+  /** The input's element type and device, checked with messages that name the layer. */                        \
+  template <class E>                                                                                              \
+  static void check_input() {                                                                                     \
+    static_assert(std::is_same_v<value_type_t<E>, T>,                                                             \
                   "fluxion::nn::" #NAME ": the input's element type differs from the layer's; convert it with "   \
                   "fluxion::cast<T>, or declare the layer as " #NAME "<Units, ReturnSequences, T>.");             \
-    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,                                                  \
+    static_assert(std::is_same_v<device_t<E>, Device>,                                                            \
                   "fluxion::nn::" #NAME ": the input is on another device than the layer's variables; move it "   \
                   "with fluxion::to<Device>, or declare the layer with that device.");                            \
-    return this->checked_run(e);                                                                                  \
-  }
+  }                                                                                                               \
+                                                                                                                  \
+  template <class X>                                                                                              \
+  std::array<tensor<T, Device>, 1 + NAME::state_count> with_state(X&& x,                                          \
+                                                                  const typename NAME::state_type* initial) {     \
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));                                                     \
+    check_input<decltype(e)>();                                                                                   \
+    auto r = this->template checked_run<true>(e, initial);                                                                 \
+    std::array<tensor<T, Device>, 1 + NAME::state_count> out;                                                     \
+    out[0] = std::move(r.output);                                                                                 \
+    for (std::size_t i = 0; i < NAME::state_count; ++i) out[i + 1] = std::move(r.state[i]);                       \
+    return out;                                                                                                   \
+  }                                                                                                               \
+                                                                                                                  \
+ public:

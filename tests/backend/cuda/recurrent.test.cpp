@@ -147,3 +147,64 @@ TEST_CASE("cuda lstm: a fused sequence's gradient can be asked for again on a ke
   };
   check_values(jacobian_of(dev, xd), jacobian_of(host, x), 1e-12);
 }
+
+namespace {
+
+/// An encoder's final states (call_with_state) start a decoder (Keras's initial_state), on Device:
+/// the decoder's sequence and final states, and the gradients of a loss of both with respect to
+/// the input, the encoder's and the decoder's variables. `nested`: under two tapes (the statements).
+template <template <fx::index_t, bool, class, class> class Recurrent, class Device>
+std::vector<std::vector<double>> encoder_decoder(bool nested) {
+  fx::random::generator gen{35};
+  Recurrent<5, false, double, Device> encoder;
+  Recurrent<5, true, double, Device> decoder;
+  encoder.build(fx::shape{steps, 2}, gen);  // the same variables on both devices
+  decoder.build(fx::shape{4, 3}, gen);
+  const auto x = fx::to<Device>(filled<double>({3, steps, 2}, 36));
+  const auto y = fx::to<Device>(filled<double>({3, 4, 3}, 37));
+  std::optional<fx::gradient_tape> outer;
+  if (nested) outer.emplace(fx::persistent);
+  fx::gradient_tape tape{fx::persistent};
+  tape.watch(x);
+  const auto encoded = encoder.call_with_state(x);
+  typename decltype(decoder)::state_type carried;
+  for (std::size_t i = 0; i < carried.size(); ++i) carried[i] = encoded[i + 1];
+  const auto decoded = decoder.call_with_state(y, carried);
+  fx::tensor<double, Device> loss = fx::reduce_sum(fx::square(decoded[0] - 0.25));
+  for (std::size_t i = 1; i < decoded.size(); ++i) loss = loss + fx::reduce_sum(decoded[i] * double(i));
+  std::vector<std::vector<double>> out;
+  for (const auto& t : decoded) out.push_back(fx::to<fx::cpu>(t).to_vector());
+  out.push_back(fx::to<fx::cpu>(tape.gradient(loss, x)).to_vector());
+  for (auto* v : {&encoder.kernel(), &encoder.recurrent_kernel(), &encoder.bias(), &decoder.kernel(),
+                  &decoder.recurrent_kernel(), &decoder.bias()})
+    out.push_back(fx::to<fx::cpu>(tape.gradient(loss, *v)).to_vector());
+  return out;
+}
+
+void check_same_lists(const std::vector<std::vector<double>>& got, const std::vector<std::vector<double>>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    check_values(got[i], want[i], 1e-12);
+  }
+}
+
+template <template <fx::index_t, bool, class, class> class Recurrent>
+void check_states_against_cpu() {
+  const auto want = encoder_decoder<Recurrent, fx::cpu>(true);  // the cpu's statements
+  check_same_lists(encoder_decoder<Recurrent, fx::cpu>(false), want);
+  using fx::nn::detail::recurrent_product_limit;
+  for (const fx::index_t limit : {recurrent_product_limit(), fx::index_t(0)}) {
+    CAPTURE(limit);
+    scoped_setting<fx::index_t> products(recurrent_product_limit(), limit);
+    check_same_lists(encoder_decoder<Recurrent, fx::cuda>(false), want);  // fused
+    check_same_lists(encoder_decoder<Recurrent, fx::cuda>(true), want);   // statements
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda lstm, gru: initial and final states (call_with_state) give the cpu's values and gradients, double") {
+  check_states_against_cpu<nn::lstm>();
+  check_states_against_cpu<nn::gru>();
+}
