@@ -1,7 +1,8 @@
 // fx::nn::lstm and fx::nn::gru against PyTorch's LSTM and GRU (float; weights converted to Keras's
 // layout), returning the last state and the whole sequence: outputs and the gradients with respect
 // to the input, kernel, recurrent kernel and bias (tests/fixtures/nn/make_fixtures_norm_lstm.py),
-// through the statements and through the fused cell.
+// through the statements and through the fused cell; and from an initial state, with the final
+// states (call_with_state).
 #include <optional>
 
 #include <fluxion/fluxion.hpp>
@@ -45,5 +46,46 @@ TEST_CASE_TEMPLATE("lstm, gru: forward and backward equal PyTorch's", L, nn::lst
     peer::check_close(g[0], peer::load(prefix + "_dkernel"), "d kernel");
     peer::check_close(g[1], peer::load(prefix + "_drecurrent_kernel"), "d recurrent kernel");
     peer::check_close(g[2], peer::load(prefix + "_dbias"), "d bias");
+  }
+}
+
+TEST_CASE_TEMPLATE("lstm, gru: from an initial state, the sequence, the final states and every gradient equal "
+                   "PyTorch's",
+                   L, nn::lstm<5, true>, nn::gru<5, true>) {
+  // Keras's initial_state and return_state (call_with_state) against PyTorch's LSTM(x, (h0, c0)) and
+  // GRU(x, h0): the loss sum(y * w) + sum(h * w_h) (+ sum(c * w_c)) and its gradients with respect
+  // to x, the initial states and the variables.
+  const std::string name = std::string(L::base_name) + "_state";
+  constexpr bool lstm = L::state_count == 2;
+  L layer;
+  layer.build(fx::shape{4, 3});
+  layer.kernel().assign(peer::load(name + "_kernel"));
+  layer.recurrent_kernel().assign(peer::load(name + "_recurrent_kernel"));
+  layer.bias().assign(peer::load(name + "_bias"));
+  const fx::tensor<float> x = peer::load(name + "_x");
+  typename L::state_type initial;
+  initial[0] = peer::load(name + "_h0");
+  if constexpr (lstm) initial[1] = peer::load(name + "_c0");
+  for (const bool nested : {true, false}) {  // the statements, then the fused sequence
+    CAPTURE(nested);
+    std::optional<fx::gradient_tape> outer;
+    if (nested) outer.emplace(fx::persistent);
+    fx::gradient_tape tape{fx::persistent};
+    tape.watch(x);
+    for (const auto& s : initial) tape.watch(s);
+    const auto out = layer.call_with_state(x, initial);
+    fx::tensor<float> loss = fx::reduce_sum(out[0] * peer::load(name + "_w")) +
+                             fx::reduce_sum(out[1] * peer::load(name + "_w_h"));
+    if constexpr (lstm) loss = loss + fx::reduce_sum(out[2] * peer::load(name + "_w_c"));
+    peer::check_close(out[0], peer::load(name + "_y"), "y");
+    peer::check_close(out[1], peer::load(name + "_h"), "final h");
+    if constexpr (lstm) peer::check_close(out[2], peer::load(name + "_c"), "final c");
+    peer::check_close(tape.gradient(loss, x), peer::load(name + "_dx"), "d x");
+    peer::check_close(tape.gradient(loss, initial[0]), peer::load(name + "_dh0"), "d h0");
+    if constexpr (lstm) peer::check_close(tape.gradient(loss, initial[1]), peer::load(name + "_dc0"), "d c0");
+    const auto g = tape.gradient(loss, layer.trainable_variables());
+    peer::check_close(g[0], peer::load(name + "_dkernel"), "d kernel");
+    peer::check_close(g[1], peer::load(name + "_drecurrent_kernel"), "d recurrent kernel");
+    peer::check_close(g[2], peer::load(name + "_dbias"), "d bias");
   }
 }
