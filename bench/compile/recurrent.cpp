@@ -2,13 +2,18 @@
 // text classifier (embedding, a recurrent layer of 32 units, dense) with nn::gru
 // (FLUXION_RECURRENT_GRU=1, the default) or nn::lstm (0), one tape-based training step on random
 // token ids. The rows with and without fluxion's prebuilt kernels show what each layer costs a
-// program.
+// program. FLUXION_RECURRENT_STATE=1 (with FLUXION_RECURRENT_GRU=0) adds Keras's sequence-to-sequence
+// pattern: an LSTM encoder's final states (call_with_state) start an LSTM decoder over the same
+// embedded ids, whose last step the dense layer reads (what initial_state and return_state cost).
 #include <cstdio>
 
 #include <fluxion/fluxion.hpp>
 
 #ifndef FLUXION_RECURRENT_GRU
 #define FLUXION_RECURRENT_GRU 1
+#endif
+#ifndef FLUXION_RECURRENT_STATE
+#define FLUXION_RECURRENT_STATE 0
 #endif
 
 namespace fx = fluxion;
@@ -23,12 +28,33 @@ int main() {
 #endif
   auto net = nn::sequential(gen, nn::typed_input<std::int32_t, 20>{}, nn::embedding<1000, 16>{}, recurrent{},
                             nn::dense<2>{});
+#if FLUXION_RECURRENT_STATE
+  struct seq2seq : nn::model<seq2seq> {
+    nn::embedding<1000, 16> embed;
+    nn::lstm<32> encoder;
+    nn::lstm<32, true> decoder;
+    nn::dense<2> head;
+    FLUXION_LAYERS(embed, encoder, decoder, head)
+    fx::tensor<float> call(const fx::tensor<std::int32_t>& ids, bool training = false) {
+      const fx::tensor<float> e = embed(ids, training);
+      auto [out, h, c] = encoder.call_with_state(e);
+      auto [seq, h2, c2] = decoder.call_with_state(e, {h, c});
+      return head(h2, training);
+    }
+  } s2s;
+#endif
   fx::optim::adam opt{1e-3};
   const fx::tensor<std::int32_t> x = fx::random::uniform<std::int32_t>({8, 20}, gen, 0, 1000);
   const fx::tensor<std::int32_t> y = fx::random::uniform<std::int32_t>({8}, gen, 0, 2);
-  fx::gradient_tape tape;
-  fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(net(x, true), y);
-  auto vars = net.trainable_variables();
-  opt.apply_gradients(tape.gradient(loss, vars), vars);
-  std::printf("loss %g\n", static_cast<double>(loss.item()));
+  auto step = [&](auto& model) {
+    fx::gradient_tape tape;
+    fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(model(x, true), y);
+    auto vars = model.trainable_variables();
+    opt.apply_gradients(tape.gradient(loss, vars), vars);
+    std::printf("loss %g\n", static_cast<double>(loss.item()));
+  };
+  step(net);
+#if FLUXION_RECURRENT_STATE
+  step(s2s);
+#endif
 }

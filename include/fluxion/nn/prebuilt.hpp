@@ -1,5 +1,6 @@
 // Prebuilt statements of the model layer: the float statements of dense, conv2d (with every
-// activation layer fused in), pooling, dropout, permute and LSTM layers, sparse softmax cross-entropy, reduce_logsumexp, the optimizers' update, the tape's sum of
+// activation layer fused in), pooling, dropout, permute and LSTM layers (also with initial and final
+// states, call_with_state: 2-3 CPU s of library that save a program using it about 12), sparse softmax cross-entropy, reduce_logsumexp, the optimizers' update, the tape's sum of
 // gradients and the layers' initializers, compiled once in
 // src/nn_kernels.cpp instead of in every translation unit of a program that uses them.
 //
@@ -44,7 +45,13 @@
   EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false>(                \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 2>*);                                                                          \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false, true>(          \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 2>*);                                                                          \
   EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true>(                 \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 2>*);                                                                          \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true, true>(           \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 2>*);                                                                          \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int32_t>(         \
@@ -88,7 +95,13 @@
   EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false>(                 \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 1>*);                                                                          \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false, true>(           \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 1>*);                                                                          \
   EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true>(                  \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 1>*);                                                                          \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true, true>(            \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 1>*);
 
