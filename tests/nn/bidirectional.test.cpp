@@ -1,6 +1,7 @@
 // fx::nn::bidirectional: PyTorch's bidirectional GRU (outputs and every gradient, the last states
 // and the whole sequence), each merge mode against its two halves run by hand on the reversed
-// input, gradients against finite differences (double), names, static shapes, the summary, errors.
+// input, gradients against finite differences (double), call_with_state (Keras's return_state and
+// initial_state) against the halves' own, names, static shapes, the summary, errors.
 #define FLUXION_FORWARD_MODE 0  // layers are checked through the tape; the ops' tests check forward mode
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
@@ -124,6 +125,67 @@ TEST_CASE_TEMPLATE("bidirectional: gradients with respect to the input and both 
       },
       reverse_only, x, f.kernel().peek(), f.recurrent_kernel().peek(), b.kernel().peek(),
       fx::random::normal<double>(b.bias().shape(), gen, 0.0, 0.5));
+  CHECK_MESSAGE(report.ok, report.report);
+}
+
+TEST_CASE_TEMPLATE("bidirectional: call_with_state gives the merged output and each half's final states, from zero "
+                   "or given initial states",
+                   B, nn::bidirectional<nn::lstm<3, true, double>>,
+                   nn::bidirectional<nn::gru<3, false, double>, nn::merge_mode::sum>) {
+  using L = typename B::layer_type;
+  constexpr std::size_t half = L::state_count;
+  fx::random::generator gen{53};
+  B layer;
+  layer.build(fx::shape{4, 2}, gen);
+  const fx::tensor<double> x = fx::random::normal<double>({3, 4, 2}, gen);
+  const fx::tensor<double> x_reversed = fx::from_vector(reversed(x), x.shape());
+  typename B::state_type initial;
+  for (auto& t : initial) t = fx::random::normal<double>({3, 3}, gen, 0.0, 0.7);
+  for (const bool from_zero : {true, false}) {
+    CAPTURE(from_zero);
+    const auto out = from_zero ? layer.call_with_state(x) : layer.call_with_state(x, initial);
+    REQUIRE(out.size() == 1 + 2 * half);
+    // Each half's own call_with_state, the backward one on the reversed input.
+    typename L::state_type fi, bi;
+    for (std::size_t i = 0; i < half; ++i) fi[i] = initial[i], bi[i] = initial[half + i];
+    const auto f = from_zero ? layer.forward_layer().call_with_state(x) : layer.forward_layer().call_with_state(x, fi);
+    const auto b = from_zero ? layer.backward_layer().call_with_state(x_reversed)
+                             : layer.backward_layer().call_with_state(x_reversed, bi);
+    for (std::size_t i = 0; i < half; ++i) {
+      CHECK(out[1 + i].to_vector() == f[1 + i].to_vector());
+      CHECK(out[1 + half + i].to_vector() == b[1 + i].to_vector());
+    }
+    if (from_zero) {  // the output is operator()'s
+      CHECK(out[0].to_vector() == fx::tensor<double>(layer(x)).to_vector());
+    } else {  // the output merges the halves as operator() does (checked above by hand)
+      const auto fo = f[0].to_vector();
+      const auto bo = B::return_sequences ? reversed(b[0]) : b[0].to_vector();
+      const auto got = out[0].to_vector();
+      const std::size_t rows = fo.size() / 3;
+      REQUIRE(got.size() == (B::merge == nn::merge_mode::concat ? 2 : 1) * fo.size());
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t u = 0; u < 3; ++u) {
+          if constexpr (B::merge == nn::merge_mode::concat) {
+            CHECK(got[r * 6 + u] == doctest::Approx(fo[r * 3 + u]).epsilon(1e-14));
+            CHECK(got[r * 6 + 3 + u] == doctest::Approx(bo[r * 3 + u]).epsilon(1e-14));
+          } else {
+            CHECK(got[r * 3 + u] == doctest::Approx(fo[r * 3 + u] + bo[r * 3 + u]).epsilon(1e-14));
+          }
+        }
+    }
+  }
+  // Gradients with respect to every initial state, through the output and every final state.
+  auto report = fx::testing::check_gradients(
+      [&](const auto& xi, const auto& s0, const auto& s1) {
+        typename B::state_type st = initial;
+        st[0] = s0;
+        st[half] = s1;  // the backward half's first state
+        const auto out = layer.call_with_state(xi, st);
+        std::vector<fx::tensor<double>> parts;
+        for (const auto& t : out) parts.push_back(fx::tensor<double>(fx::reshape(t, {-1})));
+        return fx::tensor<double>(fx::concat(parts, 0));
+      },
+      reverse_only, x, initial[0], initial[half]);
   CHECK_MESSAGE(report.ok, report.report);
 }
 

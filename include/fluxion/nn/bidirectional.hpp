@@ -6,6 +6,7 @@
 //   fx::nn::bidirectional<fx::nn::gru<16, true>> seq;        // -> (batch, time, 32): every step
 //   fx::nn::bidirectional<fx::nn::gru<16>, fx::nn::merge_mode::sum> s;   // -> (batch, 16)
 //   auto named = fx::nn::bidirectional{fx::nn::lstm<32>{"encoder"}};    // forward_encoder, backward_encoder
+//   auto [y, fh, fc, bh, bc] = rnn.call_with_state(x);       // Keras's return_state (and initial_state)
 //
 // As Keras: the backward copy runs on the time-reversed input; with ReturnSequences its output is
 // reversed back, so that step t of both halves belongs to input step t; without, each half is its
@@ -124,19 +125,38 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
     m_backward.initialize(gen);
   }
 
+  /// The states Keras's Bidirectional carries: the forward copy's, then the backward copy's (an
+  /// LSTM's h and c each, a GRU's h).
+  static constexpr std::size_t state_count = 2 * Layer::state_count;
+  using state_type = std::array<tensor<T, Device>, state_count>;
+
   template <class X>
   tensor<T, Device> operator()(X&& x, bool training = false) {
-    const tensor<T, Device> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
-    if (in.rank() != 3)
-      throw shape_error("bidirectional '" + this->m_name + "': expects input of shape (batch, time, features), got " +
-                        to_string(in.shape()));
-    const tensor<T, Device> forward = m_forward(in, training);
-    tensor<T, Device> backward = m_backward(detail::reverse_time(in), training);
-    if constexpr (return_sequences) backward = detail::reverse_time(backward);
-    if constexpr (Merge == merge_mode::concat) return concat({forward, backward}, -1);
-    else if constexpr (Merge == merge_mode::sum) return forward + backward;
-    else if constexpr (Merge == merge_mode::mul) return forward * backward;
-    else return (forward + backward) * T(0.5);
+    const tensor<T, Device> in = checked(std::forward<X>(x));
+    const tensor<T, Device> forward = m_forward(in, training);  // first, as Keras (errors name it first)
+    return merged(forward, m_backward(detail::reverse_time(in), training));
+  }
+
+  /// Keras's return_state = true, from zero states: {output, the forward copy's final states, the
+  /// backward copy's} (around an LSTM: output, forward h, forward c, backward h, backward c).
+  template <class X>
+  std::array<tensor<T, Device>, 1 + state_count> call_with_state(X&& x) {
+    const tensor<T, Device> in = checked(std::forward<X>(x));
+    const auto forward = m_forward.call_with_state(in);
+    return with_state(forward, m_backward.call_with_state(detail::reverse_time(in)));
+  }
+  /// The same from Keras's initial_state: the forward copy's states, then the backward copy's, each
+  /// (batch, units).
+  template <class X>
+  std::array<tensor<T, Device>, 1 + state_count> call_with_state(X&& x, const state_type& initial_state) {
+    const tensor<T, Device> in = checked(std::forward<X>(x));
+    typename Layer::state_type forward_state, backward_state;
+    for (std::size_t i = 0; i < Layer::state_count; ++i) {
+      forward_state[i] = initial_state[i];
+      backward_state[i] = initial_state[Layer::state_count + i];
+    }
+    const auto forward = m_forward.call_with_state(in, forward_state);
+    return with_state(forward, m_backward.call_with_state(detail::reverse_time(in), backward_state));
   }
 
   template <class F>
@@ -146,6 +166,35 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
   }
 
  private:
+  template <class X>
+  tensor<T, Device> checked(X&& x) const {
+    tensor<T, Device> in(fluxion::detail::as_expr<X>(std::forward<X>(x)));
+    if (in.rank() != 3)
+      throw shape_error("bidirectional '" + this->m_name + "': expects input of shape (batch, time, features), got " +
+                        to_string(in.shape()));
+    return in;
+  }
+
+  /// The two halves' outputs merged; the backward one's sequence reversed back first.
+  static tensor<T, Device> merged(const tensor<T, Device>& forward, tensor<T, Device> backward) {
+    if constexpr (return_sequences) backward = detail::reverse_time(backward);
+    if constexpr (Merge == merge_mode::concat) return concat({forward, backward}, -1);
+    else if constexpr (Merge == merge_mode::sum) return forward + backward;
+    else if constexpr (Merge == merge_mode::mul) return forward * backward;
+    else return (forward + backward) * T(0.5);
+  }
+
+  template <class Halves>
+  static std::array<tensor<T, Device>, 1 + state_count> with_state(const Halves& forward, const Halves& backward) {
+    std::array<tensor<T, Device>, 1 + state_count> out;
+    out[0] = merged(forward[0], backward[0]);
+    for (std::size_t i = 0; i < Layer::state_count; ++i) {
+      out[1 + i] = forward[1 + i];
+      out[1 + Layer::state_count + i] = backward[1 + i];
+    }
+    return out;
+  }
+
   Layer m_forward, m_backward;
 };
 
