@@ -1,6 +1,6 @@
 // Composite models (fx::nn::model with FLUXION_LAYERS): a shared trunk with two heads, stable
 // hierarchical names, gradients from both heads reaching the trunk, inference without a tape, and
-// variables of the model's own (Keras's add_weight).
+// variables of the model's own (Keras's add_weight), members named by the model in their errors.
 #include <fluxion/fluxion.hpp>
 
 #include <doctest/doctest.h>
@@ -159,4 +159,37 @@ TEST_CASE("model: summary() lists the members by name and kind, nested models in
         "temperature (variable)     ()                    1\n"
         "calls (variable)           ()                    0\n"
         "total trainable parameters: 16\n");
+}
+
+namespace {
+/// Two layers of one kind: an automatic name, and one given.
+struct two_recurrent : nn::model<two_recurrent> {
+  nn::lstm<4> encoder;
+  nn::lstm<4> decoder{"my_decoder"};
+  FLUXION_LAYERS(encoder, decoder)
+  fx::tensor<float> call(const fx::tensor<float>& x, const fx::tensor<float>& y) {
+    auto [out, h, c] = encoder.call_with_state(x);
+    return decoder.call_with_state(y, {h, c})[0];
+  }
+};
+}  // namespace
+
+TEST_CASE("model: errors in a member say which member; a name given to a layer is kept") {
+  two_recurrent net;
+  CHECK(net.encoder.name() == "lstm");  // Keras's automatic name until the model's first call
+  const fx::tensor<float> x = fx::zeros<float>({2, 3, 5}), y = fx::zeros<float>({2, 2, 3});
+  CHECK(net(x, y).shape() == fx::shape{2, 4});
+  CHECK(net.encoder.name() == "encoder");
+  CHECK(net.decoder.name() == "my_decoder");
+  CHECK_THROWS_WITH_AS(net(fx::zeros<float>({2, 3, 6}), y),
+                       "lstm 'encoder': expects input of shape (batch, time >= 1, 5), got (2, 3, 6)", fx::shape_error);
+  CHECK_THROWS_WITH_AS(net(x, fx::zeros<float>({3, 2, 3})),
+                       "lstm 'my_decoder': initial_state[0] must be (batch, units) = (3, 4) for input (3, 2, 3), got "
+                       "(2, 4)",
+                       fx::shape_error);
+  // The variables keep their member names.
+  std::vector<std::string> names;
+  for (auto* v : net.trainable_variables()) names.push_back(v->name());
+  CHECK(names == std::vector<std::string>{"encoder/kernel", "encoder/recurrent_kernel", "encoder/bias",
+                                          "decoder/kernel", "decoder/recurrent_kernel", "decoder/bias"});
 }

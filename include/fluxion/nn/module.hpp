@@ -339,6 +339,7 @@ class model : public layer_base<Derived, T, Device> {
 
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {
+    name_members();
     return static_cast<Derived&>(*this).call(std::forward<Args>(args)...);
   }
 
@@ -370,6 +371,22 @@ class model : public layer_base<Derived, T, Device> {
   }
 
  private:
+  /// On the first call: each member layer still under its automatic name (its kind, `lstm`) takes
+  /// its member name, so that its errors say which member (`lstm 'decoder': ...`), as a sequential
+  /// model numbers its layers (`lstm_1`). A name given to the layer is kept.
+  void name_members() {
+    if (m_members_named) return;
+    m_members_named = true;
+    auto [names, refs] = static_cast<Derived&>(*this).sublayers();
+    std::size_t i = 0;
+    std::apply([&](auto&... member) { (name_member(names[i++], member), ...); }, refs);
+  }
+  template <class M>
+  static void name_member(const std::string& name, M& member) {
+    if constexpr (!is_variable_v<M> && requires { M::base_name; })
+      if (member.name() == M::base_name) member.set_name(name);
+  }
+
   template <class M>
   static void summary_member(std::string& out, int depth, const std::string& name, M& member) {
     if constexpr (is_variable_v<M>) {
@@ -399,6 +416,8 @@ class model : public layer_base<Derived, T, Device> {
       member.for_each_variable(name + "/", f);
     }
   }
+
+  bool m_members_named = false;
 };
 
 }  // namespace fluxion::nn
