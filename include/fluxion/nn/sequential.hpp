@@ -268,8 +268,19 @@ using sequential_t =
 /// A sequential model: the input's per-example shape, element type and device, then the layers.
 /// Variables are drawn from `gen` (or fx::random::global_generator()), on the host, so a model
 /// on the GPU starts from the values the same model on the cpu does.
+namespace detail {
+/// What a layer of a sequential model provides: its type for the model's element type and device
+/// (rebind), which also gives its static output shape.
+template <class L>
+concept sequential_layer = requires { typename L::template rebind<float, cpu>; };
+}  // namespace detail
+
 template <class Device, class T, index_t... D, class... Layers>
 auto sequential(random::generator& gen, device_input<Device, T, D...>, Layers... layers) {
+  static_assert((detail::sequential_layer<Layers> && ...),
+                "fluxion::nn::sequential: every layer must be a fluxion::nn layer (or a sequential model); a "
+                "composite nn::model has no static output shape, so it cannot be a sequential layer: make the "
+                "sequential model a member of the composite one instead (nn::sequential_t).");
   using model = sequential_t<device_input<Device, T, D...>, Layers...>;
   return model(gen, detail::rebind_layer<typename model::value_type, Device>(std::move(layers))...);
 }
