@@ -12,14 +12,22 @@
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
-TEST_CASE_TEMPLATE("lstm, gru: forward and backward equal PyTorch's", L, nn::lstm<5, false>, nn::lstm<5, true>,
-                   nn::gru<5, false>, nn::gru<5, true>) {
-  const std::string name = L::base_name, prefix = name + (L::return_sequences ? "_seq" : "_last");
-  L layer;
+namespace {
+/// Builds `layer` for (4 steps, 3 features) and gives it the fixture's variables `name`_kernel ...
+template <class L>
+void load_variables(L& layer, const std::string& name) {
   layer.build(fx::shape{4, 3});
   layer.kernel().assign(peer::load(name + "_kernel"));
   layer.recurrent_kernel().assign(peer::load(name + "_recurrent_kernel"));
   layer.bias().assign(peer::load(name + "_bias"));
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("lstm, gru: forward and backward equal PyTorch's", L, nn::lstm<5, false>, nn::lstm<5, true>,
+                   nn::gru<5, false>, nn::gru<5, true>) {
+  const std::string name = L::base_name, prefix = name + (L::return_sequences ? "_seq" : "_last");
+  L layer;
+  load_variables(layer, name);
   const fx::tensor<float> x = peer::load(name + "_x");
   // Under two tapes (nested, as for second derivatives) the steps are statements; under one tape
   // the sequence is one entry over the fused cell (nn/lstm_cell.hpp, nn/gru_cell.hpp). Both against
@@ -58,10 +66,7 @@ TEST_CASE_TEMPLATE("lstm, gru: from an initial state, the sequence, the final st
   const std::string name = std::string(L::base_name) + "_state";
   constexpr bool lstm = L::state_count == 2;
   L layer;
-  layer.build(fx::shape{4, 3});
-  layer.kernel().assign(peer::load(name + "_kernel"));
-  layer.recurrent_kernel().assign(peer::load(name + "_recurrent_kernel"));
-  layer.bias().assign(peer::load(name + "_bias"));
+  load_variables(layer, name);
   const fx::tensor<float> x = peer::load(name + "_x");
   typename L::state_type initial;
   initial[0] = peer::load(name + "_h0");

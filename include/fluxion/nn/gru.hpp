@@ -80,12 +80,8 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
     tape->record(out_id, [tape, out_id, h_id, projected, r, rbias, hs, gates, h0, batch, steps, units, inside,
                           zero_start](autodiff::gradient_store& store) {
       // The store may rehash while we add to it: what it holds is copied out first.
-      tensor<T, Device> dy;
-      if constexpr (State)  // the final state's gradient (return_state) joins the last step's
-        dy = output_gradient(store.find<T, Device>(out_id), store.find<T, Device>(h_id), ReturnSequences, batch, steps,
-                             units);
-      else if (const tensor<T, Device>* found = store.find<T, Device>(out_id))
-        dy = *found;
+      const tensor<T, Device> dy =
+          output_gradient<State, T, Device>(store, out_id, h_id, ReturnSequences, batch, steps, units);
       if (dy.empty()) return;
       const index_t bu = batch * units, g3 = 3 * units, g4 = 4 * units, origin = 0;
       // d recurrent holds every step's gradient of h_t @ R + b_rec, (steps * batch) rows.

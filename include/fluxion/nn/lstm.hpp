@@ -92,15 +92,10 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
     tape->record(out_id, [tape, out_id, h_id, c_id, projected, r, hs, cs, gates, h0, c0, batch, steps, units,
                           inside, zero_start](autodiff::gradient_store& store) {
       // The store may rehash while we add to it: what it holds is copied out first.
-      tensor<T, Device> dy;
-      const tensor<T, Device>* dc_last = nullptr;
-      if constexpr (State) {  // the final states' gradients (return_state) join the last step's
-        dc_last = store.find<T, Device>(c_id);
-        dy = output_gradient(store.find<T, Device>(out_id), store.find<T, Device>(h_id), ReturnSequences, batch,
-                             steps, units);
-      } else if (const tensor<T, Device>* found = store.find<T, Device>(out_id)) {
-        dy = *found;
-      }
+      const tensor<T, Device> dy =
+          output_gradient<State, T, Device>(store, out_id, h_id, ReturnSequences, batch, steps, units);
+      // The final c's gradient (return_state) starts the cell's.
+      const tensor<T, Device>* dc_last = State ? store.find<T, Device>(c_id) : nullptr;
       if (dy.empty() && !dc_last) return;
       const index_t bu = batch * units, g4 = 4 * units, origin = 0;
       tensor<T, Device> dz(fluxion::shape{steps, batch, g4}), dprojected(fluxion::shape{batch * steps, g4});

@@ -72,22 +72,29 @@ void record_states(gradient_tape& tape, const std::array<tensor<T, Device>, N>& 
   }
 }
 
-/// The output's gradient with the last state's added (return_state): dy (nullptr: none) is (batch,
-/// units), or (batch, steps, units) with every step; dh the last state's (nullptr: none). Empty
-/// where neither is there.
-template <class T, class Device>
-tensor<T, Device> output_gradient(const tensor<T, Device>* dy, const tensor<T, Device>* dh, bool every_step,
-                                  index_t batch, index_t steps, index_t units) {
+/// What a fused sequence's backward pass reads as its output's gradient: the output's (out_id;
+/// (batch, units), or (batch, steps, units) with every step) and, with State (return_state), the
+/// final h's (h_id) added to the last step's. Empty where neither is in the store.
+template <bool State, class T, class Device>
+tensor<T, Device> output_gradient(const autodiff::gradient_store& store, std::uint64_t out_id, std::uint64_t h_id,
+                                  bool every_step, index_t batch, index_t steps, index_t units) {
+  const tensor<T, Device>* dy = store.find<T, Device>(out_id);
+  const tensor<T, Device>* dh = nullptr;
+  if constexpr (State) dh = store.find<T, Device>(h_id);
   if (!dh) return dy ? *dy : tensor<T, Device>();
-  if (!every_step) return dy ? tensor<T, Device>(*dy + *dh) : *dh;
-  const tensor<T, Device> last(reshape(*dh, {batch, 1, units}));
-  if (!dy)
-    return steps == 1 ? last
-                      : tensor<T, Device>(concat({zeros<T, Device>({batch, steps - 1, units}), last}, 1));
-  if (steps == 1) return tensor<T, Device>(*dy + last);
-  return tensor<T, Device>(concat({tensor<T, Device>(slice(*dy, {0, 0, 0}, {batch, steps - 1, units})),
-                                   tensor<T, Device>(slice(*dy, {0, steps - 1, 0}, {batch, 1, units}) + last)},
-                                  1));
+  if constexpr (State) {  // the statements below compile only where call_with_state is used
+    if (!every_step) return dy ? tensor<T, Device>(*dy + *dh) : *dh;
+    const tensor<T, Device> last(reshape(*dh, {batch, 1, units}));
+    if (!dy)
+      return steps == 1 ? last
+                        : tensor<T, Device>(concat({zeros<T, Device>({batch, steps - 1, units}), last}, 1));
+    if (steps == 1) return tensor<T, Device>(*dy + last);
+    return tensor<T, Device>(concat({tensor<T, Device>(slice(*dy, {0, 0, 0}, {batch, steps - 1, units})),
+                                     tensor<T, Device>(slice(*dy, {0, steps - 1, 0}, {batch, 1, units}) + last)},
+                                    1));
+  } else {
+    return tensor<T, Device>();  // not reached: without State there is no dh
+  }
 }
 
 /// What a recurrent layer's statements give: the output and, where asked for (Keras's
