@@ -1,9 +1,13 @@
 // fx::nn::lstm and fx::nn::gru against PyTorch's LSTM and GRU (float; weights converted to Keras's
 // layout), returning the last state and the whole sequence: outputs and the gradients with respect
 // to the input, kernel, recurrent kernel and bias (tests/fixtures/nn/make_fixtures_norm_lstm.py),
-// through the statements and through the fused cell; and from an initial state, with the final
-// states (call_with_state).
+// through the statements and through the fused cell; from an initial state, with the final states
+// (call_with_state); and with Keras's mask against PyTorch's packed sequences
+// (tests/fixtures/nn/make_fixtures_masked_rnn.py).
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <fluxion/fluxion.hpp>
 
@@ -57,17 +61,30 @@ TEST_CASE_TEMPLATE("lstm, gru: forward and backward equal PyTorch's", L, nn::lst
   }
 }
 
-TEST_CASE_TEMPLATE("lstm, gru: from an initial state, the sequence, the final states and every gradient equal "
-                   "PyTorch's",
-                   L, nn::lstm<5, true>, nn::gru<5, true>) {
-  // Keras's initial_state and return_state (call_with_state) against PyTorch's LSTM(x, (h0, c0)) and
-  // GRU(x, h0): the loss sum(y * w) + sum(h * w_h) (+ sum(c * w_c)) and its gradients with respect
-  // to x, the initial states and the variables.
-  const std::string name = std::string(L::base_name) + "_state";
+namespace {
+
+/// Layer L from the fixture `name`'s variables and initial states (and, with `masked`, the mask
+/// "step < length" of its lengths) through call_with_state, under nested tapes (the statements)
+/// and under one (the fused sequence): the sequence, the final states, and the gradients of
+/// sum(y * w) + sum(h * w_h) (+ sum(c * w_c)) with respect to x, the initial states and the
+/// variables, against PyTorch's.
+template <class L>
+void check_from_initial_state(const std::string& name, bool masked) {
   constexpr bool lstm = L::state_count == 2;
   L layer;
   load_variables(layer, name);
   const fx::tensor<float> x = peer::load(name + "_x");
+  fx::tensor<bool> mask;
+  if (masked) {
+    const auto lengths = fx::io::load_npy<std::int32_t>(std::string(FLUXION_TEST_FIXTURES_DIR) + "/nn/" + name +
+                                                        "_lengths.npy")
+                             .to_vector();
+    const fx::index_t batch = x.shape()[0], time = x.shape()[1];
+    std::vector<std::int32_t> keep;
+    for (fx::index_t b = 0; b < batch; ++b)
+      for (fx::index_t t = 0; t < time; ++t) keep.push_back(t < lengths[static_cast<std::size_t>(b)] ? 1 : 0);
+    mask = fx::tensor<bool>(fx::from_vector(keep, {batch, time}) != 0);
+  }
   typename L::state_type initial;
   initial[0] = peer::load(name + "_h0");
   if constexpr (lstm) initial[1] = peer::load(name + "_c0");
@@ -78,7 +95,8 @@ TEST_CASE_TEMPLATE("lstm, gru: from an initial state, the sequence, the final st
     fx::gradient_tape tape{fx::persistent};
     tape.watch(x);
     for (const auto& s : initial) tape.watch(s);
-    const auto out = layer.call_with_state(x, initial);
+    const auto out = masked ? layer.call_with_state(x, {.mask = &mask, .initial_state = &initial})
+                            : layer.call_with_state(x, initial);
     fx::tensor<float> loss = fx::reduce_sum(out[0] * peer::load(name + "_w")) +
                              fx::reduce_sum(out[1] * peer::load(name + "_w_h"));
     if constexpr (lstm) loss = loss + fx::reduce_sum(out[2] * peer::load(name + "_w_c"));
@@ -93,4 +111,22 @@ TEST_CASE_TEMPLATE("lstm, gru: from an initial state, the sequence, the final st
     peer::check_close(g[1], peer::load(name + "_drecurrent_kernel"), "d recurrent kernel");
     peer::check_close(g[2], peer::load(name + "_dbias"), "d bias");
   }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("lstm, gru: from an initial state, the sequence, the final states and every gradient equal "
+                   "PyTorch's",
+                   L, nn::lstm<5, true>, nn::gru<5, true>) {
+  // Keras's initial_state and return_state (call_with_state) against PyTorch's LSTM(x, (h0, c0)) and
+  // GRU(x, h0).
+  check_from_initial_state<L>(std::string(L::base_name) + "_state", false);
+}
+
+TEST_CASE_TEMPLATE("lstm, gru: a masked batch equals PyTorch's packed sequence (pack_padded_sequence)", L,
+                   nn::lstm<5, true>, nn::gru<5, true>) {
+  // Keras's mask "step < length" for right-padded examples of lengths 4, 1 and 3 against PyTorch's
+  // packed sequence from initial states: the padded output (zeros at padding) and the final states
+  // (each example's after its last step).
+  check_from_initial_state<L>(std::string(L::base_name) + "_masked", true);
 }

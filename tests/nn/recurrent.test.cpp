@@ -16,13 +16,12 @@
 #include <vector>
 
 #include "../test_util.hpp"
+#include "recurrent_gradients.hpp"
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 namespace {
-
-const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
 
 template <class L>
 constexpr std::size_t states = L::state_count;
@@ -88,34 +87,13 @@ TEST_CASE_TEMPLATE("lstm, gru: gradients through the final states and from the i
   const state_t<L> s0 = random_state<L>(2, gen);
   const fx::tensor<double> k = layer.kernel().peek(), r = layer.recurrent_kernel().peek();
   const fx::tensor<double> b = fx::random::normal<double>(layer.bias().shape(), gen, 0.0, 0.5);
-  // The output and every final state, flattened into one vector.
-  auto outputs = [&](const fx::tensor<double>& xi, const state_t<L>& initial) {
-    const auto out = layer.call_with_state(xi, initial);
-    std::vector<fx::tensor<double>> parts;
-    for (const auto& t : out) parts.push_back(fx::tensor<double>(fx::reshape(t, {-1})));
-    return fx::tensor<double>(fx::concat(parts, 0));
-  };
   auto set = [&](const fx::tensor<double>& ki, const fx::tensor<double>& ri, const fx::tensor<double>& bi) {
     layer.kernel().assign(ki);
     layer.recurrent_kernel().assign(ri);
     layer.bias().assign(bi);
   };
-  fx::testing::gradient_report report;
-  if constexpr (states<L> == 2) {
-    report = fx::testing::check_gradients(
-        [&](const auto& xi, const auto& h0, const auto& c0, const auto& ki, const auto& ri, const auto& bi) {
-          set(ki, ri, bi);
-          return outputs(xi, {h0, c0});
-        },
-        reverse_only, x, s0[0], s0[1], k, r, b);
-  } else {
-    report = fx::testing::check_gradients(
-        [&](const auto& xi, const auto& h0, const auto& ki, const auto& ri, const auto& bi) {
-          set(ki, ri, bi);
-          return outputs(xi, {h0});
-        },
-        reverse_only, x, s0[0], k, r, b);
-  }
+  const fx::testing::gradient_report report = recurrent_gradients::states_and_variables(
+      layer, [&](const auto& xi, const auto& initial) { return layer.call_with_state(xi, initial); }, x, s0, k, r, b);
   CHECK_MESSAGE(report.ok, report.report);
 
   // The fused sequence (one tape) and the statements (nested tapes) give the same gradients; from
@@ -125,26 +103,12 @@ TEST_CASE_TEMPLATE("lstm, gru: gradients through the final states and from the i
     for (const bool state_only : {false, true}) {
       CAPTURE(from_zero);
       CAPTURE(state_only);
-      std::vector<std::vector<double>> got[2];
-      for (int nested = 0; nested < 2; ++nested) {
-        std::optional<fx::gradient_tape> outer;
-        if (nested) outer.emplace(fx::persistent);
-        fx::gradient_tape tape{fx::persistent};
-        tape.watch(x);
-        for (const auto& s : s0) tape.watch(s);
+      recurrent_gradients::fused_against_statements(layer, x, from_zero ? nullptr : &s0, [&] {
         const auto out = from_zero ? layer.call_with_state(x) : layer.call_with_state(x, s0);
         fx::tensor<double> loss = fx::reduce_sum(fx::square(out[states<L>]) + out[1]);
         if (!state_only) loss = loss + fx::reduce_sum(fx::square(out[0] - 0.25) + out[0]);
-        got[nested].push_back(flat(tape.gradient(loss, x)));
-        if (!from_zero)
-          for (const auto& s : s0) got[nested].push_back(flat(tape.gradient(loss, s)));
-        for (auto& g : tape.gradient(loss, layer.trainable_variables())) got[nested].push_back(flat(g));
-      }
-      REQUIRE(got[0].size() == got[1].size());
-      for (std::size_t i = 0; i < got[0].size(); ++i) {
-        CAPTURE(i);
-        test::check_close(got[0][i], got[1][i], 1e-12);
-      }
+        return loss;
+      });
     }
   }
 }

@@ -7,10 +7,13 @@
 //   fx::nn::bidirectional<fx::nn::gru<16>, fx::nn::merge_mode::sum> s;   // -> (batch, 16)
 //   auto named = fx::nn::bidirectional{fx::nn::lstm<32>{"encoder"}};    // forward_encoder, backward_encoder
 //   auto [y, fh, fc, bh, bc] = rnn.call_with_state(x);       // Keras's return_state (and initial_state)
+//   auto z = seq.call(x, {.mask = &m});                      // Keras's mask: false at padding, (batch, time)
 //
 // As Keras: the backward copy runs on the time-reversed input; with ReturnSequences its output is
 // reversed back, so that step t of both halves belongs to input step t; without, each half is its
-// last state (the backward one has then read the whole sequence from the end). Merge modes are
+// last state (the backward one has then read the whole sequence from the end). A mask is reversed
+// with the input, so the backward copy skips the same padding steps (right padding: it starts on
+// them, with its states still at their initial values). Merge modes are
 // Keras's: concat (the default: forward, then backward, along the last axis), sum, mul and ave.
 // The copies are named forward_<name> and backward_<name> (`bidirectional/forward_lstm/kernel`).
 // Each copy runs as the layer does alone (its fused cells under one tape), and the reversals and the
@@ -27,6 +30,7 @@
 #include "../expr/remap.hpp"
 #include "../core/error.hpp"
 #include "module.hpp"
+#include "recurrent.hpp"
 
 namespace fluxion::nn {
 
@@ -129,6 +133,9 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
   /// LSTM's h and c each, a GRU's h).
   static constexpr std::size_t state_count = 2 * Layer::state_count;
   using state_type = std::array<tensor<T, Device>, state_count>;
+  /// call's and call_with_state's options: Keras's mask (batch, time) and initial_state (the
+  /// forward copy's states, then the backward copy's).
+  using call_options = detail::recurrent_call<T, Device, state_count>;
 
   template <class X>
   tensor<T, Device> operator()(X&& x, bool training = false) {
@@ -159,6 +166,23 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
     return with_state(forward, m_backward.call_with_state(detail::reverse_time(in), backward_state));
   }
 
+  /// The same with Keras's call arguments: `rnn.call(x, {.mask = &m})`.
+  template <class X>
+  tensor<T, Device> call(X&& x, const call_options& options, bool training = false) {
+    const tensor<T, Device> in = checked(std::forward<X>(x));
+    const halves h(options);
+    const tensor<T, Device> forward = m_forward.call(in, h.forward, training);  // first, as Keras
+    return merged(forward, m_backward.call(detail::reverse_time(in), h.backward, training));
+  }
+  /// call_with_state with a mask: `rnn.call_with_state(x, {.mask = &m, .initial_state = &s})`.
+  template <class X>
+  std::array<tensor<T, Device>, 1 + state_count> call_with_state(X&& x, const call_options& options) {
+    const tensor<T, Device> in = checked(std::forward<X>(x));
+    const halves h(options);
+    const auto forward = m_forward.call_with_state(in, h.forward);
+    return with_state(forward, m_backward.call_with_state(detail::reverse_time(in), h.backward));
+  }
+
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
     m_forward.for_each_variable(prefix + m_forward.name() + "/", f);
@@ -174,6 +198,34 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
                         to_string(in.shape()));
     return in;
   }
+
+  /// call_options split between the copies: the initial states in halves, the mask reversed for
+  /// the backward copy (a mask of the wrong rank goes to both as it is, for the layer to name).
+  struct halves {
+    typename Layer::state_type forward_state, backward_state;
+    tensor<bool, Device> reversed_mask;
+    typename Layer::call_options forward, backward;
+
+    explicit halves(const call_options& options) {
+      if (options.initial_state)
+        for (std::size_t i = 0; i < Layer::state_count; ++i) {
+          forward_state[i] = (*options.initial_state)[i];
+          backward_state[i] = (*options.initial_state)[Layer::state_count + i];
+        }
+      const typename Layer::state_type* f = options.initial_state ? &forward_state : nullptr;
+      const typename Layer::state_type* b = options.initial_state ? &backward_state : nullptr;
+      const tensor<bool, Device>* m = options.mask;
+      if (m && m->rank() == 2) {
+        reversed_mask = detail::reverse_time(*m);
+        forward = {m, f};
+        backward = {&reversed_mask, b};
+      } else {
+        forward = {m, f};
+        backward = {m, b};
+      }
+    }
+    halves(const halves&) = delete;  // the options point into it
+  };
 
   /// The two halves' outputs merged; the backward one's sequence reversed back first.
   static tensor<T, Device> merged(const tensor<T, Device>& forward, tensor<T, Device> backward) {

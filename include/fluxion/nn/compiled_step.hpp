@@ -135,6 +135,9 @@ class compiled_step;
 template <class T, class InShape, class Device, class... Layers, class Optimizer, class LossFn>
 class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, LossFn> {
   using model_type = sequential_model<T, InShape, Device, Layers...>;
+  static_assert(!(detail::produces_mask<Layers> || ...),
+                "fluxion::nn::compile_step: the model has an embedding<...>::mask_zero, whose mask a compiled step "
+                "does not carry yet; train this model with fluxion::gradient_tape (or model.fit), which does.");
   using layers = std::tuple<Layers...>;
   using chain = detail::shape_chain<InShape, Layers...>;
   static constexpr std::size_t count = sizeof...(Layers);

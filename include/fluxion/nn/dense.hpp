@@ -61,6 +61,8 @@ class dense : public layer_base<dense<Units, T, Device>, T, Device> {
   static constexpr bool names_itself = true;
   static constexpr bool device_generic = true;
   static constexpr bool elementwise = false;
+  /// Keras's supports_masking: a sequential model passes a mask through this layer (it keeps the time axis).
+  static constexpr bool supports_masking = true;
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "dense";
   static constexpr index_t units = Units;

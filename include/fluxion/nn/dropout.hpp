@@ -33,6 +33,8 @@ tensor<T, Device> dropout_forward(const tensor<T, Device>& x, double rate, rando
 class dropout : public stateless_layer<dropout> {
  public:
   static constexpr bool elementwise = false;
+  /// Keras's supports_masking: a sequential model passes a mask through this layer (it keeps the time axis).
+  static constexpr bool supports_masking = true;
   static constexpr bool device_generic = true;
   static constexpr const char* base_name = "dropout";
   template <index_t... D>

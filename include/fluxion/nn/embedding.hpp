@@ -2,6 +2,10 @@
 //
 //   fx::nn::embedding<1000, 64> embed;               // 1000 rows of 64 values, uniform(-0.05, 0.05)
 //   fx::tensor<float> v = embed(ids);                // ids: int32 or int64 (batch, ...) -> (batch, ..., 64)
+//   fx::tensor<bool> m = embed.compute_mask(ids);    // Keras's mask_zero: ids != 0, for a recurrent layer
+//   auto clf = fx::nn::sequential(fx::nn::typed_input<std::int32_t, 20>{},
+//                                 fx::nn::embedding<1000, 16>::mask_zero{},   // 0 is padding: the LSTM
+//                                 fx::nn::lstm<32>{}, fx::nn::dense<2>{});    // skips those steps
 //   auto net = fx::nn::sequential(fx::nn::typed_input<std::int32_t, 10>{}, fx::nn::embedding<1000, 64>{},
 //                                 fx::nn::flatten{}, fx::nn::dense<1>{});   // a float model of int input
 //
@@ -22,13 +26,13 @@
 
 namespace fluxion::nn {
 
-template <index_t InputDim, index_t OutputDim, class T = float, class Device = cpu>
-class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device>, T, Device> {
+template <index_t InputDim, index_t OutputDim, class T = float, class Device = cpu, bool MaskZero = false>
+class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device, MaskZero>, T, Device> {
   static_assert(InputDim > 0 && OutputDim > 0,
                 "fluxion::nn::embedding<InputDim, OutputDim>: both sizes must be positive.");
   static_assert(std::is_floating_point_v<T>, "fluxion::nn::embedding<InputDim, OutputDim, T>: T must be a "
                                              "floating-point type (the indices are integers, the values are T).");
-  using base = layer_base<embedding<InputDim, OutputDim, T, Device>, T, Device>;
+  using base = layer_base<embedding<InputDim, OutputDim, T, Device, MaskZero>, T, Device>;
 
  public:
   static constexpr bool names_itself = true;
@@ -40,7 +44,13 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device>, T
   static constexpr index_t input_dim = InputDim;
   static constexpr index_t output_dim = OutputDim;
   template <class U, class D = cpu>
-  using rebind = embedding<InputDim, OutputDim, U, D>;
+  using rebind = embedding<InputDim, OutputDim, U, D, MaskZero>;
+  /// Keras's Embedding(mask_zero=True): in a sequential model, index 0 is padding, and the mask
+  /// compute_mask gives reaches the recurrent layer after it (through dense, dropout,
+  /// layer_norm and activations), which skips those steps. Elsewhere the layer is the same.
+  using mask_zero = embedding<InputDim, OutputDim, T, Device, true>;
+  /// Whether a sequential model takes compute_mask(ids) on from this layer (mask_zero).
+  static constexpr bool produces_mask = MaskZero;
   /// Any per-example shape of indices; each index becomes OutputDim values.
   template <index_t... D>
   static static_shape<D..., OutputDim> output_shape(static_shape<D...>) {
@@ -81,6 +91,19 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device>, T
                            " (at flat position " + std::to_string(k) + " of indices of shape " +
                            to_string(ids.shape()) + ") is not in [0, " + std::to_string(InputDim) + ")");
     return tensor<T, Device>(gather(*m_embeddings, ids, 0));
+  }
+
+  /// Keras's compute_mask with mask_zero = True: true where an index is not 0 (index 0 is padding),
+  /// of the indices' shape; for a recurrent layer's mask, `rnn.call(embed(ids), {.mask = &m})`.
+  template <class X>
+  static tensor<bool, Device> compute_mask(X&& indices) {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(indices));
+    using I = value_type_t<decltype(e)>;
+    static_assert(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>,
+                  "fluxion::nn::embedding::compute_mask: the indices must be int32 or int64.");
+    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
+                  "fluxion::nn::embedding::compute_mask: the indices are on another device than the layer's.");
+    return tensor<bool, Device>(std::move(e) != I(0));
   }
 
   variable<T, Device>& embeddings() { return this->require_built(m_embeddings, "embedding", "embeddings"); }

@@ -44,7 +44,8 @@ namespace detail {
 template <class T, bool ReturnSequences, bool State, class Device>
 recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
                                          const tensor<T, Device>& rbias, index_t batch, index_t steps, index_t units,
-                                         gradient_tape* tape, const std::array<tensor<T, Device>, 1>* initial) {
+                                         gradient_tape* tape, const std::array<tensor<T, Device>, 1>* initial,
+                                         const tensor<T, Device>* keep_mask) {
   using cells = recurrent_cells<Device>;
   using eval = fluxion::detail::evaluator<Device>;
   const index_t bu = batch * units, g3 = 3 * units, g4 = 4 * units, origin = 0;
@@ -55,6 +56,7 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
   T *h = hs.mutable_data(), *z = recurrent.mutable_data();
   const bool inside = cells::products_inside(batch, units);
   const bool zero_start = !State || initial == nullptr;  // h_0 = 0: no product at the first step
+  const tensor<T, Device> keep = keep_mask ? *keep_mask : tensor<T, Device>();  // (batch, steps) or empty
   for (index_t t = 0; t < steps; ++t) {
     if ((t > 0 || !zero_start) && !inside)
       eval::matmul(false, false, 1, batch, g3, units, h + t * bu, &origin, r.data(), &origin, z);
@@ -64,7 +66,7 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
                                    rbias.data(), projected.data(), h + t * bu,
                                    gates.mutable_data() + t * batch * g4, h + (t + 1) * bu,
                                    out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
-                                   ReturnSequences ? t : 0});
+                                   ReturnSequences ? t : 0, keep_mask ? keep.data() : nullptr, ReturnSequences});
   }
   recurrent_result<T, Device, 1> result{y, {}};
   if constexpr (State) result.state = {final_state(hs, steps, batch, units)};
@@ -77,20 +79,30 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
       if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
     });
   } else {
-    tape->record(out_id, [tape, out_id, h_id, projected, r, rbias, hs, gates, h0, batch, steps, units, inside,
+    tape->record(out_id, [tape, out_id, h_id, projected, r, rbias, hs, gates, h0, keep, batch, steps, units, inside,
                           zero_start](autodiff::gradient_store& store) {
       // The store may rehash while we add to it: what it holds is copied out first.
+      // Under a mask with every step's output, a row's last output (zeros where it skipped the last
+      // step) is not its final h: the final h's gradient starts dh_direct instead.
+      const bool carry_final = ReturnSequences && !keep.empty();
+      const tensor<T, Device>* dh_last = State && carry_final ? store.find<T, Device>(h_id) : nullptr;
+      const tensor<T, Device>* dy_only = carry_final ? store.find<T, Device>(out_id) : nullptr;
       const tensor<T, Device> dy =
-          output_gradient<State, T, Device>(store, out_id, h_id, ReturnSequences, batch, steps, units);
-      if (dy.empty()) return;
+          carry_final ? (dy_only ? *dy_only : tensor<T, Device>())
+                      : output_gradient<State, T, Device>(store, out_id, h_id, ReturnSequences, batch, steps, units);
+      if (dy.empty() && !dh_last) return;
       const index_t bu = batch * units, g3 = 3 * units, g4 = 4 * units, origin = 0;
       // d recurrent holds every step's gradient of h_t @ R + b_rec, (steps * batch) rows.
       tensor<T, Device> drecurrent(fluxion::shape{steps * batch, g3}), dprojected(fluxion::shape{batch * steps, g3});
-      tensor<T, Device> dh_direct(fluxion::shape{batch, units}), dh_matmul(fluxion::shape{batch, units}), dr(r.shape());
+      tensor<T, Device> dh_matmul(fluxion::shape{batch, units}), dr(r.shape());
+      // Under a mask every step reads dh_direct, the last one too (zeros, or the final h's gradient).
+      tensor<T, Device> dh_direct = keep.empty() ? tensor<T, Device>(fluxion::shape{batch, units})
+                                    : dh_last    ? tensor<T, Device>(*dh_last * T(1))
+                                                 : zeros<T, Device>({batch, units});
       const T* h = hs.data();
       const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (3 units, units)
       for (index_t t = steps - 1; t >= 0; --t) {
-        const bool in = ReturnSequences || t == steps - 1;
+        const bool in = !dy.empty() && (ReturnSequences || t == steps - 1);
         T* drec_t = drecurrent.mutable_data() + t * batch * g3;
         cells::run(batch, units,
                    gru_cell_backward<T>{gates.data() + t * batch * g4, h + t * bu, in ? dy.data() : nullptr,
@@ -98,7 +110,8 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
                                                      rt.data(), g3, units),
                                         dh_direct.mutable_data(), drec_t,
                                         dprojected.mutable_data(), units, steps, t, ReturnSequences ? steps : 1,
-                                        ReturnSequences ? t : 0});
+                                        ReturnSequences ? t : 0, keep.empty() ? nullptr : keep.data(),
+                                        ReturnSequences});
         if (t > 0 && !inside)  // h_t's gradient through h_t @ R, for step t - 1
           eval::matmul(false, true, 1, batch, units, g3, drec_t, &origin, r.data(), &origin, dh_matmul.mutable_data());
       }
@@ -124,13 +137,14 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
 /// The statements of every GRU layer of element type T (one instance per program; see
 /// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked; initial the
 /// initial state {h} (nullptr: zeros; only with State), already checked; with State the final h
-/// comes back too (Keras's return_state).
-template <class T, bool ReturnSequences, bool State = false, int Config = fluxion::detail::autodiff_config,
-          class Device = cpu>
+/// comes back too (Keras's return_state). keep is Keras's mask as T (batch, time), as lstm_forward's.
+template <class T, bool ReturnSequences, bool State = false, bool Masked = false,
+          int Config = fluxion::detail::autodiff_config, class Device = cpu>
 recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
                                            const variable<T, Device>& recurrent_kernel,
                                            const variable<T, Device>& bias, index_t units,
-                                           const std::array<tensor<T, Device>, 1>* initial) {
+                                           const std::array<tensor<T, Device>, 1>* initial,
+                                           const tensor<T, Device>* keep = nullptr) {
   const fluxion::shape& s = e.shape();
   const index_t batch = s[0], steps = s[1], features = s[2], g3 = 3 * units;
   // Row b * steps + t holds example b at step t.
@@ -141,7 +155,7 @@ recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const var
     gradient_tape* tape = nullptr;
     const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
     if (batch > 0 && fused_recurrent_applies(tape, projected, r, rbias, h0))
-      return gru_fused<T, ReturnSequences, State>(projected, r, rbias, batch, steps, units, tape, initial);
+      return gru_fused<T, ReturnSequences, State>(projected, r, rbias, batch, steps, units, tape, initial, keep);
   }
   tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units});
   std::vector<tensor<T, Device>> outputs;
@@ -152,8 +166,15 @@ recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const var
                                                   slice(rec, {0, 0}, {batch, 2 * units}));
     auto block = [&](const tensor<T, Device>& a, index_t k) { return slice(a, {0, k * units}, {batch, units}); };
     const auto z = block(zr, 0);
-    h = z * h + (T(1) - z) * fluxion::tanh(block(p, 2) + block(zr, 1) * block(rec, 2));
-    if constexpr (ReturnSequences) outputs.push_back(h);
+    const tensor<T, Device> h_next = z * h + (T(1) - z) * fluxion::tanh(block(p, 2) + block(zr, 1) * block(rec, 2));
+    if constexpr (Masked) {  // a row that skips the step keeps its state; its output is zeros
+      const tensor<T, Device> m = step_keep(*keep, batch, t);
+      h = h + m * (h_next - h);
+      if constexpr (ReturnSequences) outputs.push_back(m * h_next);
+    } else {
+      h = h_next;
+      if constexpr (ReturnSequences) outputs.push_back(h);
+    }
   }
   recurrent_result<T, Device, 1> result;
   if constexpr (ReturnSequences) result.output = tensor<T, Device>(stack(std::move(outputs), 1));
@@ -168,12 +189,14 @@ class gru : public detail::recurrent_layer<gru<Units, ReturnSequences, T, Device
   FLUXION_RECURRENT_LAYER(gru)
 
   /// The checked input through the layer (detail::recurrent_layer::checked_run).
-  template <bool State>
+  template <bool State, bool Masked>
   static detail::recurrent_result<T, Device, 1> run(const tensor<T, Device>& x, const variable<T, Device>& kernel,
                                                      const variable<T, Device>& recurrent_kernel,
                                                      const variable<T, Device>& bias,
-                                                     const std::array<tensor<T, Device>, 1>* initial) {
-    return detail::gru_forward<T, ReturnSequences, State>(x, kernel, recurrent_kernel, bias, Units, initial);
+                                                     const std::array<tensor<T, Device>, 1>* initial,
+                                                     const tensor<T, Device>* keep) {
+    return detail::gru_forward<T, ReturnSequences, State, Masked>(x, kernel, recurrent_kernel, bias, Units, initial,
+                                                                  keep);
   }
   static tensor<T, Device> initial_bias() { return zeros<T, Device>({2, 3 * Units}); }
 };

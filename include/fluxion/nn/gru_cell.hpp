@@ -26,8 +26,19 @@ struct gru_cell_forward {
   T* h_next;              // (batch, units)
   T* y;                   // nullptr, or the output (batch, y_steps, units), written at step y_t
   index_t units, steps, t, y_steps, y_t;
+  // Keras's mask (step_skipped): a row that skips the step carries h_prev over, and its output is
+  // zeros (zero_skipped: every step's output) or h_prev (the last output).
+  const T* keep = nullptr;
+  bool zero_skipped = false;
 
   FLUXION_RECURRENT_CELL(
+      if (step_skipped(keep, b, steps, t)) {
+        const index_t k = b * units + u;
+        const V h = cell_load<V>(h_prev + k);
+        cell_store(h_next + k, h);
+        if (y) cell_store(y + (b * y_steps + y_t) * units + u, zero_skipped ? V(T(0)) : h);
+        return;
+      }
       const T* p = projected + (b * steps + t) * 3 * units + u;
       const bool r = recurrent.any();
       V hr[3];
@@ -54,7 +65,8 @@ struct gru_cell_forward {
 /// Step t of the backward pass (t from the last step down). The gradient of h_{t+1} is dy_t plus
 /// what step t + 1 sent back: z dh directly (dh_direct, in place) and d recurrent @ R^T (dh_matmul).
 /// Writes the pre-activation gradients into d projected (x's side) and d recurrent (h R's side,
-/// which also is the recurrent bias's), and z dh into dh_direct for step t - 1.
+/// which also is the recurrent bias's), and z dh into dh_direct for step t - 1. Under a mask, a row
+/// that skipped the step has zero gradients there and passes all of dh to step t - 1 in dh_direct.
 template <class T>
 struct gru_cell_backward {
   using value_type = T;
@@ -62,19 +74,30 @@ struct gru_cell_backward {
   const T* h_prev;     // h_t (batch, units)
   const T* dy;         // nullptr, or the output's gradient (batch, dy_steps, units), read at step dy_t
   row_product<T> dh_matmul;  // d recurrent_{t+1} @ R^T (batch, units), none at the last step
-  T* dh_direct;        // (batch, units): z dh from step t + 1 in (unread at the last step), to t - 1 out
+  T* dh_direct;        // (batch, units): z dh from step t + 1 in (unread at the last step without a mask), to t - 1 out
   T* drecurrent;       // (batch, 3 units): this step's gradient of h_t @ R + b_rec
   T* dprojected;       // (batch * steps, 3 units), row b * steps + t
   index_t units, steps, t, dy_steps, dy_t;
+  const T* keep = nullptr;  // Keras's mask, as the forward pass's
+  bool zero_skipped = false;
 
   FLUXION_RECURRENT_CELL(
       const index_t k = b * units + u;
       V dh(T(0));
-      if (dh_matmul.any()) {
-        dh_matmul.template columns<V>(b, u, 0, 1, &dh);
-        dh = dh + cell_load<V>(dh_direct + k);
+      if (dh_matmul.any()) dh_matmul.template columns<V>(b, u, 0, 1, &dh);
+      if (dh_matmul.any() || keep) dh = dh + cell_load<V>(dh_direct + k);  // under a mask, the last step too
+      const bool skipped = step_skipped(keep, b, steps, t);
+      if (dy && !(skipped && zero_skipped)) dh = dh + cell_load<V>(dy + (b * dy_steps + dy_t) * units + u);
+      T* out = drecurrent + b * 3 * units + u;
+      T* outp = dprojected + (b * steps + t) * 3 * units + u;
+      if (skipped) {  // h_{t+1} = h_t: all of dh goes on
+        cell_store(dh_direct + k, dh);
+        for (int gate = 0; gate < 3; ++gate) {
+          cell_store(out + gate * units, V(T(0)));
+          cell_store(outp + gate * units, V(T(0)));
+        }
+        return;
       }
-      if (dy) dh = dh + cell_load<V>(dy + (b * dy_steps + dy_t) * units + u);
       const T* row = gates + b * 4 * units + u;
       const V z = cell_load<V>(row), reset = cell_load<V>(row + units), c = cell_load<V>(row + 2 * units),
               hh = cell_load<V>(row + 3 * units);
@@ -83,8 +106,6 @@ struct gru_cell_backward {
       const V dz = dh * (cell_load<V>(h_prev + k) - c) * z * (one - z);
       const V dr = dc * hh * reset * (one - reset);
       cell_store(dh_direct + k, V(dh * z));
-      T* out = drecurrent + b * 3 * units + u;
-      T* outp = dprojected + (b * steps + t) * 3 * units + u;
       cell_store(out, dz);
       cell_store(outp, dz);
       cell_store(out + units, dr);

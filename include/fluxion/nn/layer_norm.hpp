@@ -28,6 +28,8 @@ class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
   static constexpr bool names_itself = true;
   static constexpr bool device_generic = true;
   static constexpr bool elementwise = false;
+  /// Keras's supports_masking: a sequential model passes a mask through this layer (it keeps the time axis).
+  static constexpr bool supports_masking = true;
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "layer_normalization";
   template <class U, class D = cpu>

@@ -54,7 +54,8 @@ namespace detail {
 template <class T, bool ReturnSequences, bool State, class Device>
 recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
                                           index_t batch, index_t steps, index_t units, gradient_tape* tape,
-                                          const std::array<tensor<T, Device>, 2>* initial) {
+                                          const std::array<tensor<T, Device>, 2>* initial,
+                                          const tensor<T, Device>* keep_mask) {
   using cells = recurrent_cells<Device>;
   using eval = fluxion::detail::evaluator<Device>;
   const index_t bu = batch * units, g4 = 4 * units, origin = 0;
@@ -66,6 +67,7 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
   T *h = hs.mutable_data(), *c = cs.mutable_data(), *z = recurrent.mutable_data();
   const bool inside = cells::products_inside(batch, units);
   const bool zero_start = !State || initial == nullptr;  // h_0 = 0: no product at the first step
+  const tensor<T, Device> keep = keep_mask ? *keep_mask : tensor<T, Device>();  // (batch, steps) or empty
   for (index_t t = 0; t < steps; ++t) {
     if ((t > 0 || !zero_start) && !inside)
       eval::matmul(false, false, 1, batch, g4, units, h + t * bu, &origin, r.data(), &origin, z);
@@ -74,7 +76,8 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
                                        projected.data(), c + t * bu,
                                        gates.mutable_data() + t * batch * g4, c + (t + 1) * bu, h + (t + 1) * bu,
                                        out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
-                                       ReturnSequences ? t : 0});
+                                       ReturnSequences ? t : 0, keep_mask ? keep.data() : nullptr, h + t * bu,
+                                       ReturnSequences});
   }
   recurrent_result<T, Device, 2> result{y, {}};
   if constexpr (State) result.state = {final_state(hs, steps, batch, units), final_state(cs, steps, batch, units)};
@@ -89,14 +92,20 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
       if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
     });
   } else {
-    tape->record(out_id, [tape, out_id, h_id, c_id, projected, r, hs, cs, gates, h0, c0, batch, steps, units,
+    tape->record(out_id, [tape, out_id, h_id, c_id, projected, r, hs, cs, gates, h0, c0, keep, batch, steps, units,
                           inside, zero_start](autodiff::gradient_store& store) {
       // The store may rehash while we add to it: what it holds is copied out first.
+      // Under a mask with every step's output, a row's last output (zeros where it skipped the last
+      // step) is not its final h: the final h's gradient starts h's carried gradient instead.
+      const bool carry_final = ReturnSequences && !keep.empty();
+      const tensor<T, Device>* dh_last = State && carry_final ? store.find<T, Device>(h_id) : nullptr;
+      const tensor<T, Device>* dy_only = carry_final ? store.find<T, Device>(out_id) : nullptr;
       const tensor<T, Device> dy =
-          output_gradient<State, T, Device>(store, out_id, h_id, ReturnSequences, batch, steps, units);
+          carry_final ? (dy_only ? *dy_only : tensor<T, Device>())
+                      : output_gradient<State, T, Device>(store, out_id, h_id, ReturnSequences, batch, steps, units);
       // The final c's gradient (return_state) starts the cell's.
       const tensor<T, Device>* dc_last = State ? store.find<T, Device>(c_id) : nullptr;
-      if (dy.empty() && !dc_last) return;
+      if (dy.empty() && !dc_last && !dh_last) return;
       const index_t bu = batch * units, g4 = 4 * units, origin = 0;
       tensor<T, Device> dz(fluxion::shape{steps, batch, g4}), dprojected(fluxion::shape{batch * steps, g4});
       // The cell's gradient from the step after the last: zeros, or the final c's (return_state).
@@ -104,6 +113,10 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
       if constexpr (State)
         if (dc_last) dc = tensor<T, Device>(*dc_last * T(1));
       tensor<T, Device> dh(fluxion::shape{batch, units}), dr(r.shape());
+      // Under a mask, h's gradient carried past the steps a row skipped.
+      tensor<T, Device> dh_carry = keep.empty() ? tensor<T, Device>()
+                                   : dh_last          ? tensor<T, Device>(*dh_last * T(1))
+                                                      : zeros<T, Device>({batch, units});
       const T* c = cs.data();
       const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (4 units, units)
       for (index_t t = steps - 1; t >= 0; --t) {
@@ -114,7 +127,8 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
                                                          dz.data() + (t + 1) * batch * g4, rt.data(), g4, units),
                                             dc.mutable_data(), dz.mutable_data() + t * batch * g4,
                                             dprojected.mutable_data(), units, steps, t, ReturnSequences ? steps : 1,
-                                            ReturnSequences ? t : 0});
+                                            ReturnSequences ? t : 0, keep.empty() ? nullptr : keep.data(),
+                                            keep.empty() ? nullptr : dh_carry.mutable_data(), ReturnSequences});
         if (t > 0 && !inside)  // dh_t = dz_t @ R^T, for step t - 1
           eval::matmul(false, true, 1, batch, units, g4, dz.data() + t * batch * g4, &origin, r.data(), &origin,
                        dh.mutable_data());
@@ -128,7 +142,7 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
         if (tape->tracks(h0.id())) {
           tensor<T, Device> dh0(fluxion::shape{batch, units});
           eval::matmul(false, true, 1, batch, units, g4, dz.data(), &origin, r.data(), &origin, dh0.mutable_data());
-          sink.leaf(h0, dh0);
+          sink.leaf(h0, keep.empty() ? dh0 : tensor<T, Device>(dh0 + dh_carry));  // and what skipped steps carried
         }
         sink.leaf(c0, dc);
       }
@@ -140,13 +154,16 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
 /// The statements of every LSTM layer of element type T (one instance per program; see
 /// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked; initial the
 /// initial state {h, c} (nullptr: zeros; only with State), already checked; with State the final h
-/// and c come back too (Keras's return_state).
-template <class T, bool ReturnSequences, bool State = false, int Config = fluxion::detail::autodiff_config,
-          class Device = cpu>
+/// and c come back too (Keras's return_state). keep is Keras's mask as T (batch, time): 1 where a
+/// step runs, 0 where a row skips it (its states carried over, its output zeros with
+/// ReturnSequences); nullptr: no mask.
+template <class T, bool ReturnSequences, bool State = false, bool Masked = false,
+          int Config = fluxion::detail::autodiff_config, class Device = cpu>
 recurrent_result<T, Device, 2> lstm_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
                                             const variable<T, Device>& recurrent_kernel,
                                             const variable<T, Device>& bias, index_t units,
-                                            const std::array<tensor<T, Device>, 2>* initial) {
+                                            const std::array<tensor<T, Device>, 2>* initial,
+                                            const tensor<T, Device>* keep = nullptr) {
   const fluxion::shape& s = e.shape();
   const index_t batch = s[0], steps = s[1], features = s[2];
   // Row b * steps + t holds example b at step t.
@@ -157,7 +174,7 @@ recurrent_result<T, Device, 2> lstm_forward(const tensor<T, Device>& e, const va
     const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
     const tensor<T, Device>& c0 = initial ? (*initial)[1] : projected;
     if (batch > 0 && fused_recurrent_applies(tape, projected, r, h0, c0))
-      return lstm_fused<T, ReturnSequences, State>(projected, r, batch, steps, units, tape, initial);
+      return lstm_fused<T, ReturnSequences, State>(projected, r, batch, steps, units, tape, initial, keep);
   }
   tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units}),
                     c = initial ? (*initial)[1] : zeros<T, Device>({batch, units});
@@ -166,9 +183,18 @@ recurrent_result<T, Device, 2> lstm_forward(const tensor<T, Device>& e, const va
     const tensor<T, Device> z =
         strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1}) + matmul(h, recurrent_kernel);
     auto gate = [&](index_t k) { return slice(z, {0, k * units}, {batch, units}); };
-    c = fluxion::sigmoid(gate(1)) * c + fluxion::sigmoid(gate(0)) * fluxion::tanh(gate(2));
-    h = fluxion::sigmoid(gate(3)) * fluxion::tanh(c);
-    if constexpr (ReturnSequences) outputs.push_back(h);
+    const tensor<T, Device> c_next = fluxion::sigmoid(gate(1)) * c + fluxion::sigmoid(gate(0)) * fluxion::tanh(gate(2));
+    const tensor<T, Device> h_next = fluxion::sigmoid(gate(3)) * fluxion::tanh(c_next);
+    if constexpr (Masked) {  // a row that skips the step keeps its states; its output is zeros
+      const tensor<T, Device> m = step_keep(*keep, batch, t);
+      c = c + m * (c_next - c);
+      h = h + m * (h_next - h);
+      if constexpr (ReturnSequences) outputs.push_back(m * h_next);
+    } else {
+      c = c_next;
+      h = h_next;
+      if constexpr (ReturnSequences) outputs.push_back(h);
+    }
   }
   recurrent_result<T, Device, 2> result;
   if constexpr (ReturnSequences) result.output = tensor<T, Device>(stack(std::move(outputs), 1));
@@ -183,12 +209,14 @@ class lstm : public detail::recurrent_layer<lstm<Units, ReturnSequences, T, Devi
   FLUXION_RECURRENT_LAYER(lstm)
 
   /// The checked input through the layer (detail::recurrent_layer::checked_run).
-  template <bool State>
+  template <bool State, bool Masked>
   static detail::recurrent_result<T, Device, 2> run(const tensor<T, Device>& x, const variable<T, Device>& kernel,
                                                      const variable<T, Device>& recurrent_kernel,
                                                      const variable<T, Device>& bias,
-                                                     const std::array<tensor<T, Device>, 2>* initial) {
-    return detail::lstm_forward<T, ReturnSequences, State>(x, kernel, recurrent_kernel, bias, Units, initial);
+                                                     const std::array<tensor<T, Device>, 2>* initial,
+                                                     const tensor<T, Device>* keep) {
+    return detail::lstm_forward<T, ReturnSequences, State, Masked>(x, kernel, recurrent_kernel, bias, Units, initial,
+                                                                  keep);
   }
   static tensor<T, Device> initial_bias() {  // zeros, the forget gate's block at ones
     std::vector<T> b(static_cast<std::size_t>(4 * Units), T(0));

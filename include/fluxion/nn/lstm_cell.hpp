@@ -25,8 +25,21 @@ struct lstm_cell_forward {
   T* h_next;           // (batch, units)
   T* y;                // nullptr, or the output (batch, y_steps, units), written at step y_t
   index_t units, steps, t, y_steps, y_t;
+  // Keras's mask (step_skipped): a row that skips the step carries h_prev and c_prev over, and its
+  // output is zeros (zero_skipped: every step's output) or h_prev (the last output).
+  const T* keep = nullptr;
+  const T* h_prev = nullptr;  // (batch, units), read only where keep is given
+  bool zero_skipped = false;
 
   FLUXION_RECURRENT_CELL(
+      if (step_skipped(keep, b, steps, t)) {
+        const index_t k = b * units + u;
+        const V h = cell_load<V>(h_prev + k);
+        cell_store(c_next + k, cell_load<V>(c_prev + k));
+        cell_store(h_next + k, h);
+        if (y) cell_store(y + (b * y_steps + y_t) * units + u, zero_skipped ? V(T(0)) : h);
+        return;
+      }
       const T* p = projected + (b * steps + t) * 4 * units + u;
       const bool r = recurrent.any();
       V rz[4];
@@ -51,7 +64,8 @@ struct lstm_cell_forward {
 
 /// Step t of the backward pass (t from the last step down): dh = dy_t + dh_next, then the gates'
 /// pre-activation gradients dz (into this step's dz and into d projected), and dc carried to step
-/// t - 1 in place.
+/// t - 1 in place. Under a mask, a row that skipped the step has zero dz and carries dc and dh
+/// (in dh_carry) to step t - 1 unchanged.
 template <class T>
 struct lstm_cell_backward {
   using value_type = T;
@@ -64,12 +78,28 @@ struct lstm_cell_backward {
   T* dz;             // (batch, 4 units): this step's pre-activation gradients
   T* dprojected;     // (batch * steps, 4 units), row b * steps + t
   index_t units, steps, t, dy_steps, dy_t;
+  const T* keep = nullptr;  // Keras's mask, as the forward pass's
+  T* dh_carry = nullptr;    // (batch, units) where keep is given: h's gradient carried past skipped steps
+  bool zero_skipped = false;
 
   FLUXION_RECURRENT_CELL(
       const index_t k = b * units + u;
       V dh(T(0));
       if (dh_next.any()) dh_next.template columns<V>(b, u, 0, 1, &dh);
-      if (dy) dh = dh + cell_load<V>(dy + (b * dy_steps + dy_t) * units + u);
+      if (dh_carry) dh = dh + cell_load<V>(dh_carry + k);
+      const bool skipped = step_skipped(keep, b, steps, t);
+      if (dy && !(skipped && zero_skipped)) dh = dh + cell_load<V>(dy + (b * dy_steps + dy_t) * units + u);
+      T* out = dz + b * 4 * units + u;
+      T* outp = dprojected + (b * steps + t) * 4 * units + u;
+      if (skipped) {  // h_{t+1} = h_t and c_{t+1} = c_t: dc stays, dh goes on
+        cell_store(dh_carry + k, dh);
+        for (int gate = 0; gate < 4; ++gate) {
+          cell_store(out + gate * units, V(T(0)));
+          cell_store(outp + gate * units, V(T(0)));
+        }
+        return;
+      }
+      if (dh_carry) cell_store(dh_carry + k, V(T(0)));
       const T* row = gates + b * 4 * units + u;
       const V i = cell_load<V>(row), f = cell_load<V>(row + units), g = cell_load<V>(row + 2 * units),
               o = cell_load<V>(row + 3 * units);
@@ -81,8 +111,6 @@ struct lstm_cell_backward {
       const V dzg = dct * i * (one - g * g);
       const V dzo = dh * tc * o * (one - o);
       cell_store(dc + k, V(dct * f));
-      T* out = dz + b * 4 * units + u;
-      T* outp = dprojected + (b * steps + t) * 4 * units + u;
       cell_store(out, dzi);
       cell_store(outp, dzi);
       cell_store(out + units, dzf);

@@ -44,16 +44,16 @@
   EXTERN template tensor<float> nn::detail::permute_forward<float>(const tensor<float>&, std::vector<int>);          \
   EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false>(                \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*);                                                                          \
+      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false, true>(          \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*);                                                                          \
+      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true>(                 \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*);                                                                          \
+      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true, true>(           \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*);                                                                          \
+      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int32_t>(         \
       const tensor<float>&, tensor<std::int32_t>, losses::reduction, double);                                      \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int64_t>(         \
@@ -94,16 +94,16 @@
 #define FLUXION_NN_GRU_SPECIALIZATIONS(EXTERN)                                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false>(                 \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*);                                                                          \
+      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false, true>(           \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*);                                                                          \
+      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true>(                  \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*);                                                                          \
+      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true, true>(            \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*);
+      const std::array<tensor<float>, 1>*, const tensor<float>*);
 
 namespace fluxion {
 #if defined(FLUXION_PREBUILT_NN_SOURCE)

@@ -50,6 +50,13 @@ tensor<T, Device> state_sequence(const tensor<T, Device>* first, index_t steps, 
   return zeros<T, Device>({steps + 1, batch, units});
 }
 
+/// Keras's mask at step t as a (batch, 1) column of keep (batch, steps): 1 where the step runs, 0
+/// where the row carries its states over (the statements' path).
+template <class T, class Device>
+tensor<T, Device> step_keep(const tensor<T, Device>& keep, index_t batch, index_t t) {
+  return tensor<T, Device>(slice(keep, {0, t}, {batch, 1}));
+}
+
 /// The last state of a sequence from state_sequence, (batch, units), as a tensor of its own.
 template <class T, class Device>
 tensor<T, Device> final_state(const tensor<T, Device>& states, index_t steps, index_t batch, index_t units) {
@@ -97,6 +104,18 @@ tensor<T, Device> output_gradient(const autodiff::gradient_store& store, std::ui
   }
 }
 
+/// A recurrent layer's call options (Keras's call arguments): `rnn.call(x, {.mask = &m})`,
+/// `rnn.call_with_state(x, {.mask = &m, .initial_state = &s})`.
+template <class T, class Device, std::size_t States>
+struct recurrent_call {
+  /// Keras's mask, (batch, time): true where a step runs; false where it is padding, which the
+  /// layer skips: the states carry over unchanged, and with ReturnSequences that step's output is
+  /// zeros. Without ReturnSequences the output is the state after the last step that ran.
+  const tensor<bool, Device>* mask = nullptr;
+  /// Keras's initial_state (each (batch, units)); nullptr: zeros.
+  const std::array<tensor<T, Device>, States>* initial_state = nullptr;
+};
+
 /// What a recurrent layer's statements give: the output and, where asked for (Keras's
 /// return_state), the final states (the LSTM's h and c, the GRU's h), each (batch, units).
 template <class T, class Device, std::size_t States>
@@ -124,6 +143,8 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   static constexpr std::size_t state_count = Gates == 4 ? 2 : 1;
   /// Keras's initial_state, and what return_state gives after the output: each (batch, Units).
   using state_type = std::array<tensor<T, Device>, state_count>;
+  /// call's and call_with_state's options: Keras's mask and initial_state.
+  using call_options = recurrent_call<T, Device, state_count>;
 
   bool built() const noexcept { return m_kernel.has_value(); }
   /// Creates the variables for inputs of per-example shape (time, features).
@@ -159,10 +180,13 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
  protected:
   explicit recurrent_layer(std::string name) : base(name.empty() ? Derived::base_name : std::move(name)) {}
 
-  /// Checks the (batch, time, features) input e and the initial states (nullptr: zeros), builds
-  /// the layer on its first call, and runs it; with State the final states come back too.
-  template <bool State, class E>
-  recurrent_result<T, Device, state_count> checked_run(const E& e, const state_type* initial) {
+  /// Checks the (batch, time, features) input e, the initial states (nullptr: zeros) and, with
+  /// Masked, the mask, builds the layer on its first call, and runs it; with State the final
+  /// states come back too. State and Masked are template arguments so that a program which never
+  /// asks for states or masks does not compile their statements.
+  template <bool State, bool Masked = false, class E>
+  recurrent_result<T, Device, state_count> checked_run(const E& e, const state_type* initial,
+                                                       const tensor<bool, Device>* mask = nullptr) {
     const fluxion::shape s = e.shape();
     if (s.rank() != 3)
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
@@ -179,8 +203,18 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
                             std::to_string(i) + "] must be (batch, units) = (" + std::to_string(s[0]) + ", " +
                             std::to_string(Units) + ") for input " + to_string(s) + ", got " +
                             to_string((*initial)[i].shape()));
-    return Derived::template run<State>(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel, *m_bias,
-                                        initial);
+    if constexpr (!Masked) {
+      return Derived::template run<State, false>(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel,
+                                                 *m_bias, initial, nullptr);
+    } else {
+      if (mask->shape() != fluxion::shape{s[0], s[1]})
+        throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
+                          "': the mask must be (batch, time) = (" + std::to_string(s[0]) + ", " +
+                          std::to_string(s[1]) + ") for input " + to_string(s) + ", got " + to_string(mask->shape()));
+      const tensor<T, Device> keep(fluxion::cast<T>(*mask));
+      return Derived::template run<State, true>(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel,
+                                                *m_bias, initial, &keep);
+    }
   }
 
 
@@ -235,21 +269,41 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   tensor<T, Device> operator()(X&& x, bool /*training*/ = false) {                                                \
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));                                                     \
     check_input<decltype(e)>();                                                                                   \
-    return this->template checked_run<false>(e, nullptr).output;                                                           \
+    return this->template checked_run<false>(e, nullptr).output;                                                  \
+  }                                                                                                               \
+  /** The same with Keras's call arguments: `rnn.call(x, {.mask = &m})` (m (batch, time), false at padding: */    \
+  /** the layer skips those steps), `{.initial_state = &s}`. */                                                   \
+  template <class X>                                                                                              \
+  tensor<T, Device> call(X&& x, const typename NAME::call_options& options, bool /*training*/ = false) {          \
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));                                                     \
+    check_input<decltype(e)>();                                                                                   \
+    if (options.mask)                                                                                             \
+      return options.initial_state                                                                                \
+                 ? this->template checked_run<true, true>(e, options.initial_state, options.mask).output          \
+                 : this->template checked_run<false, true>(e, nullptr, options.mask).output;                      \
+    return options.initial_state ? this->template checked_run<true>(e, options.initial_state).output              \
+                                 : this->template checked_run<false>(e, nullptr).output;                          \
   }                                                                                                               \
                                                                                                                   \
   /** Keras's return_state = true, from zero states: {output, final states} (lstm: output, h, c; gru: output, */  \
   /** h), each state (batch, Units). `auto [y, h, c] = encoder.call_with_state(x);` */                             \
   template <class X>                                                                                              \
   std::array<tensor<T, Device>, 1 + NAME::state_count> call_with_state(X&& x) {                                   \
-    return with_state(std::forward<X>(x), nullptr);                                                               \
+    return with_state<false>(std::forward<X>(x), nullptr);                                                        \
   }                                                                                                               \
   /** The same from Keras's initial_state (lstm: {h, c}; gru: {h}; each (batch, Units)), whose gradients */       \
   /** flow: `auto [z, h2, c2] = decoder.call_with_state(y, {h, c});` */                                            \
   template <class X>                                                                                              \
   std::array<tensor<T, Device>, 1 + NAME::state_count> call_with_state(                                           \
       X&& x, const typename NAME::state_type& initial_state) {                                                    \
-    return with_state(std::forward<X>(x), &initial_state);                                                        \
+    return with_state<false>(std::forward<X>(x), &initial_state);                                                 \
+  }                                                                                                               \
+  /** The same with a mask: `auto [y, h, c] = rnn.call_with_state(x, {.mask = &m, .initial_state = &s});` */       \
+  template <class X>                                                                                              \
+  std::array<tensor<T, Device>, 1 + NAME::state_count> call_with_state(                                           \
+      X&& x, const typename NAME::call_options& options) {                                                        \
+    if (options.mask) return with_state<true>(std::forward<X>(x), options.initial_state, options.mask);          \
+    return with_state<false>(std::forward<X>(x), options.initial_state);                                          \
   }                                                                                                               \
                                                                                                                   \
  private:                                                                                                         \
@@ -264,12 +318,12 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
                   "with fluxion::to<Device>, or declare the layer with that device.");                            \
   }                                                                                                               \
                                                                                                                   \
-  template <class X>                                                                                              \
-  std::array<tensor<T, Device>, 1 + NAME::state_count> with_state(X&& x,                                          \
-                                                                  const typename NAME::state_type* initial) {     \
+  template <bool Masked, class X>                                                                                 \
+  std::array<tensor<T, Device>, 1 + NAME::state_count> with_state(                                               \
+      X&& x, const typename NAME::state_type* initial, const tensor<bool, Device>* mask = nullptr) {              \
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));                                                     \
     check_input<decltype(e)>();                                                                                   \
-    auto r = this->template checked_run<true>(e, initial);                                                                 \
+    auto r = this->template checked_run<true, Masked>(e, initial, mask);                                          \
     std::array<tensor<T, Device>, 1 + NAME::state_count> out;                                                     \
     out[0] = std::move(r.output);                                                                                 \
     for (std::size_t i = 0; i < NAME::state_count; ++i) out[i + 1] = std::move(r.state[i]);                       \

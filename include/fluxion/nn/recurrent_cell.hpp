@@ -105,6 +105,13 @@ struct row_product {
       })
 };
 
+/// Whether row b skips step t under Keras's mask: keep (batch, steps) holds 1 where a step runs and
+/// 0 where it carries the states over unchanged; nullptr: every step runs.
+template <class T>
+FLUXION_HOST_DEVICE bool step_skipped(const T* keep, index_t b, index_t steps, index_t t) {
+  return keep != nullptr && keep[b * steps + t] == T(0);
+}
+
 /// The row_product of a step: none at the first step (`first`: the state is zero), else the GEMM's
 /// result `done` (batch, n), or, where the step computes its products inside (`inside`), a (batch,
 /// k) times m (k, n).

@@ -117,6 +117,17 @@ auto rebind_layer(L&& layer) {
 template <class L>
 concept takes_indices = requires { requires L::takes_indices; };
 
+/// Keras's masks in a sequential model: a layer that makes one (embedding<...>::mask_zero), one
+/// that skips the masked steps (a recurrent layer or bidirectional: call(x, {.mask})), and one
+/// that passes it on unchanged (Keras's supports_masking: dense, dropout, layer_norm, activations).
+template <class L>
+concept produces_mask = requires { requires L::produces_mask; };
+template <class L>
+concept takes_mask = requires { typename L::call_options; { L::return_sequences } -> std::convertible_to<bool>; };
+template <class L>
+concept passes_mask = elementwise_layer<L> || requires { requires L::supports_masking; };
+struct no_mask {};
+
 /// The model's element type: the input's, unless the input holds integers (indices) for a first
 /// layer that maps them to values (an embedding): then that layer's.
 template <class In, class... Layers>
@@ -227,18 +238,46 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   // (compile time), and a kernel-boundary layer (pooling, LSTM) would materialize its input anyway.
   // The exception is an elementwise activation after a layer that takes an epilogue (dense,
   // conv2d, the normalizations): it is fused into that layer's statement.
-  template <std::size_t I, class X>
-  tensor<T, Device> run(X&& x, bool training) {
+  //
+  // Keras's mask (Mask: detail::no_mask, or a tensor<bool, Device> (batch, time)) starts at an
+  // embedding<...>::mask_zero, passes through the layers that keep the time axis, and ends at the
+  // recurrent layer that skips the masked steps (or goes on after it, with ReturnSequences).
+  template <std::size_t I, class X, class Mask = detail::no_mask>
+  tensor<T, Device> run(X&& x, bool training, const Mask& mask = {}) {
+    constexpr bool masked = !std::is_same_v<Mask, detail::no_mask>;
     if constexpr (I == count) {
+      static_assert(!masked,
+                    "fluxion::nn::sequential: the mask of an embedding<...>::mask_zero reaches the model's output "
+                    "(no recurrent layer without ReturnSequences consumed it), so a loss would count the padding "
+                    "steps; end the masked part with a recurrent layer that returns its last state, or write an "
+                    "nn::model that weights the loss by the mask (embedding::compute_mask).");
       return tensor<T, Device>(std::forward<X>(x));
     } else {
       using L = std::tuple_element_t<I, std::tuple<Layers...>>;
       auto& layer = std::get<I>(m_layers);
-      if constexpr (I + 1 < count && detail::takes_epilogue<L> &&
-                    detail::elementwise_layer<std::tuple_element_t<std::min(I + 1, count - 1), std::tuple<Layers...>>>) {
-        return run<I + 2>(layer(std::forward<X>(x), training, std::get<I + 1>(m_layers)), training);
+      if constexpr (detail::produces_mask<L>) {
+        const auto ids = fluxion::detail::materialize(std::forward<X>(x));
+        const tensor<bool, Device> made = layer.compute_mask(ids);
+        return run<I + 1>(fluxion::detail::materialize(layer(ids, training)), training, made);
+      } else if constexpr (masked && detail::takes_mask<L>) {  // the recurrent layer skips the masked steps
+        typename L::call_options options;
+        options.mask = &mask;
+        const tensor<T, Device> y = layer.call(std::forward<X>(x), options, training);
+        if constexpr (L::return_sequences) return run<I + 1>(y, training, mask);
+        else return run<I + 1>(y, training);
       } else {
-        return run<I + 1>(fluxion::detail::materialize(layer(std::forward<X>(x), training)), training);
+        static_assert(!masked || detail::passes_mask<L>,
+                      "fluxion::nn::sequential: this layer cannot take the mask of an embedding<...>::mask_zero "
+                      "before it: only dense, dropout, layer_norm and activations pass a mask on (they keep the time "
+                      "axis), and a recurrent layer (lstm, gru, bidirectional) uses it. Put the recurrent layer "
+                      "first, or use nn::embedding without mask_zero (the layer's type is in the instantiation "
+                      "context below).");
+        if constexpr (I + 1 < count && detail::takes_epilogue<L> &&
+                      detail::elementwise_layer<std::tuple_element_t<std::min(I + 1, count - 1), std::tuple<Layers...>>>) {
+          return run<I + 2>(layer(std::forward<X>(x), training, std::get<I + 1>(m_layers)), training, mask);
+        } else {
+          return run<I + 1>(fluxion::detail::materialize(layer(std::forward<X>(x), training)), training, mask);
+        }
       }
     }
   }

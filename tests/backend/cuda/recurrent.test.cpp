@@ -4,7 +4,8 @@
 // nn/lstm.hpp's or nn/gru.hpp's statements. Either way the output and the gradient of every
 // variable (kernel, recurrent kernel and bias of both layers, and the dense layer after them) agree
 // with the same model's statements on the cpu, which are checked against a hand-written LSTM and
-// GRU and PyTorch (tests/nn/{lstm,gru,bidirectional}.test.cpp, tests/nn/peer_recurrent.test.cpp).
+// GRU and PyTorch (tests/nn/{lstm,gru,bidirectional}.test.cpp, tests/nn/peer_recurrent.test.cpp);
+// so do initial and final states and Keras's mask (tests/nn/recurrent{,_mask}.test.cpp).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -153,8 +154,9 @@ namespace {
 /// An encoder's final states (call_with_state) start a decoder (Keras's initial_state), on Device:
 /// the decoder's sequence and final states, and the gradients of a loss of both with respect to
 /// the input, the encoder's and the decoder's variables. `nested`: under two tapes (the statements).
+/// `masked`: both take Keras's masks (padding on the right, on the left, holes, a row all padding).
 template <template <fx::index_t, bool, class, class> class Recurrent, class Device>
-std::vector<std::vector<double>> encoder_decoder(bool nested) {
+std::vector<std::vector<double>> encoder_decoder(bool nested, bool masked = false) {
   fx::random::generator gen{35};
   Recurrent<5, false, double, Device> encoder;
   Recurrent<5, true, double, Device> decoder;
@@ -162,14 +164,20 @@ std::vector<std::vector<double>> encoder_decoder(bool nested) {
   decoder.build(fx::shape{4, 3}, gen);
   const auto x = fx::to<Device>(filled<double>({3, steps, 2}, 36));
   const auto y = fx::to<Device>(filled<double>({3, 4, 3}, 37));
+  auto mask = [](std::vector<std::int32_t> keep, fx::index_t time) {
+    return fx::to<Device>(fx::tensor<bool>(fx::from_vector(keep, {3, time}) != 0));
+  };
+  const fx::tensor<bool, Device> x_mask = mask({1, 1, 1, 0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0}, steps),
+                                 y_mask = mask({1, 1, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1}, 4);
   std::optional<fx::gradient_tape> outer;
   if (nested) outer.emplace(fx::persistent);
   fx::gradient_tape tape{fx::persistent};
   tape.watch(x);
-  const auto encoded = encoder.call_with_state(x);
+  const auto encoded = masked ? encoder.call_with_state(x, {.mask = &x_mask}) : encoder.call_with_state(x);
   typename decltype(decoder)::state_type carried;
   for (std::size_t i = 0; i < carried.size(); ++i) carried[i] = encoded[i + 1];
-  const auto decoded = decoder.call_with_state(y, carried);
+  const auto decoded = masked ? decoder.call_with_state(y, {.mask = &y_mask, .initial_state = &carried})
+                              : decoder.call_with_state(y, carried);
   fx::tensor<double, Device> loss = fx::reduce_sum(fx::square(decoded[0] - 0.25));
   for (std::size_t i = 1; i < decoded.size(); ++i) loss = loss + fx::reduce_sum(decoded[i] * double(i));
   std::vector<std::vector<double>> out;
@@ -190,21 +198,26 @@ void check_same_lists(const std::vector<std::vector<double>>& got, const std::ve
 }
 
 template <template <fx::index_t, bool, class, class> class Recurrent>
-void check_states_against_cpu() {
-  const auto want = encoder_decoder<Recurrent, fx::cpu>(true);  // the cpu's statements
-  check_same_lists(encoder_decoder<Recurrent, fx::cpu>(false), want);
+void check_states_against_cpu(bool masked) {
+  const auto want = encoder_decoder<Recurrent, fx::cpu>(true, masked);  // the cpu's statements
+  check_same_lists(encoder_decoder<Recurrent, fx::cpu>(false, masked), want);
   using fx::nn::detail::recurrent_product_limit;
   for (const fx::index_t limit : {recurrent_product_limit(), fx::index_t(0)}) {
     CAPTURE(limit);
     scoped_setting<fx::index_t> products(recurrent_product_limit(), limit);
-    check_same_lists(encoder_decoder<Recurrent, fx::cuda>(false), want);  // fused
-    check_same_lists(encoder_decoder<Recurrent, fx::cuda>(true), want);   // statements
+    check_same_lists(encoder_decoder<Recurrent, fx::cuda>(false, masked), want);  // fused
+    check_same_lists(encoder_decoder<Recurrent, fx::cuda>(true, masked), want);   // statements
   }
 }
 
 }  // namespace
 
 TEST_CASE("cuda lstm, gru: initial and final states (call_with_state) give the cpu's values and gradients, double") {
-  check_states_against_cpu<nn::lstm>();
-  check_states_against_cpu<nn::gru>();
+  check_states_against_cpu<nn::lstm>(false);
+  check_states_against_cpu<nn::gru>(false);
+}
+
+TEST_CASE("cuda lstm, gru: Keras's mask gives the cpu's values and gradients, fused and as statements, double") {
+  check_states_against_cpu<nn::lstm>(true);
+  check_states_against_cpu<nn::gru>(true);
 }
