@@ -17,7 +17,8 @@
 #   - bench/compile/recurrent.cpp: Keras's text classifier with nn::gru, then with nn::lstm, each
 #     header-only and with prebuilt kernels, the GRU also with the library's GRU set (what each
 #     recurrent layer costs a program), then the LSTM with an encoder-decoder beside it
-#     (call_with_state: what initial_state and return_state cost);
+#     (call_with_state: what initial_state and return_state cost), and after an
+#     embedding<...>::mask_zero (what Keras's mask costs);
 #   - bench/compile/decoder.cpp: an autoencoder whose decoder has nn::upsampling2d, zero_padding2d,
 #     cropping2d and conv2d_transpose, then the same with conv2d in their place;
 #   - bench/compile/attention.cpp: a Transformer-style classifier with nn::multi_head_attention, then
@@ -156,6 +157,11 @@ variant_row "bench/compile/recurrent.cpp, nn::lstm and an encoder-decoder (call_
   bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0 -DFLUXION_RECURRENT_STATE=1
 variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0 \
   -DFLUXION_RECURRENT_STATE=1 -DFLUXION_PREBUILT_KERNELS
+# Keras's mask (embedding<...>::mask_zero before the LSTM; stop 46).
+variant_row "bench/compile/recurrent.cpp, nn::lstm after embedding<...>::mask_zero" bench/compile/recurrent.cpp \
+  -DFLUXION_RECURRENT_GRU=0 -DFLUXION_RECURRENT_MASK=1
+variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0 \
+  -DFLUXION_RECURRENT_MASK=1 -DFLUXION_PREBUILT_KERNELS
 
 # The decoder layers against conv2d in their place.
 variant_row "bench/compile/decoder.cpp, upsampling2d, padding, cropping, conv2d_transpose" bench/compile/decoder.cpp \

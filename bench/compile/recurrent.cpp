@@ -5,6 +5,8 @@
 // program. FLUXION_RECURRENT_STATE=1 (with FLUXION_RECURRENT_GRU=0) adds Keras's sequence-to-sequence
 // pattern: an LSTM encoder's final states (call_with_state) start an LSTM decoder over the same
 // embedded ids, whose last step the dense layer reads (what initial_state and return_state cost).
+// FLUXION_RECURRENT_MASK=1 makes the classifier's embedding embedding<...>::mask_zero (Keras's
+// mask_zero = True: the recurrent layer skips the padding steps; what the mask costs).
 #include <cstdio>
 
 #include <fluxion/fluxion.hpp>
@@ -14,6 +16,9 @@
 #endif
 #ifndef FLUXION_RECURRENT_STATE
 #define FLUXION_RECURRENT_STATE 0
+#endif
+#ifndef FLUXION_RECURRENT_MASK
+#define FLUXION_RECURRENT_MASK 0
 #endif
 
 namespace fx = fluxion;
@@ -26,8 +31,12 @@ int main() {
 #else
   using recurrent = nn::lstm<32>;
 #endif
-  auto net = nn::sequential(gen, nn::typed_input<std::int32_t, 20>{}, nn::embedding<1000, 16>{}, recurrent{},
-                            nn::dense<2>{});
+#if FLUXION_RECURRENT_MASK
+  using embedding = nn::embedding<1000, 16>::mask_zero;
+#else
+  using embedding = nn::embedding<1000, 16>;
+#endif
+  auto net = nn::sequential(gen, nn::typed_input<std::int32_t, 20>{}, embedding{}, recurrent{}, nn::dense<2>{});
 #if FLUXION_RECURRENT_STATE
   struct seq2seq : nn::model<seq2seq> {
     nn::embedding<1000, 16> embed;

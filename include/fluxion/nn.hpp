@@ -16,6 +16,7 @@
 #include "nn/initializers.hpp"
 #include "nn/layer_norm.hpp"
 #include "nn/lstm.hpp"
+#include "nn/masking.hpp"
 #include "nn/module.hpp"
 #include "nn/pooling.hpp"
 #include "nn/compiled_step.hpp"

@@ -45,13 +45,25 @@
   EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false>(                \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false, false, true>(   \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false, true>(          \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false, true, true>(    \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true>(                 \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true, false, true>(    \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true, true>(           \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true, true, true>(     \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int32_t>(         \
@@ -95,13 +107,25 @@
   EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false>(                 \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false, false, true>(    \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false, true>(           \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false, true, true>(     \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true>(                  \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true, false, true>(     \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
   EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true, true>(            \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
+      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
+  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true, true, true>(      \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
       const std::array<tensor<float>, 1>*, const tensor<float>*);
 
