@@ -23,6 +23,11 @@
 //                          (the fused cells), LibTorch's torch::nn::GRU / LSTM (batch_first) with
 //                          the same weights, autograd; the LibTorch case first checks that both
 //                          give the same output
+//   rnn_{gru,lstm}_masked  the same with Keras's mask: right padding, each example of a random
+//                          length in [1, 32] (seed 8): fluxion's call(x, {.mask}) (the fused cells
+//                          skip the padding steps), LibTorch's pack_padded_sequence
+//                          (enforce_sorted = false) and its final state h_n; the LibTorch case
+//                          first checks that both give the same output
 //   attention              a Transformer block's self-attention, (32, 64, 128) -> 8 heads of 16 ->
 //                          (32, 64, 128), forward and backward (the input's and every weight's
 //                          gradients of sum(y * w)): fluxion's nn::multi_head_attention under a
@@ -276,18 +281,25 @@ void global_max_pool_fluxion(benchmark::State& s) { fluxion_global_pool<true>(s)
 /// One forward and backward pass of c.layer on c.x, with c.w as the output's gradient: d x and
 /// every trainable variable's gradient from one backward pass (one gradient call over the input
 /// and the variables' values, as LibTorch's autograd::grad over its inputs and parameters).
-template <class Case>
+/// `forward` maps the input to the output (the layer's call; by default c.layer(x)).
+template <class Case, class Forward>
 std::pair<fx::tensor<float>, std::vector<fx::tensor<float>>> layer_pass(Case& c,
-                                                                        const std::vector<fx::variable<float>*>& sources) {
+                                                                        const std::vector<fx::variable<float>*>& sources,
+                                                                        Forward forward) {
   fx::gradient_tape tape;
   tape.watch(c.x);
-  const fx::tensor<float> y = c.layer(c.x);
+  const fx::tensor<float> y = forward(c.x);
   std::vector<const fx::tensor<float>*> all{&c.x};
   for (auto* v : sources) all.push_back(&v->peek());
   std::vector<fx::tensor<float>> g = tape.gradient(y, all, c.w);
   fx::tensor<float> dx = g.front();
   g.erase(g.begin());
   return {dx, g};
+}
+template <class Case>
+std::pair<fx::tensor<float>, std::vector<fx::tensor<float>>> layer_pass(Case& c,
+                                                                        const std::vector<fx::variable<float>*>& sources) {
+  return layer_pass(c, sources, [&](const fx::tensor<float>& x) { return fx::tensor<float>(c.layer(x)); });
 }
 
 constexpr fx::index_t rnn_batch = 64, rnn_steps = 32, rnn_features = 64, rnn_units = 128;
@@ -306,12 +318,33 @@ struct rnn_case {
   }
 };
 
-template <class Layer>
+/// Each example's length for the masked cases (seed 8), in [1, rnn_steps], and the mask "step <
+/// length" (batch, steps).
+std::vector<std::int64_t> rnn_lengths() {
+  fx::random::generator gen{8};
+  const auto u = fx::random::uniform<std::int32_t>({rnn_batch}, gen, 1, rnn_steps + 1).to_vector();
+  return std::vector<std::int64_t>(u.begin(), u.end());
+}
+fx::tensor<bool> rnn_mask() {
+  const auto lengths = rnn_lengths();
+  std::vector<std::int32_t> keep;
+  for (fx::index_t b = 0; b < rnn_batch; ++b)
+    for (fx::index_t t = 0; t < rnn_steps; ++t) keep.push_back(t < lengths[static_cast<std::size_t>(b)] ? 1 : 0);
+  return fx::tensor<bool>(fx::from_vector(keep, {rnn_batch, rnn_steps}) != 0);
+}
+
+template <class Layer, bool Masked = false>
 void fluxion_rnn(benchmark::State& state) {
   set_threads(static_cast<int>(state.range(0)));
   rnn_case<Layer> c;
   auto sources = c.layer.trainable_variables();
-  auto pass = [&] { return layer_pass(c, sources); };
+  const fx::tensor<bool> mask = rnn_mask();
+  auto pass = [&] {
+    if constexpr (Masked)
+      return layer_pass(c, sources, [&](const fx::tensor<float>& x) { return c.layer.call(x, {.mask = &mask}); });
+    else
+      return layer_pass(c, sources);
+  };
   const auto [dx, dvars] = pass();
   if (!fx::all(fx::is_finite(dx)) || fx::tensor<float>(fx::reduce_max(fx::abs(dx))).item() == 0.f)
     state.SkipWithError("fluxion: the input's gradient is zero or not finite");
@@ -378,6 +411,8 @@ void conv_transpose_fluxion(benchmark::State& state) {
 
 void rnn_gru_fluxion(benchmark::State& s) { fluxion_rnn<nn::gru<rnn_units>>(s); }
 void rnn_lstm_fluxion(benchmark::State& s) { fluxion_rnn<nn::lstm<rnn_units>>(s); }
+void rnn_gru_masked_fluxion(benchmark::State& s) { fluxion_rnn<nn::gru<rnn_units>, true>(s); }
+void rnn_lstm_masked_fluxion(benchmark::State& s) { fluxion_rnn<nn::lstm<rnn_units>, true>(s); }
 
 #if FLUXION_BENCH_HAVE_TORCH
 
@@ -408,7 +443,7 @@ torch::Tensor torch_weight(const fx::tensor<float>& keras, bool gru) {
   return k.t().contiguous();
 }
 
-template <class Layer, class Module, class Options>
+template <class Layer, class Module, class Options, bool Packed = false>
 void torch_rnn(benchmark::State& state) {
   constexpr bool gru = std::is_same_v<Layer, nn::gru<rnn_units>>;
   set_threads(static_cast<int>(state.range(0)));
@@ -433,11 +468,21 @@ void torch_rnn(benchmark::State& state) {
   const auto w = torch::from_blob(const_cast<float*>(c.w.data()), {rnn_batch, rnn_units}, torch::kFloat32).clone();
   std::vector<torch::Tensor> inputs{x};
   for (auto& p : rnn->parameters()) inputs.push_back(p);
+  const auto lengths = torch::tensor(rnn_lengths(), torch::kLong);
+  const fx::tensor<bool> mask = rnn_mask();
   auto last = [&] {
-    auto out = std::get<0>(rnn->forward(x));
-    return out.select(1, rnn_steps - 1);
+    if constexpr (Packed) {  // each example's state after its last real step
+      const auto packed = torch::nn::utils::rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true,
+                                                                      /*enforce_sorted=*/false);
+      const auto h = std::get<1>(rnn->forward_with_packed_input(packed));
+      if constexpr (gru) return h[0];
+      else return std::get<0>(h)[0];
+    } else {
+      auto out = std::get<0>(rnn->forward(x));
+      return out.select(1, rnn_steps - 1);
+    }
   };
-  const fx::tensor<float> want = c.layer(c.x);
+  const fx::tensor<float> want = Packed ? c.layer.call(c.x, {.mask = &mask}) : c.layer(c.x);
   const auto got = last().detach();
   if (!torch::allclose(got, torch::from_blob(const_cast<float*>(want.data()), {rnn_batch, rnn_units}), 1e-4, 1e-4))
     state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
@@ -503,6 +548,12 @@ void conv_transpose_torch(benchmark::State& state) {
 
 void rnn_gru_torch(benchmark::State& s) { torch_rnn<nn::gru<rnn_units>, torch::nn::GRU, torch::nn::GRUOptions>(s); }
 void rnn_lstm_torch(benchmark::State& s) { torch_rnn<nn::lstm<rnn_units>, torch::nn::LSTM, torch::nn::LSTMOptions>(s); }
+void rnn_gru_masked_torch(benchmark::State& s) {
+  torch_rnn<nn::gru<rnn_units>, torch::nn::GRU, torch::nn::GRUOptions, true>(s);
+}
+void rnn_lstm_masked_torch(benchmark::State& s) {
+  torch_rnn<nn::lstm<rnn_units>, torch::nn::LSTM, torch::nn::LSTMOptions, true>(s);
+}
 
 void global_avg_pool_torch_nchw(benchmark::State& s) { torch_global_pool<false, false>(s); }
 void global_avg_pool_torch_nhwc(benchmark::State& s) { torch_global_pool<false, true>(s); }
@@ -582,6 +633,8 @@ BENCHMARK(rnn_gru_fluxion)->Apply(threads);
 BENCHMARK(conv_transpose_fluxion)->Apply(threads);
 BENCHMARK(attention_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_fluxion)->Apply(threads);
+BENCHMARK(rnn_gru_masked_fluxion)->Apply(threads);
+BENCHMARK(rnn_lstm_masked_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(global_avg_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_avg_pool_torch_nhwc)->Apply(threads);
@@ -591,6 +644,8 @@ BENCHMARK(rnn_gru_torch)->Apply(threads);
 BENCHMARK(conv_transpose_torch)->Apply(threads);
 BENCHMARK(attention_torch)->Apply(threads);
 BENCHMARK(rnn_lstm_torch)->Apply(threads);
+BENCHMARK(rnn_gru_masked_torch)->Apply(threads);
+BENCHMARK(rnn_lstm_masked_torch)->Apply(threads);
 BENCHMARK(train_mlp_torch)->Apply(threads);
 BENCHMARK(train_cnn_torch)->Apply(threads);
 BENCHMARK(train_lstm_torch)->Apply(threads);

@@ -1,6 +1,6 @@
 // fx::nn::max_pool2d, avg_pool2d, the global poolings, flatten, reshape and dropout: gradients
 // against finite differences, pooling against PyTorch and naive loops, static shapes, dropout's
-// statistics.
+// statistics; global_avg_pool1d's masked mean (Keras's mask) against a naive loop.
 #define FLUXION_FORWARD_MODE 0
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
@@ -12,7 +12,7 @@ namespace nn = fluxion::nn;
 
 namespace {
 const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
-}
+}  // namespace
 
 TEST_CASE("pooling: static shapes follow Keras (stride = pool, valid)") {
   using S = nn::static_shape<28, 28, 32>;
@@ -164,6 +164,50 @@ TEST_CASE("global pooling: a NaN in a channel's positions gives NaN, and a wrong
   CHECK_THROWS_WITH_AS(nn::global_max_pool1d{}(fx::ones<float>({2, 0, 4})),
                        "global_max_pool1d 'global_max_pool1d': input of shape (2, 0, 4) has no positions to pool",
                        fx::shape_error);
+}
+
+TEST_CASE("global_avg_pool1d with Keras's mask: the mean of the kept steps, zeros for none; in a sequential "
+          "model after embedding<...>::mask_zero") {
+  fx::random::generator gen{10};
+  const fx::tensor<double> seq = fx::random::normal<double>({3, 5, 4}, gen);  // (batch, steps, features)
+  const std::vector<std::vector<bool>> keep = {{1, 1, 0, 0, 0}, {0, 1, 0, 1, 1}, {0, 0, 0, 0, 0}};
+  std::vector<std::int32_t> flat;
+  for (const auto& row : keep)
+    for (bool k : row) flat.push_back(k ? 1 : 0);
+  const fx::tensor<bool> m(fx::from_vector(flat, {3, 5}) != 0);
+  const fx::tensor<double> avg = nn::global_avg_pool1d{}.call(seq, {.mask = &m});
+  const fx::tensor<double> kept = nn::global_avg_pool1d<fx::keepdims>{}.call(seq, {.mask = &m});
+  REQUIRE(avg.shape() == fx::shape{3, 4});
+  REQUIRE(kept.shape() == fx::shape{3, 1, 4});
+  for (int b = 0; b < 3; ++b)
+    for (int f = 0; f < 4; ++f) {
+      double sum = 0;
+      int count = 0;
+      for (int t = 0; t < 5; ++t)
+        if (keep[b][t]) sum += seq(b, t, f), ++count;
+      CHECK(avg(b, f) == doctest::Approx(count ? sum / count : 0.0).epsilon(1e-14));
+      CHECK(kept(b, 0, f) == avg(b, f));
+    }
+  auto r = fx::testing::check_gradients(
+      [&](const auto& a) { return fx::sin(nn::global_avg_pool1d{}.call(a, {.mask = &m})); }, reverse_only, seq);
+  CHECK_MESSAGE(r.ok, r.report);
+  const fx::tensor<bool> wrong = fx::ones<bool>({3, 4});
+  CHECK_THROWS_WITH_AS(nn::global_avg_pool1d{}.call(seq, {.mask = &wrong}),
+                       "global_avg_pool1d 'global_avg_pool1d': the mask must be (batch, steps) = (3, 5) for input "
+                       "(3, 5, 4), got (3, 4)",
+                       fx::shape_error);
+
+  // Keras's text classifier with mask_zero: the mean over each example's real tokens.
+  auto net = nn::sequential(gen, nn::typed_input<std::int32_t, 5>{}, nn::embedding<10, 4>::mask_zero{},
+                            nn::global_avg_pool1d{}, nn::dense<2>{});
+  const fx::tensor<std::int32_t> ids = fx::from_vector(std::vector<std::int32_t>{3, 1, 0, 0, 0, 4, 0, 0, 0, 0}, {2, 5});
+  const fx::tensor<float> table = net.layer<0>().embeddings().peek();
+  const fx::tensor<float> mean0 = (fx::slice(table, {3, 0}, {1, 4}) + fx::slice(table, {1, 0}, {1, 4})) * 0.5f;
+  const fx::tensor<float> mean1 = fx::slice(table, {4, 0}, {1, 4});
+  const fx::tensor<float> want = net.layer<2>()(fx::tensor<float>(fx::concat({mean0, mean1}, 0)));
+  const auto got = net(ids).to_vector(), wanted = want.to_vector();
+  REQUIRE(got.size() == wanted.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(wanted[i]).epsilon(1e-6));
 }
 
 TEST_CASE("dropout: identity in inference, Keras's scaling in training, deterministic per seed") {

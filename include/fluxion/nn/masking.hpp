@@ -8,7 +8,7 @@
 // As Keras's: the output is the input with the padding steps set to zeros (x times the mask), and
 // in an nn::sequential model the mask goes on to the layers after it as an embedding<...>::mask_zero's
 // does (nn/sequential.hpp): through dense, dropout, layer_norm and activations to the recurrent
-// layer, which skips those steps. In an nn::model, pass compute_mask(x) to the recurrent layer's
+// layer, which skips those steps, or to global_avg_pool1d, whose mean leaves them out. In an nn::model, pass compute_mask(x) to the recurrent layer's
 // call(x, {.mask = &m}).
 #pragma once
 

@@ -153,12 +153,40 @@ struct global_max_pool2d : detail::global_pool_layer<global_max_pool2d<Keepdims>
       : detail::global_pool_layer<global_max_pool2d, true, 2, Keepdims>(std::move(n)) {}
 };
 
+/// global_avg_pool1d's call options (Keras's call arguments): `pool.call(x, {.mask = &m})`.
+template <class Device = cpu>
+struct pool_call_options {
+  /// Keras's mask, (batch, steps): the mean is over the steps where it is true.
+  const tensor<bool, Device>* mask = nullptr;
+};
+
 /// Keras's GlobalAveragePooling1D: (batch, steps, features) -> (batch, features), or (batch, 1,
-/// features) with Keepdims.
+/// features) with Keepdims. With Keras's mask (call(x, {.mask = &m}), or the mask of an
+/// embedding<...>::mask_zero or masking before it in nn::sequential) the mean of the steps the
+/// mask keeps; a row that keeps none gives zeros (Keras's 0 / 0 gives NaN).
 template <bool Keepdims = false>
 struct global_avg_pool1d : detail::global_pool_layer<global_avg_pool1d<Keepdims>, false, 1, Keepdims> {
   explicit global_avg_pool1d(std::string n = {})
       : detail::global_pool_layer<global_avg_pool1d, false, 1, Keepdims>(std::move(n)) {}
+
+  template <class X>
+  auto call(X&& x, const pool_call_options<device_t<fluxion::detail::expr_t<X>>>& options, bool training = false) const {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    using T = value_type_t<decltype(e)>;
+    using Device = device_t<decltype(e)>;
+    if (!options.mask) return tensor<T, Device>((*this)(std::move(e), training));
+    const tensor<T, Device> in(std::move(e));
+    (void)(*this)(in);  // the input's checks
+    const fluxion::shape& s = in.shape();
+    if (options.mask->shape() != fluxion::shape{s[0], s[1]})
+      throw shape_error(std::string(this->base_name) + " '" + this->m_name + "': the mask must be (batch, steps) = (" +
+                        std::to_string(s[0]) + ", " + std::to_string(s[1]) + ") for input " + to_string(s) +
+                        ", got " + to_string(options.mask->shape()));
+    const tensor<T, Device> keep(reshape(cast<T>(*options.mask), {s[0], s[1], 1}));
+    // The steps each row keeps, at least 1: a row of padding only gives zeros.
+    const tensor<T, Device> count(maximum(reduce_sum(keep, axes{1}, Keepdims), T(1)));
+    return tensor<T, Device>(reduce_sum(in * keep, axes{1}, Keepdims) / count);
+  }
 };
 
 /// Keras's GlobalMaxPooling1D.

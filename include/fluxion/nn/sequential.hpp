@@ -117,13 +117,23 @@ auto rebind_layer(L&& layer) {
 template <class L>
 concept takes_indices = requires { requires L::takes_indices; };
 
-/// Keras's masks in a sequential model: a layer that makes one (embedding<...>::mask_zero), one
-/// that skips the masked steps (a recurrent layer or bidirectional: call(x, {.mask})), and one
-/// that passes it on unchanged (Keras's supports_masking: dense, dropout, layer_norm, activations).
+/// Keras's masks in a sequential model: a layer that makes one (embedding<...>::mask_zero,
+/// masking), one that uses it (call(x, {.mask}): a recurrent layer or bidirectional, which skips
+/// the masked steps, global_avg_pool1d, whose mean leaves them out), and one that passes it on
+/// unchanged (Keras's supports_masking: dense, dropout, layer_norm, activations).
 template <class L>
 concept produces_mask = requires { requires L::produces_mask; };
+template <class L, class T, class Device>
+concept takes_mask = requires(L& l, const tensor<T, Device>& x, const tensor<bool, Device>& m) {
+  l.call(x, {.mask = &m}, false);
+};
+/// Whether a layer that takes the mask gives it on (a recurrent layer with ReturnSequences) or
+/// consumes it (the last state, a masked mean).
 template <class L>
-concept takes_mask = requires { typename L::call_options; { L::return_sequences } -> std::convertible_to<bool>; };
+constexpr bool keeps_mask() {
+  if constexpr (requires { L::return_sequences; }) return L::return_sequences;
+  else return false;
+}
 template <class L>
 concept passes_mask = elementwise_layer<L> || requires { requires L::supports_masking; };
 struct no_mask {};
@@ -248,7 +258,8 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
     if constexpr (I == count) {
       static_assert(!masked,
                     "fluxion::nn::sequential: the mask of an embedding<...>::mask_zero reaches the model's output "
-                    "(no recurrent layer without ReturnSequences consumed it), so a loss would count the padding "
+                    "(no recurrent layer without ReturnSequences, or global_avg_pool1d, consumed it), so a loss would "
+                    "count the padding "
                     "steps; end the masked part with a recurrent layer that returns its last state, or write an "
                     "nn::model that weights the loss by the mask (embedding::compute_mask).");
       return tensor<T, Device>(std::forward<X>(x));
@@ -259,19 +270,17 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
         const auto ids = fluxion::detail::materialize(std::forward<X>(x));
         const tensor<bool, Device> made = layer.compute_mask(ids);
         return run<I + 1>(fluxion::detail::materialize(layer(ids, training)), training, made);
-      } else if constexpr (masked && detail::takes_mask<L>) {  // the recurrent layer skips the masked steps
-        typename L::call_options options;
-        options.mask = &mask;
-        const tensor<T, Device> y = layer.call(std::forward<X>(x), options, training);
-        if constexpr (L::return_sequences) return run<I + 1>(y, training, mask);
+      } else if constexpr (masked && detail::takes_mask<L, T, Device>) {  // a recurrent layer, a masked mean
+        const tensor<T, Device> y = layer.call(fluxion::detail::materialize(std::forward<X>(x)), {.mask = &mask}, training);
+        if constexpr (detail::keeps_mask<L>()) return run<I + 1>(y, training, mask);
         else return run<I + 1>(y, training);
       } else {
         static_assert(!masked || detail::passes_mask<L>,
-                      "fluxion::nn::sequential: this layer cannot take the mask of an embedding<...>::mask_zero "
-                      "before it: only dense, dropout, layer_norm and activations pass a mask on (they keep the time "
-                      "axis), and a recurrent layer (lstm, gru, bidirectional) uses it. Put the recurrent layer "
-                      "first, or use nn::embedding without mask_zero (the layer's type is in the instantiation "
-                      "context below).");
+                      "fluxion::nn::sequential: this layer cannot take the mask of an embedding<...>::mask_zero or "
+                      "masking before it: only dense, dropout, layer_norm and activations pass a mask on (they keep "
+                      "the time axis), and a recurrent layer (lstm, gru, bidirectional) or global_avg_pool1d uses it. "
+                      "Put such a layer first, or drop mask_zero / masking (the layer's type is in the "
+                      "instantiation context below).");
         if constexpr (I + 1 < count && detail::takes_epilogue<L> &&
                       detail::elementwise_layer<std::tuple_element_t<std::min(I + 1, count - 1), std::tuple<Layers...>>>) {
           return run<I + 2>(layer(std::forward<X>(x), training, std::get<I + 1>(m_layers)), training, mask);
