@@ -89,6 +89,7 @@ TEST_CASE_TEMPLATE("lstm, gru: a masked batch is each example run alone on the s
       const fx::tensor<double> called =
           from_initial ? layer.call(x, {.mask = &m, .initial_state = &s0}) : layer.call(x, {.mask = &m});
       test::check_close(called.to_vector(), got[0].to_vector(), 1e-15);
+      if (!from_initial) test::check_close(layer(x, m).to_vector(), got[0].to_vector(), 1e-15);  // layer(x, mask)
       const auto out = got[0].to_vector();
       for (fx::index_t b = 0; b < batch; ++b) {
         CAPTURE(b);
@@ -180,6 +181,7 @@ TEST_CASE("bidirectional: a mask is reversed with the input, so the backward cop
   const auto z = last.call_with_state(x, {.mask = &m});           // (batch, 6), forward h, backward h
   CHECK(z[0].shape() == fx::shape{batch, 6});
   test::check_close(fx::tensor<double>(last.call(x, {.mask = &m})).to_vector(), z[0].to_vector(), 1e-15);
+  test::check_close(last(x, m).to_vector(), z[0].to_vector(), 1e-15);
   for (fx::index_t b = 0; b < batch; ++b) {
     CAPTURE(b);
     const fx::tensor<double> xb = kept_steps(x, b);

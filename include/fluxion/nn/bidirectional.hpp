@@ -166,6 +166,11 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
     return with_state(forward, m_backward.call_with_state(detail::reverse_time(in), backward_state));
   }
 
+  /// Keras's `layer(x, mask=m)`: m (batch, time) is false at padding.
+  template <class X>
+  tensor<T, Device> operator()(X&& x, const tensor<bool, Device>& mask, bool training = false) {
+    return call(std::forward<X>(x), {.mask = &mask}, training);
+  }
   /// The same with Keras's call arguments: `rnn.call(x, {.mask = &m})`.
   template <class X>
   tensor<T, Device> call(X&& x, const call_options& options, bool training = false) {

@@ -271,6 +271,11 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
     check_input<decltype(e)>();                                                                                   \
     return this->template checked_run<false>(e, nullptr).output;                                                  \
   }                                                                                                               \
+  /** Keras's `layer(x, mask=m)`: m (batch, time) is false at padding, and the layer skips those steps. */        \
+  template <class X>                                                                                              \
+  tensor<T, Device> operator()(X&& x, const tensor<bool, Device>& mask, bool training = false) {                  \
+    return call(std::forward<X>(x), {.mask = &mask}, training);                                                   \
+  }                                                                                                               \
   /** The same with Keras's call arguments: `rnn.call(x, {.mask = &m})` (m (batch, time), false at padding: */    \
   /** the layer skips those steps), `{.initial_state = &s}`. */                                                   \
   template <class X>                                                                                              \
