@@ -221,3 +221,39 @@ TEST_CASE("cuda lstm, gru: Keras's mask gives the cpu's values and gradients, fu
   check_states_against_cpu<nn::lstm>(true);
   check_states_against_cpu<nn::gru>(true);
 }
+
+TEST_CASE("cuda sequential: embedding<...>::mask_zero's mask reaches the LSTM and global_avg_pool1d on the device") {
+  // Keras's text classifiers with padding: the same output and gradients as the cpu's.
+  auto check = [](auto host, auto dev) {
+    const fx::tensor<std::int32_t> ids =
+        fx::from_vector(std::vector<std::int32_t>{3, 7, 2, 0, 0, 0, 5, 0, 1, 0, 0, 0, 0, 0, 0}, {3, 5});
+    const auto ids_d = fx::to<fx::cuda>(ids);
+    auto pass = [](auto& model, const auto& x) {
+      fx::gradient_tape tape;
+      const auto y = model(x, true);
+      std::vector<std::vector<double>> out{fx::to<fx::cpu>(y).to_vector()};
+      auto vars = model.trainable_variables();
+      for (auto& g : tape.gradient(fx::reduce_sum(fx::square(y)), vars)) out.push_back(fx::to<fx::cpu>(g).to_vector());
+      return out;
+    };
+    const auto want = pass(host, ids), got = pass(dev, ids_d);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);
+      check_values(got[i], want[i], 1e-12);
+    }
+  };
+  auto lstm_model = [](auto input) {
+    fx::random::generator gen{38};
+    return nn::sequential(gen, input, nn::embedding<10, 4, double>::mask_zero{}, nn::lstm<5, true, double>{},
+                          nn::gru<3, false, double>{}, nn::dense<2>{});
+  };
+  auto pool_model = [](auto input) {
+    fx::random::generator gen{39};
+    return nn::sequential(gen, input, nn::embedding<10, 4, double>::mask_zero{}, nn::global_avg_pool1d{},
+                          nn::dense<2>{});
+  };
+  using in = nn::typed_input<std::int32_t, 5>;
+  check(lstm_model(in{}), lstm_model(in::on<fx::cuda>{}));
+  check(pool_model(in{}), pool_model(in::on<fx::cuda>{}));
+}
