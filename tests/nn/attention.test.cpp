@@ -201,3 +201,45 @@ TEST_CASE("multi_head_attention: dropout on the attention weights in training, r
   auto va = a.variables(), vb = b.variables();
   for (std::size_t i = 0; i < va.size(); ++i) CHECK(va[i]->peek().to_vector() == vb[i]->peek().to_vector());
 }
+
+TEST_CASE("multi_head_attention: Keras's sequence mask (embedding<...>::mask_zero) in a sequential model") {
+  // A query attends only to the keys the mask keeps: the same as call() with the attention mask
+  // m[b, i] && m[b, j] built by hand; the output keeps the mask for the masked mean after it.
+  fx::random::generator gen{71};
+  auto net = nn::sequential(gen, nn::typed_input<std::int32_t, 5>{}, nn::embedding<10, 8>::mask_zero{},
+                            nn::multi_head_attention<2, 4>{}, nn::global_avg_pool1d{}, nn::dense<2>{});
+  const std::vector<std::int32_t> flat{3, 1, 4, 0, 0, 5, 0, 9, 2, 0, 0, 0, 0, 0, 0};
+  const fx::tensor<std::int32_t> ids = fx::from_vector(flat, {3, 5});
+  std::vector<std::int32_t> pairs, keep;
+  for (int b = 0; b < 3; ++b)
+    for (int i = 0; i < 5; ++i) {
+      keep.push_back(flat[b * 5 + i] != 0);
+      for (int j = 0; j < 5; ++j) pairs.push_back(flat[b * 5 + i] != 0 && flat[b * 5 + j] != 0);
+    }
+  const fx::tensor<bool> am(fx::from_vector(pairs, {3, 5, 5}) != 0), m(fx::from_vector(keep, {3, 5}) != 0);
+  auto& embed = net.layer<0>();
+  auto& mha = net.layer<1>();
+  auto& pool = net.layer<2>();
+  auto& head = net.layer<3>();
+  fx::gradient_tape tape{fx::persistent};
+  const fx::tensor<float> y = net(ids, true);
+  const fx::tensor<float> e = embed(ids);
+  const fx::tensor<float> want = head(pool.call(mha.call(e, e, e, {.attention_mask = &am}), {.mask = &m}));
+  const auto got = y.to_vector(), wanted = want.to_vector();
+  REQUIRE(got.size() == wanted.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(wanted[i]).epsilon(1e-5));
+  const auto vars = net.trainable_variables();
+  const auto g = tape.gradient(fx::reduce_sum(fx::square(y)), vars);
+  const auto h = tape.gradient(fx::reduce_sum(fx::square(want)), vars);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    CAPTURE(i);
+    const auto a = g[i].to_vector(), b = h[i].to_vector();
+    for (std::size_t k = 0; k < a.size(); ++k) CHECK(a[k] == doctest::Approx(b[k]).epsilon(1e-4).scale(1e-3));
+  }
+  // Padding is read by no kept query: the table's row 0 gets no gradient.
+  for (int u = 0; u < 8; ++u) CHECK(g[0].to_vector()[static_cast<std::size_t>(u)] == 0.f);
+  CHECK_THROWS_WITH_AS(mha(e, fx::ones<bool>({3, 4})),
+                       "multi_head_attention 'multi_head_attention': the mask must be (batch, time) = (3, 5) for "
+                       "input (3, 5, 8), got (3, 4)",
+                       fx::shape_error);
+}

@@ -196,6 +196,24 @@ class multi_head_attention
     return call(in, in, in, {.training = training});
   }
 
+  /// Self-attention under Keras's mask of the sequence, m (batch, time), false at padding (the mask
+  /// an embedding<...>::mask_zero or masking gives, which nn::sequential passes here): a query
+  /// attends to the keys the mask keeps, as Keras's implicit query and value masks do
+  /// (attention_mask[b, i, j] = m[b, i] && m[b, j]); the output keeps the mask.
+  template <class X>
+  tensor<T, Device> operator()(X&& x, const tensor<bool, Device>& mask, bool training = false) {
+    const tensor<T, Device> in = input("the input", std::forward<X>(x));
+    const fluxion::shape& s = in.shape();
+    if (mask.shape() != fluxion::shape{s[0], s[1]})
+      throw shape_error("multi_head_attention '" + this->m_name + "': the mask must be (batch, time) = (" +
+                        std::to_string(s[0]) + ", " + std::to_string(s[1]) + ") for input " + to_string(s) +
+                        ", got " + to_string(mask.shape()));
+    const tensor<bool, Device> pairs(reshape(mask, {s[0], s[1], 1}) && reshape(mask, {s[0], 1, s[1]}));
+    return call(in, in, in, {.attention_mask = &pairs, .training = training});
+  }
+  /// In nn::sequential the output keeps the input's mask (Keras's compute_mask: the query's).
+  static constexpr bool keeps_mask = true;
+
   /// Attention of `query` (batch, Tq, e_q) over `key` (batch, Tk, e_k) and `value` (batch, Tk,
   /// e_v), Keras's call(query, value, key, attention_mask, return_attention_scores,
   /// use_causal_mask): the output is (batch, Tq, e_q).

@@ -169,6 +169,13 @@ struct global_avg_pool1d : detail::global_pool_layer<global_avg_pool1d<Keepdims>
   explicit global_avg_pool1d(std::string n = {})
       : detail::global_pool_layer<global_avg_pool1d, false, 1, Keepdims>(std::move(n)) {}
 
+  /// Keras's `layer(x, mask=m)`: the mean of the steps m (batch, steps) keeps.
+  template <class X>
+  auto operator()(X&& x, const tensor<bool, device_t<fluxion::detail::expr_t<X>>>& mask, bool training = false) const {
+    return call(std::forward<X>(x), {.mask = &mask}, training);
+  }
+  using detail::global_pool_layer<global_avg_pool1d, false, 1, Keepdims>::operator();
+
   template <class X>
   auto call(X&& x, const pool_call_options<device_t<fluxion::detail::expr_t<X>>>& options, bool training = false) const {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));

@@ -118,20 +118,20 @@ template <class L>
 concept takes_indices = requires { requires L::takes_indices; };
 
 /// Keras's masks in a sequential model: a layer that makes one (embedding<...>::mask_zero,
-/// masking), one that uses it (call(x, {.mask}): a recurrent layer or bidirectional, which skips
-/// the masked steps, global_avg_pool1d, whose mean leaves them out), and one that passes it on
-/// unchanged (Keras's supports_masking: dense, dropout, layer_norm, activations).
+/// masking), one that uses it (layer(x, mask, training): a recurrent layer or bidirectional, which
+/// skips the masked steps, multi_head_attention, whose queries attend to the kept keys only,
+/// global_avg_pool1d, whose mean leaves them out), and one that passes it on unchanged (Keras's
+/// supports_masking: dense, dropout, layer_norm, activations).
 template <class L>
 concept produces_mask = requires { requires L::produces_mask; };
 template <class L, class T, class Device>
-concept takes_mask = requires(L& l, const tensor<T, Device>& x, const tensor<bool, Device>& m) {
-  l.call(x, {.mask = &m}, false);
-};
-/// Whether a layer that takes the mask gives it on (a recurrent layer with ReturnSequences) or
-/// consumes it (the last state, a masked mean).
+concept takes_mask = requires(L& l, const tensor<T, Device>& x, const tensor<bool, Device>& m) { l(x, m, false); };
+/// Whether a layer that takes the mask gives it on (a recurrent layer with ReturnSequences,
+/// attention) or consumes it (the last state, a masked mean).
 template <class L>
 constexpr bool keeps_mask() {
-  if constexpr (requires { L::return_sequences; }) return L::return_sequences;
+  if constexpr (requires { L::keeps_mask; }) return L::keeps_mask;
+  else if constexpr (requires { L::return_sequences; }) return L::return_sequences;
   else return false;
 }
 template <class L>
@@ -271,14 +271,15 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
         const tensor<bool, Device> made = layer.compute_mask(ids);
         return run<I + 1>(fluxion::detail::materialize(layer(ids, training)), training, made);
       } else if constexpr (masked && detail::takes_mask<L, T, Device>) {  // a recurrent layer, a masked mean
-        const tensor<T, Device> y = layer.call(fluxion::detail::materialize(std::forward<X>(x)), {.mask = &mask}, training);
+        const tensor<T, Device> y = layer(fluxion::detail::materialize(std::forward<X>(x)), mask, training);
         if constexpr (detail::keeps_mask<L>()) return run<I + 1>(y, training, mask);
         else return run<I + 1>(y, training);
       } else {
         static_assert(!masked || detail::passes_mask<L>,
                       "fluxion::nn::sequential: this layer cannot take the mask of an embedding<...>::mask_zero or "
                       "masking before it: only dense, dropout, layer_norm and activations pass a mask on (they keep "
-                      "the time axis), and a recurrent layer (lstm, gru, bidirectional) or global_avg_pool1d uses it. "
+                      "the time axis), and a recurrent layer (lstm, gru, bidirectional), multi_head_attention or "
+                      "global_avg_pool1d uses it. "
                       "Put such a layer first, or drop mask_zero / masking (the layer's type is in the "
                       "instantiation context below).");
         if constexpr (I + 1 < count && detail::takes_epilogue<L> &&
