@@ -222,7 +222,8 @@ TEST_CASE("cuda lstm, gru: Keras's mask gives the cpu's values and gradients, fu
   check_states_against_cpu<nn::gru>(true);
 }
 
-TEST_CASE("cuda sequential: embedding<...>::mask_zero's mask reaches the LSTM and global_avg_pool1d on the device") {
+TEST_CASE("cuda sequential: embedding<...>::mask_zero's mask reaches the LSTM, attention and global_avg_pool1d on "
+          "the device") {
   // Keras's text classifiers with padding: the same output and gradients as the cpu's.
   auto check = [](auto host, auto dev) {
     const fx::tensor<std::int32_t> ids =
@@ -250,8 +251,8 @@ TEST_CASE("cuda sequential: embedding<...>::mask_zero's mask reaches the LSTM an
   };
   auto pool_model = [](auto input) {
     fx::random::generator gen{39};
-    return nn::sequential(gen, input, nn::embedding<10, 4, double>::mask_zero{}, nn::global_avg_pool1d{},
-                          nn::dense<2>{});
+    return nn::sequential(gen, input, nn::embedding<10, 4, double>::mask_zero{}, nn::multi_head_attention<2, 3>{},
+                          nn::global_avg_pool1d{}, nn::dense<2>{});
   };
   using in = nn::typed_input<std::int32_t, 5>;
   check(lstm_model(in{}), lstm_model(in::on<fx::cuda>{}));
