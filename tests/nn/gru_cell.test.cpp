@@ -4,7 +4,7 @@
 // tests/nn/gru.test.cpp checks against a hand-written GRU and tests/nn/peer_recurrent.test.cpp against
 // PyTorch. (tests/nn/gru.test.cpp's finite-difference check records with a one-shot tape, so it
 // checks the fused cell's gradients; peer_recurrent.test.cpp checks both paths against PyTorch.)
-// Second derivatives through a GRU (the last test case).
+// Second derivatives through a GRU, and through a masked one (the last two test cases).
 #define FLUXION_MAX_DERIVATIVE_ORDER 2
 
 #include "recurrent_check.hpp"
@@ -43,4 +43,8 @@ TEST_CASE("gru cell: second derivatives through a GRU take the statements") {
   fx::random::generator gen{43};
   auto model = nn::sequential(gen, nn::typed_input<double, 3, 2>{}, nn::gru<4>{}, nn::dense<1>{});
   recurrent_check::check_second_derivative(model, fx::shape{2, 3, 2}, gen);
+}
+
+TEST_CASE("gru cell: second derivatives through a masked GRU (Keras's mask) take the statements") {
+  recurrent_check::check_masked_second_derivative<nn::gru>(44);
 }

@@ -4,7 +4,7 @@
 // tests/nn/lstm.test.cpp checks against a hand-written LSTM and tests/nn/peer_recurrent.test.cpp against
 // PyTorch. (tests/nn/lstm.test.cpp's finite-difference check records with a one-shot tape, so it
 // checks the fused cell's gradients; peer_recurrent.test.cpp checks both paths against PyTorch.)
-// Second derivatives through an LSTM (the last test case).
+// Second derivatives through an LSTM, and through a masked one (the last two test cases).
 #define FLUXION_MAX_DERIVATIVE_ORDER 2
 
 #include "recurrent_check.hpp"
@@ -43,4 +43,8 @@ TEST_CASE("lstm cell: second derivatives through an LSTM take the statements") {
   fx::random::generator gen{43};
   auto model = nn::sequential(gen, nn::typed_input<double, 3, 2>{}, nn::lstm<4>{}, nn::dense<1>{});
   recurrent_check::check_second_derivative(model, fx::shape{2, 3, 2}, gen);
+}
+
+TEST_CASE("lstm cell: second derivatives through a masked LSTM (Keras's mask) take the statements") {
+  recurrent_check::check_masked_second_derivative<nn::lstm>(44);
 }

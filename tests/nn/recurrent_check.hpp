@@ -120,4 +120,16 @@ void check_second_derivative(Model& model, const fx::shape& shape, fx::random::g
   }
 }
 
+/// check_second_derivative through Layer (4 units, every step's output; double) under Keras's mask
+/// with a hole in one example and padding in the other (the statements' masked path).
+template <template <fx::index_t, bool, class, class> class Layer>
+void check_masked_second_derivative(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  Layer<4, true, double, fx::cpu> layer;
+  layer.build(fx::shape{3, 2}, gen);
+  const fx::tensor<bool> m(fx::from_vector(std::vector<std::int32_t>{1, 0, 1, 0, 1, 1}, {2, 3}) != 0);
+  auto model = [&](const fx::tensor<double>& x) { return layer(x, m); };
+  check_second_derivative(model, fx::shape{2, 3, 2}, gen);
+}
+
 }  // namespace recurrent_check
