@@ -204,10 +204,7 @@ class multi_head_attention
   tensor<T, Device> operator()(X&& x, const tensor<bool, Device>& mask, bool training = false) {
     const tensor<T, Device> in = input("the input", std::forward<X>(x));
     const fluxion::shape& s = in.shape();
-    if (mask.shape() != fluxion::shape{s[0], s[1]})
-      throw shape_error("multi_head_attention '" + this->m_name + "': the mask must be (batch, time) = (" +
-                        std::to_string(s[0]) + ", " + std::to_string(s[1]) + ") for input " + to_string(s) +
-                        ", got " + to_string(mask.shape()));
+    detail::check_sequence_mask("multi_head_attention '" + this->m_name + "'", mask.shape(), s);
     const tensor<bool, Device> pairs(reshape(mask, {s[0], s[1], 1}) && reshape(mask, {s[0], 1, s[1]}));
     return call(in, in, in, {.attention_mask = &pairs, .training = training});
   }

@@ -217,17 +217,10 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
           forward_state[i] = (*options.initial_state)[i];
           backward_state[i] = (*options.initial_state)[Layer::state_count + i];
         }
-      const typename Layer::state_type* f = options.initial_state ? &forward_state : nullptr;
-      const typename Layer::state_type* b = options.initial_state ? &backward_state : nullptr;
       const tensor<bool, Device>* m = options.mask;
-      if (m && m->rank() == 2) {
-        reversed_mask = detail::reverse_time(*m);
-        forward = {m, f};
-        backward = {&reversed_mask, b};
-      } else {
-        forward = {m, f};
-        backward = {m, b};
-      }
+      if (m && m->rank() == 2) reversed_mask = detail::reverse_time(*m);
+      forward = {m, options.initial_state ? &forward_state : nullptr};
+      backward = {reversed_mask.empty() ? m : &reversed_mask, options.initial_state ? &backward_state : nullptr};
     }
     halves(const halves&) = delete;  // the options point into it
   };

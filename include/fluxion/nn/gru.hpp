@@ -81,24 +81,16 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
   } else {
     tape->record(out_id, [tape, out_id, h_id, projected, r, rbias, hs, gates, h0, keep, batch, steps, units, inside,
                           zero_start](autodiff::gradient_store& store) {
-      // The store may rehash while we add to it: what it holds is copied out first.
-      // Under a mask with every step's output, a row's last output (zeros where it skipped the last
-      // step) is not its final h: the final h's gradient starts dh_direct instead.
-      const bool carry_final = ReturnSequences && !keep.empty();
-      const tensor<T, Device>* dh_last = State && carry_final ? store.find<T, Device>(h_id) : nullptr;
-      const tensor<T, Device>* dy_only = carry_final ? store.find<T, Device>(out_id) : nullptr;
-      const tensor<T, Device> dy =
-          carry_final ? (dy_only ? *dy_only : tensor<T, Device>())
-                      : output_gradient<State, T, Device>(store, out_id, h_id, ReturnSequences, batch, steps, units);
-      if (dy.empty() && !dh_last) return;
+      // The store may rehash while we add to it: what it holds is copied out first. Under a mask,
+      // the carried h gradient starts dh_direct, which every step then reads.
+      auto [dy, carry, final_h] = sequence_output_gradients<State, T, Device>(
+          store, out_id, h_id, ReturnSequences, !keep.empty(), batch, steps, units);
+      if (dy.empty() && !final_h) return;
       const index_t bu = batch * units, g3 = 3 * units, g4 = 4 * units, origin = 0;
       // d recurrent holds every step's gradient of h_t @ R + b_rec, (steps * batch) rows.
       tensor<T, Device> drecurrent(fluxion::shape{steps * batch, g3}), dprojected(fluxion::shape{batch * steps, g3});
       tensor<T, Device> dh_matmul(fluxion::shape{batch, units}), dr(r.shape());
-      // Under a mask every step reads dh_direct, the last one too (zeros, or the final h's gradient).
-      tensor<T, Device> dh_direct = keep.empty() ? tensor<T, Device>(fluxion::shape{batch, units})
-                                    : dh_last    ? tensor<T, Device>(*dh_last * T(1))
-                                                 : zeros<T, Device>({batch, units});
+      tensor<T, Device> dh_direct = carry.empty() ? tensor<T, Device>(fluxion::shape{batch, units}) : carry;
       const T* h = hs.data();
       const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (3 units, units)
       for (index_t t = steps - 1; t >= 0; --t) {

@@ -94,18 +94,13 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
   } else {
     tape->record(out_id, [tape, out_id, h_id, c_id, projected, r, hs, cs, gates, h0, c0, keep, batch, steps, units,
                           inside, zero_start](autodiff::gradient_store& store) {
-      // The store may rehash while we add to it: what it holds is copied out first.
-      // Under a mask with every step's output, a row's last output (zeros where it skipped the last
-      // step) is not its final h: the final h's gradient starts h's carried gradient instead.
-      const bool carry_final = ReturnSequences && !keep.empty();
-      const tensor<T, Device>* dh_last = State && carry_final ? store.find<T, Device>(h_id) : nullptr;
-      const tensor<T, Device>* dy_only = carry_final ? store.find<T, Device>(out_id) : nullptr;
-      const tensor<T, Device> dy =
-          carry_final ? (dy_only ? *dy_only : tensor<T, Device>())
-                      : output_gradient<State, T, Device>(store, out_id, h_id, ReturnSequences, batch, steps, units);
+      // The store may rehash while we add to it: what it holds is copied out first. Under a mask,
+      // h's gradient carried past the steps a row skipped is dh_carry.
+      auto [dy, dh_carry, final_h] = sequence_output_gradients<State, T, Device>(
+          store, out_id, h_id, ReturnSequences, !keep.empty(), batch, steps, units);
       // The final c's gradient (return_state) starts the cell's.
       const tensor<T, Device>* dc_last = State ? store.find<T, Device>(c_id) : nullptr;
-      if (dy.empty() && !dc_last && !dh_last) return;
+      if (dy.empty() && !dc_last && !final_h) return;
       const index_t bu = batch * units, g4 = 4 * units, origin = 0;
       tensor<T, Device> dz(fluxion::shape{steps, batch, g4}), dprojected(fluxion::shape{batch * steps, g4});
       // The cell's gradient from the step after the last: zeros, or the final c's (return_state).
@@ -113,10 +108,6 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
       if constexpr (State)
         if (dc_last) dc = tensor<T, Device>(*dc_last * T(1));
       tensor<T, Device> dh(fluxion::shape{batch, units}), dr(r.shape());
-      // Under a mask, h's gradient carried past the steps a row skipped.
-      tensor<T, Device> dh_carry = keep.empty() ? tensor<T, Device>()
-                                   : dh_last          ? tensor<T, Device>(*dh_last * T(1))
-                                                      : zeros<T, Device>({batch, units});
       const T* c = cs.data();
       const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (4 units, units)
       for (index_t t = steps - 1; t >= 0; --t) {

@@ -45,48 +45,44 @@ class masking : public stateless_layer<masking> {
   /// mask value.
   template <class X>
   auto compute_mask(X&& x) const {
-    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
-    using T = value_type_t<decltype(e)>;
-    using Device = device_t<decltype(e)>;
-    check_values<T>();
-    if constexpr (std::is_floating_point_v<T>) {
-      const tensor<T, Device> in = checked(std::move(e));
-      std::vector<int> features;
-      for (int a = 2; a < static_cast<int>(in.rank()); ++a) features.push_back(a);
-      return tensor<bool, Device>(fluxion::any(in != static_cast<T>(m_value), axes(features)));
-    }
+    const auto in = checked(std::forward<X>(x));
+    if constexpr (std::is_floating_point_v<value_type_t<decltype(in)>>) return mask_of(in);
   }
 
   /// The input with its padding steps set to zeros.
   template <class X>
   auto operator()(X&& x, bool /*training*/ = false) const {
-    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
-    using T = value_type_t<decltype(e)>;
-    using Device = device_t<decltype(e)>;
-    check_values<T>();
+    const auto in = checked(std::forward<X>(x));
+    using T = value_type_t<decltype(in)>;
     if constexpr (std::is_floating_point_v<T>) {
-      const tensor<T, Device> in = checked(std::move(e));
       std::vector<index_t> kept(static_cast<std::size_t>(in.rank()), 1);  // (batch, time, 1, ...)
       kept[0] = in.shape()[0];
       kept[1] = in.shape()[1];
-      const tensor<T, Device> keep(cast<T>(compute_mask(in)));
-      return tensor<T, Device>(in * reshape(keep, kept));
+      const tensor<T, device_t<decltype(in)>> keep(cast<T>(mask_of(in)));
+      return tensor<T, device_t<decltype(in)>>(in * reshape(keep, kept));
     }
   }
 
  private:
-  template <class T>
-  static constexpr void check_values() {
-    static_assert(std::is_floating_point_v<T>, "fluxion::nn::masking: the input must hold floating-point values; "
-                                               "for integer ids use fluxion::nn::embedding<...>::mask_zero.");
-  }
-  template <class E>
-  tensor<value_type_t<E>, device_t<E>> checked(E e) const {
-    tensor<value_type_t<E>, device_t<E>> in(std::move(e));
+  /// The input as a tensor, checked: floating-point values (a compile-time error otherwise, the
+  /// callers then compiling nothing more), rank 3 or more.
+  template <class X>
+  auto checked(X&& x) const {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    static_assert(std::is_floating_point_v<value_type_t<decltype(e)>>,
+                  "fluxion::nn::masking: the input must hold floating-point values; for integer ids use "
+                  "fluxion::nn::embedding<...>::mask_zero.");
+    tensor<value_type_t<decltype(e)>, device_t<decltype(e)>> in(std::move(e));
     if (in.rank() < 3)
       throw shape_error("masking '" + m_name + "': expects input of shape (batch, time, features...), got " +
                         to_string(in.shape()));
     return in;
+  }
+  template <class T, class Device>
+  tensor<bool, Device> mask_of(const tensor<T, Device>& in) const {
+    std::vector<int> features;
+    for (int a = 2; a < static_cast<int>(in.rank()); ++a) features.push_back(a);
+    return tensor<bool, Device>(fluxion::any(in != static_cast<T>(m_value), axes(features)));
   }
 
   double m_value;

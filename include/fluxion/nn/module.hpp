@@ -222,6 +222,15 @@ tensor<T> glorot_uniform(const fluxion::shape& s, index_t fan_in, index_t fan_ou
   return random::uniform<T>(s, gen, -limit, limit);
 }
 
+/// Keras's mask of a sequence: (batch, time) of the (batch, time, ...) input, or a shape_error
+/// naming `layer` ("lstm 'encoder'") and both shapes. `time` names the axis as the layer does.
+inline void check_sequence_mask(const std::string& layer, const fluxion::shape& mask, const fluxion::shape& input,
+                                const char* time = "time") {
+  if (mask != fluxion::shape{input[0], input[1]})
+    throw shape_error(layer + ": the mask must be (batch, " + time + ") = (" + std::to_string(input[0]) + ", " +
+                      std::to_string(input[1]) + ") for input " + to_string(input) + ", got " + to_string(mask));
+}
+
 }  // namespace detail
 
 namespace detail {

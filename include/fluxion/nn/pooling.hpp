@@ -121,7 +121,14 @@ struct global_pool_layer : stateless_layer<Derived> {
   template <class X>
   auto operator()(X&& x, bool /*training*/ = false) const {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
-    const fluxion::shape& s = e.shape();
+    check(e.shape());
+    const axes spatial = Spatial == 1 ? axes{1} : axes{1, 2};
+    if constexpr (Max) return reduce_max(std::move(e), spatial, Keepdims);
+    else return reduce_mean(std::move(e), spatial, Keepdims);
+  }
+
+  /// The input's rank and extents, or a shape_error naming the layer.
+  void check(const fluxion::shape& s) const {
     if (s.rank() != Spatial + 2)
       throw shape_error(std::string(base_name) + " '" + this->m_name + "': expects input of rank " +
                         std::to_string(Spatial + 2) +
@@ -131,9 +138,6 @@ struct global_pool_layer : stateless_layer<Derived> {
       if (s[d] == 0)
         throw shape_error(std::string(base_name) + " '" + this->m_name + "': input of shape " + to_string(s) +
                           " has no positions to pool");
-    const axes spatial = Spatial == 1 ? axes{1} : axes{1, 2};
-    if constexpr (Max) return reduce_max(std::move(e), spatial, Keepdims);
-    else return reduce_mean(std::move(e), spatial, Keepdims);
   }
 };
 }  // namespace detail
@@ -183,12 +187,10 @@ struct global_avg_pool1d : detail::global_pool_layer<global_avg_pool1d<Keepdims>
     using Device = device_t<decltype(e)>;
     if (!options.mask) return tensor<T, Device>((*this)(std::move(e), training));
     const tensor<T, Device> in(std::move(e));
-    (void)(*this)(in);  // the input's checks
     const fluxion::shape& s = in.shape();
-    if (options.mask->shape() != fluxion::shape{s[0], s[1]})
-      throw shape_error(std::string(this->base_name) + " '" + this->m_name + "': the mask must be (batch, steps) = (" +
-                        std::to_string(s[0]) + ", " + std::to_string(s[1]) + ") for input " + to_string(s) +
-                        ", got " + to_string(options.mask->shape()));
+    this->check(s);
+    detail::check_sequence_mask(std::string(this->base_name) + " '" + this->m_name + "'", options.mask->shape(), s,
+                                "steps");
     const tensor<T, Device> keep(reshape(cast<T>(*options.mask), {s[0], s[1], 1}));
     // The steps each row keeps, at least 1: a row of padding only gives zeros.
     const tensor<T, Device> count(maximum(reduce_sum(keep, axes{1}, Keepdims), T(1)));

@@ -28,6 +28,22 @@
                                                                      const variable<float>&, spatial2d, padding,    \
                                                                      spatial2d, const E&);
 
+// A recurrent layer's statements (nn::detail::NAME_forward, STATES states) for each
+// ReturnSequences, State (call_with_state) and Masked (Keras's mask).
+#define FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, ...)                                                   \
+  EXTERN template nn::detail::recurrent_result<float, cpu, STATES> nn::detail::NAME##_forward<float, __VA_ARGS__>( \
+      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,       \
+      const std::array<tensor<float>, STATES>*, const tensor<float>*);
+#define FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, NAME, STATES)                \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, false, false, false)          \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, false, false, true)           \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, false, true, false)           \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, false, true, true)            \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, true, false, false)           \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, true, false, true)            \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, true, true, false)            \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, true, true, true)
+
 #define FLUXION_NN_SPECIALIZATIONS(EXTERN)                                                                          \
   FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::detail::identity)                                                \
   FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::relu)                                                            \
@@ -42,30 +58,7 @@
                                                                        padding);                                   \
   EXTERN template tensor<float> nn::detail::dropout_forward<float>(const tensor<float>&, double, random::generator&); \
   EXTERN template tensor<float> nn::detail::permute_forward<float>(const tensor<float>&, std::vector<int>);          \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false>(                \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false, false, true>(   \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false, true>(          \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, false, true, true>(    \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true>(                 \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true, false, true>(    \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true, true>(           \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 2> nn::detail::lstm_forward<float, true, true, true>(     \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 2>*, const tensor<float>*);                                                    \
+  FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, lstm, 2)                                                           \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int32_t>(         \
       const tensor<float>&, tensor<std::int32_t>, losses::reduction, double);                                      \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int64_t>(         \
@@ -104,30 +97,7 @@
 // Without it a program with a GRU compiles them itself (bench/compile/recurrent.cpp with prebuilt
 // kernels: 15.7 CPU s without them, 6.0 with).
 #define FLUXION_NN_GRU_SPECIALIZATIONS(EXTERN)                                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false>(                 \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false, false, true>(    \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false, true>(           \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, false, true, true>(     \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true>(                  \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true, false, true>(     \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true, true>(            \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*, const tensor<float>*);                                                    \
-  EXTERN template nn::detail::recurrent_result<float, cpu, 1> nn::detail::gru_forward<float, true, true, true>(      \
-      const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,         \
-      const std::array<tensor<float>, 1>*, const tensor<float>*);
+  FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, gru, 1)
 
 namespace fluxion {
 #if defined(FLUXION_PREBUILT_NN_SOURCE)

@@ -104,6 +104,36 @@ tensor<T, Device> output_gradient(const autodiff::gradient_store& store, std::ui
   }
 }
 
+/// The gradients a fused sequence's backward pass starts from: the output's (dy, empty where the
+/// store has none) and, under a mask, h's carried gradient (carry, (batch, units)), which a row
+/// passes on past the steps it skips.
+template <class T, class Device>
+struct sequence_gradients {
+  tensor<T, Device> dy;
+  tensor<T, Device> carry;  // empty without a mask
+  bool final_h = false;     // the final h's gradient (return_state) is in carry
+};
+
+/// output_gradient, and under a mask (`masked`) the carried h gradient: zeros, or with every
+/// step's output the final h's gradient, which then starts the carry instead of joining the last
+/// step's (a row that skipped the last step has a zero last output, not its final h).
+template <bool State, class T, class Device>
+sequence_gradients<T, Device> sequence_output_gradients(const autodiff::gradient_store& store, std::uint64_t out_id,
+                                                        std::uint64_t h_id, bool every_step, bool masked,
+                                                        index_t batch, index_t steps, index_t units) {
+  sequence_gradients<T, Device> g;
+  if (!(masked && every_step)) {
+    g.dy = output_gradient<State, T, Device>(store, out_id, h_id, every_step, batch, steps, units);
+    if (masked) g.carry = zeros<T, Device>({batch, units});
+    return g;
+  }
+  if (const tensor<T, Device>* dy = store.find<T, Device>(out_id)) g.dy = *dy;
+  const tensor<T, Device>* dh = State ? store.find<T, Device>(h_id) : nullptr;
+  g.final_h = dh != nullptr;
+  g.carry = dh ? tensor<T, Device>(*dh * T(1)) : zeros<T, Device>({batch, units});  // a copy: updated in place
+  return g;
+}
+
 /// A recurrent layer's call options (Keras's call arguments): `rnn.call(x, {.mask = &m})`,
 /// `rnn.call_with_state(x, {.mask = &m, .initial_state = &s})`.
 template <class T, class Device, std::size_t States>
@@ -207,10 +237,7 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
       return Derived::template run<State, false>(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel,
                                                  *m_bias, initial, nullptr);
     } else {
-      if (mask->shape() != fluxion::shape{s[0], s[1]})
-        throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
-                          "': the mask must be (batch, time) = (" + std::to_string(s[0]) + ", " +
-                          std::to_string(s[1]) + ") for input " + to_string(s) + ", got " + to_string(mask->shape()));
+      check_sequence_mask(std::string(Derived::base_name) + " '" + this->m_name + "'", mask->shape(), s);
       const tensor<T, Device> keep(fluxion::cast<T>(*mask));
       return Derived::template run<State, true>(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel,
                                                 *m_bias, initial, &keep);
