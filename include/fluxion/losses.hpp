@@ -25,6 +25,7 @@
 // (it would wait for the queue): fit and compiled_step check it there.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
@@ -193,6 +194,61 @@ tensor<T, D> finite_loss([[maybe_unused]] const char* name, tensor<T, D> loss, [
   return loss;
 }
 
+/// Keras's sample_weight on per-example losses of shape S (a loss's reduction::none): weights of
+/// shape S, S with a unit axis appended (Keras's (batch, 1) for (batch,) losses), a leading part of
+/// S (one weight per example for per-step losses: (batch,) for (batch, time)), or a scalar.
+/// Float weights scale each loss, and the mean divides their weighted sum by the number of losses
+/// (Keras's sum_over_batch_size, not the weights' sum). A bool mask (Keras's propagated mask)
+/// drops the losses where it is false, and the mean is over the kept ones (Keras's mask; PyTorch's
+/// ignore_index); with none kept it is 0.
+template <class T, class D, class W>
+tensor<T, D> reduce_weighted(const char* name, const tensor<T, D>& losses, W&& sample_weight, reduction r) {
+  auto w = fluxion::detail::materialize(fluxion::detail::as_expr<W>(std::forward<W>(sample_weight)));
+  using WT = value_type_t<decltype(w)>;
+  static_assert(std::is_arithmetic_v<WT>, "fluxion::losses: sample_weight must be a numeric or bool tensor.");
+  static_assert(std::is_same_v<device_t<decltype(w)>, D>,
+                "fluxion::losses: sample_weight is on another device than the logits or predictions; move it with "
+                "fluxion::to<Device>(sample_weight).");
+  const shape& ls = losses.shape();
+  shape ws = w.shape();
+  const bool leading = ws.rank() <= ls.rank() && std::equal(ws.begin(), ws.end(), ls.begin());
+  if (ws.rank() == ls.rank() + 1 && ws[ws.rank() - 1] == 1 && std::equal(ls.begin(), ls.end(), ws.begin())) {
+    ws = ls;
+  } else if (leading) {
+    while (ws.rank() < ls.rank()) ws.push_back(1);
+  } else {
+    shape with_unit_axis = ls;
+    with_unit_axis.push_back(1);
+    throw shape_error(std::string(name) + ": sample_weight of shape " + to_string(w.shape()) +
+                      " does not fit the per-example losses of shape " + to_string(ls) + ": give it the shape " +
+                      to_string(ls) + ", " + to_string(with_unit_axis) + ", a leading part of " + to_string(ls) +
+                      " or ()");
+  }
+  const tensor<WT, D> weights(w, ws);
+  if constexpr (std::is_same_v<WT, bool>) {
+    const auto kept = where(weights, losses, T(0));
+    switch (r) {
+      case reduction::none: return tensor<T, D>(kept);
+      case reduction::sum: return tensor<T, D>(reduce_sum(kept));
+      case reduction::mean: break;
+    }
+    // Each mask element stands for size(losses) / size(mask) losses (the broadcast ones).
+    const double per_element = weights.size() == 0 ? 0.0 : static_cast<double>(ls.size()) / static_cast<double>(weights.size());
+    return tensor<T, D>(reduce_sum(kept) / maximum(reduce_sum(cast<T>(weights)) * static_cast<T>(per_element), T(1)));
+  } else {
+    const auto weighted = losses * as_type<T>(weights);
+    tensor<T, D> out = [&] {
+      switch (r) {
+        case reduction::none: return tensor<T, D>(weighted);
+        case reduction::sum: return tensor<T, D>(reduce_sum(weighted));
+        case reduction::mean: break;
+      }
+      return tensor<T, D>(reduce_sum(weighted) * static_cast<T>(1.0 / static_cast<double>(std::max<index_t>(ls.size(), 1))));
+    }();
+    return finite_loss(name, std::move(out), std::pair{"sample_weight", weights});
+  }
+}
+
 }  // namespace detail
 
 /// Cross entropy between softmax(logits) and a distribution over classes (one-hot or soft labels)
@@ -215,6 +271,21 @@ auto softmax_cross_entropy(L&& logits, Y&& labels, label_smoothing s, reduction 
 template <detail::tensor_like L, detail::tensor_like Y>
 auto softmax_cross_entropy(L&& logits, Y&& labels, reduction r = reduction::mean) {
   return softmax_cross_entropy(std::forward<L>(logits), std::forward<Y>(labels), label_smoothing{}, r);
+}
+
+/// softmax_cross_entropy with Keras's sample_weight (see reduce_weighted): float weights per example, or a bool
+/// mask whose false entries leave the loss (the mean is then over the kept ones).
+template <detail::tensor_like L, detail::tensor_like Y, detail::tensor_like W>
+auto softmax_cross_entropy(L&& logits, Y&& labels, label_smoothing s, W&& sample_weight, reduction r = reduction::mean) {
+  return detail::reduce_weighted("softmax_cross_entropy",
+                                 softmax_cross_entropy(std::forward<L>(logits), std::forward<Y>(labels), s, reduction::none),
+                                 std::forward<W>(sample_weight), r);
+}
+
+/// softmax_cross_entropy with sample_weight and without label smoothing.
+template <detail::tensor_like L, detail::tensor_like Y, detail::tensor_like W>
+auto softmax_cross_entropy(L&& logits, Y&& labels, W&& sample_weight, reduction r = reduction::mean) {
+  return softmax_cross_entropy(std::forward<L>(logits), std::forward<Y>(labels), label_smoothing{}, std::forward<W>(sample_weight), r);
 }
 
 namespace detail {
@@ -275,6 +346,21 @@ auto sparse_softmax_cross_entropy(L&& logits, I&& labels, reduction r = reductio
   return sparse_softmax_cross_entropy(std::forward<L>(logits), std::forward<I>(labels), label_smoothing{}, r);
 }
 
+/// sparse_softmax_cross_entropy with Keras's sample_weight (see reduce_weighted): float weights per example, or a bool
+/// mask whose false entries leave the loss (the mean is then over the kept ones).
+template <detail::tensor_like L, detail::tensor_like I, detail::tensor_like W>
+auto sparse_softmax_cross_entropy(L&& logits, I&& labels, label_smoothing s, W&& sample_weight, reduction r = reduction::mean) {
+  return detail::reduce_weighted("sparse_softmax_cross_entropy",
+                                 sparse_softmax_cross_entropy(std::forward<L>(logits), std::forward<I>(labels), s, reduction::none),
+                                 std::forward<W>(sample_weight), r);
+}
+
+/// sparse_softmax_cross_entropy with sample_weight and without label smoothing.
+template <detail::tensor_like L, detail::tensor_like I, detail::tensor_like W>
+auto sparse_softmax_cross_entropy(L&& logits, I&& labels, W&& sample_weight, reduction r = reduction::mean) {
+  return sparse_softmax_cross_entropy(std::forward<L>(logits), std::forward<I>(labels), label_smoothing{}, std::forward<W>(sample_weight), r);
+}
+
 /// Binary cross entropy between sigmoid(logits) and labels in [0, 1] of the same shape, computed
 /// as TensorFlow's sigmoid_cross_entropy_with_logits: max(x, 0) - x z + log1p(exp(-|x|)); with
 /// label smoothing s, of the labels (1 - s) z + s / 2 (Keras's BinaryCrossentropy(from_logits=True,
@@ -301,6 +387,21 @@ auto sigmoid_binary_cross_entropy(L&& logits, Y&& labels, reduction r = reductio
   return sigmoid_binary_cross_entropy(std::forward<L>(logits), std::forward<Y>(labels), label_smoothing{}, r);
 }
 
+/// sigmoid_binary_cross_entropy with Keras's sample_weight (see reduce_weighted): float weights per example, or a bool
+/// mask whose false entries leave the loss (the mean is then over the kept ones).
+template <detail::tensor_like L, detail::tensor_like Y, detail::tensor_like W>
+auto sigmoid_binary_cross_entropy(L&& logits, Y&& labels, label_smoothing s, W&& sample_weight, reduction r = reduction::mean) {
+  return detail::reduce_weighted("sigmoid_binary_cross_entropy",
+                                 sigmoid_binary_cross_entropy(std::forward<L>(logits), std::forward<Y>(labels), s, reduction::none),
+                                 std::forward<W>(sample_weight), r);
+}
+
+/// sigmoid_binary_cross_entropy with sample_weight and without label smoothing.
+template <detail::tensor_like L, detail::tensor_like Y, detail::tensor_like W>
+auto sigmoid_binary_cross_entropy(L&& logits, Y&& labels, W&& sample_weight, reduction r = reduction::mean) {
+  return sigmoid_binary_cross_entropy(std::forward<L>(logits), std::forward<Y>(labels), label_smoothing{}, std::forward<W>(sample_weight), r);
+}
+
 /// The mean of (predictions - targets)^2 over the last axis, per example.
 template <detail::tensor_like P, detail::tensor_like Y>
 auto mean_squared_error(P&& predictions, Y&& targets, reduction r = reduction::mean) {
@@ -308,6 +409,14 @@ auto mean_squared_error(P&& predictions, Y&& targets, reduction r = reduction::m
                                              "targets", std::forward<Y>(targets));
   return detail::finite_loss("mean_squared_error", detail::reduce_elementwise(square(p - y), r),
                              std::pair{"predictions", p}, std::pair{"targets", y});
+}
+
+/// mean_squared_error with Keras's sample_weight (see reduce_weighted).
+template <detail::tensor_like P, detail::tensor_like Y, detail::tensor_like W>
+auto mean_squared_error(P&& predictions, Y&& targets, W&& sample_weight, reduction r = reduction::mean) {
+  return detail::reduce_weighted("mean_squared_error",
+                                 mean_squared_error(std::forward<P>(predictions), std::forward<Y>(targets), reduction::none),
+                                 std::forward<W>(sample_weight), r);
 }
 
 /// The mean of |predictions - targets| over the last axis, per example (Keras's
@@ -320,6 +429,14 @@ auto mean_absolute_error(P&& predictions, Y&& targets, reduction r = reduction::
                              std::pair{"predictions", p}, std::pair{"targets", y});
 }
 
+/// mean_absolute_error with Keras's sample_weight (see reduce_weighted).
+template <detail::tensor_like P, detail::tensor_like Y, detail::tensor_like W>
+auto mean_absolute_error(P&& predictions, Y&& targets, W&& sample_weight, reduction r = reduction::mean) {
+  return detail::reduce_weighted("mean_absolute_error",
+                                 mean_absolute_error(std::forward<P>(predictions), std::forward<Y>(targets), reduction::none),
+                                 std::forward<W>(sample_weight), r);
+}
+
 /// The mean of log(cosh(e)) over the last axis, per example, for e = predictions - targets
 /// (Keras's log_cosh), computed as e + softplus(-2 e) - log 2, which stays finite for |e| of 1e4.
 template <detail::tensor_like P, detail::tensor_like Y>
@@ -330,6 +447,14 @@ auto log_cosh(P&& predictions, Y&& targets, reduction r = reduction::mean) {
   const auto e = p - y;
   return detail::finite_loss("log_cosh", detail::reduce_elementwise(e + softplus(T(-2) * e) - T(0.69314718055994530942), r),
                              std::pair{"predictions", p}, std::pair{"targets", y});
+}
+
+/// log_cosh with Keras's sample_weight (see reduce_weighted).
+template <detail::tensor_like P, detail::tensor_like Y, detail::tensor_like W>
+auto log_cosh(P&& predictions, Y&& targets, W&& sample_weight, reduction r = reduction::mean) {
+  return detail::reduce_weighted("log_cosh",
+                                 log_cosh(std::forward<P>(predictions), std::forward<Y>(targets), reduction::none),
+                                 std::forward<W>(sample_weight), r);
 }
 
 /// Kullback-Leibler divergence sum_c t_c log(t_c / p_c) over the last axis, per example, of the
@@ -349,6 +474,14 @@ auto kl_divergence(P&& predictions, Y&& targets, reduction r = reduction::mean) 
                              std::pair{"predictions", p}, std::pair{"targets", y});
 }
 
+/// kl_divergence with Keras's sample_weight (see reduce_weighted).
+template <detail::tensor_like P, detail::tensor_like Y, detail::tensor_like W>
+auto kl_divergence(P&& predictions, Y&& targets, W&& sample_weight, reduction r = reduction::mean) {
+  return detail::reduce_weighted("kl_divergence",
+                                 kl_divergence(std::forward<P>(predictions), std::forward<Y>(targets), reduction::none),
+                                 std::forward<W>(sample_weight), r);
+}
+
 /// Keras's cosine_similarity loss: -sum_c p_c t_c / (|p| |t|) over the last axis, per example,
 /// each norm at least 1e-6 (Keras's l2_normalize: sqrt(max(sum x^2, 1e-12))). -1 where prediction
 /// and target point the same way; a zero vector gives 0.
@@ -363,6 +496,14 @@ auto cosine_similarity(P&& predictions, Y&& targets, reduction r = reduction::me
   const auto inverse_norms = rsqrt(maximum(reduce_sum(square(p), -1), floor) * maximum(reduce_sum(square(y), -1), floor));
   return detail::finite_loss(name, detail::reduce_examples(-reduce_sum(p * y, -1) * inverse_norms, r),
                              std::pair{"predictions", p}, std::pair{"targets", y});
+}
+
+/// cosine_similarity with Keras's sample_weight (see reduce_weighted).
+template <detail::tensor_like P, detail::tensor_like Y, detail::tensor_like W>
+auto cosine_similarity(P&& predictions, Y&& targets, W&& sample_weight, reduction r = reduction::mean) {
+  return detail::reduce_weighted("cosine_similarity",
+                                 cosine_similarity(std::forward<P>(predictions), std::forward<Y>(targets), reduction::none),
+                                 std::forward<W>(sample_weight), r);
 }
 
 /// The Huber loss: 0.5 e^2 where |e| <= delta, delta (|e| - 0.5 delta) beyond, for the error
@@ -389,6 +530,19 @@ auto huber(P&& predictions, Y&& targets, double delta = 1.0, reduction r = reduc
 template <detail::tensor_like P, detail::tensor_like Y>
 auto huber(P&& predictions, Y&& targets, reduction r) {
   return huber(std::forward<P>(predictions), std::forward<Y>(targets), 1.0, r);
+}
+
+/// The Huber loss with Keras's sample_weight (see reduce_weighted).
+template <detail::tensor_like P, detail::tensor_like Y, detail::tensor_like W>
+auto huber(P&& predictions, Y&& targets, double delta, W&& sample_weight, reduction r = reduction::mean) {
+  return detail::reduce_weighted("huber", huber(std::forward<P>(predictions), std::forward<Y>(targets), delta, reduction::none),
+                                 std::forward<W>(sample_weight), r);
+}
+
+/// The Huber loss with delta = 1 and sample_weight.
+template <detail::tensor_like P, detail::tensor_like Y, detail::tensor_like W>
+auto huber(P&& predictions, Y&& targets, W&& sample_weight, reduction r = reduction::mean) {
+  return huber(std::forward<P>(predictions), std::forward<Y>(targets), 1.0, std::forward<W>(sample_weight), r);
 }
 
 }  // namespace fluxion::losses
