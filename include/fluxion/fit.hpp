@@ -21,7 +21,19 @@
 //
 // The dataset is any range whose elements are (x, y) pairs or tuples of tensors, iterated once per
 // epoch from its beginning (a std::vector of pairs, or an fx::data pipeline). With integer labels
-// and logits of shape (batch, classes), fit also reports sparse categorical accuracy.
+// and logits of shape (batch, classes) (or (batch, time, classes) for labels (batch, time)), fit
+// also reports sparse categorical accuracy.
+//
+// Keras's sample weights and masks: (x, y, sample_weight) elements call loss_fn(logits, y,
+// sample_weight); a model whose mask reaches its output (a tagger: embedding<...>::mask_zero, a
+// recurrent layer with ReturnSequences, dense) is called through output_and_mask, and its mask is
+// loss_fn's third argument (with sample weights too, Keras's combination: the weights on the kept
+// steps, the mean over those), so the padding steps count in neither the loss nor the accuracy:
+//   auto loss = [](const auto& logits, const auto& labels, const auto& w) {
+//     return fx::losses::sparse_softmax_cross_entropy(logits, labels, w);
+//   };
+// A loss function that takes two arguments there is a compile-time error, not a silent loss over
+// the padding.
 //
 // Progress: on a terminal, a bar per epoch that shows step/total, loss, accuracy, samples per second
 // and the ETA, redrawn at most ten times a second; otherwise (CI, logs) one line per epoch. While fit
@@ -250,13 +262,88 @@ struct no_validation {};
 template <class R>
 concept sized_range = requires(R& r) { std::size(r); };
 
-/// loss_fn(logits, y) and its value, which must be finite: a loss that is not (fluxion's losses
+/// The model's output for a batch: {output} or, for a model whose mask reaches its output
+/// (nn::sequential's output_masked, or a composite model's own output_and_mask), {output, mask}.
+template <class T>
+struct unmasked_output {
+  T output;
+};
+template <class Model, class X>
+auto run_model(Model& model, const X& x, bool training) {
+  if constexpr (requires { model.output_and_mask(x, training); }) return model.output_and_mask(x, training);
+  else return unmasked_output<decltype(model(x, training))>{model(x, training)};
+}
+template <class Out>
+concept has_mask = requires(const Out& o) { o.mask; };
+
+/// Keras's sample weights combined with the output's mask: w m size(m) / count(m), so that a loss's
+/// mean (the weighted sum over the number of losses) becomes the weighted sum over the kept ones.
+/// Weights per example ((batch,) or (batch, 1)) weigh each of the example's steps.
+template <class T, class W, class M>
+auto masked_sample_weight(const W& w, const M& mask) {
+  using D = device_t<M>;
+  const tensor<T, D> weights = cast<T>(fluxion::detail::materialize(fluxion::detail::as_expr<const W&>(w)));
+  shape ws = weights.shape();
+  if (ws.rank() == 2 && ws[1] == 1) ws = shape{ws[0]};
+  if (ws.rank() == 1 && mask.rank() == 2 && ws[0] == mask.shape()[0]) ws.push_back(1);
+  const tensor<T, D> column(weights, ws);
+  const auto kept = cast<T>(mask);
+  return tensor<T, D>(column * kept *
+                      (static_cast<T>(mask.size()) / maximum(reduce_sum(cast<T>(mask)), T(1))));
+}
+
+/// loss_fn on a batch's output, as Keras's compiled loss: loss_fn(logits, y) for (x, y) elements of
+/// an unmasked model; loss_fn(logits, y, sample_weight) for (x, y, sample_weight) elements, with
+/// the output's mask (a bool tensor) as the sample weight of a masked model, or both combined.
+template <class LossFn, class Out, class Element>
+auto call_loss(LossFn& loss_fn, const Out& out, const Element& element) {
+  const auto& y = std::get<1>(element);
+  constexpr bool weighted = std::tuple_size_v<std::remove_cvref_t<Element>> >= 3;
+  constexpr bool masked = has_mask<Out>;
+  if constexpr (!weighted && !masked) {
+    return loss_fn(out.output, y);
+  } else {
+    const auto weights = [&] {
+      if constexpr (weighted && masked)
+        return masked_sample_weight<value_type_t<decltype(out.output)>>(std::get<2>(element), out.mask);
+      else if constexpr (weighted) return std::get<2>(element);
+      else return out.mask;
+    }();
+    static_assert(std::is_invocable_v<LossFn&, decltype(out.output), decltype(y), decltype(weights)>,
+                  "fluxion::fit / evaluate: the dataset gives (x, y, sample_weight) elements, or the model's mask "
+                  "reaches its output (an embedding<...>::mask_zero before a recurrent layer with ReturnSequences), "
+                  "so the loss function is called as loss_fn(logits, labels, sample_weight): take the third "
+                  "argument and pass it on, "
+                  "[](const auto& logits, const auto& labels, const auto& w) { return "
+                  "fx::losses::sparse_softmax_cross_entropy(logits, labels, w); }");
+    return loss_fn(out.output, y, weights);
+  }
+}
+
+/// Adds a batch to `accuracy` for integer labels and logits (batch, ..., classes) whose leading axes
+/// the labels' shape is (or has with a unit axis), leaving out the steps a mask drops; true if it did.
+template <class Y, class Out>
+bool update_accuracy(metrics::sparse_categorical_accuracy& accuracy, const Y& y, const Out& out) {
+  if constexpr (std::is_integral_v<value_type_t<std::remove_cvref_t<Y>>>) {
+    const shape& ls = out.output.shape();
+    if (ls.rank() < 2) return false;
+    shape leading(ls.begin(), ls.end() - 1), with_unit_axis = leading;
+    with_unit_axis.push_back(1);
+    if (!(y.shape() == leading) && !(y.shape() == with_unit_axis)) return false;
+    if constexpr (has_mask<Out>) accuracy.update(y, out.output, out.mask);
+    else accuracy.update(y, out.output);
+    return true;
+  }
+  return false;
+}
+
+/// loss_fn on the output (call_loss) and its value, which must be finite: a loss that is not (fluxion's losses
 /// throw naming the input) becomes error_for(value, detail), which adds where it happened.
-template <class LossFn, class L, class Y, class ErrorFor>
-auto checked_loss(LossFn& loss_fn, const L& logits, const Y& y, const ErrorFor& error_for) {
+template <class LossFn, class Out, class Element, class ErrorFor>
+auto checked_loss(LossFn& loss_fn, const Out& out, const Element& element, const ErrorFor& error_for) {
   auto loss = [&] {
     try {
-      return loss_fn(logits, y);
+      return call_loss(loss_fn, out, element);
     } catch (const numeric_error& e) {
       throw error_for(e.value(), std::string(" (") + e.what() + ")");
     }
@@ -264,18 +351,6 @@ auto checked_loss(LossFn& loss_fn, const L& logits, const Y& y, const ErrorFor& 
   const double value = static_cast<double>(loss.item());
   if (!std::isfinite(value)) throw error_for(value, "");
   return std::pair{std::move(loss), value};
-}
-
-/// Adds a batch to `accuracy` for integer labels and logits of shape (batch, classes); true if it did.
-template <class Y, class L>
-bool update_accuracy(metrics::sparse_categorical_accuracy& accuracy, const Y& y, const L& logits) {
-  if constexpr (std::is_integral_v<value_type_t<std::remove_cvref_t<Y>>>) {
-    if (logits.rank() == 2) {
-      accuracy.update(y, logits);
-      return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace detail
@@ -301,8 +376,8 @@ evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset) {
   for (auto&& element : dataset) {
     const auto& x = std::get<0>(element);
     const auto& y = std::get<1>(element);
-    auto logits = model(x, /*training=*/false);
-    const double value = detail::checked_loss(loss_fn, logits, y, [&](double v, const std::string& detail) {
+    const auto out = detail::run_model(model, x, /*training=*/false);
+    const double value = detail::checked_loss(loss_fn, out, element, [&](double v, const std::string& detail) {
       return numeric_error("evaluate: the loss is " + fluxion::detail::value_text(v) + " at batch " +
                                std::to_string(e.steps + 1) + detail,
                            v);
@@ -311,7 +386,7 @@ evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset) {
     weighted += value * static_cast<double>(n);
     e.samples += n;
     ++e.steps;
-    has_accuracy = detail::update_accuracy(accuracy, y, logits) || has_accuracy;
+    has_accuracy = detail::update_accuracy(accuracy, y, out) || has_accuracy;
   }
   if (e.steps == 0) throw invalid_argument("evaluate: the dataset gave no batch");
   e.loss = e.samples > 0 ? weighted / static_cast<double>(e.samples) : 0;
@@ -397,8 +472,8 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
       double step_loss = 0;
       {
         gradient_tape tape;
-        auto logits = model(x, /*training=*/true);
-        auto [loss, value] = detail::checked_loss(loss_fn, logits, y, [&](double v, const std::string& detail) {
+        const auto out = detail::run_model(model, x, /*training=*/true);
+        auto [loss, value] = detail::checked_loss(loss_fn, out, element, [&](double v, const std::string& detail) {
           return numeric_error("fit: the loss is " + fluxion::detail::value_text(v) + " at epoch " + std::to_string(epoch + 1) +
                                    ", step " + std::to_string(logs.step + 1) + " (global step " +
                                    std::to_string(logs.global_step + 1) +
@@ -408,7 +483,7 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
         step_loss = value;
         auto vars = model.trainable_variables();
         optimizer.apply_gradients(tape.gradient(loss, vars), vars);
-        has_accuracy = detail::update_accuracy(accuracy, y, logits) || has_accuracy;
+        has_accuracy = detail::update_accuracy(accuracy, y, out) || has_accuracy;
       }
       const std::int64_t batch_size = x.rank() > 0 ? x.shape()[0] : 1;
       epoch_loss.update(step_loss, static_cast<double>(batch_size));  // a mean over examples, as evaluate's

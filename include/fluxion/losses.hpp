@@ -14,6 +14,12 @@
 // example. reduction::mean (Keras's sum over batch size) averages those values, reduction::sum adds
 // them. Every loss returns a materialized tensor<T>, of shape () unless the reduction is none.
 //
+// Every loss also takes Keras's sample_weight after its labels or targets (and label smoothing or
+// delta): float weights scale the per-example losses, and the mean divides by their number;
+// a bool mask (a tagger's padded steps) drops the losses where it is false, and the mean is over
+// the kept ones (PyTorch's ignore_index). See reduce_weighted for the shapes it takes.
+//   fx::losses::sparse_softmax_cross_entropy(logits, labels, mask);  // (batch, time, classes), (batch, time)
+//
 // The cross entropies go through reduce_logsumexp and the binary one through
 // max(x, 0) - x z + log1p(exp(-|x|)), so |logits| of 1e4 give finite losses and gradients.
 // Shapes that disagree throw fluxion::shape_error naming the loss and both shapes; class indices

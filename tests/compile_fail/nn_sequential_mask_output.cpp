@@ -1,4 +1,4 @@
-// expect-error: fluxion::nn::sequential: the mask of an embedding<...>::mask_zero reaches the model's output
+// expect-error: fluxion::nn::sequential: the mask of an embedding<...>::mask_zero or masking reaches the model's output
 // A mask that no recurrent layer consumes: the loss would count the padding steps.
 #include <cstdint>
 

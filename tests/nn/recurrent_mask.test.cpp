@@ -305,3 +305,27 @@ TEST_CASE("sequential: an embedding<...>::mask_zero's mask passes through dense 
   for (std::size_t u = 10; u < 15; ++u) CHECK(b[u] == 0.f);
   CHECK(masked.summary().find("embedding") != std::string::npos);
 }
+
+TEST_CASE("sequential: a tagger's mask reaches its output, through output_and_mask (Keras's output._keras_mask)") {
+  fx::random::generator gen{56};
+  auto net = nn::sequential(gen, nn::typed_input<std::int32_t, 6>{}, nn::embedding<10, 4>::mask_zero{}, nn::lstm<5, true>{},
+                            nn::dense<3>{}, nn::relu{});
+  static_assert(decltype(net)::output_masked);
+  // A recurrent layer without ReturnSequences consumes the mask; a model without mask_zero has none.
+  static_assert(!decltype(nn::sequential(nn::typed_input<std::int32_t, 6>{}, nn::embedding<10, 4>::mask_zero{},
+                                         nn::lstm<5, true>{}, nn::gru<3>{}))::output_masked);
+  static_assert(!decltype(nn::sequential(nn::typed_input<std::int32_t, 6>{}, nn::embedding<10, 4>{},
+                                         nn::lstm<5, true>{}))::output_masked);
+  const fx::tensor<std::int32_t> ids = fx::from_vector(
+      std::vector<std::int32_t>{3, 7, 2, 9, 0, 0, 4, 0, 0, 5, 1, 0, 0, 0, 0, 0, 0, 0}, {3, 6});
+  const auto out = net.output_and_mask(ids);
+  CHECK(out.output.shape() == fx::shape{3, 6, 3});
+  const auto m = out.mask.to_vector();
+  const auto i = ids.to_vector();
+  REQUIRE(m.size() == i.size());
+  for (std::size_t k = 0; k < i.size(); ++k) CHECK(bool(m[k]) == (i[k] != 0));
+  const fx::tensor<bool> mask = net.layer<0>().compute_mask(ids);
+  const fx::tensor<float> want =
+      fx::relu(net.layer<2>()(net.layer<1>().call(net.layer<0>()(ids), {.mask = &mask})));
+  test::check_close(out.output.to_vector(), want.to_vector(), 1e-6);
+}

@@ -233,6 +233,16 @@ inline void check_sequence_mask(const std::string& layer, const fluxion::shape& 
 
 }  // namespace detail
 
+/// A model's output with Keras's mask on it (output._keras_mask): what
+/// sequential::output_and_mask gives when an embedding<...>::mask_zero's or masking's mask
+/// reaches the output (a sequence tagger), and what fx::fit and fx::evaluate hand the loss (Keras
+/// weights the loss by it). A composite model may define output_and_mask(x, training) returning it.
+template <class T, class Device = cpu>
+struct masked_output {
+  tensor<T, Device> output;
+  tensor<bool, Device> mask;  // (batch, time): false at the padding
+};
+
 namespace detail {
 inline thread_local int recompute_depth = 0;
 }  // namespace detail

@@ -191,17 +191,32 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   /// The output for a batch of inputs of shape (batch, InShape...).
   template <class X>
   tensor<T, Device> operator()(X&& x, bool training = false) {
-    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
-    using first = std::tuple_element_t<0, std::tuple<Layers...>>;
-    static_assert(std::is_same_v<value_type_t<decltype(e)>, T> ||
-                      (detail::takes_indices<first> && std::is_integral_v<value_type_t<decltype(e)>>),
-                  "fluxion::nn::sequential: the input's element type differs from the model's (the one of its "
-                  "fluxion::nn::input); convert it with fluxion::cast<T>.");
-    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
-                  "fluxion::nn::sequential: the input is on another device than the model (the one of its "
-                  "fluxion::nn::input); move it with fluxion::to<Device>.");
-    detail::check_batch_shape<InShape>("sequential", this->m_name, e.shape());
-    return run<0>(std::move(e), training);
+    return run<0, false>(checked_input(std::forward<X>(x)), training, nullptr);
+  }
+
+  /// Whether Keras's mask of an embedding<...>::mask_zero or masking reaches the output: no layer
+  /// after it consumed it (a recurrent layer with ReturnSequences and dense layers after it: a
+  /// tagger). The model is then called with output_and_mask, so that the loss can leave the
+  /// padding out.
+  static constexpr bool output_masked = [] {
+    bool masked = false;
+    ((masked = detail::produces_mask<Layers>                                   ? true
+               : masked && detail::takes_mask<Layers, T, Device> ? detail::keeps_mask<Layers>()
+                                                                               : masked),
+     ...);
+    return masked;
+  }();
+
+  /// Keras's output and output._keras_mask, for a model whose mask reaches its output: a tagger's
+  /// per-step logits (batch, time, classes) and the mask (batch, time), for a loss that leaves the
+  /// padding out (fx::losses::sparse_softmax_cross_entropy(out.output, labels, out.mask)). fx::fit
+  /// and fx::evaluate call it, and give the mask to the loss function as its third argument.
+  template <class X>
+    requires output_masked
+  masked_output<T, Device> output_and_mask(X&& x, bool training = false) {
+    masked_output<T, Device> out;
+    out.output = run<0, true>(checked_input(std::forward<X>(x)), training, &out.mask);
+    return out;
   }
 
   /// Draws new initial values for every layer's variables, in order.
@@ -232,6 +247,22 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   void summary_rows(std::string& out, int depth) { rows<0>(out, depth); }
 
  private:
+  /// The input as an expression, once its element type, device and shape are the model's.
+  template <class X>
+  auto checked_input(X&& x) {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    using first = std::tuple_element_t<0, std::tuple<Layers...>>;
+    static_assert(std::is_same_v<value_type_t<decltype(e)>, T> ||
+                      (detail::takes_indices<first> && std::is_integral_v<value_type_t<decltype(e)>>),
+                  "fluxion::nn::sequential: the input's element type differs from the model's (the one of its "
+                  "fluxion::nn::input); convert it with fluxion::cast<T>.");
+    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
+                  "fluxion::nn::sequential: the input is on another device than the model (the one of its "
+                  "fluxion::nn::input); move it with fluxion::to<Device>.");
+    detail::check_batch_shape<InShape>("sequential", this->m_name, e.shape());
+    return e;
+  }
+
   template <std::size_t... I>
   void build_all(random::generator& gen, std::index_sequence<I...>) {
     (build_one<I>(gen), ...);
@@ -252,16 +283,17 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   // Keras's mask (Mask: detail::no_mask, or a tensor<bool, Device> (batch, time)) starts at an
   // embedding<...>::mask_zero, passes through the layers that keep the time axis, and ends at the
   // recurrent layer that skips the masked steps (or goes on after it, with ReturnSequences).
-  template <std::size_t I, class X, class Mask = detail::no_mask>
-  tensor<T, Device> run(X&& x, bool training, const Mask& mask = {}) {
+  template <std::size_t I, bool WantMask, class X, class Mask = detail::no_mask>
+  tensor<T, Device> run(X&& x, bool training, tensor<bool, Device>* mask_out, const Mask& mask = {}) {
     constexpr bool masked = !std::is_same_v<Mask, detail::no_mask>;
     if constexpr (I == count) {
-      static_assert(!masked,
-                    "fluxion::nn::sequential: the mask of an embedding<...>::mask_zero reaches the model's output "
-                    "(no recurrent layer without ReturnSequences, or global_avg_pool1d, consumed it), so a loss would "
-                    "count the padding "
-                    "steps; end the masked part with a recurrent layer that returns its last state, or write an "
-                    "nn::model that weights the loss by the mask (embedding::compute_mask).");
+      static_assert(!masked || WantMask,
+                    "fluxion::nn::sequential: the mask of an embedding<...>::mask_zero or masking reaches the model's "
+                    "output (no recurrent layer without ReturnSequences, or global_avg_pool1d, consumed it), so a loss "
+                    "of net(x) would count the padding steps; call net.output_and_mask(x) and give the loss the mask "
+                    "(fx::losses::sparse_softmax_cross_entropy(out.output, labels, out.mask)), as fx::fit and "
+                    "fx::evaluate do, or end the masked part with a recurrent layer that returns its last state.");
+      if constexpr (masked) *mask_out = mask;
       return tensor<T, Device>(std::forward<X>(x));
     } else {
       using L = std::tuple_element_t<I, std::tuple<Layers...>>;
@@ -269,11 +301,11 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
       if constexpr (detail::produces_mask<L>) {
         const auto ids = fluxion::detail::materialize(std::forward<X>(x));
         const tensor<bool, Device> made = layer.compute_mask(ids);
-        return run<I + 1>(fluxion::detail::materialize(layer(ids, training)), training, made);
+        return run<I + 1, WantMask>(fluxion::detail::materialize(layer(ids, training)), training, mask_out, made);
       } else if constexpr (masked && detail::takes_mask<L, T, Device>) {  // a recurrent layer, a masked mean
         const tensor<T, Device> y = layer(fluxion::detail::materialize(std::forward<X>(x)), mask, training);
-        if constexpr (detail::keeps_mask<L>()) return run<I + 1>(y, training, mask);
-        else return run<I + 1>(y, training);
+        if constexpr (detail::keeps_mask<L>()) return run<I + 1, WantMask>(y, training, mask_out, mask);
+        else return run<I + 1, WantMask>(y, training, mask_out);
       } else {
         static_assert(!masked || detail::passes_mask<L>,
                       "fluxion::nn::sequential: this layer cannot take the mask of an embedding<...>::mask_zero or "
@@ -284,9 +316,9 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
                       "instantiation context below).");
         if constexpr (I + 1 < count && detail::takes_epilogue<L> &&
                       detail::elementwise_layer<std::tuple_element_t<std::min(I + 1, count - 1), std::tuple<Layers...>>>) {
-          return run<I + 2>(layer(std::forward<X>(x), training, std::get<I + 1>(m_layers)), training, mask);
+          return run<I + 2, WantMask>(layer(std::forward<X>(x), training, std::get<I + 1>(m_layers)), training, mask_out, mask);
         } else {
-          return run<I + 1>(fluxion::detail::materialize(layer(std::forward<X>(x), training)), training, mask);
+          return run<I + 1, WantMask>(fluxion::detail::materialize(layer(std::forward<X>(x), training)), training, mask_out, mask);
         }
       }
     }

@@ -61,6 +61,41 @@ TEST_CASE_TEMPLATE("cuda losses: every loss and reduction, values and gradients"
   same_gradient<T>([](const auto& x, const auto& y) { return losses::huber(x, y); }, logits, targets, rtol);
 }
 
+TEST_CASE_TEMPLATE("cuda losses: sample weights and masks (a tagger's padded steps), values and gradients", T, float, double) {
+  const double rtol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  const auto logits = filled<T>({3, 4, 5}, 7, -4, 4);
+  const auto targets = filled<T>({3, 4, 5}, 8, -2, 2);
+  const auto weights = filled<T>({3, 4}, 9, 0, 2);
+  fx::tensor<std::int32_t> labels(fx::shape{3, 4});
+  fx::tensor<bool> mask(fx::shape{3, 4});
+  for (int i = 0; i < 12; ++i) {
+    labels.mutable_data()[i] = (i * 3) % 5;
+    mask.mutable_data()[i] = i % 4 < 3 - i / 4;  // rows of 3, 2 and 1 real steps
+  }
+  for (auto r : {losses::reduction::mean, losses::reduction::sum, losses::reduction::none}) {
+    CAPTURE(static_cast<int>(r));
+    same_on_both_devices(
+        rtol, [r](const auto& x, const auto& y, const auto& m) { return losses::sparse_softmax_cross_entropy(x, y, m, r); },
+        logits, labels, mask);
+    same_on_both_devices(
+        rtol, [r](const auto& x, const auto& y, const auto& w) { return losses::sparse_softmax_cross_entropy(x, y, w, r); },
+        logits, labels, weights);
+    same_on_both_devices(
+        rtol, [r](const auto& x, const auto& y, const auto& m) { return losses::mean_squared_error(x, y, m, r); }, logits,
+        targets, mask);
+  }
+  const fx::tensor<bool, fx::cuda> device_mask = fx::to<fx::cuda>(mask);
+  auto grad = [&](const auto& x, const auto& y, const auto& m) {
+    fx::gradient_tape tape;
+    tape.watch(x);
+    auto l = losses::sparse_softmax_cross_entropy(x, y, m);
+    return tape.gradient(l, x);
+  };
+  const fx::tensor<T> want = grad(logits, labels, mask);
+  const fx::tensor<T> got = fx::to<fx::cpu>(grad(fx::to<fx::cuda>(logits), fx::to<fx::cuda>(labels), device_mask));
+  check_values(got.to_vector(), want.to_vector(), rtol);
+}
+
 TEST_CASE("cuda losses: a label out of range names its position, on the device too") {
   auto x = fx::to<fx::cuda>(filled<float>({3, 4}, 1));
   fx::tensor<std::int64_t, fx::cuda> labels = {std::int64_t{1}, std::int64_t{4}, std::int64_t{0}};
