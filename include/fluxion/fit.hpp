@@ -55,6 +55,7 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -165,6 +166,11 @@ struct fit_options {
   /// initial_epoch. With an fx::data pipeline, epoch n is its pass n, so the resumed run sees the
   /// batches in the order the first run would have.
   bool resume = false;
+  /// Keras's class_weight: class_weight[c] weighs the loss of every example (or step) labeled c, in
+  /// training only (evaluate does not weigh), multiplied into the dataset's sample weights. Empty:
+  /// none. It needs integer labels in [0, class_weight.size()) and a loss function that takes
+  /// (logits, labels, sample_weight) (an fx::out_of_range or fx::invalid_argument otherwise).
+  std::vector<double> class_weight = {};
 };
 
 struct fit_history {
@@ -276,47 +282,93 @@ auto run_model(Model& model, const X& x, bool training) {
 template <class Out>
 concept has_mask = requires(const Out& o) { o.mask; };
 
+/// Weights `w` as T, shaped to multiply losses of rank `rank`: one per example ((batch,) or (batch,
+/// 1)) then weighs each of the example's steps.
+template <class T, class W>
+auto aligned_weights(const W& w, int rank) {
+  const auto t = fluxion::detail::materialize(fluxion::detail::as_expr<const W&>(w));
+  using D = device_t<decltype(t)>;
+  const tensor<T, D> weights = cast<T>(t);
+  shape ws = weights.shape();
+  if (ws.rank() == 2 && ws[1] == 1 && rank == 1) ws = shape{ws[0]};
+  while (ws.rank() >= 1 && ws.rank() < rank) ws.push_back(1);
+  return tensor<T, D>(weights, ws);
+}
+
 /// Keras's sample weights combined with the output's mask: w m size(m) / count(m), so that a loss's
 /// mean (the weighted sum over the number of losses) becomes the weighted sum over the kept ones.
-/// Weights per example ((batch,) or (batch, 1)) weigh each of the example's steps.
-template <class T, class W, class M>
-auto masked_sample_weight(const W& w, const M& mask) {
-  using D = device_t<M>;
-  const tensor<T, D> weights = cast<T>(fluxion::detail::materialize(fluxion::detail::as_expr<const W&>(w)));
-  shape ws = weights.shape();
-  if (ws.rank() == 2 && ws[1] == 1) ws = shape{ws[0]};
-  if (ws.rank() == 1 && mask.rank() == 2 && ws[0] == mask.shape()[0]) ws.push_back(1);
-  const tensor<T, D> column(weights, ws);
-  const auto kept = cast<T>(mask);
-  return tensor<T, D>(column * kept *
+template <class T, class D>
+tensor<T, D> masked_sample_weight(const tensor<T, D>& w, const tensor<bool, D>& mask) {
+  return tensor<T, D>(aligned_weights<T>(w, mask.rank()) * cast<T>(mask) *
                       (static_cast<T>(mask.size()) / maximum(reduce_sum(cast<T>(mask)), T(1))));
+}
+
+/// Keras's class_weight: the weight of each label's class, a tensor of the labels' shape.
+template <class T, class D, class Y>
+tensor<T, D> class_weights(const Y& labels, const std::vector<double>& class_weight) {
+  if constexpr (std::is_integral_v<value_type_t<Y>>) {
+    const auto values = labels.to_vector();  // on a device: copied back
+    std::vector<T> w(values.size());
+    const auto classes = static_cast<std::int64_t>(class_weight.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const auto c = static_cast<std::int64_t>(values[i]);
+      if (c < 0 || c >= classes)
+        throw out_of_range("fit: class_weight has weights for the classes [0, " + std::to_string(classes) + "), but labels" +
+                           fluxion::detail::position_text(static_cast<index_t>(i), labels.shape()) + " = " + std::to_string(c));
+      w[i] = static_cast<T>(class_weight[static_cast<std::size_t>(c)]);
+    }
+    return from_vector<T, D>(w, labels.shape());
+  } else {
+    throw invalid_argument("fit: class_weight needs integer class labels, not " + std::string(dtype_name<value_type_t<Y>>()));
+  }
 }
 
 /// loss_fn on a batch's output, as Keras's compiled loss: loss_fn(logits, y) for (x, y) elements of
 /// an unmasked model; loss_fn(logits, y, sample_weight) for (x, y, sample_weight) elements, with
-/// the output's mask (a bool tensor) as the sample weight of a masked model, or both combined.
+/// class weights (fit's class_weight, multiplied into the sample weights), or with the output's
+/// mask (a bool tensor, or with weights Keras's combination) for a masked model.
 template <class LossFn, class Out, class Element>
-auto call_loss(LossFn& loss_fn, const Out& out, const Element& element) {
+auto call_loss(LossFn& loss_fn, const Out& out, const Element& element, const std::vector<double>& class_weight) {
+  using L = std::remove_cvref_t<decltype(out.output)>;
+  using T = value_type_t<L>;
+  using D = device_t<L>;
   const auto& y = std::get<1>(element);
+  using Y = std::remove_cvref_t<decltype(y)>;
   constexpr bool weighted = std::tuple_size_v<std::remove_cvref_t<Element>> >= 3;
   constexpr bool masked = has_mask<Out>;
-  if constexpr (!weighted && !masked) {
+  constexpr bool takes_weights = std::is_invocable_v<LossFn&, const L&, const Y&, const tensor<T, D>&>;
+  static_assert(!(weighted || masked) || takes_weights,
+                "fluxion::fit / evaluate: the dataset gives (x, y, sample_weight) elements, or the model's mask "
+                "reaches its output (an embedding<...>::mask_zero before a recurrent layer with ReturnSequences), "
+                "so the loss function is called as loss_fn(logits, labels, sample_weight): take the third "
+                "argument and pass it on, "
+                "[](const auto& logits, const auto& labels, const auto& w) { return "
+                "fx::losses::sparse_softmax_cross_entropy(logits, labels, w); }");
+  if constexpr (!takes_weights) {
+    if (!class_weight.empty())
+      throw invalid_argument("fit: class_weight needs a loss function that takes (logits, labels, sample_weight) and "
+                             "passes the weights on to the loss");
     return loss_fn(out.output, y);
   } else {
-    const auto weights = [&] {
-      if constexpr (weighted && masked)
-        return masked_sample_weight<value_type_t<decltype(out.output)>>(std::get<2>(element), out.mask);
-      else if constexpr (weighted) return std::get<2>(element);
-      else return out.mask;
-    }();
-    static_assert(std::is_invocable_v<LossFn&, decltype(out.output), decltype(y), decltype(weights)>,
-                  "fluxion::fit / evaluate: the dataset gives (x, y, sample_weight) elements, or the model's mask "
-                  "reaches its output (an embedding<...>::mask_zero before a recurrent layer with ReturnSequences), "
-                  "so the loss function is called as loss_fn(logits, labels, sample_weight): take the third "
-                  "argument and pass it on, "
-                  "[](const auto& logits, const auto& labels, const auto& w) { return "
-                  "fx::losses::sparse_softmax_cross_entropy(logits, labels, w); }");
-    return loss_fn(out.output, y, weights);
+    // A loss function of three arguments only gets a weight of 1 where there is none (Keras's
+    // sample_weight = None).
+    const auto unweighted = [&] {
+      if constexpr (std::is_invocable_v<LossFn&, const L&, const Y&>) return loss_fn(out.output, y);
+      else return loss_fn(out.output, y, ones<T, D>(shape{}));
+    };
+    std::optional<tensor<T, D>> w;
+    if constexpr (weighted) w = aligned_weights<T>(std::get<2>(element), y.rank());
+    if (!class_weight.empty()) {
+      const tensor<T, D> by_class = class_weights<T, D>(y, class_weight);
+      w = w ? tensor<T, D>(*w * by_class) : by_class;
+    }
+    if constexpr (masked) {
+      if (!w) return loss_fn(out.output, y, out.mask);
+      return loss_fn(out.output, y, masked_sample_weight(*w, out.mask));
+    } else {
+      if (!w) return unweighted();
+      return loss_fn(out.output, y, *w);
+    }
   }
 }
 
@@ -340,10 +392,11 @@ bool update_accuracy(metrics::sparse_categorical_accuracy& accuracy, const Y& y,
 /// loss_fn on the output (call_loss) and its value, which must be finite: a loss that is not (fluxion's losses
 /// throw naming the input) becomes error_for(value, detail), which adds where it happened.
 template <class LossFn, class Out, class Element, class ErrorFor>
-auto checked_loss(LossFn& loss_fn, const Out& out, const Element& element, const ErrorFor& error_for) {
+auto checked_loss(LossFn& loss_fn, const Out& out, const Element& element, const std::vector<double>& class_weight,
+                  const ErrorFor& error_for) {
   auto loss = [&] {
     try {
-      return call_loss(loss_fn, out, element);
+      return call_loss(loss_fn, out, element, class_weight);
     } catch (const numeric_error& e) {
       throw error_for(e.value(), std::string(" (") + e.what() + ")");
     }
@@ -377,7 +430,7 @@ evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset) {
     const auto& x = std::get<0>(element);
     const auto& y = std::get<1>(element);
     const auto out = detail::run_model(model, x, /*training=*/false);
-    const double value = detail::checked_loss(loss_fn, out, element, [&](double v, const std::string& detail) {
+    const double value = detail::checked_loss(loss_fn, out, element, {}, [&](double v, const std::string& detail) {
       return numeric_error("evaluate: the loss is " + fluxion::detail::value_text(v) + " at batch " +
                                std::to_string(e.steps + 1) + detail,
                            v);
@@ -473,7 +526,7 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
       {
         gradient_tape tape;
         const auto out = detail::run_model(model, x, /*training=*/true);
-        auto [loss, value] = detail::checked_loss(loss_fn, out, element, [&](double v, const std::string& detail) {
+        auto [loss, value] = detail::checked_loss(loss_fn, out, element, options.class_weight, [&](double v, const std::string& detail) {
           return numeric_error("fit: the loss is " + fluxion::detail::value_text(v) + " at epoch " + std::to_string(epoch + 1) +
                                    ", step " + std::to_string(logs.step + 1) + " (global step " +
                                    std::to_string(logs.global_step + 1) +

@@ -147,15 +147,7 @@ auto softmax_cross_entropy_per_example(const X& logits, const Y& labels) {
   return reduce_sum(labels * (reduce_logsumexp(logits, -1, keepdims) - logits), -1);
 }
 
-/// "[3]" or "[1, 2]": the position of flat element `i` in shape `s`.
-inline std::string position(index_t i, const shape& s) {
-  std::string r;
-  for (int d = s.rank() - 1; d >= 0; --d) {
-    r = std::to_string(i % s[d]) + (r.empty() ? "" : ", ") + r;
-    i /= s[d];
-  }
-  return "[" + r + "]";
-}
+using fluxion::detail::position_text;
 
 /// "logits[1, 0] = nan" for the first NaN or infinite element of `input`, or "" when there is none.
 /// Only tensors are read: evaluating an expression input again would compile a statement of its own
@@ -166,7 +158,7 @@ std::string first_nonfinite(const char* name, const E& input, bool& scanned) {
     const auto values = input.to_vector();
     for (std::size_t i = 0; i < values.size(); ++i)
       if (!std::isfinite(values[i]))
-        return std::string(name) + position(static_cast<index_t>(i), input.shape()) + " = " +
+        return std::string(name) + position_text(static_cast<index_t>(i), input.shape()) + " = " +
                fluxion::detail::value_text(static_cast<double>(values[i]));
   } else {
     scanned = false;
@@ -191,7 +183,7 @@ tensor<T, D> finite_loss([[maybe_unused]] const char* name, tensor<T, D> loss, [
         where = scanned ? std::string("every input is finite: the loss overflowed ") + dtype_name<T>()
                         : std::string("no NaN or infinity in the inputs that are tensors (an expression input is not "
                                       "evaluated again to look)");
-      const std::string example = loss.rank() > 0 ? " at example " + position(bad, loss.shape()) : "";
+      const std::string example = loss.rank() > 0 ? " at example " + position_text(bad, loss.shape()) : "";
       throw numeric_error(std::string(name) + ": the loss is " + fluxion::detail::value_text(static_cast<double>(v[bad])) + example +
                               "; " + where,
                           static_cast<double>(v[bad]));
@@ -316,7 +308,7 @@ tensor<T, D> sparse_softmax_cross_entropy_tensors(const tensor<T, D>& x, tensor<
   const auto values = indices.to_vector();  // on a device: copied back to check the range
   for (std::size_t i = 0; i < values.size(); ++i)
     if (values[i] < 0 || values[i] >= classes)
-      throw out_of_range(std::string(name) + ": labels" + position(static_cast<index_t>(i), examples) +
+      throw out_of_range(std::string(name) + ": labels" + position_text(static_cast<index_t>(i), examples) +
                          " = " + std::to_string(values[i]) + " is not in [0, " + std::to_string(classes) + ")");
   // One statement whatever the smoothing: s = 0 gives the one-hot labels exactly.
   return finite_loss(

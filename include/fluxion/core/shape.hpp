@@ -175,4 +175,16 @@ FLUXION_CORE_INLINE int normalize_axis(int axis, int rank, const char* op) {
 int normalize_axis(int axis, int rank, const char* op);
 #endif
 
+namespace detail {
+/// "[3]" or "[1, 2]": the position of flat (row-major) element `i` in shape `s`, for messages.
+inline std::string position_text(index_t i, const shape& s) {
+  std::string r;
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    r = std::to_string(i % s[d]) + (r.empty() ? "" : ", ") + r;
+    i /= s[d];
+  }
+  return "[" + r + "]";
+}
+}  // namespace detail
+
 }  // namespace fluxion

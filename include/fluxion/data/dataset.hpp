@@ -165,6 +165,11 @@ constexpr auto element_producer() {
   }
 }
 
+template <class E>
+inline constexpr bool is_pair_v = false;
+template <class A, class B>
+inline constexpr bool is_pair_v<std::pair<A, B>> = true;
+
 /// The element with each cpu tensor in it copied to Device (tuples and pairs part by part; tensors
 /// already there and other values as they are).
 template <class Device, class E>
@@ -175,8 +180,8 @@ auto element_to_device(const E& e) {
   } else if constexpr (is_tuple_like_v<E>) {
     return std::apply(
         [](const auto&... parts) {
-          if constexpr (sizeof...(parts) == 2 && std::is_same_v<E, std::pair<std::remove_cvref_t<decltype(parts)>...>>)
-            return std::pair{element_to_device<Device>(parts)...};
+          // A pair stays a pair; any other tuple (three parts and more: (x, y, sample_weight)) a tuple.
+          if constexpr (is_pair_v<E>) return std::pair{element_to_device<Device>(parts)...};
           else return std::tuple{element_to_device<Device>(parts)...};
         },
         e);

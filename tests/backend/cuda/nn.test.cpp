@@ -332,6 +332,42 @@ TEST_CASE("cuda nn: fx::fit trains a device model from a dataset prefetched to t
   check_same(values_of(dev), values_of(host), 1e-3);
 }
 
+TEST_CASE("cuda nn: fx::fit of a tagger whose mask reaches the loss, with sample and class weights, as on the cpu") {
+  // Rows of 6, 4, 2 and 1 tokens, padded with 0; tag = token % 3; a weight per row.
+  std::vector<std::int32_t> ids, tags;
+  for (int r = 0; r < 32; ++r)
+    for (int t = 0; t < 6; ++t) {
+      const bool kept = t < 6 - 2 * (r % 4) + (r % 4 == 3 ? 1 : 0);
+      const std::int32_t id = kept ? 1 + (r * 7 + t * 3) % 9 : 0;
+      ids.push_back(id);
+      tags.push_back(kept ? id % 3 : 0);
+    }
+  const auto x = fx::from_vector(ids, {32, 6});
+  const auto y = fx::from_vector(tags, {32, 6});
+  const fx::tensor<float> w = fx::from_vector(std::vector<float>(32, 1.5f), {32});
+  auto make = [](auto input) {
+    fx::random::generator gen{12};
+    return nn::sequential(gen, input, nn::embedding<10, 4>::mask_zero{}, nn::gru<5, true>{}, nn::dense<3>{});
+  };
+  auto host = make(nn::typed_input<std::int32_t, 6>{});
+  auto dev = make(nn::typed_input<std::int32_t, 6>::on<fx::cuda>{});
+  fx::optim::adam host_opt{1e-2}, dev_opt{1e-2};
+  auto loss = [](const auto& logits, const auto& l, const auto& weights) {
+    return fx::losses::sparse_softmax_cross_entropy(logits, l, weights);
+  };
+  const fx::fit_options options{.epochs = 3, .verbose = 0, .handle_interrupt = false, .class_weight = {1.0, 2.0, 0.5}};
+  const auto host_history = fx::fit(host, host_opt, loss, fx::data::tensors(x, y, w).batch(8), options);
+  const auto dev_history = fx::fit(dev, dev_opt, loss, fx::data::tensors(x, y, w).batch(8).prefetch_to<fx::cuda>(2), options);
+  REQUIRE(dev_history.loss.size() == 3);
+  check_values(dev_history.loss, host_history.loss, 1e-4);
+  check_values(dev_history.accuracy, host_history.accuracy, 1e-6);
+  CHECK(dev_history.loss.back() < dev_history.loss.front());
+  const fx::evaluation e = fx::evaluate(dev, loss, fx::data::tensors(x, y).batch(8).prefetch_to<fx::cuda>(1));
+  const fx::evaluation want = fx::evaluate(host, loss, fx::data::tensors(x, y).batch(8));
+  CHECK(e.loss == doctest::Approx(want.loss).epsilon(1e-4));
+  check_same(values_of(dev), values_of(host), 1e-3);
+}
+
 namespace {
 /// A composite model on the device: a shared trunk and two heads.
 struct two_heads : nn::model<two_heads, float, fx::cuda> {

@@ -2,7 +2,9 @@
 // (embedding<...>::mask_zero) reaches its output trains and is evaluated on its real steps only
 // (the padding's labels and length change nothing; the loss and accuracy against a naive loop over
 // the kept steps); (x, y, sample_weight) elements weight the loss as Keras's fit does (against the
-// loss computed by hand; zero weights leave the variables unchanged), and combine with the mask.
+// loss computed by hand; zero weights leave the variables unchanged), and combine with the mask;
+// fit's class_weight weighs each example by its label's class (one step against the same step with
+// those weights by hand) and says what is wrong with a label, a loss function or labels it cannot use.
 #include <fluxion/fit.hpp>
 #include <fluxion/fluxion.hpp>
 
@@ -23,6 +25,8 @@ namespace {
 constexpr fx::index_t time_steps = 6;
 using tokens = fx::tensor<std::int32_t>;
 using batch = std::pair<tokens, tokens>;
+template <class T>
+using batch_of = std::pair<fx::tensor<T>, tokens>;
 
 /// Rows of 1 to 6 tokens in [1, 10), padded with 0 at the end; each token's tag is token % 3, the
 /// padding's `pad_tag`. `extra` more padding steps make the same batches longer.
@@ -168,4 +172,41 @@ TEST_CASE("fit and evaluate: sample weights per row combine with a tagger's mask
   }
   const fx::evaluation e = fx::evaluate(net, masked_loss, data);
   CHECK(e.loss == doctest::Approx(want / rows).epsilon(1e-5));
+}
+
+TEST_CASE("fit: class_weight weighs each example by its label's class, as Keras's; its errors") {
+  fx::random::generator gen{7};
+  auto net = nn::sequential(gen, nn::input<3>{}, nn::dense<3>{});
+  fx::random::generator same{7};
+  auto twin = nn::sequential(same, nn::input<3>{}, nn::dense<3>{});
+  const fx::tensor<float> x = fx::random::normal<float>({6, 3}, gen);
+  const fx::tensor<std::int32_t> y = {0, 2, 1, 1, 0, 2};
+  const std::vector<batch_of<float>> data{{x, y}};
+  fx::optim::sgd opt{0.5}, twin_opt{0.5};
+  std::ostringstream log;
+  (void)fx::fit(net, opt, masked_loss, data, {.epochs = 1, .out = &log, .class_weight = {1.0, 4.0, 0.25}});
+  {
+    fx::gradient_tape tape;
+    const fx::tensor<float> w = {1.f, 0.25f, 4.f, 4.f, 1.f, 0.25f};
+    const fx::tensor<float> l = fx::losses::sparse_softmax_cross_entropy(twin(x, true), y, w);
+    auto vars = twin.trainable_variables();
+    twin_opt.apply_gradients(tape.gradient(l, vars), vars);
+  }
+  const auto a = net.trainable_variables(), b = twin.trainable_variables();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto u = a[i]->value().to_vector(), v = b[i]->value().to_vector();
+    for (std::size_t k = 0; k < u.size(); ++k) CHECK(u[k] == doctest::Approx(v[k]).epsilon(1e-6));
+  }
+  // A label without a weight, a loss function that cannot take weights, labels that are not classes.
+  CHECK_THROWS_WITH_AS((void)fx::fit(net, opt, masked_loss, data, {.epochs = 1, .out = &log, .class_weight = {1.0, 2.0}}),
+                       "fit: class_weight has weights for the classes [0, 2), but labels[1] = 2", fx::out_of_range);
+  auto two_arguments = [](const auto& logits, const auto& labels) {
+    return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+  };
+  CHECK_THROWS_AS((void)fx::fit(net, opt, two_arguments, data, {.epochs = 1, .out = &log, .class_weight = {1, 2, 3}}),
+                  fx::invalid_argument);
+  const std::vector<std::pair<fx::tensor<float>, fx::tensor<float>>> regression{{x, fx::zeros<float>({6, 3})}};
+  auto mse = [](const auto& p, const auto& t, const auto& w) { return fx::losses::mean_squared_error(p, t, w); };
+  CHECK_THROWS_WITH_AS((void)fx::fit(net, opt, mse, regression, {.epochs = 1, .out = &log, .class_weight = {1, 2, 3}}),
+                       "fit: class_weight needs integer class labels, not float32", fx::invalid_argument);
 }
