@@ -18,7 +18,8 @@
 #     header-only and with prebuilt kernels, the GRU also with the library's GRU set (what each
 #     recurrent layer costs a program), then the LSTM with an encoder-decoder beside it
 #     (call_with_state: what initial_state and return_state cost), and after an
-#     embedding<...>::mask_zero (what Keras's mask costs);
+#     embedding<...>::mask_zero (what Keras's mask costs), and as a tagger whose mask reaches a
+#     masked per-step loss (output_and_mask);
 #   - bench/compile/decoder.cpp: an autoencoder whose decoder has nn::upsampling2d, zero_padding2d,
 #     cropping2d and conv2d_transpose, then the same with conv2d in their place;
 #   - bench/compile/attention.cpp: a Transformer-style classifier with nn::multi_head_attention, then
@@ -162,6 +163,11 @@ variant_row "bench/compile/recurrent.cpp, nn::lstm after embedding<...>::mask_ze
   -DFLUXION_RECURRENT_GRU=0 -DFLUXION_RECURRENT_MASK=1
 variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0 \
   -DFLUXION_RECURRENT_MASK=1 -DFLUXION_PREBUILT_KERNELS
+# A tagger: the mask reaches the output, and a per-step loss leaves the padding out (stop 47).
+variant_row "bench/compile/recurrent.cpp, a tagger: the mask to a masked per-step loss" bench/compile/recurrent.cpp \
+  -DFLUXION_RECURRENT_GRU=0 -DFLUXION_RECURRENT_TAGGER=1
+variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0 \
+  -DFLUXION_RECURRENT_TAGGER=1 -DFLUXION_PREBUILT_KERNELS
 
 # The decoder layers against conv2d in their place.
 variant_row "bench/compile/decoder.cpp, upsampling2d, padding, cropping, conv2d_transpose" bench/compile/decoder.cpp \

@@ -7,6 +7,9 @@
 // embedded ids, whose last step the dense layer reads (what initial_state and return_state cost).
 // FLUXION_RECURRENT_MASK=1 makes the classifier's embedding embedding<...>::mask_zero (Keras's
 // mask_zero = True: the recurrent layer skips the padding steps; what the mask costs).
+// FLUXION_RECURRENT_TAGGER=1 (with FLUXION_RECURRENT_GRU=0) makes it a tagger instead: mask_zero,
+// an LSTM with ReturnSequences and a dense layer per step, whose mask reaches the output
+// (output_and_mask) and a per-step loss that leaves the padding out (what a masked loss costs).
 #include <cstdio>
 
 #include <fluxion/fluxion.hpp>
@@ -19,6 +22,9 @@
 #endif
 #ifndef FLUXION_RECURRENT_MASK
 #define FLUXION_RECURRENT_MASK 0
+#endif
+#ifndef FLUXION_RECURRENT_TAGGER
+#define FLUXION_RECURRENT_TAGGER 0
 #endif
 
 namespace fx = fluxion;
@@ -36,7 +42,12 @@ int main() {
 #else
   using embedding = nn::embedding<1000, 16>;
 #endif
+#if FLUXION_RECURRENT_TAGGER
+  auto net = nn::sequential(gen, nn::typed_input<std::int32_t, 20>{}, nn::embedding<1000, 16>::mask_zero{},
+                            nn::lstm<32, true>{}, nn::dense<5>{});
+#else
   auto net = nn::sequential(gen, nn::typed_input<std::int32_t, 20>{}, embedding{}, recurrent{}, nn::dense<2>{});
+#endif
 #if FLUXION_RECURRENT_STATE
   struct seq2seq : nn::model<seq2seq> {
     nn::embedding<1000, 16> embed;
@@ -55,9 +66,17 @@ int main() {
   fx::optim::adam opt{1e-3};
   const fx::tensor<std::int32_t> x = fx::random::uniform<std::int32_t>({8, 20}, gen, 0, 1000);
   const fx::tensor<std::int32_t> y = fx::random::uniform<std::int32_t>({8}, gen, 0, 2);
+#if FLUXION_RECURRENT_TAGGER
+  const fx::tensor<std::int32_t> tags = fx::random::uniform<std::int32_t>({8, 20}, gen, 0, 5);
+  auto step = [&](auto& model) {
+    fx::gradient_tape tape;
+    const auto out = model.output_and_mask(x, true);
+    fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(out.output, tags, out.mask);
+#else
   auto step = [&](auto& model) {
     fx::gradient_tape tape;
     fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(model(x, true), y);
+#endif
     auto vars = model.trainable_variables();
     opt.apply_gradients(tape.gradient(loss, vars), vars);
     std::printf("loss %g\n", static_cast<double>(loss.item()));

@@ -198,15 +198,11 @@ tensor<T, D> finite_loss([[maybe_unused]] const char* name, tensor<T, D> loss, [
 /// Float weights scale each loss, and the mean divides their weighted sum by the number of losses
 /// (Keras's sum_over_batch_size, not the weights' sum). A bool mask (Keras's propagated mask)
 /// drops the losses where it is false, and the mean is over the kept ones (Keras's mask; PyTorch's
-/// ignore_index); with none kept it is 0.
-template <class T, class D, class W>
-tensor<T, D> reduce_weighted(const char* name, const tensor<T, D>& losses, W&& sample_weight, reduction r) {
-  auto w = fluxion::detail::materialize(fluxion::detail::as_expr<W>(std::forward<W>(sample_weight)));
-  using WT = value_type_t<decltype(w)>;
-  static_assert(std::is_arithmetic_v<WT>, "fluxion::losses: sample_weight must be a numeric or bool tensor.");
-  static_assert(std::is_same_v<device_t<decltype(w)>, D>,
-                "fluxion::losses: sample_weight is on another device than the logits or predictions; move it with "
-                "fluxion::to<Device>(sample_weight).");
+/// ignore_index); with none kept it is 0. WT is bool or T: the statements are one instance per
+/// element type in a program whatever the weights came from (and prebuilt with
+/// FLUXION_PREBUILT_KERNELS, nn/prebuilt.hpp).
+template <class T, class WT, class D = cpu, int Config = fluxion::detail::autodiff_config>
+tensor<T, D> reduce_weighted_tensors(const char* name, const tensor<T, D>& losses, const tensor<WT, D>& w, reduction r) {
   const shape& ls = losses.shape();
   shape ws = w.shape();
   const bool leading = ws.rank() <= ls.rank() && std::equal(ws.begin(), ws.end(), ls.begin());
@@ -234,7 +230,8 @@ tensor<T, D> reduce_weighted(const char* name, const tensor<T, D>& losses, W&& s
     const double per_element = weights.size() == 0 ? 0.0 : static_cast<double>(ls.size()) / static_cast<double>(weights.size());
     return tensor<T, D>(reduce_sum(kept) / maximum(reduce_sum(cast<T>(weights)) * static_cast<T>(per_element), T(1)));
   } else {
-    const auto weighted = losses * as_type<T>(weights);
+    static_assert(std::is_same_v<WT, T>);
+    const auto weighted = losses * weights;
     tensor<T, D> out = [&] {
       switch (r) {
         case reduction::none: return tensor<T, D>(weighted);
@@ -245,6 +242,19 @@ tensor<T, D> reduce_weighted(const char* name, const tensor<T, D>& losses, W&& s
     }();
     return finite_loss(name, std::move(out), std::pair{"sample_weight", weights});
   }
+}
+
+/// reduce_weighted_tensors of any weights: a bool mask as it is, numbers converted to T.
+template <class T, class D, class W>
+tensor<T, D> reduce_weighted(const char* name, const tensor<T, D>& losses, W&& sample_weight, reduction r) {
+  auto w = fluxion::detail::materialize(fluxion::detail::as_expr<W>(std::forward<W>(sample_weight)));
+  using WT = value_type_t<decltype(w)>;
+  static_assert(std::is_arithmetic_v<WT>, "fluxion::losses: sample_weight must be a numeric or bool tensor.");
+  static_assert(std::is_same_v<device_t<decltype(w)>, D>,
+                "fluxion::losses: sample_weight is on another device than the logits or predictions; move it with "
+                "fluxion::to<Device>(sample_weight).");
+  if constexpr (std::is_same_v<WT, bool> || std::is_same_v<WT, T>) return reduce_weighted_tensors<T>(name, losses, w, r);
+  else return reduce_weighted_tensors<T>(name, losses, tensor<T, D>(cast<T>(w)), r);
 }
 
 }  // namespace detail

@@ -1,6 +1,6 @@
 // Prebuilt statements of the model layer: the float statements of dense, conv2d (with every
 // activation layer fused in), pooling, dropout, permute and LSTM layers (also with initial and final
-// states, call_with_state: 2-3 CPU s of library that save a program using it about 12), sparse softmax cross-entropy, reduce_logsumexp, the optimizers' update, the tape's sum of
+// states, call_with_state: 2-3 CPU s of library that save a program using it about 12), sparse softmax cross-entropy, the losses' sample weights and masks, reduce_logsumexp, the optimizers' update, the tape's sum of
 // gradients and the layers' initializers, compiled once in
 // src/nn_kernels.cpp instead of in every translation unit of a program that uses them.
 //
@@ -63,6 +63,10 @@
       const tensor<float>&, tensor<std::int32_t>, losses::reduction, double);                                      \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int64_t>(         \
       const tensor<float>&, tensor<std::int64_t>, losses::reduction, double);                                      \
+  EXTERN template tensor<float> losses::detail::reduce_weighted_tensors<float, bool>(                              \
+      const char*, const tensor<float>&, const tensor<bool>&, losses::reduction);                                  \
+  EXTERN template tensor<float> losses::detail::reduce_weighted_tensors<float, float>(                             \
+      const char*, const tensor<float>&, const tensor<float>&, losses::reduction);                                 \
   EXTERN template tensor<float> fluxion::detail::logsumexp_of<float, cpu>(const tensor<float>&, unsigned, bool);     \
   EXTERN template void autodiff::gradient_store::add<1, float, cpu>(std::uint64_t, tensor<float, cpu>);              \
   EXTERN template std::vector<tensor<float, cpu>> gradient_tape::gradient<float, cpu, variable<float, cpu>>(          \
