@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "compiled_check.hpp"
 #include "peer.hpp"
 
 namespace fx = fluxion;
@@ -184,22 +185,7 @@ TEST_CASE("multi_head_attention: dropout on the attention weights in training, r
   auto a = make(), b = make();
   CHECK(b.layer<0>().causal());
   CHECK(b.layer<0>().options().dropout == 0.3);
-  auto loss_fn = [](const auto& logits, const auto& labels) {
-    return fx::losses::sparse_softmax_cross_entropy(logits, labels);
-  };
-  fx::optim::sgd opt_a{0.1}, opt_b{0.1};
-  auto step = nn::compile_step(b, opt_b, loss_fn);
-  const fx::tensor<std::int32_t> labels = {0, 2};
-  for (int s = 0; s < 3; ++s) {
-    fx::gradient_tape tape;
-    const fx::tensor<float> la = loss_fn(a(x, true), labels);
-    auto vars = a.trainable_variables();
-    opt_a.apply_gradients(tape.gradient(la, vars), vars);
-    const fx::tensor<float> lb = step(x, labels);
-    CHECK(la.item() == lb.item());
-  }
-  auto va = a.variables(), vb = b.variables();
-  for (std::size_t i = 0; i < va.size(); ++i) CHECK(va[i]->peek().to_vector() == vb[i]->peek().to_vector());
+  compiled_check::against_tape(a, b, x, fx::tensor<std::int32_t>{0, 2}, 3);
 }
 
 TEST_CASE("multi_head_attention: Keras's sequence mask (embedding<...>::mask_zero) in a sequential model") {

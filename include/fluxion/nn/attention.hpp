@@ -24,7 +24,6 @@
 
 #include <cmath>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -149,7 +148,7 @@ class multi_head_attention
       : multi_head_attention(attention_options{.use_causal_mask = true}, std::move(name)) {}
   multi_head_attention(attention_options options, std::string name = {})  // NOLINT: implicit, for {{.dropout = 0.1}}
       : base(name.empty() ? base_name : std::move(name)), m_options(options),
-        m_dropout(checked_rate(options.dropout, this->m_name), options.seed) {}
+        m_dropout(detail::check_dropout_rate("multi_head_attention '" + this->m_name + "'", "dropout", options.dropout), options.seed) {}
   /// The same layer for another element type or device (a sequential model re-declares its
   /// layers for its own), keeping its name and options (and its dropout's generator).
   template <class U, class D>
@@ -287,14 +286,6 @@ class multi_head_attention
       throw shape_error("multi_head_attention '" + this->m_name + "': " + what +
                         " must be (batch, time >= 1, features), got " + to_string(t.shape()));
     return t;
-  }
-  static double checked_rate(double rate, const std::string& name) {
-    if (!(rate >= 0.0 && rate < 1.0)) {
-      std::ostringstream os;
-      os << "multi_head_attention '" << name << "': dropout = " << rate << " is not in [0, 1)";
-      throw invalid_argument(os.str());
-    }
-    return rate;
   }
   variable<T, Device>& need(std::optional<variable<T, Device>>& v, const char* what) {
     return this->require_built(v, "multi_head_attention", what);

@@ -47,12 +47,6 @@ concept recurrent_layer_type = requires {
   typename L::device_type;
 };
 
-/// The input reversed along its time axis (axis 1 of (batch, time, ...)).
-template <class T, class Device>
-tensor<T, Device> reverse_time(const tensor<T, Device>& x) {
-  return tensor<T, Device>(strided_slice(x, {0, -1}, {fluxion::end, fluxion::end}, {1, -1}));
-}
-
 /// static_shape<D...> with its last extent multiplied by F.
 template <index_t F, index_t... D>
 auto scale_last(static_shape<D...>) {
@@ -92,25 +86,29 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
   }
 
   explicit bidirectional(std::string name = {}) : bidirectional(Layer{}, std::move(name)) {}
-  /// Wraps `layer` (its name; the backward copy is a second layer of the same type, with variables
-  /// of its own: a recurrent layer's settings are its template arguments).
+  /// Wraps `layer` (its name and options; the backward copy is a second layer of the same type,
+  /// with variables of its own, the same options and the next dropout seed, as Keras's copy of the
+  /// layer's config): `bidirectional<lstm<32>>{lstm<32>{{.dropout = 0.2}}}`.
   explicit bidirectional(Layer layer, std::string name = {})
-      : base(name.empty() ? base_name : std::move(name)), m_forward(std::move(layer)) {
+      : base(name.empty() ? base_name : std::move(name)), m_forward(std::move(layer)),
+        m_backward(backward_options(m_forward.options())) {
     const std::string inner = m_forward.name();
     if (m_forward.built())
       throw invalid_argument("bidirectional '" + this->m_name + "': the layer '" + inner +
                              "' is already built; wrap one that is not (the backward copy needs variables of its own)");
+    if (m_forward.options().go_backwards)
+      throw invalid_argument("bidirectional '" + this->m_name + "': the layer '" + inner +
+                             "' has go_backwards; wrap one without it (the wrapper runs its backward copy on the "
+                             "time-reversed input itself)");
     m_forward.set_name("forward_" + inner);
     m_backward.set_name("backward_" + inner);
   }
   /// The same wrapper for another element type or device (a sequential model re-declares its
-  /// layers for its own), keeping the layer's name.
+  /// layers for its own), keeping the copies' names and options.
   template <class L2>
     requires(!std::is_same_v<L2, Layer>)
-  explicit bidirectional(const bidirectional<L2, Merge>& other) : base(other.name()) {
-    m_forward.set_name(other.forward_layer().name());
-    m_backward.set_name(other.backward_layer().name());
-  }
+  explicit bidirectional(const bidirectional<L2, Merge>& other)
+      : base(other.name()), m_forward(other.forward_layer()), m_backward(other.backward_layer()) {}
 
   Layer& forward_layer() noexcept { return m_forward; }
   const Layer& forward_layer() const noexcept { return m_forward; }
@@ -147,23 +145,24 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
   /// Keras's return_state = true, from zero states: {output, the forward copy's final states, the
   /// backward copy's} (around an LSTM: output, forward h, forward c, backward h, backward c).
   template <class X>
-  std::array<tensor<T, Device>, 1 + state_count> call_with_state(X&& x) {
+  std::array<tensor<T, Device>, 1 + state_count> call_with_state(X&& x, bool training = false) {
     const tensor<T, Device> in = checked(std::forward<X>(x));
-    const auto forward = m_forward.call_with_state(in);
-    return with_state(forward, m_backward.call_with_state(detail::reverse_time(in)));
+    const auto forward = m_forward.call_with_state(in, training);
+    return with_state(forward, m_backward.call_with_state(detail::reverse_time(in), training));
   }
   /// The same from Keras's initial_state: the forward copy's states, then the backward copy's, each
   /// (batch, units).
   template <class X>
-  std::array<tensor<T, Device>, 1 + state_count> call_with_state(X&& x, const state_type& initial_state) {
+  std::array<tensor<T, Device>, 1 + state_count> call_with_state(X&& x, const state_type& initial_state,
+                                                                 bool training = false) {
     const tensor<T, Device> in = checked(std::forward<X>(x));
     typename Layer::state_type forward_state, backward_state;
     for (std::size_t i = 0; i < Layer::state_count; ++i) {
       forward_state[i] = initial_state[i];
       backward_state[i] = initial_state[Layer::state_count + i];
     }
-    const auto forward = m_forward.call_with_state(in, forward_state);
-    return with_state(forward, m_backward.call_with_state(detail::reverse_time(in), backward_state));
+    const auto forward = m_forward.call_with_state(in, forward_state, training);
+    return with_state(forward, m_backward.call_with_state(detail::reverse_time(in), backward_state, training));
   }
 
   /// Keras's `layer(x, mask=m)`: m (batch, time) is false at padding.
@@ -181,11 +180,12 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
   }
   /// call_with_state with a mask: `rnn.call_with_state(x, {.mask = &m, .initial_state = &s})`.
   template <class X>
-  std::array<tensor<T, Device>, 1 + state_count> call_with_state(X&& x, const call_options& options) {
+  std::array<tensor<T, Device>, 1 + state_count> call_with_state(X&& x, const call_options& options,
+                                                                 bool training = false) {
     const tensor<T, Device> in = checked(std::forward<X>(x));
     const halves h(options);
-    const auto forward = m_forward.call_with_state(in, h.forward);
-    return with_state(forward, m_backward.call_with_state(detail::reverse_time(in), h.backward));
+    const auto forward = m_forward.call_with_state(in, h.forward, training);
+    return with_state(forward, m_backward.call_with_state(detail::reverse_time(in), h.backward, training));
   }
 
   template <class F>
@@ -243,6 +243,11 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
       out[1 + Layer::state_count + i] = backward[1 + i];
     }
     return out;
+  }
+
+  static recurrent_options backward_options(recurrent_options o) {
+    ++o.seed;  // masks of their own
+    return o;
   }
 
   Layer m_forward, m_backward;

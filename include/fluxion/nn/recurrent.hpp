@@ -12,6 +12,7 @@
 #include "../expr/indexing.hpp"
 #include "../expr/remap.hpp"
 #include "../tensor/creation.hpp"
+#include "dropout.hpp"
 #include "initializers.hpp"
 #include "module.hpp"
 
@@ -48,6 +49,12 @@ tensor<T, Device> state_sequence(const tensor<T, Device>* first, index_t steps, 
           concat({tensor<T, Device>(reshape(*first, {1, batch, units})), zeros<T, Device>({steps, batch, units})}, 0));
   }
   return zeros<T, Device>({steps + 1, batch, units});
+}
+
+/// The input reversed along its time axis (axis 1 of (batch, time, ...)).
+template <class T, class Device>
+tensor<T, Device> reverse_time(const tensor<T, Device>& x) {
+  return tensor<T, Device>(strided_slice(x, {0, -1}, {fluxion::end, fluxion::end}, {1, -1}));
 }
 
 /// Keras's mask at step t as a (batch, 1) column of keep (batch, steps): 1 where the step runs, 0
@@ -146,6 +153,24 @@ struct recurrent_call {
   const std::array<tensor<T, Device>, States>* initial_state = nullptr;
 };
 
+}  // namespace detail
+
+/// Keras's constructor arguments of LSTM and GRU beyond the units and return_sequences, given as
+/// `fx::nn::lstm<64>{{.dropout = 0.2, .go_backwards = true}}`.
+struct recurrent_options {
+  /// Keras's dropout: in training, the fraction of the input's features zeroed (the others scaled
+  /// by 1 / (1 - dropout)) before the input projection, one mask per sequence for all its steps, as
+  /// Keras's LSTM and GRU draw it; in [0, 1).
+  double dropout = 0;
+  /// Keras's go_backwards: the layer reads the sequence from its last step to its first, and with
+  /// ReturnSequences returns the outputs in that order (reversed); a mask is reversed with the input.
+  bool go_backwards = false;
+  /// The seed of the dropout masks' generator.
+  std::uint64_t seed = 0;
+};
+
+namespace detail {
+
 /// What a recurrent layer's statements give: the output and, where asked for (Keras's
 /// return_state), the final states (the LSTM's h and c, the GRU's h), each (batch, units).
 template <class T, class Device, std::size_t States>
@@ -177,6 +202,13 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   using call_options = recurrent_call<T, Device, state_count>;
 
   bool built() const noexcept { return m_kernel.has_value(); }
+  /// Keras's dropout, go_backwards and the dropout's seed, as constructed.
+  const recurrent_options& options() const noexcept { return m_options; }
+  /// The mask that goes on with the output (ReturnSequences): the input's, reversed with
+  /// go_backwards, as the outputs are.
+  tensor<bool, Device> output_mask(const tensor<bool, Device>& mask) const {
+    return m_options.go_backwards ? reverse_time(mask) : mask;
+  }
   /// Creates the variables for inputs of per-example shape (time, features).
   void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
     if (per_example.rank() != 2)
@@ -208,7 +240,10 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   }
 
  protected:
-  explicit recurrent_layer(std::string name) : base(name.empty() ? Derived::base_name : std::move(name)) {}
+  explicit recurrent_layer(std::string name, recurrent_options options = {})
+      : base(name.empty() ? Derived::base_name : std::move(name)), m_options(options), m_dropout(options.seed) {
+    check_dropout_rate(std::string(Derived::base_name) + " '" + this->m_name + "'", "dropout", options.dropout);
+  }
 
   /// Checks the (batch, time, features) input e, the initial states (nullptr: zeros) and, with
   /// Masked, the mask, builds the layer on its first call, and runs it; with State the final
@@ -216,7 +251,7 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   /// asks for states or masks does not compile their statements.
   template <bool State, bool Masked = false, class E>
   recurrent_result<T, Device, state_count> checked_run(const E& e, const state_type* initial,
-                                                       const tensor<bool, Device>* mask = nullptr) {
+                                                       const tensor<bool, Device>* mask = nullptr, bool training = false) {
     const fluxion::shape s = e.shape();
     if (s.rank() != 3)
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
@@ -233,14 +268,21 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
                             std::to_string(i) + "] must be (batch, units) = (" + std::to_string(s[0]) + ", " +
                             std::to_string(Units) + ") for input " + to_string(s) + ", got " +
                             to_string((*initial)[i].shape()));
+    if constexpr (Masked) check_sequence_mask(std::string(Derived::base_name) + " '" + this->m_name + "'", mask->shape(), s);
+    tensor<T, Device> x = fluxion::detail::materialize(e);
+    if (m_options.go_backwards) x = reverse_time(x);
+    if (training && m_options.dropout > 0) {
+      // One mask (batch, 1, features) for every step: dropout of ones, broadcast over time.
+      const tensor<T, Device> keep_features = m_dropout.call([&](random::generator& gen) {
+        return dropout_forward<T>(ones<T, Device>({s[0], 1, s[2]}), m_options.dropout, gen);
+      });
+      x = tensor<T, Device>(x * keep_features);
+    }
     if constexpr (!Masked) {
-      return Derived::template run<State, false>(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel,
-                                                 *m_bias, initial, nullptr);
+      return Derived::template run<State, false>(x, *m_kernel, *m_recurrent_kernel, *m_bias, initial, nullptr);
     } else {
-      check_sequence_mask(std::string(Derived::base_name) + " '" + this->m_name + "'", mask->shape(), s);
-      const tensor<T, Device> keep(fluxion::cast<T>(*mask));
-      return Derived::template run<State, true>(fluxion::detail::materialize(e), *m_kernel, *m_recurrent_kernel,
-                                                *m_bias, initial, &keep);
+      const tensor<T, Device> keep(fluxion::cast<T>(m_options.go_backwards ? reverse_time(*mask) : *mask));
+      return Derived::template run<State, true>(x, *m_kernel, *m_recurrent_kernel, *m_bias, initial, &keep);
     }
   }
 
@@ -256,6 +298,8 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   }
   index_t m_in = 0;
   std::optional<variable<T, Device>> m_kernel, m_recurrent_kernel, m_bias;
+  recurrent_options m_options;
+  dropout_stream m_dropout;
 };
 
 }  // namespace detail
@@ -289,14 +333,27 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
     }                                                                                                             \
   }                                                                                                               \
                                                                                                                   \
-  explicit NAME(std::string name = {}) : NAME::recurrent_layer(std::move(name)) {}                                \
+  NAME() : NAME::recurrent_layer(std::string()) {}                                                                \
+  /** A name of its own. (A template, so that {.dropout = 0.2} never reads as a string.) */                       \
+  template <class S>                                                                                              \
+    requires std::is_convertible_v<S, std::string>                                                                \
+  explicit NAME(S&& name) : NAME::recurrent_layer(std::string(std::forward<S>(name))) {}                          \
+  /** Keras's dropout, go_backwards and the dropout's seed: `NAME<64>{{.dropout = 0.2}}`. */                       \
+  NAME(recurrent_options options, std::string name = {}) /* NOLINT: implicit, for NAME<64>{{.dropout = 0.2}} */  \
+      : NAME::recurrent_layer(std::move(name), options) {}                                                        \
+  /** The same layer for another element type or device (a sequential model re-declares its layers for */      \
+  /** its own): the name and options carry over, the variables are built on the first call. */                  \
+  template <class U, class D>                                                                                     \
+    requires(!std::is_same_v<NAME<Units, ReturnSequences, U, D>, NAME>)                                            \
+  explicit NAME(const NAME<Units, ReturnSequences, U, D>& other)                                                  \
+      : NAME::recurrent_layer(other.name(), other.options()) {}                                                   \
                                                                                                                   \
   /** The last hidden state (batch, Units), or every one (batch, time, Units) with ReturnSequences. */            \
   template <class X>                                                                                              \
-  tensor<T, Device> operator()(X&& x, bool /*training*/ = false) {                                                \
+  tensor<T, Device> operator()(X&& x, bool training = false) {                                                    \
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));                                                     \
     check_input<decltype(e)>();                                                                                   \
-    return this->template checked_run<false>(e, nullptr).output;                                                  \
+    return this->template checked_run<false>(e, nullptr, nullptr, training).output;                               \
   }                                                                                                               \
   /** Keras's `layer(x, mask=m)`: m (batch, time) is false at padding, and the layer skips those steps. */        \
   template <class X>                                                                                              \
@@ -306,36 +363,37 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   /** The same with Keras's call arguments: `rnn.call(x, {.mask = &m})` (m (batch, time), false at padding: */    \
   /** the layer skips those steps), `{.initial_state = &s}`. */                                                   \
   template <class X>                                                                                              \
-  tensor<T, Device> call(X&& x, const typename NAME::call_options& options, bool /*training*/ = false) {          \
+  tensor<T, Device> call(X&& x, const typename NAME::call_options& options, bool training = false) {              \
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));                                                     \
     check_input<decltype(e)>();                                                                                   \
     if (options.mask)                                                                                             \
       return options.initial_state                                                                                \
-                 ? this->template checked_run<true, true>(e, options.initial_state, options.mask).output          \
-                 : this->template checked_run<false, true>(e, nullptr, options.mask).output;                      \
-    return options.initial_state ? this->template checked_run<true>(e, options.initial_state).output              \
-                                 : this->template checked_run<false>(e, nullptr).output;                          \
+                 ? this->template checked_run<true, true>(e, options.initial_state, options.mask, training).output\
+                 : this->template checked_run<false, true>(e, nullptr, options.mask, training).output;            \
+    return options.initial_state                                                                                  \
+               ? this->template checked_run<true>(e, options.initial_state, nullptr, training).output             \
+               : this->template checked_run<false>(e, nullptr, nullptr, training).output;                         \
   }                                                                                                               \
                                                                                                                   \
   /** Keras's return_state = true, from zero states: {output, final states} (lstm: output, h, c; gru: output, */  \
   /** h), each state (batch, Units). `auto [y, h, c] = encoder.call_with_state(x);` */                             \
   template <class X>                                                                                              \
-  std::array<tensor<T, Device>, 1 + NAME::state_count> call_with_state(X&& x) {                                   \
-    return with_state<false>(std::forward<X>(x), nullptr);                                                        \
+  std::array<tensor<T, Device>, 1 + NAME::state_count> call_with_state(X&& x, bool training = false) {            \
+    return with_state<false>(std::forward<X>(x), nullptr, nullptr, training);                                     \
   }                                                                                                               \
   /** The same from Keras's initial_state (lstm: {h, c}; gru: {h}; each (batch, Units)), whose gradients */       \
   /** flow: `auto [z, h2, c2] = decoder.call_with_state(y, {h, c});` */                                            \
   template <class X>                                                                                              \
   std::array<tensor<T, Device>, 1 + NAME::state_count> call_with_state(                                           \
-      X&& x, const typename NAME::state_type& initial_state) {                                                    \
-    return with_state<false>(std::forward<X>(x), &initial_state);                                                 \
+      X&& x, const typename NAME::state_type& initial_state, bool training = false) {                             \
+    return with_state<false>(std::forward<X>(x), &initial_state, nullptr, training);                              \
   }                                                                                                               \
   /** The same with a mask: `auto [y, h, c] = rnn.call_with_state(x, {.mask = &m, .initial_state = &s});` */       \
   template <class X>                                                                                              \
   std::array<tensor<T, Device>, 1 + NAME::state_count> call_with_state(                                           \
-      X&& x, const typename NAME::call_options& options) {                                                        \
-    if (options.mask) return with_state<true>(std::forward<X>(x), options.initial_state, options.mask);          \
-    return with_state<false>(std::forward<X>(x), options.initial_state);                                          \
+      X&& x, const typename NAME::call_options& options, bool training = false) {                                 \
+    if (options.mask) return with_state<true>(std::forward<X>(x), options.initial_state, options.mask, training);\
+    return with_state<false>(std::forward<X>(x), options.initial_state, nullptr, training);                       \
   }                                                                                                               \
                                                                                                                   \
  private:                                                                                                         \
@@ -352,10 +410,10 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
                                                                                                                   \
   template <bool Masked, class X>                                                                                 \
   std::array<tensor<T, Device>, 1 + NAME::state_count> with_state(                                               \
-      X&& x, const typename NAME::state_type* initial, const tensor<bool, Device>* mask = nullptr) {              \
+      X&& x, const typename NAME::state_type* initial, const tensor<bool, Device>* mask, bool training) {         \
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));                                                     \
     check_input<decltype(e)>();                                                                                   \
-    auto r = this->template checked_run<true, Masked>(e, initial, mask);                                          \
+    auto r = this->template checked_run<true, Masked>(e, initial, mask, training);                                \
     std::array<tensor<T, Device>, 1 + NAME::state_count> out;                                                     \
     out[0] = std::move(r.output);                                                                                 \
     for (std::size_t i = 0; i < NAME::state_count; ++i) out[i + 1] = std::move(r.state[i]);                       \

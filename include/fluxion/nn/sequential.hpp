@@ -304,7 +304,9 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
         return run<I + 1, WantMask>(fluxion::detail::materialize(layer(ids, training)), training, mask_out, made);
       } else if constexpr (masked && detail::takes_mask<L, T, Device>) {  // a recurrent layer, a masked mean
         const tensor<T, Device> y = layer(fluxion::detail::materialize(std::forward<X>(x)), mask, training);
-        if constexpr (detail::keeps_mask<L>()) return run<I + 1, WantMask>(y, training, mask_out, mask);
+        if constexpr (detail::keeps_mask<L>() && requires { layer.output_mask(mask); })  // go_backwards: reversed
+          return run<I + 1, WantMask>(y, training, mask_out, layer.output_mask(mask));
+        else if constexpr (detail::keeps_mask<L>()) return run<I + 1, WantMask>(y, training, mask_out, mask);
         else return run<I + 1, WantMask>(y, training, mask_out);
       } else {
         static_assert(!masked || detail::passes_mask<L>,

@@ -249,6 +249,13 @@ TEST_CASE("cuda sequential: embedding<...>::mask_zero's mask reaches the LSTM, a
     return nn::sequential(gen, input, nn::embedding<10, 4, double>::mask_zero{}, nn::lstm<5, true, double>{},
                           nn::gru<3, false, double>{}, nn::dense<2>{});
   };
+  // Keras's go_backwards and dropout (one mask per sequence, the same on both devices: drawn on the host).
+  auto options_model = [](auto input) {
+    fx::random::generator gen{40};
+    return nn::sequential(gen, input, nn::embedding<10, 4, double>::mask_zero{},
+                          nn::lstm<5, true, double>{{.dropout = 0.3, .go_backwards = true, .seed = 5}},
+                          nn::gru<3, false, double>{{.dropout = 0.2, .seed = 6}}, nn::dense<2>{});
+  };
   auto pool_model = [](auto input) {
     fx::random::generator gen{39};
     return nn::sequential(gen, input, nn::embedding<10, 4, double>::mask_zero{}, nn::multi_head_attention<2, 3>{},
@@ -257,4 +264,5 @@ TEST_CASE("cuda sequential: embedding<...>::mask_zero's mask reaches the LSTM, a
   using in = nn::typed_input<std::int32_t, 5>;
   check(lstm_model(in{}), lstm_model(in::on<fx::cuda>{}));
   check(pool_model(in{}), pool_model(in::on<fx::cuda>{}));
+  check(options_model(in{}), options_model(in::on<fx::cuda>{}));
 }
