@@ -59,6 +59,9 @@
   EXTERN template tensor<float> nn::detail::dropout_forward<float>(const tensor<float>&, double, random::generator&); \
   EXTERN template tensor<float> nn::detail::permute_forward<float>(const tensor<float>&, std::vector<int>);          \
   FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, lstm, 2)                                                           \
+  EXTERN template tensor<float> nn::detail::recurrent_input<float>(tensor<float>, const nn::recurrent_options&,     \
+                                                                   const nn::detail::dropout_stream&, bool);        \
+  EXTERN template tensor<float> nn::detail::recurrent_keep<float>(const tensor<bool>&, bool);                       \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int32_t>(         \
       const tensor<float>&, tensor<std::int32_t>, losses::reduction, double);                                      \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int64_t>(         \

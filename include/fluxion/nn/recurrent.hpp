@@ -171,6 +171,30 @@ struct recurrent_options {
 
 namespace detail {
 
+/// The input a recurrent layer's statements read: x reversed in time with go_backwards, and in
+/// training times one dropout mask (batch, 1, features) for every step. One instance per element
+/// type in a program, whatever the layer (prebuilt with FLUXION_PREBUILT_KERNELS, nn/prebuilt.hpp).
+template <class T, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> recurrent_input(tensor<T, Device> x, const recurrent_options& options, const dropout_stream& dropout,
+                                  bool training) {
+  if (options.go_backwards) x = reverse_time(x);
+  if (training && options.dropout > 0) {
+    const fluxion::shape& s = x.shape();
+    const tensor<T, Device> keep_features = dropout.call([&](random::generator& gen) {
+      return dropout_forward<T>(ones<T, Device>({s[0], 1, s[2]}), options.dropout, gen);
+    });
+    x = tensor<T, Device>(x * keep_features);
+  }
+  return x;
+}
+
+/// Keras's mask as the statements' keep (batch, time) of T: 1 where a step runs, 0 where a row
+/// skips it; reversed in time with go_backwards. Prebuilt as recurrent_input is.
+template <class T, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> recurrent_keep(const tensor<bool, Device>& mask, bool go_backwards) {
+  return tensor<T, Device>(fluxion::cast<T>(go_backwards ? reverse_time(mask) : mask));
+}
+
 /// What a recurrent layer's statements give: the output and, where asked for (Keras's
 /// return_state), the final states (the LSTM's h and c, the GRU's h), each (batch, units).
 template <class T, class Device, std::size_t States>
@@ -269,19 +293,11 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
                             std::to_string(Units) + ") for input " + to_string(s) + ", got " +
                             to_string((*initial)[i].shape()));
     if constexpr (Masked) check_sequence_mask(std::string(Derived::base_name) + " '" + this->m_name + "'", mask->shape(), s);
-    tensor<T, Device> x = fluxion::detail::materialize(e);
-    if (m_options.go_backwards) x = reverse_time(x);
-    if (training && m_options.dropout > 0) {
-      // One mask (batch, 1, features) for every step: dropout of ones, broadcast over time.
-      const tensor<T, Device> keep_features = m_dropout.call([&](random::generator& gen) {
-        return dropout_forward<T>(ones<T, Device>({s[0], 1, s[2]}), m_options.dropout, gen);
-      });
-      x = tensor<T, Device>(x * keep_features);
-    }
+    const tensor<T, Device> x = recurrent_input<T>(fluxion::detail::materialize(e), m_options, m_dropout, training);
     if constexpr (!Masked) {
       return Derived::template run<State, false>(x, *m_kernel, *m_recurrent_kernel, *m_bias, initial, nullptr);
     } else {
-      const tensor<T, Device> keep(fluxion::cast<T>(m_options.go_backwards ? reverse_time(*mask) : *mask));
+      const tensor<T, Device> keep = recurrent_keep<T>(*mask, m_options.go_backwards);
       return Derived::template run<State, true>(x, *m_kernel, *m_recurrent_kernel, *m_bias, initial, &keep);
     }
   }
