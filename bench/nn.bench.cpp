@@ -28,6 +28,10 @@
 //                          skip the padding steps), LibTorch's pack_padded_sequence
 //                          (enforce_sorted = false) and its final state h_n; the LibTorch case
 //                          first checks that both give the same output
+//   rnn_lstm_recurrent_dropout  the LSTM case in training with Keras's recurrent_dropout 0.2 (the
+//                          layer's step statements), against rnn_lstm_training (the same in
+//                          training without it: the fused cells); fluxion only (LibTorch's LSTM has
+//                          no recurrent dropout)
 //   attention              a Transformer block's self-attention, (32, 64, 128) -> 8 heads of 16 ->
 //                          (32, 64, 128), forward and backward (the input's and every weight's
 //                          gradients of sum(y * w)): fluxion's nn::multi_head_attention under a
@@ -310,7 +314,7 @@ template <class Layer>
 struct rnn_case {
   Layer layer;
   fx::tensor<float> x, w;
-  rnn_case() {
+  explicit rnn_case(nn::recurrent_options options = {}) : layer(options) {
     fx::random::generator gen{5}, gx{6}, gw{7};
     layer.build(fx::shape{rnn_steps, rnn_features}, gen);
     x = fx::random::normal<float>({rnn_batch, rnn_steps, rnn_features}, gx);
@@ -409,7 +413,27 @@ void conv_transpose_fluxion(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
 }
 
+/// The layer with Keras's recurrent_dropout 0.2 in training (its step statements), against the fused
+/// cells of the same layer in training without it.
+template <class Layer>
+void fluxion_rnn_recurrent_dropout(benchmark::State& state, double rate) {
+  set_threads(static_cast<int>(state.range(0)));
+  rnn_case<Layer> c({.recurrent_dropout = rate, .seed = 3});
+  auto sources = c.layer.trainable_variables();
+  auto pass = [&] {
+    return layer_pass(c, sources, [&](const fx::tensor<float>& x) { return c.layer(x, /*training=*/true); });
+  };
+  const auto [dx, dvars] = pass();
+  if (!fx::all(fx::is_finite(dx)) || fx::tensor<float>(fx::reduce_max(fx::abs(dx))).item() == 0.f)
+    state.SkipWithError("fluxion: the input's gradient is zero or not finite");
+  for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
+}
+
 void rnn_gru_fluxion(benchmark::State& s) { fluxion_rnn<nn::gru<rnn_units>>(s); }
+void rnn_lstm_training_fluxion(benchmark::State& s) { fluxion_rnn_recurrent_dropout<nn::lstm<rnn_units>>(s, 0.0); }
+void rnn_lstm_recurrent_dropout_fluxion(benchmark::State& s) {
+  fluxion_rnn_recurrent_dropout<nn::lstm<rnn_units>>(s, 0.2);
+}
 void rnn_lstm_fluxion(benchmark::State& s) { fluxion_rnn<nn::lstm<rnn_units>>(s); }
 void rnn_gru_masked_fluxion(benchmark::State& s) { fluxion_rnn<nn::gru<rnn_units>, true>(s); }
 void rnn_lstm_masked_fluxion(benchmark::State& s) { fluxion_rnn<nn::lstm<rnn_units>, true>(s); }
@@ -635,6 +659,8 @@ BENCHMARK(attention_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_fluxion)->Apply(threads);
 BENCHMARK(rnn_gru_masked_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_masked_fluxion)->Apply(threads);
+BENCHMARK(rnn_lstm_training_fluxion)->Apply(threads);
+BENCHMARK(rnn_lstm_recurrent_dropout_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(global_avg_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_avg_pool_torch_nhwc)->Apply(threads);

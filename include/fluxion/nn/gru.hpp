@@ -129,14 +129,16 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
 /// The statements of every GRU layer of element type T (one instance per program; see
 /// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked; initial the
 /// initial state {h} (nullptr: zeros; only with State), already checked; with State the final h
-/// comes back too (Keras's return_state). keep is Keras's mask as T (batch, time), as lstm_forward's.
+/// comes back too (Keras's return_state). keep is Keras's mask as T (batch, time), and state_keep Keras's
+/// recurrent_dropout mask (batch, units), as lstm_forward's.
 template <class T, bool ReturnSequences, bool State = false, bool Masked = false,
           int Config = fluxion::detail::autodiff_config, class Device = cpu>
 recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
                                            const variable<T, Device>& recurrent_kernel,
                                            const variable<T, Device>& bias, index_t units,
                                            const std::array<tensor<T, Device>, 1>* initial,
-                                           const tensor<T, Device>* keep = nullptr) {
+                                           const tensor<T, Device>* keep = nullptr,
+                                           const tensor<T, Device>* state_keep = nullptr) {
   const fluxion::shape& s = e.shape();
   const index_t batch = s[0], steps = s[1], features = s[2], g3 = 3 * units;
   // Row b * steps + t holds example b at step t.
@@ -146,19 +148,21 @@ recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const var
     const tensor<T, Device>& r = recurrent_kernel.read_value();
     gradient_tape* tape = nullptr;
     const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
-    if (batch > 0 && fused_recurrent_applies(tape, projected, r, rbias, h0))
+    if (batch > 0 && !state_keep && fused_recurrent_applies(tape, projected, r, rbias, h0))
       return gru_fused<T, ReturnSequences, State>(projected, r, rbias, batch, steps, units, tape, initial, keep);
   }
   tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units});
   std::vector<tensor<T, Device>> outputs;
   for (index_t t = 0; t < steps; ++t) {
     const tensor<T, Device> p = strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1});
-    const tensor<T, Device> rec = matmul(h, recurrent_kernel) + rbias;
+    // Keras's recurrent_dropout: the step reads h * mask (the product and the z h term, as Keras's cell).
+    const tensor<T, Device> hr = state_keep ? tensor<T, Device>(h * *state_keep) : h;
+    const tensor<T, Device> rec = matmul(hr, recurrent_kernel) + rbias;
     const tensor<T, Device> zr = fluxion::sigmoid(slice(p, {0, 0}, {batch, 2 * units}) +
                                                   slice(rec, {0, 0}, {batch, 2 * units}));
     auto block = [&](const tensor<T, Device>& a, index_t k) { return slice(a, {0, k * units}, {batch, units}); };
     const auto z = block(zr, 0);
-    const tensor<T, Device> h_next = z * h + (T(1) - z) * fluxion::tanh(block(p, 2) + block(zr, 1) * block(rec, 2));
+    const tensor<T, Device> h_next = z * hr + (T(1) - z) * fluxion::tanh(block(p, 2) + block(zr, 1) * block(rec, 2));
     if constexpr (Masked) {  // a row that skips the step keeps its state; its output is zeros
       const tensor<T, Device> m = step_keep(*keep, batch, t);
       h = h + m * (h_next - h);
@@ -186,9 +190,9 @@ class gru : public detail::recurrent_layer<gru<Units, ReturnSequences, T, Device
                                                      const variable<T, Device>& recurrent_kernel,
                                                      const variable<T, Device>& bias,
                                                      const std::array<tensor<T, Device>, 1>* initial,
-                                                     const tensor<T, Device>* keep) {
+                                                     const tensor<T, Device>* keep, const tensor<T, Device>* state_keep) {
     return detail::gru_forward<T, ReturnSequences, State, Masked>(x, kernel, recurrent_kernel, bias, Units, initial,
-                                                                  keep);
+                                                                  keep, state_keep);
   }
   static tensor<T, Device> initial_bias() { return zeros<T, Device>({2, 3 * Units}); }
 };

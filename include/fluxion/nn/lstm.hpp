@@ -147,14 +147,16 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
 /// initial state {h, c} (nullptr: zeros; only with State), already checked; with State the final h
 /// and c come back too (Keras's return_state). keep is Keras's mask as T (batch, time): 1 where a
 /// step runs, 0 where a row skips it (its states carried over, its output zeros with
-/// ReturnSequences); nullptr: no mask.
+/// ReturnSequences); nullptr: no mask. state_keep is Keras's recurrent_dropout mask (batch, units),
+/// which the steps' statements apply to the state the recurrent product reads (nullptr: none).
 template <class T, bool ReturnSequences, bool State = false, bool Masked = false,
           int Config = fluxion::detail::autodiff_config, class Device = cpu>
 recurrent_result<T, Device, 2> lstm_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
                                             const variable<T, Device>& recurrent_kernel,
                                             const variable<T, Device>& bias, index_t units,
                                             const std::array<tensor<T, Device>, 2>* initial,
-                                            const tensor<T, Device>* keep = nullptr) {
+                                            const tensor<T, Device>* keep = nullptr,
+                                            const tensor<T, Device>* state_keep = nullptr) {
   const fluxion::shape& s = e.shape();
   const index_t batch = s[0], steps = s[1], features = s[2];
   // Row b * steps + t holds example b at step t.
@@ -164,15 +166,17 @@ recurrent_result<T, Device, 2> lstm_forward(const tensor<T, Device>& e, const va
     gradient_tape* tape = nullptr;
     const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
     const tensor<T, Device>& c0 = initial ? (*initial)[1] : projected;
-    if (batch > 0 && fused_recurrent_applies(tape, projected, r, h0, c0))
+    if (batch > 0 && !state_keep && fused_recurrent_applies(tape, projected, r, h0, c0))
       return lstm_fused<T, ReturnSequences, State>(projected, r, batch, steps, units, tape, initial, keep);
   }
   tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units}),
                     c = initial ? (*initial)[1] : zeros<T, Device>({batch, units});
   std::vector<tensor<T, Device>> outputs;
   for (index_t t = 0; t < steps; ++t) {
+    // Keras's recurrent_dropout: the product reads h * mask.
+    const tensor<T, Device> hr = state_keep ? tensor<T, Device>(h * *state_keep) : h;
     const tensor<T, Device> z =
-        strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1}) + matmul(h, recurrent_kernel);
+        strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1}) + matmul(hr, recurrent_kernel);
     auto gate = [&](index_t k) { return slice(z, {0, k * units}, {batch, units}); };
     const tensor<T, Device> c_next = fluxion::sigmoid(gate(1)) * c + fluxion::sigmoid(gate(0)) * fluxion::tanh(gate(2));
     const tensor<T, Device> h_next = fluxion::sigmoid(gate(3)) * fluxion::tanh(c_next);
@@ -205,9 +209,9 @@ class lstm : public detail::recurrent_layer<lstm<Units, ReturnSequences, T, Devi
                                                      const variable<T, Device>& recurrent_kernel,
                                                      const variable<T, Device>& bias,
                                                      const std::array<tensor<T, Device>, 2>* initial,
-                                                     const tensor<T, Device>* keep) {
+                                                     const tensor<T, Device>* keep, const tensor<T, Device>* state_keep) {
     return detail::lstm_forward<T, ReturnSequences, State, Masked>(x, kernel, recurrent_kernel, bias, Units, initial,
-                                                                  keep);
+                                                                  keep, state_keep);
   }
   static tensor<T, Device> initial_bias() {  // zeros, the forget gate's block at ones
     std::vector<T> b(static_cast<std::size_t>(4 * Units), T(0));

@@ -33,7 +33,7 @@
 #define FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, ...)                                                   \
   EXTERN template nn::detail::recurrent_result<float, cpu, STATES> nn::detail::NAME##_forward<float, __VA_ARGS__>( \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,       \
-      const std::array<tensor<float>, STATES>*, const tensor<float>*);
+      const std::array<tensor<float>, STATES>*, const tensor<float>*, const tensor<float>*);
 #define FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, NAME, STATES)                \
   FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, false, false, false)          \
   FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, false, false, true)           \
@@ -62,6 +62,8 @@
   EXTERN template tensor<float> nn::detail::recurrent_input<float>(tensor<float>, const nn::recurrent_options&,     \
                                                                    const nn::detail::dropout_stream&, bool);        \
   EXTERN template tensor<float> nn::detail::recurrent_keep<float>(const tensor<bool>&, bool);                       \
+  EXTERN template tensor<float> nn::detail::recurrent_state_keep<float>(index_t, index_t, double,                  \
+                                                                         const nn::detail::dropout_stream&);        \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int32_t>(         \
       const tensor<float>&, tensor<std::int32_t>, losses::reduction, double);                                      \
   EXTERN template tensor<float> losses::detail::sparse_softmax_cross_entropy_tensors<float, std::int64_t>(         \

@@ -165,6 +165,13 @@ struct recurrent_options {
   /// Keras's go_backwards: the layer reads the sequence from its last step to its first, and with
   /// ReturnSequences returns the outputs in that order (reversed); a mask is reversed with the input.
   bool go_backwards = false;
+  /// Keras's recurrent_dropout: in training, the fraction of the state's units zeroed (the others
+  /// scaled by 1 / (1 - recurrent_dropout)) where a step reads the previous state h, one mask per
+  /// sequence for all its steps (Gal and Ghahramani's variational dropout, as Keras's cells: the
+  /// LSTM's recurrent product reads h * mask, the GRU's product and its z h term too). As Keras
+  /// leaves cuDNN for its generic loop, the layer then runs its step statements instead of the fused
+  /// cells; in [0, 1).
+  double recurrent_dropout = 0;
   /// The seed of the dropout masks' generator.
   std::uint64_t seed = 0;
 };
@@ -187,6 +194,16 @@ tensor<T, Device> recurrent_input(tensor<T, Device> x, const recurrent_options& 
   }
   return x;
 }
+
+/// Keras's recurrent_dropout mask of a training call: (batch, units), 0 or 1 / (1 - rate), the
+/// same for every step. Prebuilt as recurrent_input is.
+template <class T, int Config = fluxion::detail::autodiff_config, class Device = cpu>
+tensor<T, Device> recurrent_state_keep(index_t batch, index_t units, double rate, const dropout_stream& dropout) {
+  return dropout.call([&](random::generator& gen) { return dropout_forward<T>(ones<T, Device>({batch, units}), rate, gen); });
+}
+
+/// The seed of a recurrent layer's recurrent_dropout stream: another stream than its dropout's.
+constexpr std::uint64_t recurrent_dropout_seed(std::uint64_t seed) { return seed ^ 0x9e3779b97f4a7c15ull; }
 
 /// Keras's mask as the statements' keep (batch, time) of T: 1 where a step runs, 0 where a row
 /// skips it; reversed in time with go_backwards. Prebuilt as recurrent_input is.
@@ -265,8 +282,11 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
 
  protected:
   explicit recurrent_layer(std::string name, recurrent_options options = {})
-      : base(name.empty() ? Derived::base_name : std::move(name)), m_options(options), m_dropout(options.seed) {
-    check_dropout_rate(std::string(Derived::base_name) + " '" + this->m_name + "'", "dropout", options.dropout);
+      : base(name.empty() ? Derived::base_name : std::move(name)), m_options(options), m_dropout(options.seed),
+        m_recurrent_dropout(recurrent_dropout_seed(options.seed)) {
+    const std::string layer = std::string(Derived::base_name) + " '" + this->m_name + "'";
+    check_dropout_rate(layer, "dropout", options.dropout);
+    check_dropout_rate(layer, "recurrent_dropout", options.recurrent_dropout);
   }
 
   /// Checks the (batch, time, features) input e, the initial states (nullptr: zeros) and, with
@@ -294,11 +314,17 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
                             to_string((*initial)[i].shape()));
     if constexpr (Masked) check_sequence_mask(std::string(Derived::base_name) + " '" + this->m_name + "'", mask->shape(), s);
     const tensor<T, Device> x = recurrent_input<T>(fluxion::detail::materialize(e), m_options, m_dropout, training);
+    const tensor<T, Device> state_keep =
+        training && m_options.recurrent_dropout > 0
+            ? recurrent_state_keep<T, fluxion::detail::autodiff_config, Device>(s[0], Units, m_options.recurrent_dropout,
+                                                                               m_recurrent_dropout)
+            : tensor<T, Device>();
+    const tensor<T, Device>* rk = state_keep.empty() ? nullptr : &state_keep;
     if constexpr (!Masked) {
-      return Derived::template run<State, false>(x, *m_kernel, *m_recurrent_kernel, *m_bias, initial, nullptr);
+      return Derived::template run<State, false>(x, *m_kernel, *m_recurrent_kernel, *m_bias, initial, nullptr, rk);
     } else {
       const tensor<T, Device> keep = recurrent_keep<T>(*mask, m_options.go_backwards);
-      return Derived::template run<State, true>(x, *m_kernel, *m_recurrent_kernel, *m_bias, initial, &keep);
+      return Derived::template run<State, true>(x, *m_kernel, *m_recurrent_kernel, *m_bias, initial, &keep, rk);
     }
   }
 
@@ -315,7 +341,7 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   index_t m_in = 0;
   std::optional<variable<T, Device>> m_kernel, m_recurrent_kernel, m_bias;
   recurrent_options m_options;
-  dropout_stream m_dropout;
+  dropout_stream m_dropout, m_recurrent_dropout;
 };
 
 }  // namespace detail

@@ -253,7 +253,7 @@ TEST_CASE("cuda sequential: embedding<...>::mask_zero's mask reaches the LSTM, a
   auto options_model = [](auto input) {
     fx::random::generator gen{40};
     return nn::sequential(gen, input, nn::embedding<10, 4, double>::mask_zero{},
-                          nn::lstm<5, true, double>{{.dropout = 0.3, .go_backwards = true, .seed = 5}},
+                          nn::lstm<5, true, double>{{.dropout = 0.3, .recurrent_dropout = 0.25, .go_backwards = true, .seed = 5}},
                           nn::gru<3, false, double>{{.dropout = 0.2, .seed = 6}}, nn::dense<2>{});
   };
   auto pool_model = [](auto input) {
