@@ -156,15 +156,12 @@ struct recurrent_call {
 }  // namespace detail
 
 /// Keras's constructor arguments of LSTM and GRU beyond the units and return_sequences, given as
-/// `fx::nn::lstm<64>{{.dropout = 0.2, .go_backwards = true}}`.
+/// `fx::nn::lstm<64>{{.dropout = 0.2, .recurrent_dropout = 0.2, .go_backwards = true}}` (Keras's order).
 struct recurrent_options {
   /// Keras's dropout: in training, the fraction of the input's features zeroed (the others scaled
   /// by 1 / (1 - dropout)) before the input projection, one mask per sequence for all its steps, as
   /// Keras's LSTM and GRU draw it; in [0, 1).
   double dropout = 0;
-  /// Keras's go_backwards: the layer reads the sequence from its last step to its first, and with
-  /// ReturnSequences returns the outputs in that order (reversed); a mask is reversed with the input.
-  bool go_backwards = false;
   /// Keras's recurrent_dropout: in training, the fraction of the state's units zeroed (the others
   /// scaled by 1 / (1 - recurrent_dropout)) where a step reads the previous state h, one mask per
   /// sequence for all its steps (Gal and Ghahramani's variational dropout, as Keras's cells: the
@@ -172,6 +169,9 @@ struct recurrent_options {
   /// leaves cuDNN for its generic loop, the layer then runs its step statements instead of the fused
   /// cells; in [0, 1).
   double recurrent_dropout = 0;
+  /// Keras's go_backwards: the layer reads the sequence from its last step to its first, and with
+  /// ReturnSequences returns the outputs in that order (reversed); a mask is reversed with the input.
+  bool go_backwards = false;
   /// The seed of the dropout masks' generator.
   std::uint64_t seed = 0;
 };
