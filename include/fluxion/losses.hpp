@@ -229,8 +229,7 @@ tensor<T, D> reduce_weighted_tensors(const char* name, const tensor<T, D>& losse
     // Each mask element stands for size(losses) / size(mask) losses (the broadcast ones).
     const double per_element = weights.size() == 0 ? 0.0 : static_cast<double>(ls.size()) / static_cast<double>(weights.size());
     return tensor<T, D>(reduce_sum(kept) / maximum(reduce_sum(cast<T>(weights)) * static_cast<T>(per_element), T(1)));
-  } else {
-    static_assert(std::is_same_v<WT, T>);
+  } else {  // WT is T
     const auto weighted = losses * weights;
     tensor<T, D> out = [&] {
       switch (r) {
@@ -249,7 +248,6 @@ template <class T, class D, class W>
 tensor<T, D> reduce_weighted(const char* name, const tensor<T, D>& losses, W&& sample_weight, reduction r) {
   auto w = fluxion::detail::materialize(fluxion::detail::as_expr<W>(std::forward<W>(sample_weight)));
   using WT = value_type_t<decltype(w)>;
-  static_assert(std::is_arithmetic_v<WT>, "fluxion::losses: sample_weight must be a numeric or bool tensor.");
   static_assert(std::is_same_v<device_t<decltype(w)>, D>,
                 "fluxion::losses: sample_weight is on another device than the logits or predictions; move it with "
                 "fluxion::to<Device>(sample_weight).");
