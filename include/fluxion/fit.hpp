@@ -289,10 +289,8 @@ auto aligned_weights(const W& w, int rank) {
   const auto t = fluxion::detail::materialize(fluxion::detail::as_expr<const W&>(w));
   using D = device_t<decltype(t)>;
   const tensor<T, D> weights = cast<T>(t);
-  shape ws = weights.shape();
-  if (ws.rank() == 2 && ws[1] == 1 && rank == 1) ws = shape{ws[0]};
-  while (ws.rank() >= 1 && ws.rank() < rank) ws.push_back(1);
-  return tensor<T, D>(weights, ws);
+  if (weights.rank() == 0) return weights;  // a scalar weighs everything as it is
+  return tensor<T, D>(weights, fluxion::detail::sample_weight_shape(weights.shape(), rank));
 }
 
 /// Keras's sample weights combined with the output's mask: w m size(m) / count(m), so that a loss's

@@ -204,13 +204,10 @@ tensor<T, D> finite_loss([[maybe_unused]] const char* name, tensor<T, D> loss, [
 template <class T, class WT, class D = cpu, int Config = fluxion::detail::autodiff_config>
 tensor<T, D> reduce_weighted_tensors(const char* name, const tensor<T, D>& losses, const tensor<WT, D>& w, reduction r) {
   const shape& ls = losses.shape();
-  shape ws = w.shape();
-  const bool leading = ws.rank() <= ls.rank() && std::equal(ws.begin(), ws.end(), ls.begin());
-  if (ws.rank() == ls.rank() + 1 && ws[ws.rank() - 1] == 1 && std::equal(ls.begin(), ls.end(), ws.begin())) {
-    ws = ls;
-  } else if (leading) {
-    while (ws.rank() < ls.rank()) ws.push_back(1);
-  } else {
+  const shape ws = fluxion::detail::sample_weight_shape(w.shape(), ls.rank());
+  // Valid: ws is ls, or a leading part of it followed by the unit axes sample_weight_shape added.
+  const int given = std::min(w.shape().rank(), ls.rank());
+  if (ws.rank() != ls.rank() || !std::equal(ws.begin(), ws.begin() + given, ls.begin())) {
     shape with_unit_axis = ls;
     with_unit_axis.push_back(1);
     throw shape_error(std::string(name) + ": sample_weight of shape " + to_string(w.shape()) +

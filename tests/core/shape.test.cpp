@@ -46,3 +46,15 @@ TEST_CASE("shape: errors") {
     CHECK(std::string(e.what()) == "reduce_sum: axis 3 is out of range [-3, 3) for rank 3");
   }
 }
+
+TEST_CASE("shape: Keras's sample_weight shapes, aligned to the losses' rank") {
+  using fx::detail::sample_weight_shape;
+  CHECK(sample_weight_shape({4}, 1) == fx::shape{4});
+  CHECK(sample_weight_shape({4, 1}, 1) == fx::shape{4});          // Keras's (batch, 1)
+  CHECK(sample_weight_shape({4}, 2) == fx::shape{4, 1});          // one weight per example: each step
+  CHECK(sample_weight_shape({4, 5, 1}, 2) == fx::shape{4, 5});    // per-step weights with a unit axis
+  CHECK(sample_weight_shape({}, 2) == fx::shape{1, 1});           // a scalar
+  CHECK(sample_weight_shape({4, 5}, 1) == fx::shape{4, 5});       // too many axes: left for the caller to reject
+  CHECK(sample_weight_shape({4, 1}, 2) == fx::shape{4, 1});       // the unit axis is within the rank: kept
+  CHECK(fx::detail::position_text(5, {2, 3}) == "[1, 2]");
+}

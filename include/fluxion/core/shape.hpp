@@ -185,6 +185,15 @@ inline std::string position_text(index_t i, const shape& s) {
   }
   return "[" + r + "]";
 }
+
+/// Keras's sample_weight shape `ws` aligned to losses of rank `rank`: a trailing unit axis past the
+/// losses' rank dropped ((batch, 1) for (batch,) losses), then unit axes appended up to the rank, so
+/// that one weight per example weighs each of its steps. The losses and fit both align this way.
+inline shape sample_weight_shape(shape ws, int rank) {
+  if (ws.rank() == rank + 1 && ws[ws.rank() - 1] == 1) ws = shape(ws.begin(), ws.end() - 1);
+  while (ws.rank() < rank) ws.push_back(1);
+  return ws;
+}
 }  // namespace detail
 
 }  // namespace fluxion

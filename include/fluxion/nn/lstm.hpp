@@ -19,10 +19,11 @@
 // too, and the backward pass sends dz_0 R^T to h_0 and the carried cell gradient to c_0); the final
 // states' gradients (return_state) join the last step's. The whole sequence is one tape entry, whose backward pass runs a cell pass and
 // a GEMM per step (backpropagation through time) and one GEMM for the recurrent kernel's gradient.
-// On a device, a small layer (recurrent_cells<Device>::products_inside: at most 256 units and
-// batch * units at most 16384) computes each step's products inside the cell kernel instead, a dot
-// product per cell (h R forward, dz R^T backward, R^T transposed once), so that a step is one
-// launch rather than a GEMM, often a split-K reduction beside it, and the cell pass.
+// On a device, with recurrent_product_limit() raised (it is 0 by default: slower on an H200), a
+// small layer (recurrent_cells<Device>::products_inside: at most 256 units and batch * units at
+// most the limit) computes each step's products inside the cell kernel instead, a dot product per
+// cell (h R forward, dz R^T backward, R^T transposed once), so that a step is one launch rather
+// than a GEMM, often a split-K reduction beside it, and the cell pass.
 // That backward pass is not itself differentiable, so a sequence that more than one tape records
 // (nested tapes, for second derivatives), or that a forward accumulator sees, takes the same steps
 // as statements instead (a tape never records its own backward pass, so one persistent tape can

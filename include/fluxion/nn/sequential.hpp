@@ -136,6 +136,16 @@ constexpr bool keeps_mask() {
 }
 template <class L>
 concept passes_mask = elementwise_layer<L> || requires { requires L::supports_masking; };
+/// Whether a mask comes out of layer L, given whether one goes in: one starts at a layer that
+/// makes it; a layer that takes it gives it on if it keeps the time axis (keeps_mask); any other
+/// layer passes on what it got. sequential::output_masked folds this over the layers, and run
+/// follows it.
+template <class L, class T, class Device>
+constexpr bool mask_after(bool masked) {
+  if constexpr (produces_mask<L>) return true;
+  else if constexpr (takes_mask<L, T, Device>) return masked && keeps_mask<L>();
+  else return masked;
+}
 struct no_mask {};
 
 /// The model's element type: the input's, unless the input holds integers (indices) for a first
@@ -200,10 +210,7 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   /// padding out.
   static constexpr bool output_masked = [] {
     bool masked = false;
-    ((masked = detail::produces_mask<Layers>                                   ? true
-               : masked && detail::takes_mask<Layers, T, Device> ? detail::keeps_mask<Layers>()
-                                                                               : masked),
-     ...);
+    ((masked = detail::mask_after<Layers, T, Device>(masked)), ...);
     return masked;
   }();
 
@@ -304,9 +311,10 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
         return run<I + 1, WantMask>(fluxion::detail::materialize(layer(ids, training)), training, mask_out, made);
       } else if constexpr (masked && detail::takes_mask<L, T, Device>) {  // a recurrent layer, a masked mean
         const tensor<T, Device> y = layer(fluxion::detail::materialize(std::forward<X>(x)), mask, training);
-        if constexpr (detail::keeps_mask<L>() && requires { layer.output_mask(mask); })  // go_backwards: reversed
+        constexpr bool keeps = detail::mask_after<L, T, Device>(true);
+        if constexpr (keeps && requires { layer.output_mask(mask); })  // go_backwards: reversed
           return run<I + 1, WantMask>(y, training, mask_out, layer.output_mask(mask));
-        else if constexpr (detail::keeps_mask<L>()) return run<I + 1, WantMask>(y, training, mask_out, mask);
+        else if constexpr (keeps) return run<I + 1, WantMask>(y, training, mask_out, mask);
         else return run<I + 1, WantMask>(y, training, mask_out);
       } else {
         static_assert(!masked || detail::passes_mask<L>,

@@ -86,7 +86,7 @@ void check_fused_against_cpu(double rtol, std::size_t per_step, std::size_t vari
   // Each step's recurrent products inside its cell kernel (these layers are small), then as GEMMs
   // before it (a limit of 0).
   using fx::nn::detail::recurrent_product_limit;
-  for (const fx::index_t limit : {recurrent_product_limit(), fx::index_t(0)}) {
+  for (const fx::index_t limit : {fx::index_t(16384), fx::index_t(0)}) {
     CAPTURE(limit);
     scoped_setting<fx::index_t> products(recurrent_product_limit(), limit);
     using cells = fx::nn::detail::recurrent_cells<fx::cuda>;
@@ -202,7 +202,7 @@ void check_states_against_cpu(bool masked) {
   const auto want = encoder_decoder<Recurrent, fx::cpu>(true, masked);  // the cpu's statements
   check_same_lists(encoder_decoder<Recurrent, fx::cpu>(false, masked), want);
   using fx::nn::detail::recurrent_product_limit;
-  for (const fx::index_t limit : {recurrent_product_limit(), fx::index_t(0)}) {
+  for (const fx::index_t limit : {fx::index_t(16384), fx::index_t(0)}) {
     CAPTURE(limit);
     scoped_setting<fx::index_t> products(recurrent_product_limit(), limit);
     check_same_lists(encoder_decoder<Recurrent, fx::cuda>(false, masked), want);  // fused
