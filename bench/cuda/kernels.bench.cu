@@ -171,9 +171,7 @@ void conv_fluxion(benchmark::State& state) {
   fx::allow_cudnn(true);
   fx::detail::cudnn_always() = false;
   fx::detail::cudnn_layouts() = 0;
-#if FLUXION_HAVE_CUDNN
-  if (state.range(1)) std::fprintf(stderr, "cuDNN routes so far:\n%s", fx::detail::cudnn::report().c_str());
-#endif
+  if (state.range(1)) report_cudnn_routes_at_exit();
   // Device allocations that missed the cache: in steady state there should be none.
   state.counters["cudaMalloc"] = double(fx::memory::stats<fx::cuda>().system_allocations - mallocs);
   const double flops = 2.0 * batch * hw * hw * co * (k * k * ci) * (Backward ? 3 : 1);

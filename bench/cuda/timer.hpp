@@ -1,4 +1,5 @@
-// Shared by bench/cuda/*.bench.cu: CUDA error checks and per-iteration timing with CUDA events.
+// Shared by bench/cuda/*.bench.cu: CUDA error checks, per-iteration timing with CUDA events, and
+// the report of cuDNN's routes.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -8,9 +9,23 @@
 
 #include <cuda_runtime.h>
 
+#include <fluxion/backend/cuda/cudnn.hpp>
 #include <fluxion/backend/cuda/stream.hpp>
 
 namespace {
+
+/// Prints the routes cuDNN's planner chose (detail::cudnn::report()) once, when the program ends.
+/// Printed after each benchmark that used cuDNN, they cut into Google Benchmark's result lines on
+/// the same terminal, and stop 48's log lost some medians that way.
+void report_cudnn_routes_at_exit() {
+#if FLUXION_HAVE_CUDNN
+  static const bool registered = [] {
+    std::atexit([] { std::fprintf(stderr, "cuDNN routes:\n%s", fluxion::detail::cudnn::report().c_str()); });
+    return true;
+  }();
+  (void)registered;
+#endif
+}
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {

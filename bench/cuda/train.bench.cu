@@ -156,9 +156,7 @@ void cnn_train_nn(benchmark::State& state) {
                             nn::max_pool2d<2>{}, nn::conv2d<64, 5, nn::same>{}, nn::relu{}, nn::max_pool2d<2>{},
                             nn::flatten{}, nn::dense<1024>{}, nn::relu{}, nn::dense<10>{});
   train_model(state, net, {28, 28, 1}, gen);
-#if FLUXION_HAVE_CUDNN
-  if (state.range(1)) std::fprintf(stderr, "cuDNN routes so far:\n%s", fx::detail::cudnn::report().c_str());
-#endif
+  if (state.range(1)) report_cudnn_routes_at_exit();
   fx::allow_cudnn(true);
   fx::allow_nondeterministic_cudnn(false);
 }
