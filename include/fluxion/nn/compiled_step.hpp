@@ -352,12 +352,12 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
       auto [out, g] = [&] {
         if constexpr (fuses<I>()) {
           detail::fused_pair<layer_t<I>, layer_t<I + 1>> pair{layer, m_model.template layer<I + 1>()};
-          return detail::run_and_differentiate<T>(pair, k.input, dy, training);
+          return detail::run_and_differentiate<T>(pair, k.input, dy, training, needs_input);
         } else if constexpr (I == 0 && index_first) {  // from the indices kept; they have no gradient
           return m_int64 ? detail::run_and_differentiate<T>(layer, m_indices64, dy, training)
                          : detail::run_and_differentiate<T>(layer, m_indices32, dy, training);
-        } else {
-          return detail::run_and_differentiate<T>(layer, k.input, dy, training);
+        } else {  // the model's input (I == 0) has no gradient, as in the tape-based step
+          return detail::run_and_differentiate<T>(layer, k.input, dy, training, needs_input);
         }
       }();
       dx = std::move(g[0]);

@@ -95,22 +95,29 @@ std::vector<variable<T, Device>*> trainable_of(L& layer) {
 
 /// out = layer(x) under a tape of its own, and the vector-Jacobian products of dout with respect to
 /// x (first) and to the layer's trainable variables (then, in their order). Integer x (the indices
-/// of an embedding) has no gradient: its place holds the empty tensor.
+/// of an embedding) has no gradient, nor has x with input_gradient false (a model's input, which a
+/// tape-based step does not watch either: watching it would change which gradients the layer's
+/// backward rules compute, and with them the variables' gradients in the last bits): its place
+/// holds the empty tensor.
 template <class T, class L, class D, class In>
 std::pair<tensor<T, D>, std::vector<tensor<T, D>>> run_and_differentiate(L& layer, const tensor<In, D>& x,
-                                                                         const tensor<T, D>& dout, bool training) {
+                                                                         const tensor<T, D>& dout, bool training,
+                                                                         bool input_gradient = true) {
   constexpr bool differentiable = std::is_same_v<In, T>;
   const std::vector<variable<T, D>*> vars = trainable_of<T, D>(layer);
   gradient_tape tape;
   std::vector<const tensor<T, D>*> sources;
+  const bool watched = differentiable && input_gradient;
   if constexpr (differentiable) {
-    tape.watch(x);
-    sources.push_back(&x);
+    if (watched) {
+      tape.watch(x);
+      sources.push_back(&x);
+    }
   }
   tensor<T, D> out(layer(x, training));
   for (variable<T, D>* v : vars) sources.push_back(&v->peek());
   auto grads = tape.gradient(out, sources, dout, unconnected_gradients::zero);
-  if constexpr (!differentiable) grads.insert(grads.begin(), tensor<T, D>());
+  if (!watched) grads.insert(grads.begin(), tensor<T, D>());
   return {std::move(out), std::move(grads)};
 }
 
