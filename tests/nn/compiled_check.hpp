@@ -14,6 +14,19 @@ namespace compiled_check {
 
 namespace fx = fluxion;
 
+/// One tape-based training step of `model`: the loss, then opt's update. The tape ends with the
+/// step: one still recording would watch another model's variables too, and a recurrent layer that
+/// two tapes record takes its step statements instead of the fused cell, which round differently
+/// (stop 48).
+template <class Model, class Opt, class LossFn, class X, class Y>
+fx::tensor<typename Model::value_type> tape_step(Model& model, Opt& opt, LossFn& loss_fn, const X& x, const Y& y) {
+  fx::gradient_tape tape;
+  fx::tensor<typename Model::value_type> loss = loss_fn(model(x, true), y);
+  auto vars = model.trainable_variables();
+  opt.apply_gradients(tape.gradient(loss, vars), vars);
+  return loss;
+}
+
 /// `steps` steps of SGD(0.1) with sparse softmax cross-entropy: a tape-based step of `a`, a compiled
 /// step of `b` (built alike): their losses and then their variables equal, bitwise when rtol is 0.
 template <class Model, class X>
@@ -23,16 +36,7 @@ void against_tape(Model& a, Model& b, const X& x, const fx::tensor<std::int32_t>
   auto step = fluxion::nn::compile_step(b, opt_b, loss_fn);
   for (int s = 0; s < steps; ++s) {
     CAPTURE(s);
-    const auto la = [&] {
-      // The tape ends before the compiled step runs: a tape still recording would watch b's
-      // variables too, and a recurrent layer that two tapes record takes its step statements
-      // instead of the fused cell, which rounds differently (stop 48).
-      fx::gradient_tape tape;
-      auto l = loss_fn(a(x, true), labels);
-      auto vars = a.trainable_variables();
-      opt_a.apply_gradients(tape.gradient(l, vars), vars);
-      return l;
-    }();
+    const auto la = tape_step(a, opt_a, loss_fn, x, labels);
     const auto lb = step(x, labels);
     if (rtol == 0) CHECK(la.item() == lb.item());
     else CHECK(la.item() == doctest::Approx(lb.item()).epsilon(rtol));

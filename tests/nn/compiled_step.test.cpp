@@ -9,6 +9,8 @@
 #include <limits>
 #include <vector>
 
+#include "compiled_check.hpp"
+
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
@@ -17,15 +19,6 @@ namespace {
 auto cross_entropy = [](const auto& logits, const auto& labels) {
   return fx::losses::sparse_softmax_cross_entropy(logits, labels);
 };
-
-template <class Model, class Opt, class X>
-fx::tensor<typename Model::value_type> tape_step(Model& model, Opt& opt, const X& x, const fx::tensor<std::int32_t>& y) {
-  fx::gradient_tape tape;
-  fx::tensor<typename Model::value_type> loss = cross_entropy(model(x, true), y);
-  auto vars = model.trainable_variables();
-  opt.apply_gradients(tape.gradient(loss, vars), vars);
-  return loss;
-}
 
 template <class A, class B>
 void check_same_variables(A& a, B& b) {
@@ -47,7 +40,7 @@ void check_bitwise(Make make, const X& x, const fx::tensor<std::int32_t>& y, int
   auto step = nn::compile_step(b, opt_b, cross_entropy);
   for (int s = 0; s < steps; ++s) {
     CAPTURE(s);
-    const auto la = tape_step(a, opt_a, x, y);
+    const auto la = compiled_check::tape_step(a, opt_a, cross_entropy, x, y);
     const auto lb = step(x, y);
     CHECK(la.item() == lb.item());
   }

@@ -95,10 +95,8 @@ std::vector<variable<T, Device>*> trainable_of(L& layer) {
 
 /// out = layer(x) under a tape of its own, and the vector-Jacobian products of dout with respect to
 /// x (first) and to the layer's trainable variables (then, in their order). Integer x (the indices
-/// of an embedding) has no gradient, nor has x with input_gradient false (a model's input, which a
-/// tape-based step does not watch either: watching it would change which gradients the layer's
-/// backward rules compute, and with them the variables' gradients in the last bits): its place
-/// holds the empty tensor.
+/// of an embedding) has no gradient, nor has x with input_gradient false (a model's input, whose
+/// gradient nobody reads): its place holds the empty tensor.
 template <class T, class L, class D, class In>
 std::pair<tensor<T, D>, std::vector<tensor<T, D>>> run_and_differentiate(L& layer, const tensor<In, D>& x,
                                                                          const tensor<T, D>& dout, bool training,
