@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <vector>
 
@@ -165,23 +166,48 @@ void cnn_train_nn(benchmark::State& state) {
 /// (64, 49), LSTM 128 over 64 steps, dense 10. state.range(1): 1, each LSTM step one kernel with
 /// its recurrent products inside (at any batch); 0, a cuBLAS GEMM before each cell pass (the
 /// default since stop 48: twice as fast on an H200).
+/// The recurrent layers' path for one benchmark, restored after it: 0 each step's products as
+/// GEMMs, 1 inside the cell kernel, 2 the whole sequence as one persistent kernel
+/// (backend/cuda/recurrent.hpp).
+struct recurrent_path {
+  fx::index_t limit = fx::nn::detail::recurrent_product_limit();
+  bool persistent = fx::nn::detail::recurrent_persistent();
+  explicit recurrent_path(std::int64_t path) {
+    fx::nn::detail::recurrent_product_limit() = path == 1 ? fx::index_t(1) << 40 : 0;
+    fx::nn::detail::recurrent_persistent() = path == 2;
+  }
+  ~recurrent_path() {
+    fx::nn::detail::recurrent_product_limit() = limit;
+    fx::nn::detail::recurrent_persistent() = persistent;
+  }
+};
+
+// range(1): the recurrent_path.
 void cnn_lstm_train_nn(benchmark::State& state) {
-  const fx::index_t bound = fx::nn::detail::recurrent_product_limit();
-  fx::nn::detail::recurrent_product_limit() = state.range(1) ? fx::index_t(1) << 40 : 0;
+  const recurrent_path path(state.range(1));
   fx::random::generator gen{5};
   auto net = nn::sequential(gen, nn::input<28, 28, 1>::on<fx::cuda>{}, nn::conv2d<32, 5, nn::same>{},
                             nn::max_pool2d<2, 2, nn::same>{}, nn::conv2d<64, 5, nn::same>{},
                             nn::max_pool2d<2, 2, nn::same>{}, nn::reshape<49, 64>{}, nn::permute<2, 1>{},
                             nn::lstm<128>{}, nn::dense<10>{});
   train_model(state, net, {28, 28, 1}, gen);
-  fx::nn::detail::recurrent_product_limit() = bound;
+}
+
+/// The CNN+LSTM's recurrent part alone: (batch, 64, 49) -> lstm<128> -> dense<10>, the products
+/// as in cnn_lstm_train_nn's range(1). What the persistent kernel changes, without the convolutions.
+void lstm_train_nn(benchmark::State& state) {
+  const recurrent_path path(state.range(1));
+  fx::random::generator gen{6};
+  auto net = nn::sequential(gen, nn::input<64, 49>::on<fx::cuda>{}, nn::lstm<128>{}, nn::dense<10>{});
+  train_model(state, net, {64, 49}, gen);
 }
 
 }  // namespace
 
 BENCHMARK(mlp_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(cnn_train_nn)->ArgsProduct({{64, 256}, {1, 0, 2}})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(cnn_lstm_train_nn)->ArgsProduct({{64, 256}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(cnn_lstm_train_nn)->ArgsProduct({{64, 256}, {2, 0, 1}})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(lstm_train_nn)->ArgsProduct({{64, 256}, {2, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

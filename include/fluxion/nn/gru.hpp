@@ -39,6 +39,40 @@ namespace fluxion::nn {
 
 namespace detail {
 
+/// The forward pass's step t as a fused cell, whatever computes its recurrent product (P: the
+/// per-step loop's row_product, the persistent kernel's staged_product).
+template <class T>
+struct gru_forward_steps {
+  const T *rbias, *projected, *keep;
+  T *h, *gates, *y;  // h: h_0 .. h_steps, each (batch, units)
+  index_t batch, units, steps;
+  bool every_step;  // ReturnSequences
+
+  template <class P>
+  FLUXION_HOST_DEVICE gru_cell_forward<T, P> operator()(index_t t, const P& product) const {
+    const index_t bu = batch * units;
+    return {product, rbias, projected, h + t * bu, gates + t * batch * 4 * units, h + (t + 1) * bu,
+            every_step || t == steps - 1 ? y : nullptr, units, steps, t, every_step ? steps : 1, every_step ? t : 0,
+            keep, every_step};
+  }
+};
+
+/// The backward pass's step t (from the last down) as a fused cell, as gru_forward_steps.
+template <class T>
+struct gru_backward_steps {
+  const T *gates, *h, *dy, *keep;  // dy: null where the output has no gradient
+  T *dh_direct, *drecurrent, *dprojected;
+  index_t batch, units, steps;
+  bool every_step;
+
+  template <class P>
+  FLUXION_HOST_DEVICE gru_cell_backward<T, P> operator()(index_t t, const P& product) const {
+    return {gates + t * batch * 4 * units, h + t * batch * units, dy && (every_step || t == steps - 1) ? dy : nullptr,
+            product, dh_direct, drecurrent + t * batch * 3 * units, dprojected, units, steps, t,
+            every_step ? steps : 1, every_step ? t : 0, keep, every_step};
+  }
+};
+
 /// The whole sequence through the fused cell: projected is (batch * steps, 3 units), row b * steps
 /// + t; r the recurrent kernel's value (units, 3 units); rbias the recurrent bias (1, 3 units).
 template <class T, bool ReturnSequences, bool State, class Device>
@@ -46,28 +80,17 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
                                          const tensor<T, Device>& rbias, index_t batch, index_t steps, index_t units,
                                          gradient_tape* tape, const std::array<tensor<T, Device>, 1>* initial,
                                          const tensor<T, Device>* keep_mask) {
-  using cells = recurrent_cells<Device>;
   using eval = fluxion::detail::evaluator<Device>;
-  const index_t bu = batch * units, g3 = 3 * units, g4 = 4 * units, origin = 0;
   // h_0 .. h_steps, each (batch, units); h_0 zeros or the initial state.
   tensor<T, Device> hs = state_sequence<State>(initial ? &(*initial)[0] : nullptr, steps, batch, units);
-  tensor<T, Device> gates(fluxion::shape{steps, batch, g4}), recurrent(fluxion::shape{batch, g3});
+  tensor<T, Device> gates(fluxion::shape{steps, batch, 4 * units});
   tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
-  T *h = hs.mutable_data(), *z = recurrent.mutable_data();
-  const bool inside = cells::products_inside(batch, units);
   const bool zero_start = !State || initial == nullptr;  // h_0 = 0: no product at the first step
   const tensor<T, Device> keep = keep_mask ? *keep_mask : tensor<T, Device>();  // (batch, steps) or empty
-  for (index_t t = 0; t < steps; ++t) {
-    if ((t > 0 || !zero_start) && !inside)
-      eval::matmul(false, false, 1, batch, g3, units, h + t * bu, &origin, r.data(), &origin, z);
-    const bool out = ReturnSequences || t == steps - 1;
-    cells::run(batch, units,
-               gru_cell_forward<T>{step_product(t == 0 && zero_start, inside, z, h + t * bu, r.data(), units, g3),
-                                   rbias.data(), projected.data(), h + t * bu,
-                                   gates.mutable_data() + t * batch * g4, h + (t + 1) * bu,
-                                   out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
-                                   ReturnSequences ? t : 0, keep_mask ? keep.data() : nullptr, ReturnSequences});
-  }
+  run_forward_sequence<Device>(batch, units, steps, 3, hs.mutable_data(), r.data(), zero_start,
+                               gru_forward_steps<T>{rbias.data(), projected.data(), keep_mask ? keep.data() : nullptr,
+                                                    hs.mutable_data(), gates.mutable_data(), y.mutable_data(), batch,
+                                                    units, steps, ReturnSequences});
   recurrent_result<T, Device, 1> result{y, {}};
   if constexpr (State) result.state = {final_state(hs, steps, batch, units)};
   if (!tape) return result;
@@ -79,34 +102,25 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
       if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
     });
   } else {
-    tape->record(out_id, [tape, out_id, h_id, projected, r, rbias, hs, gates, h0, keep, batch, steps, units, inside,
+    tape->record(out_id, [tape, out_id, h_id, projected, r, rbias, hs, gates, h0, keep, batch, steps, units,
                           zero_start](autodiff::gradient_store& store) {
       // The store may rehash while we add to it: what it holds is copied out first. Under a mask,
       // the carried h gradient starts dh_direct, which every step then reads.
       auto [dy, carry, final_h] = sequence_output_gradients<State, T, Device>(
           store, out_id, h_id, ReturnSequences, !keep.empty(), batch, steps, units);
       if (dy.empty() && !final_h) return;
-      const index_t bu = batch * units, g3 = 3 * units, g4 = 4 * units, origin = 0;
+      const index_t g3 = 3 * units, origin = 0;
       // d recurrent holds every step's gradient of h_t @ R + b_rec, (steps * batch) rows.
       tensor<T, Device> drecurrent(fluxion::shape{steps * batch, g3}), dprojected(fluxion::shape{batch * steps, g3});
-      tensor<T, Device> dh_matmul(fluxion::shape{batch, units}), dr(r.shape());
+      tensor<T, Device> dr(r.shape());
       tensor<T, Device> dh_direct = carry.empty() ? tensor<T, Device>(fluxion::shape{batch, units}) : carry;
       const T* h = hs.data();
-      const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (3 units, units)
-      for (index_t t = steps - 1; t >= 0; --t) {
-        const bool in = !dy.empty() && (ReturnSequences || t == steps - 1);
-        T* drec_t = drecurrent.mutable_data() + t * batch * g3;
-        cells::run(batch, units,
-                   gru_cell_backward<T>{gates.data() + t * batch * g4, h + t * bu, in ? dy.data() : nullptr,
-                                        step_product(t == steps - 1, inside, dh_matmul.data(), drec_t + batch * g3,
-                                                     rt.data(), g3, units),
-                                        dh_direct.mutable_data(), drec_t,
-                                        dprojected.mutable_data(), units, steps, t, ReturnSequences ? steps : 1,
-                                        ReturnSequences ? t : 0, keep.empty() ? nullptr : keep.data(),
-                                        ReturnSequences});
-        if (t > 0 && !inside)  // h_t's gradient through h_t @ R, for step t - 1
-          eval::matmul(false, true, 1, batch, units, g3, drec_t, &origin, r.data(), &origin, dh_matmul.mutable_data());
-      }
+      run_backward_sequence<Device>(batch, units, steps, 3, drecurrent.data(), r,
+                                    gru_backward_steps<T>{gates.data(), h, dy.empty() ? nullptr : dy.data(),
+                                                          keep.empty() ? nullptr : keep.data(),
+                                                          dh_direct.mutable_data(), drecurrent.mutable_data(),
+                                                          dprojected.mutable_data(), batch, units, steps,
+                                                          ReturnSequences});
       // dR = sum over t of h_t^T d recurrent_t: h_0 .. h_{steps-1} and d recurrent are both (steps * batch) rows.
       eval::matmul(true, false, 1, units, g3, steps * batch, h, &origin, drecurrent.data(), &origin,
                    dr.mutable_data());
@@ -116,6 +130,7 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
       sink.leaf(rbias, drecurrent);  // summed over the rows to the bias's (1, 3 units)
       if constexpr (State) {
         if (!zero_start && tape->tracks(h0.id())) {  // h_0's gradient: z dh directly, plus d recurrent_0 @ R^T
+          tensor<T, Device> dh_matmul(fluxion::shape{batch, units});
           eval::matmul(false, true, 1, batch, units, g3, drecurrent.data(), &origin, r.data(), &origin,
                        dh_matmul.mutable_data());
           sink.leaf(h0, tensor<T, Device>(dh_direct + dh_matmul));

@@ -15,10 +15,10 @@
 namespace fluxion::nn::detail {
 
 /// Step t of the forward pass.
-template <class T>
+template <class T, class P = row_product<T>>
 struct gru_cell_forward {
   using value_type = T;
-  row_product<T> recurrent;  // h_t @ R (batch, 3 units), none at t = 0 (h_0 = 0)
+  P recurrent;  // h_t @ R (batch, 3 units), none at t = 0 (h_0 = 0)
   const T* rbias;         // (3 units): the recurrent bias b_rec
   const T* projected;     // (batch * steps, 3 units): x @ W + b_in, row b * steps + t
   const T* h_prev;        // (batch, units)
@@ -67,13 +67,13 @@ struct gru_cell_forward {
 /// Writes the pre-activation gradients into d projected (x's side) and d recurrent (h R's side,
 /// which also is the recurrent bias's), and z dh into dh_direct for step t - 1. Under a mask, a row
 /// that skipped the step has zero gradients there and passes all of dh to step t - 1 in dh_direct.
-template <class T>
+template <class T, class P = row_product<T>>
 struct gru_cell_backward {
   using value_type = T;
   const T* gates;      // step t's (batch, 4 units)
   const T* h_prev;     // h_t (batch, units)
   const T* dy;         // nullptr, or the output's gradient (batch, dy_steps, units), read at step dy_t
-  row_product<T> dh_matmul;  // d recurrent_{t+1} @ R^T (batch, units), none at the last step
+  P dh_matmul;  // d recurrent_{t+1} @ R^T (batch, units), none at the last step
   T* dh_direct;        // (batch, units): z dh from step t + 1 in (unread at the last step without a mask), to t - 1 out
   T* drecurrent;       // (batch, 3 units): this step's gradient of h_t @ R + b_rec
   T* dprojected;       // (batch * steps, 3 units), row b * steps + t

@@ -23,7 +23,10 @@
 // small layer (recurrent_cells<Device>::products_inside: at most 256 units and batch * units at
 // most the limit) computes each step's products inside the cell kernel instead, a dot product per
 // cell (h R forward, dz R^T backward, R^T transposed once), so that a step is one launch rather
-// than a GEMM, often a split-K reduction beside it, and the cell pass.
+// than a GEMM, often a split-K reduction beside it, and the cell pass. With recurrent_persistent()
+// on (off by default until measured on a GPU), a device runs each pass over the sequence as one
+// persistent kernel instead (backend/cuda/recurrent.hpp): R's columns stay in shared memory and a
+// grid barrier separates the steps. The GRU (nn/gru.hpp) takes the same three paths.
 // That backward pass is not itself differentiable, so a sequence that more than one tape records
 // (nested tapes, for second derivatives), or that a forward accumulator sees, takes the same steps
 // as statements instead (a tape never records its own backward pass, so one persistent tape can
@@ -50,6 +53,41 @@ namespace fluxion::nn {
 
 namespace detail {
 
+/// The forward pass's step t as a fused cell, whatever computes its recurrent product (P: the
+/// per-step loop's row_product, the persistent kernel's staged_product).
+template <class T>
+struct lstm_forward_steps {
+  const T *projected, *keep;
+  T *c, *h, *gates, *y;  // c and h: c_0 .. c_steps and h_0 .. h_steps, each (batch, units)
+  index_t batch, units, steps;
+  bool every_step;  // ReturnSequences
+
+  template <class P>
+  FLUXION_HOST_DEVICE lstm_cell_forward<T, P> operator()(index_t t, const P& product) const {
+    const index_t bu = batch * units;
+    return {product, projected, c + t * bu, gates + t * batch * 4 * units, c + (t + 1) * bu, h + (t + 1) * bu,
+            every_step || t == steps - 1 ? y : nullptr, units, steps, t, every_step ? steps : 1, every_step ? t : 0,
+            keep, h + t * bu, every_step};
+  }
+};
+
+/// The backward pass's step t (from the last down) as a fused cell, as lstm_forward_steps.
+template <class T>
+struct lstm_backward_steps {
+  const T *gates, *c, *dy, *keep;  // dy: null where the output has no gradient
+  T *dc, *dz, *dprojected, *dh_carry;
+  index_t batch, units, steps;
+  bool every_step;
+
+  template <class P>
+  FLUXION_HOST_DEVICE lstm_cell_backward<T, P> operator()(index_t t, const P& product) const {
+    const index_t bu = batch * units, g4 = 4 * units;
+    return {gates + t * batch * g4, c + (t + 1) * bu, c + t * bu, dy && (every_step || t == steps - 1) ? dy : nullptr,
+            product, dc, dz + t * batch * g4, dprojected, units, steps, t, every_step ? steps : 1,
+            every_step ? t : 0, keep, dh_carry, every_step};
+  }
+};
+
 /// The whole sequence through the fused cell (Device is not the cpu): projected is (batch * steps,
 /// 4 units), row b * steps + t; r the recurrent kernel's value (units, 4 units).
 template <class T, bool ReturnSequences, bool State, class Device>
@@ -57,29 +95,19 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
                                           index_t batch, index_t steps, index_t units, gradient_tape* tape,
                                           const std::array<tensor<T, Device>, 2>* initial,
                                           const tensor<T, Device>* keep_mask) {
-  using cells = recurrent_cells<Device>;
   using eval = fluxion::detail::evaluator<Device>;
-  const index_t bu = batch * units, g4 = 4 * units, origin = 0;
+  const index_t g4 = 4 * units;
   // h_0 .. h_steps and c_0 .. c_steps, each (batch, units); h_0 and c_0 zeros or the initial state.
   tensor<T, Device> hs = state_sequence<State>(initial ? &(*initial)[0] : nullptr, steps, batch, units),
                     cs = state_sequence<State>(initial ? &(*initial)[1] : nullptr, steps, batch, units);
-  tensor<T, Device> gates(fluxion::shape{steps, batch, g4}), recurrent(fluxion::shape{batch, g4});
+  tensor<T, Device> gates(fluxion::shape{steps, batch, g4});
   tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
-  T *h = hs.mutable_data(), *c = cs.mutable_data(), *z = recurrent.mutable_data();
-  const bool inside = cells::products_inside(batch, units);
   const bool zero_start = !State || initial == nullptr;  // h_0 = 0: no product at the first step
   const tensor<T, Device> keep = keep_mask ? *keep_mask : tensor<T, Device>();  // (batch, steps) or empty
-  for (index_t t = 0; t < steps; ++t) {
-    if ((t > 0 || !zero_start) && !inside)
-      eval::matmul(false, false, 1, batch, g4, units, h + t * bu, &origin, r.data(), &origin, z);
-    const bool out = ReturnSequences || t == steps - 1;
-    cells::run(batch, units, lstm_cell_forward<T>{step_product(t == 0 && zero_start, inside, z, h + t * bu, r.data(), units, g4),
-                                       projected.data(), c + t * bu,
-                                       gates.mutable_data() + t * batch * g4, c + (t + 1) * bu, h + (t + 1) * bu,
-                                       out ? y.mutable_data() : nullptr, units, steps, t, ReturnSequences ? steps : 1,
-                                       ReturnSequences ? t : 0, keep_mask ? keep.data() : nullptr, h + t * bu,
-                                       ReturnSequences});
-  }
+  run_forward_sequence<Device>(batch, units, steps, 4, hs.mutable_data(), r.data(), zero_start,
+                               lstm_forward_steps<T>{projected.data(), keep_mask ? keep.data() : nullptr,
+                                                     cs.mutable_data(), hs.mutable_data(), gates.mutable_data(),
+                                                     y.mutable_data(), batch, units, steps, ReturnSequences});
   recurrent_result<T, Device, 2> result{y, {}};
   if constexpr (State) result.state = {final_state(hs, steps, batch, units), final_state(cs, steps, batch, units)};
   if (!tape) return result;
@@ -94,7 +122,7 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
     });
   } else {
     tape->record(out_id, [tape, out_id, h_id, c_id, projected, r, hs, cs, gates, h0, c0, keep, batch, steps, units,
-                          inside, zero_start](autodiff::gradient_store& store) {
+                          zero_start](autodiff::gradient_store& store) {
       // The store may rehash while we add to it: what it holds is copied out first. Under a mask,
       // h's gradient carried past the steps a row skipped is dh_carry.
       auto [dy, dh_carry, final_h] = sequence_output_gradients<State, T, Device>(
@@ -102,29 +130,19 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
       // The final c's gradient (return_state) starts the cell's.
       const tensor<T, Device>* dc_last = State ? store.find<T, Device>(c_id) : nullptr;
       if (dy.empty() && !dc_last && !final_h) return;
-      const index_t bu = batch * units, g4 = 4 * units, origin = 0;
+      const index_t g4 = 4 * units, origin = 0;
       tensor<T, Device> dz(fluxion::shape{steps, batch, g4}), dprojected(fluxion::shape{batch * steps, g4});
       // The cell's gradient from the step after the last: zeros, or the final c's (return_state).
       tensor<T, Device> dc = zeros<T, Device>({batch, units});
       if constexpr (State)
         if (dc_last) dc = tensor<T, Device>(*dc_last * T(1));
-      tensor<T, Device> dh(fluxion::shape{batch, units}), dr(r.shape());
-      const T* c = cs.data();
-      const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (4 units, units)
-      for (index_t t = steps - 1; t >= 0; --t) {
-        const bool in = !dy.empty() && (ReturnSequences || t == steps - 1);
-        cells::run(batch, units, lstm_cell_backward<T>{gates.data() + t * batch * g4, c + (t + 1) * bu, c + t * bu,
-                                            in ? dy.data() : nullptr,
-                                            step_product(t == steps - 1, inside, dh.data(),
-                                                         dz.data() + (t + 1) * batch * g4, rt.data(), g4, units),
-                                            dc.mutable_data(), dz.mutable_data() + t * batch * g4,
-                                            dprojected.mutable_data(), units, steps, t, ReturnSequences ? steps : 1,
-                                            ReturnSequences ? t : 0, keep.empty() ? nullptr : keep.data(),
-                                            keep.empty() ? nullptr : dh_carry.mutable_data(), ReturnSequences});
-        if (t > 0 && !inside)  // dh_t = dz_t @ R^T, for step t - 1
-          eval::matmul(false, true, 1, batch, units, g4, dz.data() + t * batch * g4, &origin, r.data(), &origin,
-                       dh.mutable_data());
-      }
+      tensor<T, Device> dr(r.shape());
+      run_backward_sequence<Device>(batch, units, steps, 4, dz.data(), r,
+                                    lstm_backward_steps<T>{gates.data(), cs.data(), dy.empty() ? nullptr : dy.data(),
+                                                           keep.empty() ? nullptr : keep.data(), dc.mutable_data(),
+                                                           dz.mutable_data(), dprojected.mutable_data(),
+                                                           keep.empty() ? nullptr : dh_carry.mutable_data(), batch,
+                                                           units, steps, ReturnSequences});
       // dR = sum over t of h_t^T dz_t: h_0 .. h_{steps-1} and dz are both (steps * batch) rows.
       eval::matmul(true, false, 1, units, g4, steps * batch, hs.data(), &origin, dz.data(), &origin, dr.mutable_data());
       autodiff::tape_sink sink{*tape, store};

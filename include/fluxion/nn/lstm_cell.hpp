@@ -14,10 +14,10 @@
 namespace fluxion::nn::detail {
 
 /// Step t of the forward pass.
-template <class T>
+template <class T, class P = row_product<T>>
 struct lstm_cell_forward {
   using value_type = T;
-  row_product<T> recurrent;  // h_t @ R (batch, 4 units), none at t = 0 (h_0 = 0)
+  P recurrent;  // h_t @ R (batch, 4 units), none at t = 0 (h_0 = 0)
   const T* projected;  // (batch * steps, 4 units): x @ W + bias, row b * steps + t
   const T* c_prev;     // (batch, units)
   T* gates;            // (batch, 4 units): i, f, g, o after their activations, kept for the backward pass
@@ -66,14 +66,14 @@ struct lstm_cell_forward {
 /// pre-activation gradients dz (into this step's dz and into d projected), and dc carried to step
 /// t - 1 in place. Under a mask, a row that skipped the step has zero dz and carries dc and dh
 /// (in dh_carry) to step t - 1 unchanged.
-template <class T>
+template <class T, class P = row_product<T>>
 struct lstm_cell_backward {
   using value_type = T;
   const T* gates;    // step t's (batch, 4 units)
   const T* c;        // c_{t+1}: the cell state step t made (batch, units)
   const T* c_prev;   // c_t (batch, units)
   const T* dy;       // nullptr, or the output's gradient (batch, dy_steps, units), read at step dy_t
-  row_product<T> dh_next;  // dz_{t+1} @ R^T (batch, units), none at the last step
+  P dh_next;  // dz_{t+1} @ R^T (batch, units), none at the last step
   T* dc;             // (batch, units): the cell gradient from step t + 1 in, to step t - 1 out
   T* dz;             // (batch, 4 units): this step's pre-activation gradients
   T* dprojected;     // (batch * steps, 4 units), row b * steps + t

@@ -10,11 +10,13 @@
 
 #include "../expr/elementwise.hpp"
 #include "../expr/indexing.hpp"
+#include "../expr/matmul.hpp"
 #include "../expr/remap.hpp"
 #include "../tensor/creation.hpp"
 #include "dropout.hpp"
 #include "initializers.hpp"
 #include "module.hpp"
+#include "recurrent_cell.hpp"
 
 namespace fluxion::nn {
 
@@ -62,6 +64,52 @@ tensor<T, Device> reverse_time(const tensor<T, Device>& x) {
 template <class T, class Device>
 tensor<T, Device> step_keep(const tensor<T, Device>& keep, index_t batch, index_t t) {
   return tensor<T, Device>(slice(keep, {0, t}, {batch, 1}));
+}
+
+/// A fused sequence's forward steps: step(t, product).cell over every (b, u) for t = 0, 1, ...,
+/// each cell reading its `gates` columns u, u + units, ... of h_t R (h: h_0 .. h_steps, each
+/// (batch, units), which the steps write; R (units, gates * units)). One persistent kernel where
+/// recurrent_cells<Device>::run_sequence takes the sequence; otherwise a GEMM (or the products
+/// inside the cell kernel, products_inside) and a cell pass per step. zero_start: h_0 = 0, so
+/// step 0 has no product.
+template <class Device, class T, class Steps>
+void run_forward_sequence(index_t batch, index_t units, index_t steps, index_t gates, T* h, const T* r,
+                          bool zero_start, const Steps& step) {
+  using cells = recurrent_cells<Device>;
+  const index_t bu = batch * units, n = gates * units, origin = 0;
+  const sequence_products<T> products{h, bu, 0, r, units, n, units, static_cast<int>(gates), zero_start ? 0 : -1};
+  if (cells::run_sequence(batch, units, steps, products, step)) return;
+  const bool inside = cells::products_inside(batch, units);
+  tensor<T, Device> z = inside ? tensor<T, Device>() : tensor<T, Device>(fluxion::shape{batch, n});
+  for (index_t t = 0; t < steps; ++t) {
+    if ((t > 0 || !zero_start) && !inside)
+      fluxion::detail::evaluator<Device>::matmul(false, false, 1, batch, n, units, h + t * bu, &origin, r, &origin,
+                                                 z.mutable_data());
+    cells::run(batch, units, step(t, step_product(t == 0 && zero_start, inside, z.data(), h + t * bu, r, units, n)));
+  }
+}
+
+/// A fused sequence's backward steps: step(t, product).cell over every (b, u) for t = steps - 1
+/// down to 0, each cell reading column u of d_{t+1} R^T (d: (steps, batch, gates * units), which
+/// step t's cells write for step t - 1; R (units, gates * units)), none at the last step. One
+/// persistent kernel, as run_forward_sequence, or per step a cell pass and a GEMM.
+template <class Device, class T, class Steps>
+void run_backward_sequence(index_t batch, index_t units, index_t steps, index_t gates, const T* d,
+                           const tensor<T, Device>& r, const Steps& step) {
+  using cells = recurrent_cells<Device>;
+  const index_t n = gates * units, origin = 0;
+  const sequence_products<T> products{d, batch * n, 1, r.data(), n, units, 0, 1, steps - 1, true, true};
+  if (cells::run_sequence(batch, units, steps, products, step)) return;
+  const bool inside = cells::products_inside(batch, units);
+  const tensor<T, Device> rt = inside ? tensor<T, Device>(transpose(r)) : tensor<T, Device>();  // (n, units)
+  tensor<T, Device> dh(fluxion::shape{batch, units});
+  for (index_t t = steps - 1; t >= 0; --t) {
+    cells::run(batch, units,
+               step(t, step_product(t == steps - 1, inside, dh.data(), d + (t + 1) * batch * n, rt.data(), n, units)));
+    if (t > 0 && !inside)  // d_t R^T, for step t - 1
+      fluxion::detail::evaluator<Device>::matmul(false, true, 1, batch, units, n, d + t * batch * n, &origin,
+                                                 r.data(), &origin, dh.mutable_data());
+  }
 }
 
 /// The last state of a sequence from state_sequence, (batch, units), as a tensor of its own.

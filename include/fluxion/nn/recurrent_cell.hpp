@@ -105,6 +105,53 @@ struct row_product {
       })
 };
 
+/// The recurrent products of one row that a persistent sequence kernel computed before the row's
+/// cells (recurrent_cells<Device>::run_sequence): the cells of units first .. first + block - 1 read
+/// the g-th of their columns at values[g * block + (u - first)]. values null: no product (the state
+/// is zero). The cell functors take it in place of a row_product (their P).
+template <class T>
+struct staged_product {
+  const T* values = nullptr;
+  index_t first = 0, block = 0;
+
+  FLUXION_HOST_DEVICE bool any() const { return values != nullptr; }
+  template <class V>
+  FLUXION_HOST_DEVICE void columns(index_t, index_t col, index_t, int count, V* out) const {
+    for (int g = 0; g < count; ++g) out[g] = values[g * block + (col - first)];
+  }
+};
+
+/// What every step of a sequence multiplies, for recurrent_cells<Device>::run_sequence: step t's cell
+/// (b, u) reads `count` columns u, u + stride, ... of row b of a_t m, where a_t = a + (t + shift) *
+/// a_step is (batch, k) and m is (k, n); step `none` has no product (a zero state). The forward
+/// pass reads h_t R (shift 0), the backward pass dz_{t+1} R^T (shift 1, `reverse`: from the last
+/// step to the first). m_transposed: m is given as its transpose (n, k), as R is to the backward
+/// pass's R^T.
+template <class T>
+struct sequence_products {
+  const T* a = nullptr;
+  index_t a_step = 0, shift = 0;
+  const T* m = nullptr;
+  index_t k = 0, n = 0, stride = 0;
+  int count = 1;
+  index_t none = -1;
+  bool reverse = false, m_transposed = false;
+
+  /// Entry (j, col) of m.
+  FLUXION_HOST_DEVICE T m_at(index_t j, index_t col) const { return m_transposed ? m[col * k + j] : m[j * n + col]; }
+};
+
+/// Whether a fused sequence on a device runs as one persistent kernel (recurrent_cells<Device>::
+/// run_sequence; fx::cuda: a cooperative launch whose blocks each keep their units' columns of R
+/// in shared memory and meet at a grid barrier between steps) instead of a kernel or three per
+/// step. Process-wide. Off by default until it has been measured on a GPU (README, GPU section);
+/// the tests turn it on. Under Thrust's OpenMP system the same blocks run one after another on
+/// the host.
+inline bool& recurrent_persistent() noexcept {
+  static bool on = false;
+  return on;
+}
+
 /// Whether row b skips step t under Keras's mask: keep (batch, steps) holds 1 where a step runs and
 /// 0 where it carries the states over unchanged; nullptr: every step runs.
 template <class T>
@@ -143,6 +190,11 @@ template <>
 struct recurrent_cells<cpu> {
   /// The cpu's GEMM is faster than a dot product per cell: the products stay GEMMs.
   static bool products_inside(index_t, index_t) { return false; }
+  /// Nor does it run a sequence as one kernel: its steps cost no launches.
+  template <class T, class Steps>
+  static bool run_sequence(index_t, index_t, index_t, const sequence_products<T>&, const Steps&) {
+    return false;
+  }
 
   template <class F>
   static void run(index_t batch, index_t units, const F& f) {

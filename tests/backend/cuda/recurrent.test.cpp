@@ -73,6 +73,20 @@ void check_same(const result<T>& got, const result<T>& want, double rtol) {
   }
 }
 
+/// The three ways a fused sequence runs on the device: each step's products inside its cell
+/// kernel, as GEMMs before it, or the whole sequence as one persistent kernel (emulated on the
+/// host under Thrust's OpenMP system, with the plan of a 3-multiprocessor device).
+enum class sequence_path { inside, gemms, persistent };
+constexpr sequence_path sequence_paths[] = {sequence_path::inside, sequence_path::gemms, sequence_path::persistent};
+
+struct path_setting {
+  scoped_setting<fx::index_t> limit;
+  scoped_setting<bool> persistent;
+  explicit path_setting(sequence_path path)
+      : limit(fx::nn::detail::recurrent_product_limit(), path == sequence_path::inside ? 16384 : 0),
+        persistent(fx::nn::detail::recurrent_persistent(), path == sequence_path::persistent) {}
+};
+
 template <template <fx::index_t, bool, class, class> class Recurrent, class T>
 void check_fused_against_cpu(double rtol, std::size_t per_step, std::size_t variables = 8) {
   auto host = stacked<Recurrent, T, fx::cpu>(31);
@@ -83,14 +97,11 @@ void check_fused_against_cpu(double rtol, std::size_t per_step, std::size_t vari
   REQUIRE(want.gradients.size() == variables);  // 3 + 3 + 2 (twice 3 for a bidirectional layer)
   check_same(run<T>(host, x, taping::one_shot), want, rtol);    // the cpu's fused cell
 
-  // Each step's recurrent products inside its cell kernel (these layers are small), then as GEMMs
-  // before it (a limit of 0).
-  using fx::nn::detail::recurrent_product_limit;
-  for (const fx::index_t limit : {fx::index_t(16384), fx::index_t(0)}) {
-    CAPTURE(limit);
-    scoped_setting<fx::index_t> products(recurrent_product_limit(), limit);
+  for (const sequence_path path : sequence_paths) {
+    CAPTURE(static_cast<int>(path));
+    const path_setting setting(path);
     using cells = fx::nn::detail::recurrent_cells<fx::cuda>;
-    CHECK(cells::products_inside(4, 6) == (limit > 0));
+    CHECK(cells::products_inside(4, 6) == (path == sequence_path::inside));
     CHECK_FALSE(cells::products_inside(1, fx::nn::detail::recurrent_product_max_units + 1));  // wide layers: GEMMs
     CHECK_FALSE(fx::nn::detail::recurrent_cells<fx::cpu>::products_inside(4, 6));
     const result<T> fused = run<T>(dev, xd, taping::one_shot);
@@ -201,10 +212,9 @@ template <template <fx::index_t, bool, class, class> class Recurrent>
 void check_states_against_cpu(bool masked) {
   const auto want = encoder_decoder<Recurrent, fx::cpu>(true, masked);  // the cpu's statements
   check_same_lists(encoder_decoder<Recurrent, fx::cpu>(false, masked), want);
-  using fx::nn::detail::recurrent_product_limit;
-  for (const fx::index_t limit : {fx::index_t(16384), fx::index_t(0)}) {
-    CAPTURE(limit);
-    scoped_setting<fx::index_t> products(recurrent_product_limit(), limit);
+  for (const sequence_path path : sequence_paths) {
+    CAPTURE(static_cast<int>(path));
+    const path_setting setting(path);
     check_same_lists(encoder_decoder<Recurrent, fx::cuda>(false, masked), want);  // fused
     check_same_lists(encoder_decoder<Recurrent, fx::cuda>(true, masked), want);   // statements
   }
@@ -265,4 +275,98 @@ TEST_CASE("cuda sequential: embedding<...>::mask_zero's mask reaches the LSTM, a
   check(lstm_model(in{}), lstm_model(in::on<fx::cuda>{}));
   check(pool_model(in{}), pool_model(in::on<fx::cuda>{}));
   check(options_model(in{}), options_model(in::on<fx::cuda>{}));
+}
+
+namespace {
+
+/// A cell that writes the products it is given, for run_sequence's own test: out[t, b, u, g] is
+/// the g-th of cell (b, u)'s columns at step t, or -1 where the step has no product.
+template <class P>
+struct product_writer {
+  using value_type = double;
+  P product;
+  double* out;
+  fx::index_t t, batch, units, stride;
+  int count;
+  template <class V>
+  FLUXION_HOST_DEVICE void cell(fx::index_t b, fx::index_t u) const {
+    double v[4] = {-1, -1, -1, -1};
+    if (product.any()) product.template columns<double>(b, u, stride, count, v);
+    for (int g = 0; g < count; ++g) out[((t * batch + b) * units + u) * count + g] = v[g];
+  }
+};
+
+struct product_steps {
+  double* out;
+  fx::index_t batch, units, stride;
+  int count;
+  template <class P>
+  FLUXION_HOST_DEVICE product_writer<P> operator()(fx::index_t t, const P& p) const {
+    return {p, out, t, batch, units, stride, count};
+  }
+};
+
+/// run_sequence's products against a loop: a_t = a + (t + shift) * (batch * k), m (k, n) or its
+/// transpose.
+void check_sequence_products(fx::index_t units, int count, fx::index_t k, bool transposed) {
+  using fx::index_t;
+  const index_t batch = 3, steps = 4, n = transposed ? units : count * units, stride = transposed ? 0 : units;
+  const index_t shift = transposed ? 1 : 0, none = transposed ? steps - 1 : 0;
+  const fx::tensor<double> a = filled<double>({steps + 1, batch, k}, 51);
+  const fx::tensor<double> m = filled<double>(transposed ? fx::shape{n, k} : fx::shape{k, n}, 52);
+  const auto ad = fx::to<fx::cuda>(a), md = fx::to<fx::cuda>(m);
+  fx::tensor<double, fx::cuda> out = fx::zeros<double, fx::cuda>({steps, batch, units, count});
+  const fx::nn::detail::sequence_products<double> p{ad.data(), batch * k, shift, md.data(), k, n, stride, count,
+                                                    none, transposed, transposed};
+  const scoped_setting<bool> on(fx::nn::detail::recurrent_persistent(), true);
+  REQUIRE(fx::nn::detail::recurrent_cells<fx::cuda>::run_sequence(
+      batch, units, steps, p, product_steps{out.mutable_data(), batch, units, stride, count}));
+  const std::vector<double> got = fx::to<fx::cpu>(out).to_vector(), av = a.to_vector(), mv = m.to_vector();
+  std::vector<double> want;
+  for (index_t t = 0; t < steps; ++t)
+    for (index_t b = 0; b < batch; ++b)
+      for (index_t u = 0; u < units; ++u)
+        for (int g = 0; g < count; ++g) {
+          double sum = t == none ? -1 : 0;
+          if (t != none)
+            for (index_t j = 0; j < k; ++j) {
+              const index_t col = u + g * stride;
+              sum += av[((t + shift) * batch + b) * k + j] * (transposed ? mv[col * k + j] : mv[j * n + col]);
+            }
+          want.push_back(sum);
+        }
+  check_values(got, want, 1e-13);
+}
+
+}  // namespace
+
+TEST_CASE("cuda recurrent: the persistent sequence's plan and products (run_sequence)") {
+  using fx::nn::detail::plan_sequence;
+  // An H200's 132 multiprocessors and the benchmark's LSTM (128 units, batch 64): a unit a block;
+  // forward rows of 128 (h), 4 lanes a row; backward rows of 512 (dz), 16 lanes, 512 threads.
+  const auto forward = plan_sequence(64, 128, 64, 128, 4, 132), backward = plan_sequence(64, 128, 64, 512, 1, 132);
+  CHECK(forward.block == 1);
+  CHECK(forward.blocks == 128);
+  CHECK(forward.lanes == 4);
+  CHECK(forward.groups == 64);
+  CHECK(backward.lanes == 16);
+  CHECK(backward.groups == 32);
+  // 600 units: 5 a block, 20 products a row, more than a block keeps: not planned.
+  CHECK(plan_sequence(64, 600, 64, 600, 4, 132).blocks == 0);
+  CHECK(plan_sequence(64, 600, 64, 2400, 1, 132).blocks == 120);
+  const auto small = plan_sequence(3, 5, 4, 5, 4, fx::nn::detail::sequence_emulated_processors);
+  CHECK(small.block == 2);  // blocks of units 0-1, 2-3 and 4
+  CHECK(small.blocks == 3);
+  CHECK(small.lanes == 2);
+
+  // Off, it does nothing: the layers run their steps.
+  CHECK_FALSE(fx::nn::detail::recurrent_cells<fx::cuda>::run_sequence(
+      3, 5, 4, fx::nn::detail::sequence_products<double>{}, product_steps{}));
+  CHECK_FALSE(fx::nn::detail::recurrent_cells<fx::cpu>::run_sequence(
+      3, 5, 4, fx::nn::detail::sequence_products<double>{}, product_steps{}));
+
+  check_sequence_products(5, 4, 5, false);   // the LSTM's forward products, last block of one unit
+  check_sequence_products(6, 3, 6, false);   // the GRU's
+  check_sequence_products(5, 1, 20, true);   // the LSTM's backward products: R read transposed
+  check_sequence_products(7, 1, 21, true);   // the GRU's, blocks of 3 units
 }
