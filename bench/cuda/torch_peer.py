@@ -46,7 +46,8 @@ def main():
     for batch in (64, 256):
         us = timed(mlp_step(batch, g, adam=True))
         print(f"torch_mlp_train_adam/{batch}  {us:10.1f} us")
-    for name, model, example in (("cnn", cnn, (1, 28, 28)), ("cnn_lstm", CnnLstm, (1, 28, 28))):
+    for name, model, example in (("cnn", cnn, (1, 28, 28)), ("cnn_lstm", CnnLstm, (1, 28, 28)),
+                                 ("lstm", LstmOnly, (64, 49))):
         for batch in (64, 256):
             us = timed(model_step(model(), example, batch, g))
             print(f"torch_{name}_train_adam/{batch}  {us:10.1f} us")
@@ -98,6 +99,20 @@ class CnnLstm(torch.nn.Module):
     def forward(self, x):
         f = self.features(x).flatten(2)  # (batch, 64 channels, 49): channels are the time steps
         _, (h, _) = self.lstm(f)
+        return self.out(h[0])
+
+
+class LstmOnly(torch.nn.Module):
+    """The CNN+LSTM's recurrent part alone, as train.bench.cu's lstm_train_nn: 64 steps of 49 features,
+    LSTM 128, dense 10."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(49, 128, batch_first=True)
+        self.out = torch.nn.Linear(128, 10)
+
+    def forward(self, x):
+        _, (h, _) = self.lstm(x)
         return self.out(h[0])
 
 

@@ -169,16 +169,20 @@ void cnn_train_nn(benchmark::State& state) {
 /// The recurrent layers' path for one benchmark, restored after it: 0 each step's products as
 /// GEMMs, 1 inside the cell kernel, 2 the whole sequence as one persistent kernel
 /// (backend/cuda/recurrent.hpp).
+/// block_units: the persistent kernel's recurrent_block_units() (0: one unit a block on an H200).
 struct recurrent_path {
   fx::index_t limit = fx::nn::detail::recurrent_product_limit();
   bool persistent = fx::nn::detail::recurrent_persistent();
-  explicit recurrent_path(std::int64_t path) {
+  fx::index_t block_units = fx::nn::detail::recurrent_block_units();
+  explicit recurrent_path(std::int64_t path, std::int64_t units_a_block = 0) {
     fx::nn::detail::recurrent_product_limit() = path == 1 ? fx::index_t(1) << 40 : 0;
     fx::nn::detail::recurrent_persistent() = path == 2;
+    fx::nn::detail::recurrent_block_units() = units_a_block;
   }
   ~recurrent_path() {
     fx::nn::detail::recurrent_product_limit() = limit;
     fx::nn::detail::recurrent_persistent() = persistent;
+    fx::nn::detail::recurrent_block_units() = block_units;
   }
 };
 
@@ -195,8 +199,9 @@ void cnn_lstm_train_nn(benchmark::State& state) {
 
 /// The CNN+LSTM's recurrent part alone: (batch, 64, 49) -> lstm<128> -> dense<10>, the products
 /// as in cnn_lstm_train_nn's range(1). What the persistent kernel changes, without the convolutions.
+/// range(2): the persistent kernel's units a block (recurrent_path).
 void lstm_train_nn(benchmark::State& state) {
-  const recurrent_path path(state.range(1));
+  const recurrent_path path(state.range(1), state.range(2));
   fx::random::generator gen{6};
   auto net = nn::sequential(gen, nn::input<64, 49>::on<fx::cuda>{}, nn::lstm<128>{}, nn::dense<10>{});
   train_model(state, net, {64, 49}, gen);
@@ -207,7 +212,11 @@ void lstm_train_nn(benchmark::State& state) {
 BENCHMARK(mlp_train_nn)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(cnn_train_nn)->ArgsProduct({{64, 256}, {1, 0, 2}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(cnn_lstm_train_nn)->ArgsProduct({{64, 256}, {2, 0, 1}})->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(lstm_train_nn)->ArgsProduct({{64, 256}, {2, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(lstm_train_nn)
+    ->ArgsProduct({{64, 256}, {2}, {0, 2, 4}})
+    ->ArgsProduct({{64, 256}, {0}, {0}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(mlp_train_fluxion, false, true)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);

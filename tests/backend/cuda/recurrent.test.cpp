@@ -358,6 +358,17 @@ TEST_CASE("cuda recurrent: the persistent sequence's plan and products (run_sequ
   CHECK(small.block == 2);  // blocks of units 0-1, 2-3 and 4
   CHECK(small.blocks == 3);
   CHECK(small.lanes == 2);
+  {  // at least 4 units a block, when asked: 32 blocks of 4 units, 16 products a row
+    const scoped_setting<fx::index_t> wider(fx::nn::detail::recurrent_block_units(), 4);
+    const auto four = plan_sequence(64, 128, 64, 128, 4, 132);
+    CHECK(four.block == 4);
+    CHECK(four.blocks == 32);
+    CHECK(four.lanes == 4);
+    CHECK(plan_sequence(64, 3, 64, 3, 4, 132).block == 3);  // never more than the layer's units
+    CHECK(plan_sequence(64, 128, 64, 128, 4, 132).blocks == 32);
+    check_sequence_products(9, 4, 9, false);  // blocks of 4, 4 and 1 unit
+    check_sequence_products(9, 1, 36, true);
+  }
 
   // Off, it does nothing: the layers run their steps.
   CHECK_FALSE(fx::nn::detail::recurrent_cells<fx::cuda>::run_sequence(

@@ -70,14 +70,24 @@ struct sequence_grid {
   FLUXION_HOST_DEVICE int columns(int count) const { return count * static_cast<int>(block); }
 };
 
-/// The grid for a device of `processors` multiprocessors: one block per multiprocessor at most,
-/// and lanes enough that each thread reads about 32 entries of a row of k.
+/// The units a block of the persistent kernel takes at least (0: as few as the multiprocessors
+/// allow, one for a layer of at most 132 units on an H200). Process-wide, for tuning on a GPU: more
+/// units a block means fewer blocks reading each step's rows from L2 (at batch 256 the backward
+/// pass's 128 blocks of one unit read 64 MB a step), but more products for each block to compute.
+inline index_t& recurrent_block_units() noexcept {
+  static index_t units = 0;
+  return units;
+}
+
+/// The grid for a device of `processors` multiprocessors: one block per multiprocessor at most
+/// (and at least recurrent_block_units() units a block), and lanes enough that each thread reads
+/// about 32 entries of a row of k.
 inline sequence_grid plan_sequence(index_t batch, index_t units, index_t steps, index_t k, int count,
                                    index_t processors) {
   sequence_grid g;
   g.batch = batch, g.units = units, g.steps = steps;
   if (processors <= 0 || units <= 0) return g;
-  const index_t block = (units + processors - 1) / processors;
+  const index_t block = std::min(units, std::max((units + processors - 1) / processors, recurrent_block_units()));
   if (block * count > sequence_max_columns) return g;
   g.block = block;
   g.blocks = (units + block - 1) / block;
