@@ -465,3 +465,47 @@ TEST_CASE("fit: resume continues the interrupted run bit for bit: same step, dat
                        doctest::Contains("resume needs the number of steps in an epoch"), fx::invalid_argument);
   fs::remove_all(dir);
 }
+
+TEST_CASE("fit: a callback's on_batch_end sees the running accuracy at the steps it reads it, -1 at the others") {
+  struct every_other : fx::callback {
+    std::vector<double> seen;
+    bool reads_batch_metrics(const fx::fit_logs& l) const override { return l.global_step % 2 == 0; }
+    void on_batch_end(const fx::fit_logs& l) override { seen.push_back(l.accuracy); }
+  };
+  struct every_step : fx::callback {  // the default: reads every step
+    std::vector<double> seen;
+    void on_batch_end(const fx::fit_logs& l) override { seen.push_back(l.accuracy); }
+  };
+  const auto data = blobs(4, 8, 6);
+  auto train = [&](fx::callback& c, fx::callback* also = nullptr) {
+    fx::random::generator gen{5};
+    auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+    fx::optim::adam opt{0.05};
+    fx::fit_options o{.epochs = 2, .verbose = 0, .callbacks = {&c}, .handle_interrupt = false};
+    if (also) o.callbacks.push_back(also);
+    return fx::fit(net, opt, cross_entropy, data, o);
+  };
+  every_step all;
+  const auto reference = train(all);
+  every_other some;
+  const auto history = train(some);
+  REQUIRE(all.seen.size() == 8);
+  REQUIRE(some.seen.size() == 8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    CHECK(all.seen[i] >= 0);
+    CHECK(some.seen[i] == ((i + 1) % 2 == 0 ? all.seen[i] : -1.0));
+  }
+  CHECK(history.accuracy == reference.accuracy);  // every epoch's accuracy, whatever the callbacks read
+  CHECK(history.loss == reference.loss);
+  // With a second callback that reads every step, both see it every step.
+  every_other again;
+  every_step beside;
+  train(again, &beside);
+  CHECK(again.seen == all.seen);
+  // The library's callbacks that never read it per step.
+  fx::early_stopping stop;
+  fx::fit_logs logs;
+  logs.global_step = 10;
+  CHECK_FALSE(stop.reads_batch_metrics(logs));
+}

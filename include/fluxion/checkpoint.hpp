@@ -37,6 +37,7 @@ class checkpoint_callback : public callback {
     if (every_steps < 0)
       throw invalid_argument("checkpoint_callback: every_steps = " + std::to_string(every_steps) + " is negative");
   }
+  bool reads_batch_metrics(const fit_logs&) const override { return false; }
   void on_batch_end(const fit_logs& logs) override {
     if (m_every > 0 && logs.global_step % m_every == 0) save(logs.global_step);
   }
@@ -75,6 +76,7 @@ class best_checkpoint_callback : public callback {
     if (!(o.min_delta >= 0))
       throw invalid_argument("best_checkpoint_callback: min_delta = " + std::to_string(o.min_delta) + " is negative");
   }
+  bool reads_batch_metrics(const fit_logs&) const override { return false; }
   void on_train_begin() override {
     m_best = std::numeric_limits<double>::infinity();
     m_best_epoch = -1;

@@ -104,6 +104,13 @@ class callback {
   virtual ~callback() = default;
   virtual void on_train_begin() {}
   virtual void on_epoch_begin(int /*epoch*/) {}
+  /// Whether the on_batch_end call after the step `logs` describes (its step and global_step are
+  /// set) reads logs.accuracy. Where no callback does and the progress bar does not show it, that
+  /// call sees accuracy -1, and on a device other than the cpu fit then reads nothing back for the
+  /// step's accuracy: it stays on the device (fx::metrics) and the host goes on to the next step
+  /// without waiting for this one. A callback that reads it only every few steps (the TensorBoard
+  /// callback) or only at an epoch's end says so here.
+  virtual bool reads_batch_metrics(const fit_logs&) const { return true; }
   virtual void on_batch_end(const fit_logs&) {}
   virtual void on_epoch_end(const fit_logs&) {}
   virtual void on_train_end(const fit_logs&) {}
@@ -129,6 +136,7 @@ class early_stopping : public callback {
     m_wait = 0;
     m_stopped_epoch = -1;
   }
+  bool reads_batch_metrics(const fit_logs&) const override { return false; }
   void on_epoch_end(const fit_logs& logs) override {
     const double value = detail::monitored_loss(logs, m_options.monitor, "early_stopping");
     if (value < m_best - m_options.min_delta) {
@@ -545,10 +553,14 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
       const auto now = clock::now();
       logs.seconds = std::chrono::duration<double>(now - start).count();
       logs.loss = epoch_loss.result();
-      logs.accuracy = has_accuracy ? accuracy.result() : -1;
       logs.samples_per_second = logs.seconds > 0 ? static_cast<double>(samples) / logs.seconds : 0;
+      // The running accuracy only where something shows it: on a device, reading it waits for the step.
+      const bool draw = bar && (now - last_draw > std::chrono::milliseconds(100) || logs.step == total);
+      bool shown = draw;
+      for (callback* c : options.callbacks) shown = shown || c->reads_batch_metrics(logs);
+      logs.accuracy = has_accuracy && shown ? accuracy.result() : -1;
       for (callback* c : options.callbacks) c->on_batch_end(logs);
-      if (bar && (now - last_draw > std::chrono::milliseconds(100) || logs.step == total)) {
+      if (draw) {
         out << "\r" << detail::progress_line(logs, total) << "\x1b[K" << std::flush;
         last_draw = now;
       }
@@ -562,6 +574,7 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
       }
     }
     if (logs.step == first_step) throw invalid_argument("fit: the dataset gave no batch in epoch " + std::to_string(epoch + 1));
+    logs.accuracy = has_accuracy ? accuracy.result() : -1;
     history.loss.push_back(logs.loss);
     if (logs.accuracy >= 0) history.accuracy.push_back(logs.accuracy);
     if constexpr (!std::is_same_v<std::remove_cv_t<Validation>, detail::no_validation>) {

@@ -28,6 +28,7 @@ class tensorboard_callback : public callback {
  public:
   explicit tensorboard_callback(io::summary_writer& writer, std::int64_t every_steps = 10,
                                 const optim::optimizer* optimizer = nullptr);
+  bool reads_batch_metrics(const fit_logs& logs) const override { return logs.global_step % m_every == 0; }
   void on_batch_end(const fit_logs& logs) override;
   void on_epoch_end(const fit_logs& logs) override;
   void on_train_end(const fit_logs& logs) override;

@@ -47,6 +47,8 @@ struct statistics {
   std::int64_t peak_bytes_in_use = 0;   // the most bytes_in_use since reset_peak() (before it: bytes_in_use)
   std::int64_t stream_waits = 0;        // fx::cuda: reuses of a cached block on another thread's stream, each
                                         // ordered after that stream's work by an event (no host wait)
+  std::int64_t host_reads = 0;          // fx::cuda: copies to the host (item(), to_vector(), fx::to<cpu>),
+                                        // each of which waits for the work queued before it
 };
 
 }  // namespace memory

@@ -120,3 +120,95 @@ TEST_CASE("cuda metrics: accuracies and means read device tensors") {
   m.update(fx::to<fx::cuda>(filled<float>({4}, 6)));
   CHECK(m.result() == doctest::Approx(fx::reduce_mean(filled<float>({4}, 6)).eval().item()).epsilon(1e-6));
 }
+
+/// Copies to the host so far (each waits for the device's queue).
+std::int64_t host_reads() { return fx::memory::stats<fx::cuda>().host_reads; }
+
+TEST_CASE("cuda metrics: updates keep their sums on the device until a result is read") {
+  // Three batches of (batch, time, classes) logits, labels (batch, time) and both kinds of weight:
+  // a mask (bool, false at padding) and float weights per example ((batch,), Keras's leading axes).
+  fx::metrics::sparse_categorical_accuracy plain_cpu, plain_dev, masked_cpu, masked_dev, weighted_cpu, weighted_dev;
+  fx::metrics::categorical_accuracy onehot_cpu, onehot_dev;
+  fx::metrics::mean mean_cpu, mean_dev, wmean_cpu, wmean_dev;
+  std::vector<fx::tensor<float>> logits;
+  std::vector<fx::tensor<std::int32_t>> labels;
+  for (std::uint64_t b = 0; b < 3; ++b) {
+    const fx::index_t batch = 4 + static_cast<fx::index_t>(b);
+    logits.push_back(filled<float>({batch, 5, 3}, 20 + b));
+    fx::tensor<std::int32_t> y(fx::shape{batch, 5});
+    for (fx::index_t i = 0; i < y.size(); ++i) y.mutable_data()[i] = static_cast<std::int32_t>((i * 7 + b) % 3);
+    labels.push_back(y);
+  }
+  const std::int64_t before = host_reads();
+  for (std::size_t b = 0; b < logits.size(); ++b) {
+    const auto& x = logits[b];
+    const auto& y = labels[b];
+    const fx::tensor<bool> mask = filled<bool>(y.shape(), 30 + b);
+    const fx::tensor<float> w = filled<float>({y.shape()[0]}, 40 + b, 0.0, 3.0);
+    const fx::tensor<float> other = filled<float>(x.shape(), 50 + b);
+    const auto xd = fx::to<fx::cuda>(x);
+    const auto yd = fx::to<fx::cuda>(y);
+    plain_cpu.update(y, x);
+    plain_dev.update(yd, xd);
+    masked_cpu.update(y, x, mask);
+    masked_dev.update(yd, xd, fx::to<fx::cuda>(mask));
+    weighted_cpu.update(y, x, w);
+    weighted_dev.update(yd, xd, fx::to<fx::cuda>(w));
+    onehot_cpu.update(other, x);
+    onehot_dev.update(fx::to<fx::cuda>(other), xd);
+    mean_cpu.update(x);
+    mean_dev.update(xd * 1.f);  // an expression, evaluated on the device
+    wmean_cpu.update(y, w);
+    wmean_dev.update(yd, fx::to<fx::cuda>(w));
+  }
+  // The uploads above read nothing back; neither did the updates.
+  CHECK(host_reads() == before);
+  CHECK(plain_dev.result() == plain_cpu.result());
+  CHECK(host_reads() == before + 2);  // the total and the weights' sum, once for three batches
+  CHECK(plain_dev.count() == plain_cpu.count());
+  CHECK(host_reads() == before + 2);  // already folded in
+  CHECK(masked_dev.result() == masked_cpu.result());
+  CHECK(masked_dev.count() == masked_cpu.count());
+  CHECK(weighted_dev.result() == doctest::Approx(weighted_cpu.result()).epsilon(1e-12));
+  CHECK(weighted_dev.count() == doctest::Approx(weighted_cpu.count()).epsilon(1e-12));
+  CHECK(onehot_dev.result() == onehot_cpu.result());
+  CHECK(mean_dev.result() == doctest::Approx(mean_cpu.result()).epsilon(1e-12));
+  CHECK(wmean_dev.result() == doctest::Approx(wmean_cpu.result()).epsilon(1e-12));
+  CHECK(plain_cpu.result() > 0.1);
+  CHECK(plain_cpu.result() < 0.9);
+  CHECK(masked_cpu.count() < plain_cpu.count());
+
+  // A copy keeps the sums so far; later updates of either are its own.
+  fx::metrics::sparse_categorical_accuracy copy_dev = plain_dev;
+  plain_dev.update(fx::to<fx::cuda>(labels[0]), fx::to<fx::cuda>(logits[0]));
+  plain_cpu.update(labels[0], logits[0]);
+  fx::metrics::sparse_categorical_accuracy pending_copy = plain_dev;  // copied with a batch still on the device
+  CHECK(copy_dev.count() == plain_cpu.count() - 20);
+  CHECK(plain_dev.result() == plain_cpu.result());
+  CHECK(pending_copy.result() == plain_cpu.result());
+  CHECK(pending_copy.count() == plain_cpu.count());
+  plain_dev.reset();
+  CHECK(plain_dev.result() == 0);
+  CHECK(plain_dev.count() == 0);
+  plain_dev.update(fx::to<fx::cuda>(labels[1]), fx::to<fx::cuda>(logits[1]));
+  plain_dev.reset();  // drops a batch still on the device
+  CHECK(plain_dev.count() == 0);
+
+  // Labels on the cpu with logits on the device: compared on the device.
+  fx::metrics::sparse_categorical_accuracy mixed;
+  mixed.update(labels[2], fx::to<fx::cuda>(logits[2]));
+  fx::metrics::sparse_categorical_accuracy alone;
+  alone.update(labels[2], logits[2]);
+  CHECK(mixed.result() == alone.result());
+
+  // Shape errors name the metric and the shapes, as on the cpu, before anything is queued.
+  CHECK_THROWS_WITH_AS(plain_dev.update(fx::to<fx::cuda>(labels[0]), fx::to<fx::cuda>(logits[1])),
+                       "sparse_categorical_accuracy.update: y_true of shape (4, 5) does not fit y_pred of shape "
+                       "(5, 5, 3): expected (5, 5) or (5, 5, 1)",
+                       fx::shape_error);
+  CHECK_THROWS_WITH_AS(weighted_dev.update(fx::to<fx::cuda>(labels[0]), fx::to<fx::cuda>(logits[0]),
+                                           fx::to<fx::cuda>(filled<float>({3}, 1))),
+                       "sparse_categorical_accuracy.update: sample_weight of shape (3,) does not broadcast to the "
+                       "values' shape (4, 5)",
+                       fx::shape_error);
+}

@@ -332,6 +332,73 @@ TEST_CASE("cuda nn: fx::fit trains a device model from a dataset prefetched to t
   check_same(values_of(dev), values_of(host), 1e-3);
 }
 
+namespace {
+/// Records the accuracy each on_batch_end sees, and the device's host reads so far; reads it every
+/// `every` global steps (0: never).
+struct accuracy_recorder : fx::callback {
+  std::int64_t every = 1;
+  std::vector<double> accuracy;
+  std::vector<std::int64_t> reads;
+  bool reads_batch_metrics(const fx::fit_logs& logs) const override { return every > 0 && logs.global_step % every == 0; }
+  void on_batch_end(const fx::fit_logs& logs) override {
+    accuracy.push_back(logs.accuracy);
+    reads.push_back(fx::memory::stats<fx::cuda>().host_reads);
+  }
+};
+}  // namespace
+
+TEST_CASE("cuda nn: fx::fit reads back only each step's loss, and the accuracy where a callback shows it") {
+  const fx::tensor<float> x = filled<float>({32, 3, 4}, 33);
+  std::vector<std::int32_t> labels(32);
+  for (int i = 0; i < 32; ++i) labels[static_cast<std::size_t>(i)] = (x.data()[12 * i] > 0) + 2 * (x.data()[12 * i + 1] > 0);
+  const auto y = fx::from_vector(labels, {32});
+  std::vector<std::pair<fx::tensor<float>, fx::tensor<std::int32_t>>> host_batches;
+  std::vector<std::pair<fx::tensor<float, fx::cuda>, fx::tensor<std::int32_t, fx::cuda>>> dev_batches;
+  for (fx::index_t b = 0; b < 4; ++b) {
+    host_batches.emplace_back(fx::slice(x, {8 * b, 0, 0}, {8, 3, 4}), fx::slice(y, {8 * b}, {8}));
+    dev_batches.emplace_back(fx::to<fx::cuda>(host_batches.back().first), fx::to<fx::cuda>(host_batches.back().second));
+  }
+  auto loss = [](const auto& logits, const auto& l) { return fx::losses::sparse_softmax_cross_entropy(logits, l); };
+  const fx::fit_options options{.epochs = 2, .verbose = 0, .handle_interrupt = false};
+  // On the cpu, a callback that reads every step: the reference accuracies.
+  auto host = mlp<fx::cpu>(9);
+  fx::optim::adam host_opt{1e-2};
+  accuracy_recorder host_every;
+  auto with = [&](fx::callback* c) {
+    fx::fit_options o = options;
+    o.callbacks = {c};
+    return o;
+  };
+  const auto host_history = fx::fit(host, host_opt, loss, host_batches, with(&host_every));
+  REQUIRE(host_every.accuracy.size() == 8);
+
+  // On the device, the same callback reading every third global step: it sees the cpu's running
+  // accuracy there and -1 elsewhere.
+  auto dev = mlp<fx::cuda>(9);
+  fx::optim::adam dev_opt{1e-2};
+  accuracy_recorder sparse;
+  sparse.every = 3;
+  const std::int64_t before = fx::memory::stats<fx::cuda>().host_reads;
+  const auto dev_history = fx::fit(dev, dev_opt, loss, dev_batches, with(&sparse));
+  const std::int64_t total = fx::memory::stats<fx::cuda>().host_reads - before;
+  REQUIRE(sparse.accuracy.size() == 8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    if ((i + 1) % 3 == 0) CHECK(sparse.accuracy[i] == doctest::Approx(host_every.accuracy[i]).epsilon(1e-9));
+    else CHECK(sparse.accuracy[i] == -1);
+  }
+  check_values(dev_history.accuracy, host_history.accuracy, 1e-9);
+  check_values(dev_history.loss, host_history.loss, 1e-4);
+  // Per step: the labels' range check of sparse_softmax_cross_entropy and the loss's value (each a
+  // copy to the host); two more (the accuracy's sums) at the steps the callback reads and at each
+  // epoch's end.
+  std::vector<std::int64_t> per_step{sparse.reads[0] - before};
+  for (std::size_t i = 1; i < 8; ++i) per_step.push_back(sparse.reads[i] - sparse.reads[i - 1]);
+  const std::vector<std::int64_t> want{2, 2, 4, 2, 2 + 2, 4, 2, 2};  // step 5 starts epoch 2 after epoch 1's reads
+  CHECK(per_step == want);
+  CHECK(total == sparse.reads.back() - before + 2);  // epoch 2's end
+}
+
 TEST_CASE("cuda nn: fx::fit of a tagger whose mask reaches the loss, with sample and class weights, as on the cpu") {
   // Rows of 6, 4, 2 and 1 tokens, padded with 0; tag = token % 3; a weight per row.
   std::vector<std::int32_t> ids, tags;

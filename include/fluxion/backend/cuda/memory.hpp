@@ -25,6 +25,7 @@
 #include <stdexcept>
 #include <string>
 #include <algorithm>
+#include <atomic>
 #include <new>
 #include <vector>
 
@@ -161,8 +162,12 @@ class device_cache {
     std::lock_guard<std::mutex> lk(m_mutex);
     memory::statistics s = m_stats;
     s.cached_bytes = static_cast<std::int64_t>(m_cached);
+    s.host_reads = m_host_reads.load(std::memory_order_relaxed);
     return s;
   }
+
+  /// Counts a copy to the host (device_memory<cuda>::to_host), which waits for the device.
+  void count_host_read() noexcept { m_host_reads.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   device_cache() = default;
@@ -281,6 +286,7 @@ class device_cache {
   std::size_t m_cached = 0;
   std::uint64_t m_clock = 0;
   memory::statistics m_stats;
+  std::atomic<std::int64_t> m_host_reads{0};
 };
 
 template <>
@@ -464,6 +470,7 @@ struct device_memory<cuda> {
   template <class T>
   static void to_host(T* dst, const T* src, index_t n) {
     if (n <= 0) return;
+    device_cache::instance().count_host_read();
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
     const cudaStream_t stream = current_stream();
