@@ -167,9 +167,9 @@ class weighted_mean {
   const std::string& name() const noexcept { return m_name; }
 
  protected:
-  /// Adds a batch of values (with weights w, or unweighted when w is null) that live on a device
-  /// other than the cpu: on the cpu read back and added at once; elsewhere reduced and kept on the
-  /// device (see the header comment).
+  /// Adds a batch of values on device D (weighted by w, or unweighted when w is null): on the cpu
+  /// at once; on another device reduced there and added to the sums kept there (the header
+  /// comment), with nothing read back.
   template <class D, class W = double>
   void accumulate(const tensor<double, D>& v, const tensor<W, D>* w = nullptr) {
     if constexpr (std::is_same_v<D, cpu>) {
