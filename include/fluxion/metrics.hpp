@@ -57,18 +57,17 @@ decltype(auto) unwatched(const X& x) {
 struct host_values {
   std::vector<double> values;
   shape dims;
-  shape source_dims;  // for an argmax, the shape it reduced
 };
 
 template <class X>
 host_values read(const X& x) {
   if constexpr (std::is_arithmetic_v<std::remove_cvref_t<X>>) {
-    return {{static_cast<double>(x)}, shape{}, shape{}};
+    return {{static_cast<double>(x)}, shape{}};
   } else {
     fluxion::detail::materialize_depth hidden_from_autodiff;
     const auto t = fluxion::detail::materialize(unwatched(x));
     const auto v = t.to_vector();
-    return {std::vector<double>(v.begin(), v.end()), t.shape(), t.shape()};
+    return {std::vector<double>(v.begin(), v.end()), t.shape()};
   }
 }
 
@@ -173,10 +172,10 @@ class weighted_mean {
   template <class D, class W = double>
   void accumulate(const tensor<double, D>& v, const tensor<W, D>* w = nullptr) {
     if constexpr (std::is_same_v<D, cpu>) {
-      if (!w) return accumulate(host_values{v.to_vector(), v.shape(), v.shape()});
+      if (!w) return accumulate(host_values{v.to_vector(), v.shape()});
       const auto wv = w->to_vector();
-      return accumulate(host_values{v.to_vector(), v.shape(), v.shape()},
-                        host_values{std::vector<double>(wv.begin(), wv.end()), w->shape(), w->shape()});
+      return accumulate(host_values{v.to_vector(), v.shape()},
+                        host_values{std::vector<double>(wv.begin(), wv.end()), w->shape()});
     } else {
       fluxion::detail::materialize_depth hidden_from_autodiff;
       tensor<double, D> total, weights;
@@ -186,9 +185,8 @@ class weighted_mean {
       } else {
         const tensor<double, D> wb(cast<double>(tensor<W, D>(*w, leading_weights_shape(v.shape(), w->shape()))));
         total = reduce_sum(v * wb);
-        // Broadcasting repeats each weight the same number of times.
-        weights = wb.size() == 0 ? fluxion::zeros<double, D>(shape{})
-                                 : tensor<double, D>(reduce_sum(wb) * static_cast<double>(v.size() / wb.size()));
+        // Broadcasting repeats each weight the same number of times (none: both are empty).
+        weights = reduce_sum(wb) * static_cast<double>(wb.size() == 0 ? 0 : v.size() / wb.size());
       }
       if (const auto* p = dynamic_cast<const device_sums<D>*>(m_pending.get())) {
         total = p->total + total;
@@ -304,7 +302,7 @@ class accuracy_base : public weighted_mean {
       const auto w = hidden_value(sample_weight);
       accumulate(s, &w);
     } else {
-      accumulate(host_values{s.to_vector(), s.shape(), s.shape()}, read(sample_weight));
+      accumulate(host_values{s.to_vector(), s.shape()}, read(sample_weight));
     }
   }
 
