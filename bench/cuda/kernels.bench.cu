@@ -195,8 +195,20 @@ void conv_products_fluxion(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
 }
 
+/// Times `once` (a copy of n floats that returns when it is done) on the host, after one warm-up.
+template <class Once>
+void time_copies(benchmark::State& state, Once& once, fx::index_t n) {
+  once();
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    once();
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  state.SetBytesProcessed(state.iterations() * n * static_cast<std::int64_t>(sizeof(float)));
+}
+
 /// Host to device, 16M floats, timed on the host until the copy is done: fx::to<fx::cuda> (pinned
-/// staging, copy queued) against cudaMemcpy from the same pageable buffer and cudaMemcpyAsync from
+/// staging in 4 MiB pieces filled by the thread pool since stop 51, copies queued) against cudaMemcpy from the same pageable buffer and cudaMemcpyAsync from
 /// pinned memory (the link's ceiling).
 enum class upload { fluxion, pageable, pinned };
 
@@ -223,14 +235,34 @@ void upload_16m(benchmark::State& state) {
       check(cudaDeviceSynchronize(), "sync");
     }
   };
-  once();
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    once();
-    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
+  time_copies(state, once, n);
   if (pinned) cudaFreeHost(pinned);
-  state.SetBytesProcessed(state.iterations() * n * static_cast<std::int64_t>(sizeof(float)));
+}
+
+/// Device to host, 16M floats: fx::to<fx::cpu> (pieces through two pinned blocks, emptied by the
+/// thread pool, since stop 51) against cudaMemcpy into the same pageable buffer and into pinned
+/// memory (the link's ceiling).
+template <upload How>
+void download_16m(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  fx::random::generator gen{1};
+  fx::tensor<float, fx::cuda> dev = fx::to<fx::cuda>(fx::random::uniform<float>({n}, gen, -1.f, 1.f));
+  fx::tensor<float> host(fx::shape{n});
+  float* pinned = nullptr;
+  if (How == upload::pinned) check(cudaMallocHost(&pinned, n * sizeof(float)), "cudaMallocHost");
+  check(cudaDeviceSynchronize(), "sync");
+  auto once = [&] {
+    if constexpr (How == upload::fluxion) {
+      fx::tensor<float> h = fx::to<fx::cpu>(dev);
+      benchmark::DoNotOptimize(h.data());
+    } else {
+      check(cudaMemcpy(How == upload::pinned ? pinned : host.mutable_data(), dev.data(), n * sizeof(float),
+                       cudaMemcpyDeviceToHost),
+            "cudaMemcpy");
+    }
+  };
+  time_copies(state, once, n);
+  if (pinned) cudaFreeHost(pinned);
 }
 
 constexpr fx::index_t m16 = fx::index_t{1} << 24;
@@ -240,6 +272,9 @@ constexpr fx::index_t m16 = fx::index_t{1} << 24;
 BENCHMARK_TEMPLATE(upload_16m, upload::fluxion)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(upload_16m, upload::pageable)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(upload_16m, upload::pinned)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(download_16m, upload::fluxion)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(download_16m, upload::pageable)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(download_16m, upload::pinned)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(copy_d2d)->Arg(m16)->Arg(4 * m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(chain_fluxion)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(chain_handwritten)->Arg(m16)->UseManualTime()->Unit(benchmark::kMicrosecond);

@@ -31,6 +31,40 @@ TEST_CASE_TEMPLATE("cuda transfer: to<cpu>(to<cuda>(x)) equals x", T, float, dou
   }
 }
 
+TEST_CASE_TEMPLATE("cuda transfer: copies longer than a staging piece go in pieces, every element in place", T, float,
+                   double, std::int64_t, bool) {
+  // Pieces of 1001 bytes split elements between pieces; 4 MiB pieces (the default) make the large
+  // tensor 2 pieces and a part (bool's vector<bool> comparisons are too slow for it unoptimized).
+  const std::size_t before = fx::detail::staging_piece_bytes();
+  for (std::size_t piece : {std::size_t{1001}, std::size_t{4} << 20}) {
+    fx::detail::staging_piece_bytes() = piece;
+    const fx::index_t large = std::is_same_v<T, bool> ? 5 : static_cast<fx::index_t>((std::size_t{9} << 20) / sizeof(T)) + 3;
+    for (fx::index_t n : {fx::index_t(1001 / sizeof(T)), fx::index_t(1001 / sizeof(T) + 1), fx::index_t(100003), large}) {
+      CAPTURE(piece);
+      CAPTURE(n);
+      auto x = filled<T>(fx::shape{n}, 7, -1000, 1000);
+      const auto reads = fx::memory::stats<fx::cuda>().host_reads;
+      fx::tensor<T, fx::cuda> g = fx::to<fx::cuda>(x);
+      const std::vector<T> back = g.to_vector();
+      CHECK(fx::memory::stats<fx::cuda>().host_reads == reads + 1);  // one read, whatever the pieces
+      CHECK(back == x.to_vector());
+      // From an offset into the buffer to one into another: the pieces keep their places.
+      if (n > 600) {
+        fx::tensor<T> part(fx::shape{n});
+        fx::detail::device_memory<fx::cuda>::to_host(part.mutable_data() + 100, g.data() + 300, n - 600);
+        const std::vector<T> x_values = x.to_vector(), part_values = part.to_vector();
+        const std::vector<T> expected(x_values.begin() + 300, x_values.end() - 300);
+        CHECK(std::vector<T>(part_values.begin() + 100, part_values.begin() + 100 + (n - 600)) == expected);
+        fx::tensor<T, fx::cuda> up(fx::shape{n});
+        fx::detail::device_memory<fx::cuda>::to_device(up.mutable_data() + 5, x.data() + 300, n - 600);
+        const std::vector<T> up_values = up.to_vector();
+        CHECK(std::vector<T>(up_values.begin() + 5, up_values.begin() + 5 + (n - 600)) == expected);
+      }
+    }
+  }
+  fx::detail::staging_piece_bytes() = before;
+}
+
 TEST_CASE("cuda transfer: moving to the device a tensor is on returns that tensor") {
   auto x = filled<float>({4, 4}, 1);
   auto same = fx::to<fx::cpu>(x);

@@ -44,6 +44,7 @@
 #include "../../core/device.hpp"
 #include "../../tensor/buffer.hpp"
 #include "../../tensor/tensor.hpp"
+#include "staged_copy.hpp"
 #include "stream.hpp"
 
 namespace fluxion::detail {
@@ -372,14 +373,55 @@ class pinned_staging {
     return *s;
   }
 
+  /// Queues the copy of `bytes` from host memory to the device: in pieces of staging_piece_bytes()
+  /// (staged_copy.hpp), each copied into a pinned block by the thread pool and then queued, so the
+  /// device copies a piece while the host fills the next.
   void copy_to_device(void* dst, const void* src, std::size_t bytes) {
-    block b = acquire(bytes);
-    std::memcpy(b.data, src, bytes);
     const cudaStream_t stream = current_stream();
-    check(cudaMemcpyAsync(dst, b.data, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync", bytes);
-    check(cudaEventRecord(b.done, stream), "cudaEventRecord", bytes);
-    std::lock_guard<std::mutex> lk(m_mutex);
-    m_in_flight.push_back(b);
+    staged_upload(bytes, staging_piece_bytes(), [&](std::size_t offset, std::size_t length) {
+      block b = acquire(length);
+      parallel_memcpy(b.data, static_cast<const unsigned char*>(src) + offset, length);
+      cudaError_t e = cudaMemcpyAsync(static_cast<unsigned char*>(dst) + offset, b.data, length, cudaMemcpyHostToDevice, stream);
+      if (e == cudaSuccess) e = cudaEventRecord(b.done, stream);
+      settle(b, e == cudaSuccess);  // a failed copy's block waits for the stream before reuse
+      check(e, "cudaMemcpyAsync", length);
+    });
+  }
+
+  /// Copies `bytes` from the device to host memory and waits for them: in pieces of
+  /// staging_piece_bytes() through two pinned blocks, so that the device copies the next piece
+  /// while the thread pool copies this one out.
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) {
+    const cudaStream_t stream = current_stream();
+    const std::size_t piece = staging_piece_bytes();
+    const std::size_t ring = std::min<std::size_t>(2, staged_pieces(bytes, piece));
+    block blocks[2];
+    std::size_t held = 0;
+    // However it ends, the blocks go back behind their last events (an exception may leave a copy
+    // into one queued).
+    struct give_back {
+      pinned_staging& self;
+      block* blocks;
+      std::size_t& held;
+      ~give_back() {
+        for (std::size_t i = 0; i < held; ++i) self.settle(blocks[i], true);
+      }
+    } returned{*this, blocks, held};
+    for (; held < ring; ++held) blocks[held] = acquire(std::min(piece, bytes));
+    staged_download(
+        bytes, piece, ring,
+        [&](std::size_t offset, std::size_t length, std::size_t slot) {
+          cudaError_t e = cudaMemcpyAsync(blocks[slot].data, static_cast<const unsigned char*>(src) + offset, length,
+                                          cudaMemcpyDeviceToHost, stream);
+          if (e == cudaSuccess) e = cudaEventRecord(blocks[slot].done, stream);
+          check(e, "cudaMemcpyAsync", length, "copy to host");
+        },
+        [&](std::size_t slot) {
+          check(cudaEventSynchronize(blocks[slot].done), "cudaEventSynchronize", bytes, "copy to host");
+        },
+        [&](std::size_t offset, std::size_t length, std::size_t slot) {
+          parallel_memcpy(static_cast<unsigned char*>(dst) + offset, blocks[slot].data, length);
+        });
   }
 
  private:
@@ -389,9 +431,9 @@ class pinned_staging {
     cudaEvent_t done = nullptr;
   };
 
-  static void check(cudaError_t e, const char* call, std::size_t bytes) {
+  static void check(cudaError_t e, const char* call, std::size_t bytes, const char* what = "copy to cuda") {
     if (e != cudaSuccess)
-      throw std::runtime_error(std::string("copy to cuda: ") + call + " failed for " + std::to_string(bytes) +
+      throw std::runtime_error(std::string(what) + ": " + call + " failed for " + std::to_string(bytes) +
                                " bytes: " + cudaGetErrorString(e));
   }
 
@@ -438,6 +480,22 @@ class pinned_staging {
     return b;
   }
 
+  /// Hands `b` back: to the blocks in flight, reused once its event has completed, or, where its
+  /// copy could not be queued (`queued` false), after the stream's work so far.
+  void settle(block b, bool queued) noexcept {
+    if (!queued) {
+      cudaStreamSynchronize(current_stream());
+      cudaGetLastError();  // the failure is reported by the caller
+    }
+    std::lock_guard<std::mutex> lk(m_mutex);
+    if (queued) {
+      m_in_flight.push_back(b);
+    } else {
+      m_pooled += b.bytes;
+      m_free.push_back(b);
+    }
+  }
+
   static void release(const block& b) noexcept {
     cudaEventDestroy(b.done);
     cudaFreeHost(b.data);
@@ -464,15 +522,30 @@ struct device_memory<cuda> {
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
     pinned_staging::instance().copy_to_device(dst, src, static_cast<std::size_t>(n) * sizeof(T));
 #else
-    thrust::copy(src, src + n, thrust::device_pointer_cast(dst));
+    // Thrust's OpenMP backend: device memory is host memory. Copies of more than one piece take
+    // the GPU's schedule (staged_copy.hpp), through a host block, so that CI runs it.
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+    if (bytes <= staging_piece_bytes()) {
+      thrust::copy(src, src + n, thrust::device_pointer_cast(dst));
+      return;
+    }
+    std::vector<unsigned char> block(staging_piece_bytes());
+    staged_upload(bytes, staging_piece_bytes(), [&](std::size_t offset, std::size_t length) {
+      parallel_memcpy(block.data(), reinterpret_cast<const unsigned char*>(src) + offset, length);
+      std::memcpy(reinterpret_cast<unsigned char*>(dst) + offset, block.data(), length);  // the device's copy
+    });
 #endif
   }
   template <class T>
   static void to_host(T* dst, const T* src, index_t n) {
     if (n <= 0) return;
     device_cache::instance().count_host_read();
-#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+    if (bytes > staging_piece_bytes()) {
+      pinned_staging::instance().copy_to_host(dst, src, bytes);
+      return;
+    }
     const cudaStream_t stream = current_stream();
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
@@ -480,8 +553,22 @@ struct device_memory<cuda> {
       throw std::runtime_error("copy to host: cudaMemcpyAsync of " + std::to_string(bytes) +
                                " bytes failed: " + cudaGetErrorString(e));
 #else
-    const auto first = thrust::device_pointer_cast(src);
-    thrust::copy(first, first + n, dst);
+    if (bytes <= staging_piece_bytes()) {
+      const auto first = thrust::device_pointer_cast(src);
+      thrust::copy(first, first + n, dst);
+      return;
+    }
+    std::vector<std::vector<unsigned char>> blocks(std::min<std::size_t>(2, staged_pieces(bytes, staging_piece_bytes())),
+                                                   std::vector<unsigned char>(staging_piece_bytes()));
+    staged_download(
+        bytes, staging_piece_bytes(), blocks.size(),
+        [&](std::size_t offset, std::size_t length, std::size_t slot) {  // the device's copy
+          std::memcpy(blocks[slot].data(), reinterpret_cast<const unsigned char*>(src) + offset, length);
+        },
+        [](std::size_t) {},
+        [&](std::size_t offset, std::size_t length, std::size_t slot) {
+          parallel_memcpy(reinterpret_cast<unsigned char*>(dst) + offset, blocks[slot].data(), length);
+        });
 #endif
   }
 
