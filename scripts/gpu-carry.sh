@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One call on a lent GPU (the device tool): what run-gpu-tests.sh and run-gpu-benchmarks.sh built
+# here, packed to travel, and the script that runs it there.
+#   scripts/gpu-carry.sh pack     here, after `scripts/run-gpu-tests.sh build` and
+#                                 `[FLUXION_GPU_BASELINE=<rev>] scripts/run-gpu-benchmarks.sh build`:
+#                                 build-gpu/ and the Fashion-MNIST files into .carry/gpu.tar.xz
+#                                 (about 20 MB; the tool carries at most 64 MiB), with the commit
+#                                 the binaries were built from in .carry/REV
+#   scripts/gpu-carry.sh call [benchmark arguments]
+#                                 there (the device tool's `run`, with carry [".carry"]): unpacks,
+#                                 runs the device test suites and the example, PyTorch's steps
+#                                 (bench/cuda/torch_peer.py) before and after, and the benchmarks
+#                                 (A/B against the baseline when one was built), with these
+#                                 arguments (default: the README's repetitions); output in $OUT
+# .carry stays out of git (`pack` adds it to .git/info/exclude). Before a call, check that .carry/REV
+# is the commit whose code you mean to measure (`git diff --stat $(cat .carry/REV) -- include
+# tests bench examples` shows what the binaries lack).
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+mode=${1:-}
+[[ $# -gt 0 ]] && shift
+out=${FLUXION_GPU_BUILD_DIR:-build-gpu}
+data=${FLUXION_DATASETS_DIR:-/usr/share/datasets}/fashion-mnist
+
+case "$mode" in
+  pack)
+    [[ -x "$out/fashion_mnist_cnn" && -x "$out/bench_train" ]] ||
+      { echo "gpu-carry.sh: build first (run-gpu-tests.sh build, run-gpu-benchmarks.sh build)" >&2; exit 1; }
+    mkdir -p .carry
+    mkdir -p "$(git rev-parse --git-dir)/info"
+    grep -qx "/.carry/" "$(git rev-parse --git-dir)/info/exclude" 2>/dev/null || echo "/.carry/" >> "$(git rev-parse --git-dir)/info/exclude"
+    files=("$out")
+    [[ -d "$data" ]] && files+=("$data")  # travels as datasets/fashion-mnist
+    tar -cf - --transform "s|^${data#/}|datasets/fashion-mnist|" "${files[@]}" 2>/dev/null | xz -9 -T2 > .carry/gpu.tar.xz
+    git rev-parse --short HEAD > .carry/REV
+    git diff --quiet HEAD -- include tests bench examples || echo "dirty" >> .carry/REV
+    ls -la .carry
+    ;;
+  call)
+    [[ -e .carry/gpu.tar.xz ]] || { echo "gpu-carry.sh: no .carry/gpu.tar.xz (pack it here first)" >&2; exit 1; }
+    echo "gpu-carry.sh: binaries of $(head -1 .carry/REV)"
+    rm -rf "$out"
+    xz -dc .carry/gpu.tar.xz | tar -xf -
+    [[ -d datasets/fashion-mnist ]] && export FLUXION_DATASETS_DIR=$PWD/datasets
+    dest=${OUT:-/tmp}
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+    scripts/run-gpu-tests.sh run 2>&1 | tee "$dest/tests.log" || true
+    python3 bench/cuda/torch_peer.py 2>&1 | tee "$dest/torch_before.log" || true
+    args=("$@")
+    (( ${#args[@]} )) || args=(--benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
+    scripts/run-gpu-benchmarks.sh run "${args[@]}" 2>&1 | tee "$dest/bench.log" || true
+    python3 bench/cuda/torch_peer.py 2>&1 | tee "$dest/torch_after.log" || true
+    ;;
+  *)
+    echo "gpu-carry.sh: expected pack or call" >&2
+    exit 2
+    ;;
+esac
