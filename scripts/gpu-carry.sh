@@ -9,7 +9,8 @@
 #   scripts/gpu-carry.sh call [benchmark arguments]
 #                                 there (the device tool's `run`, with carry [".carry"]): unpacks,
 #                                 runs the device test suites and the example, PyTorch's steps
-#                                 (bench/cuda/torch_peer.py) before and after, and the benchmarks
+#                                 (bench/cuda/torch_peer.py), and the benchmarks, which run PyTorch's
+#                                 steps again at their end
 #                                 (A/B against the baseline when one was built), with these
 #                                 arguments (default: the README's repetitions); output in $OUT
 # .carry stays out of git (`pack` adds it to .git/info/exclude). Before a call, check that .carry/REV
@@ -48,8 +49,7 @@ case "$mode" in
     python3 bench/cuda/torch_peer.py 2>&1 | tee "$dest/torch_before.log" || true
     args=("$@")
     (( ${#args[@]} )) || args=(--benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
-    scripts/run-gpu-benchmarks.sh run "${args[@]}" 2>&1 | tee "$dest/bench.log" || true
-    python3 bench/cuda/torch_peer.py 2>&1 | tee "$dest/torch_after.log" || true
+    scripts/run-gpu-benchmarks.sh run "${args[@]}" 2>&1 | tee "$dest/bench.log" || true  # PyTorch again at its end
     ;;
   *)
     echo "gpu-carry.sh: expected pack or call" >&2
