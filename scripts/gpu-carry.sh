@@ -4,15 +4,15 @@
 #   scripts/gpu-carry.sh pack     here, after `scripts/run-gpu-tests.sh build` and
 #                                 `[FLUXION_GPU_BASELINE=<rev>] scripts/run-gpu-benchmarks.sh build`:
 #                                 build-gpu/ and the Fashion-MNIST files into .carry/gpu.tar.xz
-#                                 (about 20 MB; the tool carries at most 64 MiB), with the commit
+#                                 (47 MB with a baseline; the tool carries at most 64 MiB), with the commit
 #                                 the binaries were built from in .carry/REV
 #   scripts/gpu-carry.sh call [benchmark arguments]
 #                                 there (the device tool's `run`, with carry [".carry"]): unpacks,
 #                                 runs the device test suites and the example, PyTorch's steps
-#                                 (bench/cuda/torch_peer.py), and the benchmarks, which run PyTorch's
-#                                 steps again at their end
-#                                 (A/B against the baseline when one was built), with these
-#                                 arguments (default: the README's repetitions); output in $OUT
+#                                 (bench/cuda/torch_peer.py), then the benchmarks (A/B against the
+#                                 baseline when one was built; PyTorch's steps again at their end)
+#                                 with these arguments (default: the README's repetitions); the
+#                                 logs also go to $OUT
 # .carry stays out of git (`pack` adds it to .git/info/exclude). Before a call, check that .carry/REV
 # is the commit whose code you mean to measure (`git diff --stat $(cat .carry/REV) -- include
 # tests bench examples` shows what the binaries lack).
