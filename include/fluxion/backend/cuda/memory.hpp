@@ -393,9 +393,8 @@ class pinned_staging {
   /// while the thread pool copies this one out.
   void copy_to_host(void* dst, const void* src, std::size_t bytes) {
     const cudaStream_t stream = current_stream();
-    const std::size_t piece = staging_piece_bytes();
-    const std::size_t ring = std::min<std::size_t>(2, staged_pieces(bytes, piece));
-    block blocks[2];
+    const std::size_t piece = staging_piece_bytes();  // bytes > piece: every block is used
+    block blocks[staging_ring];
     std::size_t held = 0;
     // However it ends, the blocks go back behind their last events (an exception may leave a copy
     // into one queued).
@@ -407,9 +406,9 @@ class pinned_staging {
         for (std::size_t i = 0; i < held; ++i) self.settle(blocks[i], true);
       }
     } returned{*this, blocks, held};
-    for (; held < ring; ++held) blocks[held] = acquire(std::min(piece, bytes));
+    for (; held < staging_ring; ++held) blocks[held] = acquire(piece);
     staged_download(
-        bytes, piece, ring,
+        bytes, piece, staging_ring,
         [&](std::size_t offset, std::size_t length, std::size_t slot) {
           cudaError_t e = cudaMemcpyAsync(blocks[slot].data, static_cast<const unsigned char*>(src) + offset, length,
                                           cudaMemcpyDeviceToHost, stream);
@@ -558,10 +557,9 @@ struct device_memory<cuda> {
       thrust::copy(first, first + n, dst);
       return;
     }
-    std::vector<std::vector<unsigned char>> blocks(std::min<std::size_t>(2, staged_pieces(bytes, staging_piece_bytes())),
-                                                   std::vector<unsigned char>(staging_piece_bytes()));
+    std::vector<std::vector<unsigned char>> blocks(staging_ring, std::vector<unsigned char>(staging_piece_bytes()));
     staged_download(
-        bytes, staging_piece_bytes(), blocks.size(),
+        bytes, staging_piece_bytes(), staging_ring,
         [&](std::size_t offset, std::size_t length, std::size_t slot) {  // the device's copy
           std::memcpy(blocks[slot].data(), reinterpret_cast<const unsigned char*>(src) + offset, length);
         },

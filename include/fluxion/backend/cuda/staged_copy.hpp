@@ -33,6 +33,9 @@ inline std::size_t& staging_piece_bytes() noexcept {
   return bytes;
 }
 
+/// The staging blocks a download cycles through: the device fills one while the host empties the other.
+inline constexpr std::size_t staging_ring = 2;
+
 /// Host copies of at least this many bytes are split over the thread pool's workers.
 inline constexpr std::size_t parallel_memcpy_min_bytes = std::size_t{1} << 20;
 
