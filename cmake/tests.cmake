@@ -55,13 +55,12 @@ function(fluxion_test_precompiled_header target group)
   fluxion_precompiled_header_warnings(${target})  # cmake/build_time.cmake
 endfunction()
 
-# fluxion_add_doctest(<ctest name> <source> [NO_PCH] [LINK <libraries>...] [LABELS <labels>...])
+# fluxion_test_program_flags(<target> <ctest name> [NO_PCH] [LINK <libraries>...]): the flags of a
+# test program whose tests are named like <ctest name> (a batch's programs take its first test's).
 # NO_PCH: the test sets flags of its own (FLUXION_MARCH), or tests headers that include less than
 # <fluxion/tensor.hpp> (tests/core).
-function(fluxion_add_doctest name source)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "NO_PCH" "" "LINK;LABELS")
-  string(REPLACE "." "_" target "test_${name}")
-  fluxion_add_program(${target} "${source}" "${FLUXION_TESTS_BINARY_DIR}" "${name}")
+function(fluxion_test_program_flags target name)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "NO_PCH" "" "LINK")
   target_link_libraries(${target} PRIVATE fluxion_doctest_main ${arg_LINK})
   if(NOT arg_NO_PCH AND NOT name MATCHES "^core\\.")
     if(name MATCHES "^backend\\.cpu\\.")
@@ -95,8 +94,144 @@ function(fluxion_add_doctest name source)
   elseif(name MATCHES "^autodiff\\.")
     target_compile_definitions(${target} PRIVATE FLUXION_FORWARD_MODE=1)
   endif()
+endfunction()
+
+# fluxion_add_doctest(<ctest name> <source> [NO_PCH] [LINK <libraries>...] [LABELS <labels>...]):
+# a test file as a program of its own (target test_<name with _ for .>, build/tests/<name>).
+function(fluxion_add_doctest name source)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "NO_PCH" "" "LINK;LABELS")
+  string(REPLACE "." "_" target "test_${name}")
+  fluxion_add_program(${target} "${source}" "${FLUXION_TESTS_BINARY_DIR}" "${name}")
+  set(no_pch "")
+  if(arg_NO_PCH)
+    set(no_pch NO_PCH)
+  endif()
+  fluxion_test_program_flags(${target} ${name} ${no_pch} LINK ${arg_LINK})
   add_test(NAME ${name} COMMAND ${target})
   set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 120)
+endfunction()
+
+# --- Batches ---------------------------------------------------------------------------------------
+# A test program's compile time is mostly instantiating and generating the same tensor, evaluator,
+# tape and layer templates that the next test program instantiates again. With FLUXION_TEST_BATCHES
+# (the default), test files that are compiled with the same flags and the same FLUXION_* macros
+# (the `#define` and `#undef` lines a file starts with) are compiled together, up to
+# FLUXION_TEST_BATCH_SIZE files as one translation unit and one program, build/tests/batch.<group>.<n>
+# (groups: order0, model, autodiff, o1, device_order0, device_tape; fluxion_test_program_flags).
+# Eight nn test files took 68 s as one unit against 149 s as eight (bench/RESULTS-compile.md, stop
+# 52). The files stay small and each one is still a test of its own: ctest runs `batch.model.3
+# --source-file=*/tests/nn/dense.test.cpp` as nn.dense, and a program run with a filter that
+# matches no test case fails (tests/doctest_main.cpp). The build target test_<name> builds the
+# batch that holds <name>, so `cmake --build build --target test_nn_dense` still works.
+# -DFLUXION_TEST_BATCHES=OFF builds one program per file (build/tests/<name>): an edit then
+# recompiles one file instead of its batch, and a test file that misses an #include shows.
+# Not batched: tests/core (they check that headers stand alone), the composition matrix (built
+# under a time limit), and files whose macros no other file shares.
+option(FLUXION_TEST_BATCHES "Compile test files that share their flags together, a few per program" ON)
+set(FLUXION_TEST_BATCH_SIZE 8 CACHE STRING "Most test files in one batch (FLUXION_TEST_BATCHES)")
+# fluxion_batch_doctest(<ctest name> <source> [LINK <libraries>...] [LABELS <labels>...]): adds the
+# test to a batch (or, without FLUXION_TEST_BATCHES or for the files above, as a program of its own).
+# The batches are made by fluxion_add_test_batches() once every test has been named.
+function(fluxion_batch_doctest name source)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "LINK;LABELS")
+  if(NOT FLUXION_TEST_BATCHES OR name MATCHES "^(core\\.|autodiff\\.composition_)")
+    fluxion_add_doctest(${name} "${source}" LINK ${arg_LINK} LABELS ${arg_LABELS})
+    return()
+  endif()
+  # The flag group (fluxion_test_program_flags), the libraries, the labels and the file's macros.
+  if(name MATCHES "^backend\\.cpu\\.")
+    set(group o1)
+  elseif(name MATCHES "^backend\\.cuda\\.(${fluxion_cuda_tape_regex})$")
+    set(group device_tape)
+  elseif(name MATCHES "^backend\\.cuda\\.")
+    set(group device_order0)
+  elseif(name MATCHES "(^|\\.)autodiff(\\.|$)")
+    set(group autodiff)
+  elseif(name MATCHES "^(nn|optim|losses|metrics|io|fit)(\\.|$)")
+    set(group model)
+  else()
+    set(group order0)
+  endif()
+  file(STRINGS "${source}" macros REGEX "^#[ \t]*(define|undef)[ \t]+FLUXION_")
+  set(normalized "")
+  foreach(line IN LISTS macros)
+    string(REGEX REPLACE "[ \t]*//.*$" "" line "${line}")
+    string(REGEX REPLACE "[ \t]+" " " line "${line}")
+    list(APPEND normalized "${line}")
+  endforeach()
+  string(MD5 key "${group}|${arg_LINK}|${arg_LABELS}|${normalized}")
+  set(key "${group}_${key}")
+  get_property(keys GLOBAL PROPERTY FLUXION_TEST_BATCH_KEYS)
+  if(NOT key IN_LIST keys)
+    set_property(GLOBAL APPEND PROPERTY FLUXION_TEST_BATCH_KEYS ${key})
+    set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_LINK "${arg_LINK}")
+    set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_LABELS "${arg_LABELS}")
+    set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_GROUP ${group})
+  endif()
+  set_property(GLOBAL APPEND PROPERTY FLUXION_TEST_BATCH_${key}_NAMES ${name})
+  set_property(GLOBAL APPEND PROPERTY FLUXION_TEST_BATCH_${key}_SOURCES "${source}")
+endfunction()
+
+# fluxion_add_test_batches(): the programs and tests of the batches named so far.
+function(fluxion_add_test_batches)
+  get_property(keys GLOBAL PROPERTY FLUXION_TEST_BATCH_KEYS)
+  set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_KEYS "")
+  foreach(key IN LISTS keys)
+    foreach(field IN ITEMS names sources link labels group)
+      string(TOUPPER ${field} property)
+      get_property(${field} GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_${property})
+      set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_${property} "")
+    endforeach()
+    list(LENGTH names count)
+    if(count EQUAL 1)  # a file whose macros no other file shares
+      fluxion_add_doctest(${names} "${sources}" LINK ${link} LABELS ${labels})
+      continue()
+    endif()
+    # As many batches as the size allows, as even as they can be.
+    math(EXPR batches "(${count} + ${FLUXION_TEST_BATCH_SIZE} - 1) / ${FLUXION_TEST_BATCH_SIZE}")
+    math(EXPR size "(${count} + ${batches} - 1) / ${batches}")
+    math(EXPR last "${count} - 1")
+    set(members "")
+    foreach(i RANGE ${last})
+      list(GET names ${i} name)
+      list(GET sources ${i} source)
+      list(APPEND members "${name}")
+      math(EXPR position "${i} + 1")
+      if(NOT position EQUAL count)
+        math(EXPR full "${position} % ${size}")
+        if(NOT full EQUAL 0)
+          continue()
+        endif()
+      endif()
+      # A full batch (or the last): one translation unit that includes its files in turn.
+      list(GET members 0 first)
+      get_property(number GLOBAL PROPERTY FLUXION_TEST_BATCHES_OF_${group})
+      math(EXPR number "0${number} + 1")
+      set_property(GLOBAL PROPERTY FLUXION_TEST_BATCHES_OF_${group} ${number})
+      set(target test_batch_${group}_${number})
+      set(unity "${FLUXION_TESTS_BINARY_DIR}/batches/${group}.${number}.cpp")
+      set(content "// Generated by cmake/tests.cmake (FLUXION_TEST_BATCHES): test files compiled as one program.\n")
+      foreach(member IN LISTS members)
+        list(FIND names ${member} index)
+        list(GET sources ${index} member_source)
+        string(APPEND content "#include \"${member_source}\"\n")
+      endforeach()
+      file(CONFIGURE OUTPUT "${unity}" CONTENT "${content}")
+      fluxion_add_program(${target} "${unity}" "${FLUXION_TESTS_BINARY_DIR}" "batch.${group}.${number}")
+      fluxion_test_program_flags(${target} ${first} LINK ${link})
+      foreach(member IN LISTS members)
+        list(FIND names ${member} index)
+        list(GET sources ${index} member_source)
+        file(RELATIVE_PATH relative "${PROJECT_SOURCE_DIR}" "${member_source}")
+        add_test(NAME ${member} COMMAND ${target} "--source-file=*/${relative}")
+        set_tests_properties(${member} PROPERTIES LABELS "${labels}" TIMEOUT 120)
+        string(REPLACE "." "_" alias "test_${member}")
+        add_custom_target(${alias})
+        add_dependencies(${alias} ${target})
+      endforeach()
+      set(members "")
+    endforeach()
+  endforeach()
 endfunction()
 
 # Seconds the build of one autodiff.composition_* program may take (-O0, forward mode, order 1): about
@@ -119,7 +254,7 @@ foreach(source IN LISTS fluxion_test_sources)
   if(name MATCHES "^data\\." AND TARGET fluxion::zlib)
     set(link fluxion::zlib)  # the data tests read .gz files
   endif()
-  fluxion_add_doctest(${name} "${source}" LINK ${link} LABELS unit)
+  fluxion_batch_doctest(${name} "${source}" LINK ${link} LABELS unit)
   # The composition matrix at order 1 builds under a time limit (see "Compile-time tests" below).
   if(name MATCHES "^autodiff\\.composition_")
     string(REPLACE "." "_" target "test_${name}")
@@ -132,6 +267,7 @@ foreach(source IN LISTS fluxion_test_sources)
     set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${launcher}")
   endif()
 endforeach()
+fluxion_add_test_batches()
 
 # The SIMD kernels again for the older x86 vector sets, since -march=native picks the build
 # machine's widest (AVX-512 or AVX2) and users may build for less: baseline x86-64 (SSE2) and AVX2.
@@ -233,13 +369,14 @@ set(fluxion_nvcc_group_tape "")
 foreach(source IN LISTS fluxion_device_test_sources)
   get_filename_component(file_name "${source}" NAME)
   string(REGEX REPLACE "\\.test\\.cpp$" "" name "${file_name}")
-  fluxion_add_doctest(backend.cuda.${name} "${source}" LINK fluxion_thrust_omp LABELS device)
+  fluxion_batch_doctest(backend.cuda.${name} "${source}" LINK fluxion_thrust_omp LABELS device)
   if(name MATCHES "^(${fluxion_cuda_tape_regex})$")  # the tape on the device; models trained there
     list(APPEND fluxion_nvcc_group_tape "${source}")
   else()
     list(APPEND fluxion_nvcc_group_order0 "${source}")  # -DFLUXION_MAX_DERIVATIVE_ORDER=0, as their host build
   endif()
 endforeach()
+fluxion_add_test_batches()
 
 # nvcc compiles the device tests in two translation units, one per derivative order the host builds
 # use, each including its group's test files in turn: every nvcc run parses Thrust, the standard

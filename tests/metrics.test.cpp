@@ -10,6 +10,10 @@
 
 #include <fluxion/metrics.hpp>
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace metrics_test {
+
 namespace fx = fluxion;
 
 namespace {
@@ -144,3 +148,5 @@ TEST_CASE("metrics: updates under a gradient tape record nothing and watch nothi
   CHECK(tape.entries() == 1);
   CHECK(tape.gradient(y, x).to_vector() == std::vector<float>{2.f, 4.f, 6.f, 0.f});
 }
+
+}  // namespace metrics_test

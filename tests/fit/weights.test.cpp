@@ -17,6 +17,10 @@
 #include <utility>
 #include <vector>
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace fit_weights_test {
+
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
@@ -210,3 +214,5 @@ TEST_CASE("fit: class_weight weighs each example by its label's class, as Keras'
   CHECK_THROWS_WITH_AS((void)fx::fit(net, opt, mse, regression, {.epochs = 1, .out = &log, .class_weight = {1, 2, 3}}),
                        "fit: class_weight needs integer class labels, not float32", fx::invalid_argument);
 }
+
+}  // namespace fit_weights_test

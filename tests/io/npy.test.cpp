@@ -17,6 +17,10 @@
 #include "../test_util.hpp"
 #include "../scratch_dir.hpp"
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace io_npy_test {
+
 namespace {
 
 std::string fixture(const std::string& name) { return std::string(FLUXION_TEST_FIXTURES_DIR) + "/io/" + name + ".npy"; }
@@ -257,3 +261,5 @@ TEST_CASE("save_npy: an unwritable path gives io_error and leaves nothing behind
   }
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path), std::filesystem::directory_iterator{}) == 0);
 }
+
+}  // namespace io_npy_test

@@ -22,6 +22,10 @@
 #include "../test_util.hpp"
 #include "../scratch_dir.hpp"
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace io_safetensors_test {
+
 namespace {
 
 namespace io = fluxion::io;
@@ -396,3 +400,5 @@ TEST_CASE("safetensors: Python's safetensors package reads fluxion's files, and 
   CHECK(loaded.get<float>("empty").shape() == fx::shape{0, 3});
   CHECK(loaded.metadata() == expected.metadata());
 }
+
+}  // namespace io_safetensors_test

@@ -29,6 +29,10 @@
 #include "../test_util.hpp"
 #include "../scratch_dir.hpp"
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace io_summary_test {
+
 namespace {
 
 
@@ -656,3 +660,5 @@ TEST_CASE("summary_writer: TensorBoard's EventAccumulator reads the files") {
     MESSAGE("Pillow is missing: the image's pixels were not decoded by Python");
   }
 }
+
+}  // namespace io_summary_test

@@ -15,6 +15,10 @@
 #include <fluxion/io/tfrecord.hpp>
 #include "../scratch_dir.hpp"
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace io_tfrecord_test {
+
 namespace fx = fluxion;
 
 namespace {
@@ -180,3 +184,5 @@ TEST_CASE("tfrecord_writer: an unwritable path throws naming it") {
     check_contains(e.what(), {"tfrecord_writer", path, "cannot create"});
   }
 }
+
+}  // namespace io_tfrecord_test

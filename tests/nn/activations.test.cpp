@@ -10,12 +10,13 @@
 #include <utility>
 
 #include "peer.hpp"
+#include "reverse_only.hpp"
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 namespace {
-const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
+using test::reverse_only;
 
 template <class Layer>
 void check_activation(Layer layer, const std::string& label) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "peer.hpp"
+#include "reverse_only.hpp"
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
@@ -53,7 +54,7 @@ std::vector<double> by_hand(B& bi, const fx::tensor<double>& x) {
   return out;
 }
 
-const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
+using test::reverse_only;
 
 }  // namespace
 

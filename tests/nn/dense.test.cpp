@@ -6,12 +6,13 @@
 
 #include "fused_inference.hpp"
 #include "peer.hpp"
+#include "reverse_only.hpp"
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 namespace {
-const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
+using test::reverse_only;
 }
 
 TEST_CASE("dense: gradients with respect to the input, kernel and bias") {

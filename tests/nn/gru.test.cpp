@@ -9,13 +9,14 @@
 
 #include <cmath>
 #include <vector>
+#include "reverse_only.hpp"
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 namespace {
 
-const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
+using test::reverse_only;
 
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
 

@@ -8,13 +8,14 @@
 
 #include <cmath>
 #include <vector>
+#include "reverse_only.hpp"
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 namespace {
 
-const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
+using test::reverse_only;
 
 /// Each row of the last axis: gamma (x - mean) / sqrt(var + eps) + beta, var biased.
 std::vector<double> naive_layer_norm(const std::vector<double>& x, const std::vector<double>& gamma,

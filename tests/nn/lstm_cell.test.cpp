@@ -9,6 +9,10 @@
 
 #include "recurrent_check.hpp"
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace lstm_cell_test {
+
 namespace {
 
 namespace fx = fluxion;
@@ -48,3 +52,5 @@ TEST_CASE("lstm cell: second derivatives through an LSTM take the statements") {
 TEST_CASE("lstm cell: second derivatives through a masked LSTM (Keras's mask) take the statements") {
   recurrent_check::check_masked_second_derivative<nn::lstm>(44);
 }
+
+}  // namespace lstm_cell_test

@@ -6,12 +6,13 @@
 #include <fluxion/fluxion.hpp>
 
 #include "peer.hpp"
+#include "reverse_only.hpp"
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 namespace {
-const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
+using test::reverse_only;
 }  // namespace
 
 TEST_CASE("pooling: static shapes follow Keras (stride = pool, valid)") {

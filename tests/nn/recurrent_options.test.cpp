@@ -20,6 +20,10 @@
 #include "../test_util.hpp"
 #include "compiled_check.hpp"
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace recurrent_options_test {
+
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
@@ -257,3 +261,5 @@ TEST_CASE("recurrent layers: a compiled step replays the dropout masks: the tape
   // Bitwise: a mask that was not replayed would differ in the first digits.
   compiled_check::against_tape(a, b, x, fx::tensor<std::int32_t>{0, 1, 1}, 3);
 }
+
+}  // namespace recurrent_options_test

@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "peer.hpp"
+#include "reverse_only.hpp"
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 namespace {
-const fx::testing::check_options reverse_only{.reverse = true, .forward = false};
+using test::reverse_only;
 
 /// x (b, h, w, c) at (n, i, j, k), row-major.
 double at(const std::vector<double>& v, const fx::shape& s, fx::index_t n, fx::index_t i, fx::index_t j, fx::index_t k) {

@@ -15,6 +15,10 @@
 #include <fluxion/tensor.hpp>
 #include <fluxion/tensor/random.hpp>
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace random_test {
+
 namespace fx = fluxion;
 namespace fr = fluxion::random;
 using fx::index_t;
@@ -279,3 +283,5 @@ TEST_CASE("bad arguments name the op and the values") {
         "normal: mean = inf must be finite");
   CHECK(g.offset() == 0);  // a rejected call consumes nothing
 }
+
+}  // namespace random_test

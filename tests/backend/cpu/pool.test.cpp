@@ -12,6 +12,10 @@
 
 #include <fluxion/backend/cpu/pool.hpp>
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace pool_test {
+
 namespace cpu = fluxion::detail::kernels;
 using fluxion::index_t;
 
@@ -256,3 +260,5 @@ TEST_CASE_TEMPLATE("max pool backward routes ties to the first maximum in every 
     CHECK(dx == want);
   }
 }
+
+}  // namespace pool_test

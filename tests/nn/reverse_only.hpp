@@ -1,0 +1,10 @@
+// The gradient checks of the layer tests: the tape only (forward mode is checked by the ops' tests).
+#pragma once
+
+#include <fluxion/testing/check_gradients.hpp>
+
+namespace test {
+
+inline const fluxion::testing::check_options reverse_only{.reverse = true, .forward = false};
+
+}  // namespace test
