@@ -153,6 +153,14 @@ function(fluxion_batch_doctest name source)
     set(group order0)
   endif()
   file(STRINGS "${source}" macros REGEX "^#[ \t]*(define|undef)[ \t]+FLUXION_")
+  # <fluxion/testing/check_gradients.hpp> turns forward mode on when it comes before any other
+  # fluxion header; in a batch another file's headers may come first. Such a file says so itself.
+  file(STRINGS "${source}" includes REGEX "^#[ \t]*include" LIMIT_COUNT 1)
+  if(includes MATCHES "check_gradients\\.hpp" AND NOT macros MATCHES "FLUXION_FORWARD_MODE")
+    message(FATAL_ERROR "${source}: its first #include is <fluxion/testing/check_gradients.hpp>, which "
+                        "turns forward mode on only where it comes first; in a batch of tests "
+                        "(FLUXION_TEST_BATCHES) it may not. Define FLUXION_FORWARD_MODE (0 or 1) before it.")
+  endif()
   set(normalized "")
   foreach(line IN LISTS macros)
     string(REGEX REPLACE "[ \t]*//.*$" "" line "${line}")
@@ -219,6 +227,12 @@ function(fluxion_add_test_batches)
       file(CONFIGURE OUTPUT "${unity}" CONTENT "${content}")
       fluxion_add_program(${target} "${unity}" "${FLUXION_TESTS_BINARY_DIR}" "batch.${group}.${number}")
       fluxion_test_program_flags(${target} ${first} LINK ${link})
+      if(NOT TARGET test_batch_selects_nothing_check)  # the guard in tests/doctest_main.cpp
+        add_custom_target(test_batch_selects_nothing_check)
+        add_test(NAME testing.batch_selects_nothing COMMAND ${target} "--source-file=*/tests/no/such.test.cpp")
+        set_tests_properties(testing.batch_selects_nothing PROPERTIES LABELS unit TIMEOUT 60
+          PASS_REGULAR_EXPRESSION "no test case matched the filters")
+      endif()
       foreach(member IN LISTS members)
         list(FIND names ${member} index)
         list(GET sources ${index} member_source)

@@ -2,6 +2,7 @@
 // modes), stability at |logits| = 1e4, every error, and PyTorch's numbers
 // (tests/fixtures/losses/make_fixtures.py) read through fx::io::load_npy. Label smoothing and
 // Keras's other losses: tests/losses/keras.test.cpp.
+#define FLUXION_FORWARD_MODE 1  // the gradient checks compare forward-mode tangents too
 #include <fluxion/testing/check_gradients.hpp>
 
 #include <doctest/doctest.h>

@@ -2,6 +2,7 @@
 // kl_divergence, cosine_similarity): values against naive loops in double, gradients against
 // finite differences (both modes), large errors, every error message, and PyTorch's numbers
 // (tests/fixtures/losses/make_fixtures.py).
+#define FLUXION_FORWARD_MODE 1  // the gradient checks compare forward-mode tangents too
 #include <fluxion/testing/check_gradients.hpp>
 
 #include <cmath>

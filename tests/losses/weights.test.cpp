@@ -3,6 +3,7 @@
 // the mean over kept entries), gradients against finite differences (both modes), the error
 // messages, and PyTorch's cross_entropy(ignore_index) on a padded batch of sequences
 // (tests/fixtures/losses/make_fixtures_masked.py).
+#define FLUXION_FORWARD_MODE 1  // the gradient checks compare forward-mode tangents too
 #include <fluxion/testing/check_gradients.hpp>
 
 #include <cmath>

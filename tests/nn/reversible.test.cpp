@@ -3,6 +3,7 @@
 // finite differences, batch normalization's moving statistics updated once per step, activation
 // memory flat in depth, names, and errors; on a fixed-point grid (set_fixed_point), a bit-for-bit
 // reconstruction and gradients within 1e-5 (float) of ordinary backpropagation.
+#define FLUXION_FORWARD_MODE 1  // the gradient checks compare forward-mode tangents too
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
 
