@@ -119,7 +119,7 @@ endfunction()
 # FLUXION_TEST_BATCH_SIZE files as one translation unit and one program, build/tests/batch.<group>.<n>
 # (groups: order0, model, autodiff, o1, device_order0, device_tape; fluxion_test_program_flags).
 # Eight nn test files took 68 s as one unit against 149 s as eight (bench/RESULTS-compile.md, stop
-# 52). The files stay small and each one is still a test of its own: ctest runs `batch.model.3
+# 52). The files stay small and each one is still a test of its own: ctest runs `batch.model.6
 # --source-file=*/tests/nn/dense.test.cpp` as nn.dense, and a program run with a filter that
 # matches no test case fails (tests/doctest_main.cpp). The build target test_<name> builds the
 # batch that holds <name>, so `cmake --build build --target test_nn_dense` still works.
@@ -227,8 +227,9 @@ function(fluxion_add_test_batches)
       file(CONFIGURE OUTPUT "${unity}" CONTENT "${content}")
       fluxion_add_program(${target} "${unity}" "${FLUXION_TESTS_BINARY_DIR}" "batch.${group}.${number}")
       fluxion_test_program_flags(${target} ${first} LINK ${link})
-      if(NOT TARGET test_batch_selects_nothing_check)  # the guard in tests/doctest_main.cpp
-        add_custom_target(test_batch_selects_nothing_check)
+      if(NOT TARGET test_testing_batch_selects_nothing)  # the guard in tests/doctest_main.cpp
+        add_custom_target(test_testing_batch_selects_nothing)  # its build target, as every test has
+        add_dependencies(test_testing_batch_selects_nothing ${target})
         add_test(NAME testing.batch_selects_nothing COMMAND ${target} "--source-file=*/tests/no/such.test.cpp")
         set_tests_properties(testing.batch_selects_nothing PROPERTIES LABELS unit TIMEOUT 60
           PASS_REGULAR_EXPRESSION "no test case matched the filters")
