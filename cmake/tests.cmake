@@ -55,17 +55,48 @@ function(fluxion_test_precompiled_header target group)
   fluxion_precompiled_header_warnings(${target})  # cmake/build_time.cmake
 endfunction()
 
+# fluxion_test_flag_group(<ctest name> <out var>): the group of tests built with the same flags:
+#   o1             backend.cpu.*: the kernel tests, at -O1, without autodiff
+#   device_tape    backend.cuda.<a tape suite>: Thrust's OpenMP system, the default derivative order
+#   device_order0  the other backend.cuda.*: Thrust's OpenMP system, without autodiff
+#   autodiff       autodiff.*: the default derivative order, forward mode on
+#   model          nn, optim, losses, metrics, io, fit: the default derivative order
+#   order0         everything else: without autodiff
+# Every floating-point statement instantiates its backward and forward functions
+# (autodiff/record.hpp). Tests of everything else leave autodiff out to keep CI fast; the tests
+# under tests/autodiff/ and the device autodiff test build with the default order, or set their own.
+# Forward mode is opt-in (FLUXION_FORWARD_MODE); the autodiff tests check it for every op.
+# The model layer (nn, optim, losses, metrics) is differentiated in its tests, so it keeps the
+# default order too.
+function(fluxion_test_flag_group name out_var)
+  if(name MATCHES "^backend\\.cpu\\.")
+    set(group o1)
+  elseif(name MATCHES "^backend\\.cuda\\.(${fluxion_cuda_tape_regex})$")
+    set(group device_tape)
+  elseif(name MATCHES "^backend\\.cuda\\.")
+    set(group device_order0)
+  elseif(name MATCHES "^autodiff\\.")
+    set(group autodiff)
+  elseif(name MATCHES "^(nn|optim|losses|metrics|io|fit)(\\.|$)")
+    set(group model)
+  else()
+    set(group order0)
+  endif()
+  set(${out_var} ${group} PARENT_SCOPE)
+endfunction()
+
 # fluxion_test_program_flags(<target> <ctest name> [NO_PCH] [LINK <libraries>...]): the flags of a
 # test program whose tests are named like <ctest name> (a batch's programs take its first test's).
 # NO_PCH: the test sets flags of its own (FLUXION_MARCH), or tests headers that include less than
 # <fluxion/tensor.hpp> (tests/core).
 function(fluxion_test_program_flags target name)
   cmake_parse_arguments(PARSE_ARGV 2 arg "NO_PCH" "" "LINK")
+  fluxion_test_flag_group(${name} group)
   target_link_libraries(${target} PRIVATE fluxion_doctest_main ${arg_LINK})
   if(NOT arg_NO_PCH AND NOT name MATCHES "^core\\.")
-    if(name MATCHES "^backend\\.cpu\\.")
+    if(group STREQUAL "o1")
       fluxion_test_precompiled_header(${target} o1)
-    elseif(name MATCHES "^backend\\.cuda\\.")
+    elseif(group MATCHES "^device_")
       fluxion_test_precompiled_header(${target} device ${arg_LINK})
     else()
       fluxion_test_precompiled_header(${target} o0)
@@ -75,25 +106,28 @@ function(fluxion_test_program_flags target name)
   # their time at -O1 (40% for the autodiff tests), and the whole suite runs in seconds anyway.
   # The kernel tests (backend.cpu.*) keep -O1: they test the vector code a Release build runs,
   # AVX-512 included (an unoptimized build uses AVX2, backend/cpu/detail/simd_arch.hpp).
-  if(name MATCHES "^backend\\.cpu\\.")
+  if(group STREQUAL "o1")
     target_compile_options(${target} PRIVATE -O1)
   else()
     target_compile_options(${target} PRIVATE -O0)
   endif()
-  # Every floating-point statement instantiates its backward and forward functions
-  # (autodiff/record.hpp). Tests of everything else leave autodiff out to keep CI fast; the tests
-  # under tests/autodiff/ and the device autodiff test build with the default order, or set their own.
-  # Forward mode is opt-in (FLUXION_FORWARD_MODE); the autodiff tests check it for every op.
-  # The model layer (nn, optim, losses, metrics) is differentiated in its tests, so it keeps the
-  # default order too; committed peer fixtures (.npy from PyTorch) are found through
-  # FLUXION_TEST_FIXTURES_DIR.
+  # Committed peer fixtures (.npy from PyTorch) are found through FLUXION_TEST_FIXTURES_DIR.
   target_compile_definitions(${target} PRIVATE "FLUXION_TEST_FIXTURES_DIR=\"${FLUXION_TESTS_DIR}/fixtures\"")
-  if(NOT name MATCHES "(^|\\.)autodiff(\\.|$)" AND NOT name MATCHES "^(nn|optim|losses|metrics|io|fit)(\\.|$)"
-     AND NOT name MATCHES "^backend\\.cuda\\.(${fluxion_cuda_tape_regex})$")
+  if(group MATCHES "^(o1|device_order0|order0)$")
     target_compile_definitions(${target} PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=0)
-  elseif(name MATCHES "^autodiff\\.")
+  elseif(group STREQUAL "autodiff")
     target_compile_definitions(${target} PRIVATE FLUXION_FORWARD_MODE=1)
   endif()
+endfunction()
+
+# fluxion_write_unity(<file> <first line> <sources>...): a translation unit that includes the sources
+# in turn (file(CONFIGURE) leaves it untouched, so no rebuild, when nothing changed).
+function(fluxion_write_unity file first_line)
+  set(content "${first_line}\n")
+  foreach(source IN LISTS ARGN)
+    string(APPEND content "#include \"${source}\"\n")
+  endforeach()
+  file(CONFIGURE OUTPUT "${file}" CONTENT "${content}")
 endfunction()
 
 # fluxion_add_doctest(<ctest name> <source> [NO_PCH] [LINK <libraries>...] [LABELS <labels>...]):
@@ -138,20 +172,8 @@ function(fluxion_batch_doctest name source)
     fluxion_add_doctest(${name} "${source}" LINK ${arg_LINK} LABELS ${arg_LABELS})
     return()
   endif()
-  # The flag group (fluxion_test_program_flags), the libraries, the labels and the file's macros.
-  if(name MATCHES "^backend\\.cpu\\.")
-    set(group o1)
-  elseif(name MATCHES "^backend\\.cuda\\.(${fluxion_cuda_tape_regex})$")
-    set(group device_tape)
-  elseif(name MATCHES "^backend\\.cuda\\.")
-    set(group device_order0)
-  elseif(name MATCHES "(^|\\.)autodiff(\\.|$)")
-    set(group autodiff)
-  elseif(name MATCHES "^(nn|optim|losses|metrics|io|fit)(\\.|$)")
-    set(group model)
-  else()
-    set(group order0)
-  endif()
+  # The flag group, the libraries, the labels and the file's macros.
+  fluxion_test_flag_group(${name} group)
   file(STRINGS "${source}" macros REGEX "^#[ \t]*(define|undef)[ \t]+FLUXION_")
   # <fluxion/testing/check_gradients.hpp> turns forward mode on when it comes before any other
   # fluxion header; in a batch another file's headers may come first. Such a file says so itself.
@@ -200,10 +222,12 @@ function(fluxion_add_test_batches)
     math(EXPR size "(${count} + ${batches} - 1) / ${batches}")
     math(EXPR last "${count} - 1")
     set(members "")
+    set(member_sources "")
     foreach(i RANGE ${last})
       list(GET names ${i} name)
       list(GET sources ${i} source)
       list(APPEND members "${name}")
+      list(APPEND member_sources "${source}")
       math(EXPR position "${i} + 1")
       if(NOT position EQUAL count)
         math(EXPR full "${position} % ${size}")
@@ -218,13 +242,8 @@ function(fluxion_add_test_batches)
       set_property(GLOBAL PROPERTY FLUXION_TEST_BATCHES_OF_${group} ${number})
       set(target test_batch_${group}_${number})
       set(unity "${FLUXION_TESTS_BINARY_DIR}/batches/${group}.${number}.cpp")
-      set(content "// Generated by cmake/tests.cmake (FLUXION_TEST_BATCHES): test files compiled as one program.\n")
-      foreach(member IN LISTS members)
-        list(FIND names ${member} index)
-        list(GET sources ${index} member_source)
-        string(APPEND content "#include \"${member_source}\"\n")
-      endforeach()
-      file(CONFIGURE OUTPUT "${unity}" CONTENT "${content}")
+      fluxion_write_unity("${unity}" "// Generated by cmake/tests.cmake (FLUXION_TEST_BATCHES): test files compiled as one program."
+                          ${member_sources})
       fluxion_add_program(${target} "${unity}" "${FLUXION_TESTS_BINARY_DIR}" "batch.${group}.${number}")
       fluxion_test_program_flags(${target} ${first} LINK ${link})
       if(NOT TARGET test_testing_batch_selects_nothing)  # the guard in tests/doctest_main.cpp
@@ -234,9 +253,7 @@ function(fluxion_add_test_batches)
         set_tests_properties(testing.batch_selects_nothing PROPERTIES LABELS unit TIMEOUT 60
           PASS_REGULAR_EXPRESSION "no test case matched the filters")
       endif()
-      foreach(member IN LISTS members)
-        list(FIND names ${member} index)
-        list(GET sources ${index} member_source)
+      foreach(member member_source IN ZIP_LISTS members member_sources)
         file(RELATIVE_PATH relative "${PROJECT_SOURCE_DIR}" "${member_source}")
         add_test(NAME ${member} COMMAND ${target} "--source-file=*/${relative}")
         set_tests_properties(${member} PROPERTIES LABELS "${labels}" TIMEOUT 120)
@@ -245,6 +262,7 @@ function(fluxion_add_test_batches)
         add_dependencies(${alias} ${target})
       endforeach()
       set(members "")
+      set(member_sources "")
     endforeach()
   endforeach()
 endfunction()
@@ -400,11 +418,8 @@ fluxion_add_test_batches()
 if(FLUXION_NVCC_TESTS)
   foreach(group IN ITEMS order0 tape)
     set(unity "${FLUXION_TESTS_BINARY_DIR}/nvcc_${group}.cu.cpp")
-    set(content "// Generated by cmake/tests.cmake: the device tests nvcc.${group} compiles as one translation unit.\n")
-    foreach(source IN LISTS fluxion_nvcc_group_${group})
-      string(APPEND content "#include \"${source}\"\n")
-    endforeach()
-    file(CONFIGURE OUTPUT "${unity}" CONTENT "${content}")
+    fluxion_write_unity("${unity}" "// Generated by cmake/tests.cmake: the device tests nvcc.${group} compiles as one translation unit."
+                        ${fluxion_nvcc_group_${group}})
     set(order_flag "")
     if(group STREQUAL "order0")
       set(order_flag -DFLUXION_MAX_DERIVATIVE_ORDER=0)
