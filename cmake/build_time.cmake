@@ -1,21 +1,26 @@
 # Levers on the compile time of programs that use fluxion (README, "Compile time"):
 #
-#   fluxion_target_prebuilt_kernels(app [LIBRARY name] [ACTIVATIONS] [GRU])
+#   fluxion_target_prebuilt_kernels(app [LIBRARY name] [ACTIVATIONS] [NO_GRU])
 #                                           compile fluxion's GEMM, convolution and pooling kernels
-#                                           (src/kernels.cpp) and the model layer's float statements
+#                                           (src/kernels.cpp), the model layer's float statements
 #                                           (src/nn_kernels.cpp: dense, conv2d, pooling, LSTM, sparse
-#                                           cross-entropy, optimizer updates; with ACTIVATIONS
-#                                           also src/nn_activation_kernels.cpp: dense and conv2d
-#                                           with elu, selu, leaky_relu, relu6, silu, softplus,
-#                                           softsign and mish, 13 CPU s more; with GRU also
-#                                           src/nn_gru_kernels.cpp: nn::gru, 14 CPU s more) and the checkpoint and
-#                                           safetensors code (src/io.cpp) once, in a static
-#                                           library of app's own, instead of in every translation
-#                                           unit (FLUXION_PREBUILT_KERNELS). With LIBRARY, every
-#                                           target that names the same library shares one (built
-#                                           with the first one's compile options): a project of
-#                                           several programs compiles the kernels once, not once
-#                                           per program
+#                                           cross-entropy, optimizer updates; src/nn_gru_kernels.cpp:
+#                                           nn::gru, unless NO_GRU; with ACTIVATIONS also
+#                                           src/nn_activation_kernels.cpp: dense and conv2d with elu,
+#                                           selu, leaky_relu, relu6, silu, softplus, softsign and
+#                                           mish, 13 CPU s more) and the checkpoint and safetensors
+#                                           code (src/io.cpp) once, in a static library of app's
+#                                           own, instead of in every translation unit
+#                                           (FLUXION_PREBUILT_KERNELS). With LIBRARY, every target
+#                                           that names the same library shares one (built with the
+#                                           first one's compile options): a project of several
+#                                           programs compiles the kernels once, not once per
+#                                           program. The GRU's set is in by default since stop 53
+#                                           (a program with a GRU that lacked it compiled 22 s
+#                                           longer per edit, and the keyword that adds it was easy
+#                                           to miss); NO_GRU leaves it out of a library no program
+#                                           with a GRU uses (its first build about 10 s shorter on 2
+#                                           cores), and GRU, which used to add it, is still accepted
 #   fluxion_target_precompile_headers(app)  a precompiled header of <fluxion/fluxion.hpp> for app
 #
 # Both work the same in fluxion's build tree (add_subdirectory) and from an installed package
@@ -30,10 +35,17 @@ get_filename_component(FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}" ABSOLU
 set_property(GLOBAL PROPERTY FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}")
 
 function(fluxion_target_prebuilt_kernels target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "ACTIVATIONS;GRU" "LIBRARY" "")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "ACTIVATIONS;GRU;NO_GRU" "LIBRARY" "")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "fluxion_target_prebuilt_kernels: unexpected arguments `${arg_UNPARSED_ARGUMENTS}` "
-                        "(usage: fluxion_target_prebuilt_kernels(<target> [LIBRARY <name>] [ACTIVATIONS] [GRU]))")
+                        "(usage: fluxion_target_prebuilt_kernels(<target> [LIBRARY <name>] [ACTIVATIONS] [NO_GRU]))")
+  endif()
+  if(arg_GRU AND arg_NO_GRU)
+    message(FATAL_ERROR "fluxion_target_prebuilt_kernels(${target} ...): GRU and NO_GRU contradict each other "
+                        "(the GRU's statements are in the library by default; NO_GRU leaves them out)")
+  endif()
+  if(NOT arg_NO_GRU)
+    set(arg_GRU ON)
   endif()
   if(NOT TARGET ${target})
     message(FATAL_ERROR "fluxion_target_prebuilt_kernels: `${target}` is not a target")

@@ -143,7 +143,7 @@ variant_row "bench/compile/global_pool.cpp, avg_pool2d<7> + flatten instead" ben
   -DFLUXION_GLOBAL_POOL=0
 
 # The recurrent layers in a text classifier, header-only and with prebuilt kernels (the GRU's with
-# the library's optional GRU set, FLUXION_PREBUILT_GRU, and without it).
+# the library's GRU set, FLUXION_PREBUILT_GRU, in by default since stop 53, and without it: NO_GRU).
 variant_row "bench/compile/recurrent.cpp, nn::gru" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=1
 variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=1 \
   -DFLUXION_PREBUILT_KERNELS

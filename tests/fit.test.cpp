@@ -1,6 +1,7 @@
 // fx::fit: training lowers the loss, reports per epoch, calls callbacks in order, stops early, and
 // stops cleanly on SIGINT with the previous handler restored; a NaN loss is an error that names the
-// step and leaves the variables unchanged; validation data and fx::evaluate.
+// step and leaves the variables unchanged, and so does any fluxion error inside a step (its type
+// kept); validation data and fx::evaluate.
 #include <fluxion/checkpoint.hpp>
 #include <fluxion/data.hpp>
 #include <fluxion/fit.hpp>
@@ -189,6 +190,76 @@ TEST_CASE("fit: a NaN in the validation data names the epoch and the batch; an e
   CHECK(opt.iterations() == 2);  // epoch 1 trained; the error came before epoch 2
   CHECK_THROWS_WITH_AS(fx::evaluate(net, cross_entropy, std::vector<batch>{}),
                        "evaluate: the dataset gave no batch", fx::invalid_argument);
+}
+
+namespace {
+/// Batches whose reader fails on the way to the third: ++ throws an io_error, as a corrupt record does.
+struct failing_reader {
+  std::vector<batch> data;
+  struct iterator {
+    const std::vector<batch>* d;
+    std::size_t i;
+    const batch& operator*() const { return (*d)[i]; }
+    iterator& operator++() {
+      if (++i == 2) throw fx::io_error("reader: 'x.bin': record 3 is truncated");
+      return *this;
+    }
+    bool operator==(const iterator& o) const { return i == o.i; }
+  };
+  iterator begin() const { return {&data, 0}; }
+  iterator end() const { return {&data, data.size()}; }
+};
+}  // namespace
+
+TEST_CASE("fit and evaluate: an error inside a step names the step, keeps its type, and leaves the variables unchanged") {
+  fx::random::generator gen{21};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::sgd opt{0.1};
+  std::ostringstream log;
+  const auto values = [&] {
+    std::vector<std::vector<float>> v;
+    for (auto* var : net.trainable_variables()) v.push_back(var->value().to_vector());
+    return v;
+  };
+  // A label out of range in the first batch: nothing changes.
+  auto first_bad = blobs(2, 4, 26);
+  first_bad[0].second = fx::tensor<std::int32_t>{0, -1, 1, 0};
+  const auto before = values();
+  CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, first_bad, {.epochs = 1, .out = &log}),
+                       "fit: epoch 1, step 1 (global step 1): sparse_softmax_cross_entropy: labels[1] = -1 is not in [0, 2)",
+                       fx::out_of_range);
+  CHECK(opt.iterations() == 0);
+  CHECK(values() == before);
+  // A label out of range in the second batch: the loss's own message, after the step.
+  auto data = blobs(3, 4, 22);
+  data[1].second = fx::tensor<std::int32_t>{0, 1, 7, 0};
+  CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, data, {.epochs = 1, .out = &log}),
+                       "fit: epoch 1, step 2 (global step 2): sparse_softmax_cross_entropy: labels[2] = 7 is not in [0, 2)",
+                       fx::out_of_range);
+  CHECK(opt.iterations() == 1);
+  // An input of the wrong shape in the third batch (the global step counts the optimizer's steps).
+  auto shapes = blobs(3, 4, 23);
+  shapes[2].first = fx::zeros<float>({4, 5});
+  try {
+    fx::fit(net, opt, cross_entropy, shapes, {.epochs = 2, .out = &log});
+    FAIL("no exception");
+  } catch (const fx::shape_error& e) {
+    const std::string m = e.what();
+    CAPTURE(m);
+    CHECK(m.find("fit: epoch 1, step 3 (global step 4): sequential: 'sequential' expects input of shape (batch, 4), got (4, 5)") == 0);
+  }
+  CHECK(opt.iterations() == 3);
+  // A reader that fails on the way to the third batch: an io_error still, naming the step it was reading.
+  const auto before_reader = values();
+  CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, failing_reader{blobs(4, 4, 24)}, {.epochs = 1, .out = &log}),
+                       "fit: epoch 1, step 3 (global step 6): reader: 'x.bin': record 3 is truncated", fx::io_error);
+  CHECK(opt.iterations() == 5);
+  CHECK(values() != before_reader);
+  // evaluate names the batch the same way.
+  CHECK_THROWS_WITH_AS(fx::evaluate(net, cross_entropy, data),
+                       "evaluate: batch 2: sparse_softmax_cross_entropy: labels[2] = 7 is not in [0, 2)", fx::out_of_range);
+  CHECK_THROWS_WITH_AS(fx::evaluate(net, cross_entropy, failing_reader{blobs(4, 4, 25)}),
+                       "evaluate: batch 3: reader: 'x.bin': record 3 is truncated", fx::io_error);
 }
 
 TEST_CASE("fit: SIGINT stops after the current step, and the previous handler comes back") {

@@ -412,6 +412,20 @@ auto checked_loss(LossFn& loss_fn, const Out& out, const Element& element, const
   return std::pair{std::move(loss), value};
 }
 
+/// f(), where a fluxion error it throws (a dataset's corrupt record, a model's wrong input shape, a
+/// label out of range) is thrown again with `context()` before its message, which names the epoch
+/// and step or the batch. numeric_errors pass as they are: fit's and evaluate's name the step already.
+template <class Context, class F>
+decltype(auto) with_context(const Context& context, F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (const numeric_error&) {
+    throw;
+  } catch (const error&) {
+    fluxion::detail::rethrow_with_context(context());
+  }
+}
+
 }  // namespace detail
 
 /// The result of fx::evaluate.
@@ -432,20 +446,27 @@ evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset) {
   double weighted = 0;
   metrics::sparse_categorical_accuracy accuracy;
   bool has_accuracy = false;
-  for (auto&& element : dataset) {
-    const auto& x = std::get<0>(element);
-    const auto& y = std::get<1>(element);
-    const auto out = detail::run_model(model, x, /*training=*/false);
-    const double value = detail::checked_loss(loss_fn, out, element, {}, [&](double v, const std::string& detail) {
-      return numeric_error("evaluate: the loss is " + fluxion::detail::value_text(v) + " at batch " +
-                               std::to_string(e.steps + 1) + detail,
-                           v);
-    }).second;
-    const std::int64_t n = x.rank() > 0 ? x.shape()[0] : 1;
-    weighted += value * static_cast<double>(n);
-    e.samples += n;
+  // An error while a batch is read or evaluated names the batch ("evaluate: batch 3: ...").
+  const auto context = [&] { return "evaluate: batch " + std::to_string(e.steps + 1) + ": "; };
+  auto it = detail::with_context(context, [&] { return std::begin(dataset); });
+  const auto last = std::end(dataset);
+  for (; !(it == last); detail::with_context(context, [&] { ++it; })) {
+    detail::with_context(context, [&] {
+      auto&& element = *it;
+      const auto& x = std::get<0>(element);
+      const auto& y = std::get<1>(element);
+      const auto out = detail::run_model(model, x, /*training=*/false);
+      const double value = detail::checked_loss(loss_fn, out, element, {}, [&](double v, const std::string& detail) {
+        return numeric_error("evaluate: the loss is " + fluxion::detail::value_text(v) + " at batch " +
+                                 std::to_string(e.steps + 1) + detail,
+                             v);
+      }).second;
+      const std::int64_t n = x.rank() > 0 ? x.shape()[0] : 1;
+      weighted += value * static_cast<double>(n);
+      e.samples += n;
+      has_accuracy = detail::update_accuracy(accuracy, y, out) || has_accuracy;
+    });
     ++e.steps;
-    has_accuracy = detail::update_accuracy(accuracy, y, out) || has_accuracy;
   }
   if (e.steps == 0) throw invalid_argument("evaluate: the dataset gave no batch");
   e.loss = e.samples > 0 ? weighted / static_cast<double>(e.samples) : 0;
@@ -509,27 +530,35 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     auto last_draw = start;
     logs = fit_logs{epoch, 0, logs.global_step, 0, -1, 0, 0, 0, 0};
     auto fetch_start = clock::now();
+    // An error while a batch is read or trained on names the step ("fit: epoch 1, step 3 (global
+    // step 3): sparse_softmax_cross_entropy: labels[5] = 10 is not in [0, 10)").
+    const auto context = [&] {
+      return "fit: epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(logs.step + 1) + " (global step " +
+             std::to_string(logs.global_step + 1) + "): ";
+    };
     // Epoch n is pass n of an fx::data pipeline (the same order in a resumed run).
-    auto it = [&] {
+    auto it = detail::with_context(context, [&] {
       if constexpr (requires { dataset.begin(std::uint64_t{}); }) return dataset.begin(static_cast<std::uint64_t>(epoch));
       else return std::begin(dataset);
-    }();
+    });
     const auto last = std::end(dataset);
     if (epoch == first_epoch) {
-      for (; logs.step < skip && !(it == last); ++it) ++logs.step;
+      for (; logs.step < skip && !(it == last); detail::with_context(context, [&] { ++it; })) ++logs.step;
       if (logs.step < skip)
         throw invalid_argument("fit: resume: epoch " + std::to_string(epoch + 1) + " has " + std::to_string(logs.step) +
                                " batches, fewer than the " + std::to_string(skip) + " the optimizer's iteration count says were done");
     }
     const std::int64_t first_step = logs.skipped = logs.step;
-    for (; !(it == last); fetch_start = clock::now(), ++it) {
+    for (; !(it == last); fetch_start = clock::now(), detail::with_context(context, [&] { ++it; })) {
       if (options.steps_per_epoch > 0 && logs.step >= options.steps_per_epoch) break;
-      auto&& element = *it;
-      logs.data_seconds += std::chrono::duration<double>(clock::now() - fetch_start).count();
-      const auto& x = std::get<0>(element);
-      const auto& y = std::get<1>(element);
       double step_loss = 0;
-      {
+      std::int64_t batch_size = 1;
+      detail::with_context(context, [&] {
+        auto&& element = *it;
+        logs.data_seconds += std::chrono::duration<double>(clock::now() - fetch_start).count();
+        const auto& x = std::get<0>(element);
+        const auto& y = std::get<1>(element);
+        if (x.rank() > 0) batch_size = x.shape()[0];
         gradient_tape tape;
         const auto out = detail::run_model(model, x, /*training=*/true);
         auto [loss, value] = detail::checked_loss(loss_fn, out, element, options.class_weight, [&](double v, const std::string& detail) {
@@ -543,8 +572,7 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
         auto vars = model.trainable_variables();
         optimizer.apply_gradients(tape.gradient(loss, vars), vars);
         has_accuracy = detail::update_accuracy(accuracy, y, out) || has_accuracy;
-      }
-      const std::int64_t batch_size = x.rank() > 0 ? x.shape()[0] : 1;
+      });
       epoch_loss.update(step_loss, static_cast<double>(batch_size));  // a mean over examples, as evaluate's
       samples += batch_size;
       ++logs.step;

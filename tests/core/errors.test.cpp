@@ -3,6 +3,9 @@
 #include "../test_util.hpp"
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <limits>
 #include <vector>
 
@@ -214,4 +217,48 @@ TEST_CASE("errors: element access, item() and the truth value of several element
                        Contains("bool: the truth value of a tensor of shape (2,) with 2 elements is ambiguous"),
                        fx::invalid_argument);
   CHECK(static_cast<bool>(fx::all(t > 0.f)));  // one element: fine
+}
+
+TEST_CASE("errors: rethrow_with_context keeps the type and the value, and does not repeat the op") {
+  const auto rethrown = [](auto e, const std::string& where) {
+    try {
+      try {
+        throw e;
+      } catch (const fx::error&) {
+        fx::detail::rethrow_with_context(where);
+      }
+    } catch (const decltype(e)& r) {
+      return std::pair{std::string(r.what()), true};
+    } catch (const std::exception& r) {
+      return std::pair{std::string(r.what()), false};
+    }
+    return std::pair{std::string(), false};
+  };
+  CHECK(rethrown(fx::shape_error("add: shapes (2,) and (3,)"), "fit: step 1: ") ==
+        std::pair{std::string("fit: step 1: add: shapes (2,) and (3,)"), true});
+  CHECK(rethrown(fx::out_of_range("fit: class_weight has 2 classes"), "fit: step 1: ") ==
+        std::pair{std::string("fit: step 1: class_weight has 2 classes"), true});
+  CHECK(rethrown(fx::io_error("idx: short"), "evaluate: batch 2: ").first == "evaluate: batch 2: idx: short");
+  CHECK(rethrown(fx::invalid_argument("x"), "a: ").second);
+  CHECK(rethrown(fx::error("x"), "a: ").second);
+  try {
+    try {
+      throw fx::numeric_error("loss: nan", 2.5);
+    } catch (const fx::error&) {
+      fx::detail::rethrow_with_context("fit: step 4: ");
+    }
+  } catch (const fx::numeric_error& e) {
+    CHECK(std::string(e.what()) == "fit: step 4: loss: nan");
+    CHECK(e.value() == 2.5);
+  }
+  // Not a fluxion error: passes as it is.
+  CHECK_THROWS_WITH_AS(
+      [] {
+        try {
+          throw std::runtime_error("other");
+        } catch (const std::exception&) {
+          fx::detail::rethrow_with_context("fit: ");
+        }
+      }(),
+      "other", std::runtime_error);
 }

@@ -203,7 +203,7 @@ TEST_CASE("fit: class_weight weighs each example by its label's class, as Keras'
   }
   // A label without a weight, a loss function that cannot take weights, labels that are not classes.
   CHECK_THROWS_WITH_AS((void)fx::fit(net, opt, masked_loss, data, {.epochs = 1, .out = &log, .class_weight = {1.0, 2.0}}),
-                       "fit: class_weight has weights for the classes [0, 2), but labels[1] = 2", fx::out_of_range);
+                       "fit: epoch 1, step 1 (global step 2): class_weight has weights for the classes [0, 2), but labels[1] = 2", fx::out_of_range);
   auto two_arguments = [](const auto& logits, const auto& labels) {
     return fx::losses::sparse_softmax_cross_entropy(logits, labels);
   };
@@ -212,7 +212,7 @@ TEST_CASE("fit: class_weight weighs each example by its label's class, as Keras'
   const std::vector<std::pair<fx::tensor<float>, fx::tensor<float>>> regression{{x, fx::zeros<float>({6, 3})}};
   auto mse = [](const auto& p, const auto& t, const auto& w) { return fx::losses::mean_squared_error(p, t, w); };
   CHECK_THROWS_WITH_AS((void)fx::fit(net, opt, mse, regression, {.epochs = 1, .out = &log, .class_weight = {1, 2, 3}}),
-                       "fit: class_weight needs integer class labels, not float32", fx::invalid_argument);
+                       "fit: epoch 1, step 1 (global step 2): class_weight needs integer class labels, not float32", fx::invalid_argument);
 }
 
 }  // namespace fit_weights_test

@@ -234,7 +234,7 @@ TEST_CASE("compiled_step: a model of indices (embedding, LSTM) equals the tape-b
   std::vector<std::int32_t> bad = ids;
   bad[7] = 11;
   CHECK_THROWS_WITH_AS(step(fx::from_vector(bad, {4, 5}), labels(4, 3)),
-                       "embedding 'embedding': index 11 (at flat position 7 of indices of shape (4, 5)) is not in [0, 11)",
+                       "embedding 'embedding': indices[1, 2] = 11 is not in [0, 11) (indices of shape (4, 5))",
                        fx::out_of_range);
   CHECK(net.variables()[0]->peek().to_vector() == before);
   CHECK(opt.iterations() == 0);

@@ -83,10 +83,10 @@ TEST_CASE("embedding: first layer of a float model of int32 input") {
 TEST_CASE("embedding: an index out of range names the layer, the index and the range") {
   nn::embedding<4, 2> layer{"words"};
   CHECK_THROWS_WITH_AS(layer(fx::from_vector(std::vector<std::int32_t>{0, 4}, {1, 2})),
-                       "embedding 'words': index 4 (at flat position 1 of indices of shape (1, 2)) is not in [0, 4)",
+                       "embedding 'words': indices[0, 1] = 4 is not in [0, 4) (indices of shape (1, 2))",
                        fx::out_of_range);
   CHECK_THROWS_WITH_AS(layer(fx::from_vector(std::vector<std::int64_t>{-1}, {1})),
-                       "embedding 'words': index -1 (at flat position 0 of indices of shape (1,)) is not in [0, 4)",
+                       "embedding 'words': indices[0] = -1 is not in [0, 4) (indices of shape (1,))",
                        fx::out_of_range);
   CHECK_THROWS_AS(layer(fx::tensor<std::int32_t>(2)), fx::shape_error);
   CHECK_THROWS_AS((nn::embedding<4, 2>{}.embeddings()), fx::error);

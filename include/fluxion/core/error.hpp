@@ -55,6 +55,35 @@ class numeric_error : public error {
 };
 
 namespace detail {
+/// Inside a catch block: throws the fluxion error being handled again, as the same type (and value),
+/// its message after `where`, which names where it happened ("fit: epoch 1, step 3 (global step 3):
+/// "); a message that already starts with where's op ("fit: ") does not repeat it. A numeric_error
+/// keeps its value.
+[[noreturn]] inline void rethrow_with_context(const std::string& where) {
+  const auto text = [&](const std::exception& e) {
+    std::string message = e.what();
+    const auto colon = where.find(": ");
+    if (colon != std::string::npos && message.compare(0, colon + 2, where, 0, colon + 2) == 0)
+      message.erase(0, colon + 2);
+    return where + message;
+  };
+  try {
+    throw;
+  } catch (const numeric_error& e) {
+    throw numeric_error(text(e), e.value());
+  } catch (const out_of_range& e) {
+    throw out_of_range(text(e));
+  } catch (const shape_error& e) {
+    throw shape_error(text(e));
+  } catch (const invalid_argument& e) {
+    throw invalid_argument(text(e));
+  } catch (const io_error& e) {
+    throw io_error(text(e));
+  } catch (const error& e) {
+    throw error(text(e));
+  }
+}
+
 /// "nan" (whatever its sign bit), "inf" or "-inf"; a finite value as std::to_string writes it.
 inline std::string value_text(double v) {
   if (std::isnan(v)) return "nan";

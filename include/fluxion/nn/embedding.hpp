@@ -87,9 +87,10 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device, Ma
     const std::vector<I> host = ids.to_vector();  // on the host, whatever the device
     for (std::size_t k = 0; k < host.size(); ++k)
       if (host[k] < 0 || static_cast<index_t>(host[k]) >= InputDim)
-        throw out_of_range("embedding '" + this->m_name + "': index " + std::to_string(host[k]) +
-                           " (at flat position " + std::to_string(k) + " of indices of shape " +
-                           to_string(ids.shape()) + ") is not in [0, " + std::to_string(InputDim) + ")");
+        throw out_of_range("embedding '" + this->m_name + "': indices" +
+                           fluxion::detail::position_text(static_cast<index_t>(k), ids.shape()) + " = " +
+                           std::to_string(host[k]) + " is not in [0, " + std::to_string(InputDim) +
+                           ") (indices of shape " + to_string(ids.shape()) + ")");
     return tensor<T, Device>(gather(*m_embeddings, ids, 0));
   }
 

@@ -101,10 +101,11 @@
   FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::mish)
 
 // nn::gru's statements and fused cells (stop 42), likewise in a source of their own
-// (src/nn_gru_kernels.cpp, fluxion_target_prebuilt_kernels(app GRU), which defines
-// FLUXION_PREBUILT_GRU): 14 CPU s of library that a program without a GRU would pay otherwise.
-// Without it a program with a GRU compiles them itself (bench/compile/recurrent.cpp with prebuilt
-// kernels: 15.7 CPU s without them, 6.0 with).
+// (src/nn_gru_kernels.cpp), which fluxion_target_prebuilt_kernels puts in the library and declares
+// with FLUXION_PREBUILT_GRU by default since stop 53 (until then only on request, `GRU`; a newcomer's
+// program with a GRU compiled 47 s per edit without them and 25 s with them, 2 cores, AVX2):
+// `NO_GRU` leaves out these 14 CPU s of library, and a program with a GRU then compiles them itself
+// (bench/compile/recurrent.cpp with prebuilt kernels: 15.7 CPU s without them, 6.0 with).
 #define FLUXION_NN_GRU_SPECIALIZATIONS(EXTERN)                                                                    \
   FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, gru, 1)
 

@@ -58,7 +58,8 @@ int main() {
   const bool activations_ok =
       std::isfinite(activations_loss) && std::isfinite(fx::reduce_sum(activations(small)).item());
   // A GRU (both forms: the whole sequence and the last state) inside a bidirectional wrapper and
-  // alone: with GRU (find_package) they link to src/nn_gru_kernels.cpp.
+  // alone: by default (find_package) they link to src/nn_gru_kernels.cpp; with NO_GRU
+  // (add_subdirectory) the program compiles them itself.
   auto recurrent = nn::sequential(gen, nn::input<5, 3>{}, nn::bidirectional<nn::gru<4, true>>{}, nn::gru<3>{},
                                   nn::dense<3>{});
   const fx::tensor<float> sequences = fx::random::normal<float>({4, 5, 3}, gen);
