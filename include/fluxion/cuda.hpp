@@ -15,6 +15,14 @@
 // target fluxion::cuda provides them.
 #pragma once
 
+// Without Thrust on the include path the first of its headers fails with "No such file or
+// directory", naming neither fluxion nor what to do about it (stop 53's newcomer program).
+#if defined(__has_include)
+#if !__has_include(<thrust/execution_policy.h>)
+#error "<fluxion/cuda.hpp> needs Thrust (CCCL, shipped with the CUDA toolkit) on the include path: link the CMake target fluxion::cuda and compile with nvcc to run on a GPU; or, to run fx::cuda code on the CPU's cores, add the toolkit's include/cccl directory (/usr/local/cuda/include/cccl) with -fopenmp -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP"
+#endif
+#endif
+
 #include "backend/cuda/evaluator.hpp"
 #include "backend/cuda/recurrent.hpp"
 #include "backend/cuda/memory.hpp"
