@@ -17,11 +17,9 @@
 
 // Without Thrust on the include path the first of its headers fails with "No such file or
 // directory", naming neither fluxion nor what to do about it (stop 53's newcomer program).
-#if defined(__has_include)
-#if !__has_include(<thrust/execution_policy.h>)
+#if defined(__has_include) && !__has_include(<thrust/execution_policy.h>)
 #error "<fluxion/cuda.hpp> needs Thrust (CCCL, shipped with the CUDA toolkit) on the include path: link the CMake target fluxion::cuda and compile with nvcc to run on a GPU; or, to run fx::cuda code on the CPU's cores, add the toolkit's include/cccl directory (/usr/local/cuda/include/cccl) with -fopenmp -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_OMP"
-#endif
-#endif
+#else  // the rest of the header only where Thrust is, so that the message above is the only one
 
 #include "backend/cuda/evaluator.hpp"
 #include "backend/cuda/recurrent.hpp"
@@ -30,3 +28,5 @@
 #include "backend/cuda/window.hpp"
 #include "tensor.hpp"
 #include "tensor/print.hpp"  // printing a device tensor copies it back
+
+#endif
