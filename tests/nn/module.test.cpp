@@ -158,7 +158,19 @@ TEST_CASE("model: summary() lists the members by name and kind, nested models in
         "head (dense)                                     15\n"
         "temperature (variable)     ()                    1\n"
         "calls (variable)           ()                    0\n"
-        "total trainable parameters: 16\n");
+        "total trainable parameters: 16\n"
+        "non-trainable parameters: 1\n");
+
+  // batch_norm's moving statistics are the non-trainable parameters of a sequential model, as
+  // Keras's summary counts them ("Non-trainable params: 16" for 8 channels).
+  auto bn = nn::sequential(nn::input<3, 3, 2>{}, nn::conv2d<8, 3, nn::same>{}, nn::batch_norm{}, nn::flatten{},
+                           nn::dense<2>{});
+  const std::string table = bn.summary();
+  CAPTURE(table);
+  const std::string totals = "total trainable parameters: " + std::to_string(3 * 3 * 2 * 8 + 8 + 2 * 8 + 72 * 2 + 2) +
+                             "\nnon-trainable parameters: 16\n";
+  CHECK(table.size() > totals.size());
+  CHECK(table.compare(table.size() - totals.size(), totals.size(), totals) == 0);
 }
 
 namespace {

@@ -289,6 +289,17 @@ class layer_base {
  protected:
   explicit layer_base(std::string n = {}) : m_name(std::move(n)) {}
 
+  /// summary()'s closing lines: the trainable parameters, then the non-trainable ones where there
+  /// are any (batch_norm's moving statistics, a frozen layer's weights: Keras's "Non-trainable
+  /// params"), so that the table accounts for every scalar a checkpoint holds.
+  std::string summary_totals() {
+    std::string out = "total trainable parameters: " + std::to_string(count_params()) + "\n";
+    index_t fixed = 0;
+    for (auto* v : non_trainable_variables()) fixed += v->size();
+    if (fixed > 0) out += "non-trainable parameters: " + std::to_string(fixed) + "\n";
+    return out;
+  }
+
   /// A variable of the layer once it is built; before, an error that names the layer.
   variable<T, Device>& require_built(std::optional<variable<T, Device>>& v, const char* op, const char* what) {
     if (!v)
@@ -377,7 +388,7 @@ class model : public layer_base<Derived, T, Device> {
   std::string summary() {
     std::string out = detail::summary_header;
     summary_rows(out, 0);
-    out += "total trainable parameters: " + std::to_string(this->count_params()) + "\n";
+    out += this->summary_totals();
     if (out.find(" not built ") != std::string::npos)
       out += "(call the model once to build the layers marked 'not built' and count their parameters)\n";
     return out;

@@ -247,7 +247,7 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   std::string summary() {
     std::string out = detail::summary_header;
     summary_rows(out, 0);
-    out += "total trainable parameters: " + std::to_string(this->count_params()) + "\n";
+    out += this->summary_totals();
     return out;
   }
   /// summary()'s rows, indented by depth (the rows of a member of a composite model).
