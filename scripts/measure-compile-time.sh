@@ -25,7 +25,10 @@
 #   - bench/compile/attention.cpp: a Transformer-style classifier with nn::multi_head_attention, then
 #     without it, each header-only and with prebuilt kernels;
 #   - bench/compile/fit_program.cpp, a user's first program with the model layer (fit, evaluate,
-#     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels;
+#     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels (with and
+#     without the GRU's declarations, which fluxion_target_prebuilt_kernels adds by default);
+#   - bench/compile/newcomer_gru.cpp, the program a newcomer writes with a GRU (stop 53):
+#     header-only, with prebuilt kernels alone (NO_GRU) and with the GRU's set;
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
 #     prebuilt (FLUXION_PREBUILT_KERNELS, the fluxion::kernels target) and a precompiled header;
 #     every example with both;
@@ -145,9 +148,9 @@ variant_row "bench/compile/global_pool.cpp, avg_pool2d<7> + flatten instead" ben
 # The recurrent layers in a text classifier, header-only and with prebuilt kernels (the GRU's with
 # the library's GRU set, FLUXION_PREBUILT_GRU, in by default since stop 53, and without it: NO_GRU).
 variant_row "bench/compile/recurrent.cpp, nn::gru" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=1
-variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=1 \
+variant_row "  ... with FLUXION_PREBUILT_KERNELS alone (NO_GRU)" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=1 \
   -DFLUXION_PREBUILT_KERNELS
-variant_row "  ... with FLUXION_PREBUILT_KERNELS and FLUXION_PREBUILT_GRU" bench/compile/recurrent.cpp \
+variant_row "  ... with FLUXION_PREBUILT_KERNELS and FLUXION_PREBUILT_GRU (the default)" bench/compile/recurrent.cpp \
   -DFLUXION_RECURRENT_GRU=1 -DFLUXION_PREBUILT_KERNELS -DFLUXION_PREBUILT_GRU
 variant_row "bench/compile/recurrent.cpp, nn::lstm" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0
 variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0 \
@@ -187,7 +190,7 @@ done
 row "src/kernels.cpp (the prebuilt library: the core, once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
 row "src/nn_kernels.cpp (the prebuilt library: the model layer)" "$(best "$cxx" "${flags[@]}" -c src/nn_kernels.cpp -o "$scratch/nn_kernels.o")"
 row "src/nn_activation_kernels.cpp (the prebuilt library: more activations)" "$(best "$cxx" "${flags[@]}" -c src/nn_activation_kernels.cpp -o "$scratch/nn_activation_kernels.o")"
-row "src/nn_gru_kernels.cpp (the prebuilt library: nn::gru, on request)" "$(best "$cxx" "${flags[@]}" -c src/nn_gru_kernels.cpp -o "$scratch/nn_gru_kernels.o")"
+row "src/nn_gru_kernels.cpp (the prebuilt library: nn::gru, unless NO_GRU)" "$(best "$cxx" "${flags[@]}" -c src/nn_gru_kernels.cpp -o "$scratch/nn_gru_kernels.o")"
 row "src/io.cpp (the prebuilt library: checkpoints, summaries)" "$(best "$cxx" "${flags[@]}" -c src/io.cpp -o "$scratch/io.o")"
 
 # The first program a user writes with the model layer (README, "Your own program"): header-only,
@@ -197,6 +200,17 @@ row "bench/compile/fit_program.cpp (fit, evaluate, a checkpoint)" "$(best "$cxx"
 row "  ... without the checkpoint" "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_NO_CHECKPOINT "${fit[@]}")"
 row "  ... at -O3 (CMake's Release)" "$(best "$cxx" "${flags[@]}" -O3 "${fit[@]}")"
 row "  ... with FLUXION_PREBUILT_KERNELS" "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
+row "  ... with FLUXION_PREBUILT_KERNELS and FLUXION_PREBUILT_GRU (the default since stop 53; no GRU here)" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -DFLUXION_PREBUILT_GRU "${fit[@]}")"
+
+# The program a newcomer writes with a GRU (stop 53): header-only, with prebuilt kernels alone
+# (NO_GRU) and with the GRU's set (fluxion_target_prebuilt_kernels's default).
+newcomer=(-c bench/compile/newcomer_gru.cpp -o "$scratch/out.o")
+row "bench/compile/newcomer_gru.cpp (mask_zero, a bidirectional GRU, fit, a checkpoint)" \
+  "$(best "$cxx" "${flags[@]}" "${newcomer[@]}")"
+row "  ... with FLUXION_PREBUILT_KERNELS alone (NO_GRU)" "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS "${newcomer[@]}")"
+row "  ... with FLUXION_PREBUILT_KERNELS and FLUXION_PREBUILT_GRU (the default)" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -DFLUXION_PREBUILT_GRU "${newcomer[@]}")"
 
 torch_include=/usr/include/torch/csrc/api/include
 if [[ -e "$torch_include/torch/torch.h" ]]; then

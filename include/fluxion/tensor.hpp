@@ -11,6 +11,7 @@
 #include "expr/reduce.hpp"
 #include "expr/remap.hpp"
 #include "tensor/tensor.hpp"
+#include "tensor/transfer.hpp"  // fx::to, fx::synchronize (every device)
 #include "tensor/variable.hpp"
 #include "autodiff/conv.hpp"
 #include "autodiff/custom_gradient.hpp"

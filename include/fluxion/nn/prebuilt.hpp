@@ -103,7 +103,8 @@
 // nn::gru's statements and fused cells (stop 42), likewise in a source of their own
 // (src/nn_gru_kernels.cpp), which fluxion_target_prebuilt_kernels puts in the library and declares
 // with FLUXION_PREBUILT_GRU by default since stop 53 (until then only on request, `GRU`; a newcomer's
-// program with a GRU compiled 47 s per edit without them and 25 s with them, 2 cores, AVX2):
+// program with a GRU, bench/compile/newcomer_gru.cpp, compiled 44-46 s per edit without them and 24 s
+// with them, 2 cores, AVX2):
 // `NO_GRU` leaves out these 14 CPU s of library, and a program with a GRU then compiles them itself
 // (bench/compile/recurrent.cpp with prebuilt kernels: 15.7 CPU s without them, 6.0 with).
 #define FLUXION_NN_GRU_SPECIALIZATIONS(EXTERN)                                                                    \
