@@ -24,7 +24,6 @@
 #include "backend/cuda/evaluator.hpp"
 #include "backend/cuda/recurrent.hpp"
 #include "backend/cuda/memory.hpp"
-#include "backend/cuda/transfer.hpp"
 #include "backend/cuda/window.hpp"
 #include "tensor.hpp"
 #include "tensor/print.hpp"  // printing a device tensor copies it back
