@@ -3,6 +3,7 @@
 #   examples/<name>.cpp    executable build/examples/<name> (target example_<name>)  ctest: example.<name>
 #   README.md              the first ```cpp block after the `## Quickstart` heading
 #                          becomes build/examples/readme_quickstart.cpp             ctest: example.readme_quickstart
+#                          (and after `## Gradients`, readme_gradients.cpp)        ctest: example.readme_gradients
 #   examples/<name>.args   optional: the arguments the test runs the example with (one line), e.g.
 #                          a short training run where the example alone trains for minutes
 #   examples/<name>.expected  optional, for either kind: one CMake regex per line (blank lines and
@@ -50,16 +51,20 @@ foreach(source IN LISTS fluxion_example_sources)
   fluxion_add_example(${name} "${source}")
 endforeach()
 
-# The README quickstart. Editing README.md re-runs the configure step, so the test follows the docs.
-set(readme "${PROJECT_SOURCE_DIR}/README.md")
-if(EXISTS "${readme}")
+# The README's programs: the first ```cpp block after the `## Quickstart` heading and after the
+# `## Gradients` heading. Editing README.md re-runs the configure step, so the tests follow the docs.
+function(fluxion_add_readme_program heading name)
+  set(readme "${PROJECT_SOURCE_DIR}/README.md")
+  if(NOT EXISTS "${readme}")
+    return()
+  endif()
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${readme}")
   file(READ "${readme}" text)
   string(PREPEND text "\n")
-  string(FIND "${text}" "\n## Quickstart\n" heading)
+  string(FIND "${text}" "\n${heading}\n" at)
   set(code "")
-  if(heading GREATER_EQUAL 0)
-    string(SUBSTRING "${text}" ${heading} -1 text)
+  if(at GREATER_EQUAL 0)
+    string(SUBSTRING "${text}" ${at} -1 text)
     string(FIND "${text}" "\n```cpp\n" fence)
     if(fence GREATER_EQUAL 0)
       math(EXPR start "${fence} + 8")
@@ -72,14 +77,16 @@ if(EXISTS "${readme}")
     endif()
   endif()
   if(code STREQUAL "")
-    message(WARNING "fluxion: README.md has no ```cpp block after a `## Quickstart` heading; "
-                    "example.readme_quickstart is not built.")
-  else()
-    set(quickstart "${FLUXION_EXAMPLES_BINARY_DIR}/readme_quickstart.cpp")
-    # Written through configure_file, which leaves the file untouched (no rebuild) if unchanged.
-    file(WRITE "${quickstart}.in"
-         "// Extracted from README.md (## Quickstart). Edit README.md, not this file.\n${code}")
-    configure_file("${quickstart}.in" "${quickstart}" COPYONLY)
-    fluxion_add_example(readme_quickstart "${quickstart}")
+    message(WARNING "fluxion: README.md has no ```cpp block after a `${heading}` heading; "
+                    "example.${name} is not built.")
+    return()
   endif()
-endif()
+  set(program "${FLUXION_EXAMPLES_BINARY_DIR}/${name}.cpp")
+  # Written through configure_file, which leaves the file untouched (no rebuild) if unchanged.
+  file(WRITE "${program}.in" "// Extracted from README.md (${heading}). Edit README.md, not this file.\n${code}")
+  configure_file("${program}.in" "${program}" COPYONLY)
+  fluxion_add_example(${name} "${program}")
+endfunction()
+
+fluxion_add_readme_program("## Quickstart" readme_quickstart)
+fluxion_add_readme_program("## Gradients" readme_gradients)

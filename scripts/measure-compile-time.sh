@@ -29,6 +29,7 @@
 #     without the GRU's declarations, which fluxion_target_prebuilt_kernels adds by default);
 #   - bench/compile/newcomer_gru.cpp, the program a newcomer writes with a GRU (stop 53):
 #     header-only, with prebuilt kernels alone (NO_GRU) and with the GRU's set;
+#   - the README's "Gradients" program (stop 54), at derivative order 2 as written and at 1;
 #   - mlp_train.cpp again with each of the levers the README documents: fluxion's kernels
 #     prebuilt (FLUXION_PREBUILT_KERNELS, the fluxion::kernels target) and a precompiled header;
 #     every example with both;
@@ -116,6 +117,16 @@ for example in examples/*.cpp; do
   example_time[$example]=$t example_levers[$example]=$l
   [[ "$example" == examples/mnist_models.cpp ]] && models=$t
 done
+
+# The README's "Gradients" program (stop 54), extracted as cmake/examples.cmake extracts it, at
+# FLUXION_MAX_DERIVATIVE_ORDER 2 as written, and at the default order 1 (its second derivative
+# would then throw at run time; the compile is what is measured).
+awk '/^## Gradients$/ {h = 1} h && /^```cpp$/ {c = 1; next} c && /^```$/ {exit} c {print}' README.md \
+  > "$scratch/readme_gradients.cpp"
+sed 's/^#define FLUXION_MAX_DERIVATIVE_ORDER 2.*$//' "$scratch/readme_gradients.cpp" > "$scratch/readme_gradients_1.cpp"
+row "README.md's Gradients program (derivative order 2)" \
+  "$(best "$cxx" "${flags[@]}" -c "$scratch/readme_gradients.cpp" -o "$scratch/out.o")"
+row "  ... at derivative order 1" "$(best "$cxx" "${flags[@]}" -c "$scratch/readme_gradients_1.cpp" -o "$scratch/out.o")"
 
 mlp=$(best "$cxx" "${flags[@]}" -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
 row "bench/compile/mlp_train.cpp" "$mlp"

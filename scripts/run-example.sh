@@ -11,7 +11,7 @@ if [[ $# -gt 0 && "$1" != -* ]]; then
   name=$1
   shift
 fi
-if [[ ! -f "examples/$name.cpp" && "$name" != readme_quickstart ]]; then
+if [[ ! -f "examples/$name.cpp" && "$name" != readme_quickstart && "$name" != readme_gradients ]]; then
   echo "run-example.sh: no example '$name'; the examples are:" >&2
   for file in examples/*.cpp; do [[ -e "$file" ]] && basename "$file" .cpp >&2; done
   exit 2

@@ -52,18 +52,26 @@ TEST_CASE("errors: batch_jacobian needs a shared batch dimension") {
                        fx::shape_error);
 }
 
-TEST_CASE("errors: a gradient the tape could not give, used in an update, says why it is empty") {
-  // TensorFlow returns None for a source the tape never saw; fluxion the empty tensor, whose shape
-  // (0,) then fails to broadcast: the message says where it came from.
+TEST_CASE("errors: a gradient the tape could not give, used in an update, says why it is none") {
+  // TensorFlow returns None for a source the tape never saw; fluxion tensor::none(), which an
+  // operation refuses, naming itself and where the none came from.
   fx::tensor<float> a = {0.f, 0.5f, 1.f};
   fx::gradient_tape tape;  // a is not watched, and not a variable
   fx::tensor<float> loss = fx::reduce_sum(fx::square(a));
   const fx::tensor<float> g = tape.gradient(loss, a);
   CHECK(g.shape() == fx::shape{0});
+  CHECK(g.is_none());
   CHECK_THROWS_WITH_AS(fx::tensor<float>(a - 0.1f * g),
-                       "subtract: shapes (3,) and (0,) cannot be broadcast (shape (0,) is what gradient_tape::gradient "
-                       "returns for a source the target does not depend on, or that the tape never saw read: watch a "
-                       "tensor before computing with it, or pass fluxion::unconnected_gradients::zero for zeros)",
+                       "multiply: an operand is none, the gradient that gradient_tape::gradient returns for a source "
+                       "the target does not depend on (TensorFlow's None): check that the target reads the source "
+                       "while the tape records (a tensor must be watched), test g.is_none(), or ask for zeros with "
+                       "fluxion::unconnected_gradients::zero",
+                       fx::invalid_argument);
+  // An empty tensor that is not none says where else a shape (0,) comes from.
+  const fx::tensor<float> unassigned;
+  CHECK_THROWS_WITH_AS(fx::tensor<float>(a - unassigned),
+                       "subtract: shapes (3,) and (0,) cannot be broadcast (shape (0,) is the shape of a "
+                       "default-constructed or moved-from tensor: was it assigned?)",
                        fx::shape_error);
   fx::gradient_tape zeros;
   fx::tensor<float> loss2 = fx::reduce_sum(fx::square(a));

@@ -81,8 +81,11 @@ TEST_CASE("tape: sources, unconnected gradients and output gradients") {
   auto g = tape.gradient(y, {std::cref(a), std::cref(b), std::cref(c)});
   CHECK(g[0].to_vector() == std::vector<double>{3, 4});
   CHECK(g[1].to_vector() == std::vector<double>{1, 2});
-  CHECK(g[2].size() == 0);  // unconnected: empty
+  CHECK(g[2].size() == 0);  // unconnected: none, TensorFlow's None
+  CHECK(g[2].is_none());
+  CHECK(!g[0].is_none());
   CHECK(tape.gradient(y, c, fx::unconnected_gradients::zero).to_vector() == std::vector<double>{0, 0});
+  CHECK(!tape.gradient(y, c, fx::unconnected_gradients::zero).is_none());
   fx::tensor<double> w = {10.0, 100.0};
   CHECK(tape.gradient(y, a, w).to_vector() == std::vector<double>{30, 400});
   test::check_throws_with<fx::shape_error>([&] { (void)tape.gradient(y, a, fx::tensor<double>{1.0}); },
@@ -277,4 +280,74 @@ TEST_CASE("tape: the gradients of many slices of one tensor add into their regio
       const double want = 2.0 * static_cast<double>(i + 1) * x(i, j) + ((i % 2 == 0 && j % 2 == 1) ? 3.0 : 0.0);
       CHECK(g(i, j) == doctest::Approx(want));
     }
+}
+
+TEST_CASE("tape: sources in braces, as tape.gradient(loss, [w, b])") {
+  fx::variable<double> w{fx::tensor<double>{{1.0, 2.0}, {3.0, 4.0}}, "w"};
+  fx::variable<double> b{fx::tensor<double>{0.5, -0.5}, "b"};
+  fx::variable<double> unused{fx::tensor<double>{1.0}, "unused"};
+  const fx::tensor<double> x = {{1.0, -2.0}};
+  {
+    fx::gradient_tape tape(fx::persistent);
+    fx::tensor<double> y = fx::reduce_sum(fx::square(fx::matmul(x, w) + b));
+    auto g = tape.gradient(y, {w, b, unused});
+    REQUIRE(g.size() == 3);
+    // y = sum((x w + b)^2): x w + b = (-4.5, -6.5); dy/dw = x^T 2 (x w + b), dy/db = 2 (x w + b).
+    CHECK(g[0].to_vector() == std::vector<double>{-9.0, -13.0, 18.0, 26.0});
+    CHECK(g[1].to_vector() == std::vector<double>{-9.0, -13.0});
+    CHECK(g[2].is_none());
+    // The same as one source at a time, and as std::cref.
+    CHECK(tape.gradient(y, w).to_vector() == g[0].to_vector());
+    CHECK(tape.gradient(y, {std::cref(w), std::cref(b)})[1].to_vector() == g[1].to_vector());
+    CHECK(tape.gradient(y, {w, unused}, fx::unconnected_gradients::zero)[1].to_vector() == std::vector<double>{0.0});
+  }
+  {
+    fx::tensor<double> p = {2.0, 3.0}, q = {5.0, 7.0};
+    fx::gradient_tape tape(fx::persistent);
+    tape.watch(p);
+    tape.watch(q);
+    fx::tensor<double> y = p * q;
+    auto g = tape.gradient(y, {p, q});
+    CHECK(g[0].to_vector() == std::vector<double>{5.0, 7.0});
+    CHECK(g[1].to_vector() == std::vector<double>{2.0, 3.0});
+    auto gw = tape.gradient(y, {p, q}, fx::tensor<double>{10.0, 100.0});
+    CHECK(gw[0].to_vector() == std::vector<double>{50.0, 700.0});
+    CHECK(gw[1].to_vector() == std::vector<double>{20.0, 300.0});
+  }
+  {
+    // A source of another element type than the target's still takes std::cref.
+    fx::tensor<float> p = {2.f};
+    fx::gradient_tape tape;
+    tape.watch(p);
+    fx::tensor<double> y = fx::cast<double>(p) * 3.0;
+    CHECK(tape.gradient(y, {std::cref(p)})[0].item() == 3.f);
+  }
+}
+
+TEST_CASE("tape: an unconnected gradient is none, and none as an operand throws naming the op") {
+  fx::tensor<float> a = 3.f, w = {1.f, 2.f};
+  fx::gradient_tape tape;
+  fx::tensor<float> y = a * a;  // a is not watched
+  const fx::tensor<float> g = tape.gradient(y, a);
+  CHECK(g.is_none());
+  CHECK(g.shape() == fx::shape{0});
+  CHECK(g.size() == 0);
+  const fx::tensor<float> copy = g;
+  CHECK(copy.is_none());
+  // An empty tensor that is not none stays an ordinary empty array, as in NumPy.
+  CHECK(!fx::tensor<float>().is_none());
+  const fx::tensor<float> empty(fx::shape{0});
+  CHECK(!empty.is_none());
+  CHECK(fx::tensor<float>(a - 0.1f * empty).shape() == fx::shape{0});
+  // Where a scalar parameter is updated by hand, `a - lr * g` would broadcast to an empty tensor.
+  const std::string none = "an operand is none, the gradient that gradient_tape::gradient returns for a source the "
+                           "target does not depend on (TensorFlow's None)";
+  test::check_throws_with<fx::invalid_argument>([&] { (void)(a - 0.1f * g); }, "multiply: " + none);
+  test::check_throws_with<fx::invalid_argument>([&] { (void)(w - g); }, "subtract: " + none);
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::exp(g); }, "exp: " + none);
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::reduce_sum(g); }, "reduce_sum: " + none);
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::matmul(g, g); }, "matmul: " + none);
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::where(w > 1.f, g, w); }, "where: " + none);
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::transpose(g); }, "an operation: " + none);
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::stop_gradient(g); }, "stop_gradient: ");
 }

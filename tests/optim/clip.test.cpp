@@ -4,7 +4,8 @@
 
 TEST_CASE_TEMPLATE("clip_by_global_norm: against a naive norm, TensorFlow's semantics", T, float, double) {
   const std::vector<fx::tensor<T>> grads{test::random_tensor<T>({3, 4}, 1), test::random_tensor<T>({5}, 2),
-                                         fx::tensor<T>{}};  // an empty gradient counts for nothing
+                                         fx::tensor<T>{},   // an empty gradient counts for nothing,
+                                         fx::tensor<T>::none()};  // and so does none (TensorFlow's None)
   double sum = 0;
   for (const auto& g : grads)
     for (T x : g.to_vector()) sum += static_cast<double>(x) * x;
@@ -18,6 +19,7 @@ TEST_CASE_TEMPLATE("clip_by_global_norm: against a naive norm, TensorFlow's sema
     double clipped_sum = 0;
     for (std::size_t k = 0; k < grads.size(); ++k) {
       CHECK(clipped[k].shape() == grads[k].shape());
+      CHECK(clipped[k].is_none() == grads[k].is_none());
       std::vector<T> want;
       for (T x : grads[k].to_vector()) want.push_back(static_cast<T>(x * (1.0 / norm)));
       test::check_close(clipped[k].to_vector(), want, optim_test::rtol<T>(), 0);

@@ -41,7 +41,13 @@ TEST_CASE("apply_gradients: every bad call throws before anything changes, namin
       "apply_gradients: 1 gradients for 2 variables; pass one gradient per variable, in the same order");
   check_unchanged(before, kernel, bias, opt);
 
-  // What the tape returns for a variable the loss does not depend on: an empty tensor of shape (0,).
+  // What the tape returns for a variable the loss does not depend on: none, TensorFlow's None.
+  test::check_throws_with<fx::invalid_argument>(
+      [&] { opt.apply_gradients(std::vector<fx::tensor<float>>{good_bias, fx::tensor<float>::none()}, vars); },
+      "apply_gradients: the gradient for variable 'dense/kernel' of shape (2, 3) is none (TensorFlow's None): the "
+      "tape never saw variable 'dense/kernel' read");
+  check_unchanged(before, kernel, bias, opt);
+  // An empty tensor of shape (0,) is refused the same way.
   test::check_throws_with<fx::invalid_argument>(
       [&] { opt.apply_gradients(std::vector<fx::tensor<float>>{good_bias, fx::tensor<float>{}}, vars); },
       "apply_gradients: the gradient for variable 'dense/kernel' of shape (2, 3) is empty (shape (0,)): the tape "
@@ -89,12 +95,17 @@ TEST_CASE("apply_gradients: every bad call throws before anything changes, namin
                                                 "set_iterations: n = -1 must be non-negative");
 }
 
-TEST_CASE("apply_gradients: non-trainable variables are skipped, an empty list is a no-op") {
+TEST_CASE("apply_gradients: non-trainable variables are skipped, an empty list is an error") {
   fx::variable<float> w{fx::tensor<float>{1.f, 2.f}, "w"};
   fx::variable<float> frozen{fx::tensor<float>{3.f, 4.f}, "frozen", /*trainable=*/false};
   fx::optim::sgd opt{{.learning_rate = 0.5, .momentum = 0.5}};
-  opt.apply_gradients(std::vector<fx::tensor<float>>{}, std::vector<fx::variable<float>*>{});
-  CHECK(opt.iterations() == 0);  // as Keras: no gradients, no step
+  // Most often a layer's trainable_variables() taken before its first call built them: every
+  // step would then change nothing, silently (TensorFlow: "No gradients provided for any variable").
+  test::check_throws_with<fx::invalid_argument>(
+      [&] { opt.apply_gradients(std::vector<fx::tensor<float>>{}, std::vector<fx::variable<float>*>{}); },
+      "apply_gradients: no variables to update (the lists are empty), so this step would train nothing. A layer "
+      "used alone makes its variables on its first call (or build(shape)): take trainable_variables() after that");
+  CHECK(opt.iterations() == 0);
   // The frozen variable's gradient is not even looked at (the tape gives none for it).
   opt.apply_gradients(std::vector<fx::tensor<float>>{fx::tensor<float>{1.f, 1.f}, fx::tensor<float>{}},
                       std::vector<fx::variable<float>*>{&w, &frozen});

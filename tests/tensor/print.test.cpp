@@ -580,3 +580,9 @@ TEST_CASE("operator<< prints tensors and materializes expressions") {
   CHECK(fx::to_string(x > 2.f) == "tensor([[False, False],\n        [ True,  True]], dtype=bool, shape=(2, 2))");
   CHECK(fx::to_string(fx::reduce_sum(x)) == "tensor(10., dtype=float32, shape=())");
 }
+
+TEST_CASE("print: none, a tape's gradient for an unconnected source, prints as none") {
+  CHECK(fx::to_string(fx::tensor<float>::none()) == "tensor(none, dtype=float32)");
+  CHECK(fx::to_string(fx::tensor<double>::none()) == "tensor(none, dtype=float64)");
+  CHECK(fx::to_string(fx::tensor<float>()) == "tensor([], dtype=float32, shape=(0,))");  // empty, not none
+}

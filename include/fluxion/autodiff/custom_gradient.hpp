@@ -13,6 +13,8 @@
 // variables (read as their value; trainable variables are watched as usual). With several
 // arguments, the backward function returns a std::tuple (or std::pair) of gradients.
 //
+// fx::stop_gradient(x) (below) is x as a constant to every tape and accumulator.
+//
 // Forward accumulators are not paused: forward mode (fx::jvp, fx::forward_accumulator)
 // differentiates the wrapped function's own computation with the ordinary rules; the
 // hand-written backward serves reverse mode only.
@@ -61,7 +63,15 @@ class custom_gradient_function {
     auto [y, back] = [&] {
       detail::all_tapes_paused quiet;
       auto [value, b] = m_f(xs...);
-      return std::pair{detail::materialize(value), std::move(b)};
+      auto out = detail::materialize(value);
+      // A function that returns an argument unchanged (an identity with a clipped gradient), or
+      // another tensor a tape already tracks, would give the tapes a tensor they know: they would
+      // skip this function's entry and differentiate around the hand-written backward, silently.
+      // A copy gives the output an id of its own (forward accumulators see it as x * 1).
+      bool known = ((out.id() == xs.id()) || ...);
+      for (gradient_tape* tape : detail::tape_stack::tapes) known = known || tape->tracks(out.id());
+      if (known) out = detail::materialize(out * value_type_t<decltype(out)>(1));
+      return std::pair{std::move(out), std::move(b)};
     }();
     using Y = decltype(y);
     using T = value_type_t<Y>;
@@ -106,6 +116,24 @@ class custom_gradient_function {
 
   F m_f;
 };
+
+/// x's value as a constant to every tape and forward accumulator (TensorFlow's tf.stop_gradient,
+/// PyTorch's detach): the result shares x's storage under a new id that nothing tracks, so no
+/// gradient flows back through it, at any order, and its tangent is zero. An expression is
+/// computed first, unrecorded. For a variable, its current value.
+template <class X>
+  requires(is_expression_v<X> || is_variable_v<X>)
+tensor<value_type_t<X>, device_t<X>> stop_gradient(const X& x) {
+  using T = value_type_t<X>;
+  using D = device_t<X>;
+  tensor<T, D> value;
+  if constexpr (is_variable_v<X>) value = x.peek();
+  else value = detail::materialize_unrecorded(x);
+  if (value.is_none())
+    throw invalid_argument("stop_gradient: the operand is none, the gradient that gradient_tape::gradient returns "
+                           "for a source the target does not depend on (TensorFlow's None)");
+  return tensor<T, D>(value, value.shape());
+}
 
 /// Wraps f(x...) -> std::pair{value, backward} so that tapes use `backward(dy)` for its gradient.
 template <class F>

@@ -234,14 +234,42 @@ class gradient_tape {
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return std::move(gradient(target, std::vector<const Source*>{&source}, &output_gradients, unconnected)[0]);
   }
-  /// Gradients with respect to several sources of one type (tensors or variables), in order;
-  /// with output_gradients, the vector-Jacobian products with them.
+  /// Gradients with respect to several sources of one type, in order, as TensorFlow's
+  /// `tape.gradient(loss, [w, b])`: variables `{w, b}` or tensors `{x, y}` of the target's element
+  /// type and device, or `{std::cref(a), std::cref(b)}` of another element type; with
+  /// output_gradients, the vector-Jacobian products with them.
+  template <class T, class D>
+  auto gradient(const tensor<T, D>& target,
+                std::initializer_list<std::reference_wrapper<const std::type_identity_t<variable<T, D>>>> sources,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(target, pointers<variable<T, D>>(sources), nullptr, unconnected);
+  }
+  template <class T, class D>
+  auto gradient(const tensor<T, D>& target,
+                std::initializer_list<std::reference_wrapper<const std::type_identity_t<variable<T, D>>>> sources,
+                const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(target, pointers<variable<T, D>>(sources), &output_gradients, unconnected);
+  }
+  template <class T, class D>
+  auto gradient(const tensor<T, D>& target,
+                std::initializer_list<std::reference_wrapper<const std::type_identity_t<tensor<T, D>>>> sources,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(target, pointers<tensor<T, D>>(sources), nullptr, unconnected);
+  }
+  template <class T, class D>
+  auto gradient(const tensor<T, D>& target,
+                std::initializer_list<std::reference_wrapper<const std::type_identity_t<tensor<T, D>>>> sources,
+                const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(target, pointers<tensor<T, D>>(sources), &output_gradients, unconnected);
+  }
   template <class T, class D, class Source>
+    requires(!std::is_same_v<Source, tensor<T, D>> && !std::is_same_v<Source, variable<T, D>>)
   auto gradient(const tensor<T, D>& target, std::initializer_list<std::reference_wrapper<const Source>> sources,
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(target, pointers<Source>(sources), nullptr, unconnected);
   }
   template <class T, class D, class Source>
+    requires(!std::is_same_v<Source, tensor<T, D>> && !std::is_same_v<Source, variable<T, D>>)
   auto gradient(const tensor<T, D>& target, std::initializer_list<std::reference_wrapper<const Source>> sources,
                 const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(target, pointers<Source>(sources), &output_gradients, unconnected);
@@ -404,6 +432,10 @@ class gradient_tape {
                                                         const std::type_identity_t<tensor<T, D>>* output_gradients,
                                                         unconnected_gradients unconnected) {
     using S = value_type_t<Source>;
+    static_assert(std::is_floating_point_v<S>,
+                  "fluxion::gradient_tape::gradient: a source of integer or bool elements has no gradient "
+                  "(TensorFlow returns None for one); take the gradient with respect to a float or double tensor "
+                  "or variable (fluxion::cast<float>(k), watched, where the integers stand for values)");
     if (m_used)
       throw error("gradient_tape: gradient() was already called on this non-persistent tape; construct it with "
                   "fluxion::persistent to call it more than once");
@@ -460,7 +492,7 @@ class gradient_tape {
       else if (unconnected == unconnected_gradients::zero)
         out.push_back(tensor<S, D>(broadcast_to(scalar_expr<S, D>(S(0)), src->shape())));
       else
-        out.emplace_back();
+        out.push_back(tensor<S, D>::none());
     }
     if (!m_persistent && !m_keep) finish();
     return out;

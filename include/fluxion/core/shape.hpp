@@ -150,11 +150,9 @@ FLUXION_CORE_INLINE shape broadcast_shapes(const shape& a, const shape& b, const
   if (a == b) return a;  // the common case, without the optional's copy
   if (auto s = try_broadcast_shapes(a, b)) return *s;
   std::string message = std::string(op) + ": shapes " + to_string(a) + " and " + to_string(b) + " cannot be broadcast";
-  const auto no_gradient = [](const shape& s) { return s.rank() == 1 && s[0] == 0; };
-  if (no_gradient(a) != no_gradient(b))  // most often a gradient the tape could not give, used in an update
-    message += " (shape (0,) is what gradient_tape::gradient returns for a source the target does not depend on, "
-               "or that the tape never saw read: watch a tensor before computing with it, or pass "
-               "fluxion::unconnected_gradients::zero for zeros)";
+  const auto empty = [](const shape& s) { return s.rank() == 1 && s[0] == 0; };
+  if (empty(a) != empty(b))  // a tape's none is refused before this (check_not_none); this is another empty tensor
+    message += " (shape (0,) is the shape of a default-constructed or moved-from tensor: was it assigned?)";
   throw shape_error(message);
 }
 #else

@@ -119,10 +119,24 @@ namespace detail {
 
 /// The expression an operand stands for: variables are read, scalars become constants of
 /// `Like`'s element type (see dtype.hpp for the rule) on `Like`'s device.
+/// Throws if `x` is tensor::none(), the gradient a tape gives for a source the target does not
+/// depend on: as an operand it would broadcast to an empty result and hide the mistake.
+template <class X>
+void check_not_none(const X& x, const char* op) {
+  if constexpr (is_tensor_v<X>) {
+    if (x.is_none()) [[unlikely]]
+      throw invalid_argument(std::string(op ? op : "an operation") + ": an operand is none, the gradient that gradient_tape::gradient "
+                             "returns for a source the target does not depend on (TensorFlow's None): check that "
+                             "the target reads the source while the tape records (a tensor must be watched), test "
+                             "g.is_none(), or ask for zeros with fluxion::unconnected_gradients::zero");
+  }
+}
+
 template <class Like, class X>
 decltype(auto) as_expr(X&& x) {
   using D = std::remove_cvref_t<X>;
   if constexpr (is_expression_v<D>) {
+    check_not_none(x, nullptr);  // the ops that name themselves checked before this
     return D(std::forward<X>(x));
   } else if constexpr (is_variable_v<D>) {
     return x.read_value();
@@ -146,11 +160,14 @@ auto make_binary(A&& a, B&& b) {
   // A scalar takes its type from the other side.
   using EA = expr_t<A, B>;
   using EB = expr_t<B, A>;
+  check_not_none(a, Op::name);
+  check_not_none(b, Op::name);
   return binary_expr<Op, EA, EB>(as_expr<B>(std::forward<A>(a)), as_expr<A>(std::forward<B>(b)));
 }
 
 template <class Op, class A>
 auto make_unary(A&& a) {
+  check_not_none(a, Op::name);
   return unary_expr<Op, expr_t<A>>(as_expr<A>(std::forward<A>(a)));
 }
 
@@ -273,6 +290,9 @@ auto where(C&& c, A&& a, B&& b) {
   using Like = std::conditional_t<is_scalar_v<A>, std::conditional_t<is_scalar_v<B>, EC, B>, A>;
   using EA = detail::expr_t<A, Like>;
   using EB = detail::expr_t<B, Like>;
+  detail::check_not_none(c, "where");
+  detail::check_not_none(a, "where");
+  detail::check_not_none(b, "where");
   if constexpr (is_scalar_v<A> && is_scalar_v<B>) {
     using S = promote_t<std::remove_cvref_t<A>, std::remove_cvref_t<B>>;
     using D = device_t<EC>;

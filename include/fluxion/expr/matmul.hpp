@@ -140,6 +140,8 @@ auto matmul(A&& a, B&& b, matmul_options opt = {}) {
                 "fluxion::matmul: the operands have different element types; convert one with fluxion::cast<T>.");
   static_assert(std::is_same_v<device_t<EA>, device_t<EB>>,
                 "fluxion::matmul: the operands live on different devices; move one with fluxion::to<Device>.");
+  detail::check_not_none(a, "matmul");
+  detail::check_not_none(b, "matmul");
   return matmul_expr<EA, EB>(detail::as_expr<A>(std::forward<A>(a)), detail::as_expr<B>(std::forward<B>(b)), opt);
 }
 

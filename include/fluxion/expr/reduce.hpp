@@ -107,6 +107,7 @@ struct arg_reduce_expr : detail::boundary_expr<arg_reduce_expr<Max, A>, std::int
     requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)                     \
   auto fname(A&& a, const axes& ax = {}, bool keep = false) {                                 \
     using E = detail::expr_t<A>;                                                              \
+    detail::check_not_none(a, #fname);                                                        \
     E e = detail::as_expr<A>(std::forward<A>(a));                                             \
     const unsigned m = ax.mask(e.shape().rank(), #fname);                                     \
     return reduce_expr<ops::Op, E>(std::move(e), m, keep);                                    \

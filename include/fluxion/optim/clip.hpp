@@ -7,9 +7,9 @@
 //
 // global_norm = sqrt(sum over every element of every gradient of x^2), and each gradient becomes
 // g * clip_norm / max(global_norm, clip_norm). When global_norm <= clip_norm the values are
-// unchanged and the same tensors come back (tensors are immutable, so no copy is needed). Empty
-// gradients (what the tape returns for an unconnected variable, TensorFlow's None) are passed
-// through and count for nothing. If the norm is inf or NaN, every clipped element is NaN, as in
+// unchanged and the same tensors come back (tensors are immutable, so no copy is needed). None
+// gradients (what the tape returns for an unconnected variable, TensorFlow's None) and empty ones
+// are passed through and count for nothing. If the norm is inf or NaN, every clipped element is NaN, as in
 // TensorFlow. The sum of squares is accumulated in double; the returned norm is a T.
 #pragma once
 
@@ -38,6 +38,7 @@ std::pair<std::vector<tensor<T, Device>>, T> clip_by_global_norm(const std::vect
                            " must be finite and positive");
   double sum = 0;
   for (const auto& g : gradients) {
+    if (g.size() == 0) continue;  // tensor::none() (an unconnected variable's) or empty: nothing to add
     if constexpr (std::is_same_v<Device, cpu>) {
       const T* p = g.data();
       for (index_t i = 0, n = g.size(); i < n; ++i) sum += static_cast<double>(p[i]) * static_cast<double>(p[i]);
@@ -50,7 +51,8 @@ std::pair<std::vector<tensor<T, Device>>, T> clip_by_global_norm(const std::vect
   const T scale = std::isfinite(norm) ? static_cast<T>(clip_norm / norm) : std::numeric_limits<T>::quiet_NaN();
   std::vector<tensor<T, Device>> clipped;
   clipped.reserve(gradients.size());
-  for (const auto& g : gradients) clipped.push_back(tensor<T, Device>(g * scale));  // one fused pass each
+  for (const auto& g : gradients)  // one fused pass each; none and empty ones as they are
+    clipped.push_back(g.size() == 0 ? g : tensor<T, Device>(g * scale));
   return {std::move(clipped), static_cast<T>(norm)};
 }
 

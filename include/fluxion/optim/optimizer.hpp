@@ -281,7 +281,11 @@ class optimizer {
       throw invalid_argument("apply_gradients: " + std::to_string(gradients.size()) + " gradients for " +
                              std::to_string(variables.size()) +
                              " variables; pass one gradient per variable, in the same order");
-    if (variables.empty()) return;
+    if (variables.empty())  // TensorFlow's "No gradients provided for any variable"; Keras 3 does nothing
+      throw invalid_argument(
+          "apply_gradients: no variables to update (the lists are empty), so this step would train nothing. A layer "
+          "used alone makes its variables on its first call (or build(shape)): take trainable_variables() after "
+          "that; a model that starts with nn::input has them from its construction");
     const double lr = learning_rate();
     if (!(lr >= 0) || !std::isfinite(lr))
       throw invalid_argument("apply_gradients: the learning rate schedule gives " + detail::format_number(lr) +
@@ -404,7 +408,8 @@ class optimizer {
     const std::string what = describe(v, i);
     if (g.empty() && g.shape() == fluxion::shape{0})
       throw invalid_argument("apply_gradients: the gradient for " + what + " of shape " + to_string(v.shape()) +
-                             " is empty (shape (0,)): the tape never saw " + what +
+                             (g.is_none() ? " is none (TensorFlow's None)" : " is empty (shape (0,))") +
+                             ": the tape never saw " + what +
                              " read: the loss does not depend on it, it was read before the tape started recording, or the code "
                              "that ran the model was compiled with FLUXION_MAX_DERIVATIVE_ORDER=0 (autodiff off)");
     throw shape_error("apply_gradients: the gradient for " + what + " has shape " + to_string(g.shape()) +

@@ -316,7 +316,8 @@ std::string format_values(const std::vector<T>& values, const shape& s) {
 /// the cpu (the values are copied back to print them).
 template <class T, class Device>
 std::string to_string(const tensor<T, Device>& t) {
-  std::string s = detail::printing::format_values(t.to_vector(), t.shape());
+  std::string s = t.is_none() ? std::string(detail::printing::prefix) + "none, dtype=" + dtype_name<T>() + ")"
+                              : detail::printing::format_values(t.to_vector(), t.shape());
   if constexpr (!std::is_same_v<Device, cpu>) s.insert(s.size() - 1, std::string(", device=") + Device::name);
   return s;
 }

@@ -46,6 +46,9 @@ struct device_memory<cpu> {
   }
 };
 
+/// The id of tensor::none(), which next_tensor_id() never gives.
+inline constexpr std::uint64_t none_tensor_id = ~std::uint64_t{0};
+
 /// A process-wide unique id for each new tensor value (copies share it): the gradient tape's
 /// handle on tensors. Ids are made per thread without atomics: the thread's number in the high
 /// bits, a counter in the low bits.
@@ -196,6 +199,17 @@ class tensor : public expression_base {
 
   /// Identity of this tensor value; copies share it, reshapes get their own.
   std::uint64_t id() const noexcept { return m_id; }
+
+  /// What gradient_tape::gradient returns for a source the target does not depend on
+  /// (TensorFlow's None): shape (0,), no elements, printed as `none`. Using it as an operand throws
+  /// an fx::invalid_argument naming the op, so that `w - lr * g` cannot silently give an empty
+  /// tensor where g is none. Copies are none too; every other tensor, the empty ones included, is not.
+  static tensor none() {
+    tensor t;
+    t.m_id = detail::none_tensor_id;
+    return t;
+  }
+  bool is_none() const noexcept { return m_id == detail::none_tensor_id; }
   /// Identity of the storage: tensors sharing a buffer (reshapes) share it.
   const void* storage_id() const noexcept { return m_buffer.data(); }
   std::int64_t use_count() const noexcept { return m_buffer.use_count(); }

@@ -83,7 +83,10 @@ class variable {
   /// (tensors are immutable). Not a template, so optimizers and layers that swap in new values do
   /// not instantiate the expression path below; other shapes go through it (broadcasting).
   variable& assign(const tensor<T, Device>& t) {
-    if (t.shape() != shape()) return assign_expression(t);
+    if (t.shape() != shape()) {
+      check_not_none(t, "assign");
+      return assign_expression(t);
+    }
     m_value = t;
     ++m_version;
     return *this;
@@ -92,17 +95,20 @@ class variable {
   template <class E>
     requires(operand<E>)
   variable& assign(const E& e) {
+    check_not_none(e, "assign");
     return assign_expression(e);
   }
   template <class E>
     requires(operand<E>)
   variable& assign_add(const E& e) {
+    check_not_none(e, "assign_add");
     check_update_shape(detail::as_expr<variable>(e).shape(), "assign_add");
     return assign(m_value + e);
   }
   template <class E>
     requires(operand<E>)
   variable& assign_sub(const E& e) {
+    check_not_none(e, "assign_sub");
     check_update_shape(detail::as_expr<variable>(e).shape(), "assign_sub");
     return assign(m_value - e);
   }
@@ -128,6 +134,16 @@ class variable {
     }
     ++m_version;
     return *this;
+  }
+  template <class E>
+  void check_not_none(const E& e, const char* op) const {
+    if constexpr (is_tensor_v<E>) {
+      if (e.is_none())
+        throw invalid_argument(std::string(op) + ": the update for variable '" + m_name + "' of shape " +
+                               to_string(shape()) + " is none (TensorFlow's None), what gradient_tape::gradient "
+                               "returns for a source the target does not depend on: check that the loss reads the "
+                               "variable while the tape records");
+    }
   }
   void check_update_shape(const fluxion::shape& s, const char* op) const {
     if (s == fluxion::shape{0} && size() != 0)

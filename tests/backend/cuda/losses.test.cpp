@@ -27,6 +27,8 @@ void same_gradient(const Loss& loss, const fx::tensor<T>& x, const Y& y, double 
     return tape.gradient(l, xd);
   };
   const fx::tensor<T> want = grad(x, y);
+  // Until stop 54 this suite was built without autodiff, and both sides were empty tensors.
+  REQUIRE(want.shape() == x.shape());
   const fx::tensor<T> got = fx::to<fx::cpu>(grad(fx::to<fx::cuda>(x), fx::to<fx::cuda>(y)));
   REQUIRE(got.shape() == want.shape());
   check_values(got.to_vector(), want.to_vector(), rtol);
@@ -92,7 +94,9 @@ TEST_CASE_TEMPLATE("cuda losses: sample weights and masks (a tagger's padded ste
     return tape.gradient(l, x);
   };
   const fx::tensor<T> want = grad(logits, labels, mask);
+  REQUIRE(want.shape() == logits.shape());
   const fx::tensor<T> got = fx::to<fx::cpu>(grad(fx::to<fx::cuda>(logits), fx::to<fx::cuda>(labels), device_mask));
+  REQUIRE(got.shape() == want.shape());
   check_values(got.to_vector(), want.to_vector(), rtol);
 }
 
