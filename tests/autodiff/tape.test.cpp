@@ -302,6 +302,14 @@ TEST_CASE("tape: sources in braces, as tape.gradient(loss, [w, b])") {
     CHECK(tape.gradient(y, {w, unused}, fx::unconnected_gradients::zero)[1].to_vector() == std::vector<double>{0.0});
   }
   {
+    // A target left as an expression (`auto loss = ...`) takes braces too.
+    fx::gradient_tape tape;
+    auto y = fx::reduce_sum(fx::square(fx::matmul(x, w) + b));
+    auto g = tape.gradient(y, {w, b});
+    CHECK(g[0].to_vector() == std::vector<double>{-9.0, -13.0, 18.0, 26.0});
+    CHECK(g[1].to_vector() == std::vector<double>{-9.0, -13.0});
+  }
+  {
     fx::tensor<double> p = {2.0, 3.0}, q = {5.0, 7.0};
     fx::gradient_tape tape(fx::persistent);
     tape.watch(p);
@@ -313,6 +321,7 @@ TEST_CASE("tape: sources in braces, as tape.gradient(loss, [w, b])") {
     auto gw = tape.gradient(y, {p, q}, fx::tensor<double>{10.0, 100.0});
     CHECK(gw[0].to_vector() == std::vector<double>{50.0, 700.0});
     CHECK(gw[1].to_vector() == std::vector<double>{20.0, 300.0});
+    CHECK(tape.gradient(p * q + q, {p, q})[1].to_vector() == std::vector<double>{3.0, 4.0});  // an expression target
   }
   {
     // A source of another element type than the target's still takes std::cref.

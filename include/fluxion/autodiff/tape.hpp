@@ -302,6 +302,20 @@ class gradient_tape {
   auto gradient(const E& target, const Source& source, unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), source, unconnected);
   }
+  template <expression E>
+    requires(!is_tensor_v<E>)
+  auto gradient(const E& target,
+                std::initializer_list<std::reference_wrapper<const std::type_identity_t<variable<value_type_t<E>, device_t<E>>>>> sources,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(detail::materialize(target), sources, unconnected);
+  }
+  template <expression E>
+    requires(!is_tensor_v<E>)
+  auto gradient(const E& target,
+                std::initializer_list<std::reference_wrapper<const std::type_identity_t<tensor<value_type_t<E>, device_t<E>>>>> sources,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(detail::materialize(target), sources, unconnected);
+  }
 
   /// The full Jacobian: shape target.shape + source.shape.
   template <class T, class D, class Source>
