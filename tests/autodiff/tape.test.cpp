@@ -322,6 +322,13 @@ TEST_CASE("tape: sources in braces, as tape.gradient(loss, [w, b])") {
     CHECK(gw[0].to_vector() == std::vector<double>{50.0, 700.0});
     CHECK(gw[1].to_vector() == std::vector<double>{20.0, 300.0});
     CHECK(tape.gradient(p * q + q, {p, q})[1].to_vector() == std::vector<double>{3.0, 4.0});  // an expression target
+    // DESIGN.md's `auto y = ...; tape.gradient(y, {x1, x2}, dy); tape.jacobian(y, x)`.
+    auto e = p * q;
+    const fx::tensor<double> dy = {10.0, 100.0};
+    CHECK(tape.gradient(e, {p, q}, dy)[0].to_vector() == std::vector<double>{50.0, 700.0});
+    CHECK(tape.gradient(e, p, dy).to_vector() == std::vector<double>{50.0, 700.0});
+    CHECK(tape.jacobian(e, p).to_vector() == std::vector<double>{5.0, 0.0, 0.0, 7.0});
+    CHECK(tape.batch_jacobian(fx::reshape(e, {2, 1}), q).to_vector() == std::vector<double>{2.0, 3.0});
   }
   {
     // A source of another element type than the target's still takes std::cref.

@@ -316,6 +316,29 @@ class gradient_tape {
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), sources, unconnected);
   }
+  /// The same with output_gradients (DESIGN.md's `tape.gradient(y, {x1, x2}, dy)` of `auto y = ...`).
+  template <expression E, class Source>
+    requires(!is_tensor_v<E>)
+  auto gradient(const E& target, const Source& source, const tensor<value_type_t<E>, device_t<E>>& output_gradients,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(detail::materialize(target), source, output_gradients, unconnected);
+  }
+  template <expression E>
+    requires(!is_tensor_v<E>)
+  auto gradient(const E& target,
+                std::initializer_list<std::reference_wrapper<const std::type_identity_t<variable<value_type_t<E>, device_t<E>>>>> sources,
+                const tensor<value_type_t<E>, device_t<E>>& output_gradients,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(detail::materialize(target), sources, output_gradients, unconnected);
+  }
+  template <expression E>
+    requires(!is_tensor_v<E>)
+  auto gradient(const E& target,
+                std::initializer_list<std::reference_wrapper<const std::type_identity_t<tensor<value_type_t<E>, device_t<E>>>>> sources,
+                const tensor<value_type_t<E>, device_t<E>>& output_gradients,
+                unconnected_gradients unconnected = unconnected_gradients::none) {
+    return gradient(detail::materialize(target), sources, output_gradients, unconnected);
+  }
 
   /// The full Jacobian: shape target.shape + source.shape.
   template <class T, class D, class Source>
@@ -333,6 +356,12 @@ class gradient_tape {
     for (int d = 0; d < ss.rank(); ++d) out.push_back(ss[d]);
     if (rows.empty()) return tensor<T, D>(out);
     return tensor<T, D>(reshape(stack(std::move(rows), 0), out.to_vector()));
+  }
+
+  template <expression E, class Source>
+    requires(!is_tensor_v<E>)
+  auto jacobian(const E& target, const Source& source) {
+    return jacobian(detail::materialize(target), source);
   }
 
   /// Per-example Jacobians: target (B, ...) and source (B, ...) give (B, target..., source...),
@@ -356,7 +385,12 @@ class gradient_tape {
     for (int d = 1; d < ss.rank(); ++d) out.push_back(ss[d]);
     if (cols.empty()) return tensor<T, D>(out);
     return tensor<T, D>(reshape(stack(std::move(cols), 1), out.to_vector()));
+  }  template <expression E, class Source>
+    requires(!is_tensor_v<E>)
+  auto batch_jacobian(const E& target, const Source& source) {
+    return batch_jacobian(detail::materialize(target), source);
   }
+
 
   // ---- internals used by the recording hook, custom_gradient and forward mode ------------
 
