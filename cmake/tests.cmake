@@ -217,15 +217,8 @@ function(fluxion_add_test_batches)
       fluxion_add_doctest(${names} "${sources}" LINK ${link} LABELS ${labels})
       continue()
     endif()
-    # As many batches as the size allows, as even as they can be. The device suites that use the
-    # tape (device_tape) are the heaviest files and come last in the build: as one unit of five
-    # files they took 276 s (stop 54, with the losses suite), the build's last job on one core, so
-    # they go at most three to a unit and the two units share the cores.
-    set(batch_size ${FLUXION_TEST_BATCH_SIZE})
-    if(group STREQUAL "device_tape" AND batch_size GREATER 3)
-      set(batch_size 3)
-    endif()
-    math(EXPR batches "(${count} + ${batch_size} - 1) / ${batch_size}")
+    # As many batches as the size allows, as even as they can be.
+    math(EXPR batches "(${count} + ${FLUXION_TEST_BATCH_SIZE} - 1) / ${FLUXION_TEST_BATCH_SIZE}")
     math(EXPR size "(${count} + ${batches} - 1) / ${batches}")
     math(EXPR last "${count} - 1")
     set(members "")
