@@ -127,6 +127,8 @@ sed 's/^#define FLUXION_MAX_DERIVATIVE_ORDER 2.*$//' "$scratch/readme_gradients.
 row "README.md's Gradients program (derivative order 2)" \
   "$(best "$cxx" "${flags[@]}" -c "$scratch/readme_gradients.cpp" -o "$scratch/out.o")"
 row "  ... at derivative order 1" "$(best "$cxx" "${flags[@]}" -c "$scratch/readme_gradients_1.cpp" -o "$scratch/out.o")"
+row "  ... order 2 / order 1 with FLUXION_PREBUILT_KERNELS" \
+  "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c "$scratch/readme_gradients.cpp" -o "$scratch/out.o") / $(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c "$scratch/readme_gradients_1.cpp" -o "$scratch/out.o")"
 
 mlp=$(best "$cxx" "${flags[@]}" -c bench/compile/mlp_train.cpp -o "$scratch/out.o")
 row "bench/compile/mlp_train.cpp" "$mlp"

@@ -126,12 +126,10 @@ template <class X>
 tensor<value_type_t<X>, device_t<X>> stop_gradient(const X& x) {
   using T = value_type_t<X>;
   using D = device_t<X>;
+  detail::check_not_none(x, "stop_gradient");
   tensor<T, D> value;
   if constexpr (is_variable_v<X>) value = x.peek();
   else value = detail::materialize_unrecorded(x);
-  if (value.is_none())
-    throw invalid_argument("stop_gradient: the operand is none, the gradient that gradient_tape::gradient returns "
-                           "for a source the target does not depend on (TensorFlow's None)");
   return tensor<T, D>(value, value.shape());
 }
 
