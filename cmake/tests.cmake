@@ -44,7 +44,13 @@ function(fluxion_test_precompiled_header target group)
   set(owner fluxion_test_pch_${group})
   if(NOT TARGET ${owner})
     add_library(${owner} OBJECT "${FLUXION_TESTS_BINARY_DIR}/precompiled.cpp")
-    target_link_libraries(${owner} PRIVATE fluxion_dev_flags fluxion_doctest_main ${ARGN})
+    # doctest's headers and C++20, as fluxion_doctest_main gives the tests; only the other groups'
+    # headers wait for that library's build ("Build order" below).
+    target_link_libraries(${owner} PRIVATE fluxion_dev_flags doctest::doctest ${ARGN})
+    target_compile_features(${owner} PRIVATE cxx_std_20)
+    if(NOT group STREQUAL "device")
+      add_dependencies(${owner} fluxion_doctest_main)
+    endif()
     target_compile_definitions(${owner} PRIVATE "FLUXION_TEST_FIXTURES_DIR=\"${FLUXION_TESTS_DIR}/fixtures\"")
     target_compile_options(${owner} PRIVATE $<IF:$<STREQUAL:${group},o1>,-O1,-O0>)
     target_precompile_headers(${owner} PRIVATE "${FLUXION_TESTS_DIR}/precompiled.hpp")
@@ -267,57 +273,24 @@ function(fluxion_add_test_batches)
   endforeach()
 endfunction()
 
-# Seconds the build of one autodiff.composition_* program may take (-O0, forward mode, order 1): about
-# 50-110 s on a 2-core machine.
-set(FLUXION_COMPOSITION_BUILD_LIMIT 900)
+# --- Build order -----------------------------------------------------------------------------------
+# The device tape batch is the longest compile of all (about 120 s on an AVX-512 runner, 280 s on a
+# slower one). Declared last, it was the build's tail, with the other core idle for a minute or
+# more. With Makefiles and `--parallel`, make walks the targets in the order they are declared; one
+# whose prerequisites are still building when make reaches it waits for make's next walk, after
+# every target of this walk has started. On the first walk every test waits for the doctest main,
+# which builds first, and the examples build. The second walk meets the device tests first, and
+# their precompiled header, which alone does not wait for the doctest main, was built in the first
+# walk: the batch starts then, and the rest of the tests build beside it (stop 55).
 file(GLOB_RECURSE fluxion_test_sources CONFIGURE_DEPENDS "${FLUXION_TESTS_DIR}/*.test.cpp")
 list(SORT fluxion_test_sources)
 set(fluxion_device_test_sources "")
 foreach(source IN LISTS fluxion_test_sources)
   file(RELATIVE_PATH relative "${FLUXION_TESTS_DIR}" "${source}")
-  if(relative MATCHES "^(compile_fail|consumer)/")
-    continue()
-  elseif(relative MATCHES "^backend/cuda/")
+  if(relative MATCHES "^backend/cuda/")
     list(APPEND fluxion_device_test_sources "${source}")
-    continue()
-  endif()
-  string(REGEX REPLACE "\\.test\\.cpp$" "" stem "${relative}")
-  string(REPLACE "/" "." name "${stem}")
-  set(link "")
-  if(name MATCHES "^data\\." AND TARGET fluxion::zlib)
-    set(link fluxion::zlib)  # the data tests read .gz files
-  endif()
-  fluxion_batch_doctest(${name} "${source}" LINK ${link} LABELS unit)
-  # The composition matrix at order 1 builds under a time limit (see "Compile-time tests" below).
-  if(name MATCHES "^autodiff\\.composition_")
-    string(REPLACE "." "_" target "test_${name}")
-    set(launcher "${CMAKE_COMMAND}" "-DLIMIT=${FLUXION_COMPOSITION_BUILD_LIMIT}" -P
-                 "${PROJECT_SOURCE_DIR}/cmake/time_limited_compile.cmake" --)
-    get_target_property(inner ${target} CXX_COMPILER_LAUNCHER)
-    if(inner)
-      list(APPEND launcher ${inner})
-    endif()
-    set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${launcher}")
   endif()
 endforeach()
-fluxion_add_test_batches()
-
-# The SIMD kernels again for the older x86 vector sets, since -march=native picks the build
-# machine's widest (AVX-512 or AVX2) and users may build for less: baseline x86-64 (SSE2) and AVX2.
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
-  foreach(isa IN ITEMS sse2 avx2)
-    set(march x86-64)
-    if(isa STREQUAL "avx2")
-      set(march haswell)
-    endif()
-    fluxion_add_doctest(backend.cpu.simd_ops_${isa} "${FLUXION_TESTS_DIR}/backend/cpu/simd_ops.test.cpp" NO_PCH LABELS unit)
-    set_target_properties(test_backend_cpu_simd_ops_${isa} PROPERTIES FLUXION_MARCH ${march})
-    # A program built for less than the machine has gets a notice from the thread pool.
-    fluxion_add_doctest(backend.cpu.detail.isa_notice_${isa} "${FLUXION_TESTS_DIR}/backend/cpu/detail/isa_notice.test.cpp"
-                        NO_PCH LABELS unit)
-    set_target_properties(test_backend_cpu_detail_isa_notice_${isa} PROPERTIES FLUXION_MARCH ${march})
-  endforeach()
-endif()
 
 # --- Device-generic tests --------------------------------------------------------------------------
 # The CUDA backend is written against Thrust. With the host compiler, Thrust's OpenMP device system
@@ -410,6 +383,53 @@ foreach(source IN LISTS fluxion_device_test_sources)
   endif()
 endforeach()
 fluxion_add_test_batches()
+
+# Seconds the build of one autodiff.composition_* program may take (-O0, forward mode, order 1): about
+# 50-110 s on a 2-core machine.
+set(FLUXION_COMPOSITION_BUILD_LIMIT 900)
+foreach(source IN LISTS fluxion_test_sources)
+  file(RELATIVE_PATH relative "${FLUXION_TESTS_DIR}" "${source}")
+  if(relative MATCHES "^(compile_fail|consumer|backend/cuda)/")
+    continue()
+  endif()
+  string(REGEX REPLACE "\\.test\\.cpp$" "" stem "${relative}")
+  string(REPLACE "/" "." name "${stem}")
+  set(link "")
+  if(name MATCHES "^data\\." AND TARGET fluxion::zlib)
+    set(link fluxion::zlib)  # the data tests read .gz files
+  endif()
+  fluxion_batch_doctest(${name} "${source}" LINK ${link} LABELS unit)
+  # The composition matrix at order 1 builds under a time limit (see "Compile-time tests" below).
+  if(name MATCHES "^autodiff\\.composition_")
+    string(REPLACE "." "_" target "test_${name}")
+    set(launcher "${CMAKE_COMMAND}" "-DLIMIT=${FLUXION_COMPOSITION_BUILD_LIMIT}" -P
+                 "${PROJECT_SOURCE_DIR}/cmake/time_limited_compile.cmake" --)
+    get_target_property(inner ${target} CXX_COMPILER_LAUNCHER)
+    if(inner)
+      list(APPEND launcher ${inner})
+    endif()
+    set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${launcher}")
+  endif()
+endforeach()
+fluxion_add_test_batches()
+
+# The SIMD kernels again for the older x86 vector sets, since -march=native picks the build
+# machine's widest (AVX-512 or AVX2) and users may build for less: baseline x86-64 (SSE2) and AVX2.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  foreach(isa IN ITEMS sse2 avx2)
+    set(march x86-64)
+    if(isa STREQUAL "avx2")
+      set(march haswell)
+    endif()
+    fluxion_add_doctest(backend.cpu.simd_ops_${isa} "${FLUXION_TESTS_DIR}/backend/cpu/simd_ops.test.cpp" NO_PCH LABELS unit)
+    set_target_properties(test_backend_cpu_simd_ops_${isa} PROPERTIES FLUXION_MARCH ${march})
+    # A program built for less than the machine has gets a notice from the thread pool.
+    fluxion_add_doctest(backend.cpu.detail.isa_notice_${isa} "${FLUXION_TESTS_DIR}/backend/cpu/detail/isa_notice.test.cpp"
+                        NO_PCH LABELS unit)
+    set_target_properties(test_backend_cpu_detail_isa_notice_${isa} PROPERTIES FLUXION_MARCH ${march})
+  endforeach()
+endif()
+
 
 # nvcc compiles the device tests in two translation units, one per derivative order the host builds
 # use, each including its group's test files in turn: every nvcc run parses Thrust, the standard

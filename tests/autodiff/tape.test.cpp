@@ -340,6 +340,37 @@ TEST_CASE("tape: sources in braces, as tape.gradient(loss, [w, b])") {
   }
 }
 
+
+TEST_CASE("tape: braces unpack with structured bindings, as dw, db = tape.gradient(loss, [w, b])") {
+  fx::variable<double> w{fx::tensor<double>{{1.0, 2.0}, {3.0, 4.0}}, "w"};
+  fx::variable<double> b{fx::tensor<double>{0.5, -0.5}, "b"};
+  const fx::tensor<double> x = {{1.0, -2.0}};
+  fx::gradient_tape tape(fx::persistent);
+  fx::tensor<double> y = fx::reduce_sum(fx::square(fx::matmul(x, w) + b));
+  auto [dw, db] = tape.gradient(y, {w, b});
+  static_assert(std::is_same_v<decltype(dw), fx::tensor<double>>);
+  CHECK(dw.to_vector() == std::vector<double>{-9.0, -13.0, 18.0, 26.0});
+  CHECK(db.to_vector() == std::vector<double>{-9.0, -13.0});
+  // With output_gradients, from tensors, and from an expression target.
+  fx::tensor<double> p = {2.0, 3.0}, q = {5.0, 7.0}, r = {1.0};  // r is not watched
+  tape.watch(p);
+  tape.watch(q);
+  fx::tensor<double> pq = p * q;
+  const auto& [dp, dq] = tape.gradient(pq, {p, q}, fx::tensor<double>{10.0, 100.0});
+  CHECK(dp.to_vector() == std::vector<double>{50.0, 700.0});
+  CHECK(dq.to_vector() == std::vector<double>{20.0, 300.0});
+  auto [ep, eq, er] = tape.gradient(p * q + q, {p, q, r});
+  CHECK(ep.to_vector() == std::vector<double>{5.0, 7.0});
+  CHECK(eq.to_vector() == std::vector<double>{3.0, 4.0});
+  CHECK(er.is_none());
+  // The result is still a std::vector: it converts, indexes, and goes to apply_gradients.
+  auto g = tape.gradient(y, {w, b});
+  const std::vector<fx::tensor<double>>& as_vector = g;
+  CHECK(as_vector.size() == 2);
+  std::vector<fx::tensor<double>> copied = tape.gradient(y, {w, b});
+  CHECK(copied[1].to_vector() == db.to_vector());
+  static_assert(std::tuple_size_v<decltype(g)> == 2);
+}
 TEST_CASE("tape: an unconnected gradient is none, and none as an operand throws naming the op") {
   fx::tensor<float> a = 3.f, w = {1.f, 2.f};
   fx::gradient_tape tape;

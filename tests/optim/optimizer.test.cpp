@@ -241,3 +241,29 @@ TEST_CASE("training through a gradient tape: the tape's gradients go straight in
   CHECK(w.peek().to_vector() == std::vector<float>{0.125f, -0.25f, 0.375f});
   CHECK(opt.iterations() == 3);
 }
+
+TEST_CASE("apply_gradients: braces of variables, as optimizer.apply_gradients(zip(grads, [w, b]))") {
+  fx::variable<float> w{fx::tensor<float>{1.f, -2.f}, "w"};
+  fx::variable<float> b{fx::tensor<float>{4.f}, "b"};
+  fx::optim::sgd opt{0.25};
+  {
+    fx::gradient_tape tape;
+    fx::tensor<float> loss = fx::reduce_sum(w * w) + fx::reduce_sum(b * b);  // gradients 2 w and 2 b
+    auto [dw, db] = tape.gradient(loss, {w, b});
+    opt.apply_gradients({dw, db}, {w, b});
+  }
+  CHECK(w.peek().to_vector() == std::vector<float>{0.5f, -1.f});
+  CHECK(b.peek().to_vector() == std::vector<float>{2.f});
+  {
+    fx::gradient_tape tape;
+    fx::tensor<float> loss = fx::reduce_sum(w * w) + fx::reduce_sum(b * b);
+    opt.apply_gradients(tape.gradient(loss, {w, b}), {&w, &b});  // pointers, as trainable_variables()
+  }
+  CHECK(w.peek().to_vector() == std::vector<float>{0.25f, -0.5f});
+  CHECK(b.peek().to_vector() == std::vector<float>{1.f});
+  CHECK(opt.iterations() == 2);
+  // The same checks as with pointers: here a list of the wrong length.
+  test::check_throws_with<fx::invalid_argument>(
+      [&] { opt.apply_gradients({fx::tensor<float>{1.f, 1.f}}, {w, b}); }, "1 gradients for 2 variables");
+  CHECK(opt.iterations() == 2);
+}

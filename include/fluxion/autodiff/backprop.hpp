@@ -22,6 +22,14 @@
 #include "order.hpp"
 #include "rules.hpp"
 
+namespace fluxion {
+
+/// What gradient_tape::gradient and forward_accumulator::jvp return for a source or tensor that does
+/// not depend on what is watched: tensor::none() (TensorFlow's None), or zeros of its shape.
+enum class unconnected_gradients { none, zero };
+
+}  // namespace fluxion
+
 namespace fluxion::autodiff {
 
 template <class E>

@@ -90,10 +90,13 @@ class forward_accumulator {
     m_tangents.insert_or_assign(primal.id(), std::any(tangent));
   }
 
-  /// The tangent of `t`; zeros when `t` does not depend on a watched primal.
+  /// The tangent of `t`. When `t` does not depend on a watched primal: tensor::none(), as
+  /// TensorFlow's ForwardAccumulator.jvp gives None, or zeros of t's shape with
+  /// unconnected_gradients::zero.
   template <class T, class D>
-  tensor<T, D> jvp(const tensor<T, D>& t) const {
+  tensor<T, D> jvp(const tensor<T, D>& t, unconnected_gradients unconnected = unconnected_gradients::none) const {
     if (const auto* v = find<T, D>(t.id())) return *v;
+    if (unconnected == unconnected_gradients::none) return tensor<T, D>::none();
     return tensor<T, D>(broadcast_to(scalar_expr<T, D>(T(0)), t.shape()));
   }
 
@@ -323,12 +326,13 @@ void offer_to_accumulators(const E& e, const tensor<T, D>& out) {
 
 }  // namespace autodiff
 
-/// Runs f at `primal` and returns {f(primal), the directional derivative of f along `tangent`}.
+/// Runs f at `primal` and returns {f(primal), the directional derivative of f along `tangent`}:
+/// zeros where f(primal) does not depend on primal (JAX's jvp), a derivative that exists.
 template <class F, class T, class D>
 auto jvp(F&& f, const tensor<T, D>& primal, const tensor<T, D>& tangent) {
   forward_accumulator acc(primal, tangent);
   auto y = detail::materialize(f(primal));
-  auto t = acc.jvp(y);
+  auto t = acc.jvp(y, unconnected_gradients::zero);
   return std::pair{y, t};
 }
 

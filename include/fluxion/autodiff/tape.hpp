@@ -32,8 +32,31 @@
 
 namespace fluxion {
 
-/// What gradient() returns for a source the target does not depend on.
-enum class unconnected_gradients { none, zero };
+/// What `tape.gradient(target, {a, b, ...})` returns: the N gradients in order, as a std::vector
+/// (index it, pass it to apply_gradients) that also unpacks with structured bindings, as
+/// TensorFlow's `dw, db = tape.gradient(loss, [w, b])`:
+///   auto [dw, db] = tape.gradient(loss, {w, b});
+template <class Tensor, std::size_t N>
+class gradient_list : public std::vector<Tensor> {
+ public:
+  explicit gradient_list(std::vector<Tensor>&& gradients) : std::vector<Tensor>(std::move(gradients)) {}
+
+  template <std::size_t I>
+    requires(I < N)
+  Tensor& get() & {
+    return this->at(I);
+  }
+  template <std::size_t I>
+    requires(I < N)
+  const Tensor& get() const& {
+    return this->at(I);
+  }
+  template <std::size_t I>
+    requires(I < N)
+  Tensor&& get() && {
+    return std::move(this->at(I));
+  }
+};
 
 struct persistent_t {
   explicit constexpr persistent_t() = default;
@@ -237,42 +260,43 @@ class gradient_tape {
   /// Gradients with respect to several sources of one type, in order, as TensorFlow's
   /// `tape.gradient(loss, [w, b])`: variables `{w, b}` or tensors `{x, y}` of the target's element
   /// type and device, or `{std::cref(a), std::cref(b)}` of another element type; with
-  /// output_gradients, the vector-Jacobian products with them.
-  template <class T, class D>
+  /// output_gradients, the vector-Jacobian products with them. The result is a std::vector that
+  /// also unpacks: `auto [dw, db] = tape.gradient(loss, {w, b});` (gradient_list).
+  template <class T, class D, std::size_t N>
   auto gradient(const tensor<T, D>& target,
-                std::initializer_list<std::reference_wrapper<const std::type_identity_t<variable<T, D>>>> sources,
+                const std::reference_wrapper<const std::type_identity_t<variable<T, D>>> (&sources)[N],
                 unconnected_gradients unconnected = unconnected_gradients::none) {
-    return gradient(target, pointers<variable<T, D>>(sources), nullptr, unconnected);
+    return unpackable<N>(gradient(target, pointers<variable<T, D>>(sources), nullptr, unconnected));
   }
-  template <class T, class D>
+  template <class T, class D, std::size_t N>
   auto gradient(const tensor<T, D>& target,
-                std::initializer_list<std::reference_wrapper<const std::type_identity_t<variable<T, D>>>> sources,
+                const std::reference_wrapper<const std::type_identity_t<variable<T, D>>> (&sources)[N],
                 const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
-    return gradient(target, pointers<variable<T, D>>(sources), &output_gradients, unconnected);
+    return unpackable<N>(gradient(target, pointers<variable<T, D>>(sources), &output_gradients, unconnected));
   }
-  template <class T, class D>
+  template <class T, class D, std::size_t N>
   auto gradient(const tensor<T, D>& target,
-                std::initializer_list<std::reference_wrapper<const std::type_identity_t<tensor<T, D>>>> sources,
+                const std::reference_wrapper<const std::type_identity_t<tensor<T, D>>> (&sources)[N],
                 unconnected_gradients unconnected = unconnected_gradients::none) {
-    return gradient(target, pointers<tensor<T, D>>(sources), nullptr, unconnected);
+    return unpackable<N>(gradient(target, pointers<tensor<T, D>>(sources), nullptr, unconnected));
   }
-  template <class T, class D>
+  template <class T, class D, std::size_t N>
   auto gradient(const tensor<T, D>& target,
-                std::initializer_list<std::reference_wrapper<const std::type_identity_t<tensor<T, D>>>> sources,
+                const std::reference_wrapper<const std::type_identity_t<tensor<T, D>>> (&sources)[N],
                 const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
-    return gradient(target, pointers<tensor<T, D>>(sources), &output_gradients, unconnected);
+    return unpackable<N>(gradient(target, pointers<tensor<T, D>>(sources), &output_gradients, unconnected));
   }
-  template <class T, class D, class Source>
+  template <class T, class D, class Source, std::size_t N>
     requires(!std::is_same_v<Source, tensor<T, D>> && !std::is_same_v<Source, variable<T, D>>)
-  auto gradient(const tensor<T, D>& target, std::initializer_list<std::reference_wrapper<const Source>> sources,
+  auto gradient(const tensor<T, D>& target, const std::reference_wrapper<const Source> (&sources)[N],
                 unconnected_gradients unconnected = unconnected_gradients::none) {
-    return gradient(target, pointers<Source>(sources), nullptr, unconnected);
+    return unpackable<N>(gradient(target, pointers<Source>(sources), nullptr, unconnected));
   }
-  template <class T, class D, class Source>
+  template <class T, class D, class Source, std::size_t N>
     requires(!std::is_same_v<Source, tensor<T, D>> && !std::is_same_v<Source, variable<T, D>>)
-  auto gradient(const tensor<T, D>& target, std::initializer_list<std::reference_wrapper<const Source>> sources,
+  auto gradient(const tensor<T, D>& target, const std::reference_wrapper<const Source> (&sources)[N],
                 const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
-    return gradient(target, pointers<Source>(sources), &output_gradients, unconnected);
+    return unpackable<N>(gradient(target, pointers<Source>(sources), &output_gradients, unconnected));
   }
   template <class T, class D, class Source>
   auto gradient(const tensor<T, D>& target, const std::vector<Source*>& sources,
@@ -302,17 +326,17 @@ class gradient_tape {
   auto gradient(const E& target, const Source& source, unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), source, unconnected);
   }
-  template <expression E>
+  template <expression E, std::size_t N>
     requires(!is_tensor_v<E>)
   auto gradient(const E& target,
-                std::initializer_list<std::reference_wrapper<const std::type_identity_t<variable<value_type_t<E>, device_t<E>>>>> sources,
+                const std::reference_wrapper<const std::type_identity_t<variable<value_type_t<E>, device_t<E>>>> (&sources)[N],
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), sources, unconnected);
   }
-  template <expression E>
+  template <expression E, std::size_t N>
     requires(!is_tensor_v<E>)
   auto gradient(const E& target,
-                std::initializer_list<std::reference_wrapper<const std::type_identity_t<tensor<value_type_t<E>, device_t<E>>>>> sources,
+                const std::reference_wrapper<const std::type_identity_t<tensor<value_type_t<E>, device_t<E>>>> (&sources)[N],
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), sources, unconnected);
   }
@@ -323,18 +347,18 @@ class gradient_tape {
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), source, output_gradients, unconnected);
   }
-  template <expression E>
+  template <expression E, std::size_t N>
     requires(!is_tensor_v<E>)
   auto gradient(const E& target,
-                std::initializer_list<std::reference_wrapper<const std::type_identity_t<variable<value_type_t<E>, device_t<E>>>>> sources,
+                const std::reference_wrapper<const std::type_identity_t<variable<value_type_t<E>, device_t<E>>>> (&sources)[N],
                 const tensor<value_type_t<E>, device_t<E>>& output_gradients,
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), sources, output_gradients, unconnected);
   }
-  template <expression E>
+  template <expression E, std::size_t N>
     requires(!is_tensor_v<E>)
   auto gradient(const E& target,
-                std::initializer_list<std::reference_wrapper<const std::type_identity_t<tensor<value_type_t<E>, device_t<E>>>>> sources,
+                const std::reference_wrapper<const std::type_identity_t<tensor<value_type_t<E>, device_t<E>>>> (&sources)[N],
                 const tensor<value_type_t<E>, device_t<E>>& output_gradients,
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), sources, output_gradients, unconnected);
@@ -444,6 +468,11 @@ class gradient_tape {
   };
 
   void finish();
+
+  template <std::size_t N, class Tensor>
+  static gradient_list<Tensor, N> unpackable(std::vector<Tensor>&& gradients) {
+    return gradient_list<Tensor, N>(std::move(gradients));
+  }
 
   template <class Source, class List>
   static std::vector<const Source*> pointers(const List& sources) {
@@ -617,3 +646,11 @@ FLUXION_CORE_INLINE detail::all_tapes_paused::all_tapes_paused() {
 #endif  // FLUXION_CORE_DEFINITIONS
 
 }  // namespace fluxion
+
+// The tuple protocol that lets `auto [dw, db] = tape.gradient(loss, {w, b});` unpack.
+template <class Tensor, std::size_t N>
+struct std::tuple_size<fluxion::gradient_list<Tensor, N>> : std::integral_constant<std::size_t, N> {};
+template <std::size_t I, class Tensor, std::size_t N>
+struct std::tuple_element<I, fluxion::gradient_list<Tensor, N>> {
+  using type = Tensor;
+};

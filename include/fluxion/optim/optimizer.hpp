@@ -34,6 +34,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -268,6 +270,21 @@ class optimizer {
   /// belongs to variables[i]; a gradient must have its variable's shape. Throws
   /// fluxion::invalid_argument, before changing anything, when the lists differ in length, a
   /// pointer is null, a variable appears twice, or a gradient is empty or of the wrong shape.
+  /// The same with the variables in braces, as Keras's `apply_gradients(zip(grads, [w, b]))`:
+  /// `opt.apply_gradients(tape.gradient(loss, {w, b}), {w, b})`, or `opt.apply_gradients({dw, db}, {w, b})`.
+  template <class T, class Device>
+  void apply_gradients(const std::vector<tensor<T, Device>>& gradients,
+                       std::initializer_list<std::reference_wrapper<std::type_identity_t<variable<T, Device>>>> variables) {
+    std::vector<variable<T, Device>*> pointers;
+    pointers.reserve(variables.size());
+    for (variable<T, Device>& v : variables) pointers.push_back(&v);
+    apply_gradients(gradients, pointers);
+  }
+  template <class T, class Device>
+  void apply_gradients(std::initializer_list<tensor<T, Device>> gradients,
+                       std::initializer_list<std::reference_wrapper<std::type_identity_t<variable<T, Device>>>> variables) {
+    apply_gradients(std::vector<tensor<T, Device>>(gradients), variables);
+  }
   template <class T, class Device>
   void apply_gradients(const std::vector<tensor<T, Device>>& gradients,
                        const std::vector<variable<T, Device>*>& variables) {
