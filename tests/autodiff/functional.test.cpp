@@ -9,6 +9,13 @@ TEST_CASE("functional: gradients_function and value_and_gradients_function") {
   auto [v, vg] = fx::value_and_gradients_function(f)(2.0, 0.5);
   CHECK(v.item() == doctest::Approx(2 * std::sin(0.5)));
   CHECK(vg[1].item() == doctest::Approx(2 * std::cos(0.5)));
+  // One gradient per argument, known when the call compiles: they unpack.
+  auto [dx, dy] = fx::gradients_function(f)(2.0, 0.5);
+  CHECK(dx.item() == doctest::Approx(std::sin(0.5)));
+  CHECK(dy.item() == doctest::Approx(2 * std::cos(0.5)));
+  auto [vdx, vdy] = vg;
+  CHECK(vdx.item() == doctest::Approx(std::sin(0.5)));
+  CHECK(vdy.item() == doctest::Approx(2 * std::cos(0.5)));
 }
 
 TEST_CASE("functional: implicit_gradients follows the variables the function reads") {

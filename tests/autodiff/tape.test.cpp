@@ -371,6 +371,32 @@ TEST_CASE("tape: braces unpack with structured bindings, as dw, db = tape.gradie
   CHECK(copied[1].to_vector() == db.to_vector());
   static_assert(std::tuple_size_v<decltype(g)> == 2);
 }
+
+TEST_CASE("tape: braces mix variables and tensors, as tape.gradient(loss, [w, x])") {
+  fx::variable<double> w{fx::tensor<double>{2.0, -1.0}, "w"};
+  fx::tensor<double> x = {3.0, 5.0}, unwatched = {1.0};
+  auto check = [&](fx::gradient_tape& tape) {  // a one-shot tape frees what no source asked for
+    tape.watch(x);
+    fx::tensor<double> y = fx::reduce_sum(w * x * x);  // dy/dw = x^2, dy/dx = 2 w x
+    auto [dx, dw, du] = tape.gradient(y, {x, w, unwatched});
+    CHECK(dw.to_vector() == std::vector<double>{9.0, 25.0});
+    CHECK(dx.to_vector() == std::vector<double>{12.0, -10.0});
+    CHECK(du.is_none());
+  };
+  fx::gradient_tape one_shot;
+  check(one_shot);
+  fx::gradient_tape kept(fx::persistent);
+  check(kept);
+  {
+    // std::cref of either kind, and an expression target with output_gradients.
+    fx::gradient_tape tape(fx::persistent);
+    tape.watch(x);
+    auto e = w * x;
+    const auto g = tape.gradient(e, {std::cref(w), std::cref(x)}, fx::tensor<double>{1.0, 10.0});
+    CHECK(g[0].to_vector() == std::vector<double>{3.0, 50.0});
+    CHECK(g[1].to_vector() == std::vector<double>{2.0, -10.0});
+  }
+}
 TEST_CASE("tape: an unconnected gradient is none, and none as an operand throws naming the op") {
   fx::tensor<float> a = 3.f, w = {1.f, 2.f};
   fx::gradient_tape tape;

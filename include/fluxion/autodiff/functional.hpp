@@ -35,7 +35,8 @@ auto to_tensor_arg(const X& x) {
 
 }  // namespace detail
 
-/// Returns g(args...) -> std::vector of d sum(f(args...)) / d arg, one per argument.
+/// Returns g(args...) -> d sum(f(args...)) / d arg, one per argument: a std::vector that unpacks,
+/// `auto [dx, dy] = fx::gradients_function(f)(x, y);` (gradient_list).
 template <class F>
 auto gradients_function(F f) {
   return [f](const auto&... args) {
@@ -50,13 +51,13 @@ auto gradients_function(F f) {
           std::vector<tensor<T, D>> p{x...};
           std::vector<const tensor<T, D>*> ptrs;
           for (auto& t : p) ptrs.push_back(&t);
-          return tape.gradient(y, ptrs, unconnected_gradients::zero);
+          return gradient_list<tensor<T, D>, sizeof...(x)>(tape.gradient(y, ptrs, unconnected_gradients::zero));
         },
         xs);
   };
 }
 
-/// Like gradients_function, returning {f(args...), gradients}.
+/// Like gradients_function, returning {f(args...), gradients}: `auto [y, grads] = ...`.
 template <class F>
 auto value_and_gradients_function(F f) {
   return [f](const auto&... args) {
@@ -68,8 +69,8 @@ auto value_and_gradients_function(F f) {
     using D = device_t<std::tuple_element_t<0, decltype(xs)>>;
     std::vector<const tensor<T, D>*> ptrs;
     std::apply([&](const auto&... x) { (ptrs.push_back(&x), ...); }, xs);
-    auto grads = tape.gradient(y, ptrs, unconnected_gradients::zero);
-    return std::pair{y, grads};
+    auto grads = gradient_list<tensor<T, D>, sizeof...(args)>(tape.gradient(y, ptrs, unconnected_gradients::zero));
+    return std::pair{y, std::move(grads)};
   };
 }
 

@@ -58,6 +58,29 @@ class gradient_list : public std::vector<Tensor> {
   }
 };
 
+/// A source named in braces, `tape.gradient(loss, {w, x})`: a variable or a tensor of the target's
+/// element type and device, mixed as TensorFlow's `tape.gradient(loss, [w, x])` allows. It refers to
+/// the object; a brace list lives until the call returns.
+template <class T, class D>
+class gradient_source {
+ public:
+  using value_type = T;
+  using device_type = D;
+
+  gradient_source(const variable<T, D>& v) : m_variable(&v) {}
+  gradient_source(const tensor<T, D>& t) : m_tensor(&t) {}
+  gradient_source(std::reference_wrapper<const variable<T, D>> v) : m_variable(&v.get()) {}
+  gradient_source(std::reference_wrapper<const tensor<T, D>> t) : m_tensor(&t.get()) {}
+
+  std::uint64_t id() const { return m_variable ? m_variable->id() : m_tensor->id(); }
+  fluxion::shape shape() const { return m_variable ? m_variable->shape() : m_tensor->shape(); }
+  bool is_variable() const noexcept { return m_variable != nullptr; }
+
+ private:
+  const variable<T, D>* m_variable = nullptr;
+  const tensor<T, D>* m_tensor = nullptr;
+};
+
 struct persistent_t {
   explicit constexpr persistent_t() = default;
 };
@@ -257,34 +280,21 @@ class gradient_tape {
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return std::move(gradient(target, std::vector<const Source*>{&source}, &output_gradients, unconnected)[0]);
   }
-  /// Gradients with respect to several sources of one type, in order, as TensorFlow's
-  /// `tape.gradient(loss, [w, b])`: variables `{w, b}` or tensors `{x, y}` of the target's element
-  /// type and device, or `{std::cref(a), std::cref(b)}` of another element type; with
-  /// output_gradients, the vector-Jacobian products with them. The result is a std::vector that
-  /// also unpacks: `auto [dw, db] = tape.gradient(loss, {w, b});` (gradient_list).
+  /// Gradients with respect to several sources, in order, as TensorFlow's
+  /// `tape.gradient(loss, [w, b])`: variables and tensors of the target's element type and device,
+  /// mixed or not (`{w, b}`, `{w, x}`: gradient_source), or `{std::cref(a), std::cref(b)}` of
+  /// another element type; with output_gradients, the vector-Jacobian products with them. The
+  /// result is a std::vector that also unpacks: `auto [dw, db] = tape.gradient(loss, {w, b});`
+  /// (gradient_list).
   template <class T, class D, std::size_t N>
-  auto gradient(const tensor<T, D>& target,
-                const std::reference_wrapper<const std::type_identity_t<variable<T, D>>> (&sources)[N],
+  auto gradient(const tensor<T, D>& target, const std::type_identity_t<gradient_source<T, D>> (&sources)[N],
                 unconnected_gradients unconnected = unconnected_gradients::none) {
-    return unpackable<N>(gradient(target, pointers<variable<T, D>>(sources), nullptr, unconnected));
+    return unpackable<N>(gradient(target, source_pointers(sources), nullptr, unconnected));
   }
   template <class T, class D, std::size_t N>
-  auto gradient(const tensor<T, D>& target,
-                const std::reference_wrapper<const std::type_identity_t<variable<T, D>>> (&sources)[N],
+  auto gradient(const tensor<T, D>& target, const std::type_identity_t<gradient_source<T, D>> (&sources)[N],
                 const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
-    return unpackable<N>(gradient(target, pointers<variable<T, D>>(sources), &output_gradients, unconnected));
-  }
-  template <class T, class D, std::size_t N>
-  auto gradient(const tensor<T, D>& target,
-                const std::reference_wrapper<const std::type_identity_t<tensor<T, D>>> (&sources)[N],
-                unconnected_gradients unconnected = unconnected_gradients::none) {
-    return unpackable<N>(gradient(target, pointers<tensor<T, D>>(sources), nullptr, unconnected));
-  }
-  template <class T, class D, std::size_t N>
-  auto gradient(const tensor<T, D>& target,
-                const std::reference_wrapper<const std::type_identity_t<tensor<T, D>>> (&sources)[N],
-                const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
-    return unpackable<N>(gradient(target, pointers<tensor<T, D>>(sources), &output_gradients, unconnected));
+    return unpackable<N>(gradient(target, source_pointers(sources), &output_gradients, unconnected));
   }
   template <class T, class D, class Source, std::size_t N>
     requires(!std::is_same_v<Source, tensor<T, D>> && !std::is_same_v<Source, variable<T, D>>)
@@ -329,14 +339,7 @@ class gradient_tape {
   template <expression E, std::size_t N>
     requires(!is_tensor_v<E>)
   auto gradient(const E& target,
-                const std::reference_wrapper<const std::type_identity_t<variable<value_type_t<E>, device_t<E>>>> (&sources)[N],
-                unconnected_gradients unconnected = unconnected_gradients::none) {
-    return gradient(detail::materialize(target), sources, unconnected);
-  }
-  template <expression E, std::size_t N>
-    requires(!is_tensor_v<E>)
-  auto gradient(const E& target,
-                const std::reference_wrapper<const std::type_identity_t<tensor<value_type_t<E>, device_t<E>>>> (&sources)[N],
+                const gradient_source<value_type_t<E>, device_t<E>> (&sources)[N],
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), sources, unconnected);
   }
@@ -350,15 +353,7 @@ class gradient_tape {
   template <expression E, std::size_t N>
     requires(!is_tensor_v<E>)
   auto gradient(const E& target,
-                const std::reference_wrapper<const std::type_identity_t<variable<value_type_t<E>, device_t<E>>>> (&sources)[N],
-                const tensor<value_type_t<E>, device_t<E>>& output_gradients,
-                unconnected_gradients unconnected = unconnected_gradients::none) {
-    return gradient(detail::materialize(target), sources, output_gradients, unconnected);
-  }
-  template <expression E, std::size_t N>
-    requires(!is_tensor_v<E>)
-  auto gradient(const E& target,
-                const std::reference_wrapper<const std::type_identity_t<tensor<value_type_t<E>, device_t<E>>>> (&sources)[N],
+                const gradient_source<value_type_t<E>, device_t<E>> (&sources)[N],
                 const tensor<value_type_t<E>, device_t<E>>& output_gradients,
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), sources, output_gradients, unconnected);
@@ -474,6 +469,20 @@ class gradient_tape {
     return gradient_list<Tensor, N>(std::move(gradients));
   }
 
+  template <class T, class D, std::size_t N>
+  static std::vector<const gradient_source<T, D>*> source_pointers(const gradient_source<T, D> (&sources)[N]) {
+    std::vector<const gradient_source<T, D>*> p;
+    p.reserve(N);
+    for (const auto& s : sources) p.push_back(&s);
+    return p;
+  }
+  template <class S>
+  static bool is_variable_source(const S& s) {
+    if constexpr (is_variable_v<S>) return true;
+    else if constexpr (requires { s.is_variable(); }) return s.is_variable();
+    else return false;
+  }
+
   template <class Source, class List>
   static std::vector<const Source*> pointers(const List& sources) {
     std::vector<const Source*> p;
@@ -535,9 +544,8 @@ class gradient_tape {
       if (release)
         for (const Source* src : sources) {
           asked.insert(src->id());
-          if constexpr (is_variable_v<Source>) {
+          if (is_variable_source(*src))
             if (auto v = m_variable_reads.find(src->id()); v != m_variable_reads.end()) asked.insert(v->second.begin(), v->second.end());
-          }
         }
       for (auto it = m_entries.rbegin(); it != m_entries.rend(); ++it) {
         it->backward(store);
@@ -551,7 +559,7 @@ class gradient_tape {
     for (const Source* src : sources) {
       const tensor<S, D>* g = nullptr;
       tensor<S, D> sum;
-      if constexpr (is_variable_v<Source>) {
+      if (is_variable_source(*src)) {
         auto it = m_variable_reads.find(src->id());
         if (it != m_variable_reads.end()) {
           bool first = true;
