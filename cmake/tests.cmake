@@ -136,6 +136,23 @@ function(fluxion_write_unity file first_line)
   file(CONFIGURE OUTPUT "${file}" CONTENT "${content}")
 endfunction()
 
+# The composition matrix at order 1 builds under a time limit (see "Compile-time tests" below), four
+# files to a program: 8 files took 119 CPU s as one translation unit and about 215 s as eight (AVX-512,
+# stop 55), since every outer kind shares the inner ops' statements and the checks' code. Seconds one
+# such program's build may take: about 65 s on an AVX-512 runner, 150 s on a slower one.
+set(FLUXION_COMPOSITION_BUILD_LIMIT 900)
+set(FLUXION_COMPOSITION_BATCH_SIZE 4)
+# fluxion_limit_build_time(<target>): builds the target under FLUXION_COMPOSITION_BUILD_LIMIT.
+function(fluxion_limit_build_time target)
+  set(launcher "${CMAKE_COMMAND}" "-DLIMIT=${FLUXION_COMPOSITION_BUILD_LIMIT}" -P
+               "${PROJECT_SOURCE_DIR}/cmake/time_limited_compile.cmake" --)
+  get_target_property(inner ${target} CXX_COMPILER_LAUNCHER)
+  if(inner)
+    list(APPEND launcher ${inner})
+  endif()
+  set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${launcher}")
+endfunction()
+
 # fluxion_add_doctest(<ctest name> <source> [NO_PCH] [LINK <libraries>...] [LABELS <labels>...]):
 # a test file as a program of its own (target test_<name with _ for .>, build/tests/<name>).
 function(fluxion_add_doctest name source)
@@ -147,6 +164,9 @@ function(fluxion_add_doctest name source)
     set(no_pch NO_PCH)
   endif()
   fluxion_test_program_flags(${target} ${name} ${no_pch} LINK ${arg_LINK})
+  if(name MATCHES "^autodiff\\.composition_")
+    fluxion_limit_build_time(${target})
+  endif()
   add_test(NAME ${name} COMMAND ${target})
   set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 120)
 endfunction()
@@ -165,8 +185,8 @@ endfunction()
 # batch that holds <name>, so `cmake --build build --target test_nn_dense` still works.
 # -DFLUXION_TEST_BATCHES=OFF builds one program per file (build/tests/<name>): an edit then
 # recompiles one file instead of its batch, and a test file that misses an #include shows.
-# Not batched: tests/core (they check that headers stand alone), the composition matrix (built
-# under a time limit), and files whose macros no other file shares.
+# Not batched: tests/core (they check that headers stand alone) and files whose macros no other file
+# shares. The composition matrix batches among itself (above).
 option(FLUXION_TEST_BATCHES "Compile test files that share their flags together, a few per program" ON)
 set(FLUXION_TEST_BATCH_SIZE 8 CACHE STRING "Most test files in one batch (FLUXION_TEST_BATCHES)")
 # fluxion_batch_doctest(<ctest name> <source> [LINK <libraries>...] [LABELS <labels>...]): adds the
@@ -174,7 +194,7 @@ set(FLUXION_TEST_BATCH_SIZE 8 CACHE STRING "Most test files in one batch (FLUXIO
 # The batches are made by fluxion_add_test_batches() once every test has been named.
 function(fluxion_batch_doctest name source)
   cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "LINK;LABELS")
-  if(NOT FLUXION_TEST_BATCHES OR name MATCHES "^(core\\.|autodiff\\.composition_)")
+  if(NOT FLUXION_TEST_BATCHES OR name MATCHES "^core\\.")
     fluxion_add_doctest(${name} "${source}" LINK ${arg_LINK} LABELS ${arg_LABELS})
     return()
   endif()
@@ -195,7 +215,12 @@ function(fluxion_batch_doctest name source)
     string(REGEX REPLACE "[ \t]+" " " line "${line}")
     list(APPEND normalized "${line}")
   endforeach()
-  string(MD5 key "${group}|${arg_LINK}|${arg_LABELS}|${normalized}")
+  # The composition matrix's files batch among themselves, four to a program, under a time limit.
+  set(kind "")
+  if(name MATCHES "^autodiff\\.composition_")
+    set(kind composition)
+  endif()
+  string(MD5 key "${group}|${arg_LINK}|${arg_LABELS}|${normalized}|${kind}")
   set(key "${group}_${key}")
   get_property(keys GLOBAL PROPERTY FLUXION_TEST_BATCH_KEYS)
   if(NOT key IN_LIST keys)
@@ -203,6 +228,7 @@ function(fluxion_batch_doctest name source)
     set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_LINK "${arg_LINK}")
     set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_LABELS "${arg_LABELS}")
     set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_GROUP ${group})
+    set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_KIND "${kind}")
   endif()
   set_property(GLOBAL APPEND PROPERTY FLUXION_TEST_BATCH_${key}_NAMES ${name})
   set_property(GLOBAL APPEND PROPERTY FLUXION_TEST_BATCH_${key}_SOURCES "${source}")
@@ -213,7 +239,7 @@ function(fluxion_add_test_batches)
   get_property(keys GLOBAL PROPERTY FLUXION_TEST_BATCH_KEYS)
   set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_KEYS "")
   foreach(key IN LISTS keys)
-    foreach(field IN ITEMS names sources link labels group)
+    foreach(field IN ITEMS names sources link labels group kind)
       string(TOUPPER ${field} property)
       get_property(${field} GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_${property})
       set_property(GLOBAL PROPERTY FLUXION_TEST_BATCH_${key}_${property} "")
@@ -224,7 +250,11 @@ function(fluxion_add_test_batches)
       continue()
     endif()
     # As many batches as the size allows, as even as they can be.
-    math(EXPR batches "(${count} + ${FLUXION_TEST_BATCH_SIZE} - 1) / ${FLUXION_TEST_BATCH_SIZE}")
+    set(most ${FLUXION_TEST_BATCH_SIZE})
+    if(kind STREQUAL "composition")
+      set(most ${FLUXION_COMPOSITION_BATCH_SIZE})
+    endif()
+    math(EXPR batches "(${count} + ${most} - 1) / ${most}")
     math(EXPR size "(${count} + ${batches} - 1) / ${batches}")
     math(EXPR last "${count} - 1")
     set(members "")
@@ -252,6 +282,9 @@ function(fluxion_add_test_batches)
                           ${member_sources})
       fluxion_add_program(${target} "${unity}" "${FLUXION_TESTS_BINARY_DIR}" "batch.${group}.${number}")
       fluxion_test_program_flags(${target} ${first} LINK ${link})
+      if(kind STREQUAL "composition")
+        fluxion_limit_build_time(${target})
+      endif()
       if(NOT TARGET test_testing_batch_selects_nothing)  # the guard in tests/doctest_main.cpp
         add_custom_target(test_testing_batch_selects_nothing)  # its build target, as every test has
         add_dependencies(test_testing_batch_selects_nothing ${target})
@@ -384,9 +417,6 @@ foreach(source IN LISTS fluxion_device_test_sources)
 endforeach()
 fluxion_add_test_batches()
 
-# Seconds the build of one autodiff.composition_* program may take (-O0, forward mode, order 1): about
-# 50-110 s on a 2-core machine.
-set(FLUXION_COMPOSITION_BUILD_LIMIT 900)
 foreach(source IN LISTS fluxion_test_sources)
   file(RELATIVE_PATH relative "${FLUXION_TESTS_DIR}" "${source}")
   if(relative MATCHES "^(compile_fail|consumer|backend/cuda)/")
@@ -399,17 +429,6 @@ foreach(source IN LISTS fluxion_test_sources)
     set(link fluxion::zlib)  # the data tests read .gz files
   endif()
   fluxion_batch_doctest(${name} "${source}" LINK ${link} LABELS unit)
-  # The composition matrix at order 1 builds under a time limit (see "Compile-time tests" below).
-  if(name MATCHES "^autodiff\\.composition_")
-    string(REPLACE "." "_" target "test_${name}")
-    set(launcher "${CMAKE_COMMAND}" "-DLIMIT=${FLUXION_COMPOSITION_BUILD_LIMIT}" -P
-                 "${PROJECT_SOURCE_DIR}/cmake/time_limited_compile.cmake" --)
-    get_target_property(inner ${target} CXX_COMPILER_LAUNCHER)
-    if(inner)
-      list(APPEND launcher ${inner})
-    endif()
-    set_target_properties(${target} PROPERTIES CXX_COMPILER_LAUNCHER "${launcher}")
-  endif()
 endforeach()
 fluxion_add_test_batches()
 
@@ -469,7 +488,7 @@ endif()
 # The composition matrix (tests/autodiff/composition.hpp) compiles at derivative orders 1 and 2 with
 # forward mode, each under a time limit, so that template instantiation that never ends (as
 # reduce_sum(gather(x, i) * 2) once did) fails by name instead of hanging a build:
-#   - order 1: the builds of autodiff.composition_* themselves (FLUXION_COMPOSITION_BUILD_LIMIT,
+#   - order 1: the builds of the batches that hold autodiff.composition_* (FLUXION_COMPOSITION_BUILD_LIMIT,
 #     cmake/time_limited_compile.cmake), which then run every composition's checks;
 #   - order 2: compile_time.composition_<outer>_order2, the compiler's front end alone, 180 s each.
 # (Until stop 25 an order-1 front-end test repeated each build's front end as well.)
