@@ -7,12 +7,12 @@
 //
 // A test file defines FLUXION_MAX_DERIVATIVE_ORDER and COMPOSITION_OUTER (an index into outer_ops)
 // and includes this header. Built two ways (cmake/tests.cmake):
-//   - autodiff.composition_<outer>: compiled under a time limit (cmake/time_limited_compile.cmake)
-//     and run; at order 1 checks the tape's gradient and the forward-mode tangent of every
-//     composition against central differences (check_gradients), at order 2 also Hessian-vector
-//     products both ways (check_second_order);
-//   - compile_time.composition_<outer>_order2: the front end alone (-fsyntax-only) at order 2, under
-//     a time limit.
+//   - autodiff.composition_<outer>: compiled four files to a program (batch.autodiff.<n>) under a
+//     time limit (cmake/time_limited_compile.cmake) and run; at order 1 checks the tape's gradient
+//     and the forward-mode tangent of every composition against central differences
+//     (check_gradients), at order 2 also Hessian-vector products both ways (check_second_order);
+//   - compile_time.composition_<outers>_order2: the front end alone (-fsyntax-only) at order 2, four
+//     files at a time, under a time limit.
 // A composition that recursed without end would time out in one of them.
 #pragma once
 
