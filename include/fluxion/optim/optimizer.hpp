@@ -266,11 +266,7 @@ class optimizer {
   /// The slots kept per variable, in order: for Adam, momentum and velocity (and velocity_hat).
   virtual std::vector<slot_spec> slot_specs() const = 0;
 
-  /// Updates each trainable variable from its gradient, then increments iterations(). gradients[i]
-  /// belongs to variables[i]; a gradient must have its variable's shape. Throws
-  /// fluxion::invalid_argument, before changing anything, when the lists differ in length, a
-  /// pointer is null, a variable appears twice, or a gradient is empty or of the wrong shape.
-  /// The same with the variables in braces, as Keras's `apply_gradients(zip(grads, [w, b]))`:
+  /// apply_gradients (below) with the variables in braces, as Keras's `apply_gradients(zip(grads, [w, b]))`:
   /// `opt.apply_gradients(tape.gradient(loss, {w, b}), {w, b})`, or `opt.apply_gradients({dw, db}, {w, b})`.
   template <class T, class Device>
   void apply_gradients(const std::vector<tensor<T, Device>>& gradients,
@@ -285,6 +281,10 @@ class optimizer {
                        std::initializer_list<std::reference_wrapper<std::type_identity_t<variable<T, Device>>>> variables) {
     apply_gradients(std::vector<tensor<T, Device>>(gradients), variables);
   }
+  /// Updates each trainable variable from its gradient, then increments iterations(). gradients[i]
+  /// belongs to variables[i]; a gradient must have its variable's shape. Throws
+  /// fluxion::invalid_argument, before changing anything, when the lists differ in length, a
+  /// pointer is null, a variable appears twice, or a gradient is empty or of the wrong shape.
   template <class T, class Device>
   void apply_gradients(const std::vector<tensor<T, Device>>& gradients,
                        const std::vector<variable<T, Device>*>& variables) {
