@@ -84,13 +84,104 @@ TEST_CASE("fit: callbacks in order, steps_per_epoch, early stopping") {
   const auto history =
       fx::fit(net, opt, cross_entropy, data, {.epochs = 10, .steps_per_epoch = 2, .verbose = 0, .out = &log, .callbacks = {&rec, &stop}});
   CHECK(history.stopped_early);
-  CHECK(stop.stopped_epoch() == 2);  // epoch 0 sets the best; 1 and 2 do not improve it
-  CHECK(history.loss.size() == 3);
+  // Keras's count: epoch 0 sets the best, and epoch 1, the first without improvement, uses up a
+  // patience of 1 (until stop 56 fluxion trained one epoch more).
+  CHECK(stop.stopped_epoch() == 1);
+  CHECK(history.loss.size() == 2);
   CHECK(log.str().empty());
   const std::vector<std::string> want = {"train_begin", "epoch_begin 0", "batch 1", "batch 2", "epoch_end 0",
-                                         "epoch_begin 1", "batch 3", "batch 4", "epoch_end 1", "epoch_begin 2",
-                                         "batch 5", "batch 6", "epoch_end 2", "train_end"};
+                                         "epoch_begin 1", "batch 3", "batch 4", "epoch_end 1", "train_end"};
   CHECK(rec.events == want);
+}
+
+TEST_CASE("early_stopping: Keras's EarlyStopping on a given sequence of losses") {
+  // Keras 3's on_epoch_end (min mode): wait += 1 unless the loss beats the best by more than
+  // min_delta (then wait = 0); stop once wait >= patience. Patience 0 stops at the first epoch
+  // without improvement.
+  auto stopped_at = [](int patience, double min_delta, const std::vector<double>& losses) {
+    fx::early_stopping stop{{.patience = patience, .min_delta = min_delta}};
+    stop.on_train_begin();
+    for (std::size_t e = 0; e < losses.size() && !stop.stop_training; ++e) {
+      fx::fit_logs logs;
+      logs.epoch = static_cast<int>(e);
+      logs.loss = losses[e];
+      stop.on_epoch_end(logs);
+    }
+    return stop.stopped_epoch();
+  };
+  const std::vector<double> losses{1.0, 0.9, 0.95, 0.85, 0.86, 0.87, 0.849, 0.8};
+  CHECK(stopped_at(0, 0, losses) == 2);
+  CHECK(stopped_at(1, 0, losses) == 2);
+  CHECK(stopped_at(2, 0, losses) == 5);
+  CHECK(stopped_at(3, 0, losses) == -1);  // 0.849 at epoch 6 improves on 0.85
+  CHECK(stopped_at(3, 0.01, losses) == 6);  // ... but not by more than 0.01
+}
+
+TEST_CASE("reduce_lr_on_plateau: Keras's ReduceLROnPlateau, by hand and inside fit") {
+  const std::vector<double> losses{1.0, 0.9, 0.9, 0.95, 0.9, 0.9, 0.9, 0.8, 0.8, 0.8, 0.8, 0.8, 0.79995, 0.8, 0.8, 0.8};
+  auto trace = [&](fx::reduce_lr_on_plateau::options o, bool validation) {
+    fx::optim::sgd opt{0.1};
+    fx::reduce_lr_on_plateau plateau{opt, o};
+    plateau.on_train_begin();
+    std::vector<double> lrs;
+    for (std::size_t e = 0; e < losses.size(); ++e) {
+      fx::fit_logs logs;
+      logs.epoch = static_cast<int>(e);
+      logs.loss = validation ? 5.0 : losses[e];  // with validation data the training loss is not watched
+      logs.has_validation = validation;
+      logs.val_loss = losses[e];
+      plateau.on_epoch_end(logs);
+      lrs.push_back(opt.learning_rate());
+    }
+    return std::pair{lrs, plateau.reductions()};
+  };
+  // Expected: Keras 3's on_epoch_end run on the same losses (mode min). With patience 2 and
+  // cooldown 1: reductions after epochs 3 and 5 (the wait restarts after each, and the cooldown
+  // epoch counts no wait), and at 9 to min_lr, below which nothing goes; 0.79995 is not an
+  // improvement of more than min_delta 1e-4.
+  const std::vector<double> want{0.1, 0.1, 0.1, 0.05, 0.05, 0.025, 0.025, 0.025, 0.025, 0.02, 0.02, 0.02, 0.02, 0.02, 0.02, 0.02};
+  for (bool validation : {false, true}) {
+    CAPTURE(validation);
+    const auto [lrs, reductions] = trace({.factor = 0.5, .patience = 2, .cooldown = 1, .min_lr = 0.02}, validation);
+    REQUIRE(lrs.size() == want.size());
+    for (std::size_t e = 0; e < want.size(); ++e) CHECK(lrs[e] == doctest::Approx(want[e]).epsilon(1e-15));
+    CHECK(reductions == 3);
+  }
+  // Patience 1, no cooldown, no floor: a reduction at every epoch without improvement.
+  const auto [lrs, reductions] = trace({.patience = 1, .min_delta = 0}, false);
+  CHECK(reductions == 12);
+  CHECK(lrs[1] == doctest::Approx(0.1));
+  CHECK(lrs[2] == doctest::Approx(0.01));
+  CHECK(lrs[7] == doctest::Approx(1e-6));  // epoch 7 improves
+  CHECK(lrs[15] == doctest::Approx(1e-13));
+
+  // Inside fit: a learning rate too small to move the loss by min_delta is halved each epoch.
+  fx::random::generator gen{3};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::sgd opt{1e-9};
+  std::ostringstream said;
+  fx::reduce_lr_on_plateau plateau{opt, {.factor = 0.5, .patience = 1, .min_delta = 1e-3, .out = &said}};
+  CHECK_FALSE(plateau.reads_batch_metrics(fx::fit_logs{}));
+  fx::fit(net, opt, cross_entropy, blobs(2, 8, 4), {.epochs = 3, .verbose = 0, .callbacks = {&plateau}});
+  CHECK(plateau.reductions() == 2);
+  CHECK(opt.learning_rate() == doctest::Approx(2.5e-10).epsilon(1e-12));
+  CHECK(said.str() == "epoch 2: reduce_lr_on_plateau reducing the learning rate to 5e-10\n"
+                      "epoch 3: reduce_lr_on_plateau reducing the learning rate to 2.5e-10\n");
+
+  // Bad options, and an optimizer whose schedule sets the rate, are refused with the reason.
+  CHECK_THROWS_WITH_AS((fx::reduce_lr_on_plateau{opt, {.factor = 1.0}}),
+                       "reduce_lr_on_plateau: factor = 1 must be in (0, 1): it multiplies the learning rate to reduce it",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS((fx::reduce_lr_on_plateau{opt, {.patience = -1}}), "reduce_lr_on_plateau: patience = -1 is negative",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS((fx::reduce_lr_on_plateau{opt, {.min_lr = -1}}),
+                       "reduce_lr_on_plateau: min_lr = -1 must be finite and non-negative", fx::invalid_argument);
+  fx::optim::sgd scheduled{fx::optim::exponential_decay(0.1, 10, 0.5)};
+  fx::reduce_lr_on_plateau on_schedule{scheduled};
+  CHECK_THROWS_WITH_AS(fx::fit(net, scheduled, cross_entropy, blobs(2, 8, 4), {.epochs = 2, .verbose = 0, .callbacks = {&on_schedule}}),
+                       doctest::Contains("reduce_lr_on_plateau: the sgd optimizer's learning rate is a schedule"),
+                       fx::invalid_argument);
+  CHECK(scheduled.iterations() == 0);
 }
 
 TEST_CASE("fit: validation data after each epoch, and fx::evaluate") {
@@ -153,9 +244,9 @@ TEST_CASE("fit: early stopping watches val_loss when there is validation data") 
   std::ostringstream log;
   auto history = fx::fit(net, opt, cross_entropy, train, {.epochs = 10, .verbose = 0, .out = &log, .callbacks = {&stop}}, test);
   CHECK(history.stopped_early);
-  CHECK(stop.stopped_epoch() == 2);
-  CHECK(history.val_loss.size() == 3);
-  CHECK(history.val_loss[0] == history.val_loss[2]);
+  CHECK(stop.stopped_epoch() == 1);
+  CHECK(history.val_loss.size() == 2);
+  CHECK(history.val_loss[0] == history.val_loss[1]);
   // The training loss is a mean over examples too: with a learning rate of 0 and a smaller last
   // batch, an epoch's loss is evaluate's over the same batches.
   auto uneven = blobs(2, 8, 15);
@@ -579,4 +670,43 @@ TEST_CASE("fit: a callback's on_batch_end sees the running accuracy at the steps
   fx::fit_logs logs;
   logs.global_step = 10;
   CHECK_FALSE(stop.reads_batch_metrics(logs));
+}
+
+TEST_CASE("predict: Keras's Model.predict over a dataset's batches and over a tensor in batches") {
+  fx::random::generator gen{21};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<8>{}, nn::relu{}, nn::dropout{0.5}, nn::dense<3>{});
+  const auto data = blobs(3, 5, 22);
+  // Every batch's inference output (dropout off), in order, along the batch axis; the labels are
+  // not read; no tape records it.
+  fx::gradient_tape tape;
+  const fx::tensor<float> got = fx::predict(net, data);
+  CHECK(got.shape() == fx::shape{15, 3});
+  std::vector<float> want;
+  for (const auto& [x, y] : data)
+    for (float v : fx::tensor<float>(net(x, /*training=*/false)).to_vector()) want.push_back(v);
+  CHECK(got.to_vector() == want);
+  CHECK(tape.gradient(fx::reduce_sum(got), *net.trainable_variables()[0]).is_none());
+  // A dataset of inputs alone, and an fx::data pipeline.
+  std::vector<fx::tensor<float>> inputs;
+  for (const auto& [x, y] : data) inputs.push_back(x);
+  CHECK(fx::predict(net, inputs).to_vector() == want);
+  const fx::tensor<float> all = fx::concat({data[0].first, data[1].first, data[2].first}, 0);
+  CHECK(fx::predict(net, fx::data::tensors(all).batch(4)).shape() == fx::shape{15, 3});
+  // A tensor, batch_size examples at a time (the last batch smaller), and in one batch: the values
+  // of one call.
+  const std::vector<float> whole = fx::tensor<float>(net(all, false)).to_vector();
+  for (fx::index_t batch_size : {1, 4, 15, 32}) {
+    CAPTURE(batch_size);
+    const fx::tensor<float> p = fx::predict(net, all, batch_size);
+    CHECK(p.shape() == fx::shape{15, 3});
+    const auto v = p.to_vector();
+    for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == doctest::Approx(whole[i]).epsilon(1e-6));
+  }
+  // Errors name the batch, or say what is wrong.
+  std::vector<fx::tensor<float>> wrong = inputs;
+  wrong[1] = fx::zeros<float>({5, 3});
+  CHECK_THROWS_WITH_AS(fx::predict(net, wrong), doctest::Contains("predict: batch 2: sequential:"), fx::shape_error);
+  CHECK_THROWS_WITH_AS(fx::predict(net, std::vector<fx::tensor<float>>{}), "predict: the dataset gave no batch",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(fx::predict(net, all, 0), "predict: batch_size = 0 must be positive", fx::invalid_argument);
 }

@@ -8,7 +8,7 @@
 //   #include <fluxion/checkpoint.hpp>
 //   fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}};
 //   fx::checkpoint_manager manager{ckpt, "ckpt", {.max_to_keep = 3}};
-//   if (auto last = fx::latest_checkpoint("ckpt")) ckpt.restore(*last);
+//   ckpt.restore(manager.latest());    // TensorFlow's restore(manager.latest_checkpoint): none yet, no change
 //   fx::checkpoint_callback save{manager, /*every_steps=*/500};
 //   fx::fit(net, opt, loss, batches, {.epochs = 3, .callbacks = {&save}});
 //

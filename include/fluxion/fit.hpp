@@ -7,10 +7,11 @@
 //   auto loss = [](const auto& logits, const auto& labels) {
 //     return fx::losses::sparse_softmax_cross_entropy(logits, labels);
 //   };
-//   fx::early_stopping stop{{.patience = 2}};
+//   fx::early_stopping stop{{.patience = 2}};   // also fx::reduce_lr_on_plateau{opt, {.factor = 0.5}}
 //   auto history = fx::fit(net, opt, loss, train_batches, {.epochs = 10, .callbacks = {&stop}});
 //   auto history = fx::fit(net, opt, loss, train_batches, {.epochs = 10, .callbacks = {&stop}}, test_batches);
 //   fx::evaluation e = fx::evaluate(net, loss, test_batches);   // e.loss, e.accuracy
+//   fx::tensor<float> logits = fx::predict(net, test_batches);     // every batch's output, concatenated
 //
 // With validation data (the last argument, Keras's validation_data), fit evaluates the model on it
 // after each epoch: val_loss and val_accuracy join the epoch's line, the logs and the history, and
@@ -96,6 +97,21 @@ inline double monitored_loss(const fit_logs& logs, monitor m, const char* who) {
                            "as fit's last argument, or monitor the training loss)");
   return logs.has_validation && m != monitor::loss ? logs.val_loss : logs.loss;
 }
+
+/// Keras's "min" mode, shared by early_stopping and reduce_lr_on_plateau: the best loss so far and
+/// the epochs since it improved.
+struct plateau {
+  double best = std::numeric_limits<double>::infinity();
+  int wait = 0;
+  /// Whether `value` improves on the best by more than min_delta; if so it becomes the best and
+  /// the wait restarts.
+  bool improved(double value, double min_delta) {
+    if (!(value < best - min_delta)) return false;
+    best = value;
+    wait = 0;
+    return true;
+  }
+};
 }  // namespace detail
 
 /// Hooks into fit, as Keras's callbacks. Setting stop_training ends fit after the current step.
@@ -124,7 +140,9 @@ struct early_stopping_options {
 };
 
 /// Stops training when the monitored loss (the validation loss when fit has validation data, else
-/// the epoch's mean training loss) has not improved by min_delta for `patience` epochs.
+/// the epoch's mean training loss) has not improved by more than min_delta for `patience` epochs,
+/// as Keras's EarlyStopping: with patience 2, the second epoch in a row without improvement is the
+/// last (until stop 56 it was the third).
 class early_stopping : public callback {
  public:
   using options = early_stopping_options;
@@ -132,17 +150,13 @@ class early_stopping : public callback {
     if (o.patience < 0) throw invalid_argument("early_stopping: patience = " + std::to_string(o.patience) + " is negative");
   }
   void on_train_begin() override {
-    m_best = std::numeric_limits<double>::infinity();
-    m_wait = 0;
+    m_plateau = {};
     m_stopped_epoch = -1;
   }
   bool reads_batch_metrics(const fit_logs&) const override { return false; }
   void on_epoch_end(const fit_logs& logs) override {
     const double value = detail::monitored_loss(logs, m_options.monitor, "early_stopping");
-    if (value < m_best - m_options.min_delta) {
-      m_best = value;
-      m_wait = 0;
-    } else if (++m_wait > m_options.patience) {
+    if (!m_plateau.improved(value, m_options.min_delta) && ++m_plateau.wait >= m_options.patience) {
       stop_training = true;
       m_stopped_epoch = logs.epoch;
     }
@@ -152,9 +166,81 @@ class early_stopping : public callback {
 
  private:
   options m_options;
-  double m_best = std::numeric_limits<double>::infinity();
-  int m_wait = 0;
+  detail::plateau m_plateau;
   int m_stopped_epoch = -1;
+};
+
+struct reduce_lr_on_plateau_options {
+  double factor = 0.1;  // the learning rate is multiplied by it, in (0, 1)
+  int patience = 10;    // epochs without improvement before a reduction
+  double min_delta = 1e-4;
+  int cooldown = 0;     // epochs after a reduction in which none is counted
+  double min_lr = 0;    // the learning rate never goes below it
+  fluxion::monitor monitor = fluxion::monitor::automatic;
+  std::ostream* out = nullptr;  // Keras's verbose: a line here at each reduction
+};
+
+/// Keras's ReduceLROnPlateau: multiplies the optimizer's learning rate by `factor` (down to min_lr)
+/// when the monitored loss (val_loss when fit has validation data, else the training loss) has not
+/// improved by more than min_delta for `patience` epochs, then waits `cooldown` epochs before it
+/// counts again. Keras's defaults. The optimizer's learning rate must be a constant: a schedule
+/// already decides the rate (Keras refuses to set it too). The reduced rate stays the optimizer's
+/// after fit; a checkpoint records it (metadata) but restoring does not set it, and the callback's
+/// counts are not saved, as Keras's are not.
+///
+///   fx::reduce_lr_on_plateau plateau{opt, {.factor = 0.5, .patience = 2, .min_lr = 1e-5}};
+///   fx::fit(net, opt, loss, train, {.epochs = 30, .callbacks = {&plateau}}, validation);
+class reduce_lr_on_plateau : public callback {
+ public:
+  using options = reduce_lr_on_plateau_options;
+  explicit reduce_lr_on_plateau(optim::optimizer& optimizer, options o = {}) : m_optimizer(&optimizer), m_options(o) {
+    const char* who = "reduce_lr_on_plateau";
+    if (!(o.factor > 0 && o.factor < 1))
+      throw invalid_argument(std::string(who) + ": factor = " + optim::detail::format_number(o.factor) +
+                             " must be in (0, 1): it multiplies the learning rate to reduce it");
+    if (o.patience < 0) throw invalid_argument(std::string(who) + ": patience = " + std::to_string(o.patience) + " is negative");
+    if (o.cooldown < 0) throw invalid_argument(std::string(who) + ": cooldown = " + std::to_string(o.cooldown) + " is negative");
+    optim::detail::check_non_negative(who, "min_delta", o.min_delta);
+    optim::detail::check_non_negative(who, "min_lr", o.min_lr);
+  }
+  void on_train_begin() override {
+    if (!m_optimizer->learning_rate_schedule().is_constant())
+      throw invalid_argument("reduce_lr_on_plateau: the " + m_optimizer->name() +
+                             " optimizer's learning rate is a schedule, which already sets the rate at each step; give "
+                             "the optimizer a constant learning rate for this callback to reduce");
+    m_plateau = {};
+    m_cooldown = 0;
+    m_reductions = 0;
+  }
+  bool reads_batch_metrics(const fit_logs&) const override { return false; }
+  void on_epoch_end(const fit_logs& logs) override {
+    const double value = detail::monitored_loss(logs, m_options.monitor, "reduce_lr_on_plateau");
+    if (m_cooldown > 0) {
+      --m_cooldown;
+      m_plateau.wait = 0;
+    }
+    if (m_plateau.improved(value, m_options.min_delta) || m_cooldown > 0) return;
+    if (++m_plateau.wait < m_options.patience) return;
+    const double old_lr = m_optimizer->learning_rate();
+    if (!(old_lr > m_options.min_lr)) return;
+    const double new_lr = std::max(old_lr * m_options.factor, m_options.min_lr);
+    m_optimizer->set_learning_rate(new_lr);
+    ++m_reductions;
+    if (m_options.out != nullptr)
+      *m_options.out << "epoch " << logs.epoch + 1 << ": reduce_lr_on_plateau reducing the learning rate to "
+                     << optim::detail::format_number(new_lr) << "\n";
+    m_cooldown = m_options.cooldown;
+    m_plateau.wait = 0;
+  }
+  /// How many times the learning rate was reduced since fit began.
+  int reductions() const noexcept { return m_reductions; }
+
+ private:
+  optim::optimizer* m_optimizer;
+  options m_options;
+  detail::plateau m_plateau;
+  int m_cooldown = 0;
+  int m_reductions = 0;
 };
 
 struct fit_options {
@@ -472,6 +558,63 @@ evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset) {
   e.loss = e.samples > 0 ? weighted / static_cast<double>(e.samples) : 0;
   if (has_accuracy) e.accuracy = accuracy.result();
   return e;
+}
+
+namespace detail {
+/// A dataset element's input: the element itself, or the first of an (x, y[, w]) pair or tuple.
+template <class Element>
+const auto& input_of(const Element& element) {
+  if constexpr (requires { std::tuple_size<Element>::value; }) return std::get<0>(element);
+  else return element;
+}
+/// The output of one batch in inference mode, as a tensor (a masked model's mask is not kept).
+template <class Model, class X>
+auto predict_batch(Model& model, const X& x) {
+  auto out = run_model(model, x, /*training=*/false).output;
+  using O = decltype(out);
+  return tensor<value_type_t<O>, device_t<O>>(std::move(out));
+}
+}  // namespace detail
+
+/// Keras's Model.predict: `model`'s outputs in inference mode, recorded by no tape, for every batch
+/// of `dataset` (elements x, or (x, y[, sample_weight]) pairs and tuples, whose other parts are not
+/// read), concatenated along the batch axis in the dataset's order. An error in a batch names it
+/// ("predict: batch 3: ..."); a dataset without batches is an fx::invalid_argument.
+///   fx::tensor<float> probabilities = fx::softmax(fx::predict(net, test.batch(1000)));
+template <class Model, class Dataset>
+  requires(!is_tensor_v<std::remove_cvref_t<Dataset>>)
+auto predict(Model& model, Dataset&& dataset) {
+  detail::all_tapes_paused quiet;
+  using O = decltype(detail::predict_batch(model, detail::input_of(*std::begin(dataset))));
+  std::vector<O> parts;
+  const auto context = [&] { return "predict: batch " + std::to_string(parts.size() + 1) + ": "; };
+  auto it = detail::with_context(context, [&] { return std::begin(dataset); });
+  const auto last = std::end(dataset);
+  for (; !(it == last); detail::with_context(context, [&] { ++it; }))
+    detail::with_context(context, [&] { parts.push_back(detail::predict_batch(model, detail::input_of(*it))); });
+  if (parts.empty()) throw invalid_argument("predict: the dataset gave no batch");
+  if (parts.size() == 1) return std::move(parts[0]);
+  return O(concat(std::move(parts), 0));
+}
+
+/// Keras's Model.predict(x, batch_size): the outputs for the examples along x's first axis, computed
+/// batch_size examples at a time (Keras's default 32), so that only one batch's activations are
+/// alive at once; the same values as model(x, false).
+template <class Model, class T, class D>
+auto predict(Model& model, const tensor<T, D>& x, index_t batch_size = 32) {
+  if (batch_size <= 0) throw invalid_argument("predict: batch_size = " + std::to_string(batch_size) + " must be positive");
+  if (x.rank() == 0) throw shape_error("predict: x is a scalar; it needs a first axis of examples");
+  const index_t n = x.shape()[0];
+  std::vector<tensor<T, D>> batches;
+  if (n <= batch_size) batches.push_back(x);
+  std::vector<index_t> begin(static_cast<std::size_t>(x.rank()), 0);
+  std::vector<index_t> size(x.shape().begin(), x.shape().end());
+  for (index_t start = 0; n > batch_size && start < n; start += batch_size) {
+    begin[0] = start;
+    size[0] = std::min(batch_size, n - start);
+    batches.push_back(tensor<T, D>(slice(x, begin, size)));
+  }
+  return predict(model, batches);
 }
 
 namespace detail {

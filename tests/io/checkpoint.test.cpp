@@ -142,6 +142,11 @@ TEST_CASE("checkpoint: tensors are named by object and variable; the optimizer's
   CHECK(file.metadata().at("optimizer/optimizer") == "adam");
   CHECK(file.metadata().at("optimizer/learning_rate") == "0.01");
   CHECK(file.metadata().at("optimizer/beta_2") == "0.999");
+  CHECK(!file.metadata().contains("optimizer/clipnorm"));  // clipping is recorded only where it is set
+  fx::optim::sgd clipped{{.global_clipnorm = 5.0}};
+  const auto clipped_file = fx::io::safetensors::load(fx::checkpoint{{"optimizer", clipped}}.save(dir.file("clipped")));
+  CHECK(clipped_file.metadata().at("optimizer/global_clipnorm") == "5");
+  CHECK(!clipped_file.metadata().contains("optimizer/clipvalue"));
   // Saved before any training, the optimizer has no slots; restored, it has none either.
   auto fresh = make_mlp(2);
   fx::optim::adam fresh_opt;
@@ -428,6 +433,16 @@ TEST_CASE("checkpoint_manager: keeps max_to_keep files; latest_checkpoint goes b
   counter = 0;
   CHECK(manager.restore_latest() == dir.file("run/ckpt-11.safetensors"));
   CHECK(counter == 1100);
+  // TensorFlow's ckpt.restore(manager.latest_checkpoint): the optional path as it comes, restored
+  // when there is one, nothing changed when there is none; a string literal is still a path.
+  counter = 0;
+  CHECK(ckpt.restore(manager.latest()) == dir.file("run/ckpt-11.safetensors"));
+  CHECK(counter == 1100);
+  counter = 7;
+  CHECK(!ckpt.restore(fx::latest_checkpoint(dir.file("absent"))));
+  CHECK(counter == 7);
+  CHECK(ckpt.restore(dir.file("run/ckpt-10").c_str()) == dir.file("run/ckpt-10.safetensors"));
+  CHECK(counter == 1000);
   // A save keeps the file it just wrote, even with a lower step than those kept.
   manager.save(4);
   CHECK(std::filesystem::exists(dir.file("run/ckpt-4.safetensors")));

@@ -11,7 +11,7 @@
 //
 //   fx::checkpoint_manager manager{ckpt, "ckpt", {.max_to_keep = 3}};
 //   manager.save(1000);                   // ckpt/ckpt-1000.safetensors; older ones beyond 3 deleted
-//   if (auto path = fx::latest_checkpoint("ckpt")) ckpt.restore(*path);
+//   ckpt.restore(fx::latest_checkpoint("ckpt"));  // the highest step's file; none yet: nothing changes
 //
 // Tensor names in the file (Python's safetensors package reads them as they are):
 // - a model (anything whose `variables()` returns std::vector<fx::variable<T, Device>*>): `<object>/<variable
@@ -282,6 +282,17 @@ class checkpoint {
   /// Reads and validates file_name(path), checks it against every object, then assigns. Throws
   /// fluxion::io_error, with nothing changed, when the file or any name, shape or dtype is wrong.
   std::string restore(const std::string& path, restore_options options = {});
+  /// TensorFlow's `ckpt.restore(manager.latest_checkpoint)`, for the optional path that
+  /// fx::latest_checkpoint and checkpoint_manager::latest give: restores it when there is one, and
+  /// changes nothing when there is none (a first run, where TensorFlow's restore(None) keeps the
+  /// initial values too). Returns the file restored, or nullopt. A template, so that a string
+  /// literal still takes the overload above rather than being ambiguous between the two.
+  template <class Path>
+    requires std::is_same_v<Path, std::optional<std::string>>
+  std::optional<std::string> restore(const Path& path, restore_options options = {}) {
+    if (!path) return std::nullopt;
+    return restore(*path, options);
+  }
   /// Restores from tensors already read; `source` names them in errors.
   void restore(const io::safetensors& file, restore_options options = {}, const std::string& source = {});
 
@@ -533,6 +544,9 @@ FLUXION_IO_INLINE std::vector<std::pair<std::string, std::string>> hyperparamete
   h.emplace_back("learning_rate", o.learning_rate_schedule().is_constant() ? format_number(o.learning_rate())
                                                                             : "schedule (now " + format_number(o.learning_rate()) + ")");
   h.emplace_back("weight_decay", format_number(o.weight_decay()));
+  if (o.clipnorm() != 0) h.emplace_back("clipnorm", format_number(o.clipnorm()));
+  if (o.clipvalue() != 0) h.emplace_back("clipvalue", format_number(o.clipvalue()));
+  if (o.global_clipnorm() != 0) h.emplace_back("global_clipnorm", format_number(o.global_clipnorm()));
   if (const auto* a = dynamic_cast<const optim::adam*>(&o)) {
     h.emplace_back("beta_1", format_number(a->beta_1()));
     h.emplace_back("beta_2", format_number(a->beta_2()));
@@ -701,9 +715,7 @@ FLUXION_IO_INLINE std::vector<std::pair<std::int64_t, std::string>> checkpoint_m
 FLUXION_IO_INLINE std::optional<std::string> checkpoint_manager::latest() const { return latest_checkpoint(m_directory, m_options.prefix); }
 
 FLUXION_IO_INLINE std::optional<std::string> checkpoint_manager::restore_latest(restore_options options) {
-  auto path = latest();
-  if (path) m_checkpoint->restore(*path, options);
-  return path;
+  return m_checkpoint->restore(latest(), options);
 }
 #endif  // FLUXION_IO_DEFINITIONS
 

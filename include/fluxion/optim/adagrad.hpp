@@ -25,6 +25,10 @@ struct adagrad_options {
   double initial_accumulator_value = 0.1;  // >= 0
   double epsilon = 1e-7;                   // >= 0, inside the square root
   double weight_decay = 0.0;               // decoupled, as Keras's weight_decay
+  // Keras's gradient clipping (optim::gradient_clipping): at most one, 0 is off.
+  double clipnorm = 0.0;
+  double clipvalue = 0.0;
+  double global_clipnorm = 0.0;
 };
 
 // Use the alias `adagrad` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -36,7 +40,7 @@ class basic_adagrad : public optimizer {
   basic_adagrad() : basic_adagrad(options{}) {}
   explicit basic_adagrad(schedule learning_rate) : basic_adagrad(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_adagrad(options o)
-      : optimizer("adagrad", std::move(o.learning_rate), o.weight_decay),
+      : optimizer("adagrad", std::move(o.learning_rate), o.weight_decay, clipping_of(o)),
         m_initial_accumulator_value(o.initial_accumulator_value), m_epsilon(o.epsilon) {
     detail::check_non_negative("adagrad", "initial_accumulator_value", m_initial_accumulator_value);
     detail::check_non_negative("adagrad", "epsilon", m_epsilon);

@@ -38,6 +38,10 @@ struct adam_options {
   double epsilon = 1e-7;  // >= 0, outside the square root ("epsilon hat")
   bool amsgrad = false;
   double weight_decay = 0.0;  // decoupled, as Keras's weight_decay
+  // Keras's gradient clipping (optim::gradient_clipping): at most one, 0 is off.
+  double clipnorm = 0.0;
+  double clipvalue = 0.0;
+  double global_clipnorm = 0.0;
 };
 
 struct adamw_options {
@@ -47,6 +51,10 @@ struct adamw_options {
   double beta_2 = 0.999;
   double epsilon = 1e-7;
   bool amsgrad = false;
+  // Keras's gradient clipping (optim::gradient_clipping): at most one, 0 is off.
+  double clipnorm = 0.0;
+  double clipvalue = 0.0;
+  double global_clipnorm = 0.0;
 };
 
 // Use the alias `adam` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -72,7 +80,7 @@ class basic_adam : public optimizer {
 
  protected:
   basic_adam(std::string name, options o)
-      : optimizer(std::move(name), std::move(o.learning_rate), o.weight_decay), m_beta_1(o.beta_1),
+      : optimizer(std::move(name), std::move(o.learning_rate), o.weight_decay, clipping_of(o)), m_beta_1(o.beta_1),
         m_beta_2(o.beta_2), m_epsilon(o.epsilon), m_amsgrad(o.amsgrad) {
     detail::check_unit_interval(this->name().c_str(), "beta_1", m_beta_1, /*closed=*/false);
     detail::check_unit_interval(this->name().c_str(), "beta_2", m_beta_2, /*closed=*/false);
@@ -131,7 +139,10 @@ class basic_adamw : public adam {
                              .beta_2 = o.beta_2,
                              .epsilon = o.epsilon,
                              .amsgrad = o.amsgrad,
-                             .weight_decay = o.weight_decay}) {}
+                             .weight_decay = o.weight_decay,
+                             .clipnorm = o.clipnorm,
+                             .clipvalue = o.clipvalue,
+                             .global_clipnorm = o.global_clipnorm}) {}
 };
 
 using adamw = basic_adamw<>;

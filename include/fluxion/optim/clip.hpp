@@ -25,6 +25,37 @@
 
 namespace fluxion::optim {
 
+namespace detail {
+/// The sum of the squares of every element of `gradients`, in double, as a 0-d tensor on their
+/// device: one reduction each, added there, nothing read back.
+template <class T, class Device>
+tensor<double, Device> device_sum_of_squares(const std::vector<tensor<T, Device>>& gradients) {
+  tensor<double, Device> sum = zeros<double, Device>(shape{});
+  for (const auto& g : gradients)
+    if (g.size() != 0) sum = tensor<double, Device>(sum + reduce_sum(square(cast<double>(g))));
+  return sum;
+}
+
+/// clip_by_global_norm's gradients without its norm, for the optimizers' clipnorm and
+/// global_clipnorm. On the cpu the same call; on a device the scale clip_norm / max(norm,
+/// clip_norm) (NaN for a NaN or infinite norm) is a 0-d device tensor that each gradient is
+/// multiplied by, so nothing is read back and the host does not wait for the device.
+template <class T, class Device>
+std::vector<tensor<T, Device>> clip_by_joint_norm(const std::vector<tensor<T, Device>>& gradients, double clip_norm) {
+  if constexpr (std::is_same_v<Device, cpu>) {
+    return clip_by_global_norm(gradients, clip_norm).first;
+  } else {
+    const tensor<double, Device> norm(sqrt(device_sum_of_squares(gradients)));
+    const tensor<T, Device> scale(cast<T>(where(is_finite(norm), clip_norm / maximum(norm, clip_norm),
+                                                std::numeric_limits<double>::quiet_NaN())));
+    std::vector<tensor<T, Device>> clipped;
+    clipped.reserve(gradients.size());
+    for (const auto& g : gradients) clipped.push_back(g.size() == 0 ? g : tensor<T, Device>(g * scale));
+    return clipped;
+  }
+}
+}  // namespace detail
+
 template <class T, class Device>
 std::pair<std::vector<tensor<T, Device>>, T> clip_by_global_norm(const std::vector<tensor<T, Device>>& gradients,
                                                                double clip_norm) {
@@ -37,14 +68,13 @@ std::pair<std::vector<tensor<T, Device>>, T> clip_by_global_norm(const std::vect
     throw invalid_argument("clip_by_global_norm: clip_norm = " + detail::format_number(clip_norm) +
                            " must be finite and positive");
   double sum = 0;
-  for (const auto& g : gradients) {
-    if (g.size() == 0) continue;  // tensor::none() (an unconnected variable's) or empty: nothing to add
-    if constexpr (std::is_same_v<Device, cpu>) {
-      const T* p = g.data();
+  if constexpr (std::is_same_v<Device, cpu>) {
+    for (const auto& g : gradients) {
+      const T* p = g.data();  // none (an unconnected variable's) and empty tensors add nothing
       for (index_t i = 0, n = g.size(); i < n; ++i) sum += static_cast<double>(p[i]) * static_cast<double>(p[i]);
-    } else {  // on the device, in double there: one value read back per tensor
-      sum += tensor<double, Device>(reduce_sum(square(cast<double>(g)))).item();
     }
+  } else {  // summed on the device, in double, and read back once
+    sum = detail::device_sum_of_squares(gradients).item();
   }
   const double norm = std::sqrt(sum);
   if (std::isfinite(norm) && norm <= clip_norm) return {gradients, static_cast<T>(norm)};

@@ -223,6 +223,30 @@ inline void check_unit_interval(const char* op, const char* name, double value, 
 
 }  // namespace detail
 
+/// Keras's gradient clipping, done by apply_gradients before weight decay and the update, on the
+/// gradients of the trainable variables (every optimizer's options have these three fields, as
+/// Keras's optimizers take them as arguments: `fx::optim::adam opt{{.learning_rate = 1e-3,
+/// .clipnorm = 1.0}}`). 0 leaves a kind off, and at most one may be set, as in Keras:
+/// - clipnorm: each gradient scaled to an L2 norm of at most clipnorm (tf.clip_by_norm);
+/// - clipvalue: each element clipped to [-clipvalue, clipvalue];
+/// - global_clipnorm: all of a call's gradients scaled together to a joint L2 norm of at most
+///   global_clipnorm (clip_by_global_norm, optim/clip.hpp).
+/// A NaN or infinite norm makes the clipped gradients NaN, as in tf.clip_by_global_norm. On
+/// fx::cuda the norms stay on the device: clipping reads nothing back and does not wait.
+struct gradient_clipping {
+  double clipnorm = 0;
+  double clipvalue = 0;
+  double global_clipnorm = 0;
+};
+
+template <class T, class Device>
+std::pair<std::vector<tensor<T, Device>>, T> clip_by_global_norm(const std::vector<tensor<T, Device>>& gradients,
+                                                               double clip_norm);
+namespace detail {
+template <class T, class Device>
+std::vector<tensor<T, Device>> clip_by_joint_norm(const std::vector<tensor<T, Device>>& gradients, double clip_norm);
+}  // namespace detail
+
 /// A slot an optimizer keeps per variable: its name (the suffix of the slot variable's name) and
 /// the value it starts from.
 struct slot_spec {
@@ -262,6 +286,17 @@ class optimizer {
     m_learning_rate = std::move(learning_rate);
   }
   double weight_decay() const noexcept { return m_weight_decay; }
+
+  /// Keras's clipnorm, clipvalue and global_clipnorm (gradient_clipping): 0 when off.
+  double clipnorm() const noexcept { return m_clipping.clipnorm; }
+  double clipvalue() const noexcept { return m_clipping.clipvalue; }
+  double global_clipnorm() const noexcept { return m_clipping.global_clipnorm; }
+  const gradient_clipping& clipping() const noexcept { return m_clipping; }
+  /// Changes the clipping from the next apply_gradients on, as assigning Keras's `opt.clipnorm` does.
+  void set_clipping(gradient_clipping clipping) {
+    check_clipping(m_name, clipping);
+    m_clipping = clipping;
+  }
 
   /// The slots kept per variable, in order: for Adam, momentum and velocity (and velocity_hat).
   virtual std::vector<slot_spec> slot_specs() const = 0;
@@ -323,6 +358,10 @@ class optimizer {
     std::vector<std::vector<variable<T, Device>>*> slots(variables.size(), nullptr);
     for (std::size_t i = 0; i < variables.size(); ++i)
       if (variables[i]->trainable()) slots[i] = &slots_of(*variables[i]);
+    std::vector<tensor<T, Device>> clipped;
+    if (m_clipping.clipnorm != 0 || m_clipping.clipvalue != 0 || m_clipping.global_clipnorm != 0)
+      clipped = clip_gradients(gradients, variables);
+    const std::vector<tensor<T, Device>>& grads = clipped.empty() ? gradients : clipped;
     const detail::step_constants constants{lr, m_weight_decay, m_iterations};
     // Every variable's buffers first, then one update over all of them (one kernel on a device),
     // then the new buffers swapped in.
@@ -331,7 +370,7 @@ class optimizer {
     pending.reserve(variables.size());
     buffers.reserve(variables.size());
     for (std::size_t i = 0; i < variables.size(); ++i)
-      if (slots[i] != nullptr) buffers.push_back(prepare(gradients[i], *variables[i], *slots[i], pending));
+      if (slots[i] != nullptr) buffers.push_back(prepare(grads[i], *variables[i], *slots[i], pending));
     update(detail::update_list<T>(buffers), constants);
     for (auto& p : pending) {
       p.v->assign(p.value);  // the same shape: the new buffer is swapped in
@@ -396,10 +435,18 @@ class optimizer {
   }
 
  protected:
-  optimizer(std::string name, schedule learning_rate, double weight_decay)
-      : m_name(std::move(name)), m_learning_rate(std::move(learning_rate)), m_weight_decay(weight_decay) {
+  optimizer(std::string name, schedule learning_rate, double weight_decay, gradient_clipping clipping = {})
+      : m_name(std::move(name)), m_learning_rate(std::move(learning_rate)), m_weight_decay(weight_decay),
+        m_clipping(clipping) {
     if (m_learning_rate.is_constant()) detail::check_non_negative(m_name.c_str(), "learning_rate", m_learning_rate(0));
     detail::check_non_negative(m_name.c_str(), "weight_decay", weight_decay);
+    check_clipping(m_name, m_clipping);
+  }
+
+  /// The clipping fields of an optimizer's options.
+  template <class Options>
+  static gradient_clipping clipping_of(const Options& o) {
+    return {o.clipnorm, o.clipvalue, o.global_clipnorm};
   }
 
   /// One fused pass over the variables of a call: for each, read b.gradient, b.value and the
@@ -413,6 +460,43 @@ class optimizer {
     const std::type_info* type;       // typeid(variable<T, Device>)
     std::shared_ptr<void> variables;  // std::vector<variable<T, Device>>, one per slot_specs() entry
   };
+
+  static void check_clipping(const std::string& op, const gradient_clipping& c) {
+    detail::check_non_negative(op.c_str(), "clipnorm", c.clipnorm);
+    detail::check_non_negative(op.c_str(), "clipvalue", c.clipvalue);
+    detail::check_non_negative(op.c_str(), "global_clipnorm", c.global_clipnorm);
+    if ((c.clipnorm != 0) + (c.clipvalue != 0) + (c.global_clipnorm != 0) > 1)
+      throw invalid_argument(op + ": only one of clipnorm, clipvalue and global_clipnorm can be set (as in Keras), not clipnorm = " +
+                             detail::format_number(c.clipnorm) + ", clipvalue = " + detail::format_number(c.clipvalue) +
+                             " and global_clipnorm = " + detail::format_number(c.global_clipnorm));
+  }
+
+  /// The gradients with m_clipping applied to those of trainable variables (the others are not
+  /// read, and stay as they are).
+  template <class T, class Device>
+  std::vector<tensor<T, Device>> clip_gradients(const std::vector<tensor<T, Device>>& gradients,
+                                                const std::vector<variable<T, Device>*>& variables) const {
+    std::vector<tensor<T, Device>> out = gradients;
+    if (m_clipping.global_clipnorm != 0) {
+      std::vector<tensor<T, Device>> trained;
+      for (std::size_t i = 0; i < variables.size(); ++i)
+        if (variables[i]->trainable()) trained.push_back(gradients[i]);
+      trained = detail::clip_by_joint_norm(trained, m_clipping.global_clipnorm);
+      for (std::size_t i = 0, k = 0; i < variables.size(); ++i)
+        if (variables[i]->trainable()) out[i] = std::move(trained[k++]);
+      return out;
+    }
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+      if (!variables[i]->trainable()) continue;
+      if (m_clipping.clipnorm != 0) {
+        out[i] = std::move(detail::clip_by_joint_norm(std::vector<tensor<T, Device>>{gradients[i]}, m_clipping.clipnorm)[0]);
+      } else {
+        const T limit = static_cast<T>(m_clipping.clipvalue);
+        out[i] = tensor<T, Device>(clip(gradients[i], -limit, limit));
+      }
+    }
+    return out;
+  }
 
   template <class T, class Device>
   static std::string describe(const variable<T, Device>& v, std::size_t i) {
@@ -501,9 +585,13 @@ class optimizer {
   std::string m_name;
   schedule m_learning_rate;
   double m_weight_decay = 0;
+  gradient_clipping m_clipping;
   std::int64_t m_iterations = 0;
   std::vector<slot_entry> m_slots;
   std::unordered_map<std::uint64_t, std::size_t> m_slot_index;
 };
 
 }  // namespace fluxion::optim
+
+// clip_by_global_norm and clip_by_joint_norm, which apply_gradients calls for the clipping options.
+#include "clip.hpp"

@@ -31,6 +31,10 @@ struct rmsprop_options {
   double epsilon = 1e-7;  // >= 0, inside the square root
   bool centered = false;
   double weight_decay = 0.0;  // decoupled, as Keras's weight_decay
+  // Keras's gradient clipping (optim::gradient_clipping): at most one, 0 is off.
+  double clipnorm = 0.0;
+  double clipvalue = 0.0;
+  double global_clipnorm = 0.0;
 };
 
 // Use the alias `rmsprop` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -42,7 +46,7 @@ class basic_rmsprop : public optimizer {
   basic_rmsprop() : basic_rmsprop(options{}) {}
   explicit basic_rmsprop(schedule learning_rate) : basic_rmsprop(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_rmsprop(options o)
-      : optimizer("rmsprop", std::move(o.learning_rate), o.weight_decay), m_rho(o.rho), m_momentum(o.momentum),
+      : optimizer("rmsprop", std::move(o.learning_rate), o.weight_decay, clipping_of(o)), m_rho(o.rho), m_momentum(o.momentum),
         m_epsilon(o.epsilon), m_centered(o.centered) {
     detail::check_unit_interval("rmsprop", "rho", m_rho, /*closed=*/false);
     detail::check_unit_interval("rmsprop", "momentum", m_momentum, /*closed=*/true);

@@ -27,6 +27,10 @@ struct sgd_options {
   double momentum = 0.0;  // in [0, 1]
   bool nesterov = false;
   double weight_decay = 0.0;  // decoupled, as Keras's weight_decay
+  // Keras's gradient clipping (optim::gradient_clipping): at most one, 0 is off.
+  double clipnorm = 0.0;
+  double clipvalue = 0.0;
+  double global_clipnorm = 0.0;
 };
 
 // Use the alias `sgd` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -38,7 +42,7 @@ class basic_sgd : public optimizer {
   basic_sgd() : basic_sgd(options{}) {}
   explicit basic_sgd(schedule learning_rate) : basic_sgd(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_sgd(options o)
-      : optimizer("sgd", std::move(o.learning_rate), o.weight_decay), m_momentum(o.momentum), m_nesterov(o.nesterov) {
+      : optimizer("sgd", std::move(o.learning_rate), o.weight_decay, clipping_of(o)), m_momentum(o.momentum), m_nesterov(o.nesterov) {
     detail::check_unit_interval("sgd", "momentum", m_momentum, /*closed=*/true);
   }
 

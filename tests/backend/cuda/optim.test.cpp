@@ -84,6 +84,46 @@ TEST_CASE_TEMPLATE("cuda optim: every optimizer updates device variables as on t
   SUBCASE("rmsprop") { same_updates<T>([&] { return ptr(optim::rmsprop{0.01}); }, rtol); }
   SUBCASE("adam, amsgrad") { same_updates<T>([&] { return ptr(optim::adam{{.learning_rate = 0.01, .amsgrad = true}}); }, rtol); }
   SUBCASE("adamw") { same_updates<T>([&] { return ptr(optim::adamw{0.01}); }, rtol); }
+  // Keras's clipping: on the device the norms and scales stay there (clip_by_joint_norm).
+  SUBCASE("sgd with clipnorm") { same_updates<T>([&] { return ptr(optim::sgd{{.learning_rate = 0.1, .clipnorm = 1.0}}); }, rtol); }
+  SUBCASE("adam with global_clipnorm") {
+    same_updates<T>([&] { return ptr(optim::adam{{.learning_rate = 0.01, .global_clipnorm = 2.0}}); }, rtol);
+  }
+  SUBCASE("rmsprop with clipvalue") {
+    same_updates<T>([&] { return ptr(optim::rmsprop{{.learning_rate = 0.01, .clipvalue = 0.25}}); }, rtol);
+  }
+}
+
+TEST_CASE("cuda optim: clipping reads nothing back from the device; clip_by_global_norm reads its norm once") {
+  const std::vector<fx::tensor<float>> host{filled<float>({300, 20}, 1), filled<float>({7}, 2), filled<float>({5}, 3)};
+  std::vector<fx::tensor<float, fx::cuda>> grads;
+  for (const auto& g : host) grads.push_back(fx::to<fx::cuda>(g));
+  for (optim::gradient_clipping c : {optim::gradient_clipping{.clipnorm = 0.5}, optim::gradient_clipping{.clipvalue = 0.5},
+                                     optim::gradient_clipping{.global_clipnorm = 0.5}}) {
+    fx::variable<float, fx::cuda> a{fx::to<fx::cuda>(filled<float>({300, 20}, 4)), "a"};
+    fx::variable<float, fx::cuda> b{fx::to<fx::cuda>(filled<float>({7}, 5)), "b"};
+    fx::variable<float, fx::cuda> c_var{fx::to<fx::cuda>(filled<float>({5}, 6)), "c"};
+    optim::sgd opt{0.1};
+    opt.set_clipping(c);
+    const std::int64_t before = fx::memory::stats<fx::cuda>().host_reads;
+    opt.apply_gradients(grads, {a, b, c_var});
+    CHECK(fx::memory::stats<fx::cuda>().host_reads == before);
+  }
+  const std::int64_t before = fx::memory::stats<fx::cuda>().host_reads;
+  auto [clipped, norm] = optim::clip_by_global_norm(grads, 1.0);
+  CHECK(fx::memory::stats<fx::cuda>().host_reads == before + 1);  // until stop 56: one read per gradient
+  CHECK(norm > 1.f);
+  // A NaN anywhere makes every clipped gradient NaN, on the device as on the cpu.
+  fx::variable<float, fx::cuda> a{fx::to<fx::cuda>(filled<float>({300, 20}, 4)), "a"};
+  fx::variable<float, fx::cuda> b{fx::to<fx::cuda>(fx::zeros<float>({2})), "b"};
+  optim::sgd opt{{.learning_rate = 1.0, .clipnorm = 1.0}};
+  optim::sgd global{{.learning_rate = 1.0, .global_clipnorm = 1.0}};
+  const std::vector<fx::tensor<float, fx::cuda>> with_nan{grads[0], fx::to<fx::cuda>(fx::tensor<float>{std::nanf(""), 1.f})};
+  opt.apply_gradients(with_nan, {a, b});
+  for (float x : fx::to<fx::cpu>(b.peek()).to_vector()) CHECK(std::isnan(x));
+  for (float x : fx::to<fx::cpu>(a.peek()).to_vector()) CHECK(!std::isnan(x));  // clipnorm: a's own norm is finite
+  global.apply_gradients(with_nan, {a, b});
+  for (float x : fx::to<fx::cpu>(a.peek()).to_vector()) CHECK(std::isnan(x));
 }
 
 TEST_CASE("cuda optim: one kernel for all variables reads every gradient before any variable changes") {
