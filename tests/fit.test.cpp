@@ -10,10 +10,13 @@
 
 #include <doctest/doctest.h>
 
+#include "scratch_dir.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <unistd.h>
 #include <sstream>
 #include <utility>
@@ -709,4 +712,101 @@ TEST_CASE("predict: Keras's Model.predict over a dataset's batches and over a te
   CHECK_THROWS_WITH_AS(fx::predict(net, std::vector<fx::tensor<float>>{}), "predict: the dataset gave no batch",
                        fx::invalid_argument);
   CHECK_THROWS_WITH_AS(fx::predict(net, all, 0), "predict: batch_size = 0 must be positive", fx::invalid_argument);
+}
+
+TEST_CASE("learning_rate_scheduler: Keras's LearningRateScheduler sets the rate at each epoch's beginning") {
+  fx::random::generator gen{31};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::sgd opt{0.1};
+  struct rates : fx::callback {
+    fx::optim::optimizer* o;
+    std::vector<double> seen;
+    explicit rates(fx::optim::optimizer& opt) : o(&opt) {}
+    void on_batch_end(const fx::fit_logs&) override { seen.push_back(o->learning_rate()); }
+  } record{opt};
+  std::ostringstream said;
+  std::vector<std::pair<int, double>> calls;
+  fx::learning_rate_scheduler halve{opt, [&](int epoch, double lr) {
+                                      calls.emplace_back(epoch, lr);
+                                      return epoch == 0 ? lr : lr * 0.5;
+                                    }, &said};
+  CHECK_FALSE(halve.reads_batch_metrics(fx::fit_logs{}));
+  fx::fit(net, opt, cross_entropy, blobs(2, 8, 32), {.epochs = 3, .verbose = 0, .callbacks = {&halve, &record}});
+  CHECK(calls == std::vector<std::pair<int, double>>{{0, 0.1}, {1, 0.1}, {2, 0.05}});
+  CHECK(record.seen == std::vector<double>{0.1, 0.1, 0.05, 0.05, 0.025, 0.025});  // each epoch's two steps
+  CHECK(said.str() == "epoch 1: learning_rate_scheduler setting the learning rate to 0.1\n"
+                      "epoch 2: learning_rate_scheduler setting the learning rate to 0.05\n"
+                      "epoch 3: learning_rate_scheduler setting the learning rate to 0.025\n");
+  // A rate that is not finite and non-negative stops fit before the epoch's first step.
+  fx::learning_rate_scheduler bad{opt, [](int epoch, double lr) { return epoch == 1 ? -1.0 : lr; }};
+  const auto before = opt.iterations();
+  CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, blobs(2, 8, 32), {.epochs = 3, .verbose = 0, .callbacks = {&bad}}),
+                       "learning_rate_scheduler: the schedule gives -1 at epoch 1; a learning rate must be finite and non-negative",
+                       fx::invalid_argument);
+  CHECK(opt.iterations() == before + 2);
+  CHECK_THROWS_WITH_AS(fx::learning_rate_scheduler(opt, nullptr), "learning_rate_scheduler: the schedule is empty",
+                       fx::invalid_argument);
+  fx::optim::sgd scheduled{fx::optim::exponential_decay(0.1, 10, 0.5)};
+  fx::learning_rate_scheduler on_schedule{scheduled, [](int, double lr) { return lr; }};
+  CHECK_THROWS_WITH_AS(fx::fit(net, scheduled, cross_entropy, blobs(2, 8, 4), {.epochs = 1, .verbose = 0, .callbacks = {&on_schedule}}),
+                       doctest::Contains("learning_rate_scheduler: the sgd optimizer's learning rate is a schedule"),
+                       fx::invalid_argument);
+}
+
+TEST_CASE("csv_logger: Keras's CSVLogger, a row per epoch that reads back as the history") {
+  scratch_dir dir;
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  };
+  auto fields = [](const std::string& line) {
+    std::vector<std::string> out{""};
+    for (char c : line) {
+      if (c == ',') out.emplace_back();
+      else out.back() += c;
+    }
+    return out;
+  };
+  fx::random::generator gen{41};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<8>{}, nn::relu{}, nn::dense<2>{});
+  fx::optim::adam opt{0.05};
+  const std::string path = dir.file("log.csv");
+  fx::csv_logger log{path};
+  auto history = fx::fit(net, opt, cross_entropy, blobs(3, 8, 42), {.epochs = 3, .verbose = 0, .callbacks = {&log}},
+                         blobs(2, 8, 43));
+  auto lines = read(path);
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0] == "epoch,accuracy,loss,val_accuracy,val_loss");  // Keras's: epoch, then the names sorted
+  for (int e = 0; e < 3; ++e) {
+    CAPTURE(e);
+    const auto f = fields(lines[static_cast<std::size_t>(e) + 1]);
+    REQUIRE(f.size() == 5);
+    CHECK(f[0] == std::to_string(e));
+    CHECK(std::stod(f[1]) == history.accuracy[static_cast<std::size_t>(e)]);  // the same doubles, exactly
+    CHECK(std::stod(f[2]) == history.loss[static_cast<std::size_t>(e)]);
+    CHECK(std::stod(f[3]) == history.val_accuracy[static_cast<std::size_t>(e)]);
+    CHECK(std::stod(f[4]) == history.val_loss[static_cast<std::size_t>(e)]);
+  }
+  // Appending: the rows follow, the header is not repeated; without validation data or integer
+  // labels the columns are fewer.
+  fx::csv_logger more{path, /*append=*/true};
+  fx::fit(net, opt, cross_entropy, blobs(3, 8, 42), {.epochs = 1, .verbose = 0, .callbacks = {&more}}, blobs(2, 8, 43));
+  lines = read(path);
+  CHECK(lines.size() == 5);
+  CHECK(fields(lines[4]).size() == 5);
+  fx::csv_logger fresh{dir.file("plain.csv"), false, ';'};
+  fx::fit(net, opt, cross_entropy, blobs(3, 8, 42), {.epochs = 2, .verbose = 0, .callbacks = {&fresh}});
+  lines = read(dir.file("plain.csv"));
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] == "epoch;accuracy;loss");
+  CHECK(lines[2].rfind("1;", 0) == 0);
+  // A file that cannot be opened stops fit before its first step, naming it.
+  fx::csv_logger nowhere{dir.file("missing/dir/log.csv")};
+  const auto before = opt.iterations();
+  const std::string want = "csv_logger: '" + dir.file("missing/dir/log.csv") + "': cannot open the file: No such file or directory";
+  CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, blobs(3, 8, 42), {.epochs = 1, .verbose = 0, .callbacks = {&nowhere}}),
+                       want.c_str(), fx::io_error);
+  CHECK(opt.iterations() == before);
 }

@@ -49,10 +49,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <limits>
@@ -170,6 +174,17 @@ class early_stopping : public callback {
   int m_stopped_epoch = -1;
 };
 
+namespace detail {
+/// The callbacks that set an optimizer's learning rate need a constant one: a schedule already sets
+/// it at each step (Keras refuses to set the rate of an optimizer made with a schedule too).
+inline void require_constant_rate(const char* who, const optim::optimizer& o) {
+  if (!o.learning_rate_schedule().is_constant())
+    throw invalid_argument(std::string(who) + ": the " + o.name() +
+                           " optimizer's learning rate is a schedule, which already sets the rate at each step; give "
+                           "the optimizer a constant learning rate for this callback to set");
+}
+}  // namespace detail
+
 struct reduce_lr_on_plateau_options {
   double factor = 0.1;  // the learning rate is multiplied by it, in (0, 1)
   int patience = 10;    // epochs without improvement before a reduction
@@ -204,10 +219,7 @@ class reduce_lr_on_plateau : public callback {
     optim::detail::check_non_negative(who, "min_lr", o.min_lr);
   }
   void on_train_begin() override {
-    if (!m_optimizer->learning_rate_schedule().is_constant())
-      throw invalid_argument("reduce_lr_on_plateau: the " + m_optimizer->name() +
-                             " optimizer's learning rate is a schedule, which already sets the rate at each step; give "
-                             "the optimizer a constant learning rate for this callback to reduce");
+    detail::require_constant_rate("reduce_lr_on_plateau", *m_optimizer);
     m_plateau = {};
     m_cooldown = 0;
     m_reductions = 0;
@@ -241,6 +253,113 @@ class reduce_lr_on_plateau : public callback {
   detail::plateau m_plateau;
   int m_cooldown = 0;
   int m_reductions = 0;
+};
+
+/// Keras's LearningRateScheduler: at the beginning of each epoch (from 0) sets the optimizer's
+/// learning rate to schedule(epoch, current rate); with `out`, says so there each epoch, as Keras's
+/// verbose. The optimizer must have a constant rate (for a rate that changes at every step, give
+/// it an optim schedule instead).
+///   fx::learning_rate_scheduler decay{opt, [](int epoch, double lr) { return epoch < 10 ? lr : lr * 0.9; }};
+class learning_rate_scheduler : public callback {
+ public:
+  learning_rate_scheduler(optim::optimizer& optimizer, std::function<double(int, double)> schedule,
+                          std::ostream* out = nullptr)
+      : m_optimizer(&optimizer), m_schedule(std::move(schedule)), m_out(out) {
+    if (!m_schedule) throw invalid_argument("learning_rate_scheduler: the schedule is empty");
+  }
+  void on_train_begin() override { detail::require_constant_rate("learning_rate_scheduler", *m_optimizer); }
+  bool reads_batch_metrics(const fit_logs&) const override { return false; }
+  void on_epoch_begin(int epoch) override {
+    const double rate = m_schedule(epoch, m_optimizer->learning_rate());
+    if (!(rate >= 0) || !std::isfinite(rate))
+      throw invalid_argument("learning_rate_scheduler: the schedule gives " + optim::detail::format_number(rate) +
+                             " at epoch " + std::to_string(epoch) + "; a learning rate must be finite and non-negative");
+    m_optimizer->set_learning_rate(rate);
+    if (m_out != nullptr)
+      *m_out << "epoch " << epoch + 1 << ": learning_rate_scheduler setting the learning rate to "
+             << optim::detail::format_number(rate) << "\n";
+  }
+
+ private:
+  optim::optimizer* m_optimizer;
+  std::function<double(int, double)> m_schedule;
+  std::ostream* m_out;
+};
+
+/// Keras's CSVLogger: a row per epoch, written to `path` and flushed at once, so that a run that
+/// stops keeps its rows. The columns are Keras's, sorted by name after `epoch`: epoch, accuracy
+/// (where fit computes it), loss, and val_accuracy and val_loss with validation data, fixed at
+/// the first row (a value missing later is an empty field). Numbers are the shortest text that
+/// reads back as the same double. `append` keeps the file's rows and writes the header only
+/// to an empty file. A file that cannot be opened or written is an fx::io_error naming it.
+///   fx::csv_logger log{"training.csv"};
+class csv_logger : public callback {
+ public:
+  explicit csv_logger(std::string path, bool append = false, char separator = ',')
+      : m_path(std::move(path)), m_append(append), m_separator(separator) {}
+  csv_logger(const csv_logger&) = delete;
+  csv_logger& operator=(const csv_logger&) = delete;
+  ~csv_logger() override { close(); }
+
+  const std::string& path() const noexcept { return m_path; }
+  bool reads_batch_metrics(const fit_logs&) const override { return false; }
+  void on_train_begin() override {
+    close();
+    m_file = std::fopen(m_path.c_str(), m_append ? "a" : "w");
+    if (m_file == nullptr) fail("cannot open the file");
+    m_columns.clear();
+    m_header_written = m_append && std::ftell(m_file) > 0;
+  }
+  void on_epoch_end(const fit_logs& logs) override {
+    if (m_file == nullptr) return;  // on_epoch_end outside fit
+    struct column {
+      const char* name;
+      double value;
+      bool present;
+    };
+    const column values[] = {{"accuracy", logs.accuracy, logs.accuracy >= 0},
+                             {"loss", logs.loss, true},
+                             {"val_accuracy", logs.val_accuracy, logs.has_validation && logs.val_accuracy >= 0},
+                             {"val_loss", logs.val_loss, logs.has_validation}};
+    if (m_columns.empty()) {
+      m_columns.push_back("epoch");
+      for (const auto& v : values)
+        if (v.present) m_columns.push_back(v.name);
+    }
+    std::string text;
+    if (!m_header_written) {
+      for (std::size_t c = 0; c < m_columns.size(); ++c) text += (c ? std::string(1, m_separator) : "") + m_columns[c];
+      text += "\n";
+      m_header_written = true;
+    }
+    text += std::to_string(logs.epoch);
+    for (std::size_t c = 1; c < m_columns.size(); ++c) {
+      text += m_separator;
+      for (const auto& v : values)
+        if (m_columns[c] == v.name && v.present) text += optim::detail::format_number(v.value);
+    }
+    text += "\n";
+    if (std::fputs(text.c_str(), m_file) < 0 || std::fflush(m_file) != 0) fail("cannot write to the file");
+  }
+  void on_train_end(const fit_logs&) override { close(); }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    const std::string reason = std::strerror(errno);
+    close();
+    throw io_error("csv_logger: '" + m_path + "': " + what + ": " + reason);
+  }
+  void close() noexcept {
+    if (m_file != nullptr) std::fclose(m_file);
+    m_file = nullptr;
+  }
+
+  std::string m_path;
+  bool m_append;
+  char m_separator;
+  std::FILE* m_file = nullptr;
+  std::vector<std::string> m_columns;
+  bool m_header_written = false;
 };
 
 struct fit_options {

@@ -26,6 +26,17 @@
 namespace fluxion::optim {
 
 namespace detail {
+/// f of each element of a cpu tensor, by a plain loop: a fused statement would be compiled into
+/// every program that constructs an optimizer, for a path few take (about 1 CPU s more a program).
+template <class T, class F>
+tensor<T, cpu> map_elements(const tensor<T, cpu>& g, F f) {
+  tensor<T, cpu> out(g.shape());
+  const T* src = g.data();
+  T* dst = out.mutable_data();
+  for (index_t i = 0, n = g.size(); i < n; ++i) dst[i] = f(src[i]);
+  return out;
+}
+
 /// The sum of the squares of every element of `gradients`, in double, as a 0-d tensor on their
 /// device: one reduction each, added there, nothing read back.
 template <class T, class Device>
@@ -81,8 +92,11 @@ std::pair<std::vector<tensor<T, Device>>, T> clip_by_global_norm(const std::vect
   const T scale = std::isfinite(norm) ? static_cast<T>(clip_norm / norm) : std::numeric_limits<T>::quiet_NaN();
   std::vector<tensor<T, Device>> clipped;
   clipped.reserve(gradients.size());
-  for (const auto& g : gradients)  // one fused pass each; none and empty ones as they are
-    clipped.push_back(g.size() == 0 ? g : tensor<T, Device>(g * scale));
+  for (const auto& g : gradients) {  // one pass each; none and empty ones as they are
+    if (g.size() == 0) clipped.push_back(g);
+    else if constexpr (std::is_same_v<Device, cpu>) clipped.push_back(detail::map_elements(g, [scale](T x) { return x * scale; }));
+    else clipped.push_back(tensor<T, Device>(g * scale));
+  }
   return {std::move(clipped), static_cast<T>(norm)};
 }
 

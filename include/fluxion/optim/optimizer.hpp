@@ -245,6 +245,8 @@ std::pair<std::vector<tensor<T, Device>>, T> clip_by_global_norm(const std::vect
 namespace detail {
 template <class T, class Device>
 std::vector<tensor<T, Device>> clip_by_joint_norm(const std::vector<tensor<T, Device>>& gradients, double clip_norm);
+template <class T, class F>
+tensor<T, cpu> map_elements(const tensor<T, cpu>& g, F f);
 }  // namespace detail
 
 /// A slot an optimizer keeps per variable: its name (the suffix of the slot variable's name) and
@@ -492,7 +494,10 @@ class optimizer {
         out[i] = std::move(detail::clip_by_joint_norm(std::vector<tensor<T, Device>>{gradients[i]}, m_clipping.clipnorm)[0]);
       } else {
         const T limit = static_cast<T>(m_clipping.clipvalue);
-        out[i] = tensor<T, Device>(clip(gradients[i], -limit, limit));
+        if constexpr (std::is_same_v<Device, cpu>)  // NaN stays NaN, as in clip()
+          out[i] = detail::map_elements(gradients[i], [limit](T x) { return x < -limit ? -limit : (x > limit ? limit : x); });
+        else
+          out[i] = tensor<T, Device>(clip(gradients[i], -limit, limit));
       }
     }
     return out;
