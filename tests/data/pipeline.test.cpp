@@ -1,4 +1,4 @@
-// fx::data transforms over in-memory datasets: tensors / from_tensors, map, shuffle, batch,
+// fx::data transforms over in-memory datasets: tensors / from_tensors, map, shuffle, batch, skip, filter, concatenate,
 // repeat, take, cache, zip, prefetch and cardinality, each against values computed by hand.
 #include <doctest/doctest.h>
 
@@ -354,4 +354,54 @@ TEST_CASE("prefetch: while the consumer runs parallel regions, elements come in 
   CHECK(seen < 300);
   CHECK(!it.next());
   fx::set_num_threads(saved_threads);
+}
+
+TEST_CASE("skip, filter and concatenate: tf.data's, against values by hand") {
+  // skip: all but the first n; take(n) and skip(n) split a dataset in two.
+  CHECK(values(range(5).skip(2)) == std::vector<std::int32_t>{2, 3, 4});
+  CHECK(range(5).skip(2).cardinality() == 3);
+  CHECK(values(range(5).skip(0)) == std::vector<std::int32_t>{0, 1, 2, 3, 4});
+  CHECK(values(range(5).skip(9)).empty());
+  CHECK(range(5).skip(9).cardinality() == 0);
+  CHECK(values(range(5).skip(-1)).empty());
+  CHECK(range(3).repeat().skip(-1).cardinality() == 0);
+  CHECK(values(range(3).repeat().skip(4).take(4)) == std::vector<std::int32_t>{1, 2, 0, 1});
+  CHECK(range(3).repeat().skip(4).cardinality() == fx::data::infinite_cardinality);
+  const auto shuffled = range(20).shuffle(20, 5);
+  auto all = values(shuffled.take(20)), head = values(shuffled.take(6)), tail = values(shuffled.skip(6));
+  CHECK(head.size() + tail.size() == 20);
+  head.insert(head.end(), tail.begin(), tail.end());
+  CHECK(head == values(range(20).shuffle(20, 5).take(20)));  // pass 0 of each: the same permutation, split
+  CHECK_THROWS_WITH_AS(range(3).skip(-2), "skip: count must be -1 (all) or at least 0, got -2", fx::invalid_argument);
+
+  // filter: the elements the predicate keeps, of a tensor or of a tuple's parts.
+  auto even = [](const fx::tensor<std::int32_t>& t) { return t.item() % 2 == 0; };
+  CHECK(values(range(7).filter(even)) == std::vector<std::int32_t>{0, 2, 4, 6});
+  CHECK(range(7).filter(even).cardinality() == fx::data::unknown_cardinality);
+  CHECK(values(range(7).filter([](const fx::tensor<std::int32_t>&) { return false; })).empty());
+  const auto pairs = range(6).zip(range(6).map([](const fx::tensor<std::int32_t>& t) { return t * 10; }));
+  auto big = pairs.filter([](const fx::tensor<std::int32_t>& a, const fx::tensor<std::int32_t>& b) {
+    return a.item() + b.item() > 30;
+  });
+  std::vector<std::int32_t> kept;
+  for (const auto& [a, b] : big) kept.push_back(b.item());
+  CHECK(kept == std::vector<std::int32_t>{30, 40, 50});
+  // An endless dataset filtered stays lazy: take ends it.
+  CHECK(values(range(4).repeat().filter(even).take(5)) == std::vector<std::int32_t>{0, 2, 0, 2, 0});
+
+  // concatenate: one, then the other, each at the same pass; cardinalities add.
+  CHECK(values(range(3).concatenate(range(2))) == std::vector<std::int32_t>{0, 1, 2, 0, 1});
+  CHECK(range(3).concatenate(range(2)).cardinality() == 5);
+  CHECK(values(range(0).concatenate(range(2))) == std::vector<std::int32_t>{0, 1});
+  CHECK(values(range(2).concatenate(range(0))) == std::vector<std::int32_t>{0, 1});
+  CHECK(range(2).concatenate(range(1).repeat()).cardinality() == fx::data::infinite_cardinality);
+  CHECK(range(2).filter(even).concatenate(range(1)).cardinality() == fx::data::unknown_cardinality);
+  const auto a = range(8).shuffle(8, 2), b = range(8).shuffle(8, 3);
+  auto joined = a.concatenate(b);
+  std::vector<std::int32_t> p1;
+  for (auto it = joined.begin(1); !(it == joined.end()); ++it) p1.push_back(it->item());
+  std::vector<std::int32_t> want;
+  for (const auto* ds : {&a, &b})
+    for (auto it = ds->begin(1); !(it == ds->end()); ++it) want.push_back(it->item());
+  CHECK(p1 == want);
 }

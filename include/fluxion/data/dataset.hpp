@@ -25,6 +25,9 @@
 //                              the last batch is short unless drop_remainder
 //   repeat(count = -1)         count passes, or forever
 //   take(n)                    the first n elements
+//   skip(n)                    all but the first n (ds.take(n) and ds.skip(n) split a dataset)
+//   filter(pred)               the elements for which pred(element) is true
+//   concatenate(other)         this dataset's elements, then other's
 //   cache()                    the elements of the first full pass kept in memory and replayed on
 //                              every later one (the upstream's pass 0: put it before shuffle)
 //   zip(other)                 std::tuple{a, b}; ends with the shorter
@@ -127,7 +130,7 @@ template <class F, class E>
 decltype(auto) invoke_on(F& f, E&& e) {
   if constexpr (std::is_invocable_v<F&, E&&>) return std::invoke(f, std::forward<E>(e));
   else if constexpr (is_tuple_like_v<std::remove_cvref_t<E>>) return std::apply(f, std::forward<E>(e));
-  else static_assert(std::is_invocable_v<F&, E&&>, "fluxion::data::dataset::map: f cannot be called with the element");
+  else static_assert(std::is_invocable_v<F&, E&&>, "fluxion::data::dataset::map / filter: f cannot be called with the element (nor with the parts of a tuple element)");
 }
 
 /// What a thread that makes elements for another thread uses when the elements hold no tensors of
@@ -503,6 +506,80 @@ class dataset {
             }
             --left;
             return next();
+          };
+        },
+        card);
+  }
+
+  /// All but the first `count` elements (none when count is -1), as tf.data's skip: with take, the
+  /// split of one dataset into two, `ds.take(n)` and `ds.skip(n)`.
+  dataset skip(std::int64_t count) const {
+    if (count < -1) throw invalid_argument("skip: count must be -1 (all) or at least 0, got " + std::to_string(count));
+    if (count == 0) return *this;
+    auto up = m_open;
+    std::int64_t card = m_cardinality;
+    if (count == -1) card = 0;
+    else if (card >= 0) card = std::max<std::int64_t>(card - count, 0);
+    return dataset(
+        [up, count](std::uint64_t pass) -> next_fn {
+          return [next = (*up)(pass), left = count]() mutable -> std::optional<Element> {
+            if (!next) return std::nullopt;
+            while (left != 0) {
+              if (!next()) {  // the upstream ended inside the skipped part (or skip(-1) reached its end)
+                next = nullptr;
+                return std::nullopt;
+              }
+              if (left > 0) --left;
+            }
+            return next();
+          };
+        },
+        card);
+  }
+
+  /// The elements for which pred(element) (or pred(parts...) for a tuple element) is true, in order,
+  /// as tf.data's filter. The cardinality becomes unknown.
+  template <class P>
+  dataset filter(P pred) const {
+    static_assert(std::is_convertible_v<decltype(detail::invoke_on(std::declval<P&>(), std::declval<const Element&>())), bool>,
+                  "fluxion::data::dataset::filter: the predicate must return bool (or a value convertible to bool)");
+    auto up = m_open;
+    auto fn = std::make_shared<P>(std::move(pred));
+    return dataset(
+        [up, fn](std::uint64_t pass) -> next_fn {
+          return [next = (*up)(pass), fn]() mutable -> std::optional<Element> {
+            while (next) {
+              auto e = next();
+              if (!e) break;
+              if (static_cast<bool>(detail::invoke_on(*fn, std::as_const(*e)))) return e;
+            }
+            next = nullptr;
+            return std::nullopt;
+          };
+        },
+        unknown_cardinality);
+  }
+
+  /// This dataset's elements, then other's, as tf.data's concatenate (pass n of each).
+  dataset concatenate(const dataset& other) const {
+    auto a = m_open;
+    auto b = other.m_open;
+    const std::int64_t x = m_cardinality, y = other.m_cardinality;
+    std::int64_t card = unknown_cardinality;
+    if (x == infinite_cardinality || y == infinite_cardinality) card = infinite_cardinality;
+    else if (x >= 0 && y >= 0) card = x + y;
+    return dataset(
+        [a, b](std::uint64_t pass) -> next_fn {
+          return [na = (*a)(pass), b, pass, nb = next_fn{}]() mutable -> std::optional<Element> {
+            if (na) {
+              if (auto e = na()) return e;
+              na = nullptr;
+              nb = (*b)(pass);  // the second starts once the first has ended
+            }
+            if (!nb) return std::nullopt;
+            auto e = nb();
+            if (!e) nb = nullptr;
+            return e;
           };
         },
         card);
