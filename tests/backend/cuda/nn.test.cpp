@@ -330,6 +330,17 @@ TEST_CASE("cuda nn: fx::fit trains a device model from a dataset prefetched to t
   CHECK(dev_history.loss.back() < dev_history.loss.front());
   CHECK(dev_opt.iterations() == 16);
   check_same(values_of(dev), values_of(host), 1e-3);
+  // fx::predict (stop 56) on the device: the cpu model's outputs, over a prefetched dataset and over
+  // a tensor in batches of 7 (sliced and concatenated on the device), reading nothing back.
+  const fx::tensor<float> want = fx::predict(host, fx::data::tensors(vx, vy).batch(10));
+  const std::int64_t reads = fx::memory::stats<fx::cuda>().host_reads;
+  const fx::tensor<float, fx::cuda> got = fx::predict(dev, fx::data::tensors(vx, vy).batch(10).prefetch_to<fx::cuda>(1));
+  const fx::tensor<float, fx::cuda> sliced = fx::predict(dev, fx::to<fx::cuda>(vx), 7);
+  CHECK(fx::memory::stats<fx::cuda>().host_reads == reads);
+  CHECK(got.shape() == want.shape());
+  CHECK(sliced.shape() == want.shape());
+  check_values(fx::to<fx::cpu>(got).to_vector(), want.to_vector(), 1e-3);
+  check_values(fx::to<fx::cpu>(sliced).to_vector(), fx::predict(host, vx, 7).to_vector(), 1e-3);
 }
 
 namespace {
