@@ -810,3 +810,37 @@ TEST_CASE("csv_logger: Keras's CSVLogger, a row per epoch that reads back as the
                        want.c_str(), fx::io_error);
   CHECK(opt.iterations() == before);
 }
+
+namespace {
+/// A composite model of two outputs, as the README's two_heads.
+struct two_outputs : nn::model<two_outputs> {
+  nn::dense<5> trunk;
+  nn::dense<3> classes;
+  nn::dense<1> score;
+  FLUXION_LAYERS(trunk, classes, score)
+  auto call(const fx::tensor<float>& x, bool) {
+    fx::tensor<float> h = fx::relu(trunk(x));
+    return std::pair{classes(h), score(h)};
+  }
+};
+}  // namespace
+
+TEST_CASE("predict: a model of several outputs gives each output concatenated, as Keras's list") {
+  two_outputs net;
+  const auto data = blobs(3, 4, 51);
+  auto [classes, score] = fx::predict(net, data);
+  CHECK(classes.shape() == fx::shape{12, 3});
+  CHECK(score.shape() == fx::shape{12, 1});
+  std::vector<float> want_classes, want_score;
+  for (const auto& [x, y] : data) {
+    auto [c, s] = net(x, false);
+    for (float v : fx::tensor<float>(c).to_vector()) want_classes.push_back(v);
+    for (float v : fx::tensor<float>(s).to_vector()) want_score.push_back(v);
+  }
+  CHECK(classes.to_vector() == want_classes);
+  CHECK(score.to_vector() == want_score);
+  const fx::tensor<float> all = fx::concat({data[0].first, data[1].first, data[2].first}, 0);
+  auto [c5, s5] = fx::predict(net, all, 5);
+  CHECK(c5.shape() == fx::shape{12, 3});
+  CHECK(s5.shape() == fx::shape{12, 1});
+}

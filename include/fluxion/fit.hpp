@@ -687,19 +687,50 @@ const auto& input_of(const Element& element) {
   if constexpr (requires { std::tuple_size<Element>::value; }) return std::get<0>(element);
   else return element;
 }
-/// The output of one batch in inference mode, as a tensor (a masked model's mask is not kept).
+/// A model's output as tensors: an expression materialized, and each part of a pair or tuple (a
+/// model of several outputs, as the composite models' `std::pair{classes(h), score(h)}`).
+template <class O>
+auto output_tensors(O&& out) {
+  using R = std::remove_cvref_t<O>;
+  if constexpr (requires { typename R::first_type; typename R::second_type; })
+    return std::pair{output_tensors(std::forward<O>(out).first), output_tensors(std::forward<O>(out).second)};
+  else if constexpr (requires { std::tuple_size<R>::value; })
+    return std::apply([](auto&&... p) { return std::tuple{output_tensors(std::forward<decltype(p)>(p))...}; },
+                      std::forward<O>(out));
+  else
+    return tensor<value_type_t<R>, device_t<R>>(std::forward<O>(out));
+}
+/// The output of one batch in inference mode, as tensors (a masked model's mask is not kept).
 template <class Model, class X>
 auto predict_batch(Model& model, const X& x) {
-  auto out = run_model(model, x, /*training=*/false).output;
-  using O = decltype(out);
-  return tensor<value_type_t<O>, device_t<O>>(std::move(out));
+  return output_tensors(run_model(model, x, /*training=*/false).output);
+}
+/// The batches' outputs concatenated along the batch axis, part by part for several outputs.
+template <class O>
+O concat_outputs(std::vector<O>& parts) {
+  if constexpr (requires { std::tuple_size<O>::value; }) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      auto column = [&](auto index) {
+        std::vector<std::tuple_element_t<decltype(index)::value, O>> c;
+        c.reserve(parts.size());
+        for (auto& p : parts) c.push_back(std::move(std::get<decltype(index)::value>(p)));
+        return concat_outputs(c);
+      };
+      return O{column(std::integral_constant<std::size_t, I>{})...};
+    }(std::make_index_sequence<std::tuple_size_v<O>>{});
+  } else {
+    if (parts.size() == 1) return std::move(parts[0]);
+    return O(concat(std::move(parts), 0));
+  }
 }
 }  // namespace detail
 
 /// Keras's Model.predict: `model`'s outputs in inference mode, recorded by no tape, for every batch
 /// of `dataset` (elements x, or (x, y[, sample_weight]) pairs and tuples, whose other parts are not
-/// read), concatenated along the batch axis in the dataset's order. An error in a batch names it
-/// ("predict: batch 3: ..."); a dataset without batches is an fx::invalid_argument.
+/// read), concatenated along the batch axis in the dataset's order; a model of several outputs (a
+/// pair or tuple of tensors) gives each output so, in a pair or tuple, as Keras gives a list. An
+/// error in a batch names it ("predict: batch 3: ..."); a dataset without batches is an
+/// fx::invalid_argument.
 ///   fx::tensor<float> probabilities = fx::softmax(fx::predict(net, test.batch(1000)));
 template <class Model, class Dataset>
   requires(!is_tensor_v<std::remove_cvref_t<Dataset>>)
@@ -713,8 +744,7 @@ auto predict(Model& model, Dataset&& dataset) {
   for (; !(it == last); detail::with_context(context, [&] { ++it; }))
     detail::with_context(context, [&] { parts.push_back(detail::predict_batch(model, detail::input_of(*it))); });
   if (parts.empty()) throw invalid_argument("predict: the dataset gave no batch");
-  if (parts.size() == 1) return std::move(parts[0]);
-  return O(concat(std::move(parts), 0));
+  return detail::concat_outputs(parts);
 }
 
 /// Keras's Model.predict(x, batch_size): the outputs for the examples along x's first axis, computed
