@@ -165,8 +165,14 @@ TEST_CASE("reduce_lr_on_plateau: Keras's ReduceLROnPlateau, by hand and inside f
   std::ostringstream said;
   fx::reduce_lr_on_plateau plateau{opt, {.factor = 0.5, .patience = 1, .min_delta = 1e-3, .out = &said}};
   CHECK_FALSE(plateau.reads_batch_metrics(fx::fit_logs{}));
-  fx::fit(net, opt, cross_entropy, blobs(2, 8, 4), {.epochs = 3, .verbose = 0, .callbacks = {&plateau}});
+  const auto history = fx::fit(net, opt, cross_entropy, blobs(2, 8, 4), {.epochs = 3, .verbose = 0, .callbacks = {&plateau}});
   CHECK(plateau.reductions() == 2);
+  // The history's rate is the one each epoch trained with, before its callbacks reduced it (Keras's
+  // logs["learning_rate"]).
+  REQUIRE(history.learning_rate.size() == 3);
+  CHECK(history.learning_rate[0] == 1e-9);
+  CHECK(history.learning_rate[1] == 1e-9);
+  CHECK(history.learning_rate[2] == doctest::Approx(5e-10).epsilon(1e-12));
   CHECK(opt.learning_rate() == doctest::Approx(2.5e-10).epsilon(1e-12));
   CHECK(said.str() == "epoch 2: reduce_lr_on_plateau reducing the learning rate to 5e-10\n"
                       "epoch 3: reduce_lr_on_plateau reducing the learning rate to 2.5e-10\n");
@@ -705,6 +711,8 @@ TEST_CASE("predict: Keras's Model.predict over a dataset's batches and over a te
     const auto v = p.to_vector();
     for (std::size_t i = 0; i < v.size(); ++i) CHECK(v[i] == doctest::Approx(whole[i]).epsilon(1e-6));
   }
+  // An expression is materialized first.
+  CHECK(fx::predict(net, all * 1.f, 4).to_vector() == fx::predict(net, all, 4).to_vector());
   // Errors name the batch, or say what is wrong.
   std::vector<fx::tensor<float>> wrong = inputs;
   wrong[1] = fx::zeros<float>({5, 3});
@@ -731,7 +739,14 @@ TEST_CASE("learning_rate_scheduler: Keras's LearningRateScheduler sets the rate 
                                       return epoch == 0 ? lr : lr * 0.5;
                                     }, &said};
   CHECK_FALSE(halve.reads_batch_metrics(fx::fit_logs{}));
-  fx::fit(net, opt, cross_entropy, blobs(2, 8, 32), {.epochs = 3, .verbose = 0, .callbacks = {&halve, &record}});
+  const auto history = fx::fit(net, opt, cross_entropy, blobs(2, 8, 32), {.epochs = 3, .verbose = 0, .callbacks = {&halve, &record}});
+  CHECK(history.learning_rate == std::vector<double>{0.1, 0.05, 0.025});  // each epoch's rate
+  // With a schedule, the rate of each epoch's last step: iterations 1 and 3 of 0.1 * 0.5^(i / 2).
+  fx::optim::sgd decaying{fx::optim::exponential_decay(0.1, 2, 0.5)};
+  const auto decayed = fx::fit(net, decaying, cross_entropy, blobs(2, 8, 32), {.epochs = 2, .verbose = 0});
+  REQUIRE(decayed.learning_rate.size() == 2);
+  CHECK(decayed.learning_rate[0] == doctest::Approx(0.1 * std::pow(0.5, 0.5)).epsilon(1e-12));
+  CHECK(decayed.learning_rate[1] == doctest::Approx(0.1 * std::pow(0.5, 1.5)).epsilon(1e-12));
   CHECK(calls == std::vector<std::pair<int, double>>{{0, 0.1}, {1, 0.1}, {2, 0.05}});
   CHECK(record.seen == std::vector<double>{0.1, 0.1, 0.05, 0.05, 0.025, 0.025});  // each epoch's two steps
   CHECK(said.str() == "epoch 1: learning_rate_scheduler setting the learning rate to 0.1\n"

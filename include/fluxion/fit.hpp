@@ -392,6 +392,8 @@ struct fit_history {
   std::vector<double> accuracy;  // per epoch, when computed
   std::vector<double> val_loss;      // per epoch, with validation data
   std::vector<double> val_accuracy;  // per epoch, with validation data and when computed
+  std::vector<double> learning_rate;  // per epoch: the rate its last step trained with (before the
+                                      // epoch's callbacks change it, as Keras's logs record it)
   std::int64_t steps = 0;
   bool interrupted = false;      // stopped by SIGINT
   bool stopped_early = false;    // stopped by a callback
@@ -733,7 +735,7 @@ O concat_outputs(std::vector<O>& parts) {
 /// fx::invalid_argument.
 ///   fx::tensor<float> probabilities = fx::softmax(fx::predict(net, test.batch(1000)));
 template <class Model, class Dataset>
-  requires(!is_tensor_v<std::remove_cvref_t<Dataset>>)
+  requires(!is_expression_v<std::remove_cvref_t<Dataset>>)
 auto predict(Model& model, Dataset&& dataset) {
   detail::all_tapes_paused quiet;
   using O = decltype(detail::predict_batch(model, detail::input_of(*std::begin(dataset))));
@@ -749,9 +751,13 @@ auto predict(Model& model, Dataset&& dataset) {
 
 /// Keras's Model.predict(x, batch_size): the outputs for the examples along x's first axis, computed
 /// batch_size examples at a time (Keras's default 32), so that only one batch's activations are
-/// alive at once; the same values as model(x, false).
-template <class Model, class T, class D>
-auto predict(Model& model, const tensor<T, D>& x, index_t batch_size = 32) {
+/// alive at once; the same values as model(x, false). An expression x is materialized first.
+template <class Model, class X>
+  requires is_expression_v<std::remove_cvref_t<X>>
+auto predict(Model& model, const X& examples, index_t batch_size = 32) {
+  const auto x = fluxion::detail::materialize(fluxion::detail::as_expr<const X&>(examples));
+  using T = value_type_t<decltype(x)>;
+  using D = device_t<decltype(x)>;
   if (batch_size <= 0) throw invalid_argument("predict: batch_size = " + std::to_string(batch_size) + " must be positive");
   if (x.rank() == 0) throw shape_error("predict: x is a scalar; it needs a first axis of examples");
   const index_t n = x.shape()[0];
@@ -897,6 +903,8 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     if (logs.step == first_step) throw invalid_argument("fit: the dataset gave no batch in epoch " + std::to_string(epoch + 1));
     logs.accuracy = has_accuracy ? accuracy.result() : -1;
     history.loss.push_back(logs.loss);
+    if constexpr (requires { optimizer.learning_rate_schedule(); })  // the rate of the epoch's last step
+      history.learning_rate.push_back(optimizer.learning_rate_schedule()(std::max<std::int64_t>(optimizer.iterations() - 1, 0)));
     if (logs.accuracy >= 0) history.accuracy.push_back(logs.accuracy);
     if constexpr (!std::is_same_v<std::remove_cv_t<Validation>, detail::no_validation>) {
       if (!history.interrupted) {
