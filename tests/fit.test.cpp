@@ -756,7 +756,7 @@ TEST_CASE("learning_rate_scheduler: Keras's LearningRateScheduler sets the rate 
   fx::learning_rate_scheduler bad{opt, [](int epoch, double lr) { return epoch == 1 ? -1.0 : lr; }};
   const auto before = opt.iterations();
   CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, blobs(2, 8, 32), {.epochs = 3, .verbose = 0, .callbacks = {&bad}}),
-                       "learning_rate_scheduler: the schedule gives -1 at epoch 1; a learning rate must be finite and non-negative",
+                       "learning_rate_scheduler: at epoch 1: the schedule's learning rate = -1 must be finite and non-negative",
                        fx::invalid_argument);
   CHECK(opt.iterations() == before + 2);
   CHECK_THROWS_WITH_AS(fx::learning_rate_scheduler(opt, nullptr), "learning_rate_scheduler: the schedule is empty",

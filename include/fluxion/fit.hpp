@@ -272,9 +272,8 @@ class learning_rate_scheduler : public callback {
   bool reads_batch_metrics(const fit_logs&) const override { return false; }
   void on_epoch_begin(int epoch) override {
     const double rate = m_schedule(epoch, m_optimizer->learning_rate());
-    if (!(rate >= 0) || !std::isfinite(rate))
-      throw invalid_argument("learning_rate_scheduler: the schedule gives " + optim::detail::format_number(rate) +
-                             " at epoch " + std::to_string(epoch) + "; a learning rate must be finite and non-negative");
+    optim::detail::check_non_negative(("learning_rate_scheduler: at epoch " + std::to_string(epoch)).c_str(),
+                                      "the schedule's learning rate", rate);
     m_optimizer->set_learning_rate(rate);
     if (m_out != nullptr)
       *m_out << "epoch " << epoch + 1 << ": learning_rate_scheduler setting the learning rate to "
@@ -322,22 +321,20 @@ class csv_logger : public callback {
                              {"loss", logs.loss, true},
                              {"val_accuracy", logs.val_accuracy, logs.has_validation && logs.val_accuracy >= 0},
                              {"val_loss", logs.val_loss, logs.has_validation}};
-    if (m_columns.empty()) {
-      m_columns.push_back("epoch");
-      for (const auto& v : values)
-        if (v.present) m_columns.push_back(v.name);
-    }
+    if (m_columns.empty())  // loss is always present: empty means not fixed yet
+      for (std::size_t k = 0; k < std::size(values); ++k)
+        if (values[k].present) m_columns.push_back(k);
     std::string text;
     if (!m_header_written) {
-      for (std::size_t c = 0; c < m_columns.size(); ++c) text += (c ? std::string(1, m_separator) : "") + m_columns[c];
+      text += "epoch";
+      for (std::size_t k : m_columns) (text += m_separator) += values[k].name;
       text += "\n";
       m_header_written = true;
     }
     text += std::to_string(logs.epoch);
-    for (std::size_t c = 1; c < m_columns.size(); ++c) {
+    for (std::size_t k : m_columns) {
       text += m_separator;
-      for (const auto& v : values)
-        if (m_columns[c] == v.name && v.present) text += optim::detail::format_number(v.value);
+      if (values[k].present) text += optim::detail::format_number(values[k].value);
     }
     text += "\n";
     if (std::fputs(text.c_str(), m_file) < 0 || std::fflush(m_file) != 0) fail("cannot write to the file");
@@ -359,7 +356,7 @@ class csv_logger : public callback {
   bool m_append;
   char m_separator;
   std::FILE* m_file = nullptr;
-  std::vector<std::string> m_columns;
+  std::vector<std::size_t> m_columns;  // indices into on_epoch_end's values, fixed by the first row
   bool m_header_written = false;
 };
 
@@ -761,11 +758,11 @@ auto predict(Model& model, const X& examples, index_t batch_size = 32) {
   if (batch_size <= 0) throw invalid_argument("predict: batch_size = " + std::to_string(batch_size) + " must be positive");
   if (x.rank() == 0) throw shape_error("predict: x is a scalar; it needs a first axis of examples");
   const index_t n = x.shape()[0];
+  if (n <= batch_size) return predict(model, std::vector<tensor<T, D>>{x});  // one batch: no copy
   std::vector<tensor<T, D>> batches;
-  if (n <= batch_size) batches.push_back(x);
   std::vector<index_t> begin(static_cast<std::size_t>(x.rank()), 0);
   std::vector<index_t> size(x.shape().begin(), x.shape().end());
-  for (index_t start = 0; n > batch_size && start < n; start += batch_size) {
+  for (index_t start = 0; start < n; start += batch_size) {
     begin[0] = start;
     size[0] = std::min(batch_size, n - start);
     batches.push_back(tensor<T, D>(slice(x, begin, size)));
