@@ -41,6 +41,26 @@ std::vector<batch> blobs(int batches, fx::index_t size, std::uint64_t seed) {
   return out;
 }
 
+/// Every variable of `a` holds exactly (bitwise) the values of b's.
+template <class A, class B>
+void check_same_variables(A& a, B& b) {
+  auto vars = a.variables();
+  auto reference_vars = b.variables();
+  REQUIRE(vars.size() == reference_vars.size());
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    INFO(vars[i]->name());
+    CHECK(vars[i]->peek().to_vector() == reference_vars[i]->peek().to_vector());
+  }
+}
+
+/// The optimizer's learning rate at each step's end.
+struct rate_recorder : fx::callback {
+  fx::optim::optimizer* o;
+  std::vector<double> seen;
+  explicit rate_recorder(fx::optim::optimizer& opt) : o(&opt) {}
+  void on_batch_end(const fx::fit_logs&) override { seen.push_back(o->learning_rate()); }
+};
+
 auto cross_entropy = [](const auto& logits, const auto& labels) {
   return fx::losses::sparse_softmax_cross_entropy(logits, labels);
 };
@@ -120,6 +140,150 @@ TEST_CASE("early_stopping: Keras's EarlyStopping on a given sequence of losses")
   CHECK(stopped_at(3, 0.01, losses) == 6);  // ... but not by more than 0.01
 }
 
+TEST_CASE("early_stopping: Keras 3's accuracy mode, baseline and start_from_epoch on given sequences") {
+  // Expected (stopped epoch, best epoch) from Keras 3's EarlyStopping.on_epoch_end transcribed to
+  // Python and run on the same sequences.
+  auto run = [](fx::early_stopping::options o, const std::vector<double>& values) {
+    fx::early_stopping stop{o};
+    stop.on_train_begin();
+    for (std::size_t e = 0; e < values.size() && !stop.stop_training; ++e) {
+      fx::fit_logs logs;
+      logs.epoch = static_cast<int>(e);
+      logs.loss = 100;  // not watched with validation data
+      logs.accuracy = 0.01;
+      logs.has_validation = true;
+      logs.val_loss = values[e];
+      logs.val_accuracy = values[e];
+      stop.on_epoch_end(logs);
+    }
+    return std::pair{stop.stopped_epoch(), stop.best_epoch()};
+  };
+  using p = std::pair<int, int>;
+  const auto acc = fx::monitor::val_accuracy;
+  const std::vector<double> accuracies{0.5, 0.6, 0.58, 0.65, 0.651, 0.64, 0.66, 0.7};
+  CHECK(run({.patience = 0, .monitor = acc}, accuracies) == p{2, 1});
+  CHECK(run({.patience = 2, .min_delta = 0.005, .monitor = acc}, accuracies) == p{5, 3});  // 0.651 is not 0.005 better
+  CHECK(run({.patience = 2, .monitor = acc}, accuracies) == p{-1, 7});
+  // A baseline not yet beaten: improvements do not restart the wait, and the first epoch without
+  // one stops it.
+  const std::vector<double> losses{1.0, 0.95, 0.9, 0.92, 0.85};
+  CHECK(run({.patience = 2}, losses) == p{-1, 4});
+  CHECK(run({.patience = 2, .baseline = 0.5}, losses) == p{3, 2});
+  CHECK(run({.patience = 2, .baseline = 0.93}, losses) == p{-1, 4});
+  CHECK(run({.patience = 2, .monitor = acc, .baseline = 0.9}, {0.5, 0.55, 0.6, 0.58, 0.65}) == p{3, 2});
+  CHECK(run({.patience = 2, .monitor = acc}, {0.5, 0.55, 0.6, 0.58, 0.65}) == p{-1, 4});
+  // Epochs before start_from_epoch are not watched.
+  const std::vector<double> bumpy{1.0, 0.9, 0.95, 0.85, 0.86, 0.87, 0.849, 0.8};
+  CHECK(run({.patience = 0}, bumpy) == p{2, 1});
+  CHECK(run({.patience = 0, .start_from_epoch = 3}, bumpy) == p{4, 3});
+  CHECK(run({.patience = 0, .start_from_epoch = 5}, bumpy) == p{-1, 7});
+  {
+    fx::early_stopping stop{{.monitor = acc}};
+    stop.on_train_begin();
+    CHECK(stop.best() == -std::numeric_limits<double>::infinity());
+  }
+  // The best is reported in the monitored quantity's units.
+  fx::early_stopping on_accuracy{{.patience = 5, .monitor = fx::monitor::accuracy}};
+  on_accuracy.on_train_begin();
+  fx::fit_logs logs;
+  logs.accuracy = 0.75;
+  on_accuracy.on_epoch_end(logs);
+  CHECK(on_accuracy.best() == 0.75);
+  // What is wrong is named.
+  logs.accuracy = -1;  // fit computed none: a regression
+  CHECK_THROWS_WITH_AS(on_accuracy.on_epoch_end(logs),
+                       doctest::Contains("early_stopping: monitor = accuracy, but fit computed no accuracy"),
+                       fx::invalid_argument);
+  fx::early_stopping on_val{{.monitor = acc}};
+  CHECK_THROWS_WITH_AS(on_val.on_epoch_end(logs),
+                       "early_stopping: monitor = val_accuracy, but fit was given no validation data (pass it as "
+                       "fit's last argument, or monitor the training accuracy)",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(fx::early_stopping({.restore_best_weights = true}),
+                       "early_stopping: restore_best_weights needs the model whose weights it restores: "
+                       "fx::early_stopping stop{net, {.restore_best_weights = true}}",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(fx::early_stopping({.start_from_epoch = -1}), "early_stopping: start_from_epoch = -1 is negative",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(fx::early_stopping({.baseline = std::numeric_limits<double>::quiet_NaN()}),
+                       "early_stopping: baseline = nan must be finite", fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(fx::early_stopping({.min_delta = -0.1}), doctest::Contains("early_stopping: min_delta = -0.1"),
+                       fx::invalid_argument);
+}
+
+TEST_CASE("early_stopping: restore_best_weights gives the model its best epoch's variables when fit ends") {
+  fx::random::generator gen{51};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<8>{}, nn::relu{}, nn::dense<2>{});
+  // By hand: each epoch gives every variable a value of its own, then reports a loss.
+  fx::early_stopping stop{net, {.patience = 1, .restore_best_weights = true}};
+  std::ostringstream said;
+  fx::early_stopping verbose{net, {.patience = 1, .restore_best_weights = true, .out = &said}};
+  auto fill = [&](float x) {
+    for (auto* v : net.variables()) v->assign(fx::full<float>(v->shape(), x));
+  };
+  const std::vector<double> losses{1.0, 0.5, 0.7, 0.6};  // best: epoch 1; stops after epoch 2
+  for (fx::early_stopping* s : {&stop, &verbose}) {
+    s->on_train_begin();
+    for (std::size_t e = 0; e < losses.size() && !s->stop_training; ++e) {
+      fill(static_cast<float>(e) + 10);
+      fx::fit_logs logs;
+      logs.epoch = static_cast<int>(e);
+      logs.loss = losses[e];
+      s->on_epoch_end(logs);
+    }
+    CHECK(s->stopped_epoch() == 2);
+    CHECK(s->best_epoch() == 1);
+    s->on_train_end(fx::fit_logs{});
+    for (auto* v : net.variables()) CHECK(v->peek().to_vector() == std::vector<float>(v->size(), 11.f));
+  }
+  CHECK(said.str() == "epoch 3: early_stopping stopped training\n"
+                      "early_stopping: restoring the model's weights from the end of the best epoch, 2\n");
+  // Without it, the model keeps its last values.
+  fx::early_stopping keep{net, {.patience = 1}};
+  keep.on_train_begin();
+  for (std::size_t e = 0; e < losses.size() && !keep.stop_training; ++e) {
+    fill(static_cast<float>(e) + 10);
+    fx::fit_logs logs;
+    logs.epoch = static_cast<int>(e);
+    logs.loss = losses[e];
+    keep.on_epoch_end(logs);
+  }
+  keep.on_train_end(fx::fit_logs{});
+  CHECK(net.variables()[0]->peek().to_vector()[0] == 12.f);
+
+  // Through fit: the variables at the end equal those a callback saw at the end of the best epoch
+  // (the optimizer updates buffers in place only where no one else holds them).
+  fx::random::generator init{52};
+  auto model = nn::sequential(init, nn::input<4>{}, nn::dense<16>{}, nn::relu{}, nn::dense<2>{});
+  struct recorder : fx::callback {
+    decltype(model)* m;
+    std::vector<std::vector<std::vector<float>>> at_end;
+    explicit recorder(decltype(model)& net) : m(&net) {}
+    void on_epoch_end(const fx::fit_logs&) override {
+      std::vector<std::vector<float>> values;
+      for (auto* v : m->variables()) values.push_back(v->peek().to_vector());
+      at_end.push_back(values);
+    }
+  } record{model};
+  // Validation labels flipped: the better the model learns, the worse its validation loss, so the
+  // best epoch is the first and the last is not.
+  auto flipped = blobs(2, 8, 54);
+  for (auto& [x, y] : flipped) y = fx::tensor<std::int32_t>(std::int32_t{1} - y);
+  fx::optim::sgd opt{0.5};
+  fx::early_stopping best{model, {.patience = 2, .restore_best_weights = true}};
+  const auto history = fx::fit(model, opt, cross_entropy, blobs(4, 8, 53),
+                               {.epochs = 12, .verbose = 0, .callbacks = {&record, &best}}, flipped);
+  CHECK(best.best_epoch() == 0);
+  CHECK(best.stopped_epoch() == 2);
+  REQUIRE(history.val_loss.size() == 3);
+  CHECK(history.val_loss[2] > history.val_loss[0]);
+  CHECK(best.best() == *std::min_element(history.val_loss.begin(), history.val_loss.end()));
+  const auto& want = record.at_end[static_cast<std::size_t>(best.best_epoch())];
+  auto vars = model.variables();
+  for (std::size_t i = 0; i < vars.size(); ++i) CHECK(vars[i]->peek().to_vector() == want[i]);
+  CHECK(record.at_end[2][0] != want[0]);  // training moved them after the best epoch
+}
+
 TEST_CASE("reduce_lr_on_plateau: Keras's ReduceLROnPlateau, by hand and inside fit") {
   const std::vector<double> losses{1.0, 0.9, 0.9, 0.95, 0.9, 0.9, 0.9, 0.8, 0.8, 0.8, 0.8, 0.8, 0.79995, 0.8, 0.8, 0.8};
   auto trace = [&](fx::reduce_lr_on_plateau::options o, bool validation) {
@@ -133,6 +297,7 @@ TEST_CASE("reduce_lr_on_plateau: Keras's ReduceLROnPlateau, by hand and inside f
       logs.loss = validation ? 5.0 : losses[e];  // with validation data the training loss is not watched
       logs.has_validation = validation;
       logs.val_loss = losses[e];
+      logs.val_accuracy = 1 - losses[e];  // watched with .monitor = val_accuracy: the same plateaus upward
       plateau.on_epoch_end(logs);
       lrs.push_back(opt.learning_rate());
     }
@@ -147,6 +312,12 @@ TEST_CASE("reduce_lr_on_plateau: Keras's ReduceLROnPlateau, by hand and inside f
     CAPTURE(validation);
     const auto [lrs, reductions] = trace({.factor = 0.5, .patience = 2, .cooldown = 1, .min_lr = 0.02}, validation);
     REQUIRE(lrs.size() == want.size());
+    for (std::size_t e = 0; e < want.size(); ++e) CHECK(lrs[e] == doctest::Approx(want[e]).epsilon(1e-15));
+    CHECK(reductions == 3);
+  }
+  {  // Keras's mode "max" on val_accuracy: the same reductions.
+    const auto [lrs, reductions] =
+        trace({.factor = 0.5, .patience = 2, .cooldown = 1, .min_lr = 0.02, .monitor = fx::monitor::val_accuracy}, true);
     for (std::size_t e = 0; e < want.size(); ++e) CHECK(lrs[e] == doctest::Approx(want[e]).epsilon(1e-15));
     CHECK(reductions == 3);
   }
@@ -538,6 +709,20 @@ TEST_CASE("fit: the best checkpoint keeps the epoch with the lowest validation l
       on_loss.on_epoch_end(logs);
     }
     CHECK(on_loss.best_epoch() == 3);
+    // Keras's monitor="val_accuracy": the highest wins, and best() is that accuracy.
+    fx::best_checkpoint_callback on_accuracy{ckpt, path, {.monitor = fx::monitor::val_accuracy}};
+    on_accuracy.on_train_begin();
+    CHECK(on_accuracy.best() == -std::numeric_limits<double>::infinity());
+    const std::vector<double> accuracies{0.6, 0.8, 0.7, 0.8};
+    for (int epoch = 0; epoch < 4; ++epoch) {
+      fx::fit_logs logs;
+      logs.epoch = epoch;
+      logs.has_validation = true;
+      logs.val_accuracy = accuracies[static_cast<std::size_t>(epoch)];
+      on_accuracy.on_epoch_end(logs);
+    }
+    CHECK(on_accuracy.best_epoch() == 1);
+    CHECK(on_accuracy.best() == 0.8);
   }
   // In fit, with validation data: the file holds the best epoch's model.
   fx::optim::adam opt{0.05};
@@ -622,13 +807,7 @@ TEST_CASE("fit: resume continues the interrupted run bit for bit: same step, dat
   CHECK(history.steps == 8);  // 3 left in epoch 2, 5 in epoch 3
   CHECK(history.loss.size() == 2);
   CHECK(opt.iterations() == 15);
-  auto vars = net.variables();
-  auto reference_vars = reference.variables();
-  REQUIRE(vars.size() == reference_vars.size());
-  for (std::size_t i = 0; i < vars.size(); ++i) {
-    INFO(vars[i]->name());
-    CHECK(vars[i]->peek().to_vector() == reference_vars[i]->peek().to_vector());  // bitwise
-  }
+  check_same_variables(net, reference);  // bitwise
   // A finished run resumes to nothing; an unknown epoch length is an error.
   CHECK(fx::fit(net, opt, cross_entropy, data_again, {.epochs = 3, .out = &resumed_log, .resume = true}).steps == 0);
   const auto endless = fx::data::tensors(xs, ys).batch(8).repeat();
@@ -726,12 +905,7 @@ TEST_CASE("learning_rate_scheduler: Keras's LearningRateScheduler sets the rate 
   fx::random::generator gen{31};
   auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
   fx::optim::sgd opt{0.1};
-  struct rates : fx::callback {
-    fx::optim::optimizer* o;
-    std::vector<double> seen;
-    explicit rates(fx::optim::optimizer& opt) : o(&opt) {}
-    void on_batch_end(const fx::fit_logs&) override { seen.push_back(o->learning_rate()); }
-  } record{opt};
+  rate_recorder record{opt};
   std::ostringstream said;
   std::vector<std::pair<int, double>> calls;
   fx::learning_rate_scheduler halve{opt, [&](int epoch, double lr) {
@@ -766,6 +940,58 @@ TEST_CASE("learning_rate_scheduler: Keras's LearningRateScheduler sets the rate 
   CHECK_THROWS_WITH_AS(fx::fit(net, scheduled, cross_entropy, blobs(2, 8, 4), {.epochs = 1, .verbose = 0, .callbacks = {&on_schedule}}),
                        doctest::Contains("learning_rate_scheduler: the sgd optimizer's learning rate is a schedule"),
                        fx::invalid_argument);
+}
+
+TEST_CASE("learning_rate_scheduler: resumed mid-epoch from a checkpoint, fit gets the uninterrupted run's rates and weights") {
+  scratch_dir dir;
+  const auto data = blobs(5, 8, 41);  // 5 steps an epoch
+  auto make = [](std::uint64_t seed) {
+    fx::random::generator gen{seed};
+    return nn::sequential(gen, nn::input<4>{}, nn::dense<8>{}, nn::relu{}, nn::dense<2>{});
+  };
+  // Scales the current rate: applied again on the resumed epoch, it would halve that epoch's rate.
+  const auto halve = [](int epoch, double lr) { return epoch == 0 ? lr : lr * 0.5; };
+  auto reference = make(3);
+  fx::optim::sgd reference_opt{0.1};
+  fx::learning_rate_scheduler reference_decay{reference_opt, halve};
+  const auto full = fx::fit(reference, reference_opt, cross_entropy, data, {.epochs = 3, .verbose = 0, .callbacks = {&reference_decay}});
+  REQUIRE(full.learning_rate == std::vector<double>{0.1, 0.05, 0.025});
+  {  // Interrupted at global step 7 (epoch 2, step 2) and saved on the way out.
+    auto net = make(3);
+    fx::optim::sgd opt{0.1};
+    fx::learning_rate_scheduler decay{opt, halve};
+    fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}};
+    fx::checkpoint_manager manager{ckpt, dir.file("ckpts")};
+    fx::checkpoint_callback saver{manager};
+    struct interrupter : fx::callback {
+      void on_batch_end(const fx::fit_logs& l) override {
+        if (l.global_step == 7) std::raise(SIGINT);
+      }
+    } ctrl_c;
+    CHECK(fx::fit(net, opt, cross_entropy, data, {.epochs = 3, .verbose = 0, .callbacks = {&decay, &saver, &ctrl_c}}).interrupted);
+  }
+  // A fresh program: other weights, the constructed rate 0.1; the checkpoint restores 0.05.
+  auto net = make(77);
+  fx::optim::sgd opt{0.1};
+  fx::learning_rate_scheduler decay{opt, halve};
+  rate_recorder record{opt};
+  fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}};
+  fx::checkpoint_manager manager{ckpt, dir.file("ckpts")};
+  REQUIRE(manager.restore_latest());
+  CHECK(opt.iterations() == 7);
+  CHECK(opt.learning_rate() == 0.05);
+  const auto resumed = fx::fit(net, opt, cross_entropy, data, {.epochs = 3, .verbose = 0, .callbacks = {&decay, &record}, .resume = true});
+  CHECK(resumed.learning_rate == std::vector<double>{0.05, 0.025});
+  CHECK(record.seen == std::vector<double>{0.05, 0.05, 0.05, 0.025, 0.025, 0.025, 0.025, 0.025});
+  check_same_variables(net, reference);  // bitwise
+  // Other callbacks see on_epoch_begin for the resumed epoch, as before.
+  struct events : fx::callback {
+    std::vector<int> begun;
+    void on_epoch_begin(int epoch) override { begun.push_back(epoch); }
+  } seen;
+  opt.set_iterations(12);  // epoch 3, step 3
+  fx::fit(net, opt, cross_entropy, data, {.epochs = 3, .verbose = 0, .callbacks = {&seen}, .resume = true});
+  CHECK(seen.begun == std::vector<int>{2});
 }
 
 TEST_CASE("csv_logger: Keras's CSVLogger, a row per epoch that reads back as the history") {

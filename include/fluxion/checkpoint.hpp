@@ -64,8 +64,8 @@ struct best_checkpoint_options {
 };
 
 /// Keras's ModelCheckpoint(save_best_only=True): saves `ckpt` to `path` (atomically, replacing the
-/// previous best) at the end of each epoch whose monitored loss beats the best so far by more than
-/// min_delta. Restoring that file after fit gives the best epoch's model, as Keras's
+/// previous best) at the end of each epoch whose monitored loss (or accuracy: fx::monitor) beats
+/// the best so far by more than min_delta. Restoring that file after fit gives the best epoch's model, as Keras's
 /// EarlyStopping(restore_best_weights=True) does.
 class best_checkpoint_callback : public callback {
  public:
@@ -92,8 +92,8 @@ class best_checkpoint_callback : public callback {
   const std::string& path() const noexcept { return m_path; }
   /// The epoch (from 0) saved there, or -1 before any save.
   int best_epoch() const noexcept { return m_best_epoch; }
-  /// Its monitored loss (infinity before any save).
-  double best() const noexcept { return m_best; }
+  /// Its monitored value (before any save, infinity, or minus infinity for an accuracy).
+  double best() const noexcept { return detail::monitored_value(m_best, m_options.monitor); }
 
  private:
   checkpoint* m_checkpoint;

@@ -7,7 +7,8 @@
 //   auto loss = [](const auto& logits, const auto& labels) {
 //     return fx::losses::sparse_softmax_cross_entropy(logits, labels);
 //   };
-//   fx::early_stopping stop{{.patience = 2}};   // also fx::reduce_lr_on_plateau{opt, {.factor = 0.5}}
+//   fx::early_stopping stop{net, {.patience = 2, .restore_best_weights = true}};  // Keras 3's; also
+//                                               // fx::reduce_lr_on_plateau{opt, {.factor = 0.5}}
 //   auto history = fx::fit(net, opt, loss, train_batches, {.epochs = 10, .callbacks = {&stop}});
 //   auto history = fx::fit(net, opt, loss, train_batches, {.epochs = 10, .callbacks = {&stop}}, test_batches);
 //   fx::evaluation e = fx::evaluate(net, loss, test_batches);   // e.loss, e.accuracy
@@ -90,18 +91,44 @@ struct fit_logs {
   double val_accuracy = -1;     //   sparse categorical accuracy on it, -1 when not computed
 };
 
-/// What early_stopping (and best_checkpoint_callback) watches: `automatic` is val_loss when fit has
-/// validation data, else the training loss.
-enum class monitor { automatic, loss, val_loss };
+/// What early_stopping, reduce_lr_on_plateau and best_checkpoint_callback watch, as Keras's
+/// `monitor`: `automatic` is val_loss when fit has validation data, else the training loss. The
+/// losses improve downward (Keras's mode "min"), the accuracies upward ("max"; stop 57), so a
+/// min_delta or a baseline is in the monitored quantity's own units either way.
+enum class monitor { automatic, loss, val_loss, accuracy, val_accuracy };
 
 namespace detail {
-/// The loss a callback `who` monitors at an epoch's end; val_loss without validation data is an error.
+constexpr const char* monitor_name(monitor m) {
+  switch (m) {
+    case monitor::loss: return "loss";
+    case monitor::val_loss: return "val_loss";
+    case monitor::accuracy: return "accuracy";
+    case monitor::val_accuracy: return "val_accuracy";
+    default: return "automatic";
+  }
+}
+/// Whether a bigger value is better (Keras's mode "max").
+constexpr bool maximized(monitor m) noexcept { return m == monitor::accuracy || m == monitor::val_accuracy; }
+/// The monitored quantity of a callback `who` at an epoch's end, negated where bigger is better,
+/// so that every callback looks for a smaller value; a validation quantity without validation data,
+/// or an accuracy fit did not compute, is an error.
 inline double monitored_loss(const fit_logs& logs, monitor m, const char* who) {
-  if (m == monitor::val_loss && !logs.has_validation)
-    throw invalid_argument(std::string(who) + ": monitor = val_loss, but fit was given no validation data (pass it "
-                           "as fit's last argument, or monitor the training loss)");
+  if ((m == monitor::val_loss || m == monitor::val_accuracy) && !logs.has_validation)
+    throw invalid_argument(std::string(who) + ": monitor = " + monitor_name(m) +
+                           ", but fit was given no validation data (pass it as fit's last argument, or monitor the "
+                           "training " + (m == monitor::val_loss ? "loss)" : "accuracy)"));
+  if (maximized(m)) {
+    const double a = m == monitor::accuracy ? logs.accuracy : logs.val_accuracy;
+    if (a < 0)
+      throw invalid_argument(std::string(who) + ": monitor = " + monitor_name(m) +
+                             ", but fit computed no accuracy (it does for integer labels and a model's class scores, "
+                             "(batch, classes) or (batch, time, classes)); monitor the loss");
+    return -a;
+  }
   return logs.has_validation && m != monitor::loss ? logs.val_loss : logs.loss;
 }
+/// A monitored value as the user reads it: monitored_loss's value, with an accuracy's sign restored.
+inline double monitored_value(double internal, monitor m) noexcept { return maximized(m) ? -internal : internal; }
 
 /// Keras's "min" mode, shared by early_stopping and reduce_lr_on_plateau: the best loss so far and
 /// the epochs since it improved.
@@ -125,6 +152,11 @@ class callback {
   virtual ~callback() = default;
   virtual void on_train_begin() {}
   virtual void on_epoch_begin(int /*epoch*/) {}
+  /// A resumed fit (fit_options::resume) starts in the middle of `epoch`, whose first `skipped`
+  /// steps the interrupted run trained: this is called instead of on_epoch_begin(epoch). By
+  /// default it is on_epoch_begin(epoch); a callback whose effect at an epoch's beginning the
+  /// checkpoint already holds (learning_rate_scheduler: the optimizer's rate) does nothing.
+  virtual void on_epoch_resume(int epoch, std::int64_t /*skipped*/) { on_epoch_begin(epoch); }
   /// Whether the on_batch_end call after the step `logs` describes (its step and global_step are
   /// set) reads logs.accuracy. Where no callback does and the progress bar does not show it, that
   /// call sees accuracy -1, and on a device other than the cpu fit then reads nothing back for the
@@ -139,40 +171,120 @@ class callback {
 };
 
 struct early_stopping_options {
-  int patience = 3;
+  int patience = 0;  // Keras's default (until stop 57: 3)
   double min_delta = 0;
   fluxion::monitor monitor = fluxion::monitor::automatic;
+  /// Keras's baseline, in the monitored quantity's units: an epoch that improves on the best but
+  /// not on the baseline does not restart the wait.
+  std::optional<double> baseline = std::nullopt;
+  /// Keras's restore_best_weights: when fit ends, the model's variables get the values they had at
+  /// the end of the best epoch. Needs the model: fx::early_stopping stop{net, {...}}.
+  bool restore_best_weights = false;
+  int start_from_epoch = 0;  // epochs before it are not watched (Keras's warm-up)
+  std::ostream* out = nullptr;  // Keras's verbose: a line when it stops, and when it restores
 };
 
-/// Stops training when the monitored loss (the validation loss when fit has validation data, else
-/// the epoch's mean training loss) has not improved by more than min_delta for `patience` epochs,
-/// as Keras's EarlyStopping: with patience 2, the second epoch in a row without improvement is the
-/// last (until stop 56 it was the third).
+/// Stops training when the monitored quantity (the validation loss when fit has validation data,
+/// else the epoch's mean training loss; or an accuracy) has not improved by more than min_delta for
+/// `patience` epochs: Keras 3's EarlyStopping, with its options and defaults (patience 0 stops at
+/// the first epoch without improvement; it never stops after the first epoch). With
+/// restore_best_weights the model's variables (all of them, as Keras's get_weights: the moving
+/// statistics too) are kept, as shared immutable tensors, at each improvement, and set back when
+/// fit ends, as Keras 3 does whether or not it stopped early; the optimizer's slots are not.
+///   fx::early_stopping stop{net, {.patience = 2, .monitor = fx::monitor::val_accuracy, .restore_best_weights = true}};
 class early_stopping : public callback {
  public:
   using options = early_stopping_options;
   explicit early_stopping(options o = {}) : m_options(o) {
-    if (o.patience < 0) throw invalid_argument("early_stopping: patience = " + std::to_string(o.patience) + " is negative");
+    const char* who = "early_stopping";
+    if (o.patience < 0) throw invalid_argument(std::string(who) + ": patience = " + std::to_string(o.patience) + " is negative");
+    optim::detail::check_non_negative(who, "min_delta", o.min_delta);
+    if (o.baseline && !std::isfinite(*o.baseline))
+      throw invalid_argument(std::string(who) + ": baseline = " + optim::detail::format_number(*o.baseline) +
+                             " must be finite");
+    if (o.start_from_epoch < 0)
+      throw invalid_argument(std::string(who) + ": start_from_epoch = " + std::to_string(o.start_from_epoch) +
+                             " is negative");
+    if (o.restore_best_weights)
+      throw invalid_argument(std::string(who) +
+                             ": restore_best_weights needs the model whose weights it restores: "
+                             "fx::early_stopping stop{net, {.restore_best_weights = true}}");
+  }
+  /// The same, watching `model` (anything whose variables() gives its fx::variable pointers) for
+  /// restore_best_weights.
+  template <class Model>
+    requires requires(Model& m) { m.variables(); }
+  early_stopping(Model& model, options o) : early_stopping(without_restore(o)) {
+    m_options.restore_best_weights = o.restore_best_weights;
+    m_snapshot = [&model]() -> std::function<void()> {
+      auto variables = model.variables();
+      std::vector<std::remove_cvref_t<decltype(variables[0]->peek())>> values;
+      values.reserve(variables.size());
+      for (auto* v : variables) values.push_back(v->peek());  // tensors are immutable: shared, not copied
+      return [variables = std::move(variables), values = std::move(values)] {
+        for (std::size_t i = 0; i < variables.size(); ++i) variables[i]->assign(values[i]);
+      };
+    };
   }
   void on_train_begin() override {
-    m_plateau = {};
+    m_best = std::numeric_limits<double>::infinity();
+    m_wait = 0;
     m_stopped_epoch = -1;
+    m_best_epoch = -1;
+    m_best_weights = nullptr;
   }
   bool reads_batch_metrics(const fit_logs&) const override { return false; }
+  // Keras 3's on_epoch_end, in "min" mode on monitored_loss's value.
   void on_epoch_end(const fit_logs& logs) override {
+    if (logs.epoch < m_options.start_from_epoch) return;
     const double value = detail::monitored_loss(logs, m_options.monitor, "early_stopping");
-    if (!m_plateau.improved(value, m_options.min_delta) && ++m_plateau.wait >= m_options.patience) {
+    if (m_options.restore_best_weights && !m_best_weights) {
+      m_best_weights = m_snapshot();
+      m_best_epoch = logs.epoch;
+    }
+    ++m_wait;
+    if (value < m_best - m_options.min_delta) {
+      m_best = value;
+      m_best_epoch = logs.epoch;
+      if (m_options.restore_best_weights) m_best_weights = m_snapshot();
+      const double baseline = m_options.baseline ? detail::monitored_value(*m_options.baseline, m_options.monitor) : 0;
+      if (!m_options.baseline || value < baseline - m_options.min_delta) m_wait = 0;
+      return;
+    }
+    if (m_wait >= m_options.patience && logs.epoch > 0) {
       stop_training = true;
       m_stopped_epoch = logs.epoch;
     }
   }
+  void on_train_end(const fit_logs&) override {
+    if (m_options.out != nullptr && m_stopped_epoch >= 0)
+      *m_options.out << "epoch " << m_stopped_epoch + 1 << ": early_stopping stopped training\n";
+    if (!m_best_weights) return;
+    if (m_options.out != nullptr)
+      *m_options.out << "early_stopping: restoring the model's weights from the end of the best epoch, "
+                     << m_best_epoch + 1 << "\n";
+    m_best_weights();
+    m_best_weights = nullptr;
+  }
   /// The epoch after which training stopped, or -1.
   int stopped_epoch() const noexcept { return m_stopped_epoch; }
+  /// The best epoch watched so far (from 0), or -1.
+  int best_epoch() const noexcept { return m_best_epoch; }
+  /// Its monitored value (infinity, or minus infinity for an accuracy, before any).
+  double best() const noexcept { return detail::monitored_value(m_best, m_options.monitor); }
 
  private:
+  static options without_restore(options o) {
+    o.restore_best_weights = false;
+    return o;
+  }
   options m_options;
-  detail::plateau m_plateau;
+  double m_best = std::numeric_limits<double>::infinity();  // in monitored_loss's "min" units
+  int m_wait = 0;
   int m_stopped_epoch = -1;
+  int m_best_epoch = -1;
+  std::function<std::function<void()>()> m_snapshot;  // the model's values now, as a function that restores them
+  std::function<void()> m_best_weights;
 };
 
 namespace detail {
@@ -201,8 +313,9 @@ struct reduce_lr_on_plateau_options {
 /// improved by more than min_delta for `patience` epochs, then waits `cooldown` epochs before it
 /// counts again. Keras's defaults. The optimizer's learning rate must be a constant: a schedule
 /// already decides the rate (Keras refuses to set it too). The reduced rate stays the optimizer's
-/// after fit; a checkpoint records it (metadata) but restoring does not set it, and the callback's
-/// counts are not saved, as Keras's are not.
+/// after fit, and a checkpoint saves and restores it (list this callback before a
+/// checkpoint_callback, so that an epoch's reduction is made before the epoch's save); the
+/// callback's counts are not saved, as Keras's are not.
 ///
 ///   fx::reduce_lr_on_plateau plateau{opt, {.factor = 0.5, .patience = 2, .min_lr = 1e-5}};
 ///   fx::fit(net, opt, loss, train, {.epochs = 30, .callbacks = {&plateau}}, validation);
@@ -259,7 +372,9 @@ class reduce_lr_on_plateau : public callback {
 /// Keras's LearningRateScheduler: at the beginning of each epoch (from 0) sets the optimizer's
 /// learning rate to schedule(epoch, current rate); with `out`, says so there each epoch, as Keras's
 /// verbose. The optimizer must have a constant rate (for a rate that changes at every step, give
-/// it an optim schedule instead).
+/// it an optim schedule instead). A checkpoint saves and restores the optimizer's rate, so a run
+/// resumed in the middle of an epoch (fit_options::resume) keeps the rate the schedule set for it,
+/// and the next epochs go on from there, as in the uninterrupted run.
 ///   fx::learning_rate_scheduler decay{opt, [](int epoch, double lr) { return epoch < 10 ? lr : lr * 0.9; }};
 class learning_rate_scheduler : public callback {
  public:
@@ -279,6 +394,10 @@ class learning_rate_scheduler : public callback {
       *m_out << "epoch " << epoch + 1 << ": learning_rate_scheduler setting the learning rate to "
              << optim::detail::format_number(rate) << "\n";
   }
+  /// The interrupted run set this epoch's rate before the checkpoint it resumes from was saved, and
+  /// the checkpoint restored it: setting it again would apply a schedule that scales the current
+  /// rate twice.
+  void on_epoch_resume(int, std::int64_t) override {}
 
  private:
   optim::optimizer* m_optimizer;
@@ -817,7 +936,10 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
   }
   using clock = std::chrono::steady_clock;
   for (int epoch = first_epoch; epoch < options.epochs && !history.interrupted && !history.stopped_early; ++epoch) {
-    for (callback* c : options.callbacks) c->on_epoch_begin(epoch);
+    for (callback* c : options.callbacks) {
+      if (epoch == first_epoch && skip > 0) c->on_epoch_resume(epoch, skip);
+      else c->on_epoch_begin(epoch);
+    }
     metrics::mean epoch_loss;
     metrics::sparse_categorical_accuracy accuracy;
     bool has_accuracy = false;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -130,11 +131,13 @@ TEST_CASE("checkpoint: tensors are named by object and variable; the optimizer's
                                           "optimizer/dense_1/kernel/momentum",
                                           "optimizer/dense_1/kernel/velocity",
                                           "optimizer/iterations",
+                                          "optimizer/learning_rate",
                                           "rng/offset",
                                           "rng/seed",
                                           "step"});
   CHECK(file.get<float>("model/dense/kernel").to_vector() == net.variables()[0]->peek().to_vector());
   CHECK(file.get<std::int64_t>("optimizer/iterations").to_vector() == std::vector<std::int64_t>{1});
+  CHECK(file.get<double>("optimizer/learning_rate").to_vector() == std::vector<double>{0.01});
   CHECK(file.get<std::int64_t>("step").to_vector() == std::vector<std::int64_t>{5});
   CHECK(file.get<std::int64_t>("epoch").to_vector() == std::vector<std::int64_t>{2});
   CHECK(static_cast<std::uint64_t>(file.get<std::int64_t>("rng/seed").to_vector()[0]) == 0xfedcba9876543210ULL);
@@ -160,6 +163,63 @@ TEST_CASE("checkpoint: tensors are named by object and variable; the optimizer's
   CHECK(ckpt.save(path) == path);
   CHECK_THROWS_WITH_AS((fx::checkpoint{{"a", epoch}, {"a", step}}), "checkpoint: two objects are named 'a'",
                        fx::invalid_argument);
+}
+
+TEST_CASE("checkpoint: a constant learning rate is restored; a schedule is the program's; a bad rate is refused") {
+  scratch_dir dir;
+  fx::optim::sgd opt{{.learning_rate = 0.1, .momentum = 0.9}};
+  opt.set_learning_rate(0.025);  // as reduce_lr_on_plateau sets it
+  opt.set_iterations(7);
+  const std::string path = fx::checkpoint{{"optimizer", opt}}.save(dir.file("rate"));
+  CHECK(fx::io::safetensors::load(path).get<double>("optimizer/learning_rate").to_vector() == std::vector<double>{0.025});
+
+  fx::optim::sgd fresh{{.learning_rate = 0.1, .momentum = 0.9}};
+  fx::checkpoint{{"optimizer", fresh}}.restore(path);
+  CHECK(fresh.learning_rate() == 0.025);
+  CHECK(fresh.learning_rate_schedule().is_constant());
+  CHECK(fresh.iterations() == 7);
+
+  // A program with a schedule keeps it: the file's rate is checked and consumed, not set.
+  const auto decay = fx::optim::piecewise_constant({5, 10}, {0.5, 0.1, 0.01});
+  fx::optim::sgd scheduled{{.learning_rate = decay, .momentum = 0.9}};
+  fx::checkpoint{{"optimizer", scheduled}}.restore(path);
+  CHECK(!scheduled.learning_rate_schedule().is_constant());
+  CHECK(scheduled.iterations() == 7);
+  CHECK(scheduled.learning_rate() == 0.1);  // the schedule at step 7
+
+  // A schedule saves no rate, so a constant optimizer restored from it (or from a file saved before
+  // stop 57) keeps its own.
+  const std::string scheduled_path = fx::checkpoint{{"optimizer", scheduled}}.save(dir.file("scheduled"));
+  CHECK(!fx::io::safetensors::load(scheduled_path).contains("optimizer/learning_rate"));
+  fx::optim::sgd constant{{.learning_rate = 0.3, .momentum = 0.9}};
+  fx::checkpoint{{"optimizer", constant}}.restore(scheduled_path);
+  CHECK(constant.learning_rate() == 0.3);
+  CHECK(constant.iterations() == 7);
+
+  // A rate that is not finite and non-negative, or not an F64 scalar, is refused and nothing changes.
+  for (const double bad : {-0.5, std::numeric_limits<double>::quiet_NaN()}) {
+    fx::io::safetensors file;
+    file.add("optimizer/iterations", fx::tensor<std::int64_t>(std::int64_t{3}));
+    file.add("optimizer/learning_rate", fx::tensor<double>(bad));
+    file.save(dir.file("bad.safetensors"));
+    fx::optim::sgd target{{.learning_rate = 0.2}};
+    fx::checkpoint ckpt{{"optimizer", target}};
+    CHECK(restore_error(ckpt, dir.file("bad")) ==
+          "checkpoint::restore: '" + dir.file("bad.safetensors") + "': 'optimizer/learning_rate' = " +
+              (bad < 0 ? "-0.5" : "nan") + " must be finite and non-negative");
+    CHECK(target.learning_rate() == 0.2);
+    CHECK(target.iterations() == 0);
+  }
+  fx::io::safetensors as_float;
+  as_float.add("optimizer/iterations", fx::tensor<std::int64_t>(std::int64_t{3}));
+  as_float.add("optimizer/learning_rate", fx::tensor<float>(0.5f));
+  as_float.save(dir.file("float.safetensors"));
+  fx::optim::sgd target{{.learning_rate = 0.2}};
+  fx::checkpoint ckpt{{"optimizer", target}};
+  CHECK(restore_error(ckpt, dir.file("float")) ==
+        "checkpoint::restore: '" + dir.file("float.safetensors") +
+            "': 'optimizer/learning_rate' has dtype F32 in the file, F64 (float64) in the optimizer");
+  CHECK(target.learning_rate() == 0.2);
 }
 
 TEST_CASE("checkpoint: restoring model, Adam, step and generator continues training bit-identically") {

@@ -21,8 +21,13 @@
 //   (an I64 scalar). Where two trainable variables of the checkpoint's objects share a name (two
 //   models whose layers have the same names), their slots are named by the variables' paths
 //   instead, as TensorFlow names slots by object paths: `optimizer/decoder/dense/kernel/momentum`.
-//   Its kind and hyperparameters go in `__metadata__` (`optimizer/optimizer: adam`,
-//   `optimizer/beta_1: 0.9` ...). Hyperparameters are recorded, not restored: the program constructs
+//   A constant learning rate is saved as `<object>/learning_rate` (an F64 scalar) and restored, as
+//   Keras's optimizers keep theirs in a variable, so a rate that reduce_lr_on_plateau or a
+//   learning_rate_scheduler changed survives a resumed run; an optimizer with a schedule saves none,
+//   and restoring into one ignores the file's rate (the program's schedule wins); a file without one
+//   (saved before stop 57) leaves the program's rate.
+//   Its kind and other hyperparameters go in `__metadata__` (`optimizer/optimizer: adam`,
+//   `optimizer/beta_1: 0.9` ...). They are recorded, not restored: the program constructs
 //   its optimizer; restoring into an optimizer of another kind is refused;
 // - a variable of any element type on any device, or a std::int64_t: `<object>` itself;
 // - an fx::random::generator: `<object>/seed` and `<object>/offset` (I64 scalars holding the bits
@@ -49,6 +54,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -476,6 +482,10 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_optimizer(Optimizer& der
       }
     });
     detail::add_unique(file, names, name + "/iterations", tensor<std::int64_t>(o.iterations()));
+    // A constant rate is state a callback may change (reduce_lr_on_plateau, learning_rate_scheduler),
+    // as Keras's optimizers hold it in a variable; a schedule is a function of iterations().
+    if (o.learning_rate_schedule().is_constant())
+      detail::add_unique(file, names, name + "/learning_rate", tensor<double>(o.learning_rate()));
     for (const auto& [key, value] : detail::hyperparameters(o)) file.set_metadata(name + "/" + key, value);
   };
   m_plan = [name = m_name, &o](detail::restore_context& c) -> commit_function {
@@ -490,9 +500,20 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_optimizer(Optimizer& der
     if (iterations && iterations->data()[0] < 0)
       detail::restore_fail(c, "'" + name + "/iterations' = " + std::to_string(iterations->data()[0]) +
                                   " is negative");
-    return [&o, slots = std::move(slots), n = iterations ? std::optional<std::int64_t>(iterations->data()[0]) : std::nullopt] {
+    // Optional: files saved before stop 57, or with a schedule, have no rate; the program's stays.
+    std::optional<double> rate;
+    if (c.file.find(name + "/learning_rate") != nullptr) {
+      const double r = detail::take<double>(c, name + "/learning_rate", shape{}, "the optimizer")->data()[0];
+      if (!(std::isfinite(r) && r >= 0))
+        detail::restore_fail(c, "'" + name + "/learning_rate' = " + optim::detail::format_number(r) +
+                                    " must be finite and non-negative");
+      if (o.learning_rate_schedule().is_constant()) rate = r;  // a program's schedule wins
+    }
+    return [&o, slots = std::move(slots), n = iterations ? std::optional<std::int64_t>(iterations->data()[0]) : std::nullopt,
+            rate] {
       for (const auto& commit : slots) commit();
       if (n) o.set_iterations(*n);
+      if (rate) o.set_learning_rate(*rate);
     };
   };
 }

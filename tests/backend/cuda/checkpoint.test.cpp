@@ -70,7 +70,8 @@ TEST_CASE("cuda checkpoint: device model and Adam slots save and restore exactly
   fx::checkpoint host_ckpt{{"model", host}, {"optimizer", host_opt}};
   const auto host_file = host_ckpt.to_safetensors();
   for (const std::string name : {"model/dense/kernel", "model/dense/bias", "optimizer/dense/kernel/momentum",
-                                 "optimizer/dense/kernel/velocity", "optimizer/dense/bias/velocity", "optimizer/iterations"}) {
+                                 "optimizer/dense/kernel/velocity", "optimizer/dense/bias/velocity", "optimizer/iterations",
+                                 "optimizer/learning_rate"}) {
     CAPTURE(name);
     REQUIRE(file.contains(name));
     REQUIRE(host_file.contains(name));
