@@ -617,7 +617,9 @@ TEST_CASE("fit: the TensorBoard callback writes loss and accuracy every N steps,
     fx::summary_writer writer{dir.string()};
     fx::tensorboard_callback tb{writer, 2, &opt};
     std::ostringstream log;
-    fx::fit(net, opt, cross_entropy, blobs(4, 8, 10), {.epochs = 1, .out = &log, .callbacks = {&tb}}, blobs(2, 8, 11));
+    fx::metrics::sparse_top_k_categorical_accuracy top{1, "top1"};
+    fx::fit(net, opt, cross_entropy, blobs(4, 8, 10), {.epochs = 1, .out = &log, .callbacks = {&tb}, .metrics = {&top}},
+            blobs(2, 8, 11));
   }
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path());
@@ -629,11 +631,11 @@ TEST_CASE("fit: the TensorBoard callback writes loss and accuracy every N steps,
     ++records;
     all += *record;
   }
-  // The file version, then steps 2 and 4: loss, accuracy, learning rate each; then the epoch's five
-  // (with the validation loss and accuracy).
-  CHECK(records == 1 + 2 * 3 + 5);
+  // The file version, then steps 2 and 4: loss, accuracy, learning rate and the metric each; then
+  // the epoch's seven (with the validation loss and accuracy, and the metric's two).
+  CHECK(records == 1 + 2 * 4 + 7);
   for (const char* tag : {"loss", "accuracy", "learning_rate", "epoch_loss", "samples_per_second", "epoch_val_loss",
-                          "epoch_val_accuracy"})
+                          "epoch_val_accuracy", "top1", "epoch_top1", "epoch_val_top1"})
     CHECK(all.find(tag) != std::string::npos);
   fs::remove_all(dir);
 }

@@ -62,8 +62,10 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -89,46 +91,101 @@ struct fit_logs {
   bool has_validation = false;  // at on_epoch_end, when fit was given validation data:
   double val_loss = 0;          //   the loss on it (mean over examples)
   double val_accuracy = -1;     //   sparse categorical accuracy on it, -1 when not computed
+  /// fit_options::metrics' and weighted_metrics' results so far in the epoch, by name.
+  std::vector<std::pair<std::string, double>> metrics = {};
+  /// At on_epoch_end with validation data: theirs on it, named "val_<name>".
+  std::vector<std::pair<std::string, double>> val_metrics = {};
+  /// The value named `name` among metrics and val_metrics, or nullptr.
+  const double* find_metric(const std::string& name) const {
+    for (const auto* list : {&metrics, &val_metrics})
+      for (const auto& [n, v] : *list)
+        if (n == name) return &v;
+    return nullptr;
+  }
 };
 
 /// What early_stopping, reduce_lr_on_plateau and best_checkpoint_callback watch, as Keras's
-/// `monitor`: `automatic` is val_loss when fit has validation data, else the training loss. The
-/// losses improve downward (Keras's mode "min"), the accuracies upward ("max"; stop 57), so a
-/// min_delta or a baseline is in the monitored quantity's own units either way.
-enum class monitor { automatic, loss, val_loss, accuracy, val_accuracy };
+/// `monitor` and `mode`: fx::monitor::automatic (val_loss when fit has validation data, else the
+/// training loss), fx::monitor::loss, val_loss, accuracy, val_accuracy, or one of
+/// fit_options::metrics by its name in the logs: fx::monitor{"val_mean_absolute_error"} (stop 57).
+/// Losses and errors improve downward (Keras's mode "min"); with mode::automatic, names that end in
+/// "accuracy", "acc", "precision", "recall" or "auc" (after any "val_") improve upward ("max"), as
+/// Keras's metrics' directions; mode::min or mode::max says so for any other. A min_delta or a
+/// baseline is in the monitored quantity's own units either way.
+class monitor {
+ public:
+  enum class mode { automatic, min, max };
+  explicit monitor(std::string name, mode m = mode::automatic) : m_custom(std::move(name)) {
+    if (m_custom.empty()) throw invalid_argument("monitor: the name is empty; name a value of fit's logs (\"val_loss\")");
+    m_maximized = m == mode::max || (m == mode::automatic && upward(m_custom));
+  }
+  // Constants, not objects built when the program starts: a program that includes fit.hpp pays nothing for them.
+  static const monitor automatic, loss, val_loss, accuracy, val_accuracy;
+  /// The logs' name it watches ("automatic" for automatic).
+  std::string_view name() const noexcept { return m_builtin ? std::string_view(m_builtin) : std::string_view(m_custom); }
+  bool is_automatic() const noexcept { return m_automatic; }
+  /// Whether a bigger value is better (Keras's mode "max").
+  bool maximized() const noexcept { return m_maximized; }
+  bool operator==(const monitor& other) const noexcept {
+    return name() == other.name() && m_maximized == other.m_maximized && m_automatic == other.m_automatic;
+  }
+
+ private:
+  constexpr monitor(const char* builtin, bool maximized, bool automatic)
+      : m_builtin(builtin), m_automatic(automatic), m_maximized(maximized) {}
+  static bool upward(std::string_view name) {
+    if (name.substr(0, 4) == "val_") name.remove_prefix(4);
+    for (std::string_view suffix : {"accuracy", "acc", "precision", "recall", "auc"})
+      if (name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return true;
+    return false;
+  }
+  std::string m_custom;
+  const char* m_builtin = nullptr;
+  bool m_automatic = false;
+  bool m_maximized = false;
+};
+inline constexpr monitor monitor::automatic{"automatic", false, true};
+inline constexpr monitor monitor::loss{"loss", false, false};
+inline constexpr monitor monitor::val_loss{"val_loss", false, false};
+inline constexpr monitor monitor::accuracy{"accuracy", true, false};
+inline constexpr monitor monitor::val_accuracy{"val_accuracy", true, false};
 
 namespace detail {
-constexpr const char* monitor_name(monitor m) {
-  switch (m) {
-    case monitor::loss: return "loss";
-    case monitor::val_loss: return "val_loss";
-    case monitor::accuracy: return "accuracy";
-    case monitor::val_accuracy: return "val_accuracy";
-    default: return "automatic";
-  }
-}
-/// Whether a bigger value is better (Keras's mode "max").
-constexpr bool maximized(monitor m) noexcept { return m == monitor::accuracy || m == monitor::val_accuracy; }
 /// The monitored quantity of a callback `who` at an epoch's end, negated where bigger is better,
 /// so that every callback looks for a smaller value; a validation quantity without validation data,
-/// or an accuracy fit did not compute, is an error.
-inline double monitored_loss(const fit_logs& logs, monitor m, const char* who) {
-  if ((m == monitor::val_loss || m == monitor::val_accuracy) && !logs.has_validation)
-    throw invalid_argument(std::string(who) + ": monitor = " + monitor_name(m) +
-                           ", but fit was given no validation data (pass it as fit's last argument, or monitor the "
-                           "training " + (m == monitor::val_loss ? "loss)" : "accuracy)"));
-  if (maximized(m)) {
-    const double a = m == monitor::accuracy ? logs.accuracy : logs.val_accuracy;
-    if (a < 0)
-      throw invalid_argument(std::string(who) + ": monitor = " + monitor_name(m) +
-                             ", but fit computed no accuracy (it does for integer labels and a model's class scores, "
-                             "(batch, classes) or (batch, time, classes)); monitor the loss");
-    return -a;
+/// an accuracy fit did not compute, or a name the logs do not have, is an error naming what they have.
+inline double monitored_loss(const fit_logs& logs, const monitor& m, const char* who) {
+  if (m.is_automatic()) return logs.has_validation ? logs.val_loss : logs.loss;
+  const std::string name(m.name());
+  const bool validation = name.rfind("val_", 0) == 0;
+  const std::string head = std::string(who) + ": monitor = " + name;
+  if (validation && !logs.has_validation)
+    throw invalid_argument(head + ", but fit was given no validation data (pass it as fit's last argument, or monitor the "
+                           "training " + name.substr(4) + ")");
+  double value = 0;
+  if (name == "loss" || name == "val_loss") {
+    value = validation ? logs.val_loss : logs.loss;
+  } else if (name == "accuracy" || name == "val_accuracy") {
+    value = validation ? logs.val_accuracy : logs.accuracy;
+    if (value < 0)
+      throw invalid_argument(head + ", but fit computed no accuracy (it does for integer labels and a model's class "
+                             "scores, (batch, classes) or (batch, time, classes)); monitor the loss");
+  } else if (const double* v = logs.find_metric(name)) {
+    value = *v;
+  } else {
+    std::string have = "loss";
+    if (logs.accuracy >= 0) have += ", accuracy";
+    for (const auto& [n, v] : logs.metrics) have += ", " + n;
+    if (logs.has_validation) have += ", val_loss";
+    if (logs.has_validation && logs.val_accuracy >= 0) have += ", val_accuracy";
+    for (const auto& [n, v] : logs.val_metrics) have += ", " + n;
+    throw invalid_argument(head + ", but fit's logs have no such value; they have " + have +
+                           " (a metric is there when given in fit_options::metrics)");
   }
-  return logs.has_validation && m != monitor::loss ? logs.val_loss : logs.loss;
+  return m.maximized() ? -value : value;
 }
-/// A monitored value as the user reads it: monitored_loss's value, with an accuracy's sign restored.
-inline double monitored_value(double internal, monitor m) noexcept { return maximized(m) ? -internal : internal; }
+/// A monitored value as the user reads it: monitored_loss's value, with a maximized one's sign restored.
+inline double monitored_value(double internal, const monitor& m) noexcept { return m.maximized() ? -internal : internal; }
 
 /// Keras's "min" mode, shared by early_stopping and reduce_lr_on_plateau: the best loss so far and
 /// the epochs since it improved.
@@ -406,9 +463,9 @@ class learning_rate_scheduler : public callback {
 };
 
 /// Keras's CSVLogger: a row per epoch, written to `path` and flushed at once, so that a run that
-/// stops keeps its rows. The columns are Keras's, sorted by name after `epoch`: epoch, accuracy
-/// (where fit computes it), loss, and val_accuracy and val_loss with validation data, fixed at
-/// the first row (a value missing later is an empty field). Numbers are the shortest text that
+/// stops keeps its rows. The columns are Keras's, sorted by name after `epoch`: accuracy (where fit
+/// computes it), loss, fit_options::metrics' names, and with validation data val_accuracy, val_loss
+/// and the metrics' "val_" names, fixed at the first row (a value missing later is an empty field). Numbers are the shortest text that
 /// reads back as the same double. `append` keeps the file's rows and writes the header only
 /// to an empty file. A file that cannot be opened or written is an fx::io_error naming it.
 ///   fx::csv_logger log{"training.csv"};
@@ -431,29 +488,30 @@ class csv_logger : public callback {
   }
   void on_epoch_end(const fit_logs& logs) override {
     if (m_file == nullptr) return;  // on_epoch_end outside fit
-    struct column {
-      const char* name;
-      double value;
-      bool present;
-    };
-    const column values[] = {{"accuracy", logs.accuracy, logs.accuracy >= 0},
-                             {"loss", logs.loss, true},
-                             {"val_accuracy", logs.val_accuracy, logs.has_validation && logs.val_accuracy >= 0},
-                             {"val_loss", logs.val_loss, logs.has_validation}};
-    if (m_columns.empty())  // loss is always present: empty means not fixed yet
-      for (std::size_t k = 0; k < std::size(values); ++k)
-        if (values[k].present) m_columns.push_back(k);
+    // Keras's logs: the present values, by name.
+    std::vector<std::pair<std::string, double>> values;
+    if (logs.accuracy >= 0) values.emplace_back("accuracy", logs.accuracy);
+    values.emplace_back("loss", logs.loss);
+    if (logs.has_validation && logs.val_accuracy >= 0) values.emplace_back("val_accuracy", logs.val_accuracy);
+    if (logs.has_validation) values.emplace_back("val_loss", logs.val_loss);
+    values.insert(values.end(), logs.metrics.begin(), logs.metrics.end());
+    if (logs.has_validation) values.insert(values.end(), logs.val_metrics.begin(), logs.val_metrics.end());
+    if (m_columns.empty()) {  // loss is always present: empty means not fixed yet
+      for (const auto& [name, value] : values) m_columns.push_back(name);
+      std::sort(m_columns.begin(), m_columns.end());  // Keras's sorted keys
+    }
     std::string text;
     if (!m_header_written) {
       text += "epoch";
-      for (std::size_t k : m_columns) (text += m_separator) += values[k].name;
+      for (const std::string& name : m_columns) (text += m_separator) += name;
       text += "\n";
       m_header_written = true;
     }
     text += std::to_string(logs.epoch);
-    for (std::size_t k : m_columns) {
+    for (const std::string& name : m_columns) {
       text += m_separator;
-      if (values[k].present) text += optim::detail::format_number(values[k].value);
+      const auto it = std::find_if(values.begin(), values.end(), [&](const auto& v) { return v.first == name; });
+      if (it != values.end()) text += optim::detail::format_number(it->second);
     }
     text += "\n";
     if (std::fputs(text.c_str(), m_file) < 0 || std::fflush(m_file) != 0) fail("cannot write to the file");
@@ -475,7 +533,7 @@ class csv_logger : public callback {
   bool m_append;
   char m_separator;
   std::FILE* m_file = nullptr;
-  std::vector<std::size_t> m_columns;  // indices into on_epoch_end's values, fixed by the first row
+  std::vector<std::string> m_columns;  // fixed by the first row
   bool m_header_written = false;
 };
 
@@ -501,6 +559,16 @@ struct fit_options {
   /// none. It needs integer labels in [0, class_weight.size()) and a loss function that takes
   /// (logits, labels, sample_weight) (an fx::out_of_range or fx::invalid_argument otherwise).
   std::vector<double> class_weight = {};
+  /// Keras's compile(metrics=[...]): each is reset at each epoch's beginning, updated with every
+  /// batch's labels and output (fx::metrics::metric::update_state; where the model's mask reaches
+  /// its output, the mask as sample weights, as Keras applies it), and its result is in the logs,
+  /// the progress line, the history (history.metrics["mean_absolute_error"]) and, with validation
+  /// data, evaluated there too ("val_mean_absolute_error"). On a device other than the cpu each
+  /// batch's output is copied back for them. Names must differ from each other and from "loss" and
+  /// "accuracy", which fit reports itself.
+  std::vector<metrics::metric*> metrics = {};
+  /// Keras's weighted_metrics: the same, given the dataset's sample weights and class_weight too.
+  std::vector<metrics::metric*> weighted_metrics = {};
 };
 
 struct fit_history {
@@ -510,6 +578,9 @@ struct fit_history {
   std::vector<double> val_accuracy;  // per epoch, with validation data and when computed
   std::vector<double> learning_rate;  // per epoch: the rate its last step trained with (before the
                                       // epoch's callbacks change it, as Keras's logs record it)
+  /// Per epoch, fit_options::metrics' and weighted_metrics' results by name, and with validation
+  /// data theirs there ("val_<name>"), as Keras's history.history.
+  std::map<std::string, std::vector<double>> metrics;
   std::int64_t steps = 0;
   bool interrupted = false;      // stopped by SIGINT
   bool stopped_early = false;    // stopped by a callback
@@ -583,6 +654,7 @@ inline std::string progress_line(const fit_logs& l, std::int64_t total) {
   o += " " + format_seconds(l.seconds);
   append_format(o, " - loss: %.4f", l.loss);
   if (l.accuracy >= 0) append_format(o, " - accuracy: %.4f", l.accuracy);
+  for (const auto& [name, value] : l.metrics) append_format(o, " - %s: %.4f", name.c_str(), value);
   append_format(o, " - %.0f samples/s", l.samples_per_second);
   if (l.data_seconds > 0 && l.seconds > 0) append_format(o, " - waiting for data %.1f%%", 100 * l.data_seconds / l.seconds);
   if (total > 0 && l.step < total && l.step > l.skipped)
@@ -590,6 +662,7 @@ inline std::string progress_line(const fit_logs& l, std::int64_t total) {
   if (l.has_validation) {
     append_format(o, " - val_loss: %.4f", l.val_loss);
     if (l.val_accuracy >= 0) append_format(o, " - val_accuracy: %.4f", l.val_accuracy);
+    for (const auto& [name, value] : l.val_metrics) append_format(o, " - %s: %.4f", name.c_str(), value);
   }
   return o;
 }
@@ -705,7 +778,7 @@ auto call_loss(LossFn& loss_fn, const Out& out, const Element& element, const st
 /// Adds a batch to `accuracy` for integer labels and logits (batch, ..., classes) whose leading axes
 /// the labels' shape is (or has with a unit axis), leaving out the steps a mask drops; true if it did.
 template <class Y, class Out>
-bool update_accuracy(metrics::sparse_categorical_accuracy& accuracy, const Y& y, const Out& out) {
+bool update_accuracy(metrics::detail::sparse_accuracy_counter& accuracy, const Y& y, const Out& out) {
   if constexpr (std::is_integral_v<value_type_t<std::remove_cvref_t<Y>>>) {
     const shape& ls = out.output.shape();
     if (ls.rank() < 2) return false;
@@ -717,6 +790,113 @@ bool update_accuracy(metrics::sparse_categorical_accuracy& accuracy, const Y& y,
     return true;
   }
   return false;
+}
+
+/// Values read to the host as doubles with their shape (a device's copied back), out of
+/// autodiff's sight: plain loops, so that fit and evaluate compile no statement for their metrics.
+struct host_array {
+  std::vector<double> values;
+  shape dims;
+};
+template <class X>
+host_array host_array_of(const X& x) {
+  fluxion::detail::materialize_depth hidden_from_autodiff;
+  const auto t = fluxion::detail::materialize(fluxion::detail::as_expr<const X&>(x));
+  const auto v = t.to_vector();
+  return {std::vector<double>(v.begin(), v.end()), t.shape()};
+}
+
+/// The metrics fit and evaluate update (fit_options::metrics and weighted_metrics).
+struct metric_lists {
+  const std::vector<metrics::metric*>& plain;
+  const std::vector<metrics::metric*>& weighted;
+  bool empty() const noexcept { return plain.empty() && weighted.empty(); }
+  // Out of line (FLUXION_NOINLINE), as all of metric_lists: fit's loop, one large function, grows
+  // by calls only, which keeps its optimization time (and a fit program's build) as it was.
+  FLUXION_NOINLINE void reset() const {
+    for (auto* list : {&plain, &weighted})
+      for (metrics::metric* m : *list) m->reset();
+  }
+  /// Their results, by name.
+  FLUXION_NOINLINE std::vector<std::pair<std::string, double>> results() const {
+    std::vector<std::pair<std::string, double>> out;
+    for (auto* list : {&plain, &weighted})
+      for (metrics::metric* m : *list) out.emplace_back(m->name(), m->result());
+    return out;
+  }
+  /// The epoch's results into the logs and the history.
+  FLUXION_NOINLINE void record(fit_logs& logs, fit_history& history) const {
+    logs.metrics = results();
+    for (const auto& [name, value] : logs.metrics) history.metrics[name].push_back(value);
+  }
+  /// Null metrics and names that repeat (or are fit's own) are refused, naming `who`.
+  FLUXION_NOINLINE void check(const char* who) const {
+    std::vector<std::string> names{"loss", "accuracy"};
+    for (auto* list : {&plain, &weighted})
+      for (metrics::metric* m : *list) {
+        if (m == nullptr) throw invalid_argument(std::string(who) + ": a metric is null");
+        if (std::find(names.begin(), names.end(), m->name()) != names.end())
+          throw invalid_argument(std::string(who) + ": two metrics are named '" + m->name() + "'" +
+                                 (m->name() == "loss" || m->name() == "accuracy"
+                                      ? std::string(" (fit reports its own '") + m->name() + "'); give yours another name"
+                                      : std::string("; give them distinct names (the metrics' constructors take one)")));
+        names.push_back(m->name());
+      }
+  }
+  /// A batch on the host: the plain metrics get the mask (Keras applies it to every metric), the
+  /// weighted ones the sample weights, class weights and mask multiplied, each spread over the
+  /// labels' elements (a weight of the labels' leading axes weighs its whole example).
+  FLUXION_NOINLINE void update(const host_array& y_true, const host_array& y_pred, const host_array* sample_weight,
+                               const host_array* mask, const std::vector<double>& class_weight) const {
+    const tensor<double> t = from_vector(y_true.values, y_true.dims), p = from_vector(y_pred.values, y_pred.dims);
+    const std::size_t n = y_true.values.size();
+    auto spread = [&](const host_array& w, const char* what) {
+      const std::size_t k = w.values.size();
+      const bool leading = w.dims.rank() <= y_true.dims.rank() &&
+                           std::equal(w.dims.begin(), w.dims.end(), y_true.dims.begin(), [](index_t a, index_t b) { return a == b || a == 1; });
+      if (k == 0 || n % k != 0 || !leading)
+        throw shape_error(std::string("fit metrics: the ") + what + " of shape " + to_string(w.dims) +
+                          " does not fit the labels' shape " + to_string(y_true.dims));
+      std::vector<double> out(n);
+      for (std::size_t i = 0; i < n; ++i) out[i] = w.values[i / (n / k)];
+      return out;
+    };
+    std::optional<std::vector<double>> masked;
+    if (mask) masked = spread(*mask, "mask");
+    const tensor<double> mask_weights = masked ? from_vector(*masked, y_true.dims) : tensor<double>();
+    for (metrics::metric* m : plain) m->update_state(t, p, masked ? &mask_weights : nullptr);
+    if (weighted.empty()) return;
+    std::optional<std::vector<double>> w = masked;
+    auto combine = [&](const std::vector<double>& factor) {
+      if (!w) w = factor;
+      else
+        for (std::size_t i = 0; i < n; ++i) (*w)[i] *= factor[i];
+    };
+    if (sample_weight) combine(spread(*sample_weight, "sample weights"));
+    if (!class_weight.empty()) {  // fit's loss has checked the labels against it
+      std::vector<double> by_class(n);
+      for (std::size_t i = 0; i < n; ++i) by_class[i] = class_weight[static_cast<std::size_t>(y_true.values[i])];
+      combine(by_class);
+    }
+    const tensor<double> weights = w ? from_vector(*w, y_true.dims) : tensor<double>();
+    for (metrics::metric* m : weighted) m->update_state(t, p, w ? &weights : nullptr);
+  }
+};
+
+/// Updates `lists` with a batch (metric_lists::update): its labels, the model's output, the
+/// element's sample weights and the output's mask.
+template <class Out, class Element>
+__attribute__((noinline)) void update_metrics_now(const metric_lists& lists, const Out& out, const Element& element,
+                                                  const std::vector<double>& class_weight) {
+  const host_array y_true = host_array_of(std::get<1>(element)), y_pred = host_array_of(out.output);
+  std::optional<host_array> w, mask;
+  if constexpr (std::tuple_size_v<std::remove_cvref_t<Element>> >= 3) w = host_array_of(std::get<2>(element));
+  if constexpr (has_mask<Out>) mask = host_array_of(out.mask);
+  lists.update(y_true, y_pred, w ? &*w : nullptr, mask ? &*mask : nullptr, class_weight);
+}
+template <class Out, class Element>
+void update_metrics(const metric_lists& lists, const Out& out, const Element& element, const std::vector<double>& class_weight) {
+  if (!lists.empty()) update_metrics_now(lists, out, element, class_weight);
 }
 
 /// loss_fn on the output (call_loss) and its value, which must be finite: a loss that is not (fluxion's losses
@@ -758,17 +938,39 @@ struct evaluation {
   double accuracy = -1;      // sparse categorical accuracy, -1 when not computed (not integer labels)
   std::int64_t steps = 0;    // batches
   std::int64_t samples = 0;  // examples
+  std::vector<std::pair<std::string, double>> metrics = {};  // evaluate_options' metrics, by name
 };
 
-/// Keras's Model.evaluate: the loss (and, for integer labels and logits of shape (batch, classes),
-/// the accuracy) of `model` in inference mode over every (x, y) batch of `dataset`, recorded by
-/// no tape.
+/// Keras's compile(metrics=..., weighted_metrics=...) for fx::evaluate, as fit_options' fields.
+struct evaluate_options {
+  std::vector<metrics::metric*> metrics = {};
+  std::vector<metrics::metric*> weighted_metrics = {};
+};
+
+namespace detail {
+/// Validation's metrics into fit's logs and history, "val_" before their names.
+FLUXION_NOINLINE void record_validation(const evaluation& v, fit_logs& logs, fit_history& history) {
+  logs.has_validation = true;
+  logs.val_loss = v.loss;
+  logs.val_accuracy = v.accuracy;
+  history.val_loss.push_back(v.loss);
+  if (v.accuracy >= 0) history.val_accuracy.push_back(v.accuracy);
+  logs.val_metrics.clear();
+  for (const auto& [name, value] : v.metrics) {
+    logs.val_metrics.emplace_back("val_" + name, value);
+    history.metrics["val_" + name].push_back(value);
+  }
+}
+
+/// fx::evaluate, with the metrics as fit holds them.
 template <class Model, class LossFn, class Dataset>
-evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset) {
-  detail::all_tapes_paused quiet;
+evaluation evaluate_with(Model& model, LossFn& loss_fn, Dataset&& dataset, const metric_lists& metric_list) {
+  all_tapes_paused quiet;
+  metric_list.check("evaluate");
+  metric_list.reset();
   evaluation e;
   double weighted = 0;
-  metrics::sparse_categorical_accuracy accuracy;
+  metrics::detail::sparse_accuracy_counter accuracy;
   bool has_accuracy = false;
   // An error while a batch is read or evaluated names the batch ("evaluate: batch 3: ...").
   const auto context = [&] { return "evaluate: batch " + std::to_string(e.steps + 1) + ": "; };
@@ -789,13 +991,25 @@ evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset) {
       weighted += value * static_cast<double>(n);
       e.samples += n;
       has_accuracy = detail::update_accuracy(accuracy, y, out) || has_accuracy;
+      detail::update_metrics(metric_list, out, element, {});
     });
     ++e.steps;
   }
   if (e.steps == 0) throw invalid_argument("evaluate: the dataset gave no batch");
   e.loss = e.samples > 0 ? weighted / static_cast<double>(e.samples) : 0;
   if (has_accuracy) e.accuracy = accuracy.result();
+  e.metrics = metric_list.results();
   return e;
+}
+}  // namespace detail
+
+/// Keras's Model.evaluate: the loss (and, for integer labels and logits of shape (batch, classes),
+/// the accuracy) of `model` in inference mode over every (x, y) batch of `dataset`, recorded by
+/// no tape. With metrics (evaluate_options), each is reset first and updated with every batch, as
+/// fit's.
+template <class Model, class LossFn, class Dataset>
+evaluation evaluate(Model& model, LossFn loss_fn, Dataset&& dataset, const evaluate_options& options = {}) {
+  return detail::evaluate_with(model, loss_fn, dataset, detail::metric_lists{options.metrics, options.weighted_metrics});
 }
 
 namespace detail {
@@ -899,6 +1113,8 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     throw invalid_argument("fit: steps_per_epoch = " + std::to_string(options.steps_per_epoch) +
                            " must be positive, or -1 for whole epochs");
   if (!options.out) throw invalid_argument("fit: options.out is a null stream");
+  const detail::metric_lists metric_list{options.metrics, options.weighted_metrics};
+  metric_list.check("fit");
   std::ostream& out = *options.out;
   const bool bar = options.verbose == 1 && detail::is_terminal(options.out);
   std::int64_t total = options.steps_per_epoch;
@@ -940,8 +1156,9 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
       if (epoch == first_epoch && skip > 0) c->on_epoch_resume(epoch, skip);
       else c->on_epoch_begin(epoch);
     }
+    metric_list.reset();
     metrics::mean epoch_loss;
-    metrics::sparse_categorical_accuracy accuracy;
+    metrics::detail::sparse_accuracy_counter accuracy;
     bool has_accuracy = false;
     std::int64_t samples = 0;
     const auto start = clock::now();
@@ -990,6 +1207,7 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
         auto vars = model.trainable_variables();
         optimizer.apply_gradients(tape.gradient(loss, vars), vars);
         has_accuracy = detail::update_accuracy(accuracy, y, out) || has_accuracy;
+        detail::update_metrics(metric_list, out, element, options.class_weight);
       });
       epoch_loss.update(step_loss, static_cast<double>(batch_size));  // a mean over examples, as evaluate's
       samples += batch_size;
@@ -1005,6 +1223,7 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
       bool shown = draw;
       for (callback* c : options.callbacks) shown = shown || c->reads_batch_metrics(logs);
       logs.accuracy = has_accuracy && shown ? accuracy.result() : -1;
+      if (!metric_list.empty()) logs.metrics = metric_list.results();  // on the host already
       for (callback* c : options.callbacks) c->on_batch_end(logs);
       if (draw) {
         out << "\r" << detail::progress_line(logs, total) << "\x1b[K" << std::flush;
@@ -1025,20 +1244,17 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     if constexpr (requires { optimizer.learning_rate_schedule(); })  // the rate of the epoch's last step
       history.learning_rate.push_back(optimizer.learning_rate_schedule()(std::max<std::int64_t>(optimizer.iterations() - 1, 0)));
     if (logs.accuracy >= 0) history.accuracy.push_back(logs.accuracy);
+    if (!metric_list.empty()) metric_list.record(logs, history);
     if constexpr (!std::is_same_v<std::remove_cv_t<Validation>, detail::no_validation>) {
       if (!history.interrupted) {
         const evaluation v = [&] {
           try {
-            return evaluate(model, loss_fn, validation);
+            return detail::evaluate_with(model, loss_fn, validation, metric_list);
           } catch (const numeric_error& e) {
             throw numeric_error("fit: validation after epoch " + std::to_string(epoch + 1) + ": " + e.what(), e.value());
           }
         }();
-        logs.has_validation = true;
-        logs.val_loss = v.loss;
-        logs.val_accuracy = v.accuracy;
-        history.val_loss.push_back(v.loss);
-        if (v.accuracy >= 0) history.val_accuracy.push_back(v.accuracy);
+        detail::record_validation(v, logs, history);
       }
     }
     if (bar) {

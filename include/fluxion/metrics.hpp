@@ -26,6 +26,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,6 +40,32 @@
 #include "tensor/creation.hpp"
 
 namespace fluxion::metrics {
+
+/// What fx::fit and fx::evaluate update with each batch (fit_options::metrics, Keras's
+/// compile(metrics=[...])): the batch's labels, the model's output and the sample weights (null
+/// for none), as doubles on the cpu; result() is read at each epoch's end and reset() called
+/// before each epoch and each evaluation. Every metric of this header but `mean` is one; a metric
+/// of your own derives from it, as from Keras's Metric:
+///   struct max_error : fx::metrics::metric {
+///     double worst = 0;
+///     const std::string& name() const override { static const std::string n = "max_error"; return n; }
+///     void update_state(const fx::tensor<double>& y_true, const fx::tensor<double>& y_pred,
+///                       const fx::tensor<double>*) override {
+///       worst = std::max(worst, fx::reduce_max(fx::abs(y_true - y_pred)).item());
+///     }
+///     double result() const override { return worst; }
+///     void reset() override { worst = 0; }
+///   };
+class metric {
+ public:
+  virtual ~metric() = default;
+  virtual const std::string& name() const = 0;
+  virtual void update_state(const tensor<double>& y_true, const tensor<double>& y_pred,
+                            const tensor<double>* sample_weight) = 0;
+  virtual double result() const = 0;
+  virtual void reset() = 0;
+};
+
 namespace detail {
 
 template <class X>
@@ -166,6 +193,21 @@ class weighted_mean {
   const std::string& name() const noexcept { return m_name; }
 
  protected:
+  /// Adds per-element scores (a tensor<double, D>), unweighted or with sample weights.
+  template <class S>
+  void add_scores(const S& scores) {
+    accumulate(scores);
+  }
+  template <class S, class W>
+  void add_scores(const S& scores, const W& sample_weight) {
+    if constexpr (same_device<S, W>()) {
+      const auto w = hidden_value(sample_weight);
+      accumulate(scores, &w);
+    } else {
+      accumulate(host_values{scores.to_vector(), scores.shape()}, read(sample_weight));
+    }
+  }
+
   /// Adds a batch of values on device D (weighted by w, or unweighted when w is null): on the cpu
   /// at once; on another device reduced there and added to the sums kept there (the header
   /// comment), with nothing read back.
@@ -259,6 +301,22 @@ class weighted_mean {
   mutable std::shared_ptr<const pending_sums> m_pending;
 };
 
+/// A weighted mean that is also a fit metric: Derived::update(y_true, y_pred[, sample_weight])
+/// serves update_state.
+template <class Derived>
+class mean_metric : public weighted_mean, public metric {
+ public:
+  using weighted_mean::weighted_mean;
+  const std::string& name() const override { return weighted_mean::name(); }
+  double result() const override { return weighted_mean::result(); }
+  void reset() override { weighted_mean::reset(); }
+  void update_state(const tensor<double>& y_true, const tensor<double>& y_pred, const tensor<double>* sample_weight) override {
+    auto& self = static_cast<Derived&>(*this);
+    if (sample_weight) self.update(y_true, y_pred, *sample_weight);
+    else self.update(y_true, y_pred);
+  }
+};
+
 }  // namespace detail
 
 /// The (weighted) mean of every value given to update(): scalars or tensors of any shape.
@@ -286,24 +344,18 @@ namespace detail {
 
 /// The update() of the accuracies: Derived::matches(y_true, y_pred) gives each example's argmax
 /// and the class it should be, on one device; an example scores 1 when they agree.
-template <class Derived>
-class accuracy_base : public weighted_mean {
+template <class Derived, class Base = mean_metric<Derived>>
+class accuracy_base : public Base {
  public:
-  using weighted_mean::weighted_mean;
+  using Base::Base;
 
   template <tensor_like Y, tensor_like P>
   void update(const Y& y_true, const P& y_pred) {
-    accumulate(scores(y_true, y_pred));
+    this->add_scores(scores(y_true, y_pred));
   }
   template <tensor_like Y, tensor_like P, tensor_or_scalar W>
   void update(const Y& y_true, const P& y_pred, const W& sample_weight) {
-    const auto s = scores(y_true, y_pred);
-    if constexpr (same_device<decltype(s), W>()) {
-      const auto w = hidden_value(sample_weight);
-      accumulate(s, &w);
-    } else {
-      accumulate(host_values{s.to_vector(), s.shape()}, read(sample_weight));
-    }
+    this->add_scores(scores(y_true, y_pred), sample_weight);
   }
 
  private:
@@ -325,50 +377,311 @@ auto on_device_of(const tensor<T, D>& t) {
 
 }  // namespace detail
 
-/// How often argmax(y_pred) over the last axis equals the integer label y_true: y_pred (batch,
-/// classes), y_true (batch,) or (batch, 1) of any numeric type. Ties take the first maximum.
-class sparse_categorical_accuracy : public detail::accuracy_base<sparse_categorical_accuracy> {
- public:
-  explicit sparse_categorical_accuracy(std::string name = "sparse_categorical_accuracy")
-      : accuracy_base(std::move(name)) {}
+namespace detail {
+/// sparse_categorical_accuracy's (predicted, expected) classes: argmax(y_pred) over the last axis,
+/// and the labels of shape (batch...) or (batch..., 1) on its device.
+template <class Y, class P>
+auto sparse_matches(const Y& y_true, const P& y_pred, const std::string& metric) {
+  const auto logits = hidden_value(y_pred);
+  const auto predicted = argmax_rows(logits, metric, "y_pred");
+  const auto labels = hidden_value(y_true);
+  shape with_unit_axis = predicted.shape();
+  with_unit_axis.push_back(1);
+  if (!(labels.shape() == predicted.shape()) && !(labels.shape() == with_unit_axis))
+    throw shape_error(metric + ".update: y_true of shape " + to_string(labels.shape()) + " does not fit y_pred of shape " +
+                      to_string(logits.shape()) + ": expected " + to_string(predicted.shape()) + " or " +
+                      to_string(with_unit_axis));
+  using L = std::remove_cvref_t<decltype(labels)>;
+  return std::pair{predicted, on_device_of<decltype(predicted)>(L(labels, predicted.shape()))};
+}
 
- private:
-  friend class detail::accuracy_base<sparse_categorical_accuracy>;
+/// sparse_categorical_accuracy without the fit interface (no virtual functions to compile): fit's
+/// own accuracy.
+class sparse_accuracy_counter : public accuracy_base<sparse_accuracy_counter, weighted_mean> {
+ public:
+  sparse_accuracy_counter() : accuracy_base("sparse_categorical_accuracy") {}
   template <class Y, class P>
   auto matches(const Y& y_true, const P& y_pred) const {
-    const auto logits = detail::hidden_value(y_pred);
-    const auto predicted = detail::argmax_rows(logits, name(), "y_pred");
-    const auto labels = detail::hidden_value(y_true);
-    shape with_unit_axis = predicted.shape();
-    with_unit_axis.push_back(1);
-    if (!(labels.shape() == predicted.shape()) && !(labels.shape() == with_unit_axis))
-      throw shape_error(name() + ".update: y_true of shape " + to_string(labels.shape()) + " does not fit y_pred of shape " +
-                        to_string(logits.shape()) + ": expected " + to_string(predicted.shape()) + " or " +
-                        to_string(with_unit_axis));
-    using L = std::remove_cvref_t<decltype(labels)>;
-    return std::pair{predicted, detail::on_device_of<decltype(predicted)>(L(labels, predicted.shape()))};
+    return sparse_matches(y_true, y_pred, name());
   }
 };
+}  // namespace detail
+
+/// How often argmax(y_pred) over the last axis equals the integer label y_true: y_pred (batch,
+/// classes), y_true (batch,) or (batch, 1) of any numeric type. Ties take the first maximum.
+template <class Unused = void>
+class basic_sparse_categorical_accuracy : public detail::accuracy_base<basic_sparse_categorical_accuracy<Unused>> {
+  using base = detail::accuracy_base<basic_sparse_categorical_accuracy<Unused>>;
+
+ public:
+  explicit basic_sparse_categorical_accuracy(std::string name = "sparse_categorical_accuracy")
+      : base(std::move(name)) {}
+
+ private:
+  friend class detail::accuracy_base<basic_sparse_categorical_accuracy>;
+  template <class Y, class P>
+  auto matches(const Y& y_true, const P& y_pred) const {
+    return detail::sparse_matches(y_true, y_pred, this->name());
+  }
+};
+using sparse_categorical_accuracy = basic_sparse_categorical_accuracy<>;
 
 /// How often argmax(y_pred) equals argmax(y_true) over the last axis: both (batch, classes),
 /// y_true one-hot (or any scores). Ties take the first maximum.
-class categorical_accuracy : public detail::accuracy_base<categorical_accuracy> {
+template <class Unused = void>
+class basic_categorical_accuracy : public detail::accuracy_base<basic_categorical_accuracy<Unused>> {
+  using base = detail::accuracy_base<basic_categorical_accuracy<Unused>>;
+
  public:
-  explicit categorical_accuracy(std::string name = "categorical_accuracy") : accuracy_base(std::move(name)) {}
+  explicit basic_categorical_accuracy(std::string name = "categorical_accuracy") : base(std::move(name)) {}
 
  private:
-  friend class detail::accuracy_base<categorical_accuracy>;
+  friend class detail::accuracy_base<basic_categorical_accuracy>;
   template <class Y, class P>
   auto matches(const Y& y_true, const P& y_pred) const {
     const shape true_shape = detail::unwatched(y_true).shape();
     const shape pred_shape = detail::unwatched(y_pred).shape();
     if (!(true_shape == pred_shape))
-      throw shape_error(name() + ".update: y_true of shape " + to_string(true_shape) + " and y_pred of shape " +
+      throw shape_error(this->name() + ".update: y_true of shape " + to_string(true_shape) + " and y_pred of shape " +
                         to_string(pred_shape) + " must have the same shape");
-    const auto predicted = detail::argmax_rows(detail::hidden_value(y_pred), name(), "y_pred");
-    const auto expected = detail::argmax_rows(detail::hidden_value(y_true), name(), "y_true");
+    const auto predicted = detail::argmax_rows(detail::hidden_value(y_pred), this->name(), "y_pred");
+    const auto expected = detail::argmax_rows(detail::hidden_value(y_true), this->name(), "y_true");
     return std::pair{predicted, detail::on_device_of<decltype(predicted)>(expected)};
   }
 };
+using categorical_accuracy = basic_categorical_accuracy<>;
+
+namespace detail {
+
+/// y_true and y_pred of one shape as doubles on y_pred's device; y_true of shape (batch,) also fits
+/// y_pred of shape (batch, 1) and the other way round (Keras's squeeze_or_expand_to_same_rank).
+template <class Y, class P>
+auto same_shape_doubles(const Y& y_true, const P& y_pred, const std::string& metric) {
+  const auto p = hidden_value(y_pred);
+  const auto t = hidden_value(y_true);
+  using D = device_t<decltype(p)>;
+  const shape& ps = p.shape();
+  const shape& ts = t.shape();
+  shape unit = ts;
+  unit.push_back(1);
+  shape pred_unit = ps;
+  pred_unit.push_back(1);
+  if (!(ts == ps) && !(unit == ps) && !(pred_unit == ts))
+    throw shape_error(metric + ".update: y_true of shape " + to_string(ts) + " and y_pred of shape " + to_string(ps) +
+                      " must have the same shape (or differ by a last axis of 1)");
+  fluxion::detail::materialize_depth hidden_from_autodiff;
+  const tensor<double, D> pd(cast<double>(p));
+  using T = std::remove_cvref_t<decltype(t)>;
+  const tensor<double, D> td(cast<double>(on_device_of<tensor<double, D>>(T(t, ps))));
+  return std::pair{td, pd};
+}
+
+/// A weighted mean of per-element scores Derived::scores(y_true, y_pred) (a tensor<double, D>).
+template <class Derived>
+class scored_mean : public mean_metric<Derived> {
+ public:
+  using mean_metric<Derived>::mean_metric;
+  template <tensor_like Y, tensor_like P>
+  void update(const Y& y_true, const P& y_pred) {
+    this->add_scores(static_cast<const Derived&>(*this).scores(y_true, y_pred));
+  }
+  template <tensor_like Y, tensor_like P, tensor_or_scalar W>
+  void update(const Y& y_true, const P& y_pred, const W& sample_weight) {
+    this->add_scores(static_cast<const Derived&>(*this).scores(y_true, y_pred), sample_weight);
+  }
+};
+
+/// Checks k for the top-k accuracies.
+inline int checked_k(int k, const char* metric) {
+  if (k < 1) throw invalid_argument(std::string(metric) + ": k = " + std::to_string(k) + " must be at least 1");
+  return k;
+}
+
+/// 1 where the score of class `label` (doubles holding integers) is among the k highest of its row
+/// of p (batch..., classes): fewer than k classes score strictly higher, so ties at the boundary
+/// count in, as TensorFlow's in_top_k; 0 for a label that is not a class.
+template <class D>
+tensor<double, D> in_top_k(const tensor<double, D>& p, const tensor<double, D>& label, int k) {
+  fluxion::detail::materialize_depth hidden_from_autodiff;
+  const index_t classes = p.shape()[p.rank() - 1];
+  const tensor<std::int64_t, D> index(cast<std::int64_t>(label));
+  const tensor<double, D> target(reduce_sum(p * one_hot(index, classes, 1.0, 0.0), -1, keepdims));
+  const tensor<double, D> higher(reduce_sum(cast<double>(p > target), -1));
+  return tensor<double, D>(cast<double>(higher < static_cast<double>(k)) * cast<double>(label >= 0.0) *
+                           cast<double>(label < static_cast<double>(classes)) * cast<double>(cast<double>(index) == label));
+}
+
+}  // namespace detail
+
+namespace detail {
+enum class error_kind { squared, absolute, percentage };
+
+/// The (weighted) mean over every element of an error of y_true and y_pred of one shape (or
+/// differing by a last axis of 1): Keras's error metrics; Root takes the square root of the mean.
+template <error_kind Kind, bool Root = false>
+class error_mean : public scored_mean<error_mean<Kind, Root>> {
+  using base = scored_mean<error_mean<Kind, Root>>;
+
+ public:
+  explicit error_mean(std::string name = default_name()) : base(std::move(name)) {}
+  double result() const override {
+    if constexpr (Root) return std::sqrt(base::result());
+    else return base::result();
+  }
+  template <class Y, class P>
+  auto scores(const Y& y_true, const P& y_pred) const {
+    const auto [t, p] = same_shape_doubles(y_true, y_pred, this->name());
+    fluxion::detail::materialize_depth hidden_from_autodiff;
+    using S = std::remove_cvref_t<decltype(t)>;
+    if constexpr (Kind == error_kind::squared) return S(square(t - p));
+    else if constexpr (Kind == error_kind::absolute) return S(abs(t - p));
+    else return S(100.0 * abs(t - p) / maximum(abs(t), 1e-7));
+  }
+
+ private:
+  static const char* default_name() {
+    if constexpr (Root) return "root_mean_squared_error";
+    else if constexpr (Kind == error_kind::squared) return "mean_squared_error";
+    else if constexpr (Kind == error_kind::absolute) return "mean_absolute_error";
+    else return "mean_absolute_percentage_error";
+  }
+};
+}  // namespace detail
+
+/// Keras's MeanSquaredError metric: the (weighted) mean of (y_true - y_pred)^2 over every element;
+/// y_true and y_pred of one shape (or differing by a last axis of 1).
+using mean_squared_error = detail::error_mean<detail::error_kind::squared>;
+/// Keras's MeanAbsoluteError metric: the (weighted) mean of |y_true - y_pred|.
+using mean_absolute_error = detail::error_mean<detail::error_kind::absolute>;
+/// Keras's MeanAbsolutePercentageError: the (weighted) mean of 100 |y_true - y_pred| / max(|y_true|, 1e-7).
+using mean_absolute_percentage_error = detail::error_mean<detail::error_kind::percentage>;
+/// Keras's RootMeanSquaredError: the square root of the (weighted) mean of (y_true - y_pred)^2.
+using root_mean_squared_error = detail::error_mean<detail::error_kind::squared, true>;
+
+/// Keras's BinaryAccuracy: how often (y_pred > threshold) equals y_true (0 or 1), over every
+/// element. The default threshold, 0.5, is for probabilities; give 0 for logits.
+template <class Unused = void>
+class basic_binary_accuracy : public detail::scored_mean<basic_binary_accuracy<Unused>> {
+  using base = detail::scored_mean<basic_binary_accuracy<Unused>>;
+
+ public:
+  explicit basic_binary_accuracy(double threshold = 0.5, std::string name = "binary_accuracy")
+      : base(std::move(name)), m_threshold(threshold) {}
+  template <class Y, class P>
+  auto scores(const Y& y_true, const P& y_pred) const {
+    const auto [t, p] = detail::same_shape_doubles(y_true, y_pred, this->name());
+    fluxion::detail::materialize_depth hidden_from_autodiff;
+    return decltype(t)(cast<double>(cast<double>(p > m_threshold) == t));
+  }
+  double threshold() const noexcept { return m_threshold; }
+
+ private:
+  double m_threshold;
+};
+using binary_accuracy = basic_binary_accuracy<>;
+
+namespace detail {
+/// Keras's top-k accuracies: Sparse takes integer labels (batch,) or (batch, 1), else one-hot labels
+/// of y_pred's shape (their argmax is the class).
+template <bool Sparse>
+class top_k_accuracy : public scored_mean<top_k_accuracy<Sparse>> {
+  using base = scored_mean<top_k_accuracy<Sparse>>;
+
+ public:
+  explicit top_k_accuracy(int k = 5, std::string name = Sparse ? "sparse_top_k_categorical_accuracy" : "top_k_categorical_accuracy")
+      : base(std::move(name)), m_k(checked_k(k, Sparse ? "sparse_top_k_categorical_accuracy" : "top_k_categorical_accuracy")) {}
+  template <class Y, class P>
+  auto scores(const Y& y_true, const P& y_pred) const {
+    const auto logits = hidden_value(y_pred);
+    using D = device_t<decltype(logits)>;
+    (void)argmax_rows(logits, this->name(), "y_pred");  // checks the class axis
+    const auto labels = hidden_value(y_true);
+    tensor<double, D> label;
+    if constexpr (Sparse) {
+      shape leading(logits.shape().begin(), logits.shape().end() - 1), with_unit_axis = leading;
+      with_unit_axis.push_back(1);
+      if (!(labels.shape() == leading) && !(labels.shape() == with_unit_axis))
+        throw shape_error(this->name() + ".update: y_true of shape " + to_string(labels.shape()) +
+                          " does not fit y_pred of shape " + to_string(logits.shape()) + ": expected " +
+                          to_string(leading) + " or " + to_string(with_unit_axis));
+      using L = std::remove_cvref_t<decltype(labels)>;
+      fluxion::detail::materialize_depth hidden_from_autodiff;
+      label = cast<double>(on_device_of<tensor<double, D>>(L(labels, leading)));
+    } else {
+      if (!(labels.shape() == logits.shape()))
+        throw shape_error(this->name() + ".update: y_true of shape " + to_string(labels.shape()) + " and y_pred of shape " +
+                          to_string(logits.shape()) + " must have the same shape");
+      const auto expected = argmax_rows(labels, this->name(), "y_true");
+      fluxion::detail::materialize_depth hidden_from_autodiff;
+      label = cast<double>(on_device_of<tensor<double, D>>(expected));
+    }
+    fluxion::detail::materialize_depth hidden_from_autodiff;
+    return in_top_k(tensor<double, D>(cast<double>(logits)), label, m_k);
+  }
+  int k() const noexcept { return m_k; }
+
+ private:
+  int m_k;
+};
+}  // namespace detail
+
+/// Keras's SparseTopKCategoricalAccuracy: how often the integer label's score is among the k
+/// highest of y_pred's row (batch, classes); y_true (batch,) or (batch, 1). Ties at the k-th score
+/// count in (TensorFlow's in_top_k); a label that is not a class scores 0.
+using sparse_top_k_categorical_accuracy = detail::top_k_accuracy<true>;
+/// Keras's TopKCategoricalAccuracy: how often argmax(y_true) (one-hot labels) is among the k highest
+/// of y_pred, both (batch, classes).
+using top_k_categorical_accuracy = detail::top_k_accuracy<false>;
+
+namespace detail {
+/// Precision and recall: a weighted mean of `of` over the elements `where` selects (y_pred >
+/// threshold for precision, y_true for recall), so the result is tp / (tp + fp) or tp / (tp + fn),
+/// 0 where nothing is selected (Keras's divide_no_nan).
+template <bool Precision>
+class selected_mean : public mean_metric<selected_mean<Precision>> {
+ public:
+  explicit selected_mean(double threshold = 0.5, std::string name = Precision ? "precision" : "recall")
+      : mean_metric<selected_mean>(std::move(name)), m_threshold(threshold) {}
+  template <tensor_like Y, tensor_like P>
+  void update(const Y& y_true, const P& y_pred) {
+    const auto [of, where] = split(y_true, y_pred);
+    this->accumulate(of, &where);
+  }
+  template <tensor_like Y, tensor_like P, tensor_or_scalar W>
+  void update(const Y& y_true, const P& y_pred, const W& sample_weight) {
+    const auto [of, where] = split(y_true, y_pred);
+    using D = device_t<std::remove_cvref_t<decltype(of)>>;
+    fluxion::detail::materialize_depth hidden_from_autodiff;
+    tensor<double, D> w;
+    if constexpr (std::is_arithmetic_v<std::remove_cvref_t<W>>) {
+      w = fluxion::full<double, D>(shape{}, static_cast<double>(sample_weight));
+    } else {
+      const auto given = hidden_value(sample_weight);
+      using G = std::remove_cvref_t<decltype(given)>;
+      w = cast<double>(on_device_of<tensor<double, D>>(G(given, this->leading_weights_shape(of.shape(), given.shape()))));
+    }
+    const tensor<double, D> weights(where * w);
+    this->accumulate(of, &weights);
+  }
+  double threshold() const noexcept { return m_threshold; }
+
+ private:
+  template <class Y, class P>
+  auto split(const Y& y_true, const P& y_pred) const {
+    const auto [t, p] = same_shape_doubles(y_true, y_pred, this->name());
+    using T = std::remove_cvref_t<decltype(t)>;
+    fluxion::detail::materialize_depth hidden_from_autodiff;
+    const T positive(cast<double>(t != 0.0)), predicted(cast<double>(p > m_threshold));
+    return Precision ? std::pair{positive, predicted} : std::pair{predicted, positive};
+  }
+  double m_threshold;
+};
+}  // namespace detail
+
+/// Keras's Precision: true positives / (true + false positives), a prediction positive where
+/// y_pred > threshold (0.5: for probabilities; 0 for logits) and a label where y_true is not 0.
+using precision = detail::selected_mean<true>;
+/// Keras's Recall: true positives / (true positives + false negatives), with precision's threshold.
+using recall = detail::selected_mean<false>;
 
 }  // namespace fluxion::metrics

@@ -23,7 +23,8 @@ namespace fluxion {
 /// TensorBoard summary_writer every `every_steps` steps, under `loss`, `accuracy`, `learning_rate`,
 /// as the reference texts' tf.contrib.summary.scalar calls every 10 steps; at each epoch's end
 /// `epoch_loss`, `epoch_accuracy`, `samples_per_second`, and with validation data `epoch_val_loss`
-/// and `epoch_val_accuracy`.
+/// and `epoch_val_accuracy`; fit_options::metrics under their names (`mean_absolute_error` every
+/// `every_steps` steps, `epoch_mean_absolute_error` and `epoch_val_mean_absolute_error`).
 class tensorboard_callback : public callback {
  public:
   explicit tensorboard_callback(io::summary_writer& writer, std::int64_t every_steps = 10,
@@ -53,6 +54,7 @@ FLUXION_IO_INLINE void tensorboard_callback::on_batch_end(const fit_logs& logs) 
   m_writer->scalar("loss", logs.loss, logs.global_step);
   if (logs.accuracy >= 0) m_writer->scalar("accuracy", logs.accuracy, logs.global_step);
   if (m_optimizer) m_writer->scalar("learning_rate", m_optimizer->learning_rate(), logs.global_step);
+  for (const auto& [name, value] : logs.metrics) m_writer->scalar(name, value, logs.global_step);
 }
 
 FLUXION_IO_INLINE void tensorboard_callback::on_epoch_end(const fit_logs& logs) {
@@ -62,6 +64,8 @@ FLUXION_IO_INLINE void tensorboard_callback::on_epoch_end(const fit_logs& logs) 
     m_writer->scalar("epoch_val_loss", logs.val_loss, logs.global_step);
     if (logs.val_accuracy >= 0) m_writer->scalar("epoch_val_accuracy", logs.val_accuracy, logs.global_step);
   }
+  for (const auto* list : {&logs.metrics, &logs.val_metrics})
+    for (const auto& [name, value] : *list) m_writer->scalar("epoch_" + name, value, logs.global_step);
   m_writer->scalar("samples_per_second", logs.samples_per_second, logs.global_step);
   m_writer->flush();
 }

@@ -216,3 +216,55 @@ TEST_CASE("cuda metrics: updates keep their sums on the device until a result is
                        "values' shape (4, 5)",
                        fx::shape_error);
 }
+
+TEST_CASE("cuda metrics: Keras's regression, binary, top-k, precision and recall metrics read nothing back until a result") {
+  namespace metrics = fx::metrics;
+  const auto p = filled<float>({6, 4}, 60, 0.0, 1.0);
+  const auto y = filled<float>({6, 4}, 61, 0.0, 1.0);
+  const fx::tensor<float> binary(fx::cast<float>(y > 0.5f));
+  fx::tensor<std::int32_t> labels(fx::shape{6});
+  for (int i = 0; i < 6; ++i) labels.mutable_data()[i] = (i * 5) % 4;
+  const auto w = filled<float>({6}, 62, 0.0, 2.0);
+  struct all_metrics {
+    metrics::mean_squared_error mse;
+    metrics::mean_absolute_error mae;
+    metrics::mean_absolute_percentage_error mape;
+    metrics::root_mean_squared_error rmse;
+    metrics::binary_accuracy accuracy;
+    metrics::precision precision;
+    metrics::recall recall;
+    metrics::sparse_top_k_categorical_accuracy top{2};
+    metrics::top_k_categorical_accuracy dense_top{2};
+    std::vector<double> results() const {
+      return {mse.result(),      mae.result(),    mape.result(), rmse.result(),    accuracy.result(),
+              precision.result(), recall.result(), top.result(),  dense_top.result()};
+    }
+  } on_cpu, on_device;
+  // Two batches of each, with weights for some.
+  auto feed = [](all_metrics& m, const auto& y, const auto& p, const auto& binary, const auto& labels, const auto& w) {
+    for (int b = 0; b < 2; ++b) {
+      m.mse.update(y, p);
+      m.mae.update(y, p, w);
+      m.mape.update(y, p);
+      m.rmse.update(y, p, w);
+      m.accuracy.update(binary, p);
+      m.precision.update(binary, p, w);
+      m.recall.update(binary, p);
+      m.top.update(labels, p, w);
+      m.dense_top.update(y, p);
+    }
+  };
+  const auto pd = fx::to<fx::cuda>(p);
+  const auto yd = fx::to<fx::cuda>(y);
+  const auto bd = fx::to<fx::cuda>(binary);
+  const auto ld = fx::to<fx::cuda>(labels);
+  const auto wd = fx::to<fx::cuda>(w);
+  const std::int64_t before = host_reads();
+  feed(on_device, yd, pd, bd, ld, wd);
+  CHECK(host_reads() == before);
+  feed(on_cpu, y, p, binary, labels, w);
+  const auto want = on_cpu.results();
+  check_values(on_device.results(), want, 1e-12);
+  CHECK(want[5] > 0);  // precision
+  CHECK(want[7] > 0);  // top-2
+}
