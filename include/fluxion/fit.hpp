@@ -119,6 +119,8 @@ class monitor {
     if (m_custom.empty()) throw invalid_argument("monitor: the name is empty; name a value of fit's logs (\"val_loss\")");
     m_maximized = m == mode::max || (m == mode::automatic && upward(m_custom));
   }
+  /// A name alone, as Keras's monitor="val_mean_absolute_error": `.monitor = "val_mean_absolute_error"`.
+  monitor(const char* name) : monitor(std::string(name)) {}  // NOLINT: a name is a monitor
   // Constants, not objects built when the program starts: a program that includes fit.hpp pays nothing for them.
   static const monitor automatic, loss, val_loss, accuracy, val_accuracy;
   /// The logs' name it watches ("automatic" for automatic).

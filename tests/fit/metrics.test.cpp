@@ -181,7 +181,7 @@ TEST_CASE("fit metrics: a tagger's mask reaches them; Keras's top-k and class we
   logs.metrics = {{"top2", 0.55}};
   on_top2.on_epoch_end(logs);
   CHECK(on_top2.stop_training);
-  fx::early_stopping missing{{.monitor = fx::monitor{"val_mae"}}};
+  fx::early_stopping missing{{.monitor = "val_mae"}};  // a name alone, as Keras's monitor="val_mae"
   logs.has_validation = true;
   logs.val_metrics = {{"val_top2", 0.5}};
   CHECK_THROWS_WITH_AS(missing.on_epoch_end(logs),

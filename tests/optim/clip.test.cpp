@@ -1,3 +1,4 @@
+#include <fluxion/optim.hpp>
 #include <fluxion/optim/clip.hpp>
 
 #include "reference.hpp"
