@@ -62,7 +62,6 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -251,10 +250,11 @@ struct early_stopping_options {
 /// statistics too) are kept, as shared immutable tensors, at each improvement, and set back when
 /// fit ends, as Keras 3 does whether or not it stopped early; the optimizer's slots are not.
 ///   fx::early_stopping stop{net, {.patience = 2, .monitor = fx::monitor::val_accuracy, .restore_best_weights = true}};
-class early_stopping : public callback {
+template <class Unused = void>
+class basic_early_stopping : public callback {
  public:
   using options = early_stopping_options;
-  explicit early_stopping(options o = {}) : m_options(o) {
+  explicit basic_early_stopping(options o = {}) : m_options(o) {
     const char* who = "early_stopping";
     if (o.patience < 0) throw invalid_argument(std::string(who) + ": patience = " + std::to_string(o.patience) + " is negative");
     optim::detail::check_non_negative(who, "min_delta", o.min_delta);
@@ -273,7 +273,7 @@ class early_stopping : public callback {
   /// restore_best_weights.
   template <class Model>
     requires requires(Model& m) { m.variables(); }
-  early_stopping(Model& model, options o) : early_stopping(without_restore(o)) {
+  basic_early_stopping(Model& model, options o) : basic_early_stopping(without_restore(o)) {
     m_options.restore_best_weights = o.restore_best_weights;
     m_snapshot = [&model]() -> std::function<void()> {
       auto variables = model.variables();
@@ -345,6 +345,8 @@ class early_stopping : public callback {
   std::function<std::function<void()>()> m_snapshot;  // the model's values now, as a function that restores them
   std::function<void()> m_best_weights;
 };
+/// A class template behind this alias, so that only a program that makes one compiles it.
+using early_stopping = basic_early_stopping<>;
 
 namespace detail {
 /// The callbacks that set an optimizer's learning rate need a constant one: a schedule already sets
@@ -564,7 +566,7 @@ struct fit_options {
   /// Keras's compile(metrics=[...]): each is reset at each epoch's beginning, updated with every
   /// batch's labels and output (fx::metrics::metric::update_state; where the model's mask reaches
   /// its output, the mask as sample weights, as Keras applies it), and its result is in the logs,
-  /// the progress line, the history (history.metrics["mean_absolute_error"]) and, with validation
+  /// the progress line, the history (history.metric("mean_absolute_error")) and, with validation
   /// data, evaluated there too ("val_mean_absolute_error"). On a device other than the cpu each
   /// batch's output is copied back for them. Names must differ from each other and from "loss" and
   /// "accuracy", which fit reports itself.
@@ -581,8 +583,20 @@ struct fit_history {
   std::vector<double> learning_rate;  // per epoch: the rate its last step trained with (before the
                                       // epoch's callbacks change it, as Keras's logs record it)
   /// Per epoch, fit_options::metrics' and weighted_metrics' results by name, and with validation
-  /// data theirs there ("val_<name>"), as Keras's history.history.
-  std::map<std::string, std::vector<double>> metrics;
+  /// data theirs there ("val_<name>"), as Keras's history.history, in the order they first came.
+  std::vector<std::pair<std::string, std::vector<double>>> metrics;
+  /// The values of the metric `name` (history.metric("val_mean_absolute_error")); an
+  /// fx::invalid_argument naming the history's metrics where there is none of that name.
+  template <class Unused = void>  // compiled only where a program calls it
+  const std::vector<double>& metric(std::string_view name) const {
+    std::string have;
+    for (const auto& [n, values] : metrics) {
+      if (n == name) return values;
+      have += (have.empty() ? "" : ", ") + n;
+    }
+    throw invalid_argument("fit_history::metric: no metric is named '" + std::string(name) + "'; the history has " +
+                           (have.empty() ? std::string("none (give fit_options::metrics)") : have));
+  }
   std::int64_t steps = 0;
   bool interrupted = false;      // stopped by SIGINT
   bool stopped_early = false;    // stopped by a callback
@@ -809,7 +823,8 @@ host_array host_array_of(const X& x) {
 }
 
 /// The metrics fit and evaluate update (fit_options::metrics and weighted_metrics).
-struct metric_lists {
+template <class Unused = void>  // compiled only where fit or evaluate is
+struct basic_metric_lists {
   const std::vector<metrics::metric*>& plain;
   const std::vector<metrics::metric*>& weighted;
   bool empty() const noexcept { return plain.empty() && weighted.empty(); }
@@ -826,10 +841,16 @@ struct metric_lists {
       for (metrics::metric* m : *list) out.emplace_back(m->name(), m->result());
     return out;
   }
+  /// Appends an epoch's value to the history's list of `name`.
+  static void add_to_history(fit_history& history, const std::string& name, double value) {
+    for (auto& [n, values] : history.metrics)
+      if (n == name) return values.push_back(value);
+    history.metrics.emplace_back(name, std::vector<double>{value});
+  }
   /// The epoch's results into the logs and the history.
   FLUXION_NOINLINE void record(fit_logs& logs, fit_history& history) const {
     logs.metrics = results();
-    for (const auto& [name, value] : logs.metrics) history.metrics[name].push_back(value);
+    for (const auto& [name, value] : logs.metrics) add_to_history(history, name, value);
   }
   /// Null metrics and names that repeat (or are fit's own) are refused, naming `who`.
   FLUXION_NOINLINE void check(const char* who) const {
@@ -884,6 +905,7 @@ struct metric_lists {
     for (metrics::metric* m : weighted) m->update_state(t, p, w ? &weights : nullptr);
   }
 };
+using metric_lists = basic_metric_lists<>;
 
 /// Updates `lists` with a batch (metric_lists::update): its labels, the model's output, the
 /// element's sample weights and the output's mask.
@@ -951,7 +973,8 @@ struct evaluate_options {
 
 namespace detail {
 /// Validation's metrics into fit's logs and history, "val_" before their names.
-FLUXION_NOINLINE void record_validation(const evaluation& v, fit_logs& logs, fit_history& history) {
+template <class Evaluation>  // a template: compiled only where fit is
+__attribute__((noinline)) void record_validation(const Evaluation& v, fit_logs& logs, fit_history& history) {
   logs.has_validation = true;
   logs.val_loss = v.loss;
   logs.val_accuracy = v.accuracy;
@@ -960,7 +983,7 @@ FLUXION_NOINLINE void record_validation(const evaluation& v, fit_logs& logs, fit
   logs.val_metrics.clear();
   for (const auto& [name, value] : v.metrics) {
     logs.val_metrics.emplace_back("val_" + name, value);
-    history.metrics["val_" + name].push_back(value);
+    metric_lists::add_to_history(history, "val_" + name, value);
   }
 }
 

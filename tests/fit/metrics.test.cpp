@@ -92,11 +92,11 @@ TEST_CASE("fit metrics: each epoch's training and validation metrics equal a nai
     CHECK(values.size() == 2);
   }
   for (int e = 0; e < 2; ++e) {
-    CHECK(history.metrics.at("mean_absolute_error")[e] == doctest::Approx(want).epsilon(1e-6));
-    CHECK(history.metrics.at("weighted_mae")[e] == doctest::Approx(want_weighted).epsilon(1e-6));
-    CHECK(history.metrics.at("val_mean_absolute_error")[e] == doctest::Approx(want_val).epsilon(1e-6));
+    CHECK(history.metric("mean_absolute_error")[e] == doctest::Approx(want).epsilon(1e-6));
+    CHECK(history.metric("weighted_mae")[e] == doctest::Approx(want_weighted).epsilon(1e-6));
+    CHECK(history.metric("val_mean_absolute_error")[e] == doctest::Approx(want_val).epsilon(1e-6));
     // The validation's sample weights reach the weighted metrics there too, as Keras's evaluate.
-    CHECK(history.metrics.at("val_weighted_mae")[e] == doctest::Approx(want_val_weighted).epsilon(1e-6));
+    CHECK(history.metric("val_weighted_mae")[e] == doctest::Approx(want_val_weighted).epsilon(1e-6));
   }
   CHECK(want_weighted != doctest::Approx(want).epsilon(1e-3));  // the weights mattered
   // RMSE: the root of the loop's mean squared error.
@@ -109,7 +109,7 @@ TEST_CASE("fit metrics: each epoch's training and validation metrics equal a nai
       ++count;
     }
   }
-  CHECK(history.metrics.at("rmse")[1] == doctest::Approx(std::sqrt(squares / count)).epsilon(1e-6));
+  CHECK(history.metric("rmse")[1] == doctest::Approx(std::sqrt(squares / count)).epsilon(1e-6));
   // The logs: running values at each step, the epoch's at its end with the validation's.
   REQUIRE(seen.batch_end.size() == 6);
   REQUIRE(seen.batch_end[0].metrics.size() == 3);
@@ -121,6 +121,10 @@ TEST_CASE("fit metrics: each epoch's training and validation metrics equal a nai
   REQUIRE(seen.epoch_end[1].find_metric("val_weighted_mae") != nullptr);
   CHECK(*seen.epoch_end[1].find_metric("val_weighted_mae") == doctest::Approx(want_val_weighted).epsilon(1e-6));
   CHECK(seen.epoch_end[1].find_metric("mse") == nullptr);
+  CHECK_THROWS_WITH_AS(history.metric("mse"),
+                       "fit_history::metric: no metric is named 'mse'; the history has mean_absolute_error, rmse, "
+                       "weighted_mae, val_mean_absolute_error, val_rmse, val_weighted_mae",
+                       fx::invalid_argument);
   // The epoch's line.
   CHECK(log.str().find(" - mean_absolute_error: ") != std::string::npos);
   CHECK(log.str().find(" - val_rmse: ") != std::string::npos);
@@ -147,7 +151,7 @@ TEST_CASE("fit metrics: a tagger's mask reaches them; Keras's top-k and class we
   fx::metrics::sparse_top_k_categorical_accuracy top2{2, "top2"};
   const auto history = fx::fit(net, frozen, cross_entropy, data, {.epochs = 1, .verbose = 0, .metrics = {&accuracy, &top2}});
   REQUIRE(history.accuracy.size() == 1);
-  CHECK(history.metrics.at("same_accuracy")[0] == history.accuracy[0]);  // fit's own, through the interface
+  CHECK(history.metric("same_accuracy")[0] == history.accuracy[0]);  // fit's own, through the interface
   double hits = 0, n = 0;
   for (const auto& [x, y] : data) {
     const auto scores = fx::tensor<float>(net(x, false)).to_vector();
@@ -159,7 +163,7 @@ TEST_CASE("fit metrics: a tagger's mask reaches them; Keras's top-k and class we
       ++n;
     }
   }
-  CHECK(history.metrics.at("top2")[0] == doctest::Approx(hits / n).epsilon(1e-12));
+  CHECK(history.metric("top2")[0] == doctest::Approx(hits / n).epsilon(1e-12));
 
   // Monitoring a metric by name: top2 rises (mode max, from the name), the error falls.
   CHECK(fx::monitor{"val_top2"}.maximized() == false);  // "top2" does not say; give the mode
@@ -209,8 +213,8 @@ TEST_CASE("fit metrics: a tagger's mask reaches them; Keras's top-k and class we
         ++count0;
       }
   }
-  CHECK(by_class.metrics.at("plain")[0] == history.accuracy[0]);
-  CHECK(by_class.metrics.at("weighted")[0] == doctest::Approx(count0 > 0 ? right0 / count0 : 0.0));
+  CHECK(by_class.metric("plain")[0] == history.accuracy[0]);
+  CHECK(by_class.metric("weighted")[0] == doctest::Approx(count0 > 0 ? right0 / count0 : 0.0));
 }
 
 TEST_CASE("fit metrics: the CSV log has their columns, sorted as Keras's; bad metric lists are refused") {

@@ -1,0 +1,36 @@
+// Compile-time benchmark: fit_program.cpp (the first program a new user writes from the README with
+// the model layer) with Keras's metrics and EarlyStopping added (stop 57): a top-3 accuracy reported
+// by fit, and early stopping that watches its validation value and restores the best weights.
+// scripts/measure-compile-time.sh compiles it header-only and with prebuilt kernels, beside
+// fit_program.cpp; the difference is what using them costs. It runs too (link fluxion::zlib,
+// -DFLUXION_HAS_ZLIB=1).
+#include <fluxion/data.hpp>
+#include <fluxion/fluxion.hpp>
+#ifndef FIT_PROGRAM_NO_CHECKPOINT
+#include <fluxion/checkpoint.hpp>
+#endif
+
+#include <iostream>
+
+namespace fx = fluxion;
+namespace nn = fluxion::nn;
+
+int main() {
+  auto net = nn::sequential(nn::input<28, 28, 1>{}, nn::flatten{}, nn::dense<128>{}, nn::relu{},
+                            nn::dropout{0.2}, nn::dense<10>{});
+  fx::optim::adam opt{1e-3};
+  auto loss = [](auto logits, auto labels) { return fx::losses::sparse_softmax_cross_entropy(logits, labels); };
+  auto train = fx::datasets::fashion_mnist("train").shuffle(60000, 1).batch(128).prefetch(2);
+  auto test = fx::datasets::fashion_mnist("test").batch(1000);
+  fx::metrics::sparse_top_k_categorical_accuracy top3{3};
+  fx::early_stopping stop{net, {.patience = 2, .monitor = "val_sparse_top_k_categorical_accuracy", .restore_best_weights = true}};
+  auto history = fx::fit(net, opt, loss, train, {.epochs = 2, .callbacks = {&stop}, .metrics = {&top3}}, test);
+  fx::evaluation r = fx::evaluate(net, loss, test);
+  std::cout << "test loss " << r.loss << " accuracy " << r.accuracy << "\n";
+  std::cout << net.summary();
+#ifndef FIT_PROGRAM_NO_CHECKPOINT
+  fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}};
+  ckpt.save("fit_program.safetensors");
+#endif
+  return 0;
+}
