@@ -434,11 +434,28 @@ TEST_CASE("cuda nn: fx::fit of a tagger whose mask reaches the loss, with sample
     return fx::losses::sparse_softmax_cross_entropy(logits, l, weights);
   };
   const fx::fit_options options{.epochs = 3, .verbose = 0, .handle_interrupt = false, .class_weight = {1.0, 2.0, 0.5}};
-  const auto host_history = fx::fit(host, host_opt, loss, fx::data::tensors(x, y, w).batch(8), options);
-  const auto dev_history = fx::fit(dev, dev_opt, loss, fx::data::tensors(x, y, w).batch(8).prefetch_to<fx::cuda>(2), options);
+  // With Keras's metrics (plain and weighted; the device's outputs are copied back for them) and
+  // early stopping that keeps the device model's best variables (stop 57).
+  fx::metrics::sparse_categorical_accuracy host_plain{"plain"}, dev_plain{"plain"}, host_weighted{"weighted"},
+      dev_weighted{"weighted"};
+  fx::early_stopping host_best{host, {.patience = 5, .monitor = "loss", .restore_best_weights = true}};
+  fx::early_stopping dev_best{dev, {.patience = 5, .monitor = "loss", .restore_best_weights = true}};
+  fx::fit_options host_options = options, dev_options = options;
+  host_options.callbacks = {&host_best};
+  host_options.metrics = {&host_plain};
+  host_options.weighted_metrics = {&host_weighted};
+  dev_options.callbacks = {&dev_best};
+  dev_options.metrics = {&dev_plain};
+  dev_options.weighted_metrics = {&dev_weighted};
+  const auto host_history = fx::fit(host, host_opt, loss, fx::data::tensors(x, y, w).batch(8), host_options);
+  const auto dev_history = fx::fit(dev, dev_opt, loss, fx::data::tensors(x, y, w).batch(8).prefetch_to<fx::cuda>(2), dev_options);
   REQUIRE(dev_history.loss.size() == 3);
   check_values(dev_history.loss, host_history.loss, 1e-4);
   check_values(dev_history.accuracy, host_history.accuracy, 1e-6);
+  check_values(dev_history.metric("plain"), host_history.metric("plain"), 1e-6);
+  check_values(dev_history.metric("weighted"), host_history.metric("weighted"), 1e-6);
+  check_values(dev_history.metric("plain"), dev_history.accuracy, 1e-12);  // the mask reaches it, as fit's own
+  CHECK(dev_best.best_epoch() == host_best.best_epoch());
   CHECK(dev_history.loss.back() < dev_history.loss.front());
   const fx::evaluation e = fx::evaluate(dev, loss, fx::data::tensors(x, y).batch(8).prefetch_to<fx::cuda>(1));
   const fx::evaluation want = fx::evaluate(host, loss, fx::data::tensors(x, y).batch(8));
