@@ -27,8 +27,8 @@
 #   - bench/compile/fit_program.cpp, a user's first program with the model layer (fit, evaluate,
 #     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels (with and
 #     without the GRU's declarations, which fluxion_target_prebuilt_kernels adds by default);
-#   - bench/compile/fit_metrics_program.cpp, the same with a top-k metric and early stopping on it
-#     (stop 57), header-only and with prebuilt kernels;
+#     and with a top-3 metric and early stopping on it (-DFIT_PROGRAM_METRICS, stop 57), header-only
+#     and with prebuilt kernels;
 #   - bench/compile/newcomer_gru.cpp, the program a newcomer writes with a GRU (stop 53):
 #     header-only, with prebuilt kernels alone (NO_GRU) and with the GRU's set;
 #   - the README's "Gradients" program (stop 54), at derivative order 2 as written and at 1;
@@ -218,9 +218,9 @@ row "  ... with FLUXION_PREBUILT_KERNELS" "$(best "$cxx" "${flags[@]}" -DFLUXION
 row "  ... with FLUXION_PREBUILT_KERNELS and FLUXION_PREBUILT_GRU (the default since stop 53; no GRU here)" \
   "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -DFLUXION_PREBUILT_GRU "${fit[@]}")"
 # The same program with a metric and Keras 3's EarlyStopping watching it (stop 57): what using them costs.
-fit_metrics=(-DFLUXION_HAS_ZLIB=1 -c bench/compile/fit_metrics_program.cpp -o "$scratch/out.o")
-row "bench/compile/fit_metrics_program.cpp (+ a metric, early stopping)" "$(best "$cxx" "${flags[@]}" "${fit_metrics[@]}")"
-row "  ... with FLUXION_PREBUILT_KERNELS" "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS "${fit_metrics[@]}")"
+row "  ... with a metric and early stopping (FIT_PROGRAM_METRICS)" "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_METRICS "${fit[@]}")"
+row "  ... with both and FLUXION_PREBUILT_KERNELS" \
+  "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_METRICS -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
 
 # The program a newcomer writes with a GRU (stop 53): header-only, with prebuilt kernels alone
 # (NO_GRU) and with the GRU's set (fluxion_target_prebuilt_kernels's default).

@@ -1,7 +1,8 @@
 // Compile-time benchmark: the first program a new user writes from the README with the model layer:
 // a small MLP trained on Fashion-MNIST by fx::fit with validation data, evaluated, summarized and
 // saved with its optimizer. scripts/measure-compile-time.sh compiles it header-only, without the
-// checkpoint (-DFIT_PROGRAM_NO_CHECKPOINT), at CMake Release's -O3, and with prebuilt kernels;
+// checkpoint (-DFIT_PROGRAM_NO_CHECKPOINT), at CMake Release's -O3, with prebuilt kernels, and with
+// a top-3 metric and early stopping on it (-DFIT_PROGRAM_METRICS, stop 57: what using them costs);
 // README "Your own program" quotes the figures. It runs too (link fluxion::zlib, -DFLUXION_HAS_ZLIB=1),
 // and trains for 2 epochs in a few seconds.
 #include <fluxion/data.hpp>
@@ -22,7 +23,13 @@ int main() {
   auto loss = [](auto logits, auto labels) { return fx::losses::sparse_softmax_cross_entropy(logits, labels); };
   auto train = fx::datasets::fashion_mnist("train").shuffle(60000, 1).batch(128).prefetch(2);
   auto test = fx::datasets::fashion_mnist("test").batch(1000);
+#ifdef FIT_PROGRAM_METRICS  // stop 57: a Keras metric, and Keras 3's EarlyStopping watching it
+  fx::metrics::sparse_top_k_categorical_accuracy top3{3};
+  fx::early_stopping stop{net, {.patience = 2, .monitor = "val_sparse_top_k_categorical_accuracy", .restore_best_weights = true}};
+  auto history = fx::fit(net, opt, loss, train, {.epochs = 2, .callbacks = {&stop}, .metrics = {&top3}}, test);
+#else
   auto history = fx::fit(net, opt, loss, train, {.epochs = 2}, test);
+#endif
   fx::evaluation r = fx::evaluate(net, loss, test);
   std::cout << "test loss " << r.loss << " accuracy " << r.accuracy << "\n";
   std::cout << net.summary();

@@ -90,7 +90,9 @@ struct fit_logs {
   bool has_validation = false;  // at on_epoch_end, when fit was given validation data:
   double val_loss = 0;          //   the loss on it (mean over examples)
   double val_accuracy = -1;     //   sparse categorical accuracy on it, -1 when not computed
-  /// fit_options::metrics' and weighted_metrics' results so far in the epoch, by name.
+  /// fit_options::metrics' and weighted_metrics' results so far in the epoch, by name (after a
+  /// step, as the accuracy: only where the progress bar or a callback's reads_batch_metrics shows
+  /// them, else empty).
   std::vector<std::pair<std::string, double>> metrics = {};
   /// At on_epoch_end with validation data: theirs on it, named "val_<name>".
   std::vector<std::pair<std::string, double>> val_metrics = {};
@@ -1248,7 +1250,8 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
       bool shown = draw;
       for (callback* c : options.callbacks) shown = shown || c->reads_batch_metrics(logs);
       logs.accuracy = has_accuracy && shown ? accuracy.result() : -1;
-      if (!metric_list.empty()) logs.metrics = metric_list.results();  // on the host already
+      // As the accuracy: only where something shows them (the epoch's end always has them).
+      if (!metric_list.empty()) logs.metrics = shown ? metric_list.results() : decltype(logs.metrics){};
       for (callback* c : options.callbacks) c->on_batch_end(logs);
       if (draw) {
         out << "\r" << detail::progress_line(logs, total) << "\x1b[K" << std::flush;

@@ -129,6 +129,18 @@ TEST_CASE("fit metrics: each epoch's training and validation metrics equal a nai
   CHECK(log.str().find(" - mean_absolute_error: ") != std::string::npos);
   CHECK(log.str().find(" - val_rmse: ") != std::string::npos);
 
+  // Where nothing shows a step's values, the step's logs have none (as the accuracy's -1); the
+  // epoch's end has them.
+  struct quiet : logs_seen {
+    bool reads_batch_metrics(const fx::fit_logs&) const override { return false; }
+  } unread;
+  fx::fit(net, frozen, mse_loss, train, {.epochs = 1, .verbose = 0, .callbacks = {&unread}, .metrics = {&mae}});
+  REQUIRE(unread.batch_end.size() == 3);
+  CHECK(unread.batch_end[2].metrics.empty());
+  REQUIRE(unread.epoch_end.size() == 1);
+  CHECK(unread.epoch_end[0].metrics.size() == 1);
+  CHECK(unread.epoch_end[0].metrics[0].second == doctest::Approx(want).epsilon(1e-6));
+
   // evaluate with the same metrics, by itself.
   const fx::evaluation e = fx::evaluate(net, mse_loss, validation, {.metrics = {&mae}});
   REQUIRE(e.metrics.size() == 1);
