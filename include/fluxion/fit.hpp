@@ -810,19 +810,10 @@ bool update_accuracy(metrics::detail::sparse_accuracy_counter& accuracy, const Y
   return false;
 }
 
-/// Values read to the host as doubles with their shape (a device's copied back), out of
-/// autodiff's sight: plain loops, so that fit and evaluate compile no statement for their metrics.
-struct host_array {
-  std::vector<double> values;
-  shape dims;
-};
-template <class X>
-host_array host_array_of(const X& x) {
-  fluxion::detail::materialize_depth hidden_from_autodiff;
-  const auto t = fluxion::detail::materialize(fluxion::detail::as_expr<const X&>(x));
-  const auto v = t.to_vector();
-  return {std::vector<double>(v.begin(), v.end()), t.shape()};
-}
+/// Values on the host as doubles with their shape (a device's copied back), out of autodiff's
+/// sight, read by plain loops so that fit and evaluate compile no statement for their metrics: the
+/// metrics' own reader.
+using host_array = metrics::detail::host_values;
 
 /// The metrics fit and evaluate update (fit_options::metrics and weighted_metrics).
 template <class Unused = void>  // compiled only where fit or evaluate is
@@ -914,10 +905,10 @@ using metric_lists = basic_metric_lists<>;
 template <class Out, class Element>
 __attribute__((noinline)) void update_metrics_now(const metric_lists& lists, const Out& out, const Element& element,
                                                   const std::vector<double>& class_weight) {
-  const host_array y_true = host_array_of(std::get<1>(element)), y_pred = host_array_of(out.output);
+  const host_array y_true = metrics::detail::read(std::get<1>(element)), y_pred = metrics::detail::read(out.output);
   std::optional<host_array> w, mask;
-  if constexpr (std::tuple_size_v<std::remove_cvref_t<Element>> >= 3) w = host_array_of(std::get<2>(element));
-  if constexpr (has_mask<Out>) mask = host_array_of(out.mask);
+  if constexpr (std::tuple_size_v<std::remove_cvref_t<Element>> >= 3) w = metrics::detail::read(std::get<2>(element));
+  if constexpr (has_mask<Out>) mask = metrics::detail::read(out.mask);
   lists.update(y_true, y_pred, w ? &*w : nullptr, mask ? &*mask : nullptr, class_weight);
 }
 template <class Out, class Element>
