@@ -28,7 +28,8 @@
 #     a checkpoint): header-only, without the checkpoint, at -O3, with prebuilt kernels (with and
 #     without the GRU's declarations, which fluxion_target_prebuilt_kernels adds by default);
 #     and with a top-3 metric and early stopping on it (-DFIT_PROGRAM_METRICS, stop 57), header-only
-#     and with prebuilt kernels;
+#     and with prebuilt kernels, and with a mean IoU besides (-DFIT_PROGRAM_IOU, stop 58) with
+#     prebuilt kernels;
 #   - bench/compile/newcomer_gru.cpp, the program a newcomer writes with a GRU (stop 53):
 #     header-only, with prebuilt kernels alone (NO_GRU) and with the GRU's set;
 #   - the README's "Gradients" program (stop 54), at derivative order 2 as written and at 1;
@@ -221,6 +222,9 @@ row "  ... with FLUXION_PREBUILT_KERNELS and FLUXION_PREBUILT_GRU (the default s
 row "  ... with a metric and early stopping (FIT_PROGRAM_METRICS)" "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_METRICS "${fit[@]}")"
 row "  ... with both and FLUXION_PREBUILT_KERNELS" \
   "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_METRICS -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
+# And a mean IoU besides (stop 58): what a confusion-matrix metric adds.
+row "  ... and a mean IoU (FIT_PROGRAM_IOU), with FLUXION_PREBUILT_KERNELS" \
+  "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_METRICS -DFIT_PROGRAM_IOU -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
 
 # The program a newcomer writes with a GRU (stop 53): header-only, with prebuilt kernels alone
 # (NO_GRU) and with the GRU's set (fluxion_target_prebuilt_kernels's default).

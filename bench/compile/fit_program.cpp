@@ -2,7 +2,8 @@
 // a small MLP trained on Fashion-MNIST by fx::fit with validation data, evaluated, summarized and
 // saved with its optimizer. scripts/measure-compile-time.sh compiles it header-only, without the
 // checkpoint (-DFIT_PROGRAM_NO_CHECKPOINT), at CMake Release's -O3, with prebuilt kernels, and with
-// a top-3 metric and early stopping on it (-DFIT_PROGRAM_METRICS, stop 57: what using them costs);
+// a top-3 metric and early stopping on it (-DFIT_PROGRAM_METRICS, stop 57: what using them costs;
+// with -DFIT_PROGRAM_IOU too, stop 58, a mean IoU as well);
 // README "Your own program" quotes the figures. It runs too (link fluxion::zlib, -DFLUXION_HAS_ZLIB=1),
 // and trains for 2 epochs in a few seconds.
 #include <fluxion/data.hpp>
@@ -25,8 +26,15 @@ int main() {
   auto test = fx::datasets::fashion_mnist("test").batch(1000);
 #ifdef FIT_PROGRAM_METRICS  // stop 57: a Keras metric, and Keras 3's EarlyStopping watching it
   fx::metrics::sparse_top_k_categorical_accuracy top3{3};
+#ifdef FIT_PROGRAM_IOU  // stop 58: and a confusion-matrix metric, Keras's MeanIoU of the classes
+  fx::metrics::mean_iou miou{10, {.sparse_y_pred = false}};
+#define FIT_PROGRAM_MORE_METRICS , &miou
+#else
+#define FIT_PROGRAM_MORE_METRICS
+#endif
   fx::early_stopping stop{net, {.patience = 2, .monitor = "val_sparse_top_k_categorical_accuracy", .restore_best_weights = true}};
-  auto history = fx::fit(net, opt, loss, train, {.epochs = 2, .callbacks = {&stop}, .metrics = {&top3}}, test);
+  auto history =
+      fx::fit(net, opt, loss, train, {.epochs = 2, .callbacks = {&stop}, .metrics = {&top3 FIT_PROGRAM_MORE_METRICS}}, test);
 #else
   auto history = fx::fit(net, opt, loss, train, {.epochs = 2}, test);
 #endif

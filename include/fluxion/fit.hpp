@@ -110,7 +110,7 @@ struct fit_logs {
 /// training loss), fx::monitor::loss, val_loss, accuracy, val_accuracy, or one of
 /// fit_options::metrics by its name in the logs: fx::monitor{"val_mean_absolute_error"} (stop 57).
 /// Losses and errors improve downward (Keras's mode "min"); with mode::automatic, names that end in
-/// "accuracy", "acc", "precision", "recall" or "auc" (after any "val_") improve upward ("max"), as
+/// "accuracy", "acc", "precision", "recall", "auc" or "iou" (after any "val_") improve upward ("max"), as
 /// Keras's metrics' directions; mode::min or mode::max says so for any other. A min_delta or a
 /// baseline is in the monitored quantity's own units either way.
 class monitor {
@@ -138,7 +138,7 @@ class monitor {
       : m_builtin(builtin), m_automatic(automatic), m_maximized(maximized) {}
   static bool upward(std::string_view name) {
     if (name.substr(0, 4) == "val_") name.remove_prefix(4);
-    for (std::string_view suffix : {"accuracy", "acc", "precision", "recall", "auc"})
+    for (std::string_view suffix : {"accuracy", "acc", "precision", "recall", "auc", "iou"})
       if (name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return true;
     return false;
   }

@@ -168,6 +168,20 @@ auto doubles(const X& x) {
   return tensor<double, D>(cast<double>(hidden_value(x)));
 }
 
+/// The shape sample weights of shape `weights` take against values of shape `values`: weights of
+/// the values' leading axes weigh whole examples ((batch,) for (batch, k) values: (batch, 1)); any
+/// other shape must broadcast to the values'.
+inline shape leading_weights_shape(const shape& values, const shape& weights, const std::string& metric) {
+  shape weights_shape = weights;
+  if (weights_shape.rank() < values.rank() && std::equal(weights_shape.begin(), weights_shape.end(), values.begin()))
+    while (weights_shape.rank() < values.rank()) weights_shape.push_back(1);
+  const auto b = try_broadcast_shapes(values, weights_shape);
+  if (!b || !(*b == values))
+    throw shape_error(metric + ".update: sample_weight of shape " + to_string(weights) +
+                      " does not broadcast to the values' shape " + to_string(values));
+  return weights_shape;
+}
+
 /// Keras's Mean: a weighted total and a weight count.
 class weighted_mean {
  public:
@@ -246,18 +260,8 @@ class weighted_mean {
     m_count += static_cast<double>(v.values.size());
   }
 
-  /// The shape weights of shape `weights` take against values of shape `values`: weights of the
-  /// values' leading axes weigh whole examples ((batch,) for (batch, k) values: (batch, 1)); any
-  /// other shape must broadcast to the values'.
   shape leading_weights_shape(const shape& values, const shape& weights) const {
-    shape weights_shape = weights;
-    if (weights_shape.rank() < values.rank() && std::equal(weights_shape.begin(), weights_shape.end(), values.begin()))
-      while (weights_shape.rank() < values.rank()) weights_shape.push_back(1);
-    const auto b = try_broadcast_shapes(values, weights_shape);
-    if (!b || !(*b == values))
-      throw shape_error(m_name + ".update: sample_weight of shape " + to_string(weights) +
-                        " does not broadcast to the values' shape " + to_string(values));
-    return weights_shape;
+    return detail::leading_weights_shape(values, weights, m_name);
   }
 
   void accumulate(const host_values& v, const host_values& w) {
@@ -685,3 +689,4 @@ using precision = detail::selected_mean<true>;
 using recall = detail::selected_mean<false>;
 
 }  // namespace fluxion::metrics
+#include "metrics/confusion.hpp"  // auc and the iou metrics

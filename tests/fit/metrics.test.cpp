@@ -161,7 +161,13 @@ TEST_CASE("fit metrics: a tagger's mask reaches them; Keras's top-k and class we
   fx::optim::sgd frozen{0.0};
   fx::metrics::sparse_categorical_accuracy accuracy{"same_accuracy"};
   fx::metrics::sparse_top_k_categorical_accuracy top2{2, "top2"};
-  const auto history = fx::fit(net, frozen, cross_entropy, data, {.epochs = 1, .verbose = 0, .metrics = {&accuracy, &top2}});
+  fx::metrics::mean_iou miou{5, {.sparse_y_pred = false}};
+  const auto history =
+      fx::fit(net, frozen, cross_entropy, data, {.epochs = 1, .verbose = 0, .metrics = {&accuracy, &top2, &miou}});
+  fx::metrics::mean_iou direct{5, {.sparse_y_pred = false}};  // the same batches, updated by hand
+  for (const auto& [x, y] : data) direct.update(y, net(x, false));
+  CHECK(history.metric("mean_iou")[0] == doctest::Approx(direct.result()).epsilon(1e-12));
+  CHECK(direct.result() > 0);
   REQUIRE(history.accuracy.size() == 1);
   CHECK(history.metric("same_accuracy")[0] == history.accuracy[0]);  // fit's own, through the interface
   double hits = 0, n = 0;
@@ -182,6 +188,8 @@ TEST_CASE("fit metrics: a tagger's mask reaches them; Keras's top-k and class we
   CHECK(fx::monitor{"val_top2", fx::monitor::mode::max}.maximized());
   CHECK(fx::monitor{"val_sparse_top_k_categorical_accuracy"}.maximized());
   CHECK(fx::monitor{"precision"}.maximized());
+  CHECK(fx::monitor{"val_auc"}.maximized());
+  CHECK(fx::monitor{"val_mean_iou"}.maximized());
   CHECK_FALSE(fx::monitor{"val_mean_absolute_error"}.maximized());
   fx::early_stopping on_top2{{.patience = 0, .monitor = fx::monitor{"top2", fx::monitor::mode::max}}};
   on_top2.on_train_begin();

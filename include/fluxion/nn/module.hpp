@@ -267,6 +267,12 @@ concept device_generic_layer = requires { requires L::device_generic; };
 /// `for_each_variable(prefix, visitor)`. Device is where the variables live (and the layer runs).
 template <class Derived, class T, class Device = cpu>
 class layer_base {
+  // A newcomer's Keras habit, Dense(16, activation="relu"), written nn::dense<16, nn::relu>: said
+  // here, before the variables' own "tensor<T>: T must be float, ..." (stop 58).
+  static_assert(is_element_type_v<T>,
+                "fluxion::nn: a layer's second template argument is its element type (float or double), not an "
+                "activation; put the activation after the layer as a layer of its own: nn::dense<16>{}, nn::relu{}.");
+
  public:
   using value_type = T;
   using device_type = Device;

@@ -268,3 +268,62 @@ TEST_CASE("cuda metrics: Keras's regression, binary, top-k, precision and recall
   CHECK(want[5] > 0);  // precision
   CHECK(want[7] > 0);  // top-2
 }
+
+TEST_CASE("cuda metrics: auc and the IoU metrics count on the device and read nothing back until a result") {
+  namespace metrics = fx::metrics;
+  const auto p = filled<float>({8, 3}, 70, 0.0, 1.0);
+  const auto u = filled<float>({8, 3}, 71, 0.0, 1.0);
+  const fx::tensor<float> y(fx::cast<float>(u < p));  // labels that follow the scores
+  const auto w = filled<float>({8}, 72, 0.0, 2.0);
+  fx::tensor<std::int32_t> classes(fx::shape{8});
+  for (int i = 0; i < 8; ++i) classes.mutable_data()[i] = i == 5 ? 9 : (i * 2) % 3;  // 9: ignored
+  struct all_metrics {
+    metrics::auc roc;
+    metrics::auc pr{{.curve = metrics::auc_curve::pr, .multi_label = true}};
+    metrics::auc logits{{.num_thresholds = 50, .label_weights = {1, 2, 0.5}, .from_logits = true}};
+    metrics::mean_iou segments{3, {.ignore_class = 9, .sparse_y_pred = false}};
+    metrics::binary_iou binary;
+    std::vector<double> results() const {
+      return {roc.result(), pr.result(), logits.result(), segments.result(), binary.result()};
+    }
+  } on_cpu, on_device;
+  auto feed = [](all_metrics& m, const auto& y, const auto& p, const auto& classes, const auto& w) {
+    for (int b = 0; b < 2; ++b) {
+      m.roc.update(y, p, w);
+      m.pr.update(y, p);
+      m.logits.update(y, p * 4.0f - 2.0f);
+      m.segments.update(classes, p, w);
+      m.binary.update(y, p, w);
+    }
+  };
+  const auto pd = fx::to<fx::cuda>(p);
+  const auto yd = fx::to<fx::cuda>(y);
+  const auto cd = fx::to<fx::cuda>(classes);
+  const auto wd = fx::to<fx::cuda>(w);
+  const std::int64_t before = host_reads();
+  feed(on_device, yd, pd, cd, wd);
+  CHECK(host_reads() == before);
+  feed(on_cpu, y, p, classes, w);
+  const auto want = on_cpu.results();
+  check_values(on_device.results(), want, 1e-12);
+  for (double r : want) CHECK(r > 0.2);
+  const auto cm_dev = on_device.segments.confusion_matrix().to_vector(), cm_cpu = on_cpu.segments.confusion_matrix().to_vector();
+  check_values(cm_dev, cm_cpu, 1e-12);
+
+  // What a device's update cannot check without waiting is refused at the next read, naming the metric.
+  metrics::auc bad_auc;
+  const auto tripled = fx::to<fx::cuda>(fx::tensor<float>(p * 3.0f));
+  const std::int64_t before_bad = host_reads();
+  bad_auc.update(yd, tripled);
+  CHECK(host_reads() == before_bad);
+  CHECK_THROWS_WITH_AS(bad_auc.result(),
+                       doctest::Contains("values of y_pred given since the last reset were not probabilities in [0, 1]"),
+                       fx::invalid_argument);
+  bad_auc.reset();
+  bad_auc.update(yd, pd);
+  CHECK(bad_auc.result() == doctest::Approx(want[0]).epsilon(0.2));
+  metrics::mean_iou bad_iou(2);
+  bad_iou.update(cd, cd);  // class 2 (and 9) is not among 2 classes
+  CHECK_THROWS_WITH_AS(bad_iou.result(), doctest::Contains("class ids given since the last reset were not integers in [0, 2)"),
+                       fx::invalid_argument);
+}
