@@ -14,6 +14,8 @@
 #     nn::compile_step (issue 13);
 #   - bench/compile/global_pool.cpp: a CNN with nn::global_avg_pool2d, and the same with
 #     avg_pool2d + flatten in its place (what the layer costs a program);
+#   - bench/compile/sequence_cnn.cpp: a causal, dilated 1-D CNN with nn::conv1d and max_pool1d, and
+#     the same depth of conv2d and max_pool2d in their place (stop 58);
 #   - bench/compile/recurrent.cpp: Keras's text classifier with nn::gru, then with nn::lstm, each
 #     header-only and with prebuilt kernels, the GRU also with the library's GRU set (what each
 #     recurrent layer costs a program), then the LSTM with an encoder-decoder beside it
@@ -160,6 +162,11 @@ variant_row() {
 variant_row "bench/compile/global_pool.cpp, nn::global_avg_pool2d" bench/compile/global_pool.cpp -DFLUXION_GLOBAL_POOL=1
 variant_row "bench/compile/global_pool.cpp, avg_pool2d<7> + flatten instead" bench/compile/global_pool.cpp \
   -DFLUXION_GLOBAL_POOL=0
+
+# conv1d and the 1-D pools (stop 58) against the same depth of conv2d and 2-D pooling.
+variant_row "bench/compile/sequence_cnn.cpp, nn::conv1d (causal, dilated) and max_pool1d" bench/compile/sequence_cnn.cpp \
+  -DFLUXION_CONV1D=1
+variant_row "bench/compile/sequence_cnn.cpp, conv2d and max_pool2d instead" bench/compile/sequence_cnn.cpp -DFLUXION_CONV1D=0
 
 # The recurrent layers in a text classifier, header-only and with prebuilt kernels (the GRU's with
 # the library's GRU set, FLUXION_PREBUILT_GRU, in by default since stop 53, and without it: NO_GRU).

@@ -7,6 +7,7 @@
 #include "nn/attention.hpp"
 #include "nn/batch_norm.hpp"
 #include "nn/bidirectional.hpp"
+#include "nn/conv1d.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/conv2d_transpose.hpp"
 #include "nn/dense.hpp"

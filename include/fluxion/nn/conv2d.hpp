@@ -51,12 +51,14 @@ tensor<T, Device> conv2d_forward(const tensor<T, Device>& x, const variable<T, D
   }
   return tensor<T, Device>(epilogue(fluxion::conv2d(x, kernel, strides, pad, dilations) + bias));
 }
-/// What conv2d and conv2d_transpose share: a kernel and a bias of Filters, built on the first
-/// (batch, height, width, channels) input, Keras's names, the input's checks. Derived gives
-/// base_name and initial_kernel(gen, in_channels).
-template <class Derived, index_t Filters, class T, class Device>
+/// What conv1d, conv2d and conv2d_transpose share: a kernel and a bias of Filters, built on the
+/// first input of rank Rank + 1 ((batch, height, width, channels), or (batch, steps, channels) for
+/// Rank 2), Keras's names, the input's checks. Derived gives base_name and initial_kernel(gen,
+/// in_channels).
+template <class Derived, index_t Filters, class T, class Device, int Rank = 3>
 class kernel_bias_layer : public layer_base<Derived, T, Device> {
   using base = layer_base<Derived, T, Device>;
+  static constexpr const char* layout = Rank == 3 ? "(batch, height, width, channels)" : "(batch, steps, channels)";
 
  public:
   static constexpr bool names_itself = true;
@@ -65,11 +67,10 @@ class kernel_bias_layer : public layer_base<Derived, T, Device> {
 
   bool built() const noexcept { return m_kernel.has_value(); }
   void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
-    if (per_example.rank() != 3)
-      throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
-                        "': expects (batch, height, width, channels) input, got (batch, " +
-                        to_string(per_example).substr(1));
-    m_in = per_example[2];
+    if (per_example.rank() != Rank)
+      throw shape_error(std::string(Derived::base_name) + " '" + this->m_name + "': expects " + layout +
+                        " input, got (batch, " + to_string(per_example).substr(1));
+    m_in = per_example[Rank - 1];
     m_kernel.emplace(static_cast<const Derived&>(*this).initial_kernel(gen, m_in), this->m_name + "/kernel");
     m_bias.emplace(zeros<T, Device>({Filters}), this->m_name + "/bias");
   }
@@ -91,15 +92,15 @@ class kernel_bias_layer : public layer_base<Derived, T, Device> {
  protected:
   explicit kernel_bias_layer(std::string name) : base(name.empty() ? Derived::base_name : std::move(name)) {}
 
-  /// Builds the layer on its first input; throws unless `s` is (batch, height, width, m_in).
+  /// Builds the layer on its first input; throws unless `s` is (batch, ..., m_in) of rank Rank + 1.
   void check_input(const fluxion::shape& s) {
-    if (s.rank() != 4)
-      throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
-                        "': expects input of shape (batch, height, width, channels), got " + to_string(s));
-    if (!built()) build(fluxion::shape{s[1], s[2], s[3]});
-    if (s[3] != m_in)
+    if (s.rank() != Rank + 1)
+      throw shape_error(std::string(Derived::base_name) + " '" + this->m_name + "': expects input of shape " + layout +
+                        ", got " + to_string(s));
+    if (!built()) build(fluxion::shape(s.begin() + 1, s.end()));
+    if (s[Rank] != m_in)
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name + "': the input has " +
-                        std::to_string(s[3]) + " channels, the layer was built for " + std::to_string(m_in) +
+                        std::to_string(s[Rank]) + " channels, the layer was built for " + std::to_string(m_in) +
                         " (input shape " + to_string(s) + ")");
   }
   index_t m_in = 0;

@@ -151,6 +151,15 @@ auto global_max_sequence(std::uint64_t seed) {
                         nn::reshape<36, 4>{}, nn::global_max_pool1d<fx::keepdims>{}, nn::flatten{}, nn::dense<5>{});
 }
 
+/// Keras's Conv1D (causal and dilated, same and strided) and 1-D pooling on either device.
+template <class Device>
+auto sequence_cnn(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<12, 3>::template on<Device>{}, nn::conv1d<4, 3, nn::causal, 1, 2>{},
+                        nn::relu{}, nn::max_pool1d<2>{}, nn::conv1d<4, 2, nn::same, 2>{}, nn::avg_pool1d<2, 1, nn::same>{},
+                        nn::flatten{}, nn::dense<5>{});
+}
+
 /// Keras's other activations on either device, each after a dense layer.
 template <class Device>
 auto activations_mlp(std::uint64_t seed) {
@@ -233,6 +242,13 @@ TEST_CASE("cuda nn: global average and max pooling on the device train as on the
   auto host_max = global_max_sequence<fx::cpu>(13);
   auto dev_max = global_max_sequence<fx::cuda>(13);
   check_trains_as_on_the_cpu(host_max, dev_max, filled<float>({8, 6, 6, 2}, 24));
+}
+
+TEST_CASE("cuda nn: conv1d (causal, dilated, strided) and the 1-D pools on the device train as on the cpu") {
+  auto host = sequence_cnn<fx::cpu>(16);
+  auto dev = sequence_cnn<fx::cuda>(16);
+  CHECK(dev.layer<0>().kernel().shape() == fx::shape{3, 3, 4});
+  check_trains_as_on_the_cpu(host, dev, filled<float>({8, 12, 3}, 27));
 }
 
 TEST_CASE("cuda nn: a CNN+LSTM (backpropagation through time) on the device trains as on the cpu") {
