@@ -182,6 +182,47 @@ inline shape leading_weights_shape(const shape& values, const shape& weights, co
   return weights_shape;
 }
 
+/// The weight of each element of values of shape `values`, row-major: w spread by
+/// leading_weights_shape's rule (a template only so that a program compiles it where it is used).
+template <class = void>
+std::vector<double> spread_weights(const host_values& w, const shape& values, const std::string& metric) {
+  const shape weights_shape = leading_weights_shape(values, w.dims, metric);
+  // Walk the values in row-major order with the weights' broadcast strides.
+  const int rank = values.rank(), shift = rank - weights_shape.rank();
+  std::vector<index_t> stride(static_cast<std::size_t>(rank), 0), index(static_cast<std::size_t>(rank), 0);
+  index_t acc = 1;
+  for (int d = weights_shape.rank() - 1; d >= 0; --d) {
+    if (weights_shape[d] != 1) stride[static_cast<std::size_t>(d + shift)] = acc;
+    acc *= weights_shape[d];
+  }
+  std::vector<double> out(static_cast<std::size_t>(values.size()));
+  index_t at = 0;
+  for (auto& weight : out) {
+    weight = w.values[static_cast<std::size_t>(at)];
+    for (int d = rank - 1; d >= 0; --d) {
+      const auto du = static_cast<std::size_t>(d);
+      at += stride[du];
+      if (++index[du] < values[d]) break;
+      at -= stride[du] * values[d];
+      index[du] = 0;
+    }
+  }
+  return out;
+}
+
+/// Throws unless y_true's shape ts and y_pred's ps are one, or differ by a last axis of 1 (Keras's
+/// squeeze_or_expand_to_same_rank).
+template <class = void>
+void check_same_shape(const shape& ts, const shape& ps, const std::string& metric) {
+  shape unit = ts;
+  unit.push_back(1);
+  shape pred_unit = ps;
+  pred_unit.push_back(1);
+  if (!(ts == ps) && !(unit == ps) && !(pred_unit == ts))
+    throw shape_error(metric + ".update: y_true of shape " + to_string(ts) + " and y_pred of shape " + to_string(ps) +
+                      " must have the same shape (or differ by a last axis of 1)");
+}
+
 /// Keras's Mean: a weighted total and a weight count.
 class weighted_mean {
  public:
@@ -265,27 +306,10 @@ class weighted_mean {
   }
 
   void accumulate(const host_values& v, const host_values& w) {
-    const shape weights_shape = leading_weights_shape(v.dims, w.dims);
-    // Walk the values in row-major order with the weights' broadcast strides.
-    const int rank = v.dims.rank(), shift = rank - weights_shape.rank();
-    std::vector<index_t> stride(static_cast<std::size_t>(rank), 0), index(static_cast<std::size_t>(rank), 0);
-    index_t acc = 1;
-    for (int d = weights_shape.rank() - 1; d >= 0; --d) {
-      if (weights_shape[d] != 1) stride[static_cast<std::size_t>(d + shift)] = acc;
-      acc *= weights_shape[d];
-    }
-    index_t at = 0;
-    for (double x : v.values) {
-      const double weight = w.values[static_cast<std::size_t>(at)];
-      m_total += x * weight;
-      m_count += weight;
-      for (int d = rank - 1; d >= 0; --d) {
-        const auto du = static_cast<std::size_t>(d);
-        at += stride[du];
-        if (++index[du] < v.dims[d]) break;
-        at -= stride[du] * v.dims[d];
-        index[du] = 0;
-      }
+    const std::vector<double> weight = spread_weights(w, v.dims, m_name);
+    for (std::size_t i = 0; i < v.values.size(); ++i) {
+      m_total += v.values[i] * weight[i];
+      m_count += weight[i];
     }
   }
 
@@ -346,8 +370,27 @@ class mean : public detail::weighted_mean {
 
 namespace detail {
 
+/// The last axis's argmax of each row of x on the host (ties give the first), with argmax_rows's
+/// errors; the shape loses the last axis.
+template <class = void>
+host_values host_argmax(const host_values& x, const std::string& metric, const char* what) {
+  const shape& s = x.dims;
+  if (s.rank() == 0)
+    throw shape_error(metric + ".update: " + what + " of shape () has no class axis; give it the shape (batch, classes)");
+  const index_t k = s[s.rank() - 1];
+  if (k == 0) throw shape_error(metric + ".update: " + what + " of shape " + to_string(s) + " has no classes");
+  host_values out{{}, shape(s.begin(), s.end() - 1)};
+  for (std::size_t row = 0; row * static_cast<std::size_t>(k) < x.values.size(); ++row) {
+    const auto first = x.values.begin() + static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(k));
+    out.values.push_back(static_cast<double>(std::max_element(first, first + k, [](double a, double b) { return a < b; }) - first));
+  }
+  return out;
+}
+
 /// The update() of the accuracies: Derived::matches(y_true, y_pred) gives each example's argmax
-/// and the class it should be, on one device; an example scores 1 when they agree.
+/// and the class it should be, on one device; an example scores 1 when they agree. Inputs whose
+/// y_pred is on the cpu are read to the host and compared by a loop, Derived::host_matches(t, p):
+/// a program compiles that in a fraction of the fused statements' time (stop 58).
 template <class Derived, class Base = mean_metric<Derived>>
 class accuracy_base : public Base {
  public:
@@ -355,11 +398,17 @@ class accuracy_base : public Base {
 
   template <tensor_like Y, tensor_like P>
   void update(const Y& y_true, const P& y_pred) {
-    this->add_scores(scores(y_true, y_pred));
+    if constexpr (on_accelerator<P>()) this->add_scores(scores(y_true, y_pred));
+    else this->accumulate(host_scores(read(y_true), read(y_pred)));
   }
   template <tensor_like Y, tensor_like P, tensor_or_scalar W>
   void update(const Y& y_true, const P& y_pred, const W& sample_weight) {
-    this->add_scores(scores(y_true, y_pred), sample_weight);
+    if constexpr (on_accelerator<P>()) {
+      this->add_scores(scores(y_true, y_pred), sample_weight);
+    } else {
+      const host_values s = host_scores(read(y_true), read(y_pred));
+      this->accumulate(s, read(sample_weight));
+    }
   }
 
  private:
@@ -367,6 +416,12 @@ class accuracy_base : public Base {
   auto scores(const Y& y_true, const P& y_pred) const {
     const auto [predicted, expected] = static_cast<const Derived&>(*this).matches(y_true, y_pred);
     return match_scores(predicted, expected);
+  }
+  host_values host_scores(const host_values& t, const host_values& p) const {
+    const auto [predicted, expected] = static_cast<const Derived&>(*this).host_matches(t, p);
+    host_values out{std::vector<double>(predicted.values.size()), predicted.dims};
+    for (std::size_t i = 0; i < out.values.size(); ++i) out.values[i] = predicted.values[i] == expected.values[i] ? 1.0 : 0.0;
+    return out;
   }
 };
 
@@ -399,6 +454,19 @@ auto sparse_matches(const Y& y_true, const P& y_pred, const std::string& metric)
   return std::pair{predicted, on_device_of<decltype(predicted)>(L(labels, predicted.shape()))};
 }
 
+/// sparse_matches on the host: (argmax(p) over the last axis, the labels t).
+template <class = void>
+std::pair<host_values, host_values> sparse_host_matches(const host_values& t, const host_values& p, const std::string& metric) {
+  host_values predicted = host_argmax(p, metric, "y_pred");
+  shape with_unit_axis = predicted.dims;
+  with_unit_axis.push_back(1);
+  if (!(t.dims == predicted.dims) && !(t.dims == with_unit_axis))
+    throw shape_error(metric + ".update: y_true of shape " + to_string(t.dims) + " does not fit y_pred of shape " +
+                      to_string(p.dims) + ": expected " + to_string(predicted.dims) + " or " + to_string(with_unit_axis));
+  host_values expected{t.values, predicted.dims};
+  return {std::move(predicted), std::move(expected)};
+}
+
 /// sparse_categorical_accuracy without the fit interface (no virtual functions to compile): fit's
 /// own accuracy.
 class sparse_accuracy_counter : public accuracy_base<sparse_accuracy_counter, weighted_mean> {
@@ -408,6 +476,7 @@ class sparse_accuracy_counter : public accuracy_base<sparse_accuracy_counter, we
   auto matches(const Y& y_true, const P& y_pred) const {
     return sparse_matches(y_true, y_pred, name());
   }
+  auto host_matches(const host_values& t, const host_values& p) const { return sparse_host_matches(t, p, name()); }
 };
 }  // namespace detail
 
@@ -427,6 +496,9 @@ class basic_sparse_categorical_accuracy : public detail::accuracy_base<basic_spa
   auto matches(const Y& y_true, const P& y_pred) const {
     return detail::sparse_matches(y_true, y_pred, this->name());
   }
+  auto host_matches(const detail::host_values& t, const detail::host_values& p) const {
+    return detail::sparse_host_matches(t, p, this->name());
+  }
 };
 using sparse_categorical_accuracy = basic_sparse_categorical_accuracy<>;
 
@@ -441,16 +513,21 @@ class basic_categorical_accuracy : public detail::accuracy_base<basic_categorica
 
  private:
   friend class detail::accuracy_base<basic_categorical_accuracy>;
-  template <class Y, class P>
-  auto matches(const Y& y_true, const P& y_pred) const {
-    const shape true_shape = detail::unwatched(y_true).shape();
-    const shape pred_shape = detail::unwatched(y_pred).shape();
+  void check_shapes(const shape& true_shape, const shape& pred_shape) const {
     if (!(true_shape == pred_shape))
       throw shape_error(this->name() + ".update: y_true of shape " + to_string(true_shape) + " and y_pred of shape " +
                         to_string(pred_shape) + " must have the same shape");
+  }
+  template <class Y, class P>
+  auto matches(const Y& y_true, const P& y_pred) const {
+    check_shapes(detail::unwatched(y_true).shape(), detail::unwatched(y_pred).shape());
     const auto predicted = detail::argmax_rows(detail::hidden_value(y_pred), this->name(), "y_pred");
     const auto expected = detail::argmax_rows(detail::hidden_value(y_true), this->name(), "y_true");
     return std::pair{predicted, detail::on_device_of<decltype(predicted)>(expected)};
+  }
+  auto host_matches(const detail::host_values& t, const detail::host_values& p) const {
+    check_shapes(t.dims, p.dims);
+    return std::pair{detail::host_argmax(p, this->name(), "y_pred"), detail::host_argmax(t, this->name(), "y_true")};
   }
 };
 using categorical_accuracy = basic_categorical_accuracy<>;
@@ -465,14 +542,7 @@ auto same_shape_doubles(const Y& y_true, const P& y_pred, const std::string& met
   const auto t = hidden_value(y_true);
   using D = device_t<decltype(p)>;
   const shape& ps = p.shape();
-  const shape& ts = t.shape();
-  shape unit = ts;
-  unit.push_back(1);
-  shape pred_unit = ps;
-  pred_unit.push_back(1);
-  if (!(ts == ps) && !(unit == ps) && !(pred_unit == ts))
-    throw shape_error(metric + ".update: y_true of shape " + to_string(ts) + " and y_pred of shape " + to_string(ps) +
-                      " must have the same shape (or differ by a last axis of 1)");
+  check_same_shape(t.shape(), ps, metric);
   fluxion::detail::materialize_depth hidden_from_autodiff;
   const tensor<double, D> pd(cast<double>(p));
   using T = std::remove_cvref_t<decltype(t)>;
@@ -481,19 +551,41 @@ auto same_shape_doubles(const Y& y_true, const P& y_pred, const std::string& met
 }
 
 /// A weighted mean of per-element scores Derived::scores(y_true, y_pred) (a tensor<double, D>).
+/// Inputs whose y_pred is on the cpu are read to the host and scored by a loop,
+/// Derived::host_scores(t, p) (host_values): a program compiles that in a fraction of the fused
+/// statements' time (stop 58).
 template <class Derived>
 class scored_mean : public mean_metric<Derived> {
  public:
   using mean_metric<Derived>::mean_metric;
   template <tensor_like Y, tensor_like P>
   void update(const Y& y_true, const P& y_pred) {
-    this->add_scores(static_cast<const Derived&>(*this).scores(y_true, y_pred));
+    if constexpr (on_accelerator<P>()) this->add_scores(self().scores(y_true, y_pred));
+    else this->accumulate(self().host_scores(read(y_true), read(y_pred)));
   }
   template <tensor_like Y, tensor_like P, tensor_or_scalar W>
   void update(const Y& y_true, const P& y_pred, const W& sample_weight) {
-    this->add_scores(static_cast<const Derived&>(*this).scores(y_true, y_pred), sample_weight);
+    if constexpr (on_accelerator<P>()) {
+      this->add_scores(self().scores(y_true, y_pred), sample_weight);
+    } else {
+      const host_values s = self().host_scores(read(y_true), read(y_pred));
+      this->accumulate(s, read(sample_weight));
+    }
   }
+
+ private:
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
 };
+
+/// f(t, p) of each pair of y_true's and y_pred's values on the host, after check_same_shape; the
+/// scores take y_pred's shape.
+template <class F>
+host_values paired_scores(const host_values& t, const host_values& p, const std::string& metric, F f) {
+  check_same_shape(t.dims, p.dims, metric);
+  host_values out{std::vector<double>(p.values.size()), p.dims};
+  for (std::size_t i = 0; i < p.values.size(); ++i) out.values[i] = f(t.values[i], p.values[i]);
+  return out;
+}
 
 /// Checks k for the top-k accuracies.
 inline int checked_k(int k, const char* metric) {
@@ -541,6 +633,13 @@ class error_mean : public scored_mean<error_mean<Kind, Root>> {
     else if constexpr (Kind == error_kind::absolute) return S(abs(t - p));
     else return S(100.0 * abs(t - p) / maximum(abs(t), 1e-7));
   }
+  host_values host_scores(const host_values& t, const host_values& p) const {
+    return paired_scores(t, p, this->name(), [](double y, double x) {
+      if constexpr (Kind == error_kind::squared) return (y - x) * (y - x);
+      else if constexpr (Kind == error_kind::absolute) return std::abs(y - x);
+      else return 100.0 * std::abs(y - x) / std::max(std::abs(y), 1e-7);
+    });
+  }
 
  private:
   static const char* default_name() {
@@ -576,6 +675,9 @@ class basic_binary_accuracy : public detail::scored_mean<basic_binary_accuracy<U
     const auto [t, p] = detail::same_shape_doubles(y_true, y_pred, this->name());
     fluxion::detail::materialize_depth hidden_from_autodiff;
     return decltype(t)(cast<double>(cast<double>(p > m_threshold) == t));
+  }
+  detail::host_values host_scores(const detail::host_values& t, const detail::host_values& p) const {
+    return detail::paired_scores(t, p, this->name(), [&](double y, double x) { return (x > m_threshold ? 1.0 : 0.0) == y ? 1.0 : 0.0; });
   }
   double threshold() const noexcept { return m_threshold; }
 
@@ -622,6 +724,39 @@ class top_k_accuracy : public scored_mean<top_k_accuracy<Sparse>> {
     fluxion::detail::materialize_depth hidden_from_autodiff;
     return in_top_k(tensor<double, D>(cast<double>(logits)), label, m_k);
   }
+  /// scores on the host: the same checks and in_top_k's rule, by a loop.
+  host_values host_scores(const host_values& t, const host_values& p) const {
+    host_values rows = host_argmax(p, this->name(), "y_pred");  // checks the class axis
+    const auto classes = static_cast<std::size_t>(p.dims[p.dims.rank() - 1]);
+    std::vector<double> label;
+    if constexpr (Sparse) {
+      shape with_unit_axis = rows.dims;
+      with_unit_axis.push_back(1);
+      if (!(t.dims == rows.dims) && !(t.dims == with_unit_axis))
+        throw shape_error(this->name() + ".update: y_true of shape " + to_string(t.dims) + " does not fit y_pred of shape " +
+                          to_string(p.dims) + ": expected " + to_string(rows.dims) + " or " + to_string(with_unit_axis));
+      label = t.values;
+    } else {
+      if (!(t.dims == p.dims))
+        throw shape_error(this->name() + ".update: y_true of shape " + to_string(t.dims) + " and y_pred of shape " +
+                          to_string(p.dims) + " must have the same shape");
+      label = host_argmax(t, this->name(), "y_true").values;
+    }
+    for (std::size_t r = 0; r < rows.values.size(); ++r) {
+      const double l = label[r];
+      const bool is_class = l >= 0 && l < static_cast<double>(classes) && static_cast<double>(static_cast<std::int64_t>(l)) == l;
+      double hit = 0;
+      if (is_class) {
+        const double* row = &p.values[r * classes];
+        const double target = row[static_cast<std::size_t>(l)];
+        std::size_t higher = 0;
+        for (std::size_t c = 0; c < classes; ++c) higher += row[c] > target;
+        hit = higher < static_cast<std::size_t>(m_k) ? 1.0 : 0.0;
+      }
+      rows.values[r] = hit;
+    }
+    return rows;
+  }
   int k() const noexcept { return m_k; }
 
  private:
@@ -648,11 +783,31 @@ class selected_mean : public mean_metric<selected_mean<Precision>> {
       : mean_metric<selected_mean>(std::move(name)), m_threshold(threshold) {}
   template <tensor_like Y, tensor_like P>
   void update(const Y& y_true, const P& y_pred) {
-    const auto [of, where] = split(y_true, y_pred);
-    this->accumulate(of, &where);
+    if constexpr (on_accelerator<P>()) {
+      const auto [of, where] = split(y_true, y_pred);
+      this->accumulate(of, &where);
+    } else {
+      const auto [of, where] = host_split(read(y_true), read(y_pred));
+      this->accumulate(of, where);
+    }
   }
   template <tensor_like Y, tensor_like P, tensor_or_scalar W>
   void update(const Y& y_true, const P& y_pred, const W& sample_weight) {
+    if constexpr (on_accelerator<P>()) {
+      update_on_device(y_true, y_pred, sample_weight);
+    } else {
+      // On the host (stop 58): the selection times the sample weights, by a loop.
+      auto [of, where] = host_split(read(y_true), read(y_pred));
+      const std::vector<double> w = spread_weights(read(sample_weight), of.dims, this->name());
+      for (std::size_t i = 0; i < w.size(); ++i) where.values[i] *= w[i];
+      this->accumulate(of, where);
+    }
+  }
+  double threshold() const noexcept { return m_threshold; }
+
+ private:
+  template <class Y, class P, class W>
+  void update_on_device(const Y& y_true, const P& y_pred, const W& sample_weight) {
     const auto [of, where] = split(y_true, y_pred);
     using D = device_t<std::remove_cvref_t<decltype(of)>>;
     fluxion::detail::materialize_depth hidden_from_autodiff;
@@ -667,9 +822,13 @@ class selected_mean : public mean_metric<selected_mean<Precision>> {
     const tensor<double, D> weights(where * w);
     this->accumulate(of, &weights);
   }
-  double threshold() const noexcept { return m_threshold; }
-
- private:
+  /// split on the host: (of, where) as host values of y_pred's shape.
+  std::pair<host_values, host_values> host_split(const host_values& t, const host_values& p) const {
+    host_values positive = paired_scores(t, p, this->name(), [](double y, double) { return y != 0 ? 1.0 : 0.0; });
+    host_values predicted = paired_scores(t, p, this->name(), [&](double, double x) { return x > m_threshold ? 1.0 : 0.0; });
+    if constexpr (Precision) return {std::move(positive), std::move(predicted)};
+    else return {std::move(predicted), std::move(positive)};
+  }
   template <class Y, class P>
   auto split(const Y& y_true, const P& y_pred) const {
     const auto [t, p] = same_shape_doubles(y_true, y_pred, this->name());
