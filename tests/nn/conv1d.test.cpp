@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include "compiled_check.hpp"
+#include "fused_inference.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -208,6 +209,20 @@ TEST_CASE("conv1d and the 1-D pools in nn::compile_step: the tape-based step's n
   fx::random::generator gen{11};
   const fx::tensor<float> x = fx::random::normal<float>({2, 9, 3}, gen);
   compiled_check::against_tape(a, b, x, fx::tensor<std::int32_t>{0, 2}, 3);
+}
+
+TEST_CASE_TEMPLATE("conv1d: inference applies bias and relu in conv2d's kernel, with the taped statement's numbers", T,
+                   float, double) {
+  auto check = [](auto layer, fx::shape in) {
+    fx::random::generator gen{12};
+    layer.build(fx::shape{in[1], in[2]}, gen);
+    layer.bias().assign(fx::random::normal<T>(layer.bias().shape(), gen));
+    fused_inference::check_matches_taped(layer, fx::random::normal<T>(in, gen));
+  };
+  check(nn::conv1d<16, 3, nn::causal, 1, 2, T>{}, {3, 40, 8});
+  check(nn::conv1d<24, 5, nn::same, 1, 1, T>{}, {2, 33, 16});
+  check(nn::conv1d<8, 4, nn::valid, 2, 1, T>{}, {2, 17, 3});
+  check(nn::conv1d<32, 1, nn::valid, 1, 1, T>{}, {4, 9, 8});
 }
 
 TEST_CASE("conv1d: glorot-uniform kernel (kernel, in, out), zero bias, clear errors") {

@@ -187,6 +187,13 @@ class conv1d
                         " steps are fewer than the kernel's " + std::to_string(span) +
                         " (dilated) with valid padding (input shape " + to_string(in.shape()) + ")");
     const tensor<T, Device> rows = detail::as_rows(in, causal_left);
+    using fused = detail::kernel_epilogue<Epilogue>;
+    if constexpr (fused::fusable && std::is_same_v<Device, cpu>) {
+      if (detail::nothing_records())  // inference: bias and relu in conv2d's store
+        return detail::from_rows(detail::conv2d_fused_inference<T, fused>(
+            rows, this->m_kernel->peek(), fluxion::shape{1, Kernel, this->m_in, Filters}, this->m_bias->peek(),
+            spatial2d{1, Stride}, detail::padding_2d<Padding>(), spatial2d{1, Dilation}));
+    }
     const auto kernel = fluxion::reshape(*this->m_kernel, {1, Kernel, this->m_in, Filters});
     const tensor<T, Device> y(epilogue(fluxion::conv2d(rows, kernel, spatial2d{1, Stride}, detail::padding_2d<Padding>(),
                                                        spatial2d{1, Dilation}) +

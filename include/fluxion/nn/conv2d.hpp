@@ -30,6 +30,23 @@ consteval index_t window_output(index_t in, index_t kernel, index_t stride, inde
   return in >= span ? (in - span) / stride + 1 : 0;
 }
 
+/// Inference on the cpu with nothing recording: conv2d(x, W) + b and the activation `fused` names,
+/// applied by the kernel as it stores its output (batch-1 conv 1 -> 32: 11 -> 5.6 us). W is the
+/// kernel variable's value seen with shape `kernel_shape` (height, width, in, out): conv1d's
+/// (kernel, in, out) is (1, kernel, in, out).
+template <class T, class Fused>
+tensor<T, cpu> conv2d_fused_inference(const tensor<T, cpu>& x, const tensor<T, cpu>& kernel, const fluxion::shape& kernel_shape,
+                                      const tensor<T, cpu>& bias, spatial2d strides, padding pad, spatial2d dilations) {
+  namespace k = fluxion::detail::kernels;
+  const auto s = fluxion::detail::conv2d_geometry_of(x.shape(), kernel_shape, strides, pad, dilations);
+  tensor<T, cpu> out(fluxion::detail::shape_of(fluxion::detail::window_role::output, s));
+  // The weights are read again unchanged until an update gives them a new id: a 5x5 filter's
+  // Winograd transform is made once (batch-1 conv 32 -> 64: see conv2d_forward_reused_filter).
+  k::conv2d_forward_reused_filter<T>(s, x.data(), kernel.data(), kernel.id(), out.mutable_data(),
+                                     {bias.data(), Fused::activation});
+  return out;
+}
+
 /// The statement of every conv2d layer of element type T: epilogue(conv2d(x, W) + b). One instance
 /// serves all such layers of a program (see dense_forward in nn/dense.hpp).
 template <class T, class Epilogue, int Config = fluxion::detail::autodiff_config, class Device = cpu>
@@ -38,16 +55,8 @@ tensor<T, Device> conv2d_forward(const tensor<T, Device>& x, const variable<T, D
                                  const Epilogue& epilogue) {
   using fused = kernel_epilogue<Epilogue>;
   if constexpr (fused::fusable && std::is_same_v<Device, cpu>) {
-    if (nothing_records()) {  // inference: bias and relu in the kernel's store (batch-1 conv 1 -> 32: 11 -> 5.6 us)
-      namespace k = fluxion::detail::kernels;
-      const auto s = fluxion::detail::conv2d_geometry_of(x.shape(), kernel.shape(), strides, pad, dilations);
-      tensor<T, Device> out(fluxion::detail::shape_of(fluxion::detail::window_role::output, s));
-      // The weights are read again unchanged until an update gives them a new id: a 5x5 filter's
-      // Winograd transform is made once (batch-1 conv 32 -> 64: see conv2d_forward_reused_filter).
-      k::conv2d_forward_reused_filter<T>(s, x.data(), kernel.peek().data(), kernel.peek().id(), out.mutable_data(),
-                                         {bias.peek().data(), fused::activation});
-      return out;
-    }
+    if (nothing_records())
+      return conv2d_fused_inference<T, fused>(x, kernel.peek(), kernel.shape(), bias.peek(), strides, pad, dilations);
   }
   return tensor<T, Device>(epilogue(fluxion::conv2d(x, kernel, strides, pad, dilations) + bias));
 }
