@@ -10,6 +10,7 @@
 
 #include "compiled_check.hpp"
 #include "fused_inference.hpp"
+#include "kernel_layer_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -64,22 +65,6 @@ void check_against_loops(Layer& layer, const fx::shape& input, fx::index_t strid
   for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
 }
 
-template <class Layer>
-void check_conv1d_gradients(Layer& layer, const fx::shape& input, unsigned seed) {
-  fx::random::generator gen{seed};
-  layer.build(fx::shape{input[1], input[2]}, gen);
-  const fx::tensor<double> x = fx::random::normal<double>(input, gen);
-  const fx::tensor<double> k = layer.kernel().peek(), b = fx::random::normal<double>(layer.bias().shape(), gen);
-  auto r = fx::testing::check_gradients(
-      [&](const auto& xi, const auto& ki, const auto& bi) {
-        layer.kernel().assign(ki);
-        layer.bias().assign(bi);
-        return layer(xi);
-      },
-      fx::testing::check_options{.reverse = true, .forward = false}, x, k, b);
-  CHECK_MESSAGE(r.ok, r.report);
-}
-
 }  // namespace
 
 TEST_CASE("conv1d: valid, same and causal padding, strides and dilations against loops") {
@@ -102,11 +87,11 @@ TEST_CASE("conv1d: valid, same and causal padding, strides and dilations against
 
 TEST_CASE("conv1d: gradients with respect to the input, kernel and bias") {
   nn::conv1d<3, 3, nn::same, 1, 1, double> same;
-  check_conv1d_gradients(same, {2, 6, 2}, 1);
+  kernel_layer_check::check_layer_gradients(same, {2, 6, 2}, 1);
   nn::conv1d<2, 3, nn::causal, 1, 2, double> causal;
-  check_conv1d_gradients(causal, {1, 7, 2}, 2);
+  kernel_layer_check::check_layer_gradients(causal, {1, 7, 2}, 2);
   nn::conv1d<2, 2, nn::valid, 2, 1, double> strided;
-  check_conv1d_gradients(strided, {2, 7, 3}, 3);
+  kernel_layer_check::check_layer_gradients(strided, {2, 7, 3}, 3);
 }
 
 TEST_CASE("conv1d: causal padding never lets an output see a later step") {

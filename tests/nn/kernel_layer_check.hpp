@@ -1,6 +1,6 @@
-// Shared by the tests of layers with a kernel and a bias over NHWC input (tests/nn/conv2d.test.cpp,
-// tests/nn/conv2d_transpose.test.cpp): the gradients of the layer's output with respect to its
-// input, kernel and bias against finite differences, in double.
+// Shared by the tests of layers with a kernel and a bias (tests/nn/conv1d.test.cpp,
+// tests/nn/conv2d.test.cpp, tests/nn/conv2d_transpose.test.cpp): the gradients of the layer's
+// output with respect to its input, kernel and bias against finite differences, in double.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -10,12 +10,12 @@
 
 namespace kernel_layer_check {
 
-/// Builds `layer` for (batch, height, width, channels) input of shape `input` and checks its
-/// gradients (a random bias, not the initial zeros).
+/// Builds `layer` for input of shape `input` ((batch, height, width, channels), or (batch, steps,
+/// channels) for conv1d) and checks its gradients (a random bias, not the initial zeros).
 template <class Layer>
 void check_layer_gradients(Layer& layer, const fluxion::shape& input, unsigned seed) {
   fluxion::random::generator gen{seed};
-  layer.build(fluxion::shape{input[1], input[2], input[3]}, gen);
+  layer.build(fluxion::shape(input.begin() + 1, input.end()), gen);
   const fluxion::tensor<double> x = fluxion::random::normal<double>(input, gen);
   const fluxion::tensor<double> k = layer.kernel().peek(), b = fluxion::random::normal<double>(layer.bias().shape(), gen);
   auto r = fluxion::testing::check_gradients(
