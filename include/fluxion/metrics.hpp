@@ -387,31 +387,41 @@ host_values host_argmax(const host_values& x, const std::string& metric, const c
   return out;
 }
 
-/// The update() of the accuracies: Derived::matches(y_true, y_pred) gives each example's argmax
-/// and the class it should be, on one device; an example scores 1 when they agree. Inputs whose
-/// y_pred is on the cpu are read to the host and compared by a loop, Derived::host_matches(t, p):
-/// a program compiles that in a fraction of the fused statements' time (stop 58).
+/// A weighted mean of per-element scores Derived::scores(y_true, y_pred) (a tensor<double, D>).
+/// Inputs whose y_pred is on the cpu are read to the host and scored by a loop,
+/// Derived::host_scores(t, p) (host_values): a program compiles that in a fraction of the fused
+/// statements' time (stop 58).
 template <class Derived, class Base = mean_metric<Derived>>
-class accuracy_base : public Base {
+class scored_mean : public Base {
  public:
   using Base::Base;
-
   template <tensor_like Y, tensor_like P>
   void update(const Y& y_true, const P& y_pred) {
-    if constexpr (on_accelerator<P>()) this->add_scores(scores(y_true, y_pred));
-    else this->accumulate(host_scores(read(y_true), read(y_pred)));
+    if constexpr (on_accelerator<P>()) this->add_scores(self().scores(y_true, y_pred));
+    else this->accumulate(self().host_scores(read(y_true), read(y_pred)));
   }
   template <tensor_like Y, tensor_like P, tensor_or_scalar W>
   void update(const Y& y_true, const P& y_pred, const W& sample_weight) {
     if constexpr (on_accelerator<P>()) {
-      this->add_scores(scores(y_true, y_pred), sample_weight);
+      this->add_scores(self().scores(y_true, y_pred), sample_weight);
     } else {
-      const host_values s = host_scores(read(y_true), read(y_pred));
+      const host_values s = self().host_scores(read(y_true), read(y_pred));
       this->accumulate(s, read(sample_weight));
     }
   }
 
  private:
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
+};
+
+/// The scores of the accuracies: Derived::matches(y_true, y_pred) gives each example's argmax and
+/// the class it should be, on one device (Derived::host_matches(t, p) on the host); an example
+/// scores 1 when they agree.
+template <class Derived, class Base = mean_metric<Derived>>
+class accuracy_base : public scored_mean<Derived, Base> {
+ public:
+  using scored_mean<Derived, Base>::scored_mean;
+
   template <class Y, class P>
   auto scores(const Y& y_true, const P& y_pred) const {
     const auto [predicted, expected] = static_cast<const Derived&>(*this).matches(y_true, y_pred);
@@ -549,33 +559,6 @@ auto same_shape_doubles(const Y& y_true, const P& y_pred, const std::string& met
   const tensor<double, D> td(cast<double>(on_device_of<tensor<double, D>>(T(t, ps))));
   return std::pair{td, pd};
 }
-
-/// A weighted mean of per-element scores Derived::scores(y_true, y_pred) (a tensor<double, D>).
-/// Inputs whose y_pred is on the cpu are read to the host and scored by a loop,
-/// Derived::host_scores(t, p) (host_values): a program compiles that in a fraction of the fused
-/// statements' time (stop 58).
-template <class Derived>
-class scored_mean : public mean_metric<Derived> {
- public:
-  using mean_metric<Derived>::mean_metric;
-  template <tensor_like Y, tensor_like P>
-  void update(const Y& y_true, const P& y_pred) {
-    if constexpr (on_accelerator<P>()) this->add_scores(self().scores(y_true, y_pred));
-    else this->accumulate(self().host_scores(read(y_true), read(y_pred)));
-  }
-  template <tensor_like Y, tensor_like P, tensor_or_scalar W>
-  void update(const Y& y_true, const P& y_pred, const W& sample_weight) {
-    if constexpr (on_accelerator<P>()) {
-      this->add_scores(self().scores(y_true, y_pred), sample_weight);
-    } else {
-      const host_values s = self().host_scores(read(y_true), read(y_pred));
-      this->accumulate(s, read(sample_weight));
-    }
-  }
-
- private:
-  const Derived& self() const { return static_cast<const Derived&>(*this); }
-};
 
 /// f(t, p) of each pair of y_true's and y_pred's values on the host, after check_same_shape; the
 /// scores take y_pred's shape.
