@@ -23,6 +23,7 @@
 
 #include "backend/cuda/evaluator.hpp"
 #include "backend/cuda/recurrent.hpp"
+#include "backend/cuda/sort.hpp"
 #include "backend/cuda/memory.hpp"
 #include "backend/cuda/window.hpp"
 #include "tensor.hpp"

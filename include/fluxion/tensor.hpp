@@ -10,6 +10,8 @@
 #include "expr/matmul.hpp"
 #include "expr/reduce.hpp"
 #include "expr/remap.hpp"
+#include "expr/scan.hpp"
+#include "expr/sort.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/transfer.hpp"  // fx::to, fx::synchronize (every device)
 #include "tensor/variable.hpp"

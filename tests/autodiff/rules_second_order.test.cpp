@@ -32,3 +32,12 @@ TEST_CASE("second order: gradients accumulated under an outer tape stay differen
   auto h = outer.gradient(g, x);  // 6x - sin(x)
   for (int i = 0; i < 2; ++i) CHECK(h(i) == doctest::Approx(6 * x(i) - std::sin(x(i))));
 }
+
+TEST_CASE("second order: cumsum, norm and sort") {
+  const auto a = random_tensor<double>({2, 3}, 3, 0.5, 2);
+  check_second("cumsum", [](const auto& p) { return fx::cumsum(p * p, 1, {.reverse = true}) * p; }, a);
+  check_second("norm", [](const auto& p) { return fx::norm(p, 2, 1); }, a);
+  check_second("norm 3", [](const auto& p) { return fx::norm(p, 3); }, a);
+  const fx::tensor<double> distinct = {{0.3, -1.2, 2.5}, {0.9, -0.4, 1.7}};
+  check_second("sort", [](const auto& p) { return fx::sort(p * p * p, 1); }, distinct);
+}

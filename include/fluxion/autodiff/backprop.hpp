@@ -18,6 +18,7 @@
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/remap.hpp"
+#include "../expr/scan.hpp"
 #include "leaves.hpp"
 #include "order.hpp"
 #include "rules.hpp"
@@ -363,11 +364,20 @@ struct backward<matmul_expr<A, B>> {
   }
 };
 
-/// The adjoint of gather: adds each gradient row into the row of `params` it was read from.
-/// Other devices go through the host (no device scatter kernel yet).
+/// The adjoint of gather: adds each gradient row into the row of `params` it was read from, in
+/// order of the index positions. A device with a scatter kernel (fx::cuda) runs it there; any
+/// other goes through the host.
 template <class T, class I, class D>
 tensor<T, D> scatter_add(const tensor<T, D>& g, const tensor<I, D>& indices, int axis, const shape& params) {
-  if constexpr (!std::is_same_v<D, cpu>) {
+  if constexpr (!std::is_same_v<D, cpu> && ::fluxion::detail::has_scatter_kernel<D>) {
+    tensor<T, D> out(params);
+    index_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= params[d];
+    for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
+    ::fluxion::detail::scatter_kernel<D>::run(g.data(), indices.data(), out.mutable_data(), outer, indices.size(),
+                                              params[axis], inner);
+    return out;
+  } else if constexpr (!std::is_same_v<D, cpu>) {
     tensor<T, cpu> host_g(g.shape());
     tensor<I, cpu> host_indices(indices.shape());
     ::fluxion::detail::device_memory<D>::to_host(host_g.mutable_data(), g.data(), g.size());
@@ -438,6 +448,20 @@ struct backward<pad_expr<A>> {
         m.step[d] = e.step(d);
       }
       backward<A>::run(e.a, step(remap_expr<detail::slice_map, GT>(gt, m, e.a.shape())), sink);
+    }
+  }
+};
+
+/// The adjoint of a cumulative sum: the cumulative sum of the gradient in the other direction.
+template <class A>
+struct backward<cumsum_expr<A>> {
+  template <class G, class Sink>
+  static void run(const cumsum_expr<A>& e, const G& g, Sink& sink) {
+    if constexpr (differentiable_v<A>) {
+      const auto gt = reduce_to_ordered(g, e.shape());
+      using GT = std::remove_const_t<decltype(gt)>;
+      const cumsum_options back{.exclusive = e.options.exclusive, .reverse = !e.options.reverse};
+      backward<A>::run(e.a, step(cumsum_expr<GT>(gt, e.axis, back)), sink);
     }
   }
 };

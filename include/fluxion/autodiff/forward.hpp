@@ -301,6 +301,15 @@ struct tangent<pad_expr<A>> {
   }
 };
 
+template <class A>
+struct tangent<cumsum_expr<A>> {
+  template <int K>
+  static auto of(const cumsum_expr<A>& e, const forward_accumulator& acc) {
+    auto ta = tstep<K>(tangent_of<K>(e.a, acc));
+    return cumsum_expr<decltype(ta)>(ta, e.axis, e.options);
+  }
+};
+
 template <int K, class E>
 auto tangent_of(const E& e, const forward_accumulator& acc) {
   auto t = tangent<E>::template of<K>(e, acc);

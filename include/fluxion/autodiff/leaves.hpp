@@ -106,6 +106,13 @@ struct leaves<pad_expr<A>> {
     leaves<A>::visit(e.a, f);
   }
 };
+template <class A>
+struct leaves<cumsum_expr<A>> {
+  template <class F>
+  static void visit(const cumsum_expr<A>& e, F&& f) {
+    leaves<A>::visit(e.a, f);
+  }
+};
 
 /// reads_any's visitor: one type for every expression and predicate. A lambda here would be a new
 /// type for each (expression, predicate) pair, and each would instantiate leaves<N>::visit anew for

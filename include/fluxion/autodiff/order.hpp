@@ -21,6 +21,7 @@
 #include "../expr/matmul.hpp"
 #include "../expr/reduce.hpp"
 #include "../expr/remap.hpp"
+#include "../expr/scan.hpp"
 
 namespace fluxion {
 
@@ -61,6 +62,8 @@ template <class A, class B>
 struct order_of<matmul_expr<A, B>> : std::integral_constant<int, std::max(order_of<A>::value, order_of<B>::value)> {};
 template <class A>
 struct order_of<pad_expr<A>> : order_of<A> {};
+template <class A>
+struct order_of<cumsum_expr<A>> : order_of<A> {};
 
 template <class E>
 inline constexpr int order_v = order_of<std::remove_cvref_t<E>>::value;

@@ -69,6 +69,17 @@ struct gather_expr : expression_base {
   value_type item() const { return detail::item_of(*this); }
 };
 
+namespace detail {
+/// Whether Device has a kernel for gather's adjoint (scatter_kernel<Device>::run below); without
+/// one, autodiff's scatter_add goes through the host. fx::cuda's is in backend/cuda/sort.hpp.
+template <class Device>
+inline constexpr bool has_scatter_kernel = false;
+/// run(g, indices, out, outer, n_indices, extent, inner): out (outer, extent, inner) = the sum, for
+/// each row j of the axis, of g's rows (outer, k, inner) whose indices[k] is j, added in order of k.
+template <class Device>
+struct scatter_kernel;
+}  // namespace detail
+
 /// Gathers slices of `params` along `axis` at integer `indices` (a tensor or a scalar).
 /// The result has shape params.shape[:axis] + indices.shape + params.shape[axis+1:].
 template <class P, class I>
@@ -90,6 +101,53 @@ auto gather(P&& params, I&& indices, int axis = 0) {
     using IT = std::conditional_t<(sizeof(std::remove_cvref_t<I>) > 4), std::int64_t, std::int32_t>;
     return gather_expr<T, IT, D>(std::move(p), tensor<IT, D>(static_cast<IT>(indices)), ax);
   }
+}
+
+/// Repeats each element of `a` along `axis` `repeats` times: tf.repeat with a scalar. Its gradient
+/// sums the copies.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto repeat(A&& a, index_t repeats, int axis) {
+  using E = detail::expr_t<A>;
+  E e = detail::as_expr<A>(std::forward<A>(a));
+  const fluxion::shape s = e.shape();
+  const int ax = normalize_axis(axis, s.rank(), "repeat");
+  if (repeats < 0) throw invalid_argument("repeat: repeats = " + std::to_string(repeats) + " is negative");
+  fluxion::shape copies;
+  std::vector<index_t> merged;
+  for (int d = 0; d < s.rank(); ++d) {
+    copies.push_back(s[d]);
+    if (d == ax) copies.push_back(repeats);
+    merged.push_back(d == ax ? s[d] * repeats : s[d]);
+  }
+  return reshape(broadcast_to(expand_dims(std::move(e), ax + 1), copies), merged);
+}
+
+/// Repeats element j of `a` along `axis` repeats[j] times (one count for every element of the
+/// axis, or one for all): tf.repeat with a list. A gather, so its gradient sums the copies.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto repeat(A&& a, const std::vector<index_t>& repeats, int axis) {
+  using E = detail::expr_t<A>;
+  using D = device_t<E>;
+  E e = detail::as_expr<A>(std::forward<A>(a));
+  const int ax = normalize_axis(axis, e.shape().rank(), "repeat");
+  const index_t n = e.shape()[ax];
+  if (repeats.size() != 1 && static_cast<index_t>(repeats.size()) != n)
+    throw invalid_argument("repeat: " + std::to_string(repeats.size()) + " repeats given for axis " + std::to_string(ax) +
+                           " of shape " + to_string(e.shape()) + ", which needs 1 or " + std::to_string(n));
+  std::vector<std::int64_t> picks;
+  for (index_t j = 0; j < n; ++j) {
+    const index_t r = repeats[repeats.size() == 1 ? 0 : static_cast<std::size_t>(j)];
+    if (r < 0)
+      throw invalid_argument("repeat: repeats[" + std::to_string(repeats.size() == 1 ? 0 : j) + "] = " + std::to_string(r) +
+                             " is negative");
+    picks.insert(picks.end(), static_cast<std::size_t>(r), static_cast<std::int64_t>(j));
+  }
+  const auto count = static_cast<index_t>(picks.size());
+  tensor<std::int64_t, D> indices(fluxion::shape{count});
+  if (count > 0) detail::device_memory<D>::to_device(indices.mutable_data(), picks.data(), count);
+  return gather(std::move(e), indices, ax);
 }
 
 /// Values of one axis's coordinate: the building block of one_hot.

@@ -8,6 +8,8 @@
 // the reduction loop.
 #pragma once
 
+#include <bit>
+#include <limits>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -26,6 +28,9 @@ class axes {
   axes(int axis) : m_all(false), m_list{axis} {}
   axes(std::initializer_list<int> list) : m_all(false), m_list(list) {}
   axes(std::vector<int> list) : m_all(false), m_list(std::move(list)) {}
+
+  /// Whether the set was left to its default, every axis.
+  bool all() const noexcept { return m_all; }
 
   /// Bit d is set when axis d of a rank-`rank` operand is in the set.
   unsigned mask(int rank, const char* op) const {
@@ -183,6 +188,54 @@ auto reduce_logsumexp(A&& a, const axes& ax = {}, bool keep = false) {
   E e = detail::as_expr<A>(std::forward<A>(a));
   const unsigned mask = ax.mask(e.shape().rank(), "reduce_logsumexp");
   return detail::logsumexp_of<T, D>(detail::materialize(e), mask, keep);
+}
+
+namespace detail {
+
+/// The statements of norm, on a tensor: one instance per element type and device (as logsumexp_of).
+/// Each root and power is guarded by a double `where`, so that a zero vector's gradient is 0, not
+/// NaN (PyTorch's choice; TensorFlow's tf.norm gives NaN there).
+template <class T, class D, int Config = autodiff_config>
+tensor<T, D> norm_of(const tensor<T, D>& x, double ord, unsigned mask, bool keep) {
+  if (ord == 1) return materialize(reduce_expr<ops::reduce_sum, decltype(abs(x))>(abs(x), mask, keep));
+  if (ord == std::numeric_limits<double>::infinity()) {
+    // maximum with 0: the norm of no elements is 0, not reduce_max's -inf.
+    const tensor<T, D> m = reduce_expr<ops::reduce_max, decltype(abs(x))>(abs(x), mask, keep);
+    return materialize(maximum(m, T(0)));
+  }
+  if (ord == 2) {
+    const tensor<T, D> s = reduce_expr<ops::reduce_sum, decltype(square(x))>(square(x), mask, keep);
+    return materialize(where(s > T(0), sqrt(where(s > T(0), s, T(1))), T(0)));
+  }
+  const T p = static_cast<T>(ord);
+  auto powered = where(abs(x) > T(0), pow(where(abs(x) > T(0), abs(x), T(1)), p), T(0));
+  const tensor<T, D> s = reduce_expr<ops::reduce_sum, decltype(powered)>(powered, mask, keep);
+  return materialize(where(s > T(0), pow(where(s > T(0), s, T(1)), T(1) / p), T(0)));
+}
+
+}  // namespace detail
+
+/// The vector p-norm of `a` over `ax` (default: every element), tf.norm: ord 2 (the Euclidean
+/// norm, the default), 1, any other p > 0, or infinity (the largest magnitude). Over two given
+/// axes only ord 2 (the Frobenius norm) is accepted: TensorFlow reads ord 1 and infinity there as
+/// matrix norms. A zero vector's gradient is 0.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto norm(A&& a, double ord = 2, const axes& ax = {}, bool keep = false) {
+  using E = detail::expr_t<A>;
+  using T = value_type_t<E>;
+  using D = device_t<E>;
+  static_assert(std::is_floating_point_v<T>, "fluxion::norm: the operand must be float or double.");
+  if constexpr (std::is_floating_point_v<T>) {  // no second error after the assertion's
+    detail::check_not_none(a, "norm");
+    E e = detail::as_expr<A>(std::forward<A>(a));
+    if (!(ord > 0)) throw invalid_argument("norm: ord = " + std::to_string(ord) + " must be positive (or infinity)");
+    const unsigned mask = ax.mask(e.shape().rank(), "norm");
+    if (!ax.all() && std::popcount(mask) == 2 && ord != 2)
+      throw invalid_argument("norm: ord = " + std::to_string(ord) + " over two axes is a matrix norm in TensorFlow, which "
+                             "fluxion does not compute; over two axes only ord 2 (the Frobenius norm) is accepted");
+    return detail::norm_of<T, D>(detail::materialize(e), ord, mask, keep);
+  }
 }
 
 }  // namespace fluxion

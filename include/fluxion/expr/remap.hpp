@@ -257,6 +257,24 @@ auto slice(A&& a, const std::vector<index_t>& begin, const std::vector<index_t>&
   return strided_slice(std::forward<A>(a), begin, stop);
 }
 
+/// Reverses the order of the elements along each of `axes` (negative counts from the end):
+/// tf.reverse. A strided slice with step -1, so it costs nothing at run time.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto reverse(A&& a, const std::vector<int>& axes) {
+  auto&& e = detail::as_expr<A>(a);  // a temporary for expressions: keep it alive while its shape is used
+  const int r = e.shape().rank();
+  std::vector<index_t> begin(static_cast<std::size_t>(r), 0), stop(static_cast<std::size_t>(r), fluxion::end),
+      steps(static_cast<std::size_t>(r), 1);
+  for (int axis : axes) {
+    const auto d = static_cast<std::size_t>(normalize_axis(axis, r, "reverse"));
+    if (steps[d] == -1) throw invalid_argument("reverse: axis " + std::to_string(axis) + " is repeated");
+    begin[d] = fluxion::end;
+    steps[d] = -1;
+  }
+  return strided_slice(std::forward<A>(a), begin, stop, steps);
+}
+
 /// Reshape; one extent may be -1 and is inferred. Shares the buffer when the operand is a tensor.
 template <class A>
 struct reshape_expr : detail::boundary_expr<reshape_expr<A>, value_type_t<A>, device_t<A>> {
@@ -300,6 +318,34 @@ auto reshape(A&& a, const std::vector<index_t>& dims) {
     fail();
   }
   return reshape_expr<E>(std::move(e), fluxion::shape(out));
+}
+
+/// Repeats `a` multiples[d] times along each axis d: tf.tile. Its gradient sums the copies.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto tile(A&& a, const std::vector<index_t>& multiples) {
+  using E = detail::expr_t<A>;
+  E e = detail::as_expr<A>(std::forward<A>(a));
+  const fluxion::shape s = e.shape();
+  if (static_cast<int>(multiples.size()) != s.rank())
+    throw invalid_argument("tile: " + std::to_string(multiples.size()) + " multiples given for shape " + to_string(s) +
+                           ", which has " + std::to_string(s.rank()) + " axes");
+  if (2 * s.rank() > max_rank)
+    throw invalid_argument("tile: shape " + to_string(s) + " has more than " + std::to_string(max_rank / 2) +
+                           " axes; tile interleaves a copy axis with each");
+  // (1, n0, 1, n1, ...) broadcast to (m0, n0, m1, n1, ...), then merged to (m0 n0, m1 n1, ...).
+  std::vector<index_t> interleaved, merged;
+  fluxion::shape copies;
+  for (int d = 0; d < s.rank(); ++d) {
+    const index_t m = multiples[static_cast<std::size_t>(d)];
+    if (m < 0)
+      throw invalid_argument("tile: multiples[" + std::to_string(d) + "] = " + std::to_string(m) + " is negative");
+    interleaved.insert(interleaved.end(), {1, s[d]});
+    copies.push_back(m);
+    copies.push_back(s[d]);
+    merged.push_back(m * s[d]);
+  }
+  return reshape(broadcast_to(reshape(std::move(e), interleaved), copies), merged);
 }
 
 }  // namespace fluxion

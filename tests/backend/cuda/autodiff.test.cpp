@@ -36,6 +36,19 @@ std::vector<float> gather_gradient(const fx::tensor<float>& p, const fx::tensor<
   return tape.gradient(y, pd).to_vector();
 }
 
+
+/// Gradient of a loss through cumsum, sort, top_k, tile and norm with respect to x, computed on Device.
+template <class Device>
+std::vector<double> ordering_gradient(const fx::tensor<double>& x) {
+  fx::tensor<double, Device> xd = fx::to<Device>(x);
+  fx::gradient_tape tape;
+  tape.watch(xd);
+  fx::tensor<double, Device> c = fx::cumsum(fx::sin(xd), 1, {.reverse = true});
+  fx::tensor<double, Device> s = fx::sort(c * xd, 0, fx::descending);
+  fx::tensor<double, Device> t = fx::top_k(fx::tile(s, {1, 2}), 3).values;
+  fx::tensor<double, Device> y = fx::reduce_sum(t * t) + fx::reduce_sum(fx::norm(xd, 2, 1));
+  return tape.gradient(y, xd).to_vector();
+}
 }  // namespace
 
 TEST_CASE("cuda autodiff: the gradient of sum(sin(x) * x) is cos(x) x + sin(x)") {
@@ -70,5 +83,28 @@ TEST_CASE("cuda autodiff: gather's gradient scatters back, adding repeated rows"
   for (int j = 0; j < 3; ++j) {
     CHECK(got[static_cast<std::size_t>(3 * 3 + j)] == doctest::Approx(w[static_cast<std::size_t>(j)] + w[static_cast<std::size_t>(6 + j)]));
     CHECK(got[static_cast<std::size_t>(2 * 3 + j)] == 0.f);  // row 2 was never read
+  }
+}
+
+TEST_CASE("cuda autodiff: through cumsum, sort, top_k, tile and norm, the cpu's gradient") {
+  const auto x = filled<double>({5, 4}, 7);
+  check_values(ordering_gradient<fx::cuda>(x), ordering_gradient<fx::cpu>(x), 1e-12);
+}
+
+TEST_CASE("cuda autodiff: gather's adjoint runs on the device, bitwise the cpu's, along any axis") {
+  static_assert(fx::detail::has_scatter_kernel<fx::cuda>);
+  // Along axis 1 of a rank-3 operand, 2-D indices with repeats and rows never read, and no indices.
+  auto p = filled<double>({3, 6, 4}, 3);
+  for (const auto& idx : {with_values<std::int32_t>({2, 3}, {5, 0, 5, 2, 5, 0}), with_values<std::int32_t>({0}, {})}) {
+    auto gradient = [&](auto device) {
+      using D = decltype(device);
+      fx::tensor<double, D> pd = fx::to<D>(p);
+      fx::gradient_tape tape;
+      tape.watch(pd);
+      fx::tensor<double, D> y = fx::reduce_sum(fx::square(fx::gather(pd, fx::to<D>(idx), 1)));
+      return tape.gradient(y, pd).to_vector();
+    };
+    const auto on_cpu = gradient(fx::cpu{});
+    CHECK(gradient(fx::cuda{}) == on_cpu);  // the same additions in the same order
   }
 }

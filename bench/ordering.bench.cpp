@@ -1,0 +1,141 @@
+// cumsum, sort, top_k, norm and tile against LibTorch's in the same run, float, 1 and 2 threads:
+//
+//   cumsum_rows      cumsum along the last axis of (256, 4096): contiguous lanes
+//   cumsum_columns   cumsum along axis 0 of (4096, 256): lanes 256 elements apart
+//   sort             sort along the last axis of (256, 1024), values (and their positions)
+//   top_k            the 10 largest of each row of (256, 1000) logits, values and indices
+//   top_k_train      the same under a tape (autograd), then the gradient of sum(values * dy)
+//   norm             the Euclidean norm of each row of (256, 1024)
+//   tile             (64, 128) tiled (4, 4)
+//
+// LibTorch: torch::cumsum, torch::sort, torch::topk, torch::linalg_vector_norm (x.norm), repeat.
+//
+//   ./ordering.bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include <fluxion/fluxion.hpp>
+
+#if FLUXION_BENCH_HAVE_TORCH
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+#endif
+
+namespace fx = fluxion;
+
+namespace {
+
+fx::tensor<float> uniform(const fx::shape& s, std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return fx::random::uniform<float>(s, gen, -1.f, 1.f);
+}
+
+/// Registers `make`'s work as name/peer at 1 and 2 threads; peers are registered next to each other,
+/// so that both see the same load on a shared machine.
+void add(const std::string& name, const std::string& peer, std::function<std::function<void()>()> make) {
+  for (int threads : {1, 2})
+    benchmark::RegisterBenchmark((name + "/" + peer + "/threads:" + std::to_string(threads)).c_str(),
+                                 [make, threads](benchmark::State& state) {
+                                   fx::set_num_threads(threads);
+#if FLUXION_BENCH_HAVE_TORCH
+                                   at::set_num_threads(threads);
+#endif
+                                   auto work = make();
+                                   std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                                   for (auto _ : state) work();
+                                 })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond)
+        ->MinTime(0.3);
+}
+
+const int registered = [] {
+  add("cumsum_rows", "fluxion", [] {
+    auto x = uniform({256, 4096}, 1);
+    return [x] { benchmark::DoNotOptimize(fx::tensor<float>(fx::cumsum(x, 1)).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("cumsum_rows", "torch", [] {
+    auto x = torch::rand({256, 4096});
+    return [x] { benchmark::DoNotOptimize(torch::cumsum(x, 1).data_ptr()); };
+  });
+#endif
+  add("cumsum_columns", "fluxion", [] {
+    auto x = uniform({4096, 256}, 2);
+    return [x] { benchmark::DoNotOptimize(fx::tensor<float>(fx::cumsum(x, 0)).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("cumsum_columns", "torch", [] {
+    auto x = torch::rand({4096, 256});
+    return [x] { benchmark::DoNotOptimize(torch::cumsum(x, 0).data_ptr()); };
+  });
+#endif
+  add("sort", "fluxion", [] {
+    auto x = uniform({256, 1024}, 3);
+    return [x] { benchmark::DoNotOptimize(fx::tensor<float>(fx::sort(x)).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("sort", "torch", [] {
+    auto x = torch::rand({256, 1024});
+    return [x] { benchmark::DoNotOptimize(std::get<0>(torch::sort(x, 1)).data_ptr()); };
+  });
+#endif
+  add("top_k", "fluxion", [] {
+    auto x = uniform({256, 1000}, 4);
+    return [x] { benchmark::DoNotOptimize(fx::top_k(x, 10).values.data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("top_k", "torch", [] {
+    auto x = torch::rand({256, 1000});
+    return [x] { benchmark::DoNotOptimize(std::get<0>(torch::topk(x, 10)).data_ptr()); };
+  });
+#endif
+  add("top_k_train", "fluxion", [] {
+    auto x = uniform({256, 1000}, 5);
+    auto dy = uniform({256, 10}, 6);
+    return [x, dy] {
+      fx::gradient_tape tape;
+      tape.watch(x);
+      const fx::tensor<float> s = fx::reduce_sum(fx::top_k(x, 10).values * dy);
+      benchmark::DoNotOptimize(tape.gradient(s, x).data());
+    };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("top_k_train", "torch", [] {
+    auto x = torch::rand({256, 1000});
+    auto dy = torch::rand({256, 10});
+    return [x, dy] {
+      const torch::Tensor xi = x.detach().requires_grad_(true);
+      (std::get<0>(torch::topk(xi, 10)) * dy).sum().backward();
+      benchmark::DoNotOptimize(xi.grad().data_ptr());
+    };
+  });
+#endif
+  add("norm", "fluxion", [] {
+    auto x = uniform({256, 1024}, 7);
+    return [x] { benchmark::DoNotOptimize(fx::norm(x, 2, 1).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("norm", "torch", [] {
+    auto x = torch::rand({256, 1024});
+    return [x] { benchmark::DoNotOptimize(x.norm(2, {1}).data_ptr()); };
+  });
+#endif
+  add("tile", "fluxion", [] {
+    auto x = uniform({64, 128}, 8);
+    return [x] { benchmark::DoNotOptimize(fx::tensor<float>(fx::tile(x, {4, 4})).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("tile", "torch", [] {
+    auto x = torch::rand({64, 128});
+    return [x] { benchmark::DoNotOptimize(x.repeat({4, 4}).data_ptr()); };
+  });
+#endif
+  return 0;
+}();
+
+}  // namespace

@@ -1,0 +1,130 @@
+// Cumulative sums along an axis (TensorFlow's tf.math.cumsum), and the lane loop that runs them.
+//
+//   auto c = fx::cumsum(x, 1);                                   // c[i, j] = x[i, 0] + ... + x[i, j]
+//   auto e = fx::cumsum(x, 1, {.exclusive = true});              // x[i, 0] + ... + x[i, j - 1]
+//   auto r = fx::cumsum(x, 1, {.reverse = true});                // x[i, j] + ... + x[i, n - 1]
+//
+// A cumulative sum is a kernel boundary: its operand is materialized, then each lane (one position
+// of every other axis) is summed in order along the axis, in the operand's type, as TensorFlow
+// does. Its gradient is the cumulative sum of the incoming gradient in the other direction, and its
+// tangent the cumulative sum of the operand's tangent, so it is differentiable to any order.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "../backend/cpu/thread_pool.hpp"
+#include "../core/config.hpp"
+#include "../core/shape.hpp"
+#include "elementwise.hpp"
+#include "evaluate.hpp"
+
+namespace fluxion {
+
+/// cumsum's flags: `exclusive` leaves each element out of its own sum (the first is 0), `reverse`
+/// sums from the end of the axis.
+struct cumsum_options {
+  bool exclusive = false;
+  bool reverse = false;
+};
+
+namespace detail {
+
+template <class>
+inline constexpr bool no_lane_kernel = false;
+/// f(i) for every i in [0, n) on Device, in any order: the cpu's thread pool below, one device
+/// thread each for fx::cuda (backend/cuda/evaluator.hpp).
+template <class Device>
+struct lane_kernel {
+  static_assert(no_lane_kernel<Device>,
+                "fluxion: this device has no lane kernels (cumsum, sort); include its header (for fluxion::cuda, "
+                "<fluxion/cuda.hpp>)");
+};
+
+template <>
+struct lane_kernel<cpu> {
+  template <class F>
+  static void run(index_t n, const F& f) {
+    // About 64 Ki elements a task (a lane is `f.length` elements).
+    const index_t per_task = std::max<index_t>(1, (index_t(1) << 16) / std::max<index_t>(1, f.length));
+    const index_t tasks = (n + per_task - 1) / per_task;
+    parallel_for(tasks, [&](index_t t) {
+      const index_t end = std::min(n, (t + 1) * per_task);
+      for (index_t i = t * per_task; i < end; ++i) f(i);
+    });
+  }
+};
+
+/// One lane of a cumulative sum: the `length` elements of lane i, `inner` apart, from x into y.
+template <class T>
+struct cumsum_lane {
+  const T* x;
+  T* y;
+  index_t length, inner;
+  bool exclusive, reverse;
+  FLUXION_HOST_DEVICE void operator()(index_t lane) const {
+    const index_t outer = lane / inner, first = outer * length * inner + (lane - outer * inner);
+    const index_t step = reverse ? -inner : inner;
+    index_t at = reverse ? first + (length - 1) * inner : first;
+    T sum = T(0);
+    for (index_t k = 0; k < length; ++k, at += step) {
+      const T v = x[at];
+      if (exclusive) {
+        y[at] = sum;
+        sum += v;
+      } else {
+        sum += v;
+        y[at] = sum;
+      }
+    }
+  }
+};
+
+}  // namespace detail
+
+/// A cumulative sum of A along `axis` (a kernel boundary; see the top of this file).
+template <class A>
+struct cumsum_expr : detail::boundary_expr<cumsum_expr<A>, value_type_t<A>, device_t<A>> {
+  A a;
+  int axis;
+  cumsum_options options;
+
+  cumsum_expr(A a_, int axis_, cumsum_options o) : a(std::move(a_)), axis(axis_), options(o) {}
+  const fluxion::shape& shape() const { return a.shape(); }
+  tensor<value_type_t<A>, device_t<A>> compute() const {
+    using T = value_type_t<A>;
+    const tensor<T, device_t<A>> x = detail::materialize(a);
+    tensor<T, device_t<A>> y(x.shape());
+    const auto& s = x.shape();
+    index_t inner = 1;
+    for (int d = axis + 1; d < s.rank(); ++d) inner *= s[d];
+    const index_t length = s[axis];
+    if (x.size() == 0) return y;
+    detail::lane_kernel<device_t<A>>::run(x.size() / length,
+                                          detail::cumsum_lane<T>{x.data(), y.mutable_data(), length, inner,
+                                                                 options.exclusive, options.reverse});
+    return y;
+  }
+};
+
+/// TensorFlow's tf.math.cumsum: the running sum along `axis` (negative counts from the end), in
+/// the operand's type; with `.exclusive` each element is left out of its own sum, with `.reverse`
+/// the sums run from the end. bool operands sum as int32, as in `+`.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto cumsum(A&& a, int axis = 0, cumsum_options options = {}) {
+  using E = detail::expr_t<A>;
+  detail::check_not_none(a, "cumsum");
+  E e = detail::as_expr<A>(std::forward<A>(a));
+  if (e.shape().rank() == 0) throw invalid_argument("cumsum: the operand is a scalar; it needs an axis to sum along");
+  const int ax = normalize_axis(axis, e.shape().rank(), "cumsum");
+  if constexpr (std::is_same_v<value_type_t<E>, bool>) {
+    auto c = cast<std::int32_t>(std::move(e));
+    return cumsum_expr<decltype(c)>(std::move(c), ax, options);
+  } else {
+    return cumsum_expr<E>(std::move(e), ax, options);
+  }
+}
+
+}  // namespace fluxion

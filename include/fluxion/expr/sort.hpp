@@ -1,0 +1,207 @@
+// Sorting along an axis: argsort, sort, top_k (TensorFlow's tf.argsort, tf.sort, tf.math.top_k),
+// and take_along_axis, which reads one element of each lane at given positions.
+//
+//   fx::tensor<std::int32_t> order = fx::argsort(x);                 // along the last axis, ascending
+//   fx::tensor<float> s = fx::sort(x, 0, fx::descending);
+//   auto [values, indices] = fx::top_k(logits, 5);                  // the 5 largest of each row
+//   fx::tensor<float> picked = fx::take_along_axis(x, order, -1);
+//
+// The order is total and stable: equal values keep their order (the lower index first, in either
+// direction), and NaN ranks above every number (last ascending, first descending). Indices are
+// int32, as in TensorFlow. sort and top_k's values are take_along_axis of the operand, a gather,
+// so their gradient goes to the positions they were read from; argsort and the indices have none.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../core/config.hpp"
+#include "../core/shape.hpp"
+#include "elementwise.hpp"
+#include "evaluate.hpp"
+#include "indexing.hpp"
+#include "remap.hpp"
+#include "scan.hpp"
+
+namespace fluxion {
+
+enum class sort_direction { ascending, descending };
+inline constexpr sort_direction ascending = sort_direction::ascending;
+inline constexpr sort_direction descending = sort_direction::descending;
+
+namespace detail {
+
+/// Whether value a goes before value b: the order of the top of this file, without the ties.
+template <class T>
+struct sort_order {
+  bool descending;
+  FLUXION_HOST_DEVICE bool operator()(T a, T b) const {
+    const bool a_nan = a != a, b_nan = b != b;  // integers are never NaN
+    if (a_nan || b_nan) return descending ? a_nan && !b_nan : b_nan && !a_nan;
+    return descending ? b < a : a < b;
+  }
+};
+
+/// The positions of the first k values of each lane in sorted order: `outer` x `inner` lanes of
+/// length n (lane (o, i) reads x[(o * n + j) * inner + i]), written to out[(o * k + j) * inner + i].
+/// The cpu's below; fx::cuda's in backend/cuda/sort.hpp.
+template <class Device>
+struct sort_kernel {
+  static_assert(no_lane_kernel<Device>,
+                "fluxion: this device has no sort kernels; include its header (for fluxion::cuda, <fluxion/cuda.hpp>)");
+};
+
+template <>
+struct sort_kernel<cpu> {
+  template <class T>
+  struct lanes {
+    const T* x;
+    std::int32_t* out;
+    index_t n, inner, k, length;  // length: lane_kernel's size of a lane
+    bool descending;
+    void operator()(index_t lane) const {
+      thread_local std::vector<std::int32_t> order;
+      const index_t o = lane / inner, i = lane - o * inner;
+      const T* first = x + o * n * inner + i;
+      order.resize(static_cast<std::size_t>(n));
+      for (index_t j = 0; j < n; ++j) order[static_cast<std::size_t>(j)] = static_cast<std::int32_t>(j);
+      const sort_order<T> before{descending};
+      auto by_value = [&](std::int32_t a, std::int32_t b) {
+        const T va = first[a * inner], vb = first[b * inner];
+        return before(va, vb) || (!before(vb, va) && a < b);  // a total order: any sort gives one result
+      };
+      if (k < n) std::partial_sort(order.begin(), order.begin() + k, order.end(), by_value);
+      else std::sort(order.begin(), order.end(), by_value);
+      std::int32_t* to = out + o * k * inner + i;
+      for (index_t j = 0; j < k; ++j) to[j * inner] = order[static_cast<std::size_t>(j)];
+    }
+  };
+  template <class T>
+  static void run(const T* x, std::int32_t* out, index_t outer, index_t n, index_t inner, index_t k, bool descending) {
+    lane_kernel<cpu>::run(outer * inner, lanes<T>{x, out, n, inner, k, n, descending});
+  }
+};
+
+/// The positions (int32) of the first k elements of each lane along `axis` in sorted order.
+template <class T, class D>
+tensor<std::int32_t, D> sorted_positions(const tensor<T, D>& x, int axis, index_t k, bool descending, const char* op) {
+  const auto& s = x.shape();
+  const index_t n = s[axis];
+  if (n > std::numeric_limits<std::int32_t>::max())
+    throw invalid_argument(std::string(op) + ": axis " + std::to_string(axis) + " of shape " + to_string(s) +
+                           " has more than 2^31 - 1 elements, past int32 indices");
+  fluxion::shape out_shape = s;
+  out_shape[axis] = k;
+  tensor<std::int32_t, D> out(out_shape);
+  index_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= s[d];
+  for (int d = axis + 1; d < s.rank(); ++d) inner *= s[d];
+  if (out.size() > 0) sort_kernel<D>::run(x.data(), out.mutable_data(), outer, n, inner, k, descending);
+  return out;
+}
+
+}  // namespace detail
+
+/// The positions (int32) that sort `a` along `axis` (negative counts from the end): tf.argsort,
+/// always stable.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto argsort(A&& a, int axis = -1, sort_direction direction = ascending) {
+  detail::check_not_none(a, "argsort");
+  const auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
+  if (x.rank() == 0) throw invalid_argument("argsort: the operand is a scalar; it needs an axis to sort along");
+  const int ax = normalize_axis(axis, x.rank(), "argsort");
+  return detail::sorted_positions(x, ax, x.shape()[ax], direction == descending, "argsort");
+}
+
+/// Reads, along `axis`, the elements of `a` at `indices` (int32 or int64): out[..., j, ...] =
+/// a[..., indices[..., j, ...], ...], NumPy's take_along_axis. indices has a's shape but for the
+/// extent of `axis`; each index must be in [0, a.shape[axis]). Differentiable in `a` (a gather).
+template <class A, class I>
+  requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>) && is_expression_v<I>)
+auto take_along_axis(A&& a, const I& indices, int axis) {
+  using IT = value_type_t<I>;
+  static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
+                "fluxion::take_along_axis: indices must be int32 or int64.");
+  using E = detail::expr_t<A>;
+  using D = device_t<E>;
+  static_assert(std::is_same_v<device_t<I>, D>, "fluxion::take_along_axis: a and its indices live on different devices.");
+  detail::check_not_none(a, "take_along_axis");
+  const auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
+  const tensor<IT, D> idx = detail::materialize(indices);
+  const auto& s = x.shape();
+  if (s.rank() == 0) throw invalid_argument("take_along_axis: the operand is a scalar; it needs an axis");
+  const int ax = normalize_axis(axis, s.rank(), "take_along_axis");
+  bool fits = idx.shape().rank() == s.rank();
+  for (int d = 0; fits && d < s.rank(); ++d) fits = d == ax || idx.shape()[d] == s[d];
+  if (!fits)
+    throw shape_error("take_along_axis: indices of shape " + to_string(idx.shape()) + " do not fit a of shape " +
+                      to_string(s) + " along axis " + std::to_string(ax) + ": every other extent must match");
+  const index_t n = s[ax], k = idx.shape()[ax];
+  if (idx.size() > 0) {
+    const std::vector<IT> host = idx.to_vector();
+    for (std::size_t p = 0; p < host.size(); ++p)
+      if (host[p] < 0 || static_cast<index_t>(host[p]) >= n)
+        throw out_of_range("take_along_axis: indices" + detail::position_text(static_cast<index_t>(p), idx.shape()) +
+                           " = " + std::to_string(host[p]) + " is not in [0, " + std::to_string(n) + ") (axis " +
+                           std::to_string(ax) + " of shape " + to_string(s) + ")");
+  }
+  index_t outer = 1, inner = 1;
+  for (int d = 0; d < ax; ++d) outer *= s[d];
+  for (int d = ax + 1; d < s.rank(); ++d) inner *= s[d];
+  // The flat position of each element read: (o * n + indices) * inner + i, over (outer, k, inner).
+  const fluxion::shape lanes{outer, k, inner};
+  const tensor<std::int64_t, D> lane_indices(cast<std::int64_t>(reshape(idx, {outer, k, inner})));
+  const tensor<std::int64_t, D> flat((iota_expr<std::int64_t, D>{{}, lanes, 0} * n + lane_indices) * inner +
+                                     iota_expr<std::int64_t, D>{{}, lanes, 2});
+  std::vector<index_t> dims(idx.shape().begin(), idx.shape().end());
+  return reshape(gather(reshape(x, {-1}), flat), dims);
+}
+
+/// `a` sorted along `axis` (negative counts from the end): tf.sort. Its gradient goes back to
+/// the positions each value came from.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto sort(A&& a, int axis = -1, sort_direction direction = ascending) {
+  detail::check_not_none(a, "sort");
+  const auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
+  if (x.rank() == 0) throw invalid_argument("sort: the operand is a scalar; it needs an axis to sort along");
+  const int ax = normalize_axis(axis, x.rank(), "sort");
+  return take_along_axis(x, detail::sorted_positions(x, ax, x.shape()[ax], direction == descending, "sort"), ax);
+}
+
+/// top_k's result: the k largest values of each row and their positions (int32), both of shape
+/// (..., k), largest first; `auto [values, indices] = fx::top_k(x, k);`.
+template <class T, class D>
+struct top_k_result {
+  tensor<T, D> values;
+  tensor<std::int32_t, D> indices;
+};
+
+/// The k largest elements along the last axis and their positions, largest first, ties to the
+/// lower position (tf.math.top_k, sorted). `values` is differentiable: its gradient goes to the
+/// positions in `indices`.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto top_k(A&& a, index_t k = 1) {
+  detail::check_not_none(a, "top_k");
+  const auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
+  using X = std::remove_cvref_t<decltype(x)>;
+  using T = value_type_t<X>;
+  using D = device_t<X>;
+  if (x.rank() == 0) throw invalid_argument("top_k: the operand is a scalar; it needs a last axis to choose from");
+  const int ax = x.rank() - 1;
+  const index_t n = x.shape()[ax];
+  if (k < 0 || k > n)
+    throw invalid_argument("top_k: k = " + std::to_string(k) + " is not in [0, " + std::to_string(n) +
+                           "], the extent of the last axis of shape " + to_string(x.shape()));
+  tensor<std::int32_t, D> indices = detail::sorted_positions(x, ax, k, /*descending=*/true, "top_k");
+  tensor<T, D> values = take_along_axis(x, indices, ax);
+  return top_k_result<T, D>{std::move(values), std::move(indices)};
+}
+
+}  // namespace fluxion
