@@ -16,6 +16,8 @@
 #     avg_pool2d + flatten in its place (what the layer costs a program);
 #   - bench/compile/sequence_cnn.cpp: a causal, dilated 1-D CNN with nn::conv1d and max_pool1d, and
 #     the same depth of conv2d and max_pool2d in their place (stop 58);
+#   - bench/compile/ordering.cpp: an MLP step whose loss reads fx::norm, fx::sort and fx::cumsum and
+#     whose report reads fx::top_k, and the same step without them (stop 59);
 #   - bench/compile/recurrent.cpp: Keras's text classifier with nn::gru, then with nn::lstm, each
 #     header-only and with prebuilt kernels, the GRU also with the library's GRU set (what each
 #     recurrent layer costs a program), then the LSTM with an encoder-decoder beside it
@@ -167,6 +169,11 @@ variant_row "bench/compile/global_pool.cpp, avg_pool2d<7> + flatten instead" ben
 variant_row "bench/compile/sequence_cnn.cpp, nn::conv1d (causal, dilated) and max_pool1d" bench/compile/sequence_cnn.cpp \
   -DFLUXION_CONV1D=1
 variant_row "bench/compile/sequence_cnn.cpp, conv2d and max_pool2d instead" bench/compile/sequence_cnn.cpp -DFLUXION_CONV1D=0
+
+# norm, sort, cumsum and top_k in a training step and its report (stop 59) against the same step
+# with reduce_sum(square) and argmax.
+variant_row "bench/compile/ordering.cpp, norm, sort, cumsum and top_k" bench/compile/ordering.cpp -DFLUXION_ORDERING=1
+variant_row "bench/compile/ordering.cpp, reduce_sum(square) and argmax instead" bench/compile/ordering.cpp -DFLUXION_ORDERING=0
 
 # The recurrent layers in a text classifier, header-only and with prebuilt kernels (the GRU's with
 # the library's GRU set, FLUXION_PREBUILT_GRU, in by default since stop 53, and without it: NO_GRU).

@@ -10,6 +10,7 @@
 #include "expr/matmul.hpp"
 #include "expr/reduce.hpp"
 #include "expr/remap.hpp"
+#include "expr/einsum.hpp"
 #include "expr/scan.hpp"
 #include "expr/sort.hpp"
 #include "tensor/tensor.hpp"

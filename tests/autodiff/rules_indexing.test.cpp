@@ -60,3 +60,12 @@ TEST_CASE("rules: one_hot * values, where and clip") {
   check_op("clip with tensor bounds", [](const auto& v, const auto& lo) { return fx::clip(v, lo, 2.0); },
            fx::tensor<double>{{-1.5, 0.5, 1.2}, {2.5, -0.3, 0.1}}, fx::tensor<double>{-1.0, 0.0, 1.0});
 }
+
+TEST_CASE("rules: unsorted_segment_sum and unsorted_segment_mean") {
+  const fx::tensor<std::int32_t> ids = {{1, 0, 1}, {3, 1, 1}};
+  check_op("segment sum", [&](const auto& v) { return fx::unsorted_segment_sum(v, ids, 4); }, x234);
+  check_op("segment sum of an expression, rows", [&](const auto& v) {
+    return fx::unsorted_segment_sum(v * v, fx::tensor<std::int64_t>{2, 2}, 3) * 3.0;
+  }, x234);
+  check_op("segment mean", [&](const auto& v) { return fx::unsorted_segment_mean(fx::sin(v), ids, 5); }, x234);
+}

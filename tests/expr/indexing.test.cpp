@@ -80,3 +80,37 @@ TEST_CASE("pad: a strided operand written into a sub-block keeps its rows apart"
   fx::tensor<float> p = fx::pad(fx::strided_slice(x, {0, 0}, {2, 3}), {{0, 0}, {0, 3}}, -1.f);
   CHECK(p.to_vector() == std::vector<float>{0, 1, 2, -1, -1, -1, 6, 7, 8, -1, -1, -1});
 }
+
+TEST_CASE("unsorted_segment_sum and unsorted_segment_mean against a loop") {
+  const auto x = test::random_tensor<double>({4, 3, 2}, 41);
+  const fx::tensor<std::int64_t> ids = {{2, 0, 2}, {4, 2, 0}, {0, 0, 0}, {2, 4, 1}};  // a prefix (4, 3) of x's shape
+  fx::tensor<double> s = fx::unsorted_segment_sum(x, ids, 6);
+  fx::tensor<double> m = fx::unsorted_segment_mean(x, ids, 6);
+  CHECK(s.shape() == fx::shape{6, 2});
+  std::vector<double> sum(12, 0.0), count(6, 0.0);
+  const auto iv = ids.to_vector();
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 3; ++b) {
+      const auto seg = static_cast<std::size_t>(iv[static_cast<std::size_t>(a * 3 + b)]);
+      count[seg] += 1;
+      for (int c = 0; c < 2; ++c) sum[seg * 2 + static_cast<std::size_t>(c)] += x(a, b, c);
+    }
+  for (std::size_t k = 0; k < 12; ++k) {
+    CHECK(s.to_vector()[k] == doctest::Approx(sum[k]));
+    CHECK(m.to_vector()[k] == doctest::Approx(count[k / 2] > 0 ? sum[k] / count[k / 2] : 0.0));
+  }
+  CHECK(s(3, 1) == 0.0);  // a segment nothing names
+  // ids over the first axis only, of an expression, int32 ids
+  fx::tensor<float> rows = fx::unsorted_segment_sum(fx::tensor<float>{{1, 2}, {3, 4}, {5, 6}} * 2.f, fx::tensor<std::int32_t>{1, 1, 0}, 2);
+  CHECK(rows.to_vector() == std::vector<float>{10, 12, 8, 12});
+  fx::tensor<float> none = fx::unsorted_segment_sum(fx::tensor<float>(fx::shape{0, 2}), fx::tensor<std::int32_t>(fx::shape{0}), 3);
+  CHECK(none.to_vector() == std::vector<float>(6, 0.f));
+  test::check_throws_with<fx::out_of_range>([&] { (void)fx::unsorted_segment_sum(x, ids, 4); },
+                                            "unsorted_segment_sum: segment_ids[1, 0] = 4 is not in [0, 4)");
+  test::check_throws_with<fx::out_of_range>([&] { (void)fx::unsorted_segment_sum(x, fx::tensor<std::int32_t>{0, -1, 0, 0}, 4); },
+                                            "unsorted_segment_sum: segment_ids[1] = -1 is not in [0, 4)");
+  test::check_throws_with<fx::shape_error>([&] { (void)fx::unsorted_segment_sum(x, fx::tensor<std::int32_t>{0, 1, 0}, 4); },
+                                           "unsorted_segment_sum: segment_ids of shape (3,) is not a prefix of data's shape (4, 3, 2)");
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::unsorted_segment_sum(x, ids, -1); },
+                                                "unsorted_segment_sum: num_segments = -1 is negative");
+}

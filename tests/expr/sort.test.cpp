@@ -122,7 +122,9 @@ TEST_CASE("reverse, tile and repeat against index arithmetic") {
   for (int a = 0; a < 2; ++a)
     for (int b = 0; b < 3; ++b)
       for (int c = 0; c < 4; ++c) CHECK(r(a, b, c) == x(1 - a, b, 3 - c));
-  fx::tensor<double> none_reversed = fx::reverse(x, {});
+  fx::tensor<double> one_axis = fx::reverse(x, 1);
+  CHECK(one_axis(1, 0, 2) == x(1, 2, 2));
+  fx::tensor<double> none_reversed = fx::reverse(x, {});  // braces are the list of axes, even empty
   CHECK(none_reversed.to_vector() == x.to_vector());
   test::check_throws_with<fx::invalid_argument>([&] { (void)fx::reverse(x, {1, -2}); }, "reverse: axis -2 is repeated");
 

@@ -364,46 +364,7 @@ struct backward<matmul_expr<A, B>> {
   }
 };
 
-/// The adjoint of gather: adds each gradient row into the row of `params` it was read from, in
-/// order of the index positions. A device with a scatter kernel (fx::cuda) runs it there; any
-/// other goes through the host.
-template <class T, class I, class D>
-tensor<T, D> scatter_add(const tensor<T, D>& g, const tensor<I, D>& indices, int axis, const shape& params) {
-  if constexpr (!std::is_same_v<D, cpu> && ::fluxion::detail::has_scatter_kernel<D>) {
-    tensor<T, D> out(params);
-    index_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; ++d) outer *= params[d];
-    for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
-    ::fluxion::detail::scatter_kernel<D>::run(g.data(), indices.data(), out.mutable_data(), outer, indices.size(),
-                                              params[axis], inner);
-    return out;
-  } else if constexpr (!std::is_same_v<D, cpu>) {
-    tensor<T, cpu> host_g(g.shape());
-    tensor<I, cpu> host_indices(indices.shape());
-    ::fluxion::detail::device_memory<D>::to_host(host_g.mutable_data(), g.data(), g.size());
-    ::fluxion::detail::device_memory<D>::to_host(host_indices.mutable_data(), indices.data(), indices.size());
-    const tensor<T, cpu> host_out = scatter_add(host_g, host_indices, axis, params);
-    tensor<T, D> out(params);
-    ::fluxion::detail::device_memory<D>::to_device(out.mutable_data(), host_out.data(), host_out.size());
-    return out;
-  } else {
-    tensor<T, cpu> out = broadcast_to(scalar_expr<T, cpu>(T(0)), params);
-    index_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; ++d) outer *= params[d];
-    for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
-    const index_t n_idx = indices.size(), extent = params[axis];
-    const T* gp = g.data();
-    const I* ip = indices.data();
-    T* op = out.mutable_data();
-    for (index_t o = 0; o < outer; ++o)
-      for (index_t k = 0; k < n_idx; ++k) {
-        T* dst = op + (o * extent + static_cast<index_t>(ip[k])) * inner;
-        const T* src = gp + (o * n_idx + k) * inner;
-        for (index_t i = 0; i < inner; ++i) dst[i] += src[i];
-      }
-    return out;
-  }
-}
+using ::fluxion::detail::scatter_add;
 
 template <class T, class I, class D>
 struct backward<gather_expr<T, I, D>> {
@@ -411,6 +372,19 @@ struct backward<gather_expr<T, I, D>> {
   static void run(const gather_expr<T, I, D>& e, const G& g, Sink& sink) {
     if constexpr (std::is_floating_point_v<T>)
       sink.leaf(e.params, keep_order<G>(scatter_add(reduce_to(g, e.shape()), e.indices, e.axis, e.params.shape())));
+  }
+};
+
+/// The adjoint of a segment sum: each position reads its segment's gradient row (a gather).
+template <class T, class I, class D>
+struct backward<segment_sum_expr<T, I, D>> {
+  template <class G, class Sink>
+  static void run(const segment_sum_expr<T, I, D>& e, const G& g, Sink& sink) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const tensor<T, D> gt = reduce_to(g, e.shape());
+      const auto& ds = e.data.shape();
+      sink.leaf(e.data, keep_order<G>(tensor<T, D>(reshape(gather(gt, e.ids, 0), std::vector<index_t>(ds.begin(), ds.end())))));
+    }
   }
 };
 

@@ -277,6 +277,15 @@ struct tangent<gather_expr<T, I, D>> {
   }
 };
 
+template <class T, class I, class D>
+struct tangent<segment_sum_expr<T, I, D>> {
+  template <int K>
+  static auto of(const segment_sum_expr<T, I, D>& e, const forward_accumulator& acc) {
+    const tensor<T, D> td = tstep<K>(tangent_of<K>(e.data, acc));
+    return segment_sum_expr<T, I, D>(td, e.ids, e.shape());
+  }
+};
+
 template <class T, class D>
 struct tangent<concat_expr<T, D>> {
   template <int K>

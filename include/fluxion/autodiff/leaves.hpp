@@ -92,6 +92,13 @@ struct leaves<gather_expr<T, I, D>> {
     f(e.params);
   }
 };
+template <class T, class I, class D>
+struct leaves<segment_sum_expr<T, I, D>> {
+  template <class F>
+  static void visit(const segment_sum_expr<T, I, D>& e, F&& f) {
+    f(e.data);
+  }
+};
 template <class T, class D>
 struct leaves<concat_expr<T, D>> {
   template <class F>

@@ -78,6 +78,47 @@ inline constexpr bool has_scatter_kernel = false;
 /// each row j of the axis, of g's rows (outer, k, inner) whose indices[k] is j, added in order of k.
 template <class Device>
 struct scatter_kernel;
+
+/// The adjoint of gather: adds each gradient row into the row of `params` it was read from, in
+/// order of the index positions. A device with a scatter kernel (fx::cuda) runs it there; any
+/// other goes through the host.
+template <class T, class I, class D>
+tensor<T, D> scatter_add(const tensor<T, D>& g, const tensor<I, D>& indices, int axis, const shape& params) {
+  if constexpr (!std::is_same_v<D, cpu> && has_scatter_kernel<D>) {
+    tensor<T, D> out(params);
+    index_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= params[d];
+    for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
+    scatter_kernel<D>::run(g.data(), indices.data(), out.mutable_data(), outer, indices.size(),
+                                              params[axis], inner);
+    return out;
+  } else if constexpr (!std::is_same_v<D, cpu>) {
+    tensor<T, cpu> host_g(g.shape());
+    tensor<I, cpu> host_indices(indices.shape());
+    device_memory<D>::to_host(host_g.mutable_data(), g.data(), g.size());
+    device_memory<D>::to_host(host_indices.mutable_data(), indices.data(), indices.size());
+    const tensor<T, cpu> host_out = scatter_add(host_g, host_indices, axis, params);
+    tensor<T, D> out(params);
+    device_memory<D>::to_device(out.mutable_data(), host_out.data(), host_out.size());
+    return out;
+  } else {
+    tensor<T, cpu> out = broadcast_to(scalar_expr<T, cpu>(T(0)), params);
+    index_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= params[d];
+    for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
+    const index_t n_idx = indices.size(), extent = params[axis];
+    const T* gp = g.data();
+    const I* ip = indices.data();
+    T* op = out.mutable_data();
+    for (index_t o = 0; o < outer; ++o)
+      for (index_t k = 0; k < n_idx; ++k) {
+        T* dst = op + (o * extent + static_cast<index_t>(ip[k])) * inner;
+        const T* src = gp + (o * n_idx + k) * inner;
+        for (index_t i = 0; i < inner; ++i) dst[i] += src[i];
+      }
+    return out;
+  }
+}
 }  // namespace detail
 
 /// Gathers slices of `params` along `axis` at integer `indices` (a tensor or a scalar).
@@ -101,6 +142,87 @@ auto gather(P&& params, I&& indices, int axis = 0) {
     using IT = std::conditional_t<(sizeof(std::remove_cvref_t<I>) > 4), std::int64_t, std::int32_t>;
     return gather_expr<T, IT, D>(std::move(p), tensor<IT, D>(static_cast<IT>(indices)), ax);
   }
+}
+
+/// unsorted_segment_sum's node: the rows of `data` (over the axes `ids` covers) added into the
+/// rows of the result that `ids` names, by gather's adjoint (detail::scatter_add). ids is flat.
+template <class T, class I, class Device>
+struct segment_sum_expr : detail::boundary_expr<segment_sum_expr<T, I, Device>, T, Device> {
+  tensor<T, Device> data;
+  tensor<I, Device> ids;
+  fluxion::shape m_shape;
+  segment_sum_expr(tensor<T, Device> d, tensor<I, Device> i, fluxion::shape s)
+      : data(std::move(d)), ids(std::move(i)), m_shape(std::move(s)) {}
+  const fluxion::shape& shape() const { return m_shape; }
+  /// data as (rows, rest...): the layout scatter_add reads.
+  fluxion::shape rows_shape() const {
+    fluxion::shape r{ids.size()};
+    for (int d = 1; d < m_shape.rank(); ++d) r.push_back(m_shape[d]);
+    return r;
+  }
+  tensor<T, Device> compute() const {
+    return detail::scatter_add(tensor<T, Device>(data, rows_shape()), ids, 0, m_shape);
+  }
+};
+
+/// TensorFlow's tf.math.unsorted_segment_sum: out[s, ...] = the sum of data[k..., ...] over the
+/// positions k whose segment_ids[k...] is s, in order of k. segment_ids (int32 or int64) has a
+/// prefix of data's shape; the result is (num_segments,) + the rest of data's shape, 0 for a
+/// segment nothing names. Every id must be in [0, num_segments): TensorFlow drops negative ids,
+/// fluxion refuses them, naming the position. Differentiable in data (its gradient is a gather).
+template <class A, class I>
+  requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>) && is_expression_v<I>)
+auto unsorted_segment_sum(A&& data, const I& segment_ids, index_t num_segments) {
+  using E = detail::expr_t<A>;
+  using T = value_type_t<E>;
+  using D = device_t<E>;
+  using IT = value_type_t<I>;
+  static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
+                "fluxion::unsorted_segment_sum: segment_ids must be int32 or int64.");
+  static_assert(std::is_same_v<device_t<I>, D>, "fluxion::unsorted_segment_sum: data and segment_ids live on different devices.");
+  detail::check_not_none(data, "unsorted_segment_sum");
+  auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(data)));
+  const tensor<IT, D> ids = detail::materialize(segment_ids);
+  const auto& s = x.shape();
+  bool prefix = ids.rank() <= s.rank();
+  for (int d = 0; prefix && d < ids.rank(); ++d) prefix = ids.shape()[d] == s[d];
+  if (!prefix)
+    throw shape_error("unsorted_segment_sum: segment_ids of shape " + to_string(ids.shape()) +
+                      " is not a prefix of data's shape " + to_string(s));
+  if (num_segments < 0)
+    throw invalid_argument("unsorted_segment_sum: num_segments = " + std::to_string(num_segments) + " is negative");
+  if (ids.size() > 0) {
+    const std::vector<IT> host = ids.to_vector();
+    for (std::size_t k = 0; k < host.size(); ++k)
+      if (host[k] < 0 || static_cast<index_t>(host[k]) >= num_segments)
+        throw out_of_range("unsorted_segment_sum: segment_ids" + detail::position_text(static_cast<index_t>(k), ids.shape()) +
+                           " = " + std::to_string(host[k]) + " is not in [0, " + std::to_string(num_segments) + ")");
+  }
+  fluxion::shape out{num_segments};
+  for (int d = ids.rank(); d < s.rank(); ++d) out.push_back(s[d]);
+  return segment_sum_expr<T, IT, D>(std::move(x), tensor<IT, D>(ids, fluxion::shape{ids.size()}), out);
+}
+
+/// TensorFlow's tf.math.unsorted_segment_mean: unsorted_segment_sum divided by each segment's
+/// count of positions (a segment nothing names is 0).
+template <class A, class I>
+  requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>) && is_expression_v<I>)
+auto unsorted_segment_mean(A&& data, const I& segment_ids, index_t num_segments) {
+  auto sum = unsorted_segment_sum(std::forward<A>(data), segment_ids, num_segments);
+  using T = value_type_t<decltype(sum)>;
+  using D = device_t<decltype(sum)>;
+  const auto ids = detail::materialize(segment_ids);
+  tensor<T, D> count;
+  {
+    detail::materialize_depth constant_to_autodiff;
+    fluxion::shape unit{num_segments};
+    for (int d = 1; d < sum.shape().rank(); ++d) unit.push_back(1);
+    const tensor<T, D> ones = broadcast_to(scalar_expr<T, D>(T(1)), fluxion::shape{ids.size()});
+    const tensor<T, D> counted = segment_sum_expr<T, value_type_t<decltype(ids)>, D>(
+        ones, tensor<value_type_t<decltype(ids)>, D>(ids, fluxion::shape{ids.size()}), fluxion::shape{num_segments});
+    count = tensor<T, D>(reshape(maximum(counted, T(1)), std::vector<index_t>(unit.begin(), unit.end())));
+  }
+  return std::move(sum) / count;
 }
 
 /// Repeats each element of `a` along `axis` `repeats` times: tf.repeat with a scalar. Its gradient

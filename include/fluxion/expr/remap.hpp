@@ -8,6 +8,7 @@
 //   auto r = fx::reshape(t, {-1, 4});
 #pragma once
 
+#include <concepts>
 #include <limits>
 #include <string>
 #include <vector>
@@ -273,6 +274,14 @@ auto reverse(A&& a, const std::vector<int>& axes) {
     steps[d] = -1;
   }
   return strided_slice(std::forward<A>(a), begin, stop, steps);
+}
+
+/// Reverses the order of the elements along one axis. (A template, so that braces, even `{}` or
+/// `{0}`, always mean the list of axes above.)
+template <class A, std::integral Axis>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto reverse(A&& a, Axis axis) {
+  return reverse(std::forward<A>(a), std::vector<int>{static_cast<int>(axis)});
 }
 
 /// Reshape; one extent may be -1 and is inferred. Shares the buffer when the operand is a tensor.

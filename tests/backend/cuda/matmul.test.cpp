@@ -73,3 +73,11 @@ TEST_CASE("cuda matmul: float products are full float32 unless TF32 is allowed")
   same_on_both_devices(1e-12, [](const auto& a, const auto& b) { return fx::matmul(a, b, fx::transpose_a); },
                        filled<double>({33, 7}, 15), filled<double>({4, 33, 9}, 16));
 }
+
+TEST_CASE("cuda einsum: the cpu's results through transposes, sums and a batched matmul") {
+  const auto a = filled<double>({2, 3, 4}, 11), b = filled<double>({2, 4, 5}, 12);
+  same_on_both_devices(1e-12, [](const auto& x, const auto& y) { return fx::einsum("bij,bjk->kb", x, y); }, a, b);
+  same_on_both_devices(1e-12, [](const auto& x, const auto& y) { return fx::einsum("...ij,...jk", x, y); },
+                       filled<double>({3, 1, 2, 4}, 13), filled<double>({2, 4, 3}, 14));
+  same_on_both_devices(1e-12, [](const auto& x) { return fx::einsum("ijk->ki", x); }, a);
+}

@@ -71,3 +71,10 @@ TEST_CASE("cuda take_along_axis, reverse, tile, repeat and norm") {
     same_on_both_devices(1e-12, [&](const auto& a) { return fx::norm(a, ord, 1); }, x);
   }
 }
+
+TEST_CASE("cuda unsorted_segment_sum and unsorted_segment_mean") {
+  const auto x = filled<double>({5, 3, 2}, 6);
+  const auto ids = with_values<std::int32_t>({5}, {3, 0, 3, 1, 3});
+  same_on_both_devices(0.0, [](const auto& a, const auto& i) { return fx::unsorted_segment_sum(a, i, 5); }, x, ids);
+  same_on_both_devices(1e-15, [](const auto& a, const auto& i) { return fx::unsorted_segment_mean(a, i, 5); }, x, ids);
+}
