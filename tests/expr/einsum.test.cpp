@@ -47,7 +47,7 @@ std::vector<double> naive_einsum(const std::string& in0, const std::string& in1,
   return result;
 }
 
-void check_close(const std::vector<double>& got, const std::vector<double>& want) {
+void check_einsum_values(const std::vector<double>& got, const std::vector<double>& want) {
   REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
 }
@@ -79,7 +79,7 @@ TEST_CASE("einsum: two operands against a naive loop") {
     CAPTURE(spec);
     const auto a = test::random_tensor<double>(e.a, 1), b = test::random_tensor<double>(e.b, 2);
     fx::tensor<double> c = fx::einsum(spec, a, b);
-    check_close(c.to_vector(), naive_einsum(e.in0, e.in1, e.out, a, &b));
+    check_einsum_values(c.to_vector(), naive_einsum(e.in0, e.in1, e.out, a, &b));
   }
 }
 
@@ -89,22 +89,22 @@ TEST_CASE("einsum: one operand, implicit outputs and ellipses") {
            {"ijk", "kji"}, {"ijk", "ik"}, {"ijk", ""}, {"ijk", "j"}, {"ijk", "ijk"}}) {
     CAPTURE(term + "->" + out);
     fx::tensor<double> c = fx::einsum(term + "->" + out, a);
-    check_close(c.to_vector(), naive_einsum(term, "", out, a, nullptr));
+    check_einsum_values(c.to_vector(), naive_einsum(term, "", out, a, nullptr));
   }
   // Implicit: the labels that appear once, alphabetically.
-  check_close(fx::einsum("kij", a).to_vector(), naive_einsum("kij", "", "ijk", a, nullptr));
+  check_einsum_values(fx::einsum("kij", a).to_vector(), naive_einsum("kij", "", "ijk", a, nullptr));
   const auto m = test::random_tensor<double>({4, 5}, 4);
-  check_close(fx::einsum("ijk,kl", a, m).to_vector(), naive_einsum("ijk", "kl", "ijl", a, &m));
+  check_einsum_values(fx::einsum("ijk,kl", a, m).to_vector(), naive_einsum("ijk", "kl", "ijl", a, &m));
   // Ellipses broadcast at the end, as matmul's batch axes.
   const auto x = test::random_tensor<double>({3, 1, 4, 5}, 5), y = test::random_tensor<double>({2, 5, 6}, 6);
   fx::tensor<double> z = fx::einsum("...ij,...jk->...ik", x, y);
   fx::tensor<double> want = fx::matmul(x, y);
   CHECK(z.shape() == fx::shape{3, 2, 4, 6});
-  check_close(z.to_vector(), want.to_vector());
+  check_einsum_values(z.to_vector(), want.to_vector());
   fx::tensor<double> implicit = fx::einsum("...ij,...jk", x, y);  // ... then i and k
-  check_close(implicit.to_vector(), want.to_vector());
+  check_einsum_values(implicit.to_vector(), want.to_vector());
   fx::tensor<double> dropped = fx::einsum("...ij->ij", x);        // an ellipsis left out is summed
-  check_close(dropped.to_vector(), fx::tensor<double>(fx::reduce_sum(x, {0, 1})).to_vector());
+  check_einsum_values(dropped.to_vector(), fx::tensor<double>(fx::reduce_sum(x, {0, 1})).to_vector());
   fx::tensor<float> f = fx::einsum(" ij , jk -> ik ", fx::tensor<float>{{1, 2}}, fx::tensor<float>{{3}, {4}});  // spaces
   CHECK(f.to_vector() == std::vector<float>{11});
 }
