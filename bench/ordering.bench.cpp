@@ -7,8 +7,10 @@
 //   top_k_train      the same under a tape (autograd), then the gradient of sum(values * dy)
 //   norm             the Euclidean norm of each row of (256, 1024)
 //   tile             (64, 128) tiled (4, 4)
+//   einsum_attention "bhqd,bhkd->bhqk" over (32, 8, 64, 32): attention scores
+//   segment_sum      unsorted_segment_sum of (16384, 64) rows into 1024 segments
 //
-// LibTorch: torch::cumsum, torch::sort, torch::topk, torch::linalg_vector_norm (x.norm), repeat.
+// LibTorch: torch::cumsum, torch::sort, torch::topk, x.norm, repeat, torch::einsum, index_add_.
 //
 //   ./ordering.bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -133,6 +135,29 @@ const int registered = [] {
   add("tile", "torch", [] {
     auto x = torch::rand({64, 128});
     return [x] { benchmark::DoNotOptimize(x.repeat({4, 4}).data_ptr()); };
+  });
+#endif
+  add("einsum_attention", "fluxion", [] {
+    auto q = uniform({32, 8, 64, 32}, 9), k = uniform({32, 8, 64, 32}, 10);
+    return [q, k] { benchmark::DoNotOptimize(fx::einsum("bhqd,bhkd->bhqk", q, k).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("einsum_attention", "torch", [] {
+    auto q = torch::rand({32, 8, 64, 32}), k = torch::rand({32, 8, 64, 32});
+    return [q, k] { benchmark::DoNotOptimize(torch::einsum("bhqd,bhkd->bhqk", {q, k}).data_ptr()); };
+  });
+#endif
+  add("segment_sum", "fluxion", [] {
+    auto x = uniform({16384, 64}, 11);
+    fx::random::generator gen{12};
+    const fx::tensor<std::int32_t> ids = fx::random::uniform<std::int32_t>({16384}, gen, 0, 1024);
+    return [x, ids] { benchmark::DoNotOptimize(fx::tensor<float>(fx::unsorted_segment_sum(x, ids, 1024)).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("segment_sum", "torch", [] {
+    auto x = torch::rand({16384, 64});
+    auto ids = torch::randint(0, 1024, {16384}, torch::kLong);
+    return [x, ids] { benchmark::DoNotOptimize(torch::zeros({1024, 64}).index_add_(0, ids, x).data_ptr()); };
   });
 #endif
   return 0;

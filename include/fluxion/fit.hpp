@@ -713,7 +713,7 @@ auto aligned_weights(const W& w, int rank) {
   using D = device_t<decltype(t)>;
   const tensor<T, D> weights = cast<T>(t);
   if (weights.rank() == 0) return weights;  // a scalar weighs everything as it is
-  return tensor<T, D>(weights, fluxion::detail::sample_weight_shape(weights.shape(), rank));
+  return tensor<T, D>(weights, fluxion::detail::sample_weight_shape(weights.shape(), rank), fluxion::detail::same_buffer);
 }
 
 /// Keras's sample weights combined with the output's mask: w m size(m) / count(m), so that a loss's

@@ -215,7 +215,7 @@ tensor<T, D> reduce_weighted_tensors(const char* name, const tensor<T, D>& losse
                       to_string(ls) + ", " + to_string(with_unit_axis) + ", a leading part of " + to_string(ls) +
                       " or ()");
   }
-  const tensor<WT, D> weights(w, ws);
+  const tensor<WT, D> weights(w, ws, fluxion::detail::same_buffer);
   if constexpr (std::is_same_v<WT, bool>) {
     const auto kept = where(weights, losses, T(0));
     switch (r) {
@@ -305,7 +305,7 @@ tensor<T, D> sparse_softmax_cross_entropy_tensors(const tensor<T, D>& x, tensor<
   const shape examples(xs.begin(), xs.end() - 1);
   shape with_unit_axis = examples;  // Keras also takes labels of shape (batch, 1)
   with_unit_axis.push_back(1);
-  if (indices.shape() == with_unit_axis) indices = decltype(indices)(indices, examples);
+  if (indices.shape() == with_unit_axis) indices = decltype(indices)(indices, examples, fluxion::detail::same_buffer);
   if (!(indices.shape() == examples))
     throw shape_error(std::string(name) + ": logits " + to_string(xs) + " need labels of shape " +
                       to_string(examples) + " or " + to_string(with_unit_axis) + ", not " + to_string(indices.shape()));

@@ -280,7 +280,7 @@ class weighted_mean {
         total = reduce_sum(v);
         m_count += static_cast<double>(v.size());
       } else {
-        const tensor<double, D> wb(cast<double>(tensor<W, D>(*w, leading_weights_shape(v.shape(), w->shape()))));
+        const tensor<double, D> wb(cast<double>(tensor<W, D>(*w, leading_weights_shape(v.shape(), w->shape()), fluxion::detail::same_buffer)));
         total = reduce_sum(v * wb);
         // Broadcasting repeats each weight the same number of times (none: both are empty).
         weights = reduce_sum(wb) * static_cast<double>(wb.size() == 0 ? 0 : v.size() / wb.size());
@@ -461,7 +461,7 @@ auto sparse_matches(const Y& y_true, const P& y_pred, const std::string& metric)
                       to_string(logits.shape()) + ": expected " + to_string(predicted.shape()) + " or " +
                       to_string(with_unit_axis));
   using L = std::remove_cvref_t<decltype(labels)>;
-  return std::pair{predicted, on_device_of<decltype(predicted)>(L(labels, predicted.shape()))};
+  return std::pair{predicted, on_device_of<decltype(predicted)>(L(labels, predicted.shape(), fluxion::detail::same_buffer))};
 }
 
 /// sparse_matches on the host: (argmax(p) over the last axis, the labels t).
@@ -556,7 +556,7 @@ auto same_shape_doubles(const Y& y_true, const P& y_pred, const std::string& met
   fluxion::detail::materialize_depth hidden_from_autodiff;
   const tensor<double, D> pd(cast<double>(p));
   using T = std::remove_cvref_t<decltype(t)>;
-  const tensor<double, D> td(cast<double>(on_device_of<tensor<double, D>>(T(t, ps))));
+  const tensor<double, D> td(cast<double>(on_device_of<tensor<double, D>>(T(t, ps, fluxion::detail::same_buffer))));
   return std::pair{td, pd};
 }
 
@@ -695,7 +695,7 @@ class top_k_accuracy : public scored_mean<top_k_accuracy<Sparse>> {
                           to_string(leading) + " or " + to_string(with_unit_axis));
       using L = std::remove_cvref_t<decltype(labels)>;
       fluxion::detail::materialize_depth hidden_from_autodiff;
-      label = cast<double>(on_device_of<tensor<double, D>>(L(labels, leading)));
+      label = cast<double>(on_device_of<tensor<double, D>>(L(labels, leading, fluxion::detail::same_buffer)));
     } else {
       if (!(labels.shape() == logits.shape()))
         throw shape_error(this->name() + ".update: y_true of shape " + to_string(labels.shape()) + " and y_pred of shape " +
@@ -800,7 +800,7 @@ class selected_mean : public mean_metric<selected_mean<Precision>> {
     } else {
       const auto given = hidden_value(sample_weight);
       using G = std::remove_cvref_t<decltype(given)>;
-      w = cast<double>(on_device_of<tensor<double, D>>(G(given, this->leading_weights_shape(of.shape(), given.shape()))));
+      w = cast<double>(on_device_of<tensor<double, D>>(G(given, this->leading_weights_shape(of.shape(), given.shape()), fluxion::detail::same_buffer)));
     }
     const tensor<double, D> weights(where * w);
     this->accumulate(of, &weights);

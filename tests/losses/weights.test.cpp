@@ -81,7 +81,7 @@ TEST_CASE("losses: sample_weight of the losses' shape, with a unit axis, and sca
   check_weighted([&](reduction r) { return fx::losses::sparse_softmax_cross_entropy(x, labels, w, r); }, ce);
   check_weighted([&](reduction r) { return fx::losses::mean_squared_error(x, t, w, r); }, mse);
   // Keras's (batch, 1) weights, and integer weights converted to the losses' type.
-  const fx::tensor<double> w_column(w, fx::shape{4, 1});
+  const fx::tensor<double> w_column = fx::reshape(w, {4, 1});
   check_weighted([&](reduction r) { return fx::losses::sparse_softmax_cross_entropy(x, labels, w_column, r); }, ce);
   const fx::tensor<std::int32_t> counts = {1, 0, 3, 2};
   check_weighted([&](reduction r) { return fx::losses::mean_squared_error(x, t, counts, r); },

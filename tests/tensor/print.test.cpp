@@ -192,7 +192,7 @@ const print_case print_cases[] = {
      "        0.78947368, 0.84210526, 0.89473684, 0.94736842, 1.        ],\n"
      "       dtype=float64, shape=(20,))"},
     {"matrix rows wrap",
-     [] { return fx::to_string(fx::tensor<std::int64_t>(fx::arange<std::int64_t>(0, 40000, 1000), {2, 20})); },
+     [] { return fx::to_string(fx::tensor<std::int64_t>(fx::reshape(fx::arange<std::int64_t>(0, 40000, 1000), {2, 20}))); },
      "tensor([[    0,  1000,  2000,  3000,  4000,  5000,  6000,  7000,  8000,\n"
      "          9000, 10000, 11000, 12000, 13000, 14000, 15000, 16000, 17000,\n"
      "         18000, 19000],\n"
@@ -215,7 +215,7 @@ const print_case print_cases[] = {
      "        [2.8571429e+02, 2.8585715e+02, 2.8600000e+02, ..., 4.2814285e+02,\n"
      "         4.2828571e+02, 4.2842856e+02]], dtype=float32, shape=(3, 1000))"},
     {"summary of a rank-3 tensor",
-     [] { return fx::to_string(fx::tensor<std::int64_t>(fx::arange<std::int64_t>(2000), {10, 10, 20})); },
+     [] { return fx::to_string(fx::tensor<std::int64_t>(fx::reshape(fx::arange<std::int64_t>(2000), {10, 10, 20}))); },
      "tensor([[[   0,    1,    2, ...,   17,   18,   19],\n"
      "         [  20,   21,   22, ...,   37,   38,   39],\n"
      "         [  40,   41,   42, ...,   57,   58,   59],\n"
@@ -269,7 +269,7 @@ const print_case print_cases[] = {
     {"large but not summarized along short axes",
      [] {
        return fx::to_string(
-           fx::tensor<std::int32_t>(fx::tensor<std::int32_t>(fx::arange(1296) % 7), {6, 6, 6, 6}));
+           fx::tensor<std::int32_t>(fx::reshape(fx::tensor<std::int32_t>(fx::arange(1296) % 7), {6, 6, 6, 6})));
      },
      "tensor([[[[0, 1, 2, 3, 4, 5],\n"
      "          [6, 0, 1, 2, 3, 4],\n"

@@ -91,7 +91,7 @@ TEST_CASE("from_xtensor copies in row-major order whatever the source layout") {
 }
 
 TEST_CASE_TEMPLATE("tensor -> xtensor -> tensor round trips", T, float, double, std::int32_t, std::int64_t) {
-  auto t = fx::tensor<T>(fx::arange<T>(0, 60), {3, 4, 5});
+  auto t = fx::tensor<T>(fx::reshape(fx::arange<T>(0, 60), {3, 4, 5}));
   auto back = fx::from_xtensor(fx::to_xtensor(t));
   static_assert(std::is_same_v<decltype(back), fx::tensor<T>>);
   CHECK(back.shape() == t.shape());

@@ -130,7 +130,7 @@ tensor<value_type_t<X>, device_t<X>> stop_gradient(const X& x) {
   tensor<T, D> value;
   if constexpr (is_variable_v<X>) value = x.peek();
   else value = detail::materialize_unrecorded(x);
-  return tensor<T, D>(value, value.shape());
+  return tensor<T, D>(value, value.shape(), ::fluxion::detail::same_buffer);
 }
 
 /// Wraps f(x...) -> std::pair{value, backward} so that tapes use `backward(dy)` for its gradient.

@@ -273,7 +273,7 @@ struct tangent<gather_expr<T, I, D>> {
   template <int K>
   static auto of(const gather_expr<T, I, D>& e, const forward_accumulator& acc) {
     const tensor<T, D> tp = tstep<K>(tangent_of<K>(e.params, acc));
-    return gather_expr<T, I, D>(tp, e.indices, e.axis);
+    return gather_expr<T, I, D>(tp, e.indices, e.axis, detail::checked_indices);  // e checked them
   }
 };
 

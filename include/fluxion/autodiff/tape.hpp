@@ -498,13 +498,13 @@ class gradient_tape {
   template <class T, class D>
   static tensor<T, D> one_hot_of(const shape& s, index_t i) {
     tensor<T, D> flat = one_hot<T>(tensor<index_t, D>(i), s.size());
-    return tensor<T, D>(flat, s);
+    return tensor<T, D>(flat, s, ::fluxion::detail::same_buffer);
   }
   template <class T, class D>
   static tensor<T, D> per_example_one_hot(const shape& s, index_t j) {
     const index_t b = s[0], m = s.size() / std::max<index_t>(b, 1);
     tensor<T, D> rows = broadcast_to(one_hot<T>(tensor<index_t, D>(j), m), {b, m});
-    return tensor<T, D>(rows, s);
+    return tensor<T, D>(rows, s, ::fluxion::detail::same_buffer);
   }
 
   template <class T, class D, class S>

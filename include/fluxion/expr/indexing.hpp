@@ -20,6 +20,13 @@
 
 namespace fluxion {
 
+namespace detail {
+/// Tells gather_expr that its indices are known to be in range (built from checked ones), so that
+/// it does not read them on the host to check them again (on a device, a wait for its queue).
+struct checked_indices_t {};
+inline constexpr checked_indices_t checked_indices{};
+}  // namespace detail
+
 template <class T, class I, class Device>
 struct gather_expr : expression_base {
   using value_type = T;
@@ -29,13 +36,16 @@ struct gather_expr : expression_base {
   int axis;
   fluxion::shape m_shape;
 
-  gather_expr(tensor<T, Device> p, tensor<I, Device> idx, int ax)
+  gather_expr(tensor<T, Device> p, tensor<I, Device> idx, int ax, detail::checked_indices_t)
       : params(std::move(p)), indices(std::move(idx)), axis(ax) {
     const auto& ps = params.shape();
     for (int d = 0; d < axis; ++d) m_shape.push_back(ps[d]);
     for (int d = 0; d < indices.rank(); ++d) m_shape.push_back(indices.shape()[d]);
     for (int d = axis + 1; d < ps.rank(); ++d) m_shape.push_back(ps[d]);
-    const index_t n = ps[axis];
+  }
+  gather_expr(tensor<T, Device> p, tensor<I, Device> idx, int ax)
+      : gather_expr(std::move(p), std::move(idx), ax, detail::checked_indices) {
+    const index_t n = params.shape()[axis];
     for (I v : indices.to_vector())
       if (v < 0 || static_cast<index_t>(v) >= n)
         throw out_of_range("gather: indices = " + std::to_string(v) + " is not in [0, " + std::to_string(n) + ")");
@@ -161,7 +171,7 @@ struct segment_sum_expr : detail::boundary_expr<segment_sum_expr<T, I, Device>, 
     return r;
   }
   tensor<T, Device> compute() const {
-    return detail::scatter_add(tensor<T, Device>(data, rows_shape()), ids, 0, m_shape);
+    return detail::scatter_add(tensor<T, Device>(data, rows_shape(), detail::same_buffer), ids, 0, m_shape);
   }
 };
 
@@ -200,7 +210,7 @@ auto unsorted_segment_sum(A&& data, const I& segment_ids, index_t num_segments) 
   }
   fluxion::shape out{num_segments};
   for (int d = ids.rank(); d < s.rank(); ++d) out.push_back(s[d]);
-  return segment_sum_expr<T, IT, D>(std::move(x), tensor<IT, D>(ids, fluxion::shape{ids.size()}), out);
+  return segment_sum_expr<T, IT, D>(std::move(x), tensor<IT, D>(ids, fluxion::shape{ids.size()}, detail::same_buffer), out);
 }
 
 /// TensorFlow's tf.math.unsorted_segment_mean: unsorted_segment_sum divided by each segment's
@@ -219,7 +229,7 @@ auto unsorted_segment_mean(A&& data, const I& segment_ids, index_t num_segments)
     for (int d = 1; d < sum.shape().rank(); ++d) unit.push_back(1);
     const tensor<T, D> ones = broadcast_to(scalar_expr<T, D>(T(1)), fluxion::shape{ids.size()});
     const tensor<T, D> counted = segment_sum_expr<T, value_type_t<decltype(ids)>, D>(
-        ones, tensor<value_type_t<decltype(ids)>, D>(ids, fluxion::shape{ids.size()}), fluxion::shape{num_segments});
+        ones, tensor<value_type_t<decltype(ids)>, D>(ids, fluxion::shape{ids.size()}, detail::same_buffer), fluxion::shape{num_segments});
     count = tensor<T, D>(reshape(maximum(counted, T(1)), std::vector<index_t>(unit.begin(), unit.end())));
   }
   return std::move(sum) / count;

@@ -17,6 +17,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../core/config.hpp"
@@ -63,21 +64,38 @@ struct sort_kernel<cpu> {
     std::int32_t* out;
     index_t n, inner, k, length;  // length: lane_kernel's size of a lane
     bool descending;
+    /// Sorts the lane's (value, position) pairs, kept together for locality, by a total order
+    /// (ties by position), so that any algorithm gives the one stable result: a few by
+    /// partial_sort, more by nth_element and a sort of those. Lanes without NaN compare values
+    /// directly.
+    template <class Before>
+    void first_k(std::vector<std::pair<T, std::int32_t>>& items, Before before) const {
+      auto by_value = [&](const std::pair<T, std::int32_t>& a, const std::pair<T, std::int32_t>& b) {
+        return before(a.first, b.first) || (!before(b.first, a.first) && a.second < b.second);
+      };
+      if (k * 8 <= n) {
+        std::partial_sort(items.begin(), items.begin() + k, items.end(), by_value);  // a heap of k: most values fail one comparison
+      } else {
+        if (k < n) std::nth_element(items.begin(), items.begin() + k, items.end(), by_value);
+        std::sort(items.begin(), items.begin() + k, by_value);
+      }
+    }
     void operator()(index_t lane) const {
-      thread_local std::vector<std::int32_t> order;
+      thread_local std::vector<std::pair<T, std::int32_t>> items;
       const index_t o = lane / inner, i = lane - o * inner;
       const T* first = x + o * n * inner + i;
-      order.resize(static_cast<std::size_t>(n));
-      for (index_t j = 0; j < n; ++j) order[static_cast<std::size_t>(j)] = static_cast<std::int32_t>(j);
-      const sort_order<T> before{descending};
-      auto by_value = [&](std::int32_t a, std::int32_t b) {
-        const T va = first[a * inner], vb = first[b * inner];
-        return before(va, vb) || (!before(vb, va) && a < b);  // a total order: any sort gives one result
-      };
-      if (k < n) std::partial_sort(order.begin(), order.begin() + k, order.end(), by_value);
-      else std::sort(order.begin(), order.end(), by_value);
+      items.resize(static_cast<std::size_t>(n));
+      bool nan = false;
+      for (index_t j = 0; j < n; ++j) {
+        const T v = first[j * inner];
+        nan = nan || v != v;
+        items[static_cast<std::size_t>(j)] = {v, static_cast<std::int32_t>(j)};
+      }
+      if (nan) first_k(items, sort_order<T>{descending});
+      else if (descending) first_k(items, [](T a, T b) { return b < a; });
+      else first_k(items, [](T a, T b) { return a < b; });
       std::int32_t* to = out + o * k * inner + i;
-      for (index_t j = 0; j < k; ++j) to[j * inner] = order[static_cast<std::size_t>(j)];
+      for (index_t j = 0; j < k; ++j) to[j * inner] = items[static_cast<std::size_t>(j)].second;
     }
   };
   template <class T>
@@ -118,12 +136,11 @@ auto argsort(A&& a, int axis = -1, sort_direction direction = ascending) {
   return detail::sorted_positions(x, ax, x.shape()[ax], direction == descending, "argsort");
 }
 
-/// Reads, along `axis`, the elements of `a` at `indices` (int32 or int64): out[..., j, ...] =
-/// a[..., indices[..., j, ...], ...], NumPy's take_along_axis. indices has a's shape but for the
-/// extent of `axis`; each index must be in [0, a.shape[axis]). Differentiable in `a` (a gather).
+namespace detail {
+/// take_along_axis; `trusted` skips reading the indices on the host to check them (sort and
+/// top_k's positions, which the sort kernels made).
 template <class A, class I>
-  requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>) && is_expression_v<I>)
-auto take_along_axis(A&& a, const I& indices, int axis) {
+auto take_along_axis(A&& a, const I& indices, int axis, bool trusted) {
   using IT = value_type_t<I>;
   static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
                 "fluxion::take_along_axis: indices must be int32 or int64.");
@@ -142,7 +159,7 @@ auto take_along_axis(A&& a, const I& indices, int axis) {
     throw shape_error("take_along_axis: indices of shape " + to_string(idx.shape()) + " do not fit a of shape " +
                       to_string(s) + " along axis " + std::to_string(ax) + ": every other extent must match");
   const index_t n = s[ax], k = idx.shape()[ax];
-  if (idx.size() > 0) {
+  if (idx.size() > 0 && !trusted) {
     const std::vector<IT> host = idx.to_vector();
     for (std::size_t p = 0; p < host.size(); ++p)
       if (host[p] < 0 || static_cast<index_t>(host[p]) >= n)
@@ -159,7 +176,19 @@ auto take_along_axis(A&& a, const I& indices, int axis) {
   const tensor<std::int64_t, D> flat((iota_expr<std::int64_t, D>{{}, lanes, 0} * n + lane_indices) * inner +
                                      iota_expr<std::int64_t, D>{{}, lanes, 2});
   std::vector<index_t> dims(idx.shape().begin(), idx.shape().end());
-  return reshape(gather(reshape(x, {-1}), flat), dims);
+  using T = value_type_t<E>;
+  const tensor<T, D> elements(reshape(x, {-1}));  // a recorded reshape: the gradient flows back through it
+  return reshape(gather_expr<T, std::int64_t, D>(elements, flat, 0, detail::checked_indices), dims);
+}
+}  // namespace detail
+
+/// Reads, along `axis`, the elements of `a` at `indices` (int32 or int64): out[..., j, ...] =
+/// a[..., indices[..., j, ...], ...], NumPy's take_along_axis. indices has a's shape but for the
+/// extent of `axis`; each index must be in [0, a.shape[axis]). Differentiable in `a` (a gather).
+template <class A, class I>
+  requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>) && is_expression_v<I>)
+auto take_along_axis(A&& a, const I& indices, int axis) {
+  return detail::take_along_axis(std::forward<A>(a), indices, axis, /*trusted=*/false);
 }
 
 /// `a` sorted along `axis` (negative counts from the end): tf.sort. Its gradient goes back to
@@ -171,7 +200,8 @@ auto sort(A&& a, int axis = -1, sort_direction direction = ascending) {
   const auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
   if (x.rank() == 0) throw invalid_argument("sort: the operand is a scalar; it needs an axis to sort along");
   const int ax = normalize_axis(axis, x.rank(), "sort");
-  return take_along_axis(x, detail::sorted_positions(x, ax, x.shape()[ax], direction == descending, "sort"), ax);
+  return detail::take_along_axis(x, detail::sorted_positions(x, ax, x.shape()[ax], direction == descending, "sort"), ax,
+                                 /*trusted=*/true);
 }
 
 /// top_k's result: the k largest values of each row and their positions (int32), both of shape
@@ -200,7 +230,7 @@ auto top_k(A&& a, index_t k = 1) {
     throw invalid_argument("top_k: k = " + std::to_string(k) + " is not in [0, " + std::to_string(n) +
                            "], the extent of the last axis of shape " + to_string(x.shape()));
   tensor<std::int32_t, D> indices = detail::sorted_positions(x, ax, k, /*descending=*/true, "top_k");
-  tensor<T, D> values = take_along_axis(x, indices, ax);
+  tensor<T, D> values = detail::take_along_axis(x, indices, ax, /*trusted=*/true);
   return top_k_result<T, D>{std::move(values), std::move(indices)};
 }
 

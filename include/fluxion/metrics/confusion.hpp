@@ -60,7 +60,7 @@ class count_table {
       add(counts.to_vector());
     } else {
       fluxion::detail::materialize_depth hidden_from_autodiff;
-      const tensor<double, D> flat(counts, shape{counts.size()});
+      const tensor<double, D> flat(counts, shape{counts.size()}, fluxion::detail::same_buffer);
       if (const auto* p = dynamic_cast<const device_table<D>*>(m_pending.get())) {
         m_pending = std::make_shared<const device_table<D>>(tensor<double, D>(p->sums + flat));
       } else {
@@ -108,8 +108,8 @@ tensor<double, D> flat_weights(const W* sample_weight, const shape& values, cons
   } else {
     const auto given = hidden_value(*sample_weight);
     using G = std::remove_cvref_t<decltype(given)>;
-    const tensor<double, D> w(cast<double>(on_device_of<tensor<double, D>>(G(given, leading_weights_shape(values, given.shape(), metric)))));
-    return tensor<double, D>(tensor<double, D>(broadcast_to(w, values)), shape{values.size()});
+    const tensor<double, D> w(cast<double>(on_device_of<tensor<double, D>>(G(given, leading_weights_shape(values, given.shape(), metric), fluxion::detail::same_buffer))));
+    return tensor<double, D>(tensor<double, D>(broadcast_to(w, values)), shape{values.size()}, fluxion::detail::same_buffer);
   }
 }
 
@@ -432,16 +432,19 @@ class basic_auc : public detail::counting_metric<basic_auc<Unused>> {
     const T invalid(static_cast<double>(s.size()) - reduce_sum(valid));
     T w = detail::flat_weights<D>(sample_weight, s, name());
     if (!m_options.label_weights.empty() && !m_options.multi_label)
-      w = T(T(w, shape{s.size() / labels, labels}) * from_vector<double, D>(m_options.label_weights, shape{labels}));
+      w = T(T(w, shape{s.size() / labels, labels}, fluxion::detail::same_buffer) *
+            from_vector<double, D>(m_options.label_weights, shape{labels}));
     const index_t n = s.size() / groups, k = static_cast<index_t>(m_thresholds.size());
     const shape column{n, groups, 1};
-    const T positive(cast<double>(T(t, column) != 0.0) * T(w, column));
-    const T negative(T(w, column) - positive);
-    const T above(cast<double>(T(p, column) > from_vector<double, D>(m_thresholds, shape{k})));  // (n, groups, k)
+    auto as = [](const T& x, const shape& to) { return T(x, to, fluxion::detail::same_buffer); };  // hidden from autodiff
+    const T positive(cast<double>(as(t, column) != 0.0) * as(w, column));
+    const T negative(as(w, column) - positive);
+    const T above(cast<double>(as(p, column) > from_vector<double, D>(m_thresholds, shape{k})));  // (n, groups, k)
     const T tp(reduce_sum(above * positive, 0)), fp(reduce_sum(above * negative, 0));
     const T positives(reduce_sum(positive, 0)), negatives(reduce_sum(negative, 0));
     const shape flat_gk{groups * k}, flat_g{groups};
-    this->m_table.add(T(concat<double, D>({T(tp, flat_gk), T(fp, flat_gk), T(positives, flat_g), T(negatives, flat_g), T(invalid, shape{1})}, 0)));
+    this->m_table.add(T(concat<double, D>(
+        {as(tp, flat_gk), as(fp, flat_gk), as(positives, flat_g), as(negatives, flat_g), as(invalid, shape{1})}, 0)));
     m_labels = groups;
   }
 
@@ -681,7 +684,7 @@ class basic_iou : public detail::counting_metric<basic_iou<Kind>> {
       w = detail::flat_weights<D>(sample_weight, s, name());
     }
     const double classes = m_classes;
-    const T tf(t, shape{s.size()}), pf(p, shape{s.size()});
+    const T tf(t, shape{s.size()}, fluxion::detail::same_buffer), pf(p, shape{s.size()}, fluxion::detail::same_buffer);
     auto is_class = [&](const T& x) {
       return T(cast<double>(x >= 0.0) * cast<double>(x < classes) * cast<double>(cast<double>(cast<std::int64_t>(x)) == x));
     };
@@ -690,11 +693,12 @@ class basic_iou : public detail::counting_metric<basic_iou<Kind>> {
     const T fits(is_class(tf) * is_class(pf));
     const T invalid(reduce_sum(kept * (1.0 - fits)));
     const T weight(w * kept * fits);
-    const T rows(one_hot(cast<std::int64_t>(tf), m_classes, 1.0, 0.0) * T(weight, shape{s.size(), 1}));
+    const T rows(one_hot(cast<std::int64_t>(tf), m_classes, 1.0, 0.0) * T(weight, shape{s.size(), 1}, fluxion::detail::same_buffer));
     const T columns(one_hot(cast<std::int64_t>(pf), m_classes, 1.0, 0.0));
     const T cm(matmul(rows, columns, transpose_a));
     const index_t cells = static_cast<index_t>(m_classes) * m_classes;
-    this->m_table.add(T(concat<double, D>({T(cm, shape{cells}), T(invalid, shape{1})}, 0)));
+    this->m_table.add(T(concat<double, D>(
+        {T(cm, shape{cells}, fluxion::detail::same_buffer), T(invalid, shape{1}, fluxion::detail::same_buffer)}, 0)));
   }
 
   options_type m_options;

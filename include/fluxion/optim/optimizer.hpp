@@ -569,7 +569,7 @@ class optimizer {
     // loop then reads and writes each line once instead of also filling fresh buffers (a third
     // less memory traffic; Adam on a 784x256 kernel is bound by it). Otherwise, fresh buffers.
     auto next = [](const tensor<T, Device>& old) {
-      return old.use_count() == 1 && old.data() != nullptr ? tensor<T, Device>(old, old.shape())
+      return old.use_count() == 1 && old.data() != nullptr ? tensor<T, Device>(old, old.shape(), ::fluxion::detail::same_buffer)
                                                             : tensor<T, Device>(old.shape());
     };
     pending_update<T, Device>& p = pending.emplace_back(pending_update<T, Device>{&v, &slots, next(v.peek()), {}});

@@ -75,6 +75,12 @@ struct nested_values {
 
 }  // namespace detail
 
+namespace detail {
+/// Selects tensor's constructor that shares a buffer under a new shape (internal).
+struct same_buffer_t {};
+inline constexpr same_buffer_t same_buffer{};
+}  // namespace detail
+
 template <class T, class Device>
 class tensor : public expression_base {
   static_assert(is_element_type_v<T>,
@@ -129,12 +135,26 @@ class tensor : public expression_base {
     m_id = detail::next_tensor_id();
   }
 
-  /// A tensor sharing `other`'s buffer under a new shape of the same size (reshape without copy).
-  tensor(const tensor& other, const fluxion::shape& s)
+  /// A tensor sharing `other`'s buffer under a new shape of the same size (internal: the result
+  /// of the reshape node, which the tape records; the tensor made here is a new one to autodiff).
+  tensor(const tensor& other, const fluxion::shape& s, detail::same_buffer_t)
       : m_buffer(other.m_buffer), m_data(other.m_data), m_shape(s), m_id(detail::next_tensor_id()) {
     if (s.size() != other.size())
       throw shape_error("reshape: cannot reshape a tensor of shape " + to_string(other.shape()) + " (" +
                         std::to_string(other.size()) + " elements) into shape " + to_string(s));
+  }
+  /// Refused: a tensor made from another under a new shape would be a new tensor to the tape, so
+  /// a gradient would silently stop at it (until stop 59 this constructor existed).
+  template <class S>
+    requires std::is_convertible_v<const S&, fluxion::shape>
+  tensor(const tensor&, const S&) {
+    static_assert(sizeof(S) == 0,
+                  "fluxion::tensor(t, shape) is not a reshape the tape can see; write fluxion::reshape(t, {dims...})");
+  }
+  template <class Int = index_t>
+  tensor(const tensor&, std::initializer_list<Int>) {
+    static_assert(sizeof(Int) == 0,
+                  "fluxion::tensor(t, {dims...}) is not a reshape the tape can see; write fluxion::reshape(t, {dims...})");
   }
 
   const fluxion::shape& shape() const noexcept { return m_shape; }
