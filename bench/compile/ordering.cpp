@@ -16,7 +16,7 @@ namespace nn = fluxion::nn;
 
 int main() {
   fx::random::generator gen{1};
-  auto net = nn::sequential(gen, nn::input<32>{}, nn::dense<64, nn::relu>{}, nn::dense<10>{});
+  auto net = nn::sequential(gen, nn::input<32>{}, nn::dense<64>{}, nn::relu{}, nn::dense<10>{});
   fx::optim::adam opt{1e-3};
   const fx::tensor<float> x = fx::random::uniform<float>({16, 32}, gen);
   const fx::tensor<std::int32_t> y = fx::random::uniform<std::int32_t>({16}, gen, 0, 10);

@@ -42,8 +42,9 @@ struct lane_kernel {
                 "<fluxion/cuda.hpp>)");
 };
 
-template <>
-struct lane_kernel<cpu> {
+template <class Device>
+  requires std::is_same_v<Device, cpu>
+struct lane_kernel<Device> {  // a template: see sort_kernel<cpu> in sort.hpp
   template <class F>
   static void run(index_t n, const F& f) {
     // About 64 Ki elements a task (a lane is `f.length` elements).

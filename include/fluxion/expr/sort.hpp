@@ -56,8 +56,11 @@ struct sort_kernel {
                 "fluxion: this device has no sort kernels; include its header (for fluxion::cuda, <fluxion/cuda.hpp>)");
 };
 
-template <>
-struct sort_kernel<cpu> {
+// A partial specialization (a template), not an explicit one: g++ would process an explicit
+// specialization's members in every program that includes this header.
+template <class Device>
+  requires std::is_same_v<Device, cpu>
+struct sort_kernel<Device> {
   template <class T>
   struct lanes {
     const T* x;
@@ -65,16 +68,26 @@ struct sort_kernel<cpu> {
     index_t n, inner, k, length;  // length: lane_kernel's size of a lane
     bool descending;
     /// Sorts the lane's (value, position) pairs, kept together for locality, by a total order
-    /// (ties by position), so that any algorithm gives the one stable result: a few by
-    /// partial_sort, more by nth_element and a sort of those. Lanes without NaN compare values
-    /// directly.
+    /// (ties by position), so that any algorithm gives the one stable result: a few by insertion
+    /// into the best k so far, more by nth_element and a sort of those. Lanes without NaN compare
+    /// values directly.
     template <class Before>
     void first_k(std::vector<std::pair<T, std::int32_t>>& items, Before before) const {
       auto by_value = [&](const std::pair<T, std::int32_t>& a, const std::pair<T, std::int32_t>& b) {
         return before(a.first, b.first) || (!before(b.first, a.first) && a.second < b.second);
       };
       if (k * 8 <= n) {
-        std::partial_sort(items.begin(), items.begin() + k, items.end(), by_value);  // a heap of k: most values fail one comparison
+        // The best k so far, in order, at the front: most values fail the one comparison with the
+        // k-th, and a value that passes is moved into place.
+        for (index_t j = 0; j < n; ++j) {
+          const std::pair<T, std::int32_t> v = items[static_cast<std::size_t>(j)];
+          index_t at = j < k ? j : k;
+          if (at == k && !by_value(v, items[static_cast<std::size_t>(k - 1)])) continue;
+          if (at == k) --at;
+          for (; at > 0 && by_value(v, items[static_cast<std::size_t>(at - 1)]); --at)
+            items[static_cast<std::size_t>(at)] = items[static_cast<std::size_t>(at - 1)];
+          items[static_cast<std::size_t>(at)] = v;
+        }
       } else {
         if (k < n) std::nth_element(items.begin(), items.begin() + k, items.end(), by_value);
         std::sort(items.begin(), items.begin() + k, by_value);

@@ -73,6 +73,7 @@
   EXTERN template tensor<float> losses::detail::reduce_weighted_tensors<float, float>(                             \
       const char*, const tensor<float>&, const tensor<float>&, losses::reduction);                                 \
   EXTERN template tensor<float> fluxion::detail::logsumexp_of<float, cpu>(const tensor<float>&, unsigned, bool);     \
+  EXTERN template tensor<float> fluxion::detail::norm_of<float, cpu>(const tensor<float>&, double, unsigned, bool); \
   EXTERN template void autodiff::gradient_store::add<1, float, cpu>(std::uint64_t, tensor<float, cpu>);              \
   EXTERN template std::vector<tensor<float, cpu>> gradient_tape::gradient<float, cpu, variable<float, cpu>>(          \
       const tensor<float, cpu>&, const std::vector<const variable<float, cpu>*>&, const tensor<float, cpu>*,         \
