@@ -177,9 +177,8 @@ tensor<T, D> einsum_permute(const tensor<T, D>& t, const std::vector<int>& label
 }
 
 template <class T, class D>
-tensor<T, D> einsum_one(const std::string& spec, const einsum_plan& p, const tensor<T, D>& a) {
+tensor<T, D> einsum_one(const einsum_plan& p, const tensor<T, D>& a) {
   auto [summed, labels] = einsum_sum_out(a, p.inputs[0].labels, p.output.labels);
-  (void)spec;
   return einsum_permute(summed, labels, p.output.labels);
 }
 
@@ -248,7 +247,7 @@ auto einsum(const std::string& spec, A&& a) {
   detail::check_not_none(a, "einsum");
   const auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
   const detail::einsum_plan p = detail::plan_einsum(spec, {x.rank()});
-  return detail::einsum_one<value_type_t<E>, device_t<E>>(spec, p, x);
+  return detail::einsum_one<value_type_t<E>, device_t<E>>(p, x);
 }
 
 /// Einstein summation over two operands of one element type and device (see the top of this file).

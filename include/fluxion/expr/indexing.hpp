@@ -94,11 +94,11 @@ struct scatter_kernel;
 /// other goes through the host.
 template <class T, class I, class D>
 tensor<T, D> scatter_add(const tensor<T, D>& g, const tensor<I, D>& indices, int axis, const shape& params) {
+  index_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= params[d];
+  for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
   if constexpr (!std::is_same_v<D, cpu> && has_scatter_kernel<D>) {
     tensor<T, D> out(params);
-    index_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; ++d) outer *= params[d];
-    for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
     scatter_kernel<D>::run(g.data(), indices.data(), out.mutable_data(), outer, indices.size(),
                                               params[axis], inner);
     return out;
@@ -113,9 +113,6 @@ tensor<T, D> scatter_add(const tensor<T, D>& g, const tensor<I, D>& indices, int
     return out;
   } else {
     tensor<T, cpu> out = broadcast_to(scalar_expr<T, cpu>(T(0)), params);
-    index_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; ++d) outer *= params[d];
-    for (int d = axis + 1; d < params.rank(); ++d) inner *= params[d];
     const index_t n_idx = indices.size(), extent = params[axis];
     const T* gp = g.data();
     const I* ip = indices.data();
