@@ -728,17 +728,16 @@ tensor<T, D> masked_sample_weight(const tensor<T, D>& w, const tensor<bool, D>& 
 template <class T, class D, class Y>
 tensor<T, D> class_weights(const Y& labels, const std::vector<double>& class_weight) {
   if constexpr (std::is_integral_v<value_type_t<Y>>) {
-    const auto values = labels.to_vector();  // on a device: copied back
-    std::vector<T> w(values.size());
-    const auto classes = static_cast<std::int64_t>(class_weight.size());
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      const auto c = static_cast<std::int64_t>(values[i]);
-      if (c < 0 || c >= classes)
-        throw out_of_range("fit: class_weight has weights for the classes [0, " + std::to_string(classes) + "), but labels" +
-                           fluxion::detail::position_text(static_cast<index_t>(i), labels.shape()) + " = " + std::to_string(c));
-      w[i] = static_cast<T>(class_weight[static_cast<std::size_t>(c)]);
-    }
-    return from_vector<T, D>(w, labels.shape());
+    // A gather from the table of weights; on a device the labels are checked there, without waiting
+    // (expr/indexing.hpp), and the table's upload is queued.
+    const tensor<std::int64_t, D> ids(cast<std::int64_t>(labels));
+    const auto classes = static_cast<index_t>(class_weight.size());
+    fluxion::detail::check_index_range(ids, classes, [classes, s = ids.shape()](index_t i, std::int64_t c) {
+      return "fit: class_weight has weights for the classes [0, " + std::to_string(classes) + "), but labels" +
+             fluxion::detail::position_text(i, s) + " = " + std::to_string(c);
+    });
+    const tensor<T, D> table = from_vector<T, D>(std::vector<T>(class_weight.begin(), class_weight.end()), shape{classes});
+    return tensor<T, D>(gather(table, ids, 0, fluxion::detail::checked_indices));
   } else {
     throw invalid_argument("fit: class_weight needs integer class labels, not " + std::string(dtype_name<value_type_t<Y>>()));
   }

@@ -310,11 +310,11 @@ tensor<T, D> sparse_softmax_cross_entropy_tensors(const tensor<T, D>& x, tensor<
     throw shape_error(std::string(name) + ": logits " + to_string(xs) + " need labels of shape " +
                       to_string(examples) + " or " + to_string(with_unit_axis) + ", not " + to_string(indices.shape()));
   const index_t classes = xs[xs.rank() - 1];
-  const auto values = indices.to_vector();  // on a device: copied back to check the range
-  for (std::size_t i = 0; i < values.size(); ++i)
-    if (values[i] < 0 || values[i] >= classes)
-      throw out_of_range(std::string(name) + ": labels" + position_text(static_cast<index_t>(i), examples) +
-                         " = " + std::to_string(values[i]) + " is not in [0, " + std::to_string(classes) + ")");
+  // On a device, checked there without waiting (expr/indexing.hpp): a bad label's one-hot row is 0.
+  fluxion::detail::check_index_range(indices, classes, [name, examples, classes](index_t i, IT v) {
+    return std::string(name) + ": labels" + position_text(i, examples) + " = " + std::to_string(v) + " is not in [0, " +
+           std::to_string(classes) + ")";
+  });
   // One statement whatever the smoothing: s = 0 gives the one-hot labels exactly.
   return finite_loss(
       name, reduce_examples(softmax_cross_entropy_per_example(x, smoothed<T>(one_hot<T>(indices, classes), smoothing, classes)), r),

@@ -5,8 +5,9 @@
 //   fx::tensor<float> ab = fx::concat({a, b}, 0);
 //   auto parts = fx::split(x, 3, 1);                // std::vector of tensors
 //
-// gather checks its indices when it is built, so a bad index throws at once:
-// "gather: indices = 7 is not in [0, 3)".
+// gather checks its indices when it is built, so a bad index throws at once on the cpu:
+// "gather: indices = 7 is not in [0, 3)". On fx::cuda the check is a kernel, and the thread's next
+// read from the device throws the same message (check_index_range, backend/cuda/checks.hpp).
 #pragma once
 
 #include <string>
@@ -25,6 +26,40 @@ namespace detail {
 /// it does not read them on the host to check them again (on a device, a wait for its queue).
 struct checked_indices_t {};
 inline constexpr checked_indices_t checked_indices{};
+
+/// The flat position of the first of the n indices at p that is not in [0, hi), or n.
+template <class I>
+index_t first_out_of_range(const I* p, index_t n, index_t hi) {
+  index_t k = 0;
+  while (k < n && p[k] >= 0 && static_cast<index_t>(p[k]) < hi) ++k;
+  return k;
+}
+
+/// Checks that every index of `idx` is in [0, hi): the first that is not, at flat position k,
+/// throws out_of_range(describe(k, idx[k])). On a device that queues index checks
+/// (queues_index_checks: fx::cuda, backend/cuda/checks.hpp) the check is a kernel, queued without
+/// waiting, and the error is thrown by this thread's next read from the device, its message followed
+/// by where it was found; until then the op reads clamped indices. Elsewhere the indices are read
+/// and checked here.
+template <class I, class D, class Describe>
+void check_index_range(const tensor<I, D>& idx, index_t hi, Describe describe) {
+  if constexpr (std::is_same_v<D, cpu>) {
+    const index_t k = first_out_of_range(idx.data(), idx.size(), hi);
+    if (k < idx.size()) throw out_of_range(describe(k, idx.data()[k]));
+  } else {
+    auto on_host = [idx, hi, describe](const char* found) {
+      const std::vector<I> host = idx.to_vector();
+      const index_t k = first_out_of_range(host.data(), idx.size(), hi);
+      if (k < idx.size()) throw out_of_range(describe(k, host[k]) + found);
+    };
+    if constexpr (queues_index_checks<D>)
+      device_memory<D>::queue_index_check(idx.data(), idx.size(), hi, [on_host] {
+        on_host(" (found by a check queued on the device, and reported at this thread's next read from it)");
+      });
+    else
+      on_host("");
+  }
+}
 }  // namespace detail
 
 template <class T, class I, class Device>
@@ -46,9 +81,9 @@ struct gather_expr : expression_base {
   gather_expr(tensor<T, Device> p, tensor<I, Device> idx, int ax)
       : gather_expr(std::move(p), std::move(idx), ax, detail::checked_indices) {
     const index_t n = params.shape()[axis];
-    for (I v : indices.to_vector())
-      if (v < 0 || static_cast<index_t>(v) >= n)
-        throw out_of_range("gather: indices = " + std::to_string(v) + " is not in [0, " + std::to_string(n) + ")");
+    detail::check_index_range(indices, n, [n](index_t, I v) {
+      return "gather: indices = " + std::to_string(v) + " is not in [0, " + std::to_string(n) + ")";
+    });
   }
   const fluxion::shape& shape() const { return m_shape; }
 
@@ -60,6 +95,7 @@ struct gather_expr : expression_base {
     const int ri = indices.rank();
     v.rank = m_shape.rank();
     v.axis_stride = pst[static_cast<std::size_t>(axis)];
+    v.extent = ps[axis];
     for (int d = 0; d < v.rank; ++d) v.strides[d] = 0;
     for (int d = 0; d < axis; ++d) v.strides[d] = ps[d] == 1 ? 0 : pst[static_cast<std::size_t>(d)];
     for (int d = axis + 1; d < ps.rank(); ++d)
@@ -151,6 +187,16 @@ auto gather(P&& params, I&& indices, int axis = 0) {
   }
 }
 
+/// gather of indices already checked (nn::embedding's): not checked again.
+template <class P, class IT, class D>
+  requires(is_expression_v<P> || is_variable_v<std::remove_cvref_t<P>>)
+auto gather(P&& params, const tensor<IT, D>& indices, int axis, detail::checked_indices_t) {
+  using EP = detail::expr_t<P>;
+  auto p = detail::materialize(detail::as_expr<P>(std::forward<P>(params)));
+  const int ax = normalize_axis(axis, p.rank(), "gather");
+  return gather_expr<value_type_t<EP>, IT, device_t<EP>>(std::move(p), indices, ax, detail::checked_indices);
+}
+
 /// unsorted_segment_sum's node: the rows of `data` (over the axes `ids` covers) added into the
 /// rows of the result that `ids` names, by gather's adjoint (detail::scatter_add). ids is flat.
 template <class T, class I, class Device>
@@ -198,13 +244,10 @@ auto unsorted_segment_sum(A&& data, const I& segment_ids, index_t num_segments) 
                       " is not a prefix of data's shape " + to_string(s));
   if (num_segments < 0)
     throw invalid_argument("unsorted_segment_sum: num_segments = " + std::to_string(num_segments) + " is negative");
-  if (ids.size() > 0) {
-    const std::vector<IT> host = ids.to_vector();
-    for (std::size_t k = 0; k < host.size(); ++k)
-      if (host[k] < 0 || static_cast<index_t>(host[k]) >= num_segments)
-        throw out_of_range("unsorted_segment_sum: segment_ids" + detail::position_text(static_cast<index_t>(k), ids.shape()) +
-                           " = " + std::to_string(host[k]) + " is not in [0, " + std::to_string(num_segments) + ")");
-  }
+  detail::check_index_range(ids, num_segments, [s = ids.shape(), num_segments](index_t k, IT v) {
+    return "unsorted_segment_sum: segment_ids" + detail::position_text(k, s) + " = " + std::to_string(v) +
+           " is not in [0, " + std::to_string(num_segments) + ")";
+  });
   fluxion::shape out{num_segments};
   for (int d = ids.rank(); d < s.rank(); ++d) out.push_back(s[d]);
   return segment_sum_expr<T, IT, D>(std::move(x), tensor<IT, D>(ids, fluxion::shape{ids.size()}, detail::same_buffer), out);

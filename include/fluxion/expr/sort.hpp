@@ -172,14 +172,11 @@ auto take_along_axis(A&& a, const I& indices, int axis, bool trusted) {
     throw shape_error("take_along_axis: indices of shape " + to_string(idx.shape()) + " do not fit a of shape " +
                       to_string(s) + " along axis " + std::to_string(ax) + ": every other extent must match");
   const index_t n = s[ax], k = idx.shape()[ax];
-  if (idx.size() > 0 && !trusted) {
-    const std::vector<IT> host = idx.to_vector();
-    for (std::size_t p = 0; p < host.size(); ++p)
-      if (host[p] < 0 || static_cast<index_t>(host[p]) >= n)
-        throw out_of_range("take_along_axis: indices" + detail::position_text(static_cast<index_t>(p), idx.shape()) +
-                           " = " + std::to_string(host[p]) + " is not in [0, " + std::to_string(n) + ") (axis " +
-                           std::to_string(ax) + " of shape " + to_string(s) + ")");
-  }
+  if (!trusted)
+    detail::check_index_range(idx, n, [is = idx.shape(), n, ax, s](index_t p, IT v) {
+      return "take_along_axis: indices" + detail::position_text(p, is) + " = " + std::to_string(v) + " is not in [0, " +
+             std::to_string(n) + ") (axis " + std::to_string(ax) + " of shape " + to_string(s) + ")";
+    });
   index_t outer = 1, inner = 1;
   for (int d = 0; d < ax; ++d) outer *= s[d];
   for (int d = ax + 1; d < s.rank(); ++d) inner *= s[d];

@@ -170,23 +170,26 @@ struct ternary_view {
 namespace fluxion::detail {
 
 /// gather: reads data at an address whose `axis` part comes from an index view. The index
-/// operand was range-checked when the node was built.
+/// operand was range-checked when the node was built, on the cpu; on a device the check may still
+/// be queued (backend/cuda/checks.hpp), so an index is clamped to [0, extent) and a bad one never
+/// reads outside data.
 template <class T, class I>
 struct gather_view : leaf_layout {
   using value_type = T;
   const T* data = nullptr;
   index_t axis_stride = 0;
+  index_t extent = 0;  // of the gathered axis
   leaf_view<I> index;
 
   FLUXION_HOST_DEVICE void seek(const index_t* c, int n) {
     leaf_layout::seek(c, n);
     index.seek(c, n);
   }
-  FLUXION_HOST_DEVICE T row(index_t j) const {
-    return data[base + j * inner + static_cast<index_t>(index.row(j)) * axis_stride];
-  }
-  FLUXION_HOST_DEVICE T at(const index_t* c) const {
-    return data[position(c) + static_cast<index_t>(index.at(c)) * axis_stride];
+  FLUXION_HOST_DEVICE T row(index_t j) const { return data[base + j * inner + clamped(index.row(j)) * axis_stride]; }
+  FLUXION_HOST_DEVICE T at(const index_t* c) const { return data[position(c) + clamped(index.at(c)) * axis_stride]; }
+  FLUXION_HOST_DEVICE index_t clamped(I i) const {
+    const index_t k = static_cast<index_t>(i);
+    return k < 0 ? 0 : k >= extent ? extent - 1 : k;
   }
   void for_each_leaf(leaf_function f) {
     f(static_cast<leaf_layout&>(*this));

@@ -84,14 +84,12 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device, Ma
       throw shape_error("embedding '" + this->m_name + "': expects indices of shape (batch, ...), got " +
                         to_string(ids.shape()));
     if (!built()) build();
-    const std::vector<I> host = ids.to_vector();  // on the host, whatever the device
-    for (std::size_t k = 0; k < host.size(); ++k)
-      if (host[k] < 0 || static_cast<index_t>(host[k]) >= InputDim)
-        throw out_of_range("embedding '" + this->m_name + "': indices" +
-                           fluxion::detail::position_text(static_cast<index_t>(k), ids.shape()) + " = " +
-                           std::to_string(host[k]) + " is not in [0, " + std::to_string(InputDim) +
-                           ") (indices of shape " + to_string(ids.shape()) + ")");
-    return tensor<T, Device>(gather(*m_embeddings, ids, 0));
+    // On a device, checked there without waiting (expr/indexing.hpp).
+    fluxion::detail::check_index_range(ids, InputDim, [name = this->m_name, s = ids.shape()](index_t k, I v) {
+      return "embedding '" + name + "': indices" + fluxion::detail::position_text(k, s) + " = " + std::to_string(v) +
+             " is not in [0, " + std::to_string(InputDim) + ") (indices of shape " + to_string(s) + ")";
+    });
+    return tensor<T, Device>(gather(*m_embeddings, ids, 0, fluxion::detail::checked_indices));
   }
 
   /// Keras's compute_mask with mask_zero = True: true where an index is not 0 (index 0 is padding),

@@ -34,6 +34,11 @@ namespace detail {
 template <class Device>
 struct device_memory;
 
+/// Whether device_memory<Device>::queue_index_check checks indices on the device without waiting
+/// for it (fx::cuda: backend/cuda/checks.hpp); elsewhere they are read and checked at once.
+template <class Device>
+inline constexpr bool queues_index_checks = false;
+
 template <>
 struct device_memory<cpu> {
   template <class T>

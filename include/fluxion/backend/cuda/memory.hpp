@@ -34,6 +34,8 @@
 #include <thrust/device_malloc.h>
 #include <thrust/device_ptr.h>
 #include <thrust/execution_policy.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
 #include <cuda_runtime.h>
 #include <thrust/system/cuda/execution_policy.h>
@@ -44,6 +46,7 @@
 #include "../../core/device.hpp"
 #include "../../tensor/buffer.hpp"
 #include "../../tensor/tensor.hpp"
+#include "checks.hpp"
 #include "staged_copy.hpp"
 #include "stream.hpp"
 
@@ -510,6 +513,9 @@ class pinned_staging {
 /// on this thread's stream. Copies to the device are queued without waiting (through
 /// pinned_staging on a GPU); copies to the host wait for the values.
 template <>
+inline constexpr bool queues_index_checks<cuda> = true;
+
+template <>
 struct device_memory<cuda> {
   /// The scope in which a thread that makes elements for another (dataset::prefetch) queues its
   /// work: a stream of its own, beside the consumer's.
@@ -535,9 +541,38 @@ struct device_memory<cuda> {
     });
 #endif
   }
+  /// Copies n elements to the host and waits for them; then, if an index check this thread queued
+  /// since its last read failed, throws that check's message (checks.hpp).
   template <class T>
   static void to_host(T* dst, const T* src, index_t n) {
     if (n <= 0) return;
+    pending_checks& checks = pending_checks::mine();
+    checks.before_wait();
+    copy_to_host(dst, src, n);
+    checks.after_wait();
+  }
+
+  /// Queues a check that the n indices at `index` are in [0, hi), without waiting (checks.hpp);
+  /// `explain` throws the error this thread's next read reports if one is not. Where this thread
+  /// has no flag (more threads than check_flags::capacity), explain runs at once, on the host.
+  template <class I, class Explain>
+  static void queue_index_check(const I* index, index_t n, index_t hi, Explain explain) {
+    if (n <= 0) return;
+    pending_checks& checks = pending_checks::mine();
+    std::int32_t* flag = checks.flag();
+    if (!flag) {
+      explain();
+      return;
+    }
+    thrust::for_each_n(kernel_policy(), thrust::counting_iterator<index_t>(0), n,
+                       cuda_kernel::flag_out_of_range<I>{index, hi, flag});
+    checks.add(std::move(explain));
+    if (checks.size() > pending_checks::max_pending) fence();  // as a read would: the indices kept alive go
+  }
+
+ private:
+  template <class T>
+  static void copy_to_host(T* dst, const T* src, index_t n) {
     device_cache::instance().count_host_read();
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
@@ -570,14 +605,20 @@ struct device_memory<cuda> {
 #endif
   }
 
+
+ public:
   /// Waits until the work queued on this thread's current stream has finished: before a device
-  /// tensor made on its own stream is handed to another thread (stream.hpp).
+  /// tensor made on its own stream is handed to another thread (stream.hpp). Then, as a read,
+  /// throws the message of a failed index check (checks.hpp).
   static void fence() {
+    pending_checks& checks = pending_checks::mine();
+    checks.before_wait();
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
     if (cudaError_t e = cudaStreamSynchronize(current_stream()); e != cudaSuccess)
       throw std::runtime_error(std::string("fx::synchronize<fx::cuda>: cudaStreamSynchronize failed: ") +
                                cudaGetErrorString(e));
 #endif
+    checks.after_wait();
   }
 };
 

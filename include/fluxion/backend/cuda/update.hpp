@@ -7,7 +7,9 @@
 // update_chunk elements; a table of the chunks (variable, first element, end) and one of the
 // variables' buffers go to the device (one small upload, queued), and thread i updates element
 // i % update_chunk of chunk i / update_chunk, so finding its variable is one table read. Threads
-// past a variable's last element do nothing.
+// past a variable's last element do nothing. While an index check of this thread is pending
+// (checks.hpp), the kernel reads its flag, and if the check failed leaves every variable and slot
+// as it was: the read that reports the failure finds the weights of the last good step.
 #pragma once
 
 #include <array>
@@ -54,12 +56,19 @@ struct update_element {
   T weight_decay, learning_rate;
   bool decay;
   Step step;
+  const std::int32_t* failed;  // this thread's index-check flag while checks are pending (checks.hpp)
 
   FLUXION_HOST_DEVICE void operator()(index_t i) const {
     const update_span c = chunks[i / update_chunk];
     const update_pointers<T>& p = variables[c.variable];
     const index_t j = c.begin + i % update_chunk;
     if (j >= p.size) return;
+    if (failed && *failed) {  // an index check before this update failed: everything stays as it was
+      p.new_value[j] = p.value[j];
+      if constexpr (Slots > 0)
+        for (std::size_t k = 0; k < Slots; ++k) p.new_slots[k][j] = p.slots[k][j];
+      return;
+    }
     const T g = p.gradient[j];
     T w = p.value[j];
     std::array<T, Slots> s{};
@@ -108,7 +117,8 @@ void device_fused_update(std::span<const Buffers> list, const Constants& c, cons
       static_cast<T>(c.weight_decay),
       static_cast<T>(c.learning_rate),
       c.weight_decay != 0,
-      step};
+      step,
+      pending_checks::mine().flag_if_pending()};
   thrust::for_each_n(kernel_policy(), thrust::counting_iterator<index_t>(0),
                      static_cast<index_t>(chunks.size()) * update_chunk, f);
 }
