@@ -9,8 +9,11 @@
 //   tile             (64, 128) tiled (4, 4)
 //   einsum_attention "bhqd,bhkd->bhqk" over (32, 8, 64, 32): attention scores
 //   segment_sum      unsorted_segment_sum of (16384, 64) rows into 1024 segments
+//   segment_max      unsorted_segment_max of the same (stop 60)
+//   gather_nd        16384 rows of 64 picked from (256, 256, 64) by (row, column) pairs (stop 60)
 //
-// LibTorch: torch::cumsum, torch::sort, torch::topk, x.norm, repeat, torch::einsum, index_add_.
+// LibTorch: torch::cumsum, torch::sort, torch::topk, x.norm, repeat, torch::einsum, index_add_,
+// scatter_reduce("amax"), and indexing by two index tensors.
 //
 //   ./ordering.bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -158,6 +161,34 @@ const int registered = [] {
     auto x = torch::rand({16384, 64});
     auto ids = torch::randint(0, 1024, {16384}, torch::kLong);
     return [x, ids] { benchmark::DoNotOptimize(torch::zeros({1024, 64}).index_add_(0, ids, x).data_ptr()); };
+  });
+#endif
+  add("segment_max", "fluxion", [] {
+    auto x = uniform({16384, 64}, 11);
+    fx::random::generator gen{12};
+    const fx::tensor<std::int32_t> ids = fx::random::uniform<std::int32_t>({16384}, gen, 0, 1024);
+    return [x, ids] { benchmark::DoNotOptimize(fx::tensor<float>(fx::unsorted_segment_max(x, ids, 1024)).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("segment_max", "torch", [] {
+    auto x = torch::rand({16384, 64});
+    auto ids = torch::randint(0, 1024, {16384}, torch::kLong).unsqueeze(1).expand({16384, 64});
+    return [x, ids] {
+      benchmark::DoNotOptimize(torch::zeros({1024, 64}).scatter_reduce_(0, ids, x, "amax", /*include_self=*/false).data_ptr());
+    };
+  });
+#endif
+  add("gather_nd", "fluxion", [] {
+    auto x = uniform({256, 256, 64}, 13);
+    fx::random::generator gen{14};
+    const fx::tensor<std::int32_t> at = fx::random::uniform<std::int32_t>({16384, 2}, gen, 0, 256);
+    return [x, at] { benchmark::DoNotOptimize(fx::tensor<float>(fx::gather_nd(x, at)).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("gather_nd", "torch", [] {
+    auto x = torch::rand({256, 256, 64});
+    auto at = torch::randint(0, 256, {16384, 2}, torch::kLong);
+    return [x, at] { benchmark::DoNotOptimize(x.index({at.select(1, 0), at.select(1, 1)}).data_ptr()); };
   });
 #endif
   return 0;

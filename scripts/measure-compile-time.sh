@@ -18,6 +18,8 @@
 #     the same depth of conv2d and max_pool2d in their place (stop 58);
 #   - bench/compile/ordering.cpp: an MLP step whose loss reads fx::norm, fx::sort and fx::cumsum and
 #     whose report reads fx::top_k, and the same step without them (stop 59);
+#   - bench/compile/indexing_nd.cpp: an MLP step whose loss picks logits with fx::gather_nd and
+#     takes group maxima with fx::unsorted_segment_max, and the same step without them (stop 60);
 #   - bench/compile/recurrent.cpp: Keras's text classifier with nn::gru, then with nn::lstm, each
 #     header-only and with prebuilt kernels, the GRU also with the library's GRU set (what each
 #     recurrent layer costs a program), then the LSTM with an encoder-decoder beside it
@@ -174,6 +176,10 @@ variant_row "bench/compile/sequence_cnn.cpp, conv2d and max_pool2d instead" benc
 # with reduce_sum(square) and argmax.
 variant_row "bench/compile/ordering.cpp, norm, sort, cumsum and top_k" bench/compile/ordering.cpp -DFLUXION_ORDERING=1
 variant_row "bench/compile/ordering.cpp, reduce_sum(square) and argmax instead" bench/compile/ordering.cpp -DFLUXION_ORDERING=0
+
+# gather_nd and unsorted_segment_max in a training step's loss (stop 60) against the step without them.
+variant_row "bench/compile/indexing_nd.cpp, gather_nd and unsorted_segment_max" bench/compile/indexing_nd.cpp -DFLUXION_INDEXING_ND=1
+variant_row "bench/compile/indexing_nd.cpp, without them" bench/compile/indexing_nd.cpp -DFLUXION_INDEXING_ND=0
 
 # The recurrent layers in a text classifier, header-only and with prebuilt kernels (the GRU's with
 # the library's GRU set, FLUXION_PREBUILT_GRU, in by default since stop 53, and without it: NO_GRU).

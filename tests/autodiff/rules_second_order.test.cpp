@@ -41,3 +41,19 @@ TEST_CASE("second order: cumsum, norm and sort") {
   const fx::tensor<double> distinct = {{0.3, -1.2, 2.5}, {0.9, -0.4, 1.7}};
   check_second("sort", [](const auto& p) { return fx::sort(p * p * p, 1); }, distinct);
 }
+
+TEST_CASE("second order: gather, gather_nd and scatter_nd, with repeated indices") {
+  // Until stop 60 gather's adjoint was a kernel no tape recorded: with the nonlinearity after the
+  // gather, Hv was 0 (square) or a third of the right value (a product of two gathers).
+  const auto flat = random_tensor<double>({6}, 6, 0.5, 2);
+  const fx::tensor<std::int32_t> ids = {5, 0, 5};
+  check_second("gather, squared after", [&](const auto& p) { return fx::square(fx::gather(p, ids)); }, flat);
+  check_second("gather, a product of two", [&](const auto& p) { return fx::gather(p * p, ids) * fx::gather(p, ids); }, flat);
+  const auto m = random_tensor<double>({3, 4}, 7, 0.5, 2);
+  check_second("gather along axis 1", [&](const auto& p) { return fx::exp(fx::gather(p, fx::tensor<std::int32_t>{3, 0, 3}, 1)); }, m);
+  const auto a = random_tensor<double>({3, 2}, 4, 0.5, 2);
+  const fx::tensor<std::int32_t> at = {{2, 1}, {0, 0}, {2, 1}};
+  check_second("gather_nd", [&](const auto& p) { return fx::gather_nd(p * p, at) * fx::gather_nd(p, at); }, a);
+  const auto u = random_tensor<double>({3}, 5, 0.5, 2);
+  check_second("scatter_nd", [&](const auto& p) { return fx::square(fx::scatter_nd(at, p * p, fx::shape{3, 2})); }, u);
+}

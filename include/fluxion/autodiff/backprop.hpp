@@ -370,8 +370,11 @@ template <class T, class I, class D>
 struct backward<gather_expr<T, I, D>> {
   template <class G, class Sink>
   static void run(const gather_expr<T, I, D>& e, const G& g, Sink& sink) {
+    // A recorded node (not scatter_add's kernel alone), so that an outer tape differentiates it.
     if constexpr (std::is_floating_point_v<T>)
-      sink.leaf(e.params, keep_order<G>(scatter_add(reduce_to(g, e.shape()), e.indices, e.axis, e.params.shape())));
+      sink.leaf(e.params, keep_order<G>(tensor<T, D>(segment_sum_expr<T, I, D>(
+                              tensor<T, D>(reduce_to(g, e.shape())),
+                              tensor<I, D>(e.indices, fluxion::shape{e.indices.size()}, fluxion::detail::same_buffer), e.params.shape(), e.axis))));
   }
 };
 
@@ -383,7 +386,8 @@ struct backward<segment_sum_expr<T, I, D>> {
     if constexpr (std::is_floating_point_v<T>) {
       const tensor<T, D> gt = reduce_to(g, e.shape());
       const auto& ds = e.data.shape();
-      sink.leaf(e.data, keep_order<G>(tensor<T, D>(reshape(gather(gt, e.ids, 0), std::vector<index_t>(ds.begin(), ds.end())))));
+      sink.leaf(e.data, keep_order<G>(tensor<T, D>(reshape(gather(gt, e.ids, e.axis, fluxion::detail::checked_indices),
+                                                           std::vector<index_t>(ds.begin(), ds.end())))));
     }
   }
 };

@@ -282,7 +282,7 @@ struct tangent<segment_sum_expr<T, I, D>> {
   template <int K>
   static auto of(const segment_sum_expr<T, I, D>& e, const forward_accumulator& acc) {
     const tensor<T, D> td = tstep<K>(tangent_of<K>(e.data, acc));
-    return segment_sum_expr<T, I, D>(td, e.ids, e.shape());
+    return segment_sum_expr<T, I, D>(td, e.ids, e.shape(), e.axis);
   }
 };
 

@@ -124,6 +124,14 @@ inline constexpr bool has_scatter_kernel = false;
 /// each row j of the axis, of g's rows (outer, k, inner) whose indices[k] is j, added in order of k.
 template <class Device>
 struct scatter_kernel;
+/// Whether Device has a kernel for unsorted_segment_max/min (expr/segment_reduce.hpp); without one,
+/// they go through the host. run(data, ids, out, n_ids, segments, inner, is_max, init): out
+/// (segments, inner) = the max (or min) of data's rows (n_ids, inner) whose id names the segment,
+/// `init` where none does, NaN where any is NaN. fx::cuda's is in backend/cuda/sort.hpp.
+template <class Device>
+inline constexpr bool has_segment_extreme_kernel = false;
+template <class Device>
+struct segment_extreme_kernel;
 
 /// The adjoint of gather: adds each gradient row into the row of `params` it was read from, in
 /// order of the index positions. A device with a scatter kernel (fx::cuda) runs it there; any
@@ -197,26 +205,44 @@ auto gather(P&& params, const tensor<IT, D>& indices, int axis, detail::checked_
   return gather_expr<value_type_t<EP>, IT, device_t<EP>>(std::move(p), indices, ax, detail::checked_indices);
 }
 
-/// unsorted_segment_sum's node: the rows of `data` (over the axes `ids` covers) added into the
-/// rows of the result that `ids` names, by gather's adjoint (detail::scatter_add). ids is flat.
+/// unsorted_segment_sum's node, and gather's adjoint: the slices of `data` along `axis` added into
+/// the slices of the result that `ids` names (detail::scatter_add). ids is flat; data is the
+/// result's shape but for `axis`, which has one slice per id (the axes ids covers, as one). Its own
+/// adjoint is a gather, so gradients through a gather are differentiable again (second order).
 template <class T, class I, class Device>
 struct segment_sum_expr : detail::boundary_expr<segment_sum_expr<T, I, Device>, T, Device> {
   tensor<T, Device> data;
   tensor<I, Device> ids;
   fluxion::shape m_shape;
-  segment_sum_expr(tensor<T, Device> d, tensor<I, Device> i, fluxion::shape s)
-      : data(std::move(d)), ids(std::move(i)), m_shape(std::move(s)) {}
+  int axis = 0;
+  segment_sum_expr(tensor<T, Device> d, tensor<I, Device> i, fluxion::shape s, int ax = 0)
+      : data(std::move(d)), ids(std::move(i)), m_shape(std::move(s)), axis(ax) {}
   const fluxion::shape& shape() const { return m_shape; }
-  /// data as (rows, rest...): the layout scatter_add reads.
-  fluxion::shape rows_shape() const {
-    fluxion::shape r{ids.size()};
-    for (int d = 1; d < m_shape.rank(); ++d) r.push_back(m_shape[d]);
-    return r;
-  }
-  tensor<T, Device> compute() const {
-    return detail::scatter_add(tensor<T, Device>(data, rows_shape(), detail::same_buffer), ids, 0, m_shape);
-  }
+  tensor<T, Device> compute() const { return detail::scatter_add(data, ids, axis, m_shape); }
 };
+
+namespace detail {
+/// The segment ops' checks: segment_ids' shape is a prefix of data's shape `s`, num_segments is not
+/// negative, and every id is in [0, num_segments) (check_index_range). Returns the ids, flat, and the
+/// result's shape (num_segments,) + the rest of s.
+template <class IT, class D>
+std::pair<tensor<IT, D>, shape> segment_layout(const char* op, const shape& s, const tensor<IT, D>& ids, index_t num_segments) {
+  bool prefix = ids.rank() <= s.rank();
+  for (int d = 0; prefix && d < ids.rank(); ++d) prefix = ids.shape()[d] == s[d];
+  if (!prefix)
+    throw shape_error(std::string(op) + ": segment_ids of shape " + to_string(ids.shape()) + " is not a prefix of data's shape " +
+                      to_string(s));
+  if (num_segments < 0)
+    throw invalid_argument(std::string(op) + ": num_segments = " + std::to_string(num_segments) + " is negative");
+  check_index_range(ids, num_segments, [op, is = ids.shape(), num_segments](index_t k, IT v) {
+    return std::string(op) + ": segment_ids" + position_text(k, is) + " = " + std::to_string(v) + " is not in [0, " +
+           std::to_string(num_segments) + ")";
+  });
+  shape out{num_segments};
+  for (int d = ids.rank(); d < s.rank(); ++d) out.push_back(s[d]);
+  return {tensor<IT, D>(ids, shape{ids.size()}, same_buffer), out};
+}
+}  // namespace detail
 
 /// TensorFlow's tf.math.unsorted_segment_sum: out[s, ...] = the sum of data[k..., ...] over the
 /// positions k whose segment_ids[k...] is s, in order of k. segment_ids (int32 or int64) has a
@@ -235,22 +261,8 @@ auto unsorted_segment_sum(A&& data, const I& segment_ids, index_t num_segments) 
   static_assert(std::is_same_v<device_t<I>, D>, "fluxion::unsorted_segment_sum: data and segment_ids live on different devices.");
   detail::check_not_none(data, "unsorted_segment_sum");
   auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(data)));
-  const tensor<IT, D> ids = detail::materialize(segment_ids);
-  const auto& s = x.shape();
-  bool prefix = ids.rank() <= s.rank();
-  for (int d = 0; prefix && d < ids.rank(); ++d) prefix = ids.shape()[d] == s[d];
-  if (!prefix)
-    throw shape_error("unsorted_segment_sum: segment_ids of shape " + to_string(ids.shape()) +
-                      " is not a prefix of data's shape " + to_string(s));
-  if (num_segments < 0)
-    throw invalid_argument("unsorted_segment_sum: num_segments = " + std::to_string(num_segments) + " is negative");
-  detail::check_index_range(ids, num_segments, [s = ids.shape(), num_segments](index_t k, IT v) {
-    return "unsorted_segment_sum: segment_ids" + detail::position_text(k, s) + " = " + std::to_string(v) +
-           " is not in [0, " + std::to_string(num_segments) + ")";
-  });
-  fluxion::shape out{num_segments};
-  for (int d = ids.rank(); d < s.rank(); ++d) out.push_back(s[d]);
-  return segment_sum_expr<T, IT, D>(std::move(x), tensor<IT, D>(ids, fluxion::shape{ids.size()}, detail::same_buffer), out);
+  auto [ids, out] = detail::segment_layout("unsorted_segment_sum", x.shape(), detail::materialize(segment_ids), num_segments);
+  return segment_sum_expr<T, IT, D>(std::move(x), std::move(ids), out);
 }
 
 /// TensorFlow's tf.math.unsorted_segment_mean: unsorted_segment_sum divided by each segment's

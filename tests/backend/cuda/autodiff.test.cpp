@@ -49,7 +49,38 @@ std::vector<double> ordering_gradient(const fx::tensor<double>& x) {
   fx::tensor<double, Device> y = fx::reduce_sum(t * t) + fx::reduce_sum(fx::norm(xd, 2, 1));
   return tape.gradient(y, xd).to_vector();
 }
+
+/// The gradient of a loss through gather_nd, scatter_nd and a gather whose output is squared, with
+/// respect to x, computed on Device. (Second order: autodiff.rules_second_order, on the cpu; these
+/// suites are built at derivative order 1.)
+template <class Device>
+std::vector<double> nd_gradient(const fx::tensor<double>& x) {
+  fx::tensor<double, Device> xd = fx::to<Device>(x);
+  const auto pairs = fx::to<Device>(fx::tensor<std::int32_t>{{2, 1}, {0, 3}, {2, 1}});
+  fx::gradient_tape tape;
+  tape.watch(xd);
+  fx::tensor<double, Device> picked = fx::gather_nd(xd, pairs);
+  fx::tensor<double, Device> grid = fx::scatter_nd(pairs, fx::square(picked), fx::shape{3, 4});
+  fx::tensor<double, Device> y = fx::reduce_sum(fx::square(fx::gather(grid, fx::to<Device>(fx::tensor<std::int64_t>{2, 2, 0}), 0)));
+  return tape.gradient(y, xd).to_vector();
+}
 }  // namespace
+
+TEST_CASE("cuda autodiff: through gather_nd, scatter_nd, gather and segment max, the cpu's gradient") {
+  const auto x = filled<double>({3, 4}, 9);
+  check_values(nd_gradient<fx::cuda>(x), nd_gradient<fx::cpu>(x), 1e-12);
+  // unsorted_segment_max with a tie: the gradient split between the two maxima.
+  auto segment_gradient = [](auto device) {
+    using D = decltype(device);
+    fx::tensor<double, D> v = fx::to<D>(fx::tensor<double>{3.0, 1.0, 3.0, 2.0, 7.0});
+    fx::gradient_tape tape;
+    tape.watch(v);
+    fx::tensor<double, D> m = fx::unsorted_segment_max(v, fx::to<D>(fx::tensor<std::int32_t>{0, 0, 0, 1, 2}), 3);
+    return tape.gradient(fx::reduce_sum(m * fx::to<D>(fx::tensor<double>{1.0, 2.0, 3.0})), v).to_vector();
+  };
+  CHECK(segment_gradient(fx::cuda{}) == std::vector<double>{0.5, 0.0, 0.5, 2.0, 3.0});
+  CHECK(segment_gradient(fx::cpu{}) == std::vector<double>{0.5, 0.0, 0.5, 2.0, 3.0});
+}
 
 TEST_CASE("cuda autodiff: the gradient of sum(sin(x) * x) is cos(x) x + sin(x)") {
   auto x = filled<double>({5, 7}, 1);

@@ -78,3 +78,24 @@ TEST_CASE("cuda unsorted_segment_sum and unsorted_segment_mean") {
   same_on_both_devices(0.0, [](const auto& a, const auto& i) { return fx::unsorted_segment_sum(a, i, 5); }, x, ids);
   same_on_both_devices(1e-15, [](const auto& a, const auto& i) { return fx::unsorted_segment_mean(a, i, 5); }, x, ids);
 }
+
+TEST_CASE("cuda gather_nd, scatter_nd and tensor_scatter_nd_add") {
+  const auto x = filled<double>({3, 4, 2}, 7);
+  const auto pairs = with_values<std::int32_t>({4, 2}, {2, 1, 0, 3, 2, 1, 1, 0});
+  same_on_both_devices([](const auto& a, const auto& i) { return fx::gather_nd(a, i); }, x, pairs);
+  const auto updates = filled<double>({4, 2}, 8);
+  same_on_both_devices(0.0, [](const auto& i, const auto& u) { return fx::scatter_nd(i, u, fx::shape{3, 4, 2}); }, pairs, updates);
+  same_on_both_devices(0.0, [](const auto& a, const auto& i, const auto& u) { return fx::tensor_scatter_nd_add(a, i, u); }, x,
+                       pairs, updates);
+}
+
+TEST_CASE("cuda unsorted_segment_max and unsorted_segment_min, empty segments and NaN") {
+  auto x = filled<double>({6, 2, 3}, 9);
+  x.mutable_data()[7] = std::numeric_limits<double>::quiet_NaN();  // row 1, in segment 0
+  const auto ids = with_values<std::int32_t>({6}, {3, 0, 3, 1, 0, 3});  // segment 2 is empty
+  same_on_both_devices(0.0, [](const auto& a, const auto& i) { return fx::unsorted_segment_max(a, i, 4); }, x, ids);
+  same_on_both_devices(0.0, [](const auto& a, const auto& i) { return fx::unsorted_segment_min(a, i, 4); }, x, ids);
+  const auto ints = with_values<std::int64_t>({4, 2}, {5, -3, 7, 2, -1, 9, 0, 0});
+  same_on_both_devices(0.0, [](const auto& a, const auto& i) { return fx::unsorted_segment_max(a, i, 3); }, ints,
+                       with_values<std::int64_t>({4}, {2, 2, 0, 2}));
+}

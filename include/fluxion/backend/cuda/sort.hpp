@@ -98,7 +98,58 @@ struct scatter_rows {
   }
 };
 
+/// One output element (s, i) of unsorted_segment_max/min: the extreme of the rows k of data whose
+/// id is s (the positions with key s, start[s] to start[s + 1]); a NaN stays.
+template <class T>
+struct extreme_rows {
+  const T* data;
+  const index_t* position;
+  const index_t* start;
+  T* out;
+  index_t inner;
+  bool is_max;
+  T init;
+  FLUXION_HOST_DEVICE void operator()(index_t e) const {
+    const index_t s = e / inner, i = e - s * inner;
+    T m = init;
+    for (index_t p = start[s]; p < start[s + 1]; ++p) {
+      const T v = data[position[p] * inner + i];
+      if ((is_max ? v > m : v < m) || v != v) m = v;
+    }
+    out[e] = m;
+  }
+};
+
 }  // namespace cuda_sort
+
+/// The positions of `indices` sorted by index (stable), and where each of the rows 0 .. extent
+/// begins among them (a vectorized lower_bound): the segments of gather's adjoint and of the
+/// segment reductions. Positions whose index is outside [0, extent) fall outside every row.
+template <class I>
+void sort_by_row(const I* indices, index_t n_indices, index_t extent, index_t* keys, index_t* position, index_t* start) {
+  if (n_indices > 0)
+    thrust::for_each_n(kernel_policy(), thrust::counting_iterator<index_t>(0), n_indices,
+                       cuda_sort::index_keys<I>{indices, keys, position});
+  if (n_indices > 1) thrust::stable_sort_by_key(kernel_policy(), keys, keys + n_indices, position);
+  thrust::lower_bound(kernel_policy(), keys, keys + n_indices, thrust::counting_iterator<index_t>(0),
+                      thrust::counting_iterator<index_t>(extent + 1), start);
+}
+
+template <>
+inline constexpr bool has_segment_extreme_kernel<cuda> = true;
+
+template <>
+struct segment_extreme_kernel<cuda> {
+  template <class T, class I>
+  static void run(const T* data, const I* ids, T* out, index_t n_ids, index_t segments, index_t inner, bool is_max, T init) {
+    const index_t total = segments * inner;
+    if (total == 0) return;
+    device_scratch<index_t> keys(std::max<index_t>(n_ids, 1)), position(std::max<index_t>(n_ids, 1)), start(segments + 1);
+    sort_by_row(ids, n_ids, segments, keys.data(), position.data(), start.data());
+    thrust::for_each_n(kernel_policy(), thrust::counting_iterator<index_t>(0), total,
+                       cuda_sort::extreme_rows<T>{data, position.data(), start.data(), out, inner, is_max, init});
+  }
+};
 
 template <>
 inline constexpr bool has_scatter_kernel<cuda> = true;
@@ -117,10 +168,7 @@ struct scatter_kernel<cuda> {
     };
     device_scratch<index_t> keys(std::max<index_t>(n_indices, 1)), position(std::max<index_t>(n_indices, 1)),
         start(extent + 1);
-    each(n_indices, cuda_sort::index_keys<I>{indices, keys.data(), position.data()});
-    if (n_indices > 1) thrust::stable_sort_by_key(kernel_policy(), keys.data(), keys.data() + n_indices, position.data());
-    thrust::lower_bound(kernel_policy(), keys.data(), keys.data() + n_indices, thrust::counting_iterator<index_t>(0),
-                        thrust::counting_iterator<index_t>(extent + 1), start.data());
+    sort_by_row(indices, n_indices, extent, keys.data(), position.data(), start.data());
     each(total, cuda_sort::scatter_rows<T>{g, position.data(), start.data(), out, n_indices, extent, inner});
   }
 };

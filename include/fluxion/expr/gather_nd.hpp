@@ -1,0 +1,140 @@
+// TensorFlow's gather_nd, scatter_nd and tensor_scatter_nd_add: indexing by tuples of indices.
+//
+//   fx::tensor<std::int32_t> at = {{0, 2}, {1, 0}, {0, 2}};
+//   auto picked = fx::gather_nd(x, at);                   // x (2, 3, 4): (3, 4), rows x[0, 2], x[1, 0], x[0, 2]
+//   auto grid = fx::scatter_nd(at, rows, {2, 3, 4});      // zeros, plus rows[i] at at[i] (repeats add up)
+//   auto y = fx::tensor_scatter_nd_add(x, at, rows);      // x plus the same
+//
+// The last axis of `indices` holds K indices into the first K axes of the other operand, so a
+// result has shape indices.shape[:-1] + shape[K:]. Each index is checked against its axis (on
+// fx::cuda on the device, and reported by the thread's next read: expr/indexing.hpp). All three
+// run on gather and its adjoint (unsorted_segment_sum's node), so they are differentiable to any
+// order, in params or updates (and tensor), and run on every device gather does.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../tensor.hpp"
+
+namespace fluxion {
+
+namespace detail {
+/// The flat row of each tuple of `indices` (..., K) into the first K axes of `s`: sum_d
+/// indices[..., d] * stride_d, of shape indices.shape[:-1]; each index checked against its axis.
+/// `operand` names what `s` is the shape of, for the messages.
+template <class IT, class D>
+tensor<std::int64_t, D> nd_rows(const char* op, const tensor<IT, D>& idx, const shape& s, const char* operand) {
+  const int r = idx.rank();
+  if (r == 0)
+    throw shape_error(std::string(op) + ": indices is a scalar; its last axis holds the indices of one element or slice");
+  const index_t k = idx.shape()[r - 1];
+  if (k < 1)
+    throw shape_error(std::string(op) + ": indices of shape " + to_string(idx.shape()) +
+                      " have an empty last axis; it holds the indices of one element or slice");
+  if (k > s.rank())
+    throw shape_error(std::string(op) + ": indices of shape " + to_string(idx.shape()) + " index " + std::to_string(k) +
+                      " axes (their last extent), but " + operand + " of shape " + to_string(s) + " has " +
+                      std::to_string(s.rank()));
+  const std::vector<index_t> outer(idx.shape().begin(), idx.shape().end() - 1);
+  tensor<std::int64_t, D> rows;
+  index_t stride = 1;
+  for (index_t d = k; d-- > 0;) {
+    std::vector<index_t> begin(static_cast<std::size_t>(r), 0), size(static_cast<std::size_t>(r), -1);
+    begin.back() = d;
+    size.back() = 1;
+    const tensor<IT, D> component(reshape(slice(idx, begin, size), outer));
+    const index_t n = s[static_cast<int>(d)];
+    check_index_range(component, n, [op, operand, is = idx.shape(), s, d, k, n](index_t at, IT v) {
+      return std::string(op) + ": indices" + position_text(at * k + d, is) + " = " + std::to_string(v) + " is not in [0, " +
+             std::to_string(n) + ") (axis " + std::to_string(d) + " of " + operand + " of shape " + to_string(s) + ")";
+    });
+    const auto term = cast<std::int64_t>(component) * static_cast<std::int64_t>(stride);
+    rows = d == k - 1 ? tensor<std::int64_t, D>(term) : tensor<std::int64_t, D>(rows + term);
+    stride *= n;
+  }
+  return rows;
+}
+
+/// The product of the first k extents of s (the rows nd_rows numbers) and the rest of s's extents.
+template <class Shape>
+std::pair<index_t, std::vector<index_t>> nd_split(const Shape& s, index_t k) {
+  index_t lead = 1;
+  for (int d = 0; d < k; ++d) lead *= s[d];
+  return {lead, std::vector<index_t>(s.begin() + k, s.end())};
+}
+}  // namespace detail
+
+/// tf.gather_nd (batch_dims 0): out[i...] = params[indices[i..., 0], ..., indices[i..., K-1], ...],
+/// of shape indices.shape[:-1] + params.shape[K:]. indices are int32 or int64, each in
+/// [0, params.shape[d]). Differentiable in params (a gather of its first K axes as one).
+template <class P, class I>
+  requires((is_expression_v<P> || is_variable_v<std::remove_cvref_t<P>>) && is_expression_v<I>)
+auto gather_nd(P&& params, const I& indices) {
+  using E = detail::expr_t<P>;
+  using T = value_type_t<E>;
+  using D = device_t<E>;
+  using IT = value_type_t<I>;
+  static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
+                "fluxion::gather_nd: indices must be int32 or int64.");
+  static_assert(std::is_same_v<device_t<I>, D>, "fluxion::gather_nd: params and indices live on different devices.");
+  detail::check_not_none(params, "gather_nd");
+  const auto x = detail::materialize(detail::as_expr<P>(std::forward<P>(params)));
+  const tensor<IT, D> idx = detail::materialize(indices);
+  const tensor<std::int64_t, D> rows = detail::nd_rows("gather_nd", idx, x.shape(), "params");
+  auto [lead, rest] = detail::nd_split(x.shape(), idx.shape()[idx.rank() - 1]);
+  rest.insert(rest.begin(), lead);
+  const tensor<T, D> table(reshape(x, rest));  // recorded: the gradient flows back through it
+  return gather(table, rows, 0, detail::checked_indices);
+}
+
+/// tf.scatter_nd: a tensor of shape `shape`, zeros but for updates[i...] added at
+/// [indices[i..., 0], ..., indices[i..., K-1], ...] (tuples that repeat add up, in order of i).
+/// updates has shape indices.shape[:-1] + shape[K:]. Differentiable in updates (its gradient is a
+/// gather_nd).
+template <class U, class I>
+  requires((is_expression_v<U> || is_variable_v<std::remove_cvref_t<U>>) && is_expression_v<I>)
+auto scatter_nd(const I& indices, U&& updates, const shape& s) {
+  using E = detail::expr_t<U>;
+  using T = value_type_t<E>;
+  using D = device_t<E>;
+  using IT = value_type_t<I>;
+  static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
+                "fluxion::scatter_nd: indices must be int32 or int64.");
+  static_assert(std::is_same_v<device_t<I>, D>, "fluxion::scatter_nd: indices and updates live on different devices.");
+  detail::check_not_none(updates, "scatter_nd");
+  auto u = detail::materialize(detail::as_expr<U>(std::forward<U>(updates)));
+  const tensor<IT, D> idx = detail::materialize(indices);
+  const tensor<std::int64_t, D> rows = detail::nd_rows("scatter_nd", idx, s, "the output");
+  auto [lead, rest] = detail::nd_split(s, idx.shape()[idx.rank() - 1]);
+  shape want = rows.shape();
+  for (index_t e : rest) want.push_back(e);
+  if (!(u.shape() == want))
+    throw shape_error("scatter_nd: updates of shape " + to_string(u.shape()) + " do not fit indices of shape " +
+                      to_string(idx.shape()) + " into shape " + to_string(s) + ": they need shape " + to_string(want));
+  shape sums{lead};
+  for (index_t e : rest) sums.push_back(e);
+  std::vector<index_t> dims(s.begin(), s.end());
+  return reshape(segment_sum_expr<T, std::int64_t, D>(
+                     std::move(u), tensor<std::int64_t, D>(rows, shape{rows.size()}, detail::same_buffer), sums),
+                 dims);
+}
+
+/// tf.tensor_scatter_nd_add: `tensor` plus scatter_nd(indices, updates, tensor.shape).
+/// Differentiable in both.
+template <class A, class I, class U>
+  requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>) && is_expression_v<I> &&
+           (is_expression_v<U> || is_variable_v<std::remove_cvref_t<U>>))
+auto tensor_scatter_nd_add(A&& a, const I& indices, U&& updates) {
+  static_assert(std::is_same_v<value_type_t<detail::expr_t<A>>, value_type_t<detail::expr_t<U>>>,
+                "fluxion::tensor_scatter_nd_add: tensor and updates need the same element type.");
+  detail::check_not_none(a, "tensor_scatter_nd_add");
+  auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
+  const shape s = x.shape();
+  return std::move(x) + scatter_nd(indices, std::forward<U>(updates), s);
+}
+
+}  // namespace fluxion
