@@ -10,10 +10,11 @@
 //   einsum_attention "bhqd,bhkd->bhqk" over (32, 8, 64, 32): attention scores
 //   segment_sum      unsorted_segment_sum of (16384, 64) rows into 1024 segments
 //   segment_max      unsorted_segment_max of the same (stop 60)
+//   gather_rows      16384 rows of 64 picked from (65536, 64) by index: an embedding lookup (stop 60)
 //   gather_nd        16384 rows of 64 picked from (256, 256, 64) by (row, column) pairs (stop 60)
 //
 // LibTorch: torch::cumsum, torch::sort, torch::topk, x.norm, repeat, torch::einsum, index_add_,
-// scatter_reduce("amax"), and indexing by two index tensors.
+// scatter_reduce("amax"), index_select, and indexing by two index tensors.
 //
 //   ./ordering.bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -176,6 +177,19 @@ const int registered = [] {
     return [x, ids] {
       benchmark::DoNotOptimize(torch::zeros({1024, 64}).scatter_reduce_(0, ids, x, "amax", /*include_self=*/false).data_ptr());
     };
+  });
+#endif
+  add("gather_rows", "fluxion", [] {
+    auto table = uniform({65536, 64}, 15);
+    fx::random::generator gen{16};
+    const fx::tensor<std::int32_t> ids = fx::random::uniform<std::int32_t>({16384}, gen, 0, 65536);
+    return [table, ids] { benchmark::DoNotOptimize(fx::tensor<float>(fx::gather(table, ids, 0)).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("gather_rows", "torch", [] {
+    auto table = torch::rand({65536, 64});
+    auto ids = torch::randint(0, 65536, {16384}, torch::kLong);
+    return [table, ids] { benchmark::DoNotOptimize(table.index_select(0, ids).data_ptr()); };
   });
 #endif
   add("gather_nd", "fluxion", [] {

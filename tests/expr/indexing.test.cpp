@@ -114,3 +114,22 @@ TEST_CASE("unsorted_segment_sum and unsorted_segment_mean against a loop") {
   test::check_throws_with<fx::invalid_argument>([&] { (void)fx::unsorted_segment_sum(x, ids, -1); },
                                                 "unsorted_segment_sum: num_segments = -1 is negative");
 }
+
+TEST_CASE("gather: the SIMD rows (stop 60), contiguous, strided and element by element, against a loop") {
+  const auto p = test::random_tensor<float>({37, 40}, 61);
+  const fx::tensor<std::int32_t> rows = {36, 0, 5, 5, 19};
+  const fx::tensor<std::int32_t> columns = {39, 2, 2, 0, 17, 38, 1};
+  auto at = [&](fx::index_t i, fx::index_t j) { return p.data()[i * 40 + j]; };
+  // Rows along axis 0: one index per output row, a contiguous load.
+  const fx::tensor<float> r = fx::gather(p, rows, 0) * 2.f;
+  for (fx::index_t i = 0; i < 5; ++i)
+    for (fx::index_t j = 0; j < 40; ++j) CHECK(r(i, j) == 2.f * at(rows.data()[i], j));
+  // Columns, transposed: one index per output row, its elements 40 apart in p.
+  const fx::tensor<float> t = fx::transpose(fx::gather(p, columns, 1), {1, 0});  // (7, 37): row k reads column columns[k]
+  for (fx::index_t k = 0; k < 7; ++k)
+    for (fx::index_t i = 0; i < 37; ++i) CHECK(t(k, i) == at(i, columns.data()[k]));
+  // Along the last axis: a different index for each element of a row.
+  const fx::tensor<float> c = fx::gather(p, columns, 1) + 1.f;
+  for (fx::index_t i = 0; i < 37; ++i)
+    for (fx::index_t k = 0; k < 7; ++k) CHECK(c(i, k) == at(i, columns.data()[k]) + 1.f);
+}

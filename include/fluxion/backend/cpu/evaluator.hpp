@@ -39,6 +39,10 @@ template <class T>
 struct enabled<leaf_view<T>, T> : std::bool_constant<vector_type_v<T>> {};
 template <class T>
 struct enabled<scalar_view<T>, T> : std::bool_constant<vector_type_v<T>> {};
+/// gather: a batch of rows of data at one index (the index broadcast along the row: an embedding's
+/// or gather_nd's rows) is a load; otherwise the elements are read one by one into a batch.
+template <class T, class I>
+struct enabled<gather_view<T, I>, T> : std::bool_constant<vector_type_v<T>> {};
 template <class Op, class A, class T>
 struct enabled<unary_view<Op, A>, T>
     : std::bool_constant<op<Op>::available && std::is_same_v<typename unary_view<Op, A>::value_type, T> &&
@@ -93,6 +97,8 @@ auto row(const binary_view<Op, A, B>& v, index_t j);
 
 template <class Cmp, class A, class B, class X, class Y>
 auto row(const ternary_view<ops::where, binary_view<Cmp, A, B>, X, Y>& v, index_t j);
+template <class T, class I>
+batch<T> row(const gather_view<T, I>& g, index_t j);
 
 /// The same, for rows where every leaf is known to be contiguous (inner stride 1): no branches.
 template <class Op, class A>
@@ -101,6 +107,8 @@ template <class Op, class A, class B>
 auto contiguous_row(const binary_view<Op, A, B>& v, index_t j);
 template <class Cmp, class A, class B, class X, class Y>
 auto contiguous_row(const ternary_view<ops::where, binary_view<Cmp, A, B>, X, Y>& v, index_t j);
+template <class T, class I>
+batch<T> contiguous_row(const gather_view<T, I>& g, index_t j);
 template <class T>
 FLUXION_ALWAYS_INLINE batch<T> contiguous_row(const leaf_view<T>& l, index_t j) {
   return batch<T>::load_unaligned(l.data + l.base + j);
@@ -136,6 +144,22 @@ FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, index_t j) {
 template <class T>
 FLUXION_ALWAYS_INLINE batch<T> row(const scalar_view<T>& s, index_t) {
   return batch<T>(s.value);
+}
+template <class T, class I>
+FLUXION_ALWAYS_INLINE batch<T> row(const gather_view<T, I>& g, index_t j) {
+  alignas(64) T tmp[batch<T>::size];
+  if (g.index.inner == 0) {  // one index for the whole row: a row of data
+    const T* p = g.data + g.base + g.clamped(g.index.row(0)) * g.axis_stride;
+    if (g.inner == 1) return batch<T>::load_unaligned(p + j);
+    for (std::size_t k = 0; k < batch<T>::size; ++k) tmp[k] = p[(j + static_cast<index_t>(k)) * g.inner];
+  } else {
+    for (std::size_t k = 0; k < batch<T>::size; ++k) tmp[k] = g.row(j + static_cast<index_t>(k));
+  }
+  return batch<T>::load_aligned(tmp);
+}
+template <class T, class I>
+FLUXION_ALWAYS_INLINE batch<T> contiguous_row(const gather_view<T, I>& g, index_t j) {
+  return row(g, j);
 }
 template <class Op, class A>
 FLUXION_ALWAYS_INLINE auto row(const unary_view<Op, A>& v, index_t j) {
