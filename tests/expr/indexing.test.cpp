@@ -128,6 +128,18 @@ TEST_CASE("gather: the SIMD rows (stop 60), contiguous, strided and element by e
   const fx::tensor<float> t = fx::transpose(fx::gather(p, columns, 1), {1, 0});  // (7, 37): row k reads column columns[k]
   for (fx::index_t k = 0; k < 7; ++k)
     for (fx::index_t i = 0; i < 37; ++i) CHECK(t(k, i) == at(i, columns.data()[k]));
+  // Assigned as they are, slices of 8 or more elements are copied whole (gather_expr::direct).
+  const fx::tensor<float> d = fx::gather(p, rows, 0);
+  for (fx::index_t i = 0; i < 5; ++i)
+    for (fx::index_t j = 0; j < 40; ++j) CHECK(d(i, j) == at(rows.data()[i], j));
+  const auto q = test::random_tensor<float>({3, 5, 16}, 62);
+  const fx::tensor<std::int64_t> ids = {{4, 0}, {4, 2}};
+  const fx::tensor<float> g = fx::gather(q, ids, 1);  // (3, 2, 2, 16)
+  REQUIRE(g.shape() == fx::shape{3, 2, 2, 16});
+  for (fx::index_t o = 0; o < 3; ++o)
+    for (fx::index_t a = 0; a < 2; ++a)
+      for (fx::index_t b = 0; b < 2; ++b)
+        for (fx::index_t e = 0; e < 16; ++e) CHECK(g(o, a, b, e) == q(o, ids(a, b), e));
   // Along the last axis: a different index for each element of a row.
   const fx::tensor<float> c = fx::gather(p, columns, 1) + 1.f;
   for (fx::index_t i = 0; i < 37; ++i)

@@ -10,10 +10,14 @@
 // read from the device throws the same message (check_index_range, backend/cuda/checks.hpp).
 #pragma once
 
+#include <algorithm>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../backend/cpu/thread_pool.hpp"
 #include "../core/shape.hpp"
 #include "elementwise.hpp"
 #include "evaluate.hpp"
@@ -86,6 +90,36 @@ struct gather_expr : expression_base {
     });
   }
   const fluxion::shape& shape() const { return m_shape; }
+
+  /// The gather assigned as it is (materialize): on the cpu, where each slice has at least 8
+  /// elements, a copy per slice in tasks, as an embedding lookup or PyTorch's index_select; the
+  /// fused row loop (make_view) seeks every row and reads it element by element.
+  std::optional<tensor<T, Device>> direct() const {
+    if constexpr (!std::is_same_v<Device, cpu>) {
+      return std::nullopt;
+    } else {
+      const auto& ps = params.shape();
+      index_t outer = 1, inner = 1;
+      for (int d = 0; d < axis; ++d) outer *= ps[d];
+      for (int d = axis + 1; d < ps.rank(); ++d) inner *= ps[d];
+      if (inner < 8) return std::nullopt;
+      tensor<T, cpu> out(m_shape);
+      const index_t n_idx = indices.size(), extent = ps[axis], rows = outer * n_idx;
+      const index_t per_task = std::max<index_t>(1, 32768 / inner);
+      const T* src = params.data();
+      const I* idx = indices.data();
+      T* dst = out.mutable_data();
+      detail::parallel_for((rows + per_task - 1) / per_task, [&](index_t t) {
+        const index_t end = std::min(rows, (t + 1) * per_task);
+        for (index_t r = t * per_task; r < end; ++r) {
+          const index_t o = r / n_idx, k = static_cast<index_t>(idx[r - o * n_idx]);
+          const index_t j = k < 0 ? 0 : k >= extent ? extent - 1 : k;  // checked already; never outside
+          std::memcpy(dst + r * inner, src + (o * extent + j) * inner, static_cast<std::size_t>(inner) * sizeof(T));
+        }
+      });
+      return out;
+    }
+  }
 
   detail::gather_view<T, I> make_view() const {
     detail::gather_view<T, I> v;
