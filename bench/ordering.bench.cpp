@@ -2,6 +2,10 @@
 //
 //   cumsum_rows      cumsum along the last axis of (256, 4096): contiguous lanes
 //   cumsum_columns   cumsum along axis 0 of (4096, 256): lanes 256 elements apart
+//   cumprod_rows     cumprod along the last axis of (256, 4096), values near 1 (stop 61)
+//   cumprod_train    the same under a tape (autograd), then the gradient of sum(cumprod(x) * dy)
+//   discounted_returns  g[t] = r[t] + 0.99 g[t + 1] along the last axis of (256, 4096):
+//                    fx::linear_recurrence against a hand-written loop over the rows (no LibTorch op)
 //   sort             sort along the last axis of (256, 1024), values (and their positions)
 //   top_k            the 10 largest of each row of (256, 1000) logits, values and indices
 //   top_k_train      the same under a tape (autograd), then the gradient of sum(values * dy)
@@ -13,7 +17,7 @@
 //   gather_rows      16384 rows of 64 picked from (65536, 64) by index: an embedding lookup (stop 60)
 //   gather_nd        16384 rows of 64 picked from (256, 256, 64) by (row, column) pairs (stop 60)
 //
-// LibTorch: torch::cumsum, torch::sort, torch::topk, x.norm, repeat, torch::einsum, index_add_,
+// LibTorch: torch::cumsum, torch::cumprod, torch::sort, torch::topk, x.norm, repeat, torch::einsum, index_add_,
 // scatter_reduce("amax"), index_select, and indexing by two index tensors.
 //
 //   ./ordering.bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
@@ -80,6 +84,53 @@ const int registered = [] {
     return [x] { benchmark::DoNotOptimize(torch::cumsum(x, 0).data_ptr()); };
   });
 #endif
+  add("cumprod_rows", "fluxion", [] {
+    fx::tensor<float> x = 1.f + 1e-4f * uniform({256, 4096}, 11);
+    return [x] { benchmark::DoNotOptimize(fx::tensor<float>(fx::cumprod(x, 1)).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("cumprod_rows", "torch", [] {
+    auto x = 1.f + 1e-4f * (2 * torch::rand({256, 4096}) - 1);
+    return [x] { benchmark::DoNotOptimize(torch::cumprod(x, 1).data_ptr()); };
+  });
+#endif
+  add("cumprod_train", "fluxion", [] {
+    fx::tensor<float> x = 1.f + 1e-4f * uniform({256, 4096}, 12);
+    fx::tensor<float> dy = uniform({256, 4096}, 13);
+    return [x, dy] {
+      fx::gradient_tape tape;
+      tape.watch(x);
+      fx::tensor<float> y = fx::reduce_sum(fx::cumprod(x, 1) * dy);
+      benchmark::DoNotOptimize(tape.gradient(y, x).data());
+    };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("cumprod_train", "torch", [] {
+    auto x = (1.f + 1e-4f * (2 * torch::rand({256, 4096}) - 1)).requires_grad_(true);
+    auto dy = 2 * torch::rand({256, 4096}) - 1;
+    return [x, dy] {
+      auto y = (torch::cumprod(x, 1) * dy).sum();
+      benchmark::DoNotOptimize(torch::autograd::grad({y}, {x})[0].data_ptr());
+    };
+  });
+#endif
+  add("discounted_returns", "fluxion", [] {
+    auto r = uniform({256, 4096}, 14);
+    return [r] { benchmark::DoNotOptimize(fx::tensor<float>(fx::linear_recurrence(0.99f, r, 1, {.reverse = true})).data()); };
+  });
+  add("discounted_returns", "loop", [] {
+    auto r = uniform({256, 4096}, 14);
+    return [r] {
+      fx::tensor<float> g(r.shape());
+      const float* rp = r.data();
+      float* gp = g.mutable_data();
+      for (fx::index_t i = 0; i < 256; ++i) {
+        float h = 0;
+        for (fx::index_t t = 4095; t >= 0; --t) gp[i * 4096 + t] = h = rp[i * 4096 + t] + 0.99f * h;
+      }
+      benchmark::DoNotOptimize(g.data());
+    };
+  });
   add("sort", "fluxion", [] {
     auto x = uniform({256, 1024}, 3);
     return [x] { benchmark::DoNotOptimize(fx::tensor<float>(fx::sort(x)).data()); };

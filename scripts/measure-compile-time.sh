@@ -20,6 +20,8 @@
 #     whose report reads fx::top_k, and the same step without them (stop 59);
 #   - bench/compile/indexing_nd.cpp: an MLP step whose loss picks logits with fx::gather_nd and
 #     takes group maxima with fx::unsorted_segment_max, and the same step without them (stop 60);
+#   - bench/compile/recurrence.cpp: an MLP step whose loss reads fx::linear_recurrence, fx::cumprod
+#     and fx::tensor_scatter_nd_update, and the same step without them (stop 61);
 #   - bench/compile/recurrent.cpp: Keras's text classifier with nn::gru, then with nn::lstm, each
 #     header-only and with prebuilt kernels, the GRU also with the library's GRU set (what each
 #     recurrent layer costs a program), then the LSTM with an encoder-decoder beside it
@@ -180,6 +182,12 @@ variant_row "bench/compile/ordering.cpp, reduce_sum(square) and argmax instead" 
 # gather_nd and unsorted_segment_max in a training step's loss (stop 60) against the step without them.
 variant_row "bench/compile/indexing_nd.cpp, gather_nd and unsorted_segment_max" bench/compile/indexing_nd.cpp -DFLUXION_INDEXING_ND=1
 variant_row "bench/compile/indexing_nd.cpp, without them" bench/compile/indexing_nd.cpp -DFLUXION_INDEXING_ND=0
+
+# linear_recurrence, cumprod and tensor_scatter_nd_update in a training step's loss (stop 61) against
+# the step without them.
+variant_row "bench/compile/recurrence.cpp, linear_recurrence, cumprod, tensor_scatter_nd_update" bench/compile/recurrence.cpp \
+  -DFLUXION_RECURRENCE=1
+variant_row "bench/compile/recurrence.cpp, without them" bench/compile/recurrence.cpp -DFLUXION_RECURRENCE=0
 
 # The recurrent layers in a text classifier, header-only and with prebuilt kernels (the GRU's with
 # the library's GRU set, FLUXION_PREBUILT_GRU, in by default since stop 53, and without it: NO_GRU).

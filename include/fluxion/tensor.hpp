@@ -24,3 +24,4 @@
 #include "backend/cpu/prebuilt.hpp"  // extern templates, with FLUXION_PREBUILT_KERNELS
 #include "expr/gather_nd.hpp"       // gather_nd, scatter_nd: ops of the ops above, last
 #include "expr/segment_reduce.hpp"  // unsorted_segment_max and _min
+#include "autodiff/recurrence.hpp"  // cumprod, linear_recurrence and their derivatives

@@ -56,4 +56,17 @@ TEST_CASE("second order: gather, gather_nd and scatter_nd, with repeated indices
   check_second("gather_nd", [&](const auto& p) { return fx::gather_nd(p * p, at) * fx::gather_nd(p, at); }, a);
   const auto u = random_tensor<double>({3}, 5, 0.5, 2);
   check_second("scatter_nd", [&](const auto& p) { return fx::square(fx::scatter_nd(at, p * p, fx::shape{3, 2})); }, u);
+  check_second("tensor_scatter_nd_update",
+               [&](const auto& p) { return fx::square(fx::tensor_scatter_nd_update(a * fx::reduce_sum(p), at, p * p)); }, u);
+}
+
+TEST_CASE("second order: cumprod and linear_recurrence") {
+  const auto x_r2 = random_tensor<double>({2, 3, 4}, 31, -1.5, 1.5);
+  const auto a_r2 = random_tensor<double>({2, 3, 4}, 32, -1.2, 1.2);
+  check_second("cumprod", [](const auto& v) { return fx::cumprod(v, 1); }, x_r2);
+  check_second("cumprod, exclusive and reversed, squared after",
+               [](const auto& v) { return fx::square(fx::cumprod(v, 2, {.exclusive = true, .reverse = true})); }, x_r2);
+  check_second("linear_recurrence in a and b", [](const auto& a, const auto& b) {
+    return fx::linear_recurrence(a, b, 2) * fx::linear_recurrence(a, b, 1, {.reverse = true});
+  }, a_r2, x_r2);
 }

@@ -1,5 +1,7 @@
 #include "../test_util.hpp"
 
+#include <limits>
+
 // gather_nd, scatter_nd and tensor_scatter_nd_add against naive loops and TensorFlow's docstring
 // examples; their errors.
 
@@ -81,6 +83,35 @@ TEST_CASE("scatter_nd against a naive loop, and gather_nd of it") {
   for (std::size_t i = 0; i < 24; ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-15));
 }
 
+TEST_CASE("tensor_scatter_nd_update: TensorFlow's examples, the last repeat wins, against a naive loop") {
+  // tf.tensor_scatter_nd_update([1, 2, 3, 4, 5, 6, 7, 8], [[4], [3], [1], [7]], [9, 10, 11, 12])
+  //   -> [1, 11, 3, 10, 9, 6, 7, 12]
+  const fx::tensor<int> updated = fx::tensor_scatter_nd_update(fx::tensor<int>{1, 2, 3, 4, 5, 6, 7, 8},
+                                                               fx::tensor<std::int32_t>{{4}, {3}, {1}, {7}},
+                                                               fx::tensor<int>{9, 10, 11, 12});
+  CHECK(updated.to_vector() == std::vector<int>{1, 11, 3, 10, 9, 6, 7, 12});
+  // Whole rows; a NaN or an infinity in a replaced row is dropped, not multiplied by 0.
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const fx::tensor<double> grid = {{nan, 1.0}, {2.0, 3.0}, {inf, 4.0}};
+  const fx::tensor<double> rows = fx::tensor_scatter_nd_update(grid, fx::tensor<std::int64_t>{{2}, {0}, {2}},
+                                                               fx::tensor<double>{{5.0, 6.0}, {7.0, 8.0}, {9.0, 10.0}});
+  CHECK(rows.to_vector() == std::vector<double>{7.0, 8.0, 2.0, 3.0, 9.0, 10.0});  // row 2: the later of its two
+  // Elements of (3, 4, 2) by (row, column) pairs with repeats, against a loop that writes them in order.
+  const auto x = test::random_tensor<double>({3, 4, 2}, 14);
+  const auto u = test::random_tensor<double>({5, 2}, 15);
+  const fx::tensor<std::int32_t> idx = {{1, 0}, {2, 3}, {1, 0}, {0, 2}, {2, 3}};
+  const fx::tensor<double> got = fx::tensor_scatter_nd_update(x, idx, u);
+  std::vector<double> want = x.to_vector();
+  const auto iv = idx.to_vector();
+  for (std::size_t t = 0; t < 5; ++t)
+    for (std::size_t e = 0; e < 2; ++e)
+      want[(static_cast<std::size_t>(iv[2 * t]) * 4 + static_cast<std::size_t>(iv[2 * t + 1])) * 2 + e] = u.data()[2 * t + e];
+  CHECK(got.to_vector() == want);
+  // No updates: the tensor itself.
+  const fx::tensor<double> none = fx::tensor_scatter_nd_update(x, fx::tensor<std::int32_t>(fx::shape{0, 2}), fx::tensor<double>(fx::shape{0, 2}));
+  CHECK(none.to_vector() == x.to_vector());
+}
+
 TEST_CASE("gather_nd and scatter_nd: errors name the op, the index and the axis") {
   const fx::tensor<float> p = test::random_tensor<float>({3, 4}, 13);
   test::check_throws_with<fx::out_of_range>([&] { (void)fx::gather_nd(p, fx::tensor<std::int32_t>{{0, 1}, {2, 4}}); },
@@ -100,4 +131,14 @@ TEST_CASE("gather_nd and scatter_nd: errors name the op, the index and the axis"
   test::check_throws_with<fx::shape_error>(
       [&] { (void)fx::scatter_nd(fx::tensor<std::int32_t>{{0}, {2}}, fx::tensor<float>{1.f, 2.f}, fx::shape{3, 2}); },
       "scatter_nd: updates of shape (2,) do not fit indices of shape (2, 1) into shape (3, 2): they need shape (2, 2)");
+  test::check_throws_with<fx::out_of_range>(
+      [&] { (void)fx::tensor_scatter_nd_update(p, fx::tensor<std::int32_t>{{0, 1}, {-1, 0}}, fx::tensor<float>{1.f, 2.f}); },
+      "tensor_scatter_nd_update: indices[1, 0] = -1 is not in [0, 3) (axis 0 of tensor of shape (3, 4))");
+  test::check_throws_with<fx::shape_error>(
+      [&] { (void)fx::tensor_scatter_nd_update(p, fx::tensor<std::int32_t>{{0}, {2}}, fx::tensor<float>{1.f, 2.f}); },
+      "tensor_scatter_nd_update: updates of shape (2,) do not fit indices of shape (2, 1) into tensor of shape (3, 4): "
+      "they need shape (2, 4)");
+  test::check_throws_with<fx::invalid_argument>(
+      [&] { (void)fx::tensor_scatter_nd_update(p, fx::tensor<std::int32_t>{{0}}, fx::tensor<float>::none()); },
+      "tensor_scatter_nd_update: an operand is none");
 }

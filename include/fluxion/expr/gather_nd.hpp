@@ -1,13 +1,15 @@
-// TensorFlow's gather_nd, scatter_nd and tensor_scatter_nd_add: indexing by tuples of indices.
+// TensorFlow's gather_nd, scatter_nd, tensor_scatter_nd_add and tensor_scatter_nd_update: indexing
+// by tuples of indices.
 //
 //   fx::tensor<std::int32_t> at = {{0, 2}, {1, 0}, {0, 2}};
 //   auto picked = fx::gather_nd(x, at);                   // x (2, 3, 4): (3, 4), rows x[0, 2], x[1, 0], x[0, 2]
 //   auto grid = fx::scatter_nd(at, rows, {2, 3, 4});      // zeros, plus rows[i] at at[i] (repeats add up)
 //   auto y = fx::tensor_scatter_nd_add(x, at, rows);      // x plus the same
+//   auto z = fx::tensor_scatter_nd_update(x, at, rows);   // x with rows[i] in place of x[at[i]] (the last repeat wins)
 //
 // The last axis of `indices` holds K indices into the first K axes of the other operand, so a
 // result has shape indices.shape[:-1] + shape[K:]. Each index is checked against its axis (on
-// fx::cuda on the device, and reported by the thread's next read: expr/indexing.hpp). All three
+// fx::cuda on the device, and reported by the thread's next read: expr/indexing.hpp). All four
 // run on gather and its adjoint (unsorted_segment_sum's node), so they are differentiable to any
 // order, in params or updates (and tensor), and run on every device gather does.
 #pragma once
@@ -135,6 +137,75 @@ auto tensor_scatter_nd_add(A&& a, const I& indices, U&& updates) {
   auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
   const shape s = x.shape();
   return std::move(x) + scatter_nd(indices, std::forward<U>(updates), s);
+}
+
+/// tf.tensor_scatter_nd_update: `tensor` with the slice at [indices[i..., 0], ..., indices[i..., K-1]]
+/// replaced by updates[i...], for every i; updates has shape indices.shape[:-1] + tensor.shape[K:].
+/// Where tuples repeat, the last one in order of i wins, on every device (TensorFlow and PyTorch
+/// leave the winner undefined). Differentiable in both: the replaced slices of `tensor` get no
+/// gradient, and neither do the updates a later repeat overwrote (TensorFlow's gradient gives each
+/// repeat the gradient of the slice). Values at the replaced slices, NaN included, are dropped.
+template <class A, class I, class U>
+  requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>) && is_expression_v<I> &&
+           (is_expression_v<U> || is_variable_v<std::remove_cvref_t<U>>))
+auto tensor_scatter_nd_update(A&& a, const I& indices, U&& updates) {
+  using E = detail::expr_t<A>;
+  using T = value_type_t<E>;
+  using D = device_t<E>;
+  using IT = value_type_t<I>;
+  static_assert(std::is_same_v<T, value_type_t<detail::expr_t<U>>>,
+                "fluxion::tensor_scatter_nd_update: tensor and updates need the same element type.");
+  static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
+                "fluxion::tensor_scatter_nd_update: indices must be int32 or int64.");
+  static_assert(std::is_same_v<device_t<I>, D> && std::is_same_v<device_t<detail::expr_t<U>>, D>,
+                "fluxion::tensor_scatter_nd_update: tensor, indices and updates live on different devices.");
+  if constexpr (!(std::is_same_v<T, value_type_t<detail::expr_t<U>>> &&
+                  (std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>) && std::is_same_v<device_t<I>, D> &&
+                  std::is_same_v<device_t<detail::expr_t<U>>, D>)) {
+    return detail::materialize(detail::as_expr<A>(std::forward<A>(a)));  // the static_assert's error alone
+  } else {
+    const char* op = "tensor_scatter_nd_update";
+    detail::check_not_none(a, op);
+    detail::check_not_none(updates, op);
+    auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
+    auto u = detail::materialize(detail::as_expr<U>(std::forward<U>(updates)));
+    const shape s = x.shape();
+    const tensor<IT, D> idx = detail::materialize(indices);
+    const tensor<std::int64_t, D> rows = detail::nd_rows(op, idx, s, "tensor");
+    const index_t k = idx.shape()[idx.rank() - 1];
+    auto [lead, rest] = detail::nd_split(s, k);
+    shape want = rows.shape();
+    for (index_t e : rest) want.push_back(e);
+    if (!(u.shape() == want))
+      throw shape_error(std::string(op) + ": updates of shape " + to_string(u.shape()) + " do not fit indices of shape " +
+                        to_string(idx.shape()) + " into tensor of shape " + to_string(s) + ": they need shape " +
+                        to_string(want));
+    const index_t n = rows.size();
+    const tensor<std::int64_t, D> flat(rows, shape{n}, detail::same_buffer);
+    // The winner of each row is its last update: the largest ordinal among those naming it.
+    tensor<bool, D> kept;
+    tensor<bool, D> replaced;
+    {
+      detail::materialize_depth constants;  // index arithmetic, not recorded
+      const iota_expr<std::int64_t, D> ordinal{{}, shape{n}, 0};
+      const tensor<std::int64_t, D> last = unsorted_segment_max(ordinal, flat, lead);
+      kept = tensor<bool, D>(gather(last, flat, 0, detail::checked_indices) == ordinal);
+      replaced = tensor<bool, D>(segment_sum_expr<std::int32_t, std::int64_t, D>(tensor<std::int32_t, D>(cast<std::int32_t>(kept)),
+                                                                                  flat, shape{lead}) > 0);
+    }
+    // kept and replaced broadcast over the slices: (n, 1, ...) and (lead, 1, ...).
+    std::vector<index_t> kept_dims{n}, replaced_dims{lead}, rows_dims{n}, sums_dims{lead};
+    for (index_t e : rest) {
+      kept_dims.push_back(1);
+      replaced_dims.push_back(1);
+      rows_dims.push_back(e);
+      sums_dims.push_back(e);
+    }
+    const tensor<T, D> winners = where(reshape(kept, kept_dims), reshape(u, rows_dims), T(0));
+    const tensor<T, D> scattered = segment_sum_expr<T, std::int64_t, D>(winners, flat, shape(sums_dims.begin(), sums_dims.end()));
+    const std::vector<index_t> dims(s.begin(), s.end());
+    return reshape(where(reshape(replaced, replaced_dims), scattered, reshape(x, sums_dims)), dims);
+  }
 }
 
 }  // namespace fluxion

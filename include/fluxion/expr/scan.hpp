@@ -38,7 +38,7 @@ inline constexpr bool no_lane_kernel = false;
 template <class Device>
 struct lane_kernel {
   static_assert(no_lane_kernel<Device>,
-                "fluxion: this device has no lane kernels (cumsum, sort); include its header (for fluxion::cuda, "
+                "fluxion: this device has no lane kernels (cumsum, cumprod, sort); include its header (for fluxion::cuda, "
                 "<fluxion/cuda.hpp>)");
 };
 

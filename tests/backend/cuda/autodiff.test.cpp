@@ -50,6 +50,22 @@ std::vector<double> ordering_gradient(const fx::tensor<double>& x) {
   return tape.gradient(y, xd).to_vector();
 }
 
+/// Gradients of a loss through cumprod (with a zero in x) and linear_recurrence with respect to
+/// x and the coefficients a, computed on Device.
+template <class Device>
+std::vector<double> recurrence_gradient(const fx::tensor<double>& x, const fx::tensor<double>& a) {
+  fx::tensor<double, Device> xd = fx::to<Device>(x), ad = fx::to<Device>(a);
+  fx::gradient_tape tape(fx::persistent);
+  tape.watch(xd);
+  tape.watch(ad);
+  fx::tensor<double, Device> p = fx::cumprod(xd, 1, {.exclusive = true});
+  fx::tensor<double, Device> h = fx::linear_recurrence(ad, p * xd, 0, {.reverse = true});
+  fx::tensor<double, Device> y = fx::reduce_sum(h * h);
+  std::vector<double> g = tape.gradient(y, xd).to_vector(), ga = tape.gradient(y, ad).to_vector();
+  g.insert(g.end(), ga.begin(), ga.end());
+  return g;
+}
+
 /// The gradient of a loss through gather_nd, scatter_nd and a gather whose output is squared, with
 /// respect to x, computed on Device. (Second order: autodiff.rules_second_order, on the cpu; these
 /// suites are built at derivative order 1.)
@@ -120,6 +136,13 @@ TEST_CASE("cuda autodiff: gather's gradient scatters back, adding repeated rows"
 TEST_CASE("cuda autodiff: through cumsum, sort, top_k, tile and norm, the cpu's gradient") {
   const auto x = filled<double>({5, 4}, 7);
   check_values(ordering_gradient<fx::cuda>(x), ordering_gradient<fx::cpu>(x), 1e-12);
+}
+
+TEST_CASE("cuda autodiff: through cumprod and linear_recurrence, the cpu's gradient") {
+  auto x = filled<double>({4, 5}, 8);
+  x.mutable_data()[6] = 0.0;
+  const auto a = filled<double>({4, 5}, 9, -1, 1);
+  check_values(recurrence_gradient<fx::cuda>(x, a), recurrence_gradient<fx::cpu>(x, a), 1e-12);
 }
 
 TEST_CASE("cuda autodiff: gather's adjoint runs on the device, bitwise the cpu's, along any axis") {

@@ -1,4 +1,4 @@
-// cumsum, the sorts (argsort, sort, top_k), take_along_axis and the shape ops built on gather and
+// cumsum, cumprod, linear_recurrence, the sorts (argsort, sort, top_k), take_along_axis and the shape ops built on gather and
 // remaps (reverse, tile, repeat) and norm on fx::cuda give the cpu's results: its lane loop and
 // sort kernels against the cpu's, with ties, NaN, every axis and empty extents.
 #include <doctest/doctest.h>
@@ -32,6 +32,25 @@ TEST_CASE_TEMPLATE("cuda cumsum: every axis and flag", T, float, double, std::in
       }
   same_on_both_devices(0.0, [](const auto& a) { return fx::cumsum(a * T(2), -1); }, x);
   same_on_both_devices(0.0, [](const auto& a) { return fx::cumsum(a, 1); }, fx::tensor<T>(fx::shape{2, 0, 3}));
+}
+
+TEST_CASE_TEMPLATE("cuda cumprod and linear_recurrence: every axis and flag", T, float, double, std::int32_t) {
+  // Small integers (zeros and negatives among them): exact products and sums in every type.
+  const auto x = fx::tensor<T>(fx::cast<T>(fx::round(filled<double>({3, 4, 5}, 4, -2.4, 2.4))));
+  const auto b = fx::tensor<T>(fx::cast<T>(fx::round(filled<double>({3, 4, 5}, 5, -9, 9))));
+  for (int axis = 0; axis < 3; ++axis)
+    for (bool exclusive : {false, true})
+      for (bool reverse : {false, true}) {
+        CAPTURE(axis);
+        CAPTURE(exclusive);
+        CAPTURE(reverse);
+        same_on_both_devices(0.0, [&](const auto& a) { return fx::cumprod(a, axis, {.exclusive = exclusive, .reverse = reverse}); }, x);
+        same_on_both_devices(0.0, [&](const auto& a, const auto& c) {
+          return fx::linear_recurrence(a, c, axis, {.exclusive = exclusive, .reverse = reverse});
+        }, x, b);
+      }
+  same_on_both_devices(0.0, [](const auto& c) { return fx::linear_recurrence(T(2), c, -1, {.reverse = true}); }, b);
+  same_on_both_devices(0.0, [](const auto& a) { return fx::cumprod(a, 1); }, fx::tensor<T>(fx::shape{2, 0, 3}));
 }
 
 TEST_CASE("cuda sorts: argsort, sort and top_k, with ties and NaN") {
@@ -79,13 +98,16 @@ TEST_CASE("cuda unsorted_segment_sum and unsorted_segment_mean") {
   same_on_both_devices(1e-15, [](const auto& a, const auto& i) { return fx::unsorted_segment_mean(a, i, 5); }, x, ids);
 }
 
-TEST_CASE("cuda gather_nd, scatter_nd and tensor_scatter_nd_add") {
+TEST_CASE("cuda gather_nd, scatter_nd, tensor_scatter_nd_add and tensor_scatter_nd_update") {
   const auto x = filled<double>({3, 4, 2}, 7);
   const auto pairs = with_values<std::int32_t>({4, 2}, {2, 1, 0, 3, 2, 1, 1, 0});
   same_on_both_devices([](const auto& a, const auto& i) { return fx::gather_nd(a, i); }, x, pairs);
   const auto updates = filled<double>({4, 2}, 8);
   same_on_both_devices(0.0, [](const auto& i, const auto& u) { return fx::scatter_nd(i, u, fx::shape{3, 4, 2}); }, pairs, updates);
   same_on_both_devices(0.0, [](const auto& a, const auto& i, const auto& u) { return fx::tensor_scatter_nd_add(a, i, u); }, x,
+                       pairs, updates);
+  // Repeated pairs: the last update wins on both devices.
+  same_on_both_devices(0.0, [](const auto& a, const auto& i, const auto& u) { return fx::tensor_scatter_nd_update(a, i, u); }, x,
                        pairs, updates);
 }
 

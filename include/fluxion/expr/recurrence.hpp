@@ -1,0 +1,201 @@
+// Linear recurrences along an axis: TensorFlow's tf.math.cumprod, and the first-order recurrence
+// h[t] = a[t] * h[t - 1] + b[t] that discounted returns, exponential moving averages and linear
+// RNN scans are made of.
+//
+//   auto p = fx::cumprod(x, 1);                                   // p[i, j] = x[i, 0] * ... * x[i, j]
+//   auto q = fx::cumprod(x, 1, {.exclusive = true});              // x[i, 0] * ... * x[i, j - 1] (1 first)
+//   auto g = fx::linear_recurrence(0.99f, rewards, 1, {.reverse = true});  // g[t] = r[t] + 0.99 g[t + 1]
+//
+// Both are one node, recurrence_expr, a kernel boundary like cumsum (expr/scan.hpp): its operands
+// are materialized, then each lane (one position of every other axis) is walked in order along the
+// axis, on every device (detail::lane_kernel). Its derivatives are recurrences again, so it is
+// differentiable to any order, and without a division: the gradient of cumprod at a zero is exact
+// (TensorFlow's divides by x and gives NaN there). With λ = dL/dh:
+//   λ[t] = G[t] + a[t + 1] λ[t + 1]  (the same recurrence, the other way, on the incoming gradient G)
+//   dL/db[t] = λ[t],   dL/da[t] = λ[t] h[t - 1]
+// and the tangent is the recurrence itself with b' = a' h[t - 1] + b'.
+#pragma once
+
+#include <string>
+#include <type_traits>
+
+#include "scan.hpp"
+
+namespace fluxion {
+
+/// cumprod's flags, as cumsum's: `exclusive` leaves each element out of its own product (the first
+/// is 1), `reverse` multiplies from the end of the axis.
+using cumprod_options = cumsum_options;
+/// linear_recurrence's flags: `exclusive` gives h[t - 1] at t (h[-1] = 0 first) instead of h[t],
+/// `reverse` runs from the end of the axis (h[t] = a[t] * h[t + 1] + b[t]).
+using linear_recurrence_options = cumsum_options;
+
+namespace detail {
+
+/// One lane of a recurrence: the `length` elements of lane i, `inner` apart; b may be null (0).
+template <class T>
+struct recurrence_lane {
+  const T* a;
+  const T* b;
+  T* y;
+  index_t length, inner;
+  bool exclusive, reverse;
+  T initial;
+  FLUXION_HOST_DEVICE void operator()(index_t lane) const {
+    const index_t outer = lane / inner, first = outer * length * inner + (lane - outer * inner);
+    const index_t step = reverse ? -inner : inner;
+    index_t at = reverse ? first + (length - 1) * inner : first;
+    T h = initial;
+    for (index_t k = 0; k < length; ++k, at += step) {
+      if (exclusive) y[at] = h;
+      h = b ? T(a[at] * h + b[at]) : T(a[at] * h);
+      if (!exclusive) y[at] = h;
+    }
+  }
+};
+
+/// The recurrence on the cpu where the lanes are `inner` > 1 elements apart: a block of adjacent
+/// lanes a row at a time (contiguous, vectorizable), as cumsum_rows. The same operations as
+/// recurrence_lane in the same order.
+template <class T>
+void recurrence_rows(const T* a, const T* b, T* y, index_t outer, index_t length, index_t inner, bool exclusive,
+                     bool reverse, T initial) {
+  constexpr index_t block = 512;
+  const index_t blocks = (inner + block - 1) / block;
+  parallel_for(outer * blocks, [&](index_t task) {
+    const index_t o = task / blocks, i0 = (task - o * blocks) * block, i1 = std::min(inner, i0 + block);
+    const index_t base = o * length * inner;
+    auto row = [&](index_t step) { return base + (reverse ? length - 1 - step : step) * inner; };
+    auto next = [&](index_t at, T h) { return b ? T(a[at] * h + b[at]) : T(a[at] * h); };
+    for (index_t step = 0; step < length; ++step) {
+      const index_t at = row(step);
+      if (step == 0) {
+        for (index_t i = i0; i < i1; ++i) y[at + i] = exclusive ? initial : next(at + i, initial);
+      } else {
+        const index_t before = row(step - 1);
+        if (exclusive)
+          for (index_t i = i0; i < i1; ++i) y[at + i] = next(before + i, y[before + i]);
+        else
+          for (index_t i = i0; i < i1; ++i) y[at + i] = next(at + i, y[before + i]);
+      }
+    }
+  });
+}
+
+}  // namespace detail
+
+/// h[t] = a[t] * h[t - 1] + b[t] along `axis`, from h[-1] = `initial` (a kernel boundary; see the
+/// top of this file). `b` is none for cumprod (h[t] = a[t] * h[t - 1], from 1).
+template <class T, class Device>
+struct recurrence_expr : detail::boundary_expr<recurrence_expr<T, Device>, T, Device> {
+  tensor<T, Device> a;
+  tensor<T, Device> b;
+  int axis = 0;
+  bool exclusive = false;
+  bool reverse = false;
+  T initial = T(0);
+
+  recurrence_expr(tensor<T, Device> a_, tensor<T, Device> b_, int axis_, bool exclusive_, bool reverse_, T initial_)
+      : a(std::move(a_)), b(std::move(b_)), axis(axis_), exclusive(exclusive_), reverse(reverse_), initial(initial_) {}
+  const fluxion::shape& shape() const { return a.shape(); }
+  /// The same recurrence's h[t - 1] at t (h[t + 1] when reversed): the state each step starts from.
+  recurrence_expr before() const { return recurrence_expr(a, b, axis, true, reverse, initial); }
+  tensor<T, Device> compute() const {
+    tensor<T, Device> y(a.shape());
+    const auto& s = a.shape();
+    index_t inner = 1;
+    for (int d = axis + 1; d < s.rank(); ++d) inner *= s[d];
+    const index_t length = s[axis];
+    if (a.size() == 0) return y;
+    const T* bp = b.is_none() ? nullptr : b.data();
+    if constexpr (std::is_same_v<Device, cpu>) {
+      if (inner > 1) {
+        detail::recurrence_rows(a.data(), bp, y.mutable_data(), a.size() / (length * inner), length, inner, exclusive,
+                                reverse, initial);
+        return y;
+      }
+    }
+    detail::lane_kernel<Device>::run(a.size() / length, detail::recurrence_lane<T>{a.data(), bp, y.mutable_data(), length,
+                                                                                  inner, exclusive, reverse, initial});
+    return y;
+  }
+};
+
+namespace detail {
+template <class E>
+void check_recurrence_operand(const E& e, const char* op) {
+  if (e.shape().rank() == 0)
+    throw invalid_argument(std::string(op) + ": the operand is a scalar; it needs an axis to run along");
+}
+}  // namespace detail
+
+/// TensorFlow's tf.math.cumprod: the running product along `axis` (negative counts from the end),
+/// in the operand's type; with `.exclusive` each element is left out of its own product (the first
+/// is 1), with `.reverse` the products run from the end. Its gradient is exact where x has zeros.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto cumprod(A&& x, int axis = 0, cumprod_options options = {}) {
+  using E = detail::expr_t<A>;
+  using T = value_type_t<E>;
+  static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
+                "fluxion::cumprod: the operand must be a number type (cast a bool tensor first).");
+  detail::check_not_none(x, "cumprod");
+  auto a = detail::materialize(detail::as_expr<A>(std::forward<A>(x)));
+  detail::check_recurrence_operand(a, "cumprod");
+  const int ax = normalize_axis(axis, a.shape().rank(), "cumprod");
+  return recurrence_expr<T, device_t<E>>(std::move(a), tensor<T, device_t<E>>::none(), ax, options.exclusive,
+                                         options.reverse, T(1));
+}
+
+/// The first-order linear recurrence h[t] = a[t] * h[t - 1] + b[t] along `axis`, from h[-1] = 0
+/// (with `.reverse`, h[t] = a[t] * h[t + 1] + b[t] from the end), as one kernel: discounted returns
+/// (a = gamma, b = the rewards, reversed), exponential moving averages (a = 1 - alpha, b = alpha x),
+/// the scan of a linear RNN. `a` broadcasts to b's shape (a scalar coefficient, one per lane); to
+/// start from h[-1] = h0, add a[0] * h0 to b[0]. Differentiable in a and b to any order.
+template <class A, class B>
+  requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>) &&
+           (is_expression_v<B> || is_variable_v<std::remove_cvref_t<B>>))
+auto linear_recurrence(A&& a, B&& b, int axis = 0, linear_recurrence_options options = {}) {
+  using EA = detail::expr_t<A>;
+  using EB = detail::expr_t<B>;
+  using T = value_type_t<EB>;
+  using D = device_t<EB>;
+  static_assert(std::is_same_v<value_type_t<EA>, T>,
+                "fluxion::linear_recurrence: a and b have different element types; cast one (fx::cast<T>).");
+  static_assert(std::is_same_v<device_t<EA>, D>, "fluxion::linear_recurrence: a and b live on different devices.");
+  static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
+                "fluxion::linear_recurrence: the operands must be a number type (cast a bool tensor first).");
+  if constexpr (!(std::is_same_v<value_type_t<EA>, T> && std::is_same_v<device_t<EA>, D> && std::is_arithmetic_v<T> &&
+                  !std::is_same_v<T, bool>)) {
+    return recurrence_expr<T, D>(tensor<T, D>(), tensor<T, D>(), 0, false, false, T(0));  // the static_assert's error alone
+  } else {
+    detail::check_not_none(a, "linear_recurrence");
+    detail::check_not_none(b, "linear_recurrence");
+    auto bt = detail::materialize(detail::as_expr<B>(std::forward<B>(b)));
+    detail::check_recurrence_operand(bt, "linear_recurrence");
+    const int ax = normalize_axis(axis, bt.shape().rank(), "linear_recurrence");
+    EA ea = detail::as_expr<A>(std::forward<A>(a));
+    if (ea.shape() != bt.shape()) {
+      const auto common = try_broadcast_shapes(ea.shape(), bt.shape());
+      if (!common || *common != bt.shape())
+        throw shape_error("linear_recurrence: the coefficients a of shape " + to_string(ea.shape()) +
+                          " do not broadcast to the shape of b, " + to_string(bt.shape()));
+      auto at = detail::materialize(broadcast_to(std::move(ea), bt.shape()));
+      return recurrence_expr<T, D>(std::move(at), std::move(bt), ax, options.exclusive, options.reverse, T(0));
+    } else {
+      auto at = detail::materialize(std::move(ea));
+      return recurrence_expr<T, D>(std::move(at), std::move(bt), ax, options.exclusive, options.reverse, T(0));
+    }
+  }
+}
+
+/// linear_recurrence with one coefficient for every step: linear_recurrence(0.99f, rewards, 1, {.reverse = true}).
+template <class B>
+  requires(is_expression_v<B> || is_variable_v<std::remove_cvref_t<B>>)
+auto linear_recurrence(value_type_t<detail::expr_t<B>> a, B&& b, int axis = 0, linear_recurrence_options options = {}) {
+  using EB = detail::expr_t<B>;
+  detail::check_not_none(b, "linear_recurrence");
+  return linear_recurrence(scalar_expr<value_type_t<EB>, device_t<EB>>(a), std::forward<B>(b), axis, options);
+}
+
+}  // namespace fluxion
