@@ -77,6 +77,17 @@ TEST_CASE("cumprod: TensorFlow's examples, of an expression, long lanes, empty e
   const auto wide = test::random_tensor<double>({2, 3, 20000}, 3, 0.5, 1.5);
   CHECK(fx::tensor<double>(fx::cumprod(wide, 1, {.reverse = true})).to_vector() ==
         naive_recurrence<double>(wide.to_vector(), {}, wide.shape(), 1, false, true, 1.0));
+  // Many rows, in each direction.
+  const auto rows = test::random_tensor<double>({37, 300}, 4, 0.5, 1.5);
+  const auto offsets = test::random_tensor<double>({37, 300}, 5);
+  for (bool exclusive : {false, true})
+    for (bool reverse : {false, true}) {
+      CHECK(fx::tensor<double>(fx::cumprod(rows, 1, {.exclusive = exclusive, .reverse = reverse})).to_vector() ==
+            naive_recurrence<double>(rows.to_vector(), {}, rows.shape(), 1, exclusive, reverse, 1.0));
+      check_close(fx::tensor<double>(fx::linear_recurrence(rows, offsets, 1, {.exclusive = exclusive, .reverse = reverse}))
+                      .to_vector(),
+                  naive_recurrence<double>(rows.to_vector(), offsets.to_vector(), rows.shape(), 1, exclusive, reverse, 0.0));
+    }
   CHECK(fx::tensor<float>(fx::cumprod(fx::tensor<float>(fx::shape{2, 0}), 1)).shape() == fx::shape{2, 0});
   CHECK(fx::tensor<float>(fx::cumprod(fx::tensor<float>(fx::shape{0, 3}), 1)).shape() == fx::shape{0, 3});
 }

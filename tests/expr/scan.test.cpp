@@ -60,6 +60,13 @@ TEST_CASE("cumsum: of an expression, of bool, long lanes, empty axes and values"
   const auto wide = test::random_tensor<double>({2, 3, 20000}, 3);
   fx::tensor<double> cw = fx::cumsum(wide, 1, {.reverse = true});
   CHECK(cw.to_vector() == naive_cumsum(wide.to_vector(), wide.shape(), 1, false, true));
+  // Many rows, in each direction.
+  const auto rows = test::random_tensor<double>({37, 300}, 4);
+  for (bool exclusive : {false, true})
+    for (bool reverse : {false, true}) {
+      fx::tensor<double> r = fx::cumsum(rows, -1, {.exclusive = exclusive, .reverse = reverse});
+      CHECK(r.to_vector() == naive_cumsum(rows.to_vector(), rows.shape(), 1, exclusive, reverse));
+    }
   fx::tensor<float> empty = fx::cumsum(fx::tensor<float>(fx::shape{2, 0}), 1);
   CHECK(empty.shape() == fx::shape{2, 0});
   fx::tensor<float> empty_lanes = fx::cumsum(fx::tensor<float>(fx::shape{0, 3}), 1);

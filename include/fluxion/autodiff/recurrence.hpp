@@ -18,7 +18,7 @@ template <class T, class D>
 struct leaves<recurrence_expr<T, D>> {
   template <class F>
   static void visit(const recurrence_expr<T, D>& e, F&& f) {
-    f(e.a);
+    if (!e.a.is_none()) f(e.a);
     if (!e.b.is_none()) f(e.b);
   }
 };
@@ -29,15 +29,19 @@ struct backward<recurrence_expr<T, D>> {
   template <class G, class Sink>
   static void run(const recurrence_expr<T, D>& e, const G& g, Sink& sink) {
     if constexpr (std::is_floating_point_v<T>) {
-      const bool need_a = reads_any(e.a, wanted_by(sink));
+      const bool need_a = !e.a.is_none() && reads_any(e.a, wanted_by(sink));
       const bool need_b = !e.b.is_none() && reads_any(e.b, wanted_by(sink));
       if (!need_a && !need_b) return;
       const tensor<T, D> gt = reduce_to(g, e.shape());
       // The recurrence backwards from the end (h[t] feeds h[t + 1] through a[t + 1]); an exclusive
       // output y[t] = h[t - 1] takes G one step later, which the exclusive form of it gives.
-      const tensor<T, D> lambda =
-          e.exclusive ? tensor<T, D>(recurrence_expr<T, D>(e.a, gt, e.axis, true, !e.reverse, T(0)))
-                      : tensor<T, D>(gt + recurrence_expr<T, D>(e.a, tensor<T, D>(e.a * gt), e.axis, true, !e.reverse, T(0)));
+      tensor<T, D> lambda;
+      if (e.exclusive) {
+        lambda = e.with_offsets(gt, true, !e.reverse);
+      } else {
+        const tensor<T, D> scaled = e.a.is_none() ? tensor<T, D>(gt * e.coefficient) : tensor<T, D>(e.a * gt);
+        lambda = gt + e.with_offsets(scaled, true, !e.reverse);
+      }
       if (need_b) sink.leaf(e.b, keep_order<G>(lambda));
       if (need_a) sink.leaf(e.a, keep_order<G>(tensor<T, D>(lambda * e.before())));
     }
@@ -45,15 +49,18 @@ struct backward<recurrence_expr<T, D>> {
 };
 
 #if FLUXION_FORWARD_MODE
-/// The recurrence again, from 0, with b' = a' h[t - 1] + b'.
+/// The recurrence again, from 0, with b' = a' h[t - 1] + b' (a constant coefficient has no tangent).
 template <class T, class D>
 struct tangent<recurrence_expr<T, D>> {
   template <int K>
   static auto of(const recurrence_expr<T, D>& e, const forward_accumulator& acc) {
-    const tensor<T, D> ta = tstep<K>(tangent_of<K>(e.a, acc));
-    tensor<T, D> tb = ta * e.before();
-    if (!e.b.is_none()) tb = tb + tensor<T, D>(tstep<K>(tangent_of<K>(e.b, acc)));
-    return recurrence_expr<T, D>(e.a, std::move(tb), e.axis, e.exclusive, e.reverse, T(0));
+    tensor<T, D> tb = tensor<T, D>::none();
+    if (!e.a.is_none()) tb = tensor<T, D>(tstep<K>(tangent_of<K>(e.a, acc))) * e.before();
+    if (!e.b.is_none()) {
+      const tensor<T, D> t(tstep<K>(tangent_of<K>(e.b, acc)));
+      tb = tb.is_none() ? t : tensor<T, D>(tb + t);
+    }
+    return e.with_offsets(std::move(tb), e.exclusive, e.reverse);
   }
 };
 

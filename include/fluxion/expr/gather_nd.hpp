@@ -160,8 +160,8 @@ auto tensor_scatter_nd_update(A&& a, const I& indices, U&& updates) {
   static_assert(std::is_same_v<device_t<I>, D> && std::is_same_v<device_t<detail::expr_t<U>>, D>,
                 "fluxion::tensor_scatter_nd_update: tensor, indices and updates live on different devices.");
   if constexpr (!(std::is_same_v<T, value_type_t<detail::expr_t<U>>> &&
-                  (std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>) && std::is_same_v<device_t<I>, D> &&
-                  std::is_same_v<device_t<detail::expr_t<U>>, D>)) {
+                  (std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>) &&
+                  std::is_same_v<device_t<I>, D> && std::is_same_v<device_t<detail::expr_t<U>>, D>)) {
     return detail::materialize(detail::as_expr<A>(std::forward<A>(a)));  // the static_assert's error alone
   } else {
     const char* op = "tensor_scatter_nd_update";
@@ -177,9 +177,9 @@ auto tensor_scatter_nd_update(A&& a, const I& indices, U&& updates) {
     shape want = rows.shape();
     for (index_t e : rest) want.push_back(e);
     if (!(u.shape() == want))
-      throw shape_error(std::string(op) + ": updates of shape " + to_string(u.shape()) + " do not fit indices of shape " +
-                        to_string(idx.shape()) + " into tensor of shape " + to_string(s) + ": they need shape " +
-                        to_string(want));
+      throw shape_error(std::string(op) + ": updates of shape " + to_string(u.shape()) +
+                        " do not fit indices of shape " + to_string(idx.shape()) + " into tensor of shape " +
+                        to_string(s) + ": they need shape " + to_string(want));
     const index_t n = rows.size();
     const tensor<std::int64_t, D> flat(rows, shape{n}, detail::same_buffer);
     // The winner of each row is its last update: the largest ordinal among those naming it.
@@ -190,8 +190,8 @@ auto tensor_scatter_nd_update(A&& a, const I& indices, U&& updates) {
       const iota_expr<std::int64_t, D> ordinal{{}, shape{n}, 0};
       const tensor<std::int64_t, D> last = unsorted_segment_max(ordinal, flat, lead);
       kept = tensor<bool, D>(gather(last, flat, 0, detail::checked_indices) == ordinal);
-      replaced = tensor<bool, D>(segment_sum_expr<std::int32_t, std::int64_t, D>(tensor<std::int32_t, D>(cast<std::int32_t>(kept)),
-                                                                                  flat, shape{lead}) > 0);
+      const tensor<std::int32_t, D> kept_count(cast<std::int32_t>(kept));
+      replaced = tensor<bool, D>(segment_sum_expr<std::int32_t, std::int64_t, D>(kept_count, flat, shape{lead}) > 0);
     }
     // kept and replaced broadcast over the slices: (n, 1, ...) and (lead, 1, ...).
     std::vector<index_t> kept_dims{n}, replaced_dims{lead}, rows_dims{n}, sums_dims{lead};
@@ -202,7 +202,8 @@ auto tensor_scatter_nd_update(A&& a, const I& indices, U&& updates) {
       sums_dims.push_back(e);
     }
     const tensor<T, D> winners = where(reshape(kept, kept_dims), reshape(u, rows_dims), T(0));
-    const tensor<T, D> scattered = segment_sum_expr<T, std::int64_t, D>(winners, flat, shape(sums_dims.begin(), sums_dims.end()));
+    const tensor<T, D> scattered =
+        segment_sum_expr<T, std::int64_t, D>(winners, flat, shape(sums_dims.begin(), sums_dims.end()));
     const std::vector<index_t> dims(s.begin(), s.end());
     return reshape(where(reshape(replaced, replaced_dims), scattered, reshape(x, sums_dims)), dims);
   }

@@ -32,7 +32,8 @@ using linear_recurrence_options = cumsum_options;
 
 namespace detail {
 
-/// One lane of a recurrence: the `length` elements of lane i, `inner` apart; b may be null (0).
+/// One lane of a recurrence: the `length` elements of lane i, `inner` apart; a may be null (every
+/// coefficient is `coefficient`), b may be null (0).
 template <class T>
 struct recurrence_lane {
   const T* a;
@@ -40,44 +41,25 @@ struct recurrence_lane {
   T* y;
   index_t length, inner;
   bool exclusive, reverse;
-  T initial;
-  FLUXION_HOST_DEVICE void operator()(index_t lane) const {
-    const index_t outer = lane / inner, first = outer * length * inner + (lane - outer * inner);
-    const index_t step = reverse ? -inner : inner;
-    index_t at = reverse ? first + (length - 1) * inner : first;
-    T h = initial;
-    for (index_t k = 0; k < length; ++k, at += step) {
-      if (exclusive) y[at] = h;
-      h = b ? T(a[at] * h + b[at]) : T(a[at] * h);
-      if (!exclusive) y[at] = h;
-    }
+  T coefficient, initial;
+  FLUXION_HOST_DEVICE T next(index_t at, T h) const {
+    const T c = a ? a[at] : coefficient;
+    return b ? T(c * h + b[at]) : T(c * h);
   }
+  FLUXION_HOST_DEVICE void operator()(index_t lane) const { scan_lane(*this, lane); }
 };
 
-/// The recurrence on the cpu where the lanes are `inner` > 1 elements apart: a block of adjacent
-/// lanes a row at a time (contiguous, vectorizable), as cumsum_rows. The same operations as
-/// recurrence_lane in the same order.
+/// The recurrence on the cpu where the lanes are `inner` > 1 elements apart (scan_rows): the same
+/// operations as recurrence_lane in the same order.
 template <class T>
-void recurrence_rows(const T* a, const T* b, T* y, index_t outer, index_t length, index_t inner, bool exclusive,
-                     bool reverse, T initial) {
-  constexpr index_t block = 512;
-  const index_t blocks = (inner + block - 1) / block;
-  parallel_for(outer * blocks, [&](index_t task) {
-    const index_t o = task / blocks, i0 = (task - o * blocks) * block, i1 = std::min(inner, i0 + block);
-    const index_t base = o * length * inner;
-    auto row = [&](index_t step) { return base + (reverse ? length - 1 - step : step) * inner; };
-    auto next = [&](index_t at, T h) { return b ? T(a[at] * h + b[at]) : T(a[at] * h); };
-    for (index_t step = 0; step < length; ++step) {
-      const index_t at = row(step);
-      if (step == 0) {
-        for (index_t i = i0; i < i1; ++i) y[at + i] = exclusive ? initial : next(at + i, initial);
-      } else {
-        const index_t before = row(step - 1);
-        if (exclusive)
-          for (index_t i = i0; i < i1; ++i) y[at + i] = next(before + i, y[before + i]);
-        else
-          for (index_t i = i0; i < i1; ++i) y[at + i] = next(at + i, y[before + i]);
-      }
+void recurrence_rows(const recurrence_lane<T>& f, index_t outer) {
+  scan_rows(outer, f.length, f.inner, f.reverse, [&](index_t at, index_t before, index_t i0, index_t i1) {
+    if (before < 0) {
+      for (index_t i = i0; i < i1; ++i) f.y[at + i] = f.exclusive ? f.initial : f.next(at + i, f.initial);
+    } else if (f.exclusive) {
+      for (index_t i = i0; i < i1; ++i) f.y[at + i] = f.next(before + i, f.y[before + i]);
+    } else {
+      for (index_t i = i0; i < i1; ++i) f.y[at + i] = f.next(at + i, f.y[before + i]);
     }
   });
 }
@@ -85,38 +67,45 @@ void recurrence_rows(const T* a, const T* b, T* y, index_t outer, index_t length
 }  // namespace detail
 
 /// h[t] = a[t] * h[t - 1] + b[t] along `axis`, from h[-1] = `initial` (a kernel boundary; see the
-/// top of this file). `b` is none for cumprod (h[t] = a[t] * h[t - 1], from 1).
+/// top of this file). `b` is none for cumprod (h[t] = a[t] * h[t - 1], from 1); `a` is none for a
+/// constant coefficient (h[t] = coefficient * h[t - 1] + b[t]), which is then not a tensor at all.
 template <class T, class Device>
 struct recurrence_expr : detail::boundary_expr<recurrence_expr<T, Device>, T, Device> {
   tensor<T, Device> a;
   tensor<T, Device> b;
+  T coefficient = T(0);
   int axis = 0;
   bool exclusive = false;
   bool reverse = false;
   T initial = T(0);
 
-  recurrence_expr(tensor<T, Device> a_, tensor<T, Device> b_, int axis_, bool exclusive_, bool reverse_, T initial_)
-      : a(std::move(a_)), b(std::move(b_)), axis(axis_), exclusive(exclusive_), reverse(reverse_), initial(initial_) {}
-  const fluxion::shape& shape() const { return a.shape(); }
+  recurrence_expr(tensor<T, Device> a_, tensor<T, Device> b_, T coefficient_, int axis_, bool exclusive_, bool reverse_,
+                  T initial_)
+      : a(std::move(a_)), b(std::move(b_)), coefficient(coefficient_), axis(axis_), exclusive(exclusive_),
+        reverse(reverse_), initial(initial_) {}
+  const fluxion::shape& shape() const { return a.is_none() ? b.shape() : a.shape(); }
+  /// The same recurrence over other offsets b, from 0, with the flags given.
+  recurrence_expr with_offsets(tensor<T, Device> b_, bool exclusive_, bool reverse_) const {
+    return recurrence_expr(a, std::move(b_), coefficient, axis, exclusive_, reverse_, T(0));
+  }
   /// The same recurrence's h[t - 1] at t (h[t + 1] when reversed): the state each step starts from.
-  recurrence_expr before() const { return recurrence_expr(a, b, axis, true, reverse, initial); }
+  recurrence_expr before() const { return recurrence_expr(a, b, coefficient, axis, true, reverse, initial); }
   tensor<T, Device> compute() const {
-    tensor<T, Device> y(a.shape());
-    const auto& s = a.shape();
+    const auto& s = shape();
+    tensor<T, Device> y(s);
     index_t inner = 1;
     for (int d = axis + 1; d < s.rank(); ++d) inner *= s[d];
     const index_t length = s[axis];
-    if (a.size() == 0) return y;
-    const T* bp = b.is_none() ? nullptr : b.data();
+    if (y.size() == 0) return y;
+    const detail::recurrence_lane<T> lane{a.is_none() ? nullptr : a.data(), b.is_none() ? nullptr : b.data(),
+                                          y.mutable_data(), length, inner, exclusive, reverse, coefficient, initial};
     if constexpr (std::is_same_v<Device, cpu>) {
       if (inner > 1) {
-        detail::recurrence_rows(a.data(), bp, y.mutable_data(), a.size() / (length * inner), length, inner, exclusive,
-                                reverse, initial);
+        detail::recurrence_rows(lane, y.size() / (length * inner));
         return y;
       }
     }
-    detail::lane_kernel<Device>::run(a.size() / length, detail::recurrence_lane<T>{a.data(), bp, y.mutable_data(), length,
-                                                                                  inner, exclusive, reverse, initial});
+    detail::lane_kernel<Device>::run(y.size() / length, lane);
     return y;
   }
 };
@@ -143,7 +132,7 @@ auto cumprod(A&& x, int axis = 0, cumprod_options options = {}) {
   auto a = detail::materialize(detail::as_expr<A>(std::forward<A>(x)));
   detail::check_recurrence_operand(a, "cumprod");
   const int ax = normalize_axis(axis, a.shape().rank(), "cumprod");
-  return recurrence_expr<T, device_t<E>>(std::move(a), tensor<T, device_t<E>>::none(), ax, options.exclusive,
+  return recurrence_expr<T, device_t<E>>(std::move(a), tensor<T, device_t<E>>::none(), T(0), ax, options.exclusive,
                                          options.reverse, T(1));
 }
 
@@ -167,7 +156,8 @@ auto linear_recurrence(A&& a, B&& b, int axis = 0, linear_recurrence_options opt
                 "fluxion::linear_recurrence: the operands must be a number type (cast a bool tensor first).");
   if constexpr (!(std::is_same_v<value_type_t<EA>, T> && std::is_same_v<device_t<EA>, D> && std::is_arithmetic_v<T> &&
                   !std::is_same_v<T, bool>)) {
-    return recurrence_expr<T, D>(tensor<T, D>(), tensor<T, D>(), 0, false, false, T(0));  // the static_assert's error alone
+    // The static_assert's error alone, no other.
+    return recurrence_expr<T, D>(tensor<T, D>(), tensor<T, D>(), T(0), 0, false, false, T(0));
   } else {
     detail::check_not_none(a, "linear_recurrence");
     detail::check_not_none(b, "linear_recurrence");
@@ -181,21 +171,29 @@ auto linear_recurrence(A&& a, B&& b, int axis = 0, linear_recurrence_options opt
         throw shape_error("linear_recurrence: the coefficients a of shape " + to_string(ea.shape()) +
                           " do not broadcast to the shape of b, " + to_string(bt.shape()));
       auto at = detail::materialize(broadcast_to(std::move(ea), bt.shape()));
-      return recurrence_expr<T, D>(std::move(at), std::move(bt), ax, options.exclusive, options.reverse, T(0));
+      return recurrence_expr<T, D>(std::move(at), std::move(bt), T(0), ax, options.exclusive, options.reverse, T(0));
     } else {
       auto at = detail::materialize(std::move(ea));
-      return recurrence_expr<T, D>(std::move(at), std::move(bt), ax, options.exclusive, options.reverse, T(0));
+      return recurrence_expr<T, D>(std::move(at), std::move(bt), T(0), ax, options.exclusive, options.reverse, T(0));
     }
   }
 }
 
-/// linear_recurrence with one coefficient for every step: linear_recurrence(0.99f, rewards, 1, {.reverse = true}).
+/// linear_recurrence with one coefficient for every step, kept as a number (no tensor of it):
+/// linear_recurrence(0.99f, rewards, 1, {.reverse = true}).
 template <class B>
   requires(is_expression_v<B> || is_variable_v<std::remove_cvref_t<B>>)
 auto linear_recurrence(value_type_t<detail::expr_t<B>> a, B&& b, int axis = 0, linear_recurrence_options options = {}) {
   using EB = detail::expr_t<B>;
+  using T = value_type_t<EB>;
+  using D = device_t<EB>;
+  static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
+                "fluxion::linear_recurrence: the operands must be a number type (cast a bool tensor first).");
   detail::check_not_none(b, "linear_recurrence");
-  return linear_recurrence(scalar_expr<value_type_t<EB>, device_t<EB>>(a), std::forward<B>(b), axis, options);
+  auto bt = detail::materialize(detail::as_expr<B>(std::forward<B>(b)));
+  detail::check_recurrence_operand(bt, "linear_recurrence");
+  const int ax = normalize_axis(axis, bt.shape().rank(), "linear_recurrence");
+  return recurrence_expr<T, D>(tensor<T, D>::none(), std::move(bt), a, ax, options.exclusive, options.reverse, T(0));
 }
 
 }  // namespace fluxion
