@@ -18,6 +18,7 @@
 
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "scan.hpp"
 
@@ -111,10 +112,16 @@ struct recurrence_expr : detail::boundary_expr<recurrence_expr<T, Device>, T, De
 };
 
 namespace detail {
-template <class E>
-void check_recurrence_operand(const E& e, const char* op) {
-  if (e.shape().rank() == 0)
+/// A recurrence's operand `x` (b, or cumprod's x) checked (not none, not a scalar) and materialized,
+/// with its axis normalized: {tensor, axis}.
+template <class A>
+auto recurrence_operand(A&& x, int axis, const char* op) {
+  check_not_none(x, op);
+  auto t = materialize(as_expr<A>(std::forward<A>(x)));
+  if (t.shape().rank() == 0)
     throw invalid_argument(std::string(op) + ": the operand is a scalar; it needs an axis to run along");
+  const int ax = normalize_axis(axis, t.shape().rank(), op);
+  return std::pair{std::move(t), ax};
 }
 }  // namespace detail
 
@@ -128,10 +135,7 @@ auto cumprod(A&& x, int axis = 0, cumprod_options options = {}) {
   using T = value_type_t<E>;
   static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
                 "fluxion::cumprod: the operand must be a number type (cast a bool tensor first).");
-  detail::check_not_none(x, "cumprod");
-  auto a = detail::materialize(detail::as_expr<A>(std::forward<A>(x)));
-  detail::check_recurrence_operand(a, "cumprod");
-  const int ax = normalize_axis(axis, a.shape().rank(), "cumprod");
+  auto [a, ax] = detail::recurrence_operand(std::forward<A>(x), axis, "cumprod");
   return recurrence_expr<T, device_t<E>>(std::move(a), tensor<T, device_t<E>>::none(), T(0), ax, options.exclusive,
                                          options.reverse, T(1));
 }
@@ -160,10 +164,7 @@ auto linear_recurrence(A&& a, B&& b, int axis = 0, linear_recurrence_options opt
     return recurrence_expr<T, D>(tensor<T, D>(), tensor<T, D>(), T(0), 0, false, false, T(0));
   } else {
     detail::check_not_none(a, "linear_recurrence");
-    detail::check_not_none(b, "linear_recurrence");
-    auto bt = detail::materialize(detail::as_expr<B>(std::forward<B>(b)));
-    detail::check_recurrence_operand(bt, "linear_recurrence");
-    const int ax = normalize_axis(axis, bt.shape().rank(), "linear_recurrence");
+    auto [bt, ax] = detail::recurrence_operand(std::forward<B>(b), axis, "linear_recurrence");
     EA ea = detail::as_expr<A>(std::forward<A>(a));
     if (ea.shape() != bt.shape()) {
       const auto common = try_broadcast_shapes(ea.shape(), bt.shape());
@@ -189,10 +190,7 @@ auto linear_recurrence(value_type_t<detail::expr_t<B>> a, B&& b, int axis = 0, l
   using D = device_t<EB>;
   static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
                 "fluxion::linear_recurrence: the operands must be a number type (cast a bool tensor first).");
-  detail::check_not_none(b, "linear_recurrence");
-  auto bt = detail::materialize(detail::as_expr<B>(std::forward<B>(b)));
-  detail::check_recurrence_operand(bt, "linear_recurrence");
-  const int ax = normalize_axis(axis, bt.shape().rank(), "linear_recurrence");
+  auto [bt, ax] = detail::recurrence_operand(std::forward<B>(b), axis, "linear_recurrence");
   return recurrence_expr<T, D>(tensor<T, D>::none(), std::move(bt), a, ax, options.exclusive, options.reverse, T(0));
 }
 
