@@ -730,7 +730,11 @@ tensor<T, D> class_weights(const Y& labels, const std::vector<double>& class_wei
   if constexpr (std::is_integral_v<value_type_t<Y>>) {
     // A gather from the table of weights; on a device the labels are checked there, without waiting
     // (expr/indexing.hpp), and the table's upload is queued.
-    const tensor<std::int64_t, D> ids(cast<std::int64_t>(labels));
+    // int64 labels are the indices as they are (no copy each step).
+    const tensor<std::int64_t, D> ids = [&] {
+      if constexpr (std::is_same_v<Y, tensor<std::int64_t, D>>) return labels;
+      else return tensor<std::int64_t, D>(cast<std::int64_t>(labels));
+    }();
     const auto classes = static_cast<index_t>(class_weight.size());
     fluxion::detail::check_index_range(ids, classes, [classes, s = ids.shape()](index_t i, std::int64_t c) {
       return "fit: class_weight has weights for the classes [0, " + std::to_string(classes) + "), but labels" +

@@ -201,6 +201,22 @@ TEST_CASE("fit: class_weight weighs each example by its label's class, as Keras'
     const auto u = a[i]->value().to_vector(), v = b[i]->value().to_vector();
     for (std::size_t k = 0; k < u.size(); ++k) CHECK(u[k] == doctest::Approx(v[k]).epsilon(1e-6));
   }
+  {  // int64 labels are the same classes, and checked the same way.
+    fx::random::generator again{7};
+    auto net64 = nn::sequential(again, nn::input<3>{}, nn::dense<3>{});
+    fx::optim::sgd opt64{0.5};
+    const fx::tensor<std::int64_t> y64 = {0, 2, 1, 1, 0, 2};
+    const std::vector<std::pair<fx::tensor<float>, fx::tensor<std::int64_t>>> data64{{x, y64}};
+    (void)fx::fit(net64, opt64, masked_loss, data64, {.epochs = 1, .out = &log, .class_weight = {1.0, 4.0, 0.25}});
+    const auto c = net64.trainable_variables();
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const auto u = c[i]->value().to_vector(), v = b[i]->value().to_vector();
+      for (std::size_t k = 0; k < u.size(); ++k) CHECK(u[k] == doctest::Approx(v[k]).epsilon(1e-6));
+    }
+    CHECK_THROWS_WITH_AS((void)fx::fit(net64, opt64, masked_loss, data64, {.epochs = 1, .out = &log, .class_weight = {1.0}}),
+                         "fit: epoch 1, step 1 (global step 2): class_weight has weights for the classes [0, 1), but labels[1] = 2",
+                         fx::out_of_range);
+  }
   // A label without a weight, a loss function that cannot take weights, labels that are not classes.
   CHECK_THROWS_WITH_AS((void)fx::fit(net, opt, masked_loss, data, {.epochs = 1, .out = &log, .class_weight = {1.0, 2.0}}),
                        "fit: epoch 1, step 1 (global step 2): class_weight has weights for the classes [0, 2), but labels[1] = 2", fx::out_of_range);
