@@ -729,19 +729,19 @@ template <class T, class D, class Y>
 tensor<T, D> class_weights(const Y& labels, const std::vector<double>& class_weight) {
   if constexpr (std::is_integral_v<value_type_t<Y>>) {
     // A gather from the table of weights; on a device the labels are checked there, without waiting
-    // (expr/indexing.hpp), and the table's upload is queued.
-    // int64 labels are the indices as they are (no copy each step).
-    const tensor<std::int64_t, D> ids = [&] {
-      if constexpr (std::is_same_v<Y, tensor<std::int64_t, D>>) return labels;
-      else return tensor<std::int64_t, D>(cast<std::int64_t>(labels));
-    }();
-    const auto classes = static_cast<index_t>(class_weight.size());
-    fluxion::detail::check_index_range(ids, classes, [classes, s = ids.shape()](index_t i, std::int64_t c) {
-      return "fit: class_weight has weights for the classes [0, " + std::to_string(classes) + "), but labels" +
-             fluxion::detail::position_text(i, s) + " = " + std::to_string(c);
-    });
-    const tensor<T, D> table = from_vector<T, D>(std::vector<T>(class_weight.begin(), class_weight.end()), shape{classes});
-    return tensor<T, D>(gather(table, ids, 0, fluxion::detail::checked_indices));
+    // (expr/indexing.hpp), and the table's upload is queued. int32 and int64 labels are gather's
+    // indices as they are (no cast and copy each step); bool labels are cast.
+    const auto by_class = [&]<class I>(const tensor<I, D>& ids) {
+      const auto classes = static_cast<index_t>(class_weight.size());
+      fluxion::detail::check_index_range(ids, classes, [classes, s = ids.shape()](index_t i, std::int64_t c) {
+        return "fit: class_weight has weights for the classes [0, " + std::to_string(classes) + "), but labels" +
+               fluxion::detail::position_text(i, s) + " = " + std::to_string(c);
+      });
+      const tensor<T, D> table = from_vector<T, D>(std::vector<T>(class_weight.begin(), class_weight.end()), shape{classes});
+      return tensor<T, D>(gather(table, ids, 0, fluxion::detail::checked_indices));
+    };
+    if constexpr (std::is_same_v<Y, tensor<std::int32_t, D>> || std::is_same_v<Y, tensor<std::int64_t, D>>) return by_class(labels);
+    else return by_class(tensor<std::int64_t, D>(cast<std::int64_t>(labels)));
   } else {
     throw invalid_argument("fit: class_weight needs integer class labels, not " + std::string(dtype_name<value_type_t<Y>>()));
   }
