@@ -12,6 +12,10 @@
 //   norm             the Euclidean norm of each row of (256, 1024)
 //   tile             (64, 128) tiled (4, 4)
 //   einsum_attention "bhqd,bhkd->bhqk" over (32, 8, 64, 32): attention scores
+//   einsum_chain     "ij,jk,k->i" over (512, 512), (512, 512), (512): fluxion's greedy order multiplies
+//                    the matrix by the vector first; peers torch::einsum (left to right, LibTorch's C++
+//                    default) and torch_matmul, the same order written by hand (stop 63)
+//   einsum_trace     "bii->b" over (64, 256, 256): batched traces (stop 63)
 //   segment_sum      unsorted_segment_sum of (16384, 64) rows into 1024 segments
 //   segment_max      unsorted_segment_max of the same (stop 60)
 //   gather_rows      16384 rows of 64 picked from (65536, 64) by index: an embedding lookup (stop 60)
@@ -200,6 +204,30 @@ const int registered = [] {
   add("einsum_attention", "torch", [] {
     auto q = torch::rand({32, 8, 64, 32}), k = torch::rand({32, 8, 64, 32});
     return [q, k] { benchmark::DoNotOptimize(torch::einsum("bhqd,bhkd->bhqk", {q, k}).data_ptr()); };
+  });
+#endif
+  add("einsum_chain", "fluxion", [] {
+    auto a = uniform({512, 512}, 13), b = uniform({512, 512}, 14), v = uniform({512}, 15);
+    return [a, b, v] { benchmark::DoNotOptimize(fx::einsum("ij,jk,k->i", a, b, v).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("einsum_chain", "torch", [] {
+    auto a = torch::rand({512, 512}), b = torch::rand({512, 512}), v = torch::rand({512});
+    return [a, b, v] { benchmark::DoNotOptimize(torch::einsum("ij,jk,k->i", {a, b, v}).data_ptr()); };
+  });
+  add("einsum_chain", "torch_matmul", [] {
+    auto a = torch::rand({512, 512}), b = torch::rand({512, 512}), v = torch::rand({512});
+    return [a, b, v] { benchmark::DoNotOptimize(a.matmul(b.matmul(v)).data_ptr()); };
+  });
+#endif
+  add("einsum_trace", "fluxion", [] {
+    auto x = uniform({64, 256, 256}, 16);
+    return [x] { benchmark::DoNotOptimize(fx::einsum("bii->b", x).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("einsum_trace", "torch", [] {
+    auto x = torch::rand({64, 256, 256});
+    return [x] { benchmark::DoNotOptimize(torch::einsum("bii->b", {x}).data_ptr()); };
   });
 #endif
   add("segment_sum", "fluxion", [] {

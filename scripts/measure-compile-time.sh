@@ -22,6 +22,9 @@
 #     takes group maxima with fx::unsorted_segment_max, and the same step without them (stop 60);
 #   - bench/compile/recurrence.cpp: an MLP step whose loss reads fx::linear_recurrence, fx::cumprod
 #     and fx::tensor_scatter_nd_update, and the same step without them (stop 61);
+#   - bench/compile/contraction.cpp: an MLP step whose loss reads fx::einsum over three operands and
+#     a trace, fx::linear_recurrence from an initial state and fx::gather_nd with batch_dims, and
+#     the same step without them (stop 63);
 #   - bench/compile/recurrent.cpp: Keras's text classifier with nn::gru, then with nn::lstm, each
 #     header-only and with prebuilt kernels, the GRU also with the library's GRU set (what each
 #     recurrent layer costs a program), then the LSTM with an encoder-decoder beside it
@@ -188,6 +191,12 @@ variant_row "bench/compile/indexing_nd.cpp, without them" bench/compile/indexing
 variant_row "bench/compile/recurrence.cpp, linear_recurrence, cumprod, tensor_scatter_nd_update" bench/compile/recurrence.cpp \
   -DFLUXION_RECURRENCE=1
 variant_row "bench/compile/recurrence.cpp, without them" bench/compile/recurrence.cpp -DFLUXION_RECURRENCE=0
+
+# einsum over three operands and with a trace, linear_recurrence from an initial state and gather_nd
+# with batch_dims in a training step's loss (stop 63) against the step without them.
+variant_row "bench/compile/contraction.cpp, einsum (3 operands, trace), h0, batch_dims" bench/compile/contraction.cpp \
+  -DFLUXION_CONTRACTION=1
+variant_row "bench/compile/contraction.cpp, without them" bench/compile/contraction.cpp -DFLUXION_CONTRACTION=0
 
 # The recurrent layers in a text classifier, header-only and with prebuilt kernels (the GRU's with
 # the library's GRU set, FLUXION_PREBUILT_GRU, in by default since stop 53, and without it: NO_GRU).

@@ -17,6 +17,11 @@ TEST_CASE("rules: gather_nd") {
   check_op("gather_nd of rows, of an expression",
            [](const auto& v) { return fx::gather_nd(fx::sin(v) * v, fx::tensor<std::int64_t>{{2}, {0}, {2}}); }, x_nd);
   check_op("gather_nd of elements", [](const auto& v) { return fx::gather_nd(v, fx::tensor<std::int32_t>{{2, 3, 1}, {0, 0, 0}, {2, 3, 1}}); }, x_nd);
+  check_op("gather_nd with batch_dims 1, repeated",
+           [](const auto& v) { return fx::gather_nd(v * v, fx::tensor<std::int64_t>{{{3}, {0}, {3}}, {{1}, {1}, {2}}, {{0}, {3}, {3}}}, 1); },
+           x_nd);
+  check_op("gather_nd with batch_dims 2", [](const auto& v) { return fx::gather_nd(v, fx::tensor<std::int32_t>(fx::reshape(
+               fx::tensor<std::int32_t>{1, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 1}, {3, 4, 1})), 2); }, x_nd);
 }
 
 TEST_CASE("rules: scatter_nd and tensor_scatter_nd_add") {

@@ -40,6 +40,24 @@ TEST_CASE("rules: linear_recurrence in a and in b, each flag, a broadcast coeffi
   check_op("linear_recurrence with a scalar coefficient", [](const auto& b) { return fx::linear_recurrence(0.9, b, 1); }, x_rec);
 }
 
+TEST_CASE("rules: linear_recurrence from an initial state, in a, b and the state") {
+  const auto h0 = random_tensor<double>({2, 3}, 34, -1.5, 1.5);
+  for (bool exclusive : {false, true})
+    for (bool reverse : {false, true}) {
+      CAPTURE(exclusive);
+      CAPTURE(reverse);
+      check_op("linear_recurrence from h0", [&](const auto& a, const auto& b, const auto& h) {
+        return fx::linear_recurrence(a, b, h, 2, {.exclusive = exclusive, .reverse = reverse});
+      }, a_rec, x_rec, h0);
+      check_op("linear_recurrence from h0, a scalar coefficient", [&](const auto& b, const auto& h) {
+        return fx::linear_recurrence(0.8, b, h, 1, {.exclusive = exclusive, .reverse = reverse});
+      }, x_rec, random_tensor<double>({2, 4}, 35));
+    }
+  check_op("a state that broadcasts, of an expression", [](const auto& a, const auto& h) {
+    return fx::linear_recurrence(a, a * a, fx::exp(h), 0);
+  }, a_rec, random_tensor<double>({4}, 36));
+}
+
 TEST_CASE("cumprod: the gradient at zeros is exact") {
   // d/dx_i sum_j w_j prod_{k<=j} x_k = sum_{j>=i} w_j prod_{k<=j, k!=i} x_k, written out.
   fx::tensor<double> x = {2.0, 0.0, 3.0, 0.0, 5.0};

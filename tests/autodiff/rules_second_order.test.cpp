@@ -69,4 +69,14 @@ TEST_CASE("second order: cumprod and linear_recurrence") {
   check_second("linear_recurrence in a and b", [](const auto& a, const auto& b) {
     return fx::linear_recurrence(a, b, 2) * fx::linear_recurrence(a, b, 1, {.reverse = true});
   }, a_r2, x_r2);
+  check_second("linear_recurrence from an initial state", [](const auto& a, const auto& h) {
+    return fx::square(fx::linear_recurrence(a, a, h * h, 1, {.exclusive = true}));
+  }, a_r2, random_tensor<double>({2, 4}, 33));
+}
+
+TEST_CASE("second order: einsum over three operands and a diagonal") {
+  // Through the pairs' matmuls, transposes and the diagonal's gather.
+  const auto m = random_tensor<double>({3, 3}, 20), v = random_tensor<double>({3}, 21);
+  check_second("bilinear form", [](const auto& p, const auto& q) { return fx::einsum("i,ij,j->", q, p * p, q); }, m, v);
+  check_second("diagonal", [](const auto& p) { return fx::exp(fx::einsum("ii->i", p * p)); }, m);
 }

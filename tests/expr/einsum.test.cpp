@@ -10,19 +10,20 @@
 namespace {
 
 /// einsum by brute force: every combination of label values, each product added to its output.
-/// Labels are single letters; `...` is not handled here (those specs are checked against matmul).
-std::vector<double> naive_einsum(const std::string& in0, const std::string& in1, const std::string& out,
-                                 const fx::tensor<double>& a, const fx::tensor<double>* b) {
+/// Labels are single letters and may repeat within a term (a diagonal); `...` is not handled here
+/// (those specs are checked against matmul).
+std::vector<double> naive_einsum(const std::vector<std::string>& terms, const std::string& out,
+                                 const std::vector<fx::tensor<double>>& xs) {
   std::map<char, fx::index_t> extent;
-  for (std::size_t i = 0; i < in0.size(); ++i) extent[in0[i]] = a.shape()[static_cast<int>(i)];
-  for (std::size_t i = 0; b && i < in1.size(); ++i) extent[in1[i]] = b->shape()[static_cast<int>(i)];
+  for (std::size_t k = 0; k < terms.size(); ++k)
+    for (std::size_t i = 0; i < terms[k].size(); ++i) extent[terms[k][i]] = xs[k].shape()[static_cast<int>(i)];
   std::vector<char> labels;
   for (const auto& [l, e] : extent) labels.push_back(l);
   fx::index_t out_size = 1;
   for (char l : out) out_size *= extent[l];
   std::vector<double> result(static_cast<std::size_t>(out_size), 0.0);
-  const auto av = a.to_vector();
-  const auto bv = b ? b->to_vector() : std::vector<double>{};
+  std::vector<std::vector<double>> values;
+  for (const auto& x : xs) values.push_back(x.to_vector());
   std::map<char, fx::index_t> value;
   auto flat = [&](const std::string& term, const fx::shape& s) {
     fx::index_t f = 0;
@@ -31,8 +32,8 @@ std::vector<double> naive_einsum(const std::string& in0, const std::string& in1,
   };
   std::function<void(std::size_t)> visit = [&](std::size_t d) {
     if (d == labels.size()) {
-      double p = av[static_cast<std::size_t>(flat(in0, a.shape()))];
-      if (b) p *= bv[static_cast<std::size_t>(flat(in1, b->shape()))];
+      double p = 1;
+      for (std::size_t k = 0; k < xs.size(); ++k) p *= values[k][static_cast<std::size_t>(flat(terms[k], xs[k].shape()))];
       fx::index_t o = 0;
       for (char l : out) o = o * extent[l] + value[l];
       result[static_cast<std::size_t>(o)] += p;
@@ -46,10 +47,42 @@ std::vector<double> naive_einsum(const std::string& in0, const std::string& in1,
   visit(0);
   return result;
 }
+std::vector<double> naive_einsum(const std::string& in0, const std::string& in1, const std::string& out,
+                                 const fx::tensor<double>& a, const fx::tensor<double>* b) {
+  if (!b) return naive_einsum({in0}, out, {a});
+  return naive_einsum({in0, in1}, out, {a, *b});
+}
 
 void check_einsum_values(const std::vector<double>& got, const std::vector<double>& want) {
   REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+}
+
+/// One einsum of 1 to 5 operands: terms, output labels and operand shapes, against naive_einsum.
+struct einsum_example {
+  std::vector<std::string> in;
+  std::string out;
+  std::vector<fx::shape> shapes;
+};
+
+void check_against_naive(const std::vector<einsum_example>& examples, unsigned seed) {
+  for (const auto& e : examples) {
+    std::string spec;
+    for (const auto& t : e.in) spec += (spec.empty() ? "" : ",") + t;
+    spec += "->" + e.out;
+    CAPTURE(spec);
+    std::vector<fx::tensor<double>> xs;
+    for (std::size_t k = 0; k < e.shapes.size(); ++k) xs.push_back(test::random_tensor<double>(e.shapes[k], seed + static_cast<unsigned>(k)));
+    fx::tensor<double> got;
+    switch (xs.size()) {
+      case 1: got = fx::einsum(spec, xs[0]); break;
+      case 2: got = fx::einsum(spec, xs[0], xs[1]); break;
+      case 3: got = fx::einsum(spec, xs[0], xs[1], xs[2]); break;
+      case 4: got = fx::einsum(spec, xs[0], xs[1], xs[2], xs[3]); break;
+      default: got = fx::einsum(spec, xs[0], xs[1], xs[2], xs[3], xs[4]); break;
+    }
+    check_einsum_values(got.to_vector(), naive_einsum(e.in, e.out, xs));
+  }
 }
 
 }  // namespace
@@ -109,14 +142,79 @@ TEST_CASE("einsum: one operand, implicit outputs and ellipses") {
   CHECK(f.to_vector() == std::vector<float>{11});
 }
 
+TEST_CASE("einsum: three and more operands against a naive loop") {
+  check_against_naive({
+      {{"i", "ij", "j"}, "", {{4}, {4, 5}, {5}}},                          // a bilinear form
+      {{"ij", "jk", "kl"}, "il", {{3, 4}, {4, 5}, {5, 2}}},                // a chain of matmuls
+      {{"bij", "bjk", "bkl"}, "bli", {{2, 3, 4}, {2, 4, 5}, {2, 5, 3}}},   // batched, transposed
+      {{"ab", "bc", "cd", "de"}, "ae", {{2, 3}, {3, 4}, {4, 2}, {2, 3}}},  // four operands
+      {{"i", "j", "k"}, "kij", {{2}, {3}, {4}}},                           // no label shared
+      {{"ij", "k", "jk"}, "i", {{3, 4}, {5}, {4, 5}}},                     // the first pair shares nothing
+      {{"ijk", "jl", "kl"}, "il", {{2, 3, 4}, {3, 5}, {4, 5}}},            // j and k meet in different pairs
+      {{"ij", "ij", "ij"}, "ij", {{3, 4}, {3, 4}, {3, 4}}},                // an elementwise product
+      {{"abc", "cd", "bd"}, "", {{2, 3, 4}, {4, 5}, {3, 5}}},              // everything summed
+      {{"ij", "jk", "kl", "lm", "mi"}, "", {{2, 3}, {3, 4}, {4, 2}, {2, 3}, {3, 2}}},  // the trace of a product
+  }, 10);
+  // Implicit output: the labels that appear once.
+  const auto a = test::random_tensor<double>({3, 4}, 20), b = test::random_tensor<double>({4, 5}, 21),
+             c = test::random_tensor<double>({5, 2}, 22);
+  fx::tensor<double> implicit = fx::einsum("ij,jk,kl", a, b, c);
+  CHECK(implicit.shape() == fx::shape{3, 2});
+  check_einsum_values(implicit.to_vector(), naive_einsum({"ij", "jk", "kl"}, "il", {a, b, c}));
+  // Expressions and float operands; the ellipsis broadcasts across all three.
+  fx::tensor<float> f = fx::einsum("i,i,i", fx::tensor<float>{1, 2}, fx::tensor<float>{3, 4} * 1.f, fx::tensor<float>{5, 6});
+  CHECK(f.to_vector() == std::vector<float>{1 * 3 * 5 + 2 * 4 * 6});
+  const auto x = test::random_tensor<double>({3, 1, 2, 4}, 23), y = test::random_tensor<double>({2, 4, 5}, 24),
+             z = test::random_tensor<double>({1, 5, 3}, 25);
+  fx::tensor<double> chain = fx::einsum("...ij,...jk,...kl->...il", x, y, z);
+  fx::tensor<double> want = fx::matmul(fx::tensor<double>(fx::matmul(x, y)), z);
+  CHECK(chain.shape() == fx::shape{3, 2, 2, 3});
+  check_einsum_values(chain.to_vector(), want.to_vector());
+}
+
+TEST_CASE("einsum: diagonals, traces and broadcast axes summed") {
+  check_against_naive({
+      {{"ii"}, "i", {{4, 4}}},                      // the diagonal
+      {{"ii"}, "", {{4, 4}}},                       // the trace
+      {{"bii"}, "bi", {{2, 3, 3}}},                 // batched diagonals
+      {{"iij"}, "ji", {{3, 3, 2}}},                 // the diagonal of the leading axes, transposed
+      {{"iji"}, "j", {{3, 2, 3}}},                  // apart, and summed
+      {{"iii"}, "i", {{3, 3, 3}}},                  // three times
+      {{"ijij"}, "ij", {{2, 3, 2, 3}}},             // two labels repeated
+      {{"ij", "jj"}, "i", {{3, 4}, {4, 4}}},        // a diagonal in one operand of two
+      {{"ii", "ii"}, "i", {{3, 3}, {3, 3}}},        // in both
+      {{"ii", "ij", "jj"}, "", {{3, 3}, {3, 4}, {4, 4}}},  // in three operands
+  }, 30);
+  // Implicit: a label that repeats is summed, as NumPy's "ii" is the trace.
+  const fx::tensor<double> m{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+  CHECK(fx::einsum("ii", m).item() == 15);
+  CHECK(fx::tensor<double>(fx::einsum("ii->i", m)).to_vector() == std::vector<double>{1, 5, 9});
+  CHECK(fx::einsum("ij,ji", m, m).item() == doctest::Approx(261));  // trace(m m)
+  // An ellipsis axis that broadcasts (1 against 2) and that the output drops is summed, as in NumPy.
+  const auto x = test::random_tensor<double>({3, 1, 2, 4}, 40), y = test::random_tensor<double>({2, 4, 5}, 41);
+  fx::tensor<double> summed = fx::einsum("...ij,...jk->ik", x, y);
+  check_einsum_values(summed.to_vector(), fx::tensor<double>(fx::reduce_sum(fx::matmul(x, y), {0, 1})).to_vector());
+}
+
 TEST_CASE("einsum: errors name the spec and the values") {
   const auto a = test::random_tensor<double>({2, 3}, 7), b = test::random_tensor<double>({4, 5}, 8);
   test::check_throws_with<fx::shape_error>([&] { (void)fx::einsum("ij,jk->ik", a, b); },
                                            "einsum: \"ij,jk->ik\": label 'j' has extent 3 in operand 0 (shape (2, 3)) and 4 in operand 1 (shape (4, 5))");
   test::check_throws_with<fx::shape_error>([&] { (void)fx::einsum("ijk->i", a); },
                                            "einsum: \"ijk->i\": operand 0 has 3 labels for an operand of rank 2");
-  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::einsum("ii->i", fx::tensor<double>(fx::reshape(b, {4, 5}))); },
-                                                "einsum: \"ii->i\": label 'i' appears twice in operand 0; diagonals and traces are not supported");
+  test::check_throws_with<fx::shape_error>([&] { (void)fx::einsum("ii->i", b); },
+                                           "einsum: \"ii->i\": label 'i' repeats in operand 0 (shape (4, 5)) with extents 4 and 5; "
+                                           "a diagonal needs equal ones");
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::einsum("ij->ii", a); },
+                                                "einsum: \"ij->ii\": label 'i' appears twice in the output");
+  test::check_throws_with<fx::shape_error>([&] { (void)fx::einsum("ij,jk,kl->il", a, test::random_tensor<double>({3, 4}, 9), a); },
+                                           "einsum: \"ij,jk,kl->il\": label 'k' has extent 4 in operand 1 (shape (3, 4)) and 2 "
+                                           "in operand 2 (shape (2, 3))");
+  test::check_throws_with<fx::shape_error>([&] {
+    (void)fx::einsum("...i,...i", test::random_tensor<double>({2, 3}, 10), test::random_tensor<double>({4, 3}, 11));
+  }, "einsum: \"...i,...i\": label '... axis 0 from the end' has extent 2 in operand 0 (shape (2, 3)) and 4 in operand 1 (shape (4, 3))");
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::einsum("i,i,i", a, a); },
+                                                "einsum: \"i,i,i\" names 3 operands, but 2 were given");
   test::check_throws_with<fx::invalid_argument>([&] { (void)fx::einsum("ij->ix", a); },
                                                 "einsum: \"ij->ix\": the output's label 'x' is in no operand");
   test::check_throws_with<fx::invalid_argument>([&] { (void)fx::einsum("ij,jk->ik", a); },

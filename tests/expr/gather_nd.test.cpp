@@ -15,6 +15,30 @@ T at_index(const fx::tensor<T>& p, const std::vector<fx::index_t>& c) {
   return p.data()[flat];
 }
 
+/// gather_nd(p, idx, batch_dims) against a naive loop: each output element read from p at its
+/// batch position, its tuple and its place in the slice.
+template <class I>
+void check_gather_nd(const fx::tensor<float>& p, const fx::tensor<I>& idx, int b) {
+  CAPTURE(b);
+  CAPTURE(fx::to_string(idx.shape()));
+  const fx::tensor<float> g = fx::gather_nd(p, idx, b);
+  const int k = static_cast<int>(idx.shape()[idx.rank() - 1]);
+  fx::shape want(idx.shape().begin(), idx.shape().end() - 1);
+  for (int d = b + k; d < p.rank(); ++d) want.push_back(p.shape()[d]);
+  REQUIRE(g.shape() == want);
+  const auto iv = idx.to_vector();
+  for (fx::index_t i = 0; i < g.size(); ++i) {
+    const auto c = test::unravel(i, g.shape());
+    const int outer = idx.rank() - 1;
+    fx::index_t tuple = 0;
+    for (int d = 0; d < outer; ++d) tuple = tuple * idx.shape()[d] + c[static_cast<std::size_t>(d)];
+    std::vector<fx::index_t> src(c.begin(), c.begin() + b);  // the batch position
+    for (int d = 0; d < k; ++d) src.push_back(static_cast<fx::index_t>(iv[static_cast<std::size_t>(tuple * k + d)]));
+    for (std::size_t d = static_cast<std::size_t>(outer); d < c.size(); ++d) src.push_back(c[d]);
+    CHECK(g.data()[i] == at_index(p, src));
+  }
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("gather_nd: K = 1, 2, 3 against a naive loop", I, std::int32_t, std::int64_t) {
@@ -24,25 +48,27 @@ TEST_CASE_TEMPLATE("gather_nd: K = 1, 2, 3 against a naive loop", I, std::int32_
       fx::tensor<I>{{{0, 3}, {2, 1}}, {{1, 1}, {0, 0}}, {{2, 3}, {0, 3}}},  // (3, 2, 2): slices (3, 2, 5)
       fx::tensor<I>{{1, 2, 4}, {0, 0, 0}, {2, 3, 1}},                      // (3, 3): elements (3,)
   };
-  for (const auto& idx : all) {
-    CAPTURE(fx::to_string(idx.shape()));
-    const fx::tensor<float> g = fx::gather_nd(p, idx);
-    const int k = static_cast<int>(idx.shape()[idx.rank() - 1]);
-    fx::shape want(idx.shape().begin(), idx.shape().end() - 1);
-    for (int d = k; d < 3; ++d) want.push_back(p.shape()[d]);
-    REQUIRE(g.shape() == want);
-    const auto iv = idx.to_vector();
-    for (fx::index_t i = 0; i < g.size(); ++i) {
-      const auto c = test::unravel(i, g.shape());
-      const int outer = idx.rank() - 1;
-      fx::index_t tuple = 0;
-      for (int d = 0; d < outer; ++d) tuple = tuple * idx.shape()[d] + c[static_cast<std::size_t>(d)];
-      std::vector<fx::index_t> src;
-      for (int d = 0; d < k; ++d) src.push_back(static_cast<fx::index_t>(iv[static_cast<std::size_t>(tuple * k + d)]));
-      for (std::size_t d = static_cast<std::size_t>(outer); d < c.size(); ++d) src.push_back(c[d]);
-      CHECK(g.data()[i] == at_index(p, src));
-    }
-  }
+  for (const auto& idx : all) check_gather_nd(p, idx, 0);
+}
+
+TEST_CASE_TEMPLATE("gather_nd with batch_dims 1 and 2 against a naive loop", I, std::int32_t, std::int64_t) {
+  const auto p = test::random_tensor<float>({2, 3, 4, 5}, 12);
+  struct example {
+    int batch_dims;
+    fx::tensor<I> idx;
+  };
+  const std::vector<example> all = {
+      {1, fx::tensor<I>{{{2}, {0}, {2}}, {{1}, {1}, {0}}}},                      // (2, 3, 1): rows (2, 3, 4, 5)
+      {1, fx::tensor<I>{{{0, 3}, {2, 1}}, {{1, 1}, {2, 0}}}},                    // (2, 2, 2): slices (2, 2, 5)
+      {1, fx::tensor<I>{{2, 3, 4}, {0, 0, 1}}},                                  // (2, 3): one element a batch
+      {2, fx::tensor<I>{{{1}, {3}, {0}}, {{2}, {2}, {0}}}},                      // (2, 3, 1): rows (2, 3, 5)
+      {2, fx::tensor<I>{{{{3, 4}, {0, 1}}, {{1, 1}, {2, 2}}, {{0, 0}, {3, 3}}},
+                        {{{1, 0}, {1, 4}}, {{2, 3}, {0, 2}}, {{3, 1}, {2, 0}}}}},  // (2, 3, 2, 2): elements (2, 3, 2)
+  };
+  for (const auto& [b, idx] : all) check_gather_nd(p, idx, b);
+  // batch_dims 0 is the plain gather_nd.
+  const fx::tensor<I> pairs = {{1, 2}, {0, 1}};
+  CHECK(fx::tensor<float>(fx::gather_nd(p, pairs, 0)).to_vector() == fx::tensor<float>(fx::gather_nd(p, pairs)).to_vector());
 }
 
 TEST_CASE("gather_nd and scatter_nd: TensorFlow's docstring examples") {
@@ -54,6 +80,15 @@ TEST_CASE("gather_nd and scatter_nd: TensorFlow's docstring examples") {
   const fx::tensor<double> one = fx::gather_nd(p, fx::tensor<std::int64_t>{0, 1});
   CHECK(one.rank() == 0);
   CHECK(one.item() == 2.0);
+  // tf.gather_nd(params=[[['a0', 'b0'], ['c0', 'd0']], [['a1', 'b1'], ['c1', 'd1']]], indices=[[1], [0]],
+  //   batch_dims=1) -> [['c0', 'd0'], ['a1', 'b1']], and indices=[[[1]], [[0]]] -> [[['c0', 'd0']], [['a1', 'b1']]].
+  const fx::tensor<double> batched = {{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}};
+  const fx::tensor<double> per_batch = fx::gather_nd(batched, fx::tensor<std::int32_t>{{1}, {0}}, 1);
+  CHECK(per_batch.shape() == fx::shape{2, 2});
+  CHECK(per_batch.to_vector() == std::vector<double>{3, 4, 5, 6});
+  const fx::tensor<double> nested = fx::gather_nd(batched, fx::tensor<std::int32_t>{{{1}}, {{0}}}, 1);
+  CHECK(nested.shape() == fx::shape{2, 1, 2});
+  CHECK(nested.to_vector() == std::vector<double>{3, 4, 5, 6});
   // tf.scatter_nd(indices=[[4], [3], [1], [7]], updates=[9, 10, 11, 12], shape=[8])
   //   -> [0, 11, 0, 10, 9, 0, 0, 12]
   const fx::tensor<int> s = fx::scatter_nd(fx::tensor<std::int32_t>{{4}, {3}, {1}, {7}}, fx::tensor<int>{9, 10, 11, 12}, fx::shape{8});
@@ -121,6 +156,21 @@ TEST_CASE("gather_nd and scatter_nd: errors name the op, the index and the axis"
   test::check_throws_with<fx::shape_error>([&] { (void)fx::gather_nd(p, fx::tensor<std::int32_t>{{0, 1, 2}}); },
                                            "gather_nd: indices of shape (1, 3) index 3 axes (their last extent), but params of "
                                            "shape (3, 4) has 2");
+  // batch_dims: the batch axes' extents, the axes left for the tuples, its range; a bad index names its axis of params.
+  const fx::tensor<float> q = test::random_tensor<float>({2, 3, 4}, 14);
+  test::check_throws_with<fx::shape_error>([&] { (void)fx::gather_nd(q, fx::tensor<std::int32_t>{{1}, {0}, {2}}, 1); },
+                                           "gather_nd: with batch_dims = 1, indices of shape (3, 1) and params of shape (2, 3, 4) "
+                                           "must have the same first 1 extents");
+  test::check_throws_with<fx::shape_error>([&] { (void)fx::gather_nd(q, fx::tensor<std::int32_t>{{1, 2, 0}, {0, 0, 0}}, 1); },
+                                           "gather_nd: indices of shape (2, 3) index 3 axes (their last extent) after 1 batch axes, "
+                                           "but params of shape (2, 3, 4) has 3");
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::gather_nd(q, fx::tensor<std::int32_t>{{1}, {0}}, 2); },
+                                                "gather_nd: batch_dims = 2 is not in [0, 2): indices of shape (2, 1) have that many "
+                                                "axes before the last, which holds the tuples");
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::gather_nd(q, fx::tensor<std::int32_t>{{1}, {0}}, -1); },
+                                                "gather_nd: batch_dims = -1 is not in [0, 2)");
+  test::check_throws_with<fx::out_of_range>([&] { (void)fx::gather_nd(q, fx::tensor<std::int32_t>{{1, 4}, {2, 0}}, 1); },
+                                            "gather_nd: indices[0, 1] = 4 is not in [0, 4) (axis 2 of params of shape (2, 3, 4))");
   test::check_throws_with<fx::shape_error>([&] { (void)fx::gather_nd(p, fx::tensor<std::int32_t>(7)); },
                                            "gather_nd: indices is a scalar; its last axis holds the indices of one element or slice");
   test::check_throws_with<fx::shape_error>([&] { (void)fx::gather_nd(p, fx::tensor<std::int32_t>(fx::shape{2, 0})); },

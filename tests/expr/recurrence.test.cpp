@@ -6,10 +6,10 @@
 namespace {
 
 /// h[t] = a[t] * h[t - 1] + b[t] (b empty: 0) along `axis` from h[-1] = initial, by a loop over
-/// (outer, j, inner); exclusive gives h[t - 1] at t.
+/// (outer, j, inner), or from lane_initial[lane] where given; exclusive gives h[t - 1] at t.
 template <class T>
 std::vector<T> naive_recurrence(const std::vector<T>& a, const std::vector<T>& b, const fx::shape& s, int axis,
-                                bool exclusive, bool reverse, T initial) {
+                                bool exclusive, bool reverse, T initial, const std::vector<T>& lane_initial = {}) {
   fx::index_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= s[d];
   for (int d = axis + 1; d < s.rank(); ++d) inner *= s[d];
@@ -17,7 +17,7 @@ std::vector<T> naive_recurrence(const std::vector<T>& a, const std::vector<T>& b
   std::vector<T> y(a.size());
   for (fx::index_t o = 0; o < outer; ++o)
     for (fx::index_t i = 0; i < inner; ++i) {
-      T h = initial;
+      T h = lane_initial.empty() ? initial : lane_initial[static_cast<std::size_t>(o * inner + i)];
       for (fx::index_t step = 0; step < n; ++step) {
         const fx::index_t j = reverse ? n - 1 - step : step;
         const auto at = static_cast<std::size_t>((o * n + j) * inner + i);
@@ -126,6 +126,57 @@ TEST_CASE("linear_recurrence: discounted returns, a broadcast coefficient, an ex
   CHECK(e.to_vector() == std::vector<double>{0, 1, 3});
 }
 
+TEST_CASE_TEMPLATE("linear_recurrence from an initial state: every axis and flag against a naive loop", T, float, double,
+                   std::int64_t) {
+  const fx::shape s{3, 4, 5};
+  fx::tensor<T> a = fx::cast<T>(fx::round(test::random_tensor<double>(s, 4, -1.4, 1.4)));
+  fx::tensor<T> b = fx::cast<T>(fx::round(test::random_tensor<double>(s, 5, -9, 9)));
+  for (int axis = 0; axis < 3; ++axis) {
+    fx::shape lanes;
+    for (int d = 0; d < 3; ++d)
+      if (d != axis) lanes.push_back(s[d]);
+    const fx::tensor<T> h0 = fx::cast<T>(fx::round(test::random_tensor<double>(lanes, 6 + static_cast<unsigned>(axis), -5, 5)));
+    for (bool exclusive : {false, true})
+      for (bool reverse : {false, true}) {
+        CAPTURE(axis);
+        CAPTURE(exclusive);
+        CAPTURE(reverse);
+        const fx::linear_recurrence_options o{.exclusive = exclusive, .reverse = reverse};
+        fx::tensor<T> h = fx::linear_recurrence(a, b, h0, axis, o);
+        CHECK(h.to_vector() == naive_recurrence<T>(a.to_vector(), b.to_vector(), s, axis, exclusive, reverse, T(0), h0.to_vector()));
+        // A scalar coefficient, and a state that broadcasts (one value for every lane).
+        fx::tensor<T> c = fx::linear_recurrence(T(2), b, fx::tensor<T>(T(3)), axis, o);
+        CHECK(c.to_vector() == naive_recurrence<T>(std::vector<T>(static_cast<std::size_t>(s.size()), T(2)), b.to_vector(), s,
+                                                   axis, exclusive, reverse, T(3)));
+      }
+  }
+}
+
+TEST_CASE("linear_recurrence from an initial state: chunks carried over, a broadcast coefficient, empty axes") {
+  // A sequence of 6 steps in two chunks of 3, the first's last state starting the second: the whole run's values.
+  const auto a = test::random_tensor<double>({2, 6, 3}, 7, 0.5, 1.0), b = test::random_tensor<double>({2, 6, 3}, 8);
+  const auto h0 = test::random_tensor<double>({2, 3}, 9);
+  fx::tensor<double> whole = fx::linear_recurrence(a, b, h0, 1);
+  auto chunk = [](const fx::tensor<double>& t, fx::index_t first) { return fx::tensor<double>(fx::slice(t, {0, first, 0}, {2, 3, 3})); };
+  fx::tensor<double> h1 = fx::linear_recurrence(chunk(a, 0), chunk(b, 0), h0, 1);
+  fx::tensor<double> carried = fx::squeeze(fx::slice(h1, {0, 2, 0}, {2, 1, 3}), {1});
+  fx::tensor<double> h2 = fx::linear_recurrence(chunk(a, 3), chunk(b, 3), carried, 1);
+  fx::tensor<double> joined = fx::concat<double, fx::cpu>({h1, h2}, 1);
+  REQUIRE(joined.shape() == whole.shape());
+  for (fx::index_t i = 0; i < whole.size(); ++i) CHECK(joined.data()[i] == doctest::Approx(whole.data()[i]).epsilon(1e-12));
+  // Returns bootstrapped from a value estimate after the last reward: g[3] = r[3] + 0.5 v.
+  const fx::tensor<double> r = {{1, 0, 0, 8}, {2, 2, 2, 2}};
+  fx::tensor<double> g = fx::linear_recurrence(0.5, r, fx::tensor<double>{16, 0}, 1, {.reverse = true});
+  CHECK(g.to_vector() == std::vector<double>{3, 4, 8, 16, 3.75, 3.5, 3, 2});
+  // One coefficient per lane broadcast along the axis, and an expression for the state.
+  fx::tensor<double> per_lane = fx::linear_recurrence(fx::tensor<double>{{0.5}, {1.0}}, r, fx::tensor<double>{16, 0} * 1.0, 1,
+                                                      {.reverse = true});
+  CHECK(per_lane.to_vector() == std::vector<double>{3, 4, 8, 16, 8, 6, 4, 2});
+  // An empty axis: an empty result of b's shape.
+  fx::tensor<double> empty = fx::linear_recurrence(0.5, fx::tensor<double>(fx::broadcast_to(fx::tensor<double>(0.0), {2, 0})), fx::tensor<double>{1, 2}, 1);
+  CHECK(empty.shape() == fx::shape{2, 0});
+}
+
 TEST_CASE("cumprod and linear_recurrence: errors name the op and the values") {
   fx::tensor<float> x = {{1, 2}, {3, 4}};
   test::check_throws_with<fx::out_of_range>([&] { (void)fx::cumprod(x, 2); }, "cumprod: axis 2 is out of range [-2, 2) for rank 2");
@@ -143,5 +194,14 @@ TEST_CASE("cumprod and linear_recurrence: errors name the op and the values") {
   test::check_throws_with<fx::invalid_argument>([&] { (void)fx::linear_recurrence(0.5f, fx::tensor<float>(2.f)); },
                                                 "linear_recurrence: the operand is a scalar");
   test::check_throws_with<fx::invalid_argument>([&] { (void)fx::linear_recurrence(x, fx::tensor<float>::none()); },
+                                                "linear_recurrence: an operand is none");
+  // The initial state's shape: b's without the axis, or one that broadcasts to it.
+  test::check_throws_with<fx::shape_error>(
+      [&] { (void)fx::linear_recurrence(x, x, fx::tensor<float>{1, 2, 3}, 1); },
+      "linear_recurrence: the initial state of shape (3,) does not broadcast to (2,), the shape of b (2, 2) without axis 1");
+  test::check_throws_with<fx::shape_error>(
+      [&] { (void)fx::linear_recurrence(0.5f, test::random_tensor<float>({2, 3, 4}, 1), x, -1); },
+      "linear_recurrence: the initial state of shape (2, 2) does not broadcast to (2, 3), the shape of b (2, 3, 4) without axis 2");
+  test::check_throws_with<fx::invalid_argument>([&] { (void)fx::linear_recurrence(x, x, fx::tensor<float>::none(), 1); },
                                                 "linear_recurrence: an operand is none");
 }

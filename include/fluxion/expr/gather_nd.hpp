@@ -3,6 +3,7 @@
 //
 //   fx::tensor<std::int32_t> at = {{0, 2}, {1, 0}, {0, 2}};
 //   auto picked = fx::gather_nd(x, at);                   // x (2, 3, 4): (3, 4), rows x[0, 2], x[1, 0], x[0, 2]
+//   auto own = fx::gather_nd(x, per_row, 1);              // batch_dims 1: per_row (2, n, 1) picks x[b, per_row[b, i, 0]]
 //   auto grid = fx::scatter_nd(at, rows, {2, 3, 4});      // zeros, plus rows[i] at at[i] (repeats add up)
 //   auto y = fx::tensor_scatter_nd_add(x, at, rows);      // x plus the same
 //   auto z = fx::tensor_scatter_nd_update(x, at, rows);   // x with rows[i] in place of x[at[i]] (the last repeat wins)
@@ -27,9 +28,12 @@ namespace fluxion {
 namespace detail {
 /// The flat row of each tuple of `indices` (..., K) into the first K axes of `s`: sum_d
 /// indices[..., d] * stride_d, of shape indices.shape[:-1]; each index checked against its axis.
-/// `operand` names what `s` is the shape of, for the messages.
+/// With `batch_dims` b, indices' first b axes are s's first b (gather_nd's batch_dims): the tuples
+/// index axes b to b + K - 1, and each row is numbered among the first b + K axes, the batch
+/// position's own indices first. `operand` names what `s` is the shape of, for the messages.
 template <class IT, class D>
-tensor<std::int64_t, D> nd_rows(const char* op, const tensor<IT, D>& idx, const shape& s, const char* operand) {
+tensor<std::int64_t, D> nd_rows(const char* op, const tensor<IT, D>& idx, const shape& s, const char* operand,
+                                int batch_dims = 0) {
   const int r = idx.rank();
   if (r == 0)
     throw shape_error(std::string(op) + ": indices is a scalar; its last axis holds the indices of one element or slice");
@@ -37,25 +41,33 @@ tensor<std::int64_t, D> nd_rows(const char* op, const tensor<IT, D>& idx, const 
   if (k < 1)
     throw shape_error(std::string(op) + ": indices of shape " + to_string(idx.shape()) +
                       " have an empty last axis; it holds the indices of one element or slice");
-  if (k > s.rank())
+  if (batch_dims + k > s.rank())
     throw shape_error(std::string(op) + ": indices of shape " + to_string(idx.shape()) + " index " + std::to_string(k) +
-                      " axes (their last extent), but " + operand + " of shape " + to_string(s) + " has " +
-                      std::to_string(s.rank()));
+                      " axes (their last extent)" +
+                      (batch_dims > 0 ? " after " + std::to_string(batch_dims) + " batch axes" : std::string()) + ", but " +
+                      operand + " of shape " + to_string(s) + " has " + std::to_string(s.rank()));
   const std::vector<index_t> outer(idx.shape().begin(), idx.shape().end() - 1);
   tensor<std::int64_t, D> rows;
   index_t stride = 1;
-  for (index_t d = k; d-- > 0;) {
-    std::vector<index_t> begin(static_cast<std::size_t>(r), 0), size(static_cast<std::size_t>(r), -1);
-    begin.back() = d;
-    size.back() = 1;
-    const tensor<IT, D> component(reshape(slice(idx, begin, size), outer));
+  for (index_t d = batch_dims + k; d-- > 0;) {
     const index_t n = s[static_cast<int>(d)];
-    check_index_range(component, n, [op, operand, is = idx.shape(), s, d, k, n](index_t at, IT v) {
-      return std::string(op) + ": indices" + position_text(at * k + d, is) + " = " + std::to_string(v) + " is not in [0, " +
-             std::to_string(n) + ") (axis " + std::to_string(d) + " of " + operand + " of shape " + to_string(s) + ")";
-    });
-    const auto term = cast<std::int64_t>(component) * static_cast<std::int64_t>(stride);
-    rows = d == k - 1 ? tensor<std::int64_t, D>(term) : tensor<std::int64_t, D>(rows + term);
+    tensor<std::int64_t, D> component;
+    if (d < batch_dims) {  // the batch position's own index along axis d
+      component = materialize_unrecorded(iota_expr<std::int64_t, D>{{}, shape(outer), static_cast<int>(d)});
+    } else {
+      const index_t c = d - batch_dims;
+      std::vector<index_t> begin(static_cast<std::size_t>(r), 0), size(static_cast<std::size_t>(r), -1);
+      begin.back() = c;
+      size.back() = 1;
+      const tensor<IT, D> given(reshape(slice(idx, begin, size), outer));
+      check_index_range(given, n, [op, operand, is = idx.shape(), s, c, d, k, n](index_t at, IT v) {
+        return std::string(op) + ": indices" + position_text(at * k + c, is) + " = " + std::to_string(v) + " is not in [0, " +
+               std::to_string(n) + ") (axis " + std::to_string(d) + " of " + operand + " of shape " + to_string(s) + ")";
+      });
+      component = tensor<std::int64_t, D>(cast<std::int64_t>(given));
+    }
+    const auto term = component * static_cast<std::int64_t>(stride);
+    rows = d == batch_dims + k - 1 ? tensor<std::int64_t, D>(term) : tensor<std::int64_t, D>(rows + term);
     stride *= n;
   }
   return rows;
@@ -70,12 +82,15 @@ std::pair<index_t, std::vector<index_t>> nd_split(const Shape& s, index_t k) {
 }
 }  // namespace detail
 
-/// tf.gather_nd (batch_dims 0): out[i...] = params[indices[i..., 0], ..., indices[i..., K-1], ...],
-/// of shape indices.shape[:-1] + params.shape[K:]. indices are int32 or int64, each in
-/// [0, params.shape[d]). Differentiable in params (a gather of its first K axes as one).
+/// tf.gather_nd: out[i...] = params[indices[i..., 0], ..., indices[i..., K-1], ...], of shape
+/// indices.shape[:-1] + params.shape[K:]. indices are int32 or int64, each in [0, params.shape[d]).
+/// With `batch_dims` b (TensorFlow's), the first b axes of indices and params are batch axes of
+/// equal extents, and each batch position gathers from its own slice of params: out[β, i...] =
+/// params[β, indices[β, i..., 0], ...], of shape indices.shape[:-1] + params.shape[b + K:].
+/// Differentiable in params (a gather of its first b + K axes as one).
 template <class P, class I>
   requires((is_expression_v<P> || is_variable_v<std::remove_cvref_t<P>>) && is_expression_v<I>)
-auto gather_nd(P&& params, const I& indices) {
+auto gather_nd(P&& params, const I& indices, int batch_dims = 0) {
   using E = detail::expr_t<P>;
   using T = value_type_t<E>;
   using D = device_t<E>;
@@ -86,8 +101,17 @@ auto gather_nd(P&& params, const I& indices) {
   detail::check_not_none(params, "gather_nd");
   const auto x = detail::materialize(detail::as_expr<P>(std::forward<P>(params)));
   const tensor<IT, D> idx = detail::materialize(indices);
-  const tensor<std::int64_t, D> rows = detail::nd_rows("gather_nd", idx, x.shape(), "params");
-  auto [lead, rest] = detail::nd_split(x.shape(), idx.shape()[idx.rank() - 1]);
+  if (batch_dims < 0 || batch_dims >= std::max(idx.rank(), 1))
+    throw invalid_argument("gather_nd: batch_dims = " + std::to_string(batch_dims) + " is not in [0, " +
+                           std::to_string(std::max(idx.rank(), 1)) + "): indices of shape " + to_string(idx.shape()) +
+                           " have that many axes before the last, which holds the tuples");
+  for (int d = 0; d < batch_dims; ++d)
+    if (d >= x.rank() || idx.shape()[d] != x.shape()[d])
+      throw shape_error("gather_nd: with batch_dims = " + std::to_string(batch_dims) + ", indices of shape " +
+                        to_string(idx.shape()) + " and params of shape " + to_string(x.shape()) +
+                        " must have the same first " + std::to_string(batch_dims) + " extents");
+  const tensor<std::int64_t, D> rows = detail::nd_rows("gather_nd", idx, x.shape(), "params", batch_dims);
+  auto [lead, rest] = detail::nd_split(x.shape(), batch_dims + idx.shape()[idx.rank() - 1]);
   rest.insert(rest.begin(), lead);
   const tensor<T, D> table(reshape(x, rest));  // recorded: the gradient flows back through it
   return gather(table, rows, 0, detail::checked_indices);

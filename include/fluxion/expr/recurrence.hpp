@@ -5,6 +5,7 @@
 //   auto p = fx::cumprod(x, 1);                                   // p[i, j] = x[i, 0] * ... * x[i, j]
 //   auto q = fx::cumprod(x, 1, {.exclusive = true});              // x[i, 0] * ... * x[i, j - 1] (1 first)
 //   auto g = fx::linear_recurrence(0.99f, rewards, 1, {.reverse = true});  // g[t] = r[t] + 0.99 g[t + 1]
+//   fx::tensor<float> h = fx::linear_recurrence(a, b, h0, 1);        // from h[-1] = h0: a state carried over
 //
 // Both are one node, recurrence_expr, a kernel boundary like cumsum (expr/scan.hpp): its operands
 // are materialized, then each lane (one position of every other axis) is walked in order along the
@@ -19,7 +20,10 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
+#include "indexing.hpp"
+#include "remap.hpp"
 #include "scan.hpp"
 
 namespace fluxion {
@@ -143,8 +147,9 @@ auto cumprod(A&& x, int axis = 0, cumprod_options options = {}) {
 /// The first-order linear recurrence h[t] = a[t] * h[t - 1] + b[t] along `axis`, from h[-1] = 0
 /// (with `.reverse`, h[t] = a[t] * h[t + 1] + b[t] from the end), as one kernel: discounted returns
 /// (a = gamma, b = the rewards, reversed), exponential moving averages (a = 1 - alpha, b = alpha x),
-/// the scan of a linear RNN. `a` broadcasts to b's shape (a scalar coefficient, one per lane); to
-/// start from h[-1] = h0, add a[0] * h0 to b[0]. Differentiable in a and b to any order.
+/// the scan of a linear RNN. `a` broadcasts to b's shape (a scalar coefficient, one per lane). To
+/// start from a state h[-1] = h0 other than 0, give it after b (below). Differentiable in a and b
+/// to any order.
 template <class A, class B>
   requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>) &&
            (is_expression_v<B> || is_variable_v<std::remove_cvref_t<B>>))
@@ -192,6 +197,77 @@ auto linear_recurrence(value_type_t<detail::expr_t<B>> a, B&& b, int axis = 0, l
                 "fluxion::linear_recurrence: the operands must be a number type (cast a bool tensor first).");
   auto [bt, ax] = detail::recurrence_operand(std::forward<B>(b), axis, "linear_recurrence");
   return recurrence_expr<T, D>(tensor<T, D>::none(), std::move(bt), a, ax, options.exclusive, options.reverse, T(0));
+}
+
+namespace detail {
+/// linear_recurrence from a state h0 (h[-1], or h[n] reversed): `plain` is the recurrence from 0
+/// (its operands checked, a broadcast to b's shape or none for a scalar coefficient). h0, of b's
+/// shape without the axis or broadcasting to it, enters as a[first] * h0 added to b's first step (a
+/// slab padded to b's shape), and with `.exclusive` leads the result, followed by the inclusive
+/// recurrence's first n - 1 steps.
+template <class T, class D>
+tensor<T, D> recurrence_from_state(const recurrence_expr<T, D>& plain, linear_recurrence_options options,
+                                   const tensor<T, D>& h0) {
+  const tensor<T, D>& b = plain.b;
+  const int axis = plain.axis;
+  const shape& s = b.shape();
+  const int rank = s.rank();
+  shape lanes, slab = s;
+  for (int d = 0; d < rank; ++d)
+    if (d != axis) lanes.push_back(s[d]);
+  slab[axis] = 1;
+  const auto common = try_broadcast_shapes(h0.shape(), lanes);
+  if (!common || *common != lanes)
+    throw shape_error("linear_recurrence: the initial state of shape " + to_string(h0.shape()) +
+                      " does not broadcast to " + to_string(lanes) + ", the shape of b " + to_string(s) +
+                      " without axis " + std::to_string(axis));
+  const index_t n = s[axis];
+  if (n == 0) return tensor<T, D>(plain.with_offsets(b, false, options.reverse));
+  const tensor<T, D> state(reshape(tensor<T, D>(broadcast_to(h0, lanes)), std::vector<index_t>(slab.begin(), slab.end())));
+  std::vector<index_t> begin(static_cast<std::size_t>(rank), 0), size(slab.begin(), slab.end());
+  begin[static_cast<std::size_t>(axis)] = options.reverse ? n - 1 : 0;
+  std::vector<std::pair<index_t, index_t>> pads(static_cast<std::size_t>(rank), {0, 0});
+  pads[static_cast<std::size_t>(axis)] = options.reverse ? std::pair<index_t, index_t>{n - 1, 0} : std::pair<index_t, index_t>{0, n - 1};
+  const tensor<T, D> started = plain.a.is_none() ? tensor<T, D>(b + pad(state * plain.coefficient, pads))
+                                                 : tensor<T, D>(b + pad(slice(plain.a, begin, size) * state, pads));
+  const tensor<T, D> h(plain.with_offsets(started, false, options.reverse));
+  if (!options.exclusive) return h;
+  begin[static_cast<std::size_t>(axis)] = options.reverse ? 1 : 0;
+  size[static_cast<std::size_t>(axis)] = n - 1;
+  const tensor<T, D> shifted(slice(h, begin, size));
+  return tensor<T, D>(options.reverse ? concat<T, D>({shifted, state}, axis) : concat<T, D>({state, shifted}, axis));
+}
+}  // namespace detail
+
+/// linear_recurrence from the state h[-1] = initial (with `.reverse`, h[n] = initial after the
+/// axis's last step) instead of 0: the state carried from the previous chunk of a long sequence, or
+/// a linear RNN's initial state. `a` is a tensor or one coefficient for every step (a number);
+/// `initial` has b's shape without `axis` (or broadcasts to it); with `.exclusive` it is the
+/// result's first step. A tensor (a few statements, not one node), and differentiable in a, b and
+/// initial to any order.
+///   fx::tensor<float> h1 = fx::linear_recurrence(a1, b1, h0, 1);                   // (batch, time, units)
+///   fx::tensor<float> h2 = fx::linear_recurrence(0.9f, b2, fx::squeeze(fx::slice(h1, {0, t - 1, 0}, {-1, 1, -1}), {1}), 1);
+template <class A, class B, class H>
+  requires((is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>> || std::is_arithmetic_v<std::remove_cvref_t<A>>) &&
+           (is_expression_v<B> || is_variable_v<std::remove_cvref_t<B>>) &&
+           (is_expression_v<H> || is_variable_v<std::remove_cvref_t<H>>))
+auto linear_recurrence(A&& a, B&& b, H&& initial, int axis = 0, linear_recurrence_options options = {}) {
+  using T = value_type_t<detail::expr_t<B>>;
+  using D = device_t<detail::expr_t<B>>;
+  constexpr bool fits = std::is_same_v<value_type_t<detail::expr_t<H>>, T> && std::is_same_v<device_t<detail::expr_t<H>>, D>;
+  static_assert(fits, "fluxion::linear_recurrence: the initial state's element type or device is not b's; cast or move it.");
+  if constexpr (!fits) {
+    return tensor<T, D>();  // the static_assert's error alone
+  } else {
+    detail::check_not_none(initial, "linear_recurrence");
+    const tensor<T, D> h0(detail::materialize(detail::as_expr<H>(std::forward<H>(initial))));
+    // The recurrence from 0: a's and b's checks, a broadcast to b's shape.
+    const linear_recurrence_options inclusive{.reverse = options.reverse};
+    if constexpr (std::is_arithmetic_v<std::remove_cvref_t<A>>)
+      return detail::recurrence_from_state(linear_recurrence(static_cast<T>(a), std::forward<B>(b), axis, inclusive), options, h0);
+    else
+      return detail::recurrence_from_state(linear_recurrence(std::forward<A>(a), std::forward<B>(b), axis, inclusive), options, h0);
+  }
 }
 
 }  // namespace fluxion

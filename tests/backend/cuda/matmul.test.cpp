@@ -74,10 +74,16 @@ TEST_CASE("cuda matmul: float products are full float32 unless TF32 is allowed")
                        filled<double>({33, 7}, 15), filled<double>({4, 33, 9}, 16));
 }
 
-TEST_CASE("cuda einsum: the cpu's results through transposes, sums and a batched matmul") {
+TEST_CASE("cuda einsum: the cpu's results through transposes, sums, diagonals and batched matmuls") {
   const auto a = filled<double>({2, 3, 4}, 11), b = filled<double>({2, 4, 5}, 12);
   same_on_both_devices(1e-12, [](const auto& x, const auto& y) { return fx::einsum("bij,bjk->kb", x, y); }, a, b);
   same_on_both_devices(1e-12, [](const auto& x, const auto& y) { return fx::einsum("...ij,...jk", x, y); },
                        filled<double>({3, 1, 2, 4}, 13), filled<double>({2, 4, 3}, 14));
   same_on_both_devices(1e-12, [](const auto& x) { return fx::einsum("ijk->ki", x); }, a);
+  // Three operands in pairs, and diagonals through a gather (stop 63).
+  same_on_both_devices(1e-12, [](const auto& x, const auto& y, const auto& z) { return fx::einsum("bij,bjk,kb->ib", x, y, z); },
+                       a, b, filled<double>({5, 2}, 17));
+  same_on_both_devices(1e-12, [](const auto& x) { return fx::einsum("bii->bi", x); }, filled<double>({2, 3, 3}, 18));
+  same_on_both_devices(1e-12, [](const auto& x, const auto& y) { return fx::einsum("ii,ij", x, y); },
+                       filled<double>({3, 3}, 19), filled<double>({3, 4}, 20));
 }

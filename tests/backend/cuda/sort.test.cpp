@@ -50,6 +50,13 @@ TEST_CASE_TEMPLATE("cuda cumprod and linear_recurrence: every axis and flag", T,
         }, x, b);
       }
   same_on_both_devices(0.0, [](const auto& c) { return fx::linear_recurrence(T(2), c, -1, {.reverse = true}); }, b);
+  // From an initial state (stop 63): slices, a pad and a concat around the same kernel.
+  const auto h0 = fx::tensor<T>(fx::cast<T>(fx::round(filled<double>({3, 5}, 6, -9, 9))));
+  for (bool exclusive : {false, true})
+    for (bool reverse : {false, true})
+      same_on_both_devices(0.0, [&](const auto& a, const auto& c, const auto& h) {
+        return fx::linear_recurrence(a, c, h, 1, {.exclusive = exclusive, .reverse = reverse});
+      }, x, b, h0);
   same_on_both_devices(0.0, [](const auto& a) { return fx::cumprod(a, 1); }, fx::tensor<T>(fx::shape{2, 0, 3}));
 }
 
@@ -98,10 +105,13 @@ TEST_CASE("cuda unsorted_segment_sum and unsorted_segment_mean") {
   same_on_both_devices(1e-15, [](const auto& a, const auto& i) { return fx::unsorted_segment_mean(a, i, 5); }, x, ids);
 }
 
-TEST_CASE("cuda gather_nd, scatter_nd, tensor_scatter_nd_add and tensor_scatter_nd_update") {
+TEST_CASE("cuda gather_nd (batch_dims too), scatter_nd, tensor_scatter_nd_add and tensor_scatter_nd_update") {
   const auto x = filled<double>({3, 4, 2}, 7);
   const auto pairs = with_values<std::int32_t>({4, 2}, {2, 1, 0, 3, 2, 1, 1, 0});
   same_on_both_devices([](const auto& a, const auto& i) { return fx::gather_nd(a, i); }, x, pairs);
+  // batch_dims 1 (stop 63): each of x's 3 rows gathers at its own (column, channel) pairs; the batch index is an iota.
+  const auto per_row = with_values<std::int64_t>({3, 2, 2}, {3, 1, 0, 0, 1, 1, 2, 0, 0, 1, 3, 1});
+  same_on_both_devices([](const auto& a, const auto& i) { return fx::gather_nd(a, i, 1); }, x, per_row);
   const auto updates = filled<double>({4, 2}, 8);
   same_on_both_devices(0.0, [](const auto& i, const auto& u) { return fx::scatter_nd(i, u, fx::shape{3, 4, 2}); }, pairs, updates);
   same_on_both_devices(0.0, [](const auto& a, const auto& i, const auto& u) { return fx::tensor_scatter_nd_add(a, i, u); }, x,
