@@ -202,40 +202,35 @@ auto linear_recurrence(value_type_t<detail::expr_t<B>> a, B&& b, int axis = 0, l
 namespace detail {
 /// linear_recurrence from a state h0 (h[-1], or h[n] reversed): `plain` is the recurrence from 0
 /// (its operands checked, a broadcast to b's shape or none for a scalar coefficient). h0, of b's
-/// shape without the axis or broadcasting to it, enters as a[first] * h0 added to b's first step (a
-/// slab padded to b's shape), and with `.exclusive` leads the result, followed by the inclusive
-/// recurrence's first n - 1 steps.
+/// shape without the axis or broadcasting to it, enters as a * h0 added to b's first step (a mask
+/// along the axis picks it), and with `.exclusive` is added to the result's first step, where the
+/// exclusive recurrence has 0. Two elementwise statements around the one kernel: no slices, pads or
+/// concatenations, whose kernels and gradients would cost a program's build seconds more.
 template <class T, class D>
 tensor<T, D> recurrence_from_state(const recurrence_expr<T, D>& plain, linear_recurrence_options options,
                                    const tensor<T, D>& h0) {
   const tensor<T, D>& b = plain.b;
   const int axis = plain.axis;
   const shape& s = b.shape();
-  const int rank = s.rank();
-  shape lanes, slab = s;
-  for (int d = 0; d < rank; ++d)
+  shape lanes, slab = s, along(std::vector<index_t>(static_cast<std::size_t>(s.rank()), 1));
+  for (int d = 0; d < s.rank(); ++d)
     if (d != axis) lanes.push_back(s[d]);
   slab[axis] = 1;
+  along[axis] = s[axis];
   const auto common = try_broadcast_shapes(h0.shape(), lanes);
   if (!common || *common != lanes)
     throw shape_error("linear_recurrence: the initial state of shape " + to_string(h0.shape()) +
                       " does not broadcast to " + to_string(lanes) + ", the shape of b " + to_string(s) +
                       " without axis " + std::to_string(axis));
-  const index_t n = s[axis];
-  if (n == 0) return tensor<T, D>(plain.with_offsets(b, false, options.reverse));
-  const tensor<T, D> state(reshape(tensor<T, D>(broadcast_to(h0, lanes)), std::vector<index_t>(slab.begin(), slab.end())));
-  std::vector<index_t> begin(static_cast<std::size_t>(rank), 0), size(slab.begin(), slab.end());
-  begin[static_cast<std::size_t>(axis)] = options.reverse ? n - 1 : 0;
-  std::vector<std::pair<index_t, index_t>> pads(static_cast<std::size_t>(rank), {0, 0});
-  pads[static_cast<std::size_t>(axis)] = options.reverse ? std::pair<index_t, index_t>{n - 1, 0} : std::pair<index_t, index_t>{0, n - 1};
-  const tensor<T, D> started = plain.a.is_none() ? tensor<T, D>(b + pad(state * plain.coefficient, pads))
-                                                 : tensor<T, D>(b + pad(slice(plain.a, begin, size) * state, pads));
-  const tensor<T, D> h(plain.with_offsets(started, false, options.reverse));
+  // h0 with the axis of extent 1; a mask of 1 at the axis's first step (its last reversed), 0 elsewhere.
+  const auto first = static_cast<std::int64_t>(options.reverse ? s[axis] - 1 : 0);
+  const tensor<T, D> mask = materialize_unrecorded(cast<T>(iota_expr<std::int64_t, D>{{}, along, axis} == first));
+  const tensor<T, D> lane_state(reshape(tensor<T, D>(broadcast_to(h0, lanes)), std::vector<index_t>(slab.begin(), slab.end())));
+  const tensor<T, D> started = plain.a.is_none() ? tensor<T, D>(b + mask * (lane_state * plain.coefficient))
+                                                 : tensor<T, D>(b + mask * (plain.a * lane_state));
+  const tensor<T, D> h(plain.with_offsets(started, options.exclusive, options.reverse));
   if (!options.exclusive) return h;
-  begin[static_cast<std::size_t>(axis)] = options.reverse ? 1 : 0;
-  size[static_cast<std::size_t>(axis)] = n - 1;
-  const tensor<T, D> shifted(slice(h, begin, size));
-  return tensor<T, D>(options.reverse ? concat<T, D>({shifted, state}, axis) : concat<T, D>({state, shifted}, axis));
+  return tensor<T, D>(h + mask * lane_state);
 }
 }  // namespace detail
 
