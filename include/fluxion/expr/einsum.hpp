@@ -177,15 +177,20 @@ einsum_operand<T, D> einsum_sum_out(const einsum_operand<T, D>& t, const std::ve
   return {tensor<T, D>(reduce_sum(t.value, axes(axes_to_sum))), rest};
 }
 
+/// t transposed by `perm`, materialized only when its axes move.
+template <class T, class D>
+tensor<T, D> einsum_transpose(const tensor<T, D>& t, const std::vector<int>& perm) {
+  for (std::size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int>(i)) return tensor<T, D>(transpose(t, perm));
+  return t;
+}
+
 /// t's axes in the order of `order` (labels t has), materialized only when they move.
 template <class T, class D>
 tensor<T, D> einsum_permute(const einsum_operand<T, D>& t, const std::vector<int>& order) {
   std::vector<int> perm;
   for (int l : order) perm.push_back(einsum_axis(t.labels, l));
-  bool identity = true;
-  for (std::size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int>(i);
-  if (identity) return t.value;
-  return tensor<T, D>(transpose(t.value, perm));
+  return einsum_transpose(t.value, perm);
 }
 
 /// A label repeated within operand `k` ("ii->i", "bii->b") takes the diagonal: its axes move to
@@ -224,9 +229,7 @@ void einsum_take_diagonals(const std::string& spec, einsum_operand<T, D>& x, std
     perm.insert(perm.end(), repeated.begin(), repeated.end());
     dims.push_back(size);
     rest.push_back(l);
-    bool identity = true;
-    for (std::size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int>(i);
-    const tensor<T, D> moved(reshape(identity ? x.value : tensor<T, D>(transpose(x.value, perm)), dims));
+    const tensor<T, D> moved(reshape(einsum_transpose(x.value, perm), dims));
     const auto at = materialize_unrecorded(iota_expr<std::int64_t, D>{{}, shape{n}, 0} * static_cast<std::int64_t>(stride));
     x.value = tensor<T, D>(gather(moved, at, static_cast<int>(dims.size()) - 1, checked_indices));
     x.labels = std::move(rest);
@@ -234,21 +237,20 @@ void einsum_take_diagonals(const std::string& spec, einsum_operand<T, D>& x, std
 }
 
 /// Two operands' product over the labels `keep` names (the output's and the other operands'): labels
-/// of one operand alone that `keep` drops are summed first, a label one operand broadcasts (an
-/// ellipsis axis of extent 1 against n) is summed out of it, and the rest runs as one batched
-/// matmul: each operand transposed to (batch, free, contracted) or (batch, contracted, free) and
-/// reshaped to a matrix. The product's labels are the batch's, then a's free ones, then b's.
+/// that `keep` drops and that are not multiplied over (one operand's alone, or an ellipsis axis of
+/// extent 1 against n) are summed first, and the rest runs as one batched matmul: each operand
+/// transposed to (batch, free, contracted) or (batch, contracted, free) and reshaped to a matrix. The product's labels are the batch's, then a's free ones, then b's.
 template <class T, class D>
 einsum_operand<T, D> einsum_pair(const einsum_operand<T, D>& a0, const einsum_operand<T, D>& b0,
                                  const std::vector<int>& keep) {
   auto extent = [](const einsum_operand<T, D>& t, int l) { return t.value.shape()[einsum_axis(t.labels, l)]; };
+  // Kept: what `keep` needs (a label one operand broadcasts, 1 against n, is then a batch axis that
+  // matmul broadcasts), and what both have with equal extents (multiplied over). A broadcast label
+  // nothing needs is summed out of both: sum_l a[0] b[l] = a[0] sum_l b[l].
   auto kept_by = [&](const einsum_operand<T, D>& t, const einsum_operand<T, D>& other) {
     std::vector<int> k;
-    for (int l : t.labels) {
-      const bool shared = einsum_has(other.labels, l);
-      const bool broadcast = shared && extent(t, l) == 1 && extent(other, l) != 1;
-      if ((einsum_has(keep, l) || shared) && !broadcast) k.push_back(l);
-    }
+    for (int l : t.labels)
+      if (einsum_has(keep, l) || (einsum_has(other.labels, l) && extent(t, l) == extent(other, l))) k.push_back(l);
     return k;
   };
   const einsum_operand<T, D> a = einsum_sum_out(a0, kept_by(a0, b0)), b = einsum_sum_out(b0, kept_by(b0, a0));

@@ -225,7 +225,8 @@ tensor<T, D> recurrence_from_state(const recurrence_expr<T, D>& plain, linear_re
   // h0 with the axis of extent 1; a mask of 1 at the axis's first step (its last reversed), 0 elsewhere.
   const auto first = static_cast<std::int64_t>(options.reverse ? s[axis] - 1 : 0);
   const tensor<T, D> mask = materialize_unrecorded(cast<T>(iota_expr<std::int64_t, D>{{}, along, axis} == first));
-  const tensor<T, D> lane_state(reshape(tensor<T, D>(broadcast_to(h0, lanes)), std::vector<index_t>(slab.begin(), slab.end())));
+  const tensor<T, D> full = h0.shape() == lanes ? h0 : tensor<T, D>(broadcast_to(h0, lanes));  // no copy when it fits
+  const tensor<T, D> lane_state(reshape(full, std::vector<index_t>(slab.begin(), slab.end())));
   const tensor<T, D> started = plain.a.is_none() ? tensor<T, D>(b + mask * (lane_state * plain.coefficient))
                                                  : tensor<T, D>(b + mask * (plain.a * lane_state));
   const tensor<T, D> h(plain.with_offsets(started, options.exclusive, options.reverse));
