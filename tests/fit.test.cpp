@@ -1052,6 +1052,27 @@ TEST_CASE("csv_logger: Keras's CSVLogger, a row per epoch that reads back as the
   CHECK_THROWS_WITH_AS(fx::fit(net, opt, cross_entropy, blobs(3, 8, 42), {.epochs = 1, .verbose = 0, .callbacks = {&nowhere}}),
                        want.c_str(), fx::io_error);
   CHECK(opt.iterations() == before);
+
+  // Resumed (the rows of the resumed epoch and later dropped, a line cut short too), and refused
+  // when the file is not such a log: its first line no header, or a row without an epoch number.
+  std::ofstream(dir.file("resumed.csv"), std::ios::trunc) << "epoch;loss\n0;0.5\n1;0.25\n2;0.125\n3;0.0";
+  fx::csv_logger resumed{dir.file("resumed.csv"), false, ';'};
+  resumed.on_train_resume(2, 40);
+  fx::fit_logs at2;
+  at2.epoch = 2;
+  at2.loss = 0.1;
+  resumed.on_epoch_end(at2);
+  resumed.on_train_end(at2);
+  CHECK(read(dir.file("resumed.csv")) == std::vector<std::string>{"epoch;loss", "0;0.5", "1;0.25", "2;0.1"});
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"loss,epoch\n", "its first line is not a header that begins with 'epoch': 'loss,epoch'"},
+           {"epoch,loss\n0,1\nx,2\n", "line 3 does not begin with an epoch number: 'x,2'"},
+           {"epoch,loss", "its first line, the header, is incomplete"}}) {
+    std::ofstream(dir.file("bad.csv"), std::ios::trunc) << text;
+    fx::csv_logger bad{dir.file("bad.csv")};
+    CHECK_THROWS_WITH_AS(bad.on_train_resume(1, 5), ("csv_logger: '" + dir.file("bad.csv") + "': cannot resume its rows: " + why).c_str(),
+                         fx::io_error);
+  }
 }
 
 namespace {
@@ -1086,4 +1107,162 @@ TEST_CASE("predict: a model of several outputs gives each output concatenated, a
   auto [c5, s5] = fx::predict(net, all, 5);
   CHECK(c5.shape() == fx::shape{12, 3});
   CHECK(s5.shape() == fx::shape{12, 1});
+}
+
+TEST_CASE("fit: a resumed run goes on with its callbacks' state: plateau, early stopping, CSV rows, best checkpoint") {
+  scratch_dir dir;
+  const auto data = blobs(5, 8, 21);  // 5 steps an epoch
+  auto make = [](std::uint64_t seed) {
+    fx::random::generator gen{seed};
+    return nn::sequential(gen, nn::input<4>{}, nn::dense<16>{}, nn::relu{}, nn::dropout{0.25, 3}, nn::dense<2>{});
+  };
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  // No epoch after the first improves the loss by min_delta = 1: the plateau halves the rate each
+  // epoch but the cooldown's, and early stopping stops after epoch 3 of 6.
+  const fx::reduce_lr_on_plateau::options plateau_options{.factor = 0.5, .patience = 1, .min_delta = 1.0, .cooldown = 1};
+  const fx::early_stopping::options stop_options{.patience = 3, .min_delta = 1.0};
+  const fx::fit_options fit_options{.epochs = 6, .verbose = 0};
+
+  // The reference: never interrupted.
+  auto reference = make(1);
+  fx::optim::sgd reference_opt{0.05};
+  fx::reduce_lr_on_plateau reference_plateau{reference_opt, plateau_options};
+  fx::early_stopping reference_stop{stop_options};
+  fx::checkpoint reference_ckpt{{"model", reference}};
+  fx::best_checkpoint_callback reference_best{reference_ckpt, dir.file("reference_best")};
+  fx::csv_logger reference_csv{dir.file("reference.csv")};
+  auto options = fit_options;
+  options.callbacks = {&reference_plateau, &reference_stop, &reference_best, &reference_csv};
+  const auto want = fx::fit(reference, reference_opt, cross_entropy, data, options);
+  REQUIRE(want.stopped_early);
+  REQUIRE(reference_stop.stopped_epoch() == 3);
+  REQUIRE(reference_plateau.reductions() >= 2);
+
+  // The same run, with its callbacks in the checkpoint, stopped by Ctrl-C at global step 12 (epoch 2).
+  const std::string csv = dir.file("run.csv");
+  const std::string best_path = dir.file("run_best");
+  {
+    auto net = make(1);
+    fx::optim::sgd opt{0.05};
+    fx::reduce_lr_on_plateau plateau{opt, plateau_options};
+    fx::early_stopping stop{stop_options};
+    fx::checkpoint ckpt{{"model", net}, {"optimizer", opt}, {"dropout", net.layer<2>().generator()},
+                        {"plateau", plateau}, {"stop", stop}};
+    fx::checkpoint_manager manager{ckpt, dir.file("ckpt")};
+    fx::checkpoint_callback saver{manager};
+    fx::checkpoint model_only{{"model", net}};
+    fx::best_checkpoint_callback best{model_only, best_path};
+    fx::csv_logger log{csv};
+    struct interrupter : fx::callback {
+      void on_batch_end(const fx::fit_logs& l) override {
+        if (l.global_step == 12) std::raise(SIGINT);
+      }
+    } ctrl_c;
+    options.callbacks = {&plateau, &stop, &best, &log, &saver, &ctrl_c};
+    REQUIRE(fx::fit(net, opt, cross_entropy, data, options).interrupted);
+  }
+  // The log's last line was cut short; and the run resumes from the checkpoint of epoch 0's end
+  // (step 5), older than the log's row of epoch 1, as after a crash that lost the later ones.
+  std::ofstream(csv, std::ios::app) << "2,0.5";
+  const auto saved = fx::list_checkpoints(dir.file("ckpt"));
+  REQUIRE(saved.size() == 3);
+  REQUIRE(saved[0].first == 5);
+
+  auto resume = [&](bool with_state, fx::fit_history& history, fx::early_stopping& stop, fx::reduce_lr_on_plateau& plateau,
+                    fx::optim::sgd& opt) {
+    auto net = make(99);
+    fx::checkpoint ckpt = with_state ? fx::checkpoint{{"model", net}, {"optimizer", opt}, {"dropout", net.layer<2>().generator()},
+                                                      {"plateau", plateau}, {"stop", stop}}
+                                     : fx::checkpoint{{"model", net}, {"optimizer", opt}, {"dropout", net.layer<2>().generator()}};
+    ckpt.restore(saved[0].second, {.allow_partial = !with_state});
+    fx::checkpoint model_only{{"model", net}};
+    fx::best_checkpoint_callback best{model_only, best_path};
+    fx::csv_logger log{csv};
+    auto o = fit_options;
+    o.resume = true;
+    o.callbacks = {&plateau, &stop, &best, &log};
+    history = fx::fit(net, opt, cross_entropy, data, o);
+    if (with_state) {
+      check_same_variables(net, reference);
+      CHECK(best.best_epoch() == reference_best.best_epoch());
+      CHECK(best.best() == reference_best.best());
+      CHECK(read(csv) == read(dir.file("reference.csv")));  // rows 0-3, as the uninterrupted run wrote them
+    }
+  };
+  fx::optim::sgd opt{0.05};
+  fx::reduce_lr_on_plateau plateau{opt, plateau_options};
+  fx::early_stopping stop{stop_options};
+  fx::fit_history history;
+  resume(true, history, stop, plateau, opt);
+  CHECK(history.stopped_early);
+  CHECK(stop.stopped_epoch() == 3);
+  CHECK(plateau.reductions() == reference_plateau.reductions());
+  CHECK(opt.learning_rate() == reference_opt.learning_rate());
+  CHECK(history.learning_rate == std::vector<double>(want.learning_rate.begin() + 1, want.learning_rate.end()));
+
+  // Without their state in the checkpoint they start afresh, as before stop 64: early stopping
+  // waits three more epochs from the resumed one, and the rate falls an epoch later.
+  fx::optim::sgd opt2{0.05};
+  fx::reduce_lr_on_plateau plateau2{opt2, plateau_options};
+  fx::early_stopping stop2{stop_options};
+  resume(false, history, stop2, plateau2, opt2);
+  CHECK(stop2.stopped_epoch() == 4);
+  REQUIRE(history.learning_rate.size() == 4);
+  CHECK(history.learning_rate[1] != want.learning_rate[2]);
+}
+
+TEST_CASE("best_checkpoint_callback: a resumed fit starts from the file's best, watched the same way") {
+  scratch_dir dir;
+  fx::random::generator gen{17};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  net(fx::zeros<float>({1, 4}));
+  fx::checkpoint ckpt{{"model", net}};
+  auto& kernel = net.layer<0>().kernel();
+  const std::string path = dir.file("best.safetensors");
+  auto epoch_end = [&](fx::best_checkpoint_callback& best, int epoch, double val_loss) {
+    kernel.assign(fx::full<float>({4, 2}, static_cast<float>(epoch)));
+    fx::fit_logs logs;
+    logs.epoch = epoch;
+    logs.has_validation = true;
+    logs.val_loss = val_loss;
+    best.on_epoch_end(logs);
+  };
+  {
+    fx::best_checkpoint_callback best{ckpt, path};
+    best.on_train_begin();
+    epoch_end(best, 0, 0.5);
+    epoch_end(best, 1, 0.7);
+  }
+  const auto file = fx::io::safetensors::load(path);
+  CHECK(*file.find_metadata("best_checkpoint/monitor") == "automatic (min)");
+  CHECK(*file.find_metadata("best_checkpoint/value") == "0.5");
+  CHECK(*file.find_metadata("best_checkpoint/epoch") == "0");
+  {  // Resumed at epoch 2 by a new process: 0.6 does not replace epoch 0's 0.5; 0.4 does.
+    fx::best_checkpoint_callback best{ckpt, path};
+    best.on_train_resume(2, 10);
+    CHECK(best.best() == 0.5);
+    CHECK(best.best_epoch() == 0);
+    epoch_end(best, 2, 0.6);
+    ckpt.restore(path);
+    CHECK(kernel.peek().to_vector() == std::vector<float>(8, 0.f));
+    epoch_end(best, 3, 0.4);
+    CHECK(best.best_epoch() == 3);
+    ckpt.restore(path);
+    CHECK(kernel.peek().to_vector() == std::vector<float>(8, 3.f));
+  }
+  {  // Watching something else, the file's best does not count: the first epoch replaces it.
+    fx::best_checkpoint_callback best{ckpt, path, {.monitor = fx::monitor::val_accuracy}};
+    best.on_train_resume(4, 20);
+    CHECK(best.best_epoch() == -1);
+  }
+  // A file that is not a checkpoint is an error, rather than replaced; none at all starts afresh.
+  std::ofstream(path, std::ios::trunc) << "not safetensors";
+  fx::best_checkpoint_callback best{ckpt, path};
+  CHECK_THROWS_AS(best.on_train_resume(2, 10), fx::io_error);
+  fx::best_checkpoint_callback elsewhere{ckpt, dir.file("none")};
+  elsewhere.on_train_resume(2, 10);
+  CHECK(elsewhere.best_epoch() == -1);
 }

@@ -17,6 +17,8 @@
 //   ckpt.restore(best.path());                          // the best epoch's model (restore_best_weights)
 #pragma once
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -66,7 +68,10 @@ struct best_checkpoint_options {
 /// Keras's ModelCheckpoint(save_best_only=True): saves `ckpt` to `path` (atomically, replacing the
 /// previous best) at the end of each epoch whose monitored loss (or accuracy: fx::monitor) beats
 /// the best so far by more than min_delta. Restoring that file after fit gives the best epoch's model, as Keras's
-/// EarlyStopping(restore_best_weights=True) does.
+/// EarlyStopping(restore_best_weights=True) does. The file's metadata records what it watched, the
+/// value and the epoch (`best_checkpoint/monitor`, `best_checkpoint/value`, `best_checkpoint/epoch`):
+/// a resumed fit (fit_options::resume) starts from that best, so that its first epoch does not
+/// replace a better model of the interrupted run.
 class best_checkpoint_callback : public callback {
  public:
   using options = best_checkpoint_options;
@@ -81,10 +86,36 @@ class best_checkpoint_callback : public callback {
     m_best = std::numeric_limits<double>::infinity();
     m_best_epoch = -1;
   }
+  /// The best so far is the file's, when it has one saved watching the same monitor (it was saved
+  /// by this callback in the run being resumed); otherwise, as on_train_begin. A file that cannot
+  /// be read is an fx::io_error: the resumed run would otherwise replace it.
+  void on_train_resume(int, std::int64_t) override {
+    on_train_begin();
+    if (io::detail::stat_path(checkpoint::file_name(m_path)).kind == io::detail::file_kind::missing) return;
+    const io::safetensors file = io::safetensors::load(checkpoint::file_name(m_path), "best_checkpoint_callback");
+    const std::string* watched = file.find_metadata("best_checkpoint/monitor");
+    const std::string* value = file.find_metadata("best_checkpoint/value");
+    const std::string* epoch = file.find_metadata("best_checkpoint/epoch");
+    if (!watched || !value || !epoch || *watched != detail::monitor_label(m_options.monitor)) return;
+    double best = 0;
+    int best_epoch = -1;
+    const auto [p1, e1] = std::from_chars(value->data(), value->data() + value->size(), best);
+    const auto [p2, e2] = std::from_chars(epoch->data(), epoch->data() + epoch->size(), best_epoch);
+    if (e1 != std::errc() || p1 != value->data() + value->size() || std::isnan(best) || e2 != std::errc() ||
+        p2 != epoch->data() + epoch->size() || best_epoch < 0)
+      throw io_error("best_checkpoint_callback: '" + checkpoint::file_name(m_path) + "': its metadata best_checkpoint/value = '" +
+                     *value + "' and best_checkpoint/epoch = '" + *epoch + "' are not a number and an epoch");
+    m_best = m_options.monitor.maximized() ? -best : best;
+    m_best_epoch = best_epoch;
+  }
   void on_epoch_end(const fit_logs& logs) override {
     const double value = detail::monitored_loss(logs, m_options.monitor, "best_checkpoint_callback");
     if (!(value < m_best - m_options.min_delta)) return;
-    m_checkpoint->save(m_path);
+    io::safetensors file = m_checkpoint->to_safetensors();
+    file.set_metadata("best_checkpoint/monitor", detail::monitor_label(m_options.monitor));
+    file.set_metadata("best_checkpoint/value", optim::detail::format_number(detail::monitored_value(value, m_options.monitor)));
+    file.set_metadata("best_checkpoint/epoch", std::to_string(logs.epoch));
+    m_checkpoint->save(m_path, file);
     m_best = value;
     m_best_epoch = logs.epoch;
   }

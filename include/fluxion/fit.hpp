@@ -51,6 +51,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -70,6 +71,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/state_fields.hpp"
+#include "io/file.hpp"
 #include "metrics.hpp"
 #include "optim.hpp"
 #include "tensor.hpp"
@@ -189,6 +192,10 @@ inline double monitored_loss(const fit_logs& logs, const monitor& m, const char*
 }
 /// A monitored value as the user reads it: monitored_loss's value, with a maximized one's sign restored.
 inline double monitored_value(double internal, const monitor& m) noexcept { return m.maximized() ? -internal : internal; }
+/// What a callback watches, as its checkpoint state's label: "val_loss (min)".
+inline std::string monitor_label(const monitor& m) {
+  return std::string(m.name()) + (m.maximized() ? " (max)" : " (min)");
+}
 
 /// Keras's "min" mode, shared by early_stopping and reduce_lr_on_plateau: the best loss so far and
 /// the epochs since it improved.
@@ -211,6 +218,12 @@ class callback {
  public:
   virtual ~callback() = default;
   virtual void on_train_begin() {}
+  /// Called instead of on_train_begin by a fit that resumes a run (fit_options::resume, with an
+  /// optimizer that has taken steps): training goes on at `epoch` (from 0) after `global_step`
+  /// steps. By default it is on_train_begin(). A callback whose state a checkpoint restored
+  /// (checkpoint_state(): reduce_lr_on_plateau, early_stopping) keeps it; csv_logger keeps the
+  /// rows of the epochs before `epoch`; best_checkpoint_callback keeps its file's best.
+  virtual void on_train_resume(int /*epoch*/, std::int64_t /*global_step*/) { on_train_begin(); }
   virtual void on_epoch_begin(int /*epoch*/) {}
   /// A resumed fit (fit_options::resume) starts in the middle of `epoch`, whose first `skipped`
   /// steps the interrupted run trained: this is called instead of on_epoch_begin(epoch). By
@@ -293,6 +306,31 @@ class basic_early_stopping : public callback {
     m_stopped_epoch = -1;
     m_best_epoch = -1;
     m_best_weights = nullptr;
+    m_restored = false;
+  }
+  /// A resumed fit goes on with the best value and wait a checkpoint restored (checkpoint_state()),
+  /// as the uninterrupted run would have; without a restored state, it starts afresh.
+  void on_train_resume(int, std::int64_t) override {
+    if (!m_restored) return on_train_begin();
+    m_stopped_epoch = -1;
+    m_restored = false;
+  }
+  /// The best value, the epochs waited and the best epoch, for fx::checkpoint: with
+  /// {"early_stopping", stop} among a checkpoint's objects, a run resumed from it stops where the
+  /// uninterrupted run would have. The monitor is the state's label. Refused with
+  /// restore_best_weights: the checkpoint would not hold the best epoch's weights (keep them in a
+  /// file with fx::best_checkpoint_callback instead).
+  state_fields checkpoint_state() {
+    if (m_options.restore_best_weights)
+      throw invalid_argument(
+          "early_stopping: a checkpoint cannot hold the copy of the best epoch's weights that restore_best_weights keeps, "
+          "so a resumed run could not restore them; keep the best epoch's model in a file with "
+          "fx::best_checkpoint_callback (restore it after fit), and checkpoint an early_stopping without "
+          "restore_best_weights");
+    return {.reals = {{"best", &m_best, m_options.monitor.maximized()}},
+            .integers = {{"wait", &m_wait}, {"best_epoch", &m_best_epoch, -1}},
+            .labels = {{"monitor", detail::monitor_label(m_options.monitor)}},
+            .restored = [this] { m_restored = true; }};
   }
   bool reads_batch_metrics(const fit_logs&) const override { return false; }
   // Keras 3's on_epoch_end, in "min" mode on monitored_loss's value.
@@ -346,6 +384,7 @@ class basic_early_stopping : public callback {
   int m_best_epoch = -1;
   std::function<std::function<void()>()> m_snapshot;  // the model's values now, as a function that restores them
   std::function<void()> m_best_weights;
+  bool m_restored = false;  // by a checkpoint, since the last fit began
 };
 /// A class template behind this alias, so that only a program that makes one compiles it.
 using early_stopping = basic_early_stopping<>;
@@ -378,7 +417,7 @@ struct reduce_lr_on_plateau_options {
 /// already decides the rate (Keras refuses to set it too). The reduced rate stays the optimizer's
 /// after fit, and a checkpoint saves and restores it (list this callback before a
 /// checkpoint_callback, so that an epoch's reduction is made before the epoch's save); the
-/// callback's counts are not saved, as Keras's are not.
+/// callback's own counts go in a checkpoint that has it among its objects (checkpoint_state()).
 ///
 ///   fx::reduce_lr_on_plateau plateau{opt, {.factor = 0.5, .patience = 2, .min_lr = 1e-5}};
 ///   fx::fit(net, opt, loss, train, {.epochs = 30, .callbacks = {&plateau}}, validation);
@@ -400,6 +439,24 @@ class reduce_lr_on_plateau : public callback {
     m_plateau = {};
     m_cooldown = 0;
     m_reductions = 0;
+    m_restored = false;
+  }
+  /// A resumed fit goes on with the counts a checkpoint restored (checkpoint_state()); without a
+  /// restored state, it starts afresh.
+  void on_train_resume(int, std::int64_t) override {
+    if (!m_restored) return on_train_begin();
+    detail::require_constant_rate("reduce_lr_on_plateau", *m_optimizer);
+    m_restored = false;
+  }
+  /// The best value, the epochs waited, the cooldown left and the reductions, for fx::checkpoint,
+  /// as PyTorch's ReduceLROnPlateau.state_dict(): with {"plateau", plateau} among a checkpoint's
+  /// objects, a run resumed from it reduces the rate at the epochs the uninterrupted run would
+  /// have. The monitor is the state's label.
+  state_fields checkpoint_state() {
+    return {.reals = {{"best", &m_plateau.best, m_options.monitor.maximized()}},
+            .integers = {{"wait", &m_plateau.wait}, {"cooldown", &m_cooldown}, {"reductions", &m_reductions}},
+            .labels = {{"monitor", detail::monitor_label(m_options.monitor)}},
+            .restored = [this] { m_restored = true; }};
   }
   bool reads_batch_metrics(const fit_logs&) const override { return false; }
   void on_epoch_end(const fit_logs& logs) override {
@@ -421,7 +478,8 @@ class reduce_lr_on_plateau : public callback {
     m_cooldown = m_options.cooldown;
     m_plateau.wait = 0;
   }
-  /// How many times the learning rate was reduced since fit began.
+  /// How many times the learning rate was reduced since fit began (or since the run a resumed fit
+  /// continues began, with a restored state).
   int reductions() const noexcept { return m_reductions; }
 
  private:
@@ -430,6 +488,7 @@ class reduce_lr_on_plateau : public callback {
   detail::plateau m_plateau;
   int m_cooldown = 0;
   int m_reductions = 0;
+  bool m_restored = false;  // by a checkpoint, since the last fit began
 };
 
 /// Keras's LearningRateScheduler: at the beginning of each epoch (from 0) sets the optimizer's
@@ -473,7 +532,9 @@ class learning_rate_scheduler : public callback {
 /// computes it), loss, fit_options::metrics' names, and with validation data val_accuracy, val_loss
 /// and the metrics' "val_" names, fixed at the first row (a value missing later is an empty field). Numbers are the shortest text that
 /// reads back as the same double. `append` keeps the file's rows and writes the header only
-/// to an empty file. A file that cannot be opened or written is an fx::io_error naming it.
+/// to an empty file. A resumed fit (fit_options::resume) keeps the rows of the epochs before the
+/// one it resumes and appends to them, whatever `append` says. A file that cannot be opened or
+/// written is an fx::io_error naming it.
 ///   fx::csv_logger log{"training.csv"};
 class csv_logger : public callback {
  public:
@@ -491,6 +552,57 @@ class csv_logger : public callback {
     if (m_file == nullptr) fail("cannot open the file");
     m_columns.clear();
     m_header_written = m_append && std::ftell(m_file) > 0;
+  }
+  /// The file as the uninterrupted run would have it when it reached `epoch`: its header and the
+  /// rows of the epochs before `epoch`, rewritten atomically without the rows of `epoch` and later
+  /// (which the resumed run writes again) and without a last line cut short; then rows are appended,
+  /// in the header's columns. A missing or empty file starts afresh, as on_train_begin.
+  void on_train_resume(int epoch, std::int64_t) override {
+    close();
+    std::string text;
+    if (std::FILE* in = std::fopen(m_path.c_str(), "rb")) {
+      char buffer[1 << 14];
+      for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, in)) > 0;) text.append(buffer, n);
+      const bool failed = std::ferror(in) != 0;
+      std::fclose(in);
+      if (failed) fail("cannot read the file to resume it");
+    } else if (errno != ENOENT) {
+      fail("cannot open the file to resume it");
+    }
+    if (text.empty()) return on_train_begin();
+    const auto bad = [&](const std::string& what) {
+      throw io_error("csv_logger: '" + m_path + "': cannot resume its rows: " + what);
+    };
+    std::size_t end = text.find('\n');
+    if (end == std::string::npos) bad("its first line, the header, is incomplete");
+    const std::string header = text.substr(0, end);
+    const std::string first = std::string("epoch") + m_separator;
+    if (header != "epoch" && header.compare(0, first.size(), first) != 0)
+      bad("its first line is not a header that begins with 'epoch': '" + header.substr(0, 80) + "'");
+    std::vector<std::string> columns;
+    for (std::size_t at = header.find(m_separator); at != std::string::npos;) {
+      const std::size_t next = header.find(m_separator, at + 1);
+      columns.push_back(header.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1));
+      at = next;
+    }
+    std::string kept = header + "\n";
+    int line = 1;
+    for (std::size_t at = end + 1; at < text.size(); at = end + 1) {
+      ++line;
+      end = text.find('\n', at);
+      if (end == std::string::npos) break;  // cut short by the interruption: the resumed run writes it again
+      const std::string row = text.substr(at, end - at);
+      int row_epoch = -1;
+      const auto [ptr, ec] = std::from_chars(row.data(), row.data() + row.size(), row_epoch);
+      if (ec != std::errc() || row_epoch < 0 || (ptr != row.data() + row.size() && *ptr != m_separator))
+        bad("line " + std::to_string(line) + " does not begin with an epoch number: '" + row.substr(0, 80) + "'");
+      if (row_epoch < epoch) kept += row + "\n";
+    }
+    io::detail::atomic_write("csv_logger", m_path, {kept});
+    m_file = std::fopen(m_path.c_str(), "a");
+    if (m_file == nullptr) fail("cannot open the file");
+    m_columns = std::move(columns);
+    m_header_written = true;
   }
   void on_epoch_end(const fit_logs& logs) override {
     if (m_file == nullptr) return;  // on_epoch_end outside fit
@@ -1167,9 +1279,11 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     for (callback* c : options.callbacks) stop = stop || c->stop_training;
     return stop;
   };
+  const bool resuming = options.resume && logs.global_step > 0;
   for (callback* c : options.callbacks) {
     c->stop_training = false;
-    c->on_train_begin();
+    if (resuming) c->on_train_resume(first_epoch, logs.global_step);
+    else c->on_train_begin();
   }
   using clock = std::chrono::steady_clock;
   for (int epoch = first_epoch; epoch < options.epochs && !history.interrupted && !history.stopped_early; ++epoch) {

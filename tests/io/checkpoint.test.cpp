@@ -629,3 +629,114 @@ TEST_CASE("checkpoint: SIGKILL while saving never leaves a partial checkpoint; t
                                    << highest);
   CHECK(highest > 0);  // the children made progress, so kills landed between and during saves
 }
+
+TEST_CASE("checkpoint: a callback's state (checkpoint_state) is saved by name, checked, and restored") {
+  scratch_dir dir;
+  fx::optim::sgd opt{0.1};
+  // Counts as a run left them: the best accuracy 0.75 (kept negated, as a loss), waits, a cooldown.
+  fx::reduce_lr_on_plateau plateau{opt, {.patience = 3, .cooldown = 2, .monitor = fx::monitor::val_accuracy}};
+  fx::early_stopping stop{{.patience = 4}};
+  fx::checkpoint ckpt{{"plateau", plateau}, {"stop", stop}};
+  CHECK(ckpt.objects()[0].kind() == "state");
+  {
+    auto state = plateau.checkpoint_state();
+    *state.reals[0].value = -0.75;
+    *state.integers[0].value = 2;  // wait
+    *state.integers[1].value = 1;  // cooldown
+    *state.integers[2].value = 3;  // reductions
+    auto s = stop.checkpoint_state();
+    *s.reals[0].value = 0.125;
+    *s.integers[0].value = 1;
+    *s.integers[1].value = 5;  // best epoch
+  }
+  CHECK(plateau.reductions() == 3);
+  CHECK(stop.best() == 0.125);
+  const std::string path = ckpt.save(dir.file("state"));
+  // In the file: the values as the user reads them (the accuracy itself), the monitors as metadata.
+  const auto file = fx::io::safetensors::load(path);
+  CHECK(file.get<double>("plateau/best").to_vector() == std::vector<double>{0.75});
+  CHECK(file.get<std::int64_t>("plateau/wait").to_vector() == std::vector<std::int64_t>{2});
+  CHECK(file.get<std::int64_t>("plateau/cooldown").to_vector() == std::vector<std::int64_t>{1});
+  CHECK(file.get<std::int64_t>("stop/best_epoch").to_vector() == std::vector<std::int64_t>{5});
+  CHECK(*file.find_metadata("plateau/monitor") == "val_accuracy (max)");
+  CHECK(*file.find_metadata("stop/monitor") == "automatic (min)");
+
+  // Restored into fresh callbacks (a new process), value for value.
+  fx::optim::sgd opt2{0.1};
+  fx::reduce_lr_on_plateau plateau2{opt2, {.patience = 5, .cooldown = 2, .monitor = fx::monitor::val_accuracy}};
+  fx::early_stopping stop2{{.patience = 4}};
+  fx::checkpoint ckpt2{{"plateau", plateau2}, {"stop", stop2}};
+  ckpt2.restore(path);
+  CHECK(plateau2.reductions() == 3);
+  CHECK(*plateau2.checkpoint_state().reals[0].value == -0.75);
+  CHECK(*plateau2.checkpoint_state().integers[0].value == 2);
+  CHECK(*plateau2.checkpoint_state().integers[1].value == 1);
+  CHECK(stop2.best() == 0.125);
+  CHECK(stop2.best_epoch() == 5);
+
+  // Another monitor: the saved best means nothing to it; refused, nothing changes.
+  fx::reduce_lr_on_plateau on_loss{opt2, {.monitor = fx::monitor::loss}};
+  fx::early_stopping stop3{{.patience = 4}};
+  fx::checkpoint other{{"plateau", on_loss}, {"stop", stop3}};
+  CHECK(restore_error(other, path) ==
+        "checkpoint::restore: '" + path + "': 'plateau/monitor' is 'val_accuracy (max)' in the file's metadata, "
+        "'loss (min)' in the program: the saved state of 'plateau' does not apply to it");
+  CHECK(stop3.best_epoch() == -1);
+  CHECK(on_loss.reductions() == 0);
+
+  // A NaN best or a negative count is refused before anything is assigned.
+  auto tampered = [&](const std::string& name, auto value) {
+    fx::io::safetensors f = fx::io::safetensors::load(path);
+    fx::io::safetensors out;
+    for (const auto& n : f.names()) {
+      if (n == name) out.add(n, fx::tensor<decltype(value)>(value));
+      else if (n.find("best") != std::string::npos && n != "stop/best_epoch") out.add(n, f.get<double>(n));
+      else out.add(n, f.get<std::int64_t>(n));
+    }
+    for (const auto& [k, v] : f.metadata()) out.set_metadata(k, v);
+    out.save(dir.file("tampered.safetensors"));
+    return restore_error(ckpt2, dir.file("tampered"));
+  };
+  CHECK(tampered("plateau/best", std::numeric_limits<double>::quiet_NaN()) ==
+        "checkpoint::restore: '" + dir.file("tampered.safetensors") + "': 'plateau/best' is NaN");
+  CHECK(tampered("stop/wait", std::int64_t{-1}) ==
+        "checkpoint::restore: '" + dir.file("tampered.safetensors") + "': 'stop/wait' = -1 is not in [0, 2147483647]");
+  CHECK(tampered("stop/best_epoch", std::int64_t{-2}) ==
+        "checkpoint::restore: '" + dir.file("tampered.safetensors") + "': 'stop/best_epoch' = -2 is not in [-1, 2147483647]");
+  CHECK(stop2.best_epoch() == 5);
+
+  // A file without the callbacks (saved before they were tracked): an error naming the first
+  // missing label; with allow_partial, they are left as they are.
+  fx::optim::sgd other_opt{0.1};
+  const std::string without = fx::checkpoint{{"optimizer", other_opt}}.save(dir.file("without"));
+  fx::checkpoint both{{"optimizer", opt2}, {"plateau", plateau2}};
+  CHECK(restore_error(both, without) ==
+        "checkpoint::restore: '" + without + "': 'plateau/monitor' is missing in the file's metadata, "
+        "'val_accuracy (max)' in the program: the saved state of 'plateau' does not apply to it");
+  both.restore(without, {.allow_partial = true});
+  CHECK(plateau2.reductions() == 3);
+
+  // early_stopping with restore_best_weights cannot be checkpointed: its copy of the best weights
+  // would not be in the file.
+  auto net = make_mlp(1);
+  fx::early_stopping keeps{net, {.restore_best_weights = true}};
+  CHECK_THROWS_WITH_AS((fx::checkpoint{{"stop", keeps}}), doctest::Contains("early_stopping: a checkpoint cannot hold the copy"),
+                       fx::invalid_argument);
+
+  // A program's own object: any struct with checkpoint_state(); its fields' names must differ.
+  struct counter {
+    int seen = 0;
+    double total = 0;
+    fx::state_fields checkpoint_state() { return {.reals = {{"total", &total}}, .integers = {{"seen", &seen}}}; }
+  } mine{4, 2.5}, restored;
+  const std::string own = fx::checkpoint{{"counter", mine}}.save(dir.file("own"));
+  fx::checkpoint{{"counter", restored}}.restore(own);
+  CHECK(restored.seen == 4);
+  CHECK(restored.total == 2.5);
+  struct twice {
+    int a = 0;
+    fx::state_fields checkpoint_state() { return {.integers = {{"n", &a}, {"n", &a}}}; }
+  } bad;
+  CHECK_THROWS_WITH_AS((fx::checkpoint{{"bad", bad}}), "checkpoint: object 'bad': its checkpoint_state() has two fields named 'n'",
+                       fx::invalid_argument);
+}

@@ -31,7 +31,11 @@
 //   its optimizer; restoring into an optimizer of another kind is refused;
 // - a variable of any element type on any device, or a std::int64_t: `<object>` itself;
 // - an fx::random::generator: `<object>/seed` and `<object>/offset` (I64 scalars holding the bits
-//   of the unsigned values).
+//   of the unsigned values);
+// - an object with `fx::state_fields checkpoint_state()` (core/state_fields.hpp: the counts of
+//   fx::reduce_lr_on_plateau and fx::early_stopping, or a program's own callback): `<object>/<field>`
+//   for each of its scalars (F64 or I64), and its labels (what it watches) as metadata
+//   `<object>/<label>`, which restore() checks against the program's.
 // Variables and optimizer slots on fx::cuda (where the device backend is compiled in, as for the
 // optimizers' device updates) are saved from host copies and restored by uploading the file's
 // values; the file does not record the device, so a run saved on a GPU restores on the cpu and the
@@ -58,6 +62,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -70,6 +75,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../core/state_fields.hpp"
 #include "../optim/adagrad.hpp"
 #include "../optim/adam.hpp"
 #include "../optim/optimizer.hpp"
@@ -104,6 +110,12 @@ inline constexpr bool is_variable_v<variable<T, Device>> = true;
 /// A model: anything with `variables()` returning std::vector<fx::variable<T, Device>*>.
 template <class M>
 concept checkpointable_model = requires(M& m) { m.variables(); } && is_variable_pointer_vector_v<decltype(std::declval<M&>().variables())>;
+
+/// An object that keeps scalars between epochs (a callback's counts): core/state_fields.hpp.
+template <class O>
+concept has_checkpoint_state = requires(O& o) {
+  { o.checkpoint_state() } -> std::same_as<state_fields>;
+};
 
 /// The devices whose variables and optimizer slots a checkpoint saves: fx::cuda where the device
 /// backend is compiled in (as for the optimizers' device updates).
@@ -211,7 +223,8 @@ std::vector<std::pair<std::string, std::string>> hyperparameters(const optim::op
 }  // namespace detail
 
 /// One named object of a checkpoint: a reference to a model, an optimizer, a variable, a
-/// std::int64_t or a random generator (the object must outlive the checkpoint).
+/// std::int64_t, a random generator or an object with checkpoint_state() (a callback); the object
+/// must outlive the checkpoint.
 class checkpoint_object {
  public:
   template <class Object>
@@ -226,7 +239,7 @@ class checkpoint_object {
   ~checkpoint_object();
 
   const std::string& name() const noexcept { return m_name; }
-  /// "model", "optimizer", "variable", "integer" or "generator".
+  /// "model", "optimizer", "variable", "integer", "generator" or "state".
   const std::string& kind() const noexcept { return m_kind; }
 
  private:
@@ -253,6 +266,9 @@ class checkpoint_object {
 
   template <class Optimizer>
   void bind_optimizer(Optimizer& derived);
+
+  /// An object's checkpoint_state(), taken once: its pointers stay valid as long as the object.
+  void bind_state(state_fields fields);
 
   /// Checks the slots the optimizer has, and those build() will create for `trainables`, against
   /// the file; the commit creates the missing slots, then assigns.
@@ -284,6 +300,8 @@ class checkpoint {
   /// Writes every object to file_name(path) atomically (a temporary file in the same directory,
   /// fsync, rename, fsync of the directory), creating the directory if needed. Returns the path.
   std::string save(const std::string& path) const;
+  /// The same for `contents`: to_safetensors() with metadata of the caller's (best_checkpoint_callback's).
+  std::string save(const std::string& path, const io::safetensors& contents) const;
 
   /// Reads and validates file_name(path), checks it against every object, then assigns. Throws
   /// fluxion::io_error, with nothing changed, when the file or any name, shape or dtype is wrong.
@@ -369,12 +387,16 @@ FLUXION_IO_TEMPLATE_INLINE checkpoint_object::checkpoint_object(std::string name
     bind_generator(object);
   } else if constexpr (detail::checkpointable_model<Object>) {
     bind_model(object);
+  } else if constexpr (detail::has_checkpoint_state<Object>) {
+    bind_state(object.checkpoint_state());
   } else {
     static_assert(detail::checkpointable_model<Object>,
                   "fluxion::checkpoint: an object must be a model (with variables() returning "
                   "std::vector<fluxion::variable<T, Device>*>), an optimizer, a fluxion::variable, a "
-                  "std::int64_t or a fluxion::random::generator. Learning-rate schedules keep no state: "
-                  "save the optimizer, whose iterations() they follow.");
+                  "std::int64_t, a fluxion::random::generator, or an object with a member "
+                  "`fluxion::state_fields checkpoint_state()` (fluxion::reduce_lr_on_plateau, "
+                  "fluxion::early_stopping). Learning-rate schedules keep no state: save the optimizer, "
+                  "whose iterations() they follow.");
   }
 }
 
@@ -589,6 +611,60 @@ FLUXION_IO_INLINE std::vector<std::pair<std::string, std::string>> hyperparamete
 }
 }  // namespace detail
 
+FLUXION_IO_INLINE void checkpoint_object::bind_state(state_fields fields) {
+  m_kind = "state";
+  std::set<std::string> fields_seen;
+  auto distinct = [&](const std::string& field) {
+    if (field.empty() || !fields_seen.insert(field).second)
+      throw invalid_argument("checkpoint: object '" + m_name + "': its checkpoint_state() has " +
+                             (field.empty() ? std::string("a field without a name") : "two fields named '" + field + "'"));
+  };
+  for (const auto& r : fields.reals) distinct(r.name);
+  for (const auto& i : fields.integers) distinct(i.name);
+  auto state = std::make_shared<const state_fields>(std::move(fields));
+  m_save = [name = m_name, state](io::safetensors& file, std::set<std::string>& names, const detail::slot_names&) {
+    for (const auto& r : state->reals) detail::add_unique(file, names, name + "/" + r.name, tensor<double>(r.negated ? -*r.value : *r.value));
+    for (const auto& i : state->integers)
+      detail::add_unique(file, names, name + "/" + i.name, tensor<std::int64_t>(static_cast<std::int64_t>(*i.value)));
+    for (const auto& [key, value] : state->labels) file.set_metadata(name + "/" + key, value);
+  };
+  m_plan = [name = m_name, state](detail::restore_context& c) -> commit_function {
+    for (const auto& [key, value] : state->labels) {
+      const std::string* saved = c.file.find_metadata(name + "/" + key);
+      if (saved != nullptr && *saved == value) continue;
+      if (saved == nullptr && c.options.allow_partial) return [] {};  // no state of this object in the file
+      detail::restore_fail(c, "'" + name + "/" + key + "' is " + (saved ? "'" + *saved + "'" : std::string("missing")) +
+                                  " in the file's metadata, '" + value + "' in the program: the saved state of '" + name +
+                                  "' does not apply to it");
+    }
+    const std::string where = "the state of '" + name + "'";
+    std::vector<std::pair<double*, double>> reals;
+    for (const auto& r : state->reals) {
+      const auto t = detail::take<double>(c, name + "/" + r.name, shape{}, where);
+      if (!t) continue;
+      const double v = t->data()[0];
+      if (std::isnan(v)) detail::restore_fail(c, "'" + name + "/" + r.name + "' is NaN");
+      reals.emplace_back(r.value, r.negated ? -v : v);
+    }
+    std::vector<std::pair<int*, int>> integers;
+    for (const auto& i : state->integers) {
+      const auto t = detail::take<std::int64_t>(c, name + "/" + i.name, shape{}, where);
+      if (!t) continue;
+      const std::int64_t v = t->data()[0];
+      if (v < i.minimum || v > std::numeric_limits<int>::max())
+        detail::restore_fail(c, "'" + name + "/" + i.name + "' = " + std::to_string(v) + " is not in [" +
+                                    std::to_string(i.minimum) + ", " + std::to_string(std::numeric_limits<int>::max()) + "]");
+      integers.emplace_back(i.value, static_cast<int>(v));
+    }
+    if (reals.empty() && integers.empty()) return [] {};
+    return [state, reals = std::move(reals), integers = std::move(integers)] {
+      for (const auto& [p, v] : reals) *p = v;
+      for (const auto& [p, v] : integers) *p = v;
+      if (state->restored) state->restored();
+    };
+  };
+}
+
 FLUXION_IO_INLINE checkpoint_object::checkpoint_object(const checkpoint_object& other) = default;
 FLUXION_IO_INLINE checkpoint_object::checkpoint_object(checkpoint_object&& other) noexcept = default;
 FLUXION_IO_INLINE checkpoint_object& checkpoint_object::operator=(const checkpoint_object& other) = default;
@@ -617,13 +693,15 @@ FLUXION_IO_INLINE io::safetensors checkpoint::to_safetensors() const {
   return file;
 }
 
-FLUXION_IO_INLINE std::string checkpoint::save(const std::string& path) const {
+FLUXION_IO_INLINE std::string checkpoint::save(const std::string& path) const { return save(path, to_safetensors()); }
+
+FLUXION_IO_INLINE std::string checkpoint::save(const std::string& path, const io::safetensors& contents) const {
   const std::string file = file_name(path);
   const std::string parent = io::detail::parent_directory(file);
   if (const int code = io::detail::make_directories(parent))
     throw io_error("checkpoint::save: '" + file + "': cannot create the directory '" + parent +
                    "': " + io::detail::error_text(code));
-  to_safetensors().save(file, "checkpoint::save");
+  contents.save(file, "checkpoint::save");
   return file;
 }
 
