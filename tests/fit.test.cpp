@@ -1181,10 +1181,19 @@ TEST_CASE("fit: a resumed run goes on with its callbacks' state: plateau, early 
     fx::checkpoint model_only{{"model", net}};
     fx::best_checkpoint_callback best{model_only, best_path};
     fx::csv_logger log{csv};
+    fx::summary_writer writer{dir.file(with_state ? "runs_with_state" : "runs_without")};
+    fx::tensorboard_callback tensorboard{writer, 1};
     auto o = fit_options;
     o.resume = true;
-    o.callbacks = {&plateau, &stop, &best, &log};
+    o.callbacks = {&plateau, &stop, &best, &log, &tensorboard};
     history = fx::fit(net, opt, cross_entropy, data, o);
+    // The TensorBoard callback marked the restart at step 6, the first the resumed run writes again
+    // (Event{wall_time, step 6, session_log{status START}}, after the file_version event).
+    fx::io::tfrecord_reader events{writer.path()};
+    REQUIRE(events.next());
+    const auto restart = events.next();
+    REQUIRE(restart);
+    CHECK(restart->substr(9) == std::string("\x10\x06\x3a\x02\x08\x01", 6));
     if (with_state) {
       check_same_variables(net, reference);
       CHECK(best.best_epoch() == reference_best.best_epoch());

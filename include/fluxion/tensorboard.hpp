@@ -33,6 +33,9 @@ class tensorboard_callback : public callback {
   void on_batch_end(const fit_logs& logs) override;
   void on_epoch_end(const fit_logs& logs) override;
   void on_train_end(const fit_logs& logs) override;
+  /// A resumed run writes again the steps after `global_step`: the writer marks the restart there
+  /// (summary_writer::restart_at), and TensorBoard drops the interrupted run's events of those steps.
+  void on_train_resume(int epoch, std::int64_t global_step) override;
 
  private:
   io::summary_writer* m_writer;
@@ -71,5 +74,9 @@ FLUXION_IO_INLINE void tensorboard_callback::on_epoch_end(const fit_logs& logs) 
 }
 
 FLUXION_IO_INLINE void tensorboard_callback::on_train_end(const fit_logs&) { m_writer->flush(); }
+
+FLUXION_IO_INLINE void tensorboard_callback::on_train_resume(int, std::int64_t global_step) {
+  m_writer->restart_at(global_step + 1);
+}
 #endif  // FLUXION_IO_DEFINITIONS
 }  // namespace fluxion

@@ -277,6 +277,28 @@ decoded_png decode_png(const std::string& png) {
   return out;
 }
 
+/// read_events.py's output: each line a flat JSON object, its values read as text.
+std::vector<std::map<std::string, std::string>> read_lines(const std::string& path) {
+  std::vector<std::map<std::string, std::string>> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::map<std::string, std::string> object;
+    std::size_t pos = 1;
+    while (pos < line.size() && line[pos] != '}') {
+      const std::size_t key_start = line.find('"', pos) + 1, key_end = line.find('"', key_start);
+      std::size_t value_start = line.find(':', key_end) + 2, value_end;
+      if (line[value_start] == '[') value_end = line.find(']', value_start) + 1;
+      else if (line[value_start] == '"') value_end = line.find('"', value_start + 1) + 1;
+      else value_end = line.find_first_of(",}", value_start);
+      object[line.substr(key_start, key_end - key_start)] = line.substr(value_start, value_end - value_start);
+      pos = value_end + (line[value_end] == ',' ? 2 : 0);
+      if (line[value_end] == '}') break;
+    }
+    lines.push_back(object);
+  }
+  return lines;
+}
+
 /// What summary_writer::image must store for a floating-point pixel.
 unsigned char expected_byte(double v) { return static_cast<unsigned char>(std::lround(std::clamp(v, 0.0, 1.0) * 255)); }
 
@@ -495,6 +517,21 @@ TEST_CASE("summary_writer: two writers in one directory write two files") {
   CHECK(as_float(only(read_events(b.path()).at(0).value, 2, 5)) == 2.f);
 }
 
+TEST_CASE("summary_writer: restart_at writes TensorFlow's SessionLog START event at the step, flushed") {
+  scratch_dir dir;
+  fx::summary_writer log{dir.path.string()};
+  log.scalar("loss", 0.5, 3);
+  log.restart_at(6);
+  const auto records = read_records(log.path());  // no flush(): restart_at flushed
+  REQUIRE(records.size() == 3);
+  const auto event = decode(records[2]);
+  CHECK(static_cast<std::int64_t>(only(event, 2, 0).value) == 6);
+  CHECK_FALSE(has(event, 5));
+  const auto session_log = decode(only(event, 7, 2).bytes);
+  CHECK(only(session_log, 1, 0).value == 1);  // SessionLog.START
+  CHECK_THROWS_WITH_AS(log.restart_at(-1), "summary_writer::restart_at: step = -1 is negative", fx::invalid_argument);
+}
+
 TEST_CASE("summary_writer: errors name the op, the path or the tag") {
   using test::check_throws_with;
   scratch_dir dir;
@@ -591,31 +628,39 @@ TEST_CASE("summary_writer: TensorBoard's EventAccumulator reads the files") {
     log.image("input", pixels, 9);
   }
   const std::string script = std::string(FLUXION_TEST_FIXTURES_DIR) + "/../io/read_events.py";
-  const std::string output = dir.file("events.jsonl");
-  const std::string command =
-      python + " \"" + script + "\" \"" + log_dir.string() + "\" > \"" + output + "\" 2> \"" + dir.file("stderr") + "\"";
-  const int status = std::system(command.c_str());
-  INFO("read_events.py stderr: " << read_bytes(dir.file("stderr")));
-  REQUIRE(status == 0);
+  const auto read_with_tensorboard = [&](const std::filesystem::path& logs) {
+    const std::string output = dir.file("events.jsonl");
+    const std::string command =
+        python + " \"" + script + "\" \"" + logs.string() + "\" > \"" + output + "\" 2> \"" + dir.file("stderr") + "\"";
+    const int status = std::system(command.c_str());
+    INFO("read_events.py stderr: " << read_bytes(dir.file("stderr")));
+    REQUIRE(status == 0);
+    return read_lines(output);
+  };
 
-  // Each line is a flat JSON object; read its values as text.
-  std::vector<std::map<std::string, std::string>> lines;
-  std::ifstream in(output);
-  for (std::string line; std::getline(in, line);) {
-    std::map<std::string, std::string> object;
-    std::size_t pos = 1;
-    while (pos < line.size() && line[pos] != '}') {
-      const std::size_t key_start = line.find('"', pos) + 1, key_end = line.find('"', key_start);
-      std::size_t value_start = line.find(':', key_end) + 2, value_end;
-      if (line[value_start] == '[') value_end = line.find(']', value_start) + 1;
-      else if (line[value_start] == '"') value_end = line.find('"', value_start + 1) + 1;
-      else value_end = line.find_first_of(",}", value_start);
-      object[line.substr(key_start, key_end - key_start)] = line.substr(value_start, value_end - value_start);
-      pos = value_end + (line[value_end] == ',' ? 2 : 0);
-      if (line[value_end] == '}') break;
+  // A run interrupted after step 10 and resumed from its checkpoint of step 5: the second file's
+  // restart_at(6) makes TensorBoard drop the first file's steps 6-10, which the resumed run writes again.
+  {
+    const auto resumed_dir = dir.path / "resumed";
+    {
+      fx::summary_writer first{resumed_dir.string()};
+      for (int step = 1; step <= 10; ++step) first.scalar("loss", step, step);
     }
-    lines.push_back(object);
+    fx::summary_writer second{resumed_dir.string()};
+    second.restart_at(6);
+    for (int step = 6; step <= 8; ++step) second.scalar("loss", 100 + step, step);
+    second.flush();
+    const auto lines = read_with_tensorboard(resumed_dir);
+    REQUIRE(lines.size() == 8);
+    for (int step = 1; step <= 8; ++step) {
+      const auto& l = lines[static_cast<std::size_t>(step - 1)];
+      CAPTURE(step);
+      CHECK(std::stoi(l.at("step")) == step);
+      CHECK(std::stod(l.at("value")) == (step <= 5 ? step : 100 + step));
+    }
   }
+
+  auto lines = read_with_tensorboard(log_dir);
   const auto numbers = [](const std::string& list) {
     std::vector<double> v;
     for (std::size_t p = 1; p < list.size() - 1;) {

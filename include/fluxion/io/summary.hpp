@@ -6,6 +6,8 @@
 //   log.histogram("dense/kernel", w, step);                // 30 equal-width buckets over [min, max]
 //   log.image("input", x, step);                           // (H, W), (H, W, 1), (H, W, 3) or (H, W, 4)
 //   log.flush();                                           // or wait: see summary_options
+//   log.restart_at(step);                                  // a resumed run: TensorBoard drops the
+//                                                          // directory's older events from `step` on
 //
 // The file is `events.out.tfevents.<seconds>.<hostname>` in the log directory (with `.1`, `.2` ...
 // appended when a file of that name exists already). Its records use the TFRecord framing
@@ -20,6 +22,11 @@
 //   (bucket_limit[i-1], bucket_limit[i]] (the first one also holds min), as TensorBoard reads them.
 //   This is simpler than TensorFlow's exponential bucket layout, and TensorBoard shows it as is.
 //   Values must be finite; a constant tensor gives one bucket.
+// - restart_at(step) writes Event{wall_time, step, session_log{status: START}}, TensorFlow's
+//   SessionLog that marks a restarted run: TensorBoard's EventAccumulator then discards the events
+//   of step `step` and later that it read before (the interrupted run's, which the resumed run
+//   writes again), so the curves do not double back. fx::tensorboard_callback writes it when fit
+//   resumes a run.
 // - Images are PNG files: 8 bits per channel, gray, RGB or RGBA, compressed with stored
 //   (uncompressed) deflate blocks. Floating-point pixels are clipped to [0, 1] and scaled by 255,
 //   as tf.summary.image does; integer pixels must lie in [0, 255]; bool pixels become 0 or 255.
@@ -105,7 +112,11 @@ inline void put_packed_doubles(std::string& out, std::uint32_t field, const std:
 
 // Field numbers, from tensorflow/core/util/event.proto and tensorflow/core/framework/summary.proto.
 namespace event_field {
-inline constexpr std::uint32_t wall_time = 1, step = 2, file_version = 3, summary = 5;
+inline constexpr std::uint32_t wall_time = 1, step = 2, file_version = 3, summary = 5, session_log = 7;
+}
+namespace session_log_field {
+inline constexpr std::uint32_t status = 1;
+inline constexpr std::int64_t start = 1;  // SessionLog.SessionStatus.START
 }
 namespace summary_field {
 inline constexpr std::uint32_t value = 1;
@@ -305,6 +316,11 @@ class summary_writer {
   template <class X>
   void image(std::string_view tag, const X& pixels, std::int64_t step);
 
+  /// Marks a restarted run at `step` (TensorFlow's SessionLog START event): TensorBoard discards
+  /// the events of step `step` and later that it read before this one, in this directory's older
+  /// files too. A resumed run calls it with the first step it writes again. Flushed at once.
+  void restart_at(std::int64_t step);
+
   /// Hands every buffered event to the operating system.
   void flush();
 
@@ -496,6 +512,25 @@ FLUXION_IO_INLINE summary_writer& summary_writer::operator=(summary_writer&& oth
 FLUXION_IO_INLINE summary_writer::~summary_writer() { close_quietly(); }
 
 FLUXION_IO_INLINE void summary_writer::flush() { flush_records("summary_writer::flush"); }
+
+FLUXION_IO_INLINE void summary_writer::restart_at(std::int64_t step) {
+  const char* op = "summary_writer::restart_at";
+  if (step < 0) throw invalid_argument(std::string(op) + ": step = " + std::to_string(step) + " is negative");
+  if (!m_out) throw io_error(std::string(op) + ": the writer was moved from");
+  std::string session_log;
+  detail::put_int_field(session_log, detail::session_log_field::status, detail::session_log_field::start);
+  std::string event;
+  detail::put_double_field(event, detail::event_field::wall_time, detail::seconds_since_epoch());
+  detail::put_int_field(event, detail::event_field::step, step);
+  detail::put_bytes_field(event, detail::event_field::session_log, session_log);
+  try {
+    m_out->write(event);
+  } catch (const io_error& e) {
+    throw io_error(std::string(op) + ": " + e.what());
+  }
+  ++m_pending;
+  flush_records(op);
+}
 
 FLUXION_IO_INLINE std::string summary_writer::unused_file_name(std::int64_t seconds) const {
   const std::string base =
