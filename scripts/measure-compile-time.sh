@@ -263,6 +263,13 @@ row "  ... with both and FLUXION_PREBUILT_KERNELS" \
 row "  ... and a mean IoU (FIT_PROGRAM_IOU), with FLUXION_PREBUILT_KERNELS" \
   "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_METRICS -DFIT_PROGRAM_IOU -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
 
+# Another optimizer than Adam (stop 64: nadam, whose update no prebuilt library holds), header-only
+# and with prebuilt kernels (which hold Adam's update, not Nadam's).
+row "  ... with fx::optim::nadam for Adam (FIT_PROGRAM_OPTIMIZER=nadam)" \
+  "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_OPTIMIZER=nadam "${fit[@]}")"
+row "  ... with fx::optim::nadam and FLUXION_PREBUILT_KERNELS" \
+  "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_OPTIMIZER=nadam -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
+
 # The program a newcomer writes with a GRU (stop 53): header-only, with prebuilt kernels alone
 # (NO_GRU) and with the GRU's set (fluxion_target_prebuilt_kernels's default).
 newcomer=(-c bench/compile/newcomer_gru.cpp -o "$scratch/out.o")

@@ -3,7 +3,8 @@
 // saved with its optimizer. scripts/measure-compile-time.sh compiles it header-only, without the
 // checkpoint (-DFIT_PROGRAM_NO_CHECKPOINT), at CMake Release's -O3, with prebuilt kernels, and with
 // a top-3 metric and early stopping on it (-DFIT_PROGRAM_METRICS, stop 57: what using them costs;
-// with -DFIT_PROGRAM_IOU too, stop 58, a mean IoU as well);
+// with -DFIT_PROGRAM_IOU too, stop 58, a mean IoU as well; with -DFIT_PROGRAM_OPTIMIZER=nadam, stop
+// 64, another optimizer than Adam);
 // README "Your own program" quotes the figures. It runs too (link fluxion::zlib, -DFLUXION_HAS_ZLIB=1),
 // and trains for 2 epochs in a few seconds.
 #include <fluxion/data.hpp>
@@ -20,7 +21,10 @@ namespace nn = fluxion::nn;
 int main() {
   auto net = nn::sequential(nn::input<28, 28, 1>{}, nn::flatten{}, nn::dense<128>{}, nn::relu{},
                             nn::dropout{0.2}, nn::dense<10>{});
-  fx::optim::adam opt{1e-3};
+#ifndef FIT_PROGRAM_OPTIMIZER  // stop 64: -DFIT_PROGRAM_OPTIMIZER=nadam measures another optimizer's cost
+#define FIT_PROGRAM_OPTIMIZER adam
+#endif
+  fx::optim::FIT_PROGRAM_OPTIMIZER opt{1e-3};
   auto loss = [](auto logits, auto labels) { return fx::losses::sparse_softmax_cross_entropy(logits, labels); };
   auto train = fx::datasets::fashion_mnist("train").shuffle(60000, 1).batch(128).prefetch(2);
   auto test = fx::datasets::fashion_mnist("test").batch(1000);

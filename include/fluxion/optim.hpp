@@ -7,14 +7,18 @@
 //   auto [grads, norm] = fx::optim::clip_by_global_norm(tape.gradient(loss, vars), 1.0);
 //   opt.apply_gradients(grads, vars);
 //
-// fx::optim::sgd, adagrad, rmsprop, adam and adamw share fx::optim::optimizer (optim/optimizer.hpp):
+// fx::optim::sgd, adagrad, rmsprop, adam, adamw, adamax, nadam, adadelta and lion (Keras's) share fx::optim::optimizer (optim/optimizer.hpp):
 // iterations(), learning_rate(), slot_variables() for checkpoints, and one fused update loop per
 // variable.
 #pragma once
 
+#include "optim/adadelta.hpp"
 #include "optim/adagrad.hpp"
 #include "optim/adam.hpp"
+#include "optim/adamax.hpp"
 #include "optim/clip.hpp"
+#include "optim/lion.hpp"
+#include "optim/nadam.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/rmsprop.hpp"
 #include "optim/schedules.hpp"

@@ -81,3 +81,11 @@ TEST_CASE("peer: AdamW matches torch.optim.AdamW (decoupled decay 0.004) with ep
   fx::optim::adamw opt{{.learning_rate = 0.01, .weight_decay = 0.004, .epsilon = 0.0}};
   check_against_pytorch("adamw", opt);
 }
+
+// No NAdam: PyTorch 1.13's momentum product differs from Keras's (make_fixtures.py says how).
+TEST_CASE("peer: Adamax and Adadelta match torch.optim's") {
+  fx::optim::adamax adamax{{.learning_rate = 0.01, .epsilon = 0.0}};
+  check_against_pytorch("adamax", adamax);
+  fx::optim::adadelta adadelta{{.learning_rate = 1.0, .rho = 0.9, .epsilon = 1e-6}};
+  check_against_pytorch("adadelta", adadelta);
+}

@@ -76,8 +76,12 @@
 
 #include "../core/error.hpp"
 #include "../core/state_fields.hpp"
+#include "../optim/adadelta.hpp"
 #include "../optim/adagrad.hpp"
 #include "../optim/adam.hpp"
+#include "../optim/adamax.hpp"
+#include "../optim/lion.hpp"
+#include "../optim/nadam.hpp"
 #include "../optim/optimizer.hpp"
 #include "../optim/rmsprop.hpp"
 #include "../optim/sgd.hpp"
@@ -606,6 +610,20 @@ FLUXION_IO_INLINE std::vector<std::pair<std::string, std::string>> hyperparamete
   } else if (const auto* g = dynamic_cast<const optim::adagrad*>(&o)) {
     h.emplace_back("initial_accumulator_value", format_number(g->initial_accumulator_value()));
     h.emplace_back("epsilon", format_number(g->epsilon()));
+  } else if (const auto* x = dynamic_cast<const optim::adamax*>(&o)) {
+    h.emplace_back("beta_1", format_number(x->beta_1()));
+    h.emplace_back("beta_2", format_number(x->beta_2()));
+    h.emplace_back("epsilon", format_number(x->epsilon()));
+  } else if (const auto* n = dynamic_cast<const optim::nadam*>(&o)) {
+    h.emplace_back("beta_1", format_number(n->beta_1()));
+    h.emplace_back("beta_2", format_number(n->beta_2()));
+    h.emplace_back("epsilon", format_number(n->epsilon()));
+  } else if (const auto* d = dynamic_cast<const optim::adadelta*>(&o)) {
+    h.emplace_back("rho", format_number(d->rho()));
+    h.emplace_back("epsilon", format_number(d->epsilon()));
+  } else if (const auto* l = dynamic_cast<const optim::lion*>(&o)) {
+    h.emplace_back("beta_1", format_number(l->beta_1()));
+    h.emplace_back("beta_2", format_number(l->beta_2()));
   }
   return h;
 }

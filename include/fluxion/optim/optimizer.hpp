@@ -115,12 +115,32 @@ FLUXION_HOST_DEVICE V max_of(const V& a, const V& b) {
   return a < b ? b : a;
 }
 template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V abs_of(const V& x) {
+  return x < V(0) ? -x : x;
+}
+/// -1, 0 or 1 (Keras's ops.sign; 0 for 0).
+template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V sign_of(const V& x) {
+  return x > V(0) ? V(1) : x < V(0) ? V(-1) : V(0);
+}
+template <class V>
 FLUXION_ALWAYS_INLINE V sqrt_of(const V& x) {
   return xsimd::sqrt(x);
 }
 template <class V>
 FLUXION_ALWAYS_INLINE V max_of(const V& a, const V& b) {
   return xsimd::max(a, b);
+}
+template <class V>
+FLUXION_ALWAYS_INLINE V abs_of(const V& x) {
+  return xsimd::abs(x);
+}
+template <class V>
+FLUXION_ALWAYS_INLINE V sign_of(const V& x) {
+  using T = typename V::value_type;
+  return xsimd::select(x > V(T(0)), V(T(1)), xsimd::select(x < V(T(0)), V(T(-1)), V(T(0))));
 }
 
 /// Defines an optimizer step functor's operator()(V g, V& w, S& s) from one body: host-only for
@@ -256,7 +276,7 @@ struct slot_spec {
   double initial_value = 0;
 };
 
-// kernel_instantiation: each optimizer (sgd, adagrad, rmsprop, adam, adamw) is an alias of a class
+// kernel_instantiation: each optimizer (sgd, adagrad, rmsprop, adam, adamw, ...) is an alias of a class
 // template (`using sgd = basic_sgd<>;`, as std::string is basic_string<char>). Its update()
 // overrides call its per-element loops for float and double; in a plain class its inline
 // constructors would make every file that includes optim.hpp compile them all, used or not. A class
@@ -269,7 +289,7 @@ class optimizer {
   optimizer(optimizer&&) noexcept = default;
   optimizer& operator=(optimizer&&) noexcept = default;
 
-  /// "sgd", "adagrad", "rmsprop", "adam" or "adamw".
+  /// "sgd", "adagrad", "rmsprop", "adam", "adamw", "adamax", "nadam", "adadelta" or "lion".
   const std::string& name() const noexcept { return m_name; }
 
   /// How many times apply_gradients has updated the variables.

@@ -84,6 +84,12 @@ TEST_CASE_TEMPLATE("cuda optim: every optimizer updates device variables as on t
   SUBCASE("rmsprop") { same_updates<T>([&] { return ptr(optim::rmsprop{0.01}); }, rtol); }
   SUBCASE("adam, amsgrad") { same_updates<T>([&] { return ptr(optim::adam{{.learning_rate = 0.01, .amsgrad = true}}); }, rtol); }
   SUBCASE("adamw") { same_updates<T>([&] { return ptr(optim::adamw{0.01}); }, rtol); }
+  SUBCASE("adamax") { same_updates<T>([&] { return ptr(optim::adamax{0.01}); }, rtol); }
+  SUBCASE("nadam") { same_updates<T>([&] { return ptr(optim::nadam{0.01}); }, rtol); }
+  SUBCASE("adadelta") { same_updates<T>([&] { return ptr(optim::adadelta{{.learning_rate = 1.0, .epsilon = 1e-6}}); }, rtol); }
+  SUBCASE("lion with weight decay") {
+    same_updates<T>([&] { return ptr(optim::lion{{.learning_rate = 0.01, .weight_decay = 0.1}}); }, rtol);
+  }
   // Keras's clipping: on the device the norms and scales stay there (clip_by_joint_norm).
   SUBCASE("sgd with clipnorm") { same_updates<T>([&] { return ptr(optim::sgd{{.learning_rate = 0.1, .clipnorm = 1.0}}); }, rtol); }
   SUBCASE("adam with global_clipnorm") {
