@@ -1275,3 +1275,19 @@ TEST_CASE("best_checkpoint_callback: a resumed fit starts from the file's best, 
   elsewhere.on_train_resume(2, 10);
   CHECK(elsewhere.best_epoch() == -1);
 }
+
+TEST_CASE("fit: an optimizer with use_ema leaves the model with its moving averages, as Keras's fit does") {
+  fx::random::generator gen{5};
+  auto net = nn::sequential(gen, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::adam opt{{.learning_rate = 0.05, .use_ema = true, .ema_momentum = 0.9}};
+  struct raw_weights : fx::callback {  // the variables at the last step's end, before fit finalizes them
+    fx::variable<float>* v;
+    std::vector<float> last;
+    void on_batch_end(const fx::fit_logs&) override { last = v->peek().to_vector(); }
+  } raw;
+  raw.v = &net.layer<0>().kernel();
+  fx::fit(net, opt, cross_entropy, blobs(3, 8, 6), {.epochs = 2, .verbose = 0, .callbacks = {&raw}});
+  const auto average = opt.get_slot(net.layer<0>().kernel(), "average")->peek().to_vector();
+  CHECK(net.layer<0>().kernel().peek().to_vector() == average);
+  CHECK(raw.last != average);
+}

@@ -740,3 +740,34 @@ TEST_CASE("checkpoint: a callback's state (checkpoint_state) is saved by name, c
   CHECK_THROWS_WITH_AS((fx::checkpoint{{"bad", bad}}), "checkpoint: object 'bad': its checkpoint_state() has two fields named 'n'",
                        fx::invalid_argument);
 }
+
+TEST_CASE("checkpoint: an optimizer's moving averages (use_ema) are slots: saved, restored, and refused where the program has none") {
+  scratch_dir dir;
+  fx::variable<float> w{fx::tensor<float>{1.f, 2.f, 3.f}, "w"};
+  fx::optim::adam opt{{.learning_rate = 0.1, .use_ema = true, .ema_momentum = 0.5}};
+  for (int step = 0; step < 3; ++step) opt.apply_gradients({fx::tensor<float>{0.5f, -1.f, 2.f}}, {w});
+  const auto average = opt.get_slot(w, "average")->peek().to_vector();
+  CHECK(average != w.peek().to_vector());
+  const std::string path = fx::checkpoint{{"w", w}, {"optimizer", opt}}.save(dir.file("ema"));
+  const auto file = fx::io::safetensors::load(path);
+  CHECK(file.get<float>("optimizer/w/average").to_vector() == average);
+  CHECK(*file.find_metadata("optimizer/use_ema") == "true");
+  CHECK(*file.find_metadata("optimizer/ema_momentum") == "0.5");
+
+  fx::variable<float> w2{fx::tensor<float>{0.f, 0.f, 0.f}, "w"};
+  fx::optim::adam fresh{{.learning_rate = 0.1, .use_ema = true, .ema_momentum = 0.5}};
+  fx::checkpoint{{"w", w2}, {"optimizer", fresh}}.restore(path);
+  CHECK(fresh.get_slot(w2, "average")->peek().to_vector() == average);
+  CHECK(w2.peek().to_vector() == w.peek().to_vector());
+  fresh.finalize_variable_values(std::vector<fx::variable<float>*>{&w2});
+  CHECK(w2.peek().to_vector() == average);
+
+  fx::variable<float> w3{fx::tensor<float>{0.f, 0.f, 0.f}, "w"};
+  fx::optim::adam without{0.1};
+  fx::checkpoint other{{"w", w3}, {"optimizer", without}};
+  CHECK(restore_error(other, path) ==
+        "checkpoint::restore: '" + path + "': the file has a tensor 'optimizer/w/average' that no object of the checkpoint "
+        "has (pass restore_options{.allow_partial = true} to ignore it)");
+  other.restore(path, {.allow_partial = true});
+  CHECK(w3.peek().to_vector() == w.peek().to_vector());
+}

@@ -267,3 +267,58 @@ TEST_CASE("apply_gradients: braces of variables, as optimizer.apply_gradients(zi
       [&] { opt.apply_gradients({fx::tensor<float>{1.f, 1.f}}, {w, b}); }, "1 gradients for 2 variables");
   CHECK(opt.iterations() == 2);
 }
+
+TEST_CASE_TEMPLATE("use_ema: Keras's moving average of the weights, overwrite frequency and finalize_variable_values", T, float,
+                   double) {
+  const auto w0 = optim_test::random_vector<T>(optim_test::size, 5);
+  std::vector<std::vector<T>> grads;
+  for (unsigned s = 0; s < 7; ++s) grads.push_back(optim_test::random_vector<T>(optim_test::size, 80 + s));
+  for (std::int64_t frequency : {std::int64_t{0}, std::int64_t{3}}) {
+    CAPTURE(frequency);
+    fx::optim::sgd opt{{.learning_rate = 0.1, .momentum = 0.5, .use_ema = true, .ema_momentum = 0.9,
+                        .ema_overwrite_frequency = frequency}};
+    CHECK(opt.use_ema());
+    CHECK(opt.ema_momentum() == 0.9);
+    fx::variable<T> w{fx::from_vector(w0, {optim_test::size}), "w"};
+    // Keras's optimizer, element by element: SGD with momentum (Keras's form), then the average
+    // (the variable itself at the first step), then every `frequency` steps the overwrite.
+    std::vector<double> want_w(w0.begin(), w0.end()), velocity(w0.size(), 0), average(w0.size(), 0);
+    for (std::size_t step = 0; step < grads.size(); ++step) {
+      CAPTURE(step);
+      optim_test::run(opt, w, {grads[step]});
+      const double momentum = step == 0 ? 0 : 0.9;
+      const bool overwrite = frequency > 0 && static_cast<std::int64_t>(step + 1) % frequency == 0;
+      for (std::size_t i = 0; i < w0.size(); ++i) {
+        velocity[i] = 0.5 * velocity[i] - 0.1 * grads[step][i];
+        want_w[i] += velocity[i];
+        average[i] = momentum * average[i] + (1 - momentum) * want_w[i];
+        if (overwrite) want_w[i] = average[i];
+      }
+      test::check_close(w.peek().to_vector(), std::vector<T>(want_w.begin(), want_w.end()), 10 * optim_test::rtol<T>(), 1e-6);
+      test::check_close(opt.get_slot(w, "average")->peek().to_vector(), std::vector<T>(average.begin(), average.end()),
+                        10 * optim_test::rtol<T>(), 1e-6);
+    }
+    const auto slots = opt.template slot_variables<T, fx::cpu>();
+    REQUIRE(slots.size() == 2);
+    CHECK(slots[0].first == "w/momentum");
+    CHECK(slots[1].first == "w/average");
+    opt.finalize_variable_values(std::vector<fx::variable<T>*>{&w});
+    CHECK(w.peek().to_vector() == opt.get_slot(w, "average")->peek().to_vector());
+  }
+  // Without use_ema there is no average, and finalize_variable_values changes nothing.
+  fx::optim::adam plain{0.1};
+  fx::variable<T> w{fx::from_vector(w0, {optim_test::size}), "w"};
+  optim_test::run(plain, w, {grads[0]});
+  const auto before = w.peek().to_vector();
+  plain.finalize_variable_values(std::vector<fx::variable<T>*>{&w});
+  CHECK(w.peek().to_vector() == before);
+  CHECK(plain.template slot_variables<T, fx::cpu>().size() == 2);
+}
+
+TEST_CASE("use_ema: hyperparameter checks") {
+  test::check_throws_with<fx::invalid_argument>([] { fx::optim::adam bad{{.use_ema = true, .ema_momentum = 1.5}}; },
+                                                "adam: ema_momentum = 1.5 is not in [0, 1]");
+  test::check_throws_with<fx::invalid_argument>(
+      [] { fx::optim::sgd bad{{.use_ema = true, .ema_overwrite_frequency = -2}}; },
+      "sgd: ema_overwrite_frequency = -2 is negative (0 never overwrites the variables with their averages)");
+}

@@ -594,6 +594,11 @@ FLUXION_IO_INLINE std::vector<std::pair<std::string, std::string>> hyperparamete
   if (o.clipnorm() != 0) h.emplace_back("clipnorm", format_number(o.clipnorm()));
   if (o.clipvalue() != 0) h.emplace_back("clipvalue", format_number(o.clipvalue()));
   if (o.global_clipnorm() != 0) h.emplace_back("global_clipnorm", format_number(o.global_clipnorm()));
+  if (o.use_ema()) {
+    h.emplace_back("use_ema", "true");
+    h.emplace_back("ema_momentum", format_number(o.ema_momentum()));
+    h.emplace_back("ema_overwrite_frequency", std::to_string(o.ema_overwrite_frequency()));
+  }
   if (const auto* a = dynamic_cast<const optim::adam*>(&o)) {
     h.emplace_back("beta_1", format_number(a->beta_1()));
     h.emplace_back("beta_2", format_number(a->beta_2()));

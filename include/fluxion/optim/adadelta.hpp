@@ -26,6 +26,10 @@ struct adadelta_options {
   double clipnorm = 0.0;
   double clipvalue = 0.0;
   double global_clipnorm = 0.0;
+  // Keras's moving average of the weights (optim::moving_average): off unless use_ema.
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
 };
 
 // Use the alias `adadelta` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -37,7 +41,7 @@ class basic_adadelta : public optimizer {
   basic_adadelta() : basic_adadelta(options{}) {}
   explicit basic_adadelta(schedule learning_rate) : basic_adadelta(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_adadelta(options o)
-      : optimizer("adadelta", std::move(o.learning_rate), o.weight_decay, clipping_of(o)), m_rho(o.rho),
+      : optimizer("adadelta", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_rho(o.rho),
         m_epsilon(o.epsilon) {
     detail::check_unit_interval("adadelta", "rho", m_rho, /*closed=*/false);
     detail::check_non_negative("adadelta", "epsilon", m_epsilon);
@@ -48,7 +52,7 @@ class basic_adadelta : public optimizer {
   double rho() const noexcept { return m_rho; }
   double epsilon() const noexcept { return m_epsilon; }
 
-  std::vector<slot_spec> slot_specs() const override { return {{"accumulated_grad", 0.0}, {"accumulated_delta_var", 0.0}}; }
+  std::vector<slot_spec> update_slot_specs() const override { return {{"accumulated_grad", 0.0}, {"accumulated_delta_var", 0.0}}; }
 
  protected:
   void update(detail::update_list<float> b, const detail::step_constants& c) const override { kernel(b, c); }

@@ -29,6 +29,10 @@ struct adagrad_options {
   double clipnorm = 0.0;
   double clipvalue = 0.0;
   double global_clipnorm = 0.0;
+  // Keras's moving average of the weights (optim::moving_average): off unless use_ema.
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
 };
 
 // Use the alias `adagrad` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -40,7 +44,7 @@ class basic_adagrad : public optimizer {
   basic_adagrad() : basic_adagrad(options{}) {}
   explicit basic_adagrad(schedule learning_rate) : basic_adagrad(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_adagrad(options o)
-      : optimizer("adagrad", std::move(o.learning_rate), o.weight_decay, clipping_of(o)),
+      : optimizer("adagrad", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)),
         m_initial_accumulator_value(o.initial_accumulator_value), m_epsilon(o.epsilon) {
     detail::check_non_negative("adagrad", "initial_accumulator_value", m_initial_accumulator_value);
     detail::check_non_negative("adagrad", "epsilon", m_epsilon);
@@ -49,7 +53,7 @@ class basic_adagrad : public optimizer {
   double initial_accumulator_value() const noexcept { return m_initial_accumulator_value; }
   double epsilon() const noexcept { return m_epsilon; }
 
-  std::vector<slot_spec> slot_specs() const override { return {{"accumulator", m_initial_accumulator_value}}; }
+  std::vector<slot_spec> update_slot_specs() const override { return {{"accumulator", m_initial_accumulator_value}}; }
 
  protected:
   void update(detail::update_list<float> b, const detail::step_constants& c) const override { kernel(b, c); }

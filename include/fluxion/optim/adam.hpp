@@ -42,6 +42,10 @@ struct adam_options {
   double clipnorm = 0.0;
   double clipvalue = 0.0;
   double global_clipnorm = 0.0;
+  // Keras's moving average of the weights (optim::moving_average): off unless use_ema.
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
 };
 
 struct adamw_options {
@@ -55,6 +59,10 @@ struct adamw_options {
   double clipnorm = 0.0;
   double clipvalue = 0.0;
   double global_clipnorm = 0.0;
+  // Keras's moving average of the weights (optim::moving_average): off unless use_ema.
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
 };
 
 // Use the alias `adam` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -72,7 +80,7 @@ class basic_adam : public optimizer {
   double epsilon() const noexcept { return m_epsilon; }
   bool amsgrad() const noexcept { return m_amsgrad; }
 
-  std::vector<slot_spec> slot_specs() const override {
+  std::vector<slot_spec> update_slot_specs() const override {
     std::vector<slot_spec> s{{"momentum", 0.0}, {"velocity", 0.0}};
     if (m_amsgrad) s.push_back({"velocity_hat", 0.0});
     return s;
@@ -80,7 +88,7 @@ class basic_adam : public optimizer {
 
  protected:
   basic_adam(std::string name, options o)
-      : optimizer(std::move(name), std::move(o.learning_rate), o.weight_decay, clipping_of(o)), m_beta_1(o.beta_1),
+      : optimizer(std::move(name), std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_beta_1(o.beta_1),
         m_beta_2(o.beta_2), m_epsilon(o.epsilon), m_amsgrad(o.amsgrad) {
     detail::check_unit_interval(this->name().c_str(), "beta_1", m_beta_1, /*closed=*/false);
     detail::check_unit_interval(this->name().c_str(), "beta_2", m_beta_2, /*closed=*/false);
@@ -142,7 +150,10 @@ class basic_adamw : public adam {
                              .weight_decay = o.weight_decay,
                              .clipnorm = o.clipnorm,
                              .clipvalue = o.clipvalue,
-                             .global_clipnorm = o.global_clipnorm}) {}
+                             .global_clipnorm = o.global_clipnorm,
+                             .use_ema = o.use_ema,
+                             .ema_momentum = o.ema_momentum,
+                             .ema_overwrite_frequency = o.ema_overwrite_frequency}) {}
 };
 
 using adamw = basic_adamw<>;

@@ -28,6 +28,10 @@ struct adamax_options {
   double clipnorm = 0.0;
   double clipvalue = 0.0;
   double global_clipnorm = 0.0;
+  // Keras's moving average of the weights (optim::moving_average): off unless use_ema.
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
 };
 
 // Use the alias `adamax` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -39,7 +43,7 @@ class basic_adamax : public optimizer {
   basic_adamax() : basic_adamax(options{}) {}
   explicit basic_adamax(schedule learning_rate) : basic_adamax(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_adamax(options o)
-      : optimizer("adamax", std::move(o.learning_rate), o.weight_decay, clipping_of(o)), m_beta_1(o.beta_1),
+      : optimizer("adamax", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_beta_1(o.beta_1),
         m_beta_2(o.beta_2), m_epsilon(o.epsilon) {
     detail::check_unit_interval("adamax", "beta_1", m_beta_1, /*closed=*/false);
     detail::check_unit_interval("adamax", "beta_2", m_beta_2, /*closed=*/false);
@@ -50,7 +54,7 @@ class basic_adamax : public optimizer {
   double beta_2() const noexcept { return m_beta_2; }
   double epsilon() const noexcept { return m_epsilon; }
 
-  std::vector<slot_spec> slot_specs() const override { return {{"m", 0.0}, {"u", 0.0}}; }
+  std::vector<slot_spec> update_slot_specs() const override { return {{"m", 0.0}, {"u", 0.0}}; }
 
  protected:
   void update(detail::update_list<float> b, const detail::step_constants& c) const override { kernel(b, c); }

@@ -25,6 +25,10 @@ struct lion_options {
   double clipnorm = 0.0;
   double clipvalue = 0.0;
   double global_clipnorm = 0.0;
+  // Keras's moving average of the weights (optim::moving_average): off unless use_ema.
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
 };
 
 // Use the alias `lion` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -36,7 +40,7 @@ class basic_lion : public optimizer {
   basic_lion() : basic_lion(options{}) {}
   explicit basic_lion(schedule learning_rate) : basic_lion(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_lion(options o)
-      : optimizer("lion", std::move(o.learning_rate), o.weight_decay, clipping_of(o)), m_beta_1(o.beta_1),
+      : optimizer("lion", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_beta_1(o.beta_1),
         m_beta_2(o.beta_2) {
     if (!(m_beta_1 > 0 && m_beta_1 <= 1))
       throw invalid_argument("lion: beta_1 = " + detail::format_number(m_beta_1) +
@@ -47,7 +51,7 @@ class basic_lion : public optimizer {
   double beta_1() const noexcept { return m_beta_1; }
   double beta_2() const noexcept { return m_beta_2; }
 
-  std::vector<slot_spec> slot_specs() const override { return {{"momentum", 0.0}}; }
+  std::vector<slot_spec> update_slot_specs() const override { return {{"momentum", 0.0}}; }
 
  protected:
   void update(detail::update_list<float> b, const detail::step_constants& c) const override { kernel(b, c); }

@@ -33,6 +33,10 @@ struct nadam_options {
   double clipnorm = 0.0;
   double clipvalue = 0.0;
   double global_clipnorm = 0.0;
+  // Keras's moving average of the weights (optim::moving_average): off unless use_ema.
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
 };
 
 // Use the alias `nadam` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -44,7 +48,7 @@ class basic_nadam : public optimizer {
   basic_nadam() : basic_nadam(options{}) {}
   explicit basic_nadam(schedule learning_rate) : basic_nadam(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_nadam(options o)
-      : optimizer("nadam", std::move(o.learning_rate), o.weight_decay, clipping_of(o)), m_beta_1(o.beta_1),
+      : optimizer("nadam", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_beta_1(o.beta_1),
         m_beta_2(o.beta_2), m_epsilon(o.epsilon) {
     detail::check_unit_interval("nadam", "beta_1", m_beta_1, /*closed=*/false);
     detail::check_unit_interval("nadam", "beta_2", m_beta_2, /*closed=*/false);
@@ -55,7 +59,7 @@ class basic_nadam : public optimizer {
   double beta_2() const noexcept { return m_beta_2; }
   double epsilon() const noexcept { return m_epsilon; }
 
-  std::vector<slot_spec> slot_specs() const override { return {{"momentum", 0.0}, {"velocity", 0.0}}; }
+  std::vector<slot_spec> update_slot_specs() const override { return {{"momentum", 0.0}, {"velocity", 0.0}}; }
 
  protected:
   void update(detail::update_list<float> b, const detail::step_constants& c) const override { kernel(b, c); }

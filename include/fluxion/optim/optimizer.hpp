@@ -270,10 +270,25 @@ tensor<T, cpu> map_elements(const tensor<T, cpu>& g, F f);
 }  // namespace detail
 
 /// A slot an optimizer keeps per variable: its name (the suffix of the slot variable's name) and
-/// the value it starts from.
+/// the value it starts from (or the variable's value, for the moving average).
 struct slot_spec {
   std::string name;
   double initial_value = 0;
+  bool from_variable = false;
+};
+
+/// Keras's moving average of the weights (every optimizer's use_ema, ema_momentum and
+/// ema_overwrite_frequency options): after each update, apply_gradients sets a slot `average` of
+/// each trainable variable to ema_momentum * average + (1 - ema_momentum) * variable (to the
+/// variable itself at the first step, iterations() == 0, as Keras does), and every
+/// ema_overwrite_frequency steps (0: never) sets the variables to their averages.
+/// finalize_variable_values(variables) sets them to their averages, as fx::fit does when training
+/// ends (Keras's fit calls it too). The averages are slots: checkpoints save and restore them.
+///   fx::optim::adam opt{{.learning_rate = 1e-3, .use_ema = true, .ema_momentum = 0.999}};
+struct moving_average {
+  bool use_ema = false;
+  double momentum = 0.99;               // in [0, 1]
+  std::int64_t overwrite_frequency = 0;  // >= 0; 0: never
 };
 
 // kernel_instantiation: each optimizer (sgd, adagrad, rmsprop, adam, adamw, ...) is an alias of a class
@@ -320,8 +335,30 @@ class optimizer {
     m_clipping = clipping;
   }
 
-  /// The slots kept per variable, in order: for Adam, momentum and velocity (and velocity_hat).
-  virtual std::vector<slot_spec> slot_specs() const = 0;
+  /// The slots kept per variable, in order: for Adam, momentum and velocity (and velocity_hat),
+  /// then, with use_ema, the moving average `average`.
+  std::vector<slot_spec> slot_specs() const {
+    std::vector<slot_spec> specs = update_slot_specs();
+    if (m_ema.use_ema) specs.push_back({"average", 0.0, /*from_variable=*/true});
+    return specs;
+  }
+  /// The slots the update itself reads and writes, in order (slot_specs() without the average).
+  virtual std::vector<slot_spec> update_slot_specs() const = 0;
+
+  /// Keras's use_ema, ema_momentum and ema_overwrite_frequency (moving_average).
+  bool use_ema() const noexcept { return m_ema.use_ema; }
+  double ema_momentum() const noexcept { return m_ema.momentum; }
+  std::int64_t ema_overwrite_frequency() const noexcept { return m_ema.overwrite_frequency; }
+
+  /// Keras's finalize_variable_values: with use_ema, sets each trainable variable to its moving
+  /// average (a variable without slots yet, never updated, stays); without, does nothing.
+  template <class T, class Device>
+  void finalize_variable_values(const std::vector<variable<T, Device>*>& variables) {
+    if (!m_ema.use_ema) return;
+    for (variable<T, Device>* v : variables)
+      if (v != nullptr && v->trainable())
+        if (variable<T, Device>* average = get_slot(*v, "average")) v->assign(average->peek());
+  }
 
   /// apply_gradients (below) with the variables in braces, as Keras's `apply_gradients(zip(grads, [w, b]))`:
   /// `opt.apply_gradients(tape.gradient(loss, {w, b}), {w, b})`, or `opt.apply_gradients({dw, db}, {w, b})`.
@@ -391,12 +428,23 @@ class optimizer {
     std::vector<detail::update_buffers<T>> buffers;
     pending.reserve(variables.size());
     buffers.reserve(variables.size());
+    const std::size_t updated = update_slot_specs().size();  // the average, last, is not the update's
     for (std::size_t i = 0; i < variables.size(); ++i)
-      if (slots[i] != nullptr) buffers.push_back(prepare(grads[i], *variables[i], *slots[i], pending));
+      if (slots[i] != nullptr) buffers.push_back(prepare(grads[i], *variables[i], *slots[i], updated, pending));
     update(detail::update_list<T>(buffers), constants);
     for (auto& p : pending) {
       p.v->assign(p.value);  // the same shape: the new buffer is swapped in
-      for (std::size_t k = 0; k < p.slots->size(); ++k) (*p.slots)[k].assign(p.new_slots[k]);
+      for (std::size_t k = 0; k < updated; ++k) (*p.slots)[k].assign(p.new_slots[k]);
+    }
+    if (m_ema.use_ema) {
+      // Keras's _update_model_variables_moving_average: the variable itself at the first step.
+      const T momentum = m_iterations == 0 ? T(0) : static_cast<T>(m_ema.momentum);
+      const bool overwrite = m_ema.overwrite_frequency > 0 && (m_iterations + 1) % m_ema.overwrite_frequency == 0;
+      for (auto& p : pending) {
+        variable<T, Device>& average = p.slots->back();
+        average.assign(tensor<T, Device>(average.peek() * momentum + p.v->peek() * (T(1) - momentum)));
+        if (overwrite) p.v->assign(average.peek());
+      }
     }
     ++m_iterations;
   }
@@ -457,18 +505,28 @@ class optimizer {
   }
 
  protected:
-  optimizer(std::string name, schedule learning_rate, double weight_decay, gradient_clipping clipping = {})
+  optimizer(std::string name, schedule learning_rate, double weight_decay, gradient_clipping clipping = {},
+            moving_average ema = {})
       : m_name(std::move(name)), m_learning_rate(std::move(learning_rate)), m_weight_decay(weight_decay),
-        m_clipping(clipping) {
+        m_clipping(clipping), m_ema(ema) {
     if (m_learning_rate.is_constant()) detail::check_non_negative(m_name.c_str(), "learning_rate", m_learning_rate(0));
     detail::check_non_negative(m_name.c_str(), "weight_decay", weight_decay);
     check_clipping(m_name, m_clipping);
+    detail::check_unit_interval(m_name.c_str(), "ema_momentum", m_ema.momentum, /*closed=*/true);
+    if (m_ema.overwrite_frequency < 0)
+      throw invalid_argument(m_name + ": ema_overwrite_frequency = " + std::to_string(m_ema.overwrite_frequency) +
+                             " is negative (0 never overwrites the variables with their averages)");
   }
 
   /// The clipping fields of an optimizer's options.
   template <class Options>
   static gradient_clipping clipping_of(const Options& o) {
     return {o.clipnorm, o.clipvalue, o.global_clipnorm};
+  }
+  /// The moving-average fields of an optimizer's options.
+  template <class Options>
+  static moving_average ema_of(const Options& o) {
+    return {o.use_ema, o.ema_momentum, o.ema_overwrite_frequency};
   }
 
   /// One fused pass over the variables of a call: for each, read b.gradient, b.value and the
@@ -559,6 +617,10 @@ class optimizer {
     created->reserve(specs.size());  // never grows again: pointers to the slots stay valid
     const std::string prefix = v.name().empty() ? "variable_" + std::to_string(v.id()) : v.name();
     for (const auto& spec : specs) {
+      if (spec.from_variable) {  // the moving average: the variable's value (tensors are immutable: shared)
+        created->emplace_back(v.peek(), prefix + "/" + spec.name, /*trainable=*/false);
+        continue;
+      }
       tensor<T, cpu> initial(v.shape());
       T* p = initial.mutable_data();
       for (index_t k = 0; k < initial.size(); ++k) p[k] = static_cast<T>(spec.initial_value);
@@ -579,10 +641,10 @@ class optimizer {
     std::array<tensor<T, Device>, detail::max_slots> new_slots;
   };
 
-  /// The buffers of one variable's update; its new buffers go to `pending`.
+  /// The buffers of one variable's update (its first `updated` slots); its new buffers go to `pending`.
   template <class T, class Device>
   detail::update_buffers<T> prepare(const tensor<T, Device>& g, variable<T, Device>& v,
-                                    std::vector<variable<T, Device>>& slots,
+                                    std::vector<variable<T, Device>>& slots, std::size_t updated,
                                     std::vector<pending_update<T, Device>>& pending) {
     // A buffer that nothing but its variable holds (no tensor read from the variable is alive)
     // is updated in place, under a new tensor id: nobody can see the old values change, and the
@@ -599,7 +661,7 @@ class optimizer {
     b.value = v.peek().data();
     b.new_value = p.value.mutable_data();
     b.on_device = !std::is_same_v<Device, cpu>;
-    for (std::size_t k = 0; k < slots.size(); ++k) {
+    for (std::size_t k = 0; k < updated; ++k) {
       p.new_slots[k] = next(slots[k].peek());
       b.slots[k] = slots[k].peek().data();
       b.new_slots[k] = p.new_slots[k].mutable_data();
@@ -611,6 +673,7 @@ class optimizer {
   schedule m_learning_rate;
   double m_weight_decay = 0;
   gradient_clipping m_clipping;
+  moving_average m_ema;
   std::int64_t m_iterations = 0;
   std::vector<slot_entry> m_slots;
   std::unordered_map<std::uint64_t, std::size_t> m_slot_index;

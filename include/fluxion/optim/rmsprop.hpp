@@ -35,6 +35,10 @@ struct rmsprop_options {
   double clipnorm = 0.0;
   double clipvalue = 0.0;
   double global_clipnorm = 0.0;
+  // Keras's moving average of the weights (optim::moving_average): off unless use_ema.
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
 };
 
 // Use the alias `rmsprop` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -46,7 +50,7 @@ class basic_rmsprop : public optimizer {
   basic_rmsprop() : basic_rmsprop(options{}) {}
   explicit basic_rmsprop(schedule learning_rate) : basic_rmsprop(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_rmsprop(options o)
-      : optimizer("rmsprop", std::move(o.learning_rate), o.weight_decay, clipping_of(o)), m_rho(o.rho), m_momentum(o.momentum),
+      : optimizer("rmsprop", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_rho(o.rho), m_momentum(o.momentum),
         m_epsilon(o.epsilon), m_centered(o.centered) {
     detail::check_unit_interval("rmsprop", "rho", m_rho, /*closed=*/false);
     detail::check_unit_interval("rmsprop", "momentum", m_momentum, /*closed=*/true);
@@ -58,7 +62,7 @@ class basic_rmsprop : public optimizer {
   double epsilon() const noexcept { return m_epsilon; }
   bool centered() const noexcept { return m_centered; }
 
-  std::vector<slot_spec> slot_specs() const override {
+  std::vector<slot_spec> update_slot_specs() const override {
     std::vector<slot_spec> s{{"velocity", 0.0}};
     if (m_momentum > 0) s.push_back({"momentum", 0.0});
     if (m_centered) s.push_back({"average_gradient", 0.0});

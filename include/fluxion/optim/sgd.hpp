@@ -31,6 +31,10 @@ struct sgd_options {
   double clipnorm = 0.0;
   double clipvalue = 0.0;
   double global_clipnorm = 0.0;
+  // Keras's moving average of the weights (optim::moving_average): off unless use_ema.
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
 };
 
 // Use the alias `sgd` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -42,14 +46,14 @@ class basic_sgd : public optimizer {
   basic_sgd() : basic_sgd(options{}) {}
   explicit basic_sgd(schedule learning_rate) : basic_sgd(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_sgd(options o)
-      : optimizer("sgd", std::move(o.learning_rate), o.weight_decay, clipping_of(o)), m_momentum(o.momentum), m_nesterov(o.nesterov) {
+      : optimizer("sgd", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_momentum(o.momentum), m_nesterov(o.nesterov) {
     detail::check_unit_interval("sgd", "momentum", m_momentum, /*closed=*/true);
   }
 
   double momentum() const noexcept { return m_momentum; }
   bool nesterov() const noexcept { return m_nesterov; }
 
-  std::vector<slot_spec> slot_specs() const override {
+  std::vector<slot_spec> update_slot_specs() const override {
     if (m_momentum == 0) return {};
     return {{"momentum", 0.0}};
   }

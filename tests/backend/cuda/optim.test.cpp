@@ -84,6 +84,11 @@ TEST_CASE_TEMPLATE("cuda optim: every optimizer updates device variables as on t
   SUBCASE("rmsprop") { same_updates<T>([&] { return ptr(optim::rmsprop{0.01}); }, rtol); }
   SUBCASE("adam, amsgrad") { same_updates<T>([&] { return ptr(optim::adam{{.learning_rate = 0.01, .amsgrad = true}}); }, rtol); }
   SUBCASE("adamw") { same_updates<T>([&] { return ptr(optim::adamw{0.01}); }, rtol); }
+  SUBCASE("adam with use_ema, overwriting every 2 steps") {
+    same_updates<T>(
+        [&] { return ptr(optim::adam{{.learning_rate = 0.01, .use_ema = true, .ema_momentum = 0.9, .ema_overwrite_frequency = 2}}); },
+        rtol);
+  }
   SUBCASE("adamax") { same_updates<T>([&] { return ptr(optim::adamax{0.01}); }, rtol); }
   SUBCASE("nadam") { same_updates<T>([&] { return ptr(optim::nadam{0.01}); }, rtol); }
   SUBCASE("adadelta") { same_updates<T>([&] { return ptr(optim::adadelta{{.learning_rate = 1.0, .epsilon = 1e-6}}); }, rtol); }
