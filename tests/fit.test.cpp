@@ -1290,4 +1290,13 @@ TEST_CASE("fit: an optimizer with use_ema leaves the model with its moving avera
   const auto average = opt.get_slot(net.layer<0>().kernel(), "average")->peek().to_vector();
   CHECK(net.layer<0>().kernel().peek().to_vector() == average);
   CHECK(raw.last != average);
+  // Interrupted by Ctrl-C, the run keeps its raw weights, for a checkpoint that resumes it exactly.
+  struct interrupter : fx::callback {
+    void on_batch_end(const fx::fit_logs& l) override {
+      if (l.global_step == 8) std::raise(SIGINT);
+    }
+  } ctrl_c;
+  CHECK(fx::fit(net, opt, cross_entropy, blobs(3, 8, 6), {.epochs = 2, .verbose = 0, .callbacks = {&raw, &ctrl_c}}).interrupted);
+  CHECK(net.layer<0>().kernel().peek().to_vector() == raw.last);
+  CHECK(opt.get_slot(net.layer<0>().kernel(), "average")->peek().to_vector() != raw.last);
 }

@@ -1403,8 +1403,10 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     if (stop_requested()) history.stopped_early = true;
   }
   // Keras's fit ends with finalize_variable_values: with use_ema, the variables become their
-  // moving averages (before on_train_end, so that a checkpoint saved there holds them).
-  if (history.steps > 0) optimizer.finalize_variable_values(model.trainable_variables());
+  // moving averages (before on_train_end, so that a checkpoint saved there holds them). Not when
+  // Ctrl-C interrupted the run: the checkpoint saved then must hold the run as it was, so that
+  // fit_options::resume continues it exactly.
+  if (history.steps > 0 && !history.interrupted) optimizer.finalize_variable_values(model.trainable_variables());
   for (callback* c : options.callbacks) c->on_train_end(logs);
   out << std::flush;
   return history;
