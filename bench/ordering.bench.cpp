@@ -34,6 +34,8 @@
 
 #include <fluxion/fluxion.hpp>
 
+#include "threads.hpp"
+
 #if FLUXION_BENCH_HAVE_TORCH
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
@@ -48,24 +50,7 @@ fx::tensor<float> uniform(const fx::shape& s, std::uint64_t seed) {
   return fx::random::uniform<float>(s, gen, -1.f, 1.f);
 }
 
-/// Registers `make`'s work as name/peer at 1 and 2 threads; peers are registered next to each other,
-/// so that both see the same load on a shared machine.
-void add(const std::string& name, const std::string& peer, std::function<std::function<void()>()> make) {
-  for (int threads : {1, 2})
-    benchmark::RegisterBenchmark((name + "/" + peer + "/threads:" + std::to_string(threads)).c_str(),
-                                 [make, threads](benchmark::State& state) {
-                                   fx::set_num_threads(threads);
-#if FLUXION_BENCH_HAVE_TORCH
-                                   at::set_num_threads(threads);
-#endif
-                                   auto work = make();
-                                   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-                                   for (auto _ : state) work();
-                                 })
-        ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond)
-        ->MinTime(0.3);
-}
+const auto add = add_at_both_thread_counts;
 
 const int registered = [] {
   add("cumsum_rows", "fluxion", [] {

@@ -228,6 +228,15 @@ inline void fused_update(update_list<T> list, const step_constants& c, const Ste
   for (const update_buffers<T>& b : list) host_fused_update<Slots>(b, c, step);
 }
 
+/// The moving average's step (use_ema): with the variable's new value as the "gradient" and the
+/// average as the value, average = momentum * average + (1 - momentum) * variable, in the same
+/// fused, in-place pass (on the device too) as the optimizers' updates.
+template <class T>
+struct ema_step {  // a functor, not a lambda, so that it also runs on a device (see sgd::step)
+  T momentum, one_minus_momentum;
+  FLUXION_OPTIMIZER_STEP(w = w * V(momentum) + g * V(one_minus_momentum);)
+};
+
 /// Throws "<op>: <name> = <value> must be finite and non-negative" unless 0 <= value < inf.
 inline void check_non_negative(const char* op, const char* name, double value) {
   if (!(value >= 0) || !std::isfinite(value))
@@ -438,13 +447,19 @@ class optimizer {
     }
     if (m_ema.use_ema) {
       // Keras's _update_model_variables_moving_average: the variable itself at the first step.
-      const T momentum = m_iterations == 0 ? T(0) : static_cast<T>(m_ema.momentum);
-      const bool overwrite = m_ema.overwrite_frequency > 0 && (m_iterations + 1) % m_ema.overwrite_frequency == 0;
-      for (auto& p : pending) {
-        variable<T, Device>& average = p.slots->back();
-        average.assign(tensor<T, Device>(average.peek() * momentum + p.v->peek() * (T(1) - momentum)));
-        if (overwrite) p.v->assign(average.peek());
-      }
+      // One more fused pass, the averages updated in place where nothing else holds them.
+      const double momentum = m_iterations == 0 ? 0.0 : m_ema.momentum;
+      std::vector<pending_update<T, Device>> averages;
+      std::vector<detail::update_buffers<T>> average_buffers;
+      averages.reserve(pending.size());
+      average_buffers.reserve(pending.size());
+      for (auto& p : pending)
+        average_buffers.push_back(prepare(p.v->peek(), p.slots->back(), *p.slots, 0, averages));
+      detail::fused_update<0>(detail::update_list<T>(average_buffers), detail::step_constants{0, 0, m_iterations},
+                              detail::ema_step<T>{static_cast<T>(momentum), static_cast<T>(1 - momentum)});
+      for (auto& a : averages) a.v->assign(a.value);
+      if (m_ema.overwrite_frequency > 0 && (m_iterations + 1) % m_ema.overwrite_frequency == 0)
+        for (auto& p : pending) p.v->assign(p.slots->back().peek());
     }
     ++m_iterations;
   }
