@@ -559,16 +559,8 @@ class csv_logger : public callback {
   /// in the header's columns. A missing or empty file starts afresh, as on_train_begin.
   void on_train_resume(int epoch, std::int64_t) override {
     close();
-    std::string text;
-    if (std::FILE* in = std::fopen(m_path.c_str(), "rb")) {
-      char buffer[1 << 14];
-      for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, in)) > 0;) text.append(buffer, n);
-      const bool failed = std::ferror(in) != 0;
-      std::fclose(in);
-      if (failed) fail("cannot read the file to resume it");
-    } else if (errno != ENOENT) {
-      fail("cannot open the file to resume it");
-    }
+    if (io::detail::stat_path(m_path).kind == io::detail::file_kind::missing) return on_train_begin();
+    const std::string text = io::detail::read_whole_file("csv_logger", m_path, "a CSV log");
     if (text.empty()) return on_train_begin();
     const auto bad = [&](const std::string& what) {
       throw io_error("csv_logger: '" + m_path + "': cannot resume its rows: " + what);

@@ -7,6 +7,7 @@
 //   fx::io::detail::atomic_write("save_npy", "x.npy", {header, data});
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -117,6 +118,37 @@ inline int list_directory(const std::string& directory, std::vector<std::string>
   const int code = errno;
   ::closedir(dir);
   return code;
+}
+
+/// The whole file, read with one system call loop; a missing file or a directory (not `what`, "a
+/// safetensors file") is named as such. safetensors::load and csv_logger's resume read with it.
+inline std::string read_whole_file(const std::string& op, const std::string& path, const char* what) {
+  struct ::stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) file_fail(op, path, "no such file");
+    file_fail(op, path, std::string("cannot open the file: ") + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) file_fail(op, path, std::string("is a directory, not ") + what);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) file_fail(op, path, std::string("cannot open the file: ") + std::strerror(errno));
+  std::string bytes;
+  bytes.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t have = 0;
+  for (;;) {
+    if (have == bytes.size()) bytes.resize(std::max<std::size_t>(4096, bytes.size() * 2));  // the file may grow
+    const ::ssize_t n = ::read(fd, bytes.data() + have, bytes.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int saved = errno;
+      ::close(fd);
+      file_fail(op, path, std::string("cannot read the file: ") + std::strerror(saved));
+    }
+    if (n == 0) break;
+    have += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(have);
+  return bytes;
 }
 
 /// Writes `pieces` to `path` atomically: a temporary file in the same directory (hidden, so that no

@@ -369,35 +369,6 @@ inline std::string json_quote(std::string_view s) {
   return out + "\"";
 }
 
-/// The whole file, read with one system call loop; a missing file or a directory is named as such.
-inline std::string read_whole_file(const std::string& op, const std::string& path) {
-  struct ::stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) file_fail(op, path, "no such file");
-    file_fail(op, path, std::string("cannot open the file: ") + std::strerror(errno));
-  }
-  if (S_ISDIR(st.st_mode)) file_fail(op, path, "is a directory, not a safetensors file");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) file_fail(op, path, std::string("cannot open the file: ") + std::strerror(errno));
-  std::string bytes;
-  bytes.resize(static_cast<std::size_t>(st.st_size));
-  std::size_t have = 0;
-  for (;;) {
-    if (have == bytes.size()) bytes.resize(std::max<std::size_t>(4096, bytes.size() * 2));  // the file may grow
-    const ::ssize_t n = ::read(fd, bytes.data() + have, bytes.size() - have);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int saved = errno;
-      ::close(fd);
-      file_fail(op, path, std::string("cannot read the file: ") + std::strerror(saved));
-    }
-    if (n == 0) break;
-    have += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  bytes.resize(have);
-  return bytes;
-}
 
 /// A non-negative integer of the header ("data_offsets", "shape"), or an error naming where it sits.
 inline std::uint64_t json_to_unsigned(const json_value& v, const std::string& op, const std::string& path,
@@ -545,7 +516,7 @@ FLUXION_IO_TEMPLATE_INLINE tensor<T> safetensors::decode(const safetensors_tenso
 #if FLUXION_IO_DEFINITIONS
 // In src/io.cpp where the program uses prebuilt kernels (io/prebuilt.hpp); inline otherwise.
 FLUXION_IO_INLINE safetensors safetensors::load(const std::string& path, const std::string& op) {
-  return parse(detail::read_whole_file(op, path), path, op);
+  return parse(detail::read_whole_file(op, path, "a safetensors file"), path, op);
 }
 
 FLUXION_IO_INLINE safetensors safetensors::parse(std::string bytes, const std::string& source, const std::string& op) {

@@ -80,17 +80,16 @@ class basic_nadam : public optimizer {
  private:
   /// u_s, the momentum at step s.
   double momentum_at(double s) const { return m_beta_1 * (1 - 0.5 * std::pow(0.96, 0.004 * s)); }
-  /// P_t = u_1 ... u_t: carried from the previous step, recomputed when iterations() jumped.
+  /// P_t = u_1 ... u_t: the cached product, extended by one factor from the previous step (or
+  /// recomputed when iterations() jumped); the float and double lists of one call share it.
   double product_through(std::int64_t t) const {
+    if (t == m_product_step) return m_product;
     if (t != m_product_step + 1) {
       m_product = 1;
       for (std::int64_t s = 1; s < t; ++s) m_product *= momentum_at(static_cast<double>(s));
-      m_product_step = t - 1;
     }
-    if (t == m_product_step + 1) {
-      m_product *= momentum_at(static_cast<double>(t));
-      m_product_step = t;
-    }
+    m_product *= momentum_at(static_cast<double>(t));
+    m_product_step = t;
     return m_product;
   }
 
@@ -98,7 +97,7 @@ class basic_nadam : public optimizer {
   void kernel(detail::update_list<T> b, const detail::step_constants& c) const {
     const std::int64_t t = c.iteration + 1;
     const double u_t = momentum_at(static_cast<double>(t)), u_next = momentum_at(static_cast<double>(t + 1));
-    const double product = m_product_step == t ? m_product : product_through(t);  // float and double lists: once
+    const double product = product_through(t);
     const double lr = c.learning_rate;
     detail::fused_update<2>(b, c, step<T>{static_cast<T>(lr * u_next / (1 - product * u_next)),
                                           static_cast<T>(lr * (1 - u_t) / (1 - product)), static_cast<T>(1 - m_beta_1),
