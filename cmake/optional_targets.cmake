@@ -4,6 +4,7 @@
 #   fluxion::cuda   adds the CCCL (Thrust, CUB, libcu++) include directory of the CUDA toolkit, and
 #                   cuBLAS to programs whose sources nvcc compiles
 #   fluxion::zlib   links ZLIB::ZLIB and defines FLUXION_HAS_ZLIB=1: fluxion::data reads .gz files
+#   fluxion::mpi    links MPI::MPI_CXX: <fluxion/distributed.hpp>, data-parallel training over MPI
 #
 # All link fluxion::fluxion, so `target_link_libraries(app PRIVATE fluxion::blas)` is enough.
 # The build tree (with GLOBAL, so a parent project sees them after add_subdirectory) and the
@@ -90,6 +91,20 @@ function(fluxion_define_optional_targets)
       set_target_properties(fluxion::zlib PROPERTIES
         INTERFACE_LINK_LIBRARIES "fluxion::fluxion;ZLIB::ZLIB"
         INTERFACE_COMPILE_DEFINITIONS "FLUXION_HAS_ZLIB=1")
+    endif()
+  endif()
+
+  if(NOT TARGET fluxion::mpi)
+    find_package(MPI QUIET COMPONENTS CXX)  # CXX: fluxion's projects enable no C compiler
+    if(MPI_CXX_FOUND AND TARGET MPI::MPI_CXX)
+      if(scope STREQUAL "GLOBAL")
+        get_target_property(mpi_global MPI::MPI_CXX IMPORTED_GLOBAL)
+        if(NOT mpi_global)
+          set_target_properties(MPI::MPI_CXX PROPERTIES IMPORTED_GLOBAL TRUE)
+        endif()
+      endif()
+      add_library(fluxion::mpi INTERFACE IMPORTED ${scope})
+      set_target_properties(fluxion::mpi PROPERTIES INTERFACE_LINK_LIBRARIES "fluxion::fluxion;MPI::MPI_CXX")
     endif()
   endif()
 endfunction()

@@ -83,7 +83,7 @@ function(fluxion_test_flag_group name out_var)
     set(group device_order0)
   elseif(name MATCHES "^autodiff\\.")
     set(group autodiff)
-  elseif(name MATCHES "^(nn|optim|losses|metrics|io|fit)(\\.|$)")
+  elseif(name MATCHES "^(nn|optim|losses|metrics|io|fit|distributed)(\\.|$)")
     set(group model)
   else()
     set(group order0)
@@ -155,8 +155,9 @@ endfunction()
 
 # fluxion_add_doctest(<ctest name> <source> [NO_PCH] [LINK <libraries>...] [LABELS <labels>...]):
 # a test file as a program of its own (target test_<name with _ for .>, build/tests/<name>).
+# LAUNCHER: the command ctest runs the program under (mpiexec for tests/distributed).
 function(fluxion_add_doctest name source)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "NO_PCH" "" "LINK;LABELS")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "NO_PCH" "" "LINK;LABELS;LAUNCHER")
   string(REPLACE "." "_" target "test_${name}")
   fluxion_add_program(${target} "${source}" "${FLUXION_TESTS_BINARY_DIR}" "${name}")
   set(no_pch "")
@@ -167,7 +168,7 @@ function(fluxion_add_doctest name source)
   if(name MATCHES "^autodiff\\.composition_")
     fluxion_limit_build_time(${target})
   endif()
-  add_test(NAME ${name} COMMAND ${target})
+  add_test(NAME ${name} COMMAND ${arg_LAUNCHER} $<TARGET_FILE:${target}>)
   set_tests_properties(${name} PROPERTIES LABELS "${arg_LABELS}" TIMEOUT 120)
 endfunction()
 
@@ -419,7 +420,7 @@ fluxion_add_test_batches()
 
 foreach(source IN LISTS fluxion_test_sources)
   file(RELATIVE_PATH relative "${FLUXION_TESTS_DIR}" "${source}")
-  if(relative MATCHES "^(compile_fail|consumer|backend/cuda)/")
+  if(relative MATCHES "^(compile_fail|consumer|backend/cuda|distributed)/")
     continue()
   endif()
   string(REGEX REPLACE "\\.test\\.cpp$" "" stem "${relative}")
@@ -431,6 +432,37 @@ foreach(source IN LISTS fluxion_test_sources)
   fluxion_batch_doctest(${name} "${source}" LINK ${link} LABELS unit)
 endforeach()
 fluxion_add_test_batches()
+
+# tests/distributed: each file a program of its own, run by mpiexec as two processes (with Open
+# MPI's flags for more processes than cores, and for root in a container, as CI runs).
+if(TARGET fluxion::mpi)
+  find_package(MPI QUIET COMPONENTS CXX)  # its variables (fluxion::mpi was made in a function's scope)
+endif()
+if(TARGET fluxion::mpi AND MPIEXEC_EXECUTABLE)
+  set(fluxion_mpi_launcher ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2)
+  if(MPI_CXX_LIBRARY_VERSION_STRING MATCHES "Open MPI")
+    list(APPEND fluxion_mpi_launcher --oversubscribe)
+  endif()
+  list(APPEND fluxion_mpi_launcher ${MPIEXEC_PREFLAGS})
+  set(fluxion_mpi_environment OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+  file(GLOB fluxion_distributed_tests CONFIGURE_DEPENDS "${FLUXION_TESTS_DIR}/distributed/*.test.cpp")
+  foreach(source IN LISTS fluxion_distributed_tests)
+    get_filename_component(file_name "${source}" NAME)
+    string(REGEX REPLACE "\\.test\\.cpp$" "" stem "${file_name}")
+    fluxion_add_doctest(distributed.${stem} "${source}" LINK fluxion::mpi LABELS unit LAUNCHER ${fluxion_mpi_launcher})
+    set_tests_properties(distributed.${stem} PROPERTIES ENVIRONMENT "${fluxion_mpi_environment}" PROCESSORS 2)
+  endforeach()
+  # A process that leaves on an exception while the other waits ends the job (MPI_Abort) instead of
+  # leaving it waiting: the test passes on the abort's message, and a hang fails it by its timeout.
+  fluxion_add_program(test_distributed_abort "${FLUXION_TESTS_DIR}/distributed/abort_on_exception.cpp"
+                      "${FLUXION_TESTS_BINARY_DIR}" distributed.abort_on_exception)
+  target_link_libraries(test_distributed_abort PRIVATE fluxion::mpi)
+  add_test(NAME distributed.abort_on_exception COMMAND ${fluxion_mpi_launcher} $<TARGET_FILE:test_distributed_abort>)
+  set_tests_properties(distributed.abort_on_exception PROPERTIES ENVIRONMENT "${fluxion_mpi_environment}" PROCESSORS 2
+                       TIMEOUT 60 LABELS unit PASS_REGULAR_EXPRESSION "process 1 is leaving on an exception; aborting the job")
+else()
+  message(STATUS "fluxion: MPI not found (scripts/install-deps.sh installs Open MPI): the tests of <fluxion/distributed.hpp> are not built")
+endif()
 
 # The SIMD kernels again for the older x86 vector sets, since -march=native picks the build
 # machine's widest (AVX-512 or AVX2) and users may build for less: baseline x86-64 (SSE2) and AVX2.
@@ -571,9 +603,18 @@ foreach(source IN LISTS fluxion_compile_fail_sources)
   if(NOT first_line MATCHES "^// expect-error: .+")
     message(FATAL_ERROR "fluxion: ${source} must start with `// expect-error: <regex>`")
   endif()
+  set(flags "${fluxion_front_end_flags_pch}")
+  if(name MATCHES "^distributed_")  # <fluxion/distributed.hpp> needs <mpi.h>
+    if(NOT TARGET fluxion::mpi)
+      continue()
+    endif()
+    foreach(dir IN LISTS MPI_CXX_INCLUDE_DIRS)
+      list(APPEND flags "-I${dir}")
+    endforeach()
+  endif()
   add_test(NAME compile_fail.${name}
            COMMAND "${CMAKE_COMMAND}" "-DCOMPILER=${CMAKE_CXX_COMPILER}"
-                   "-DFLAGS=${fluxion_front_end_flags_pch}"
+                   "-DFLAGS=${flags}"
                    "-DSOURCE=${source}" -P "${PROJECT_SOURCE_DIR}/cmake/check_compile_fail.cmake")
   set_tests_properties(compile_fail.${name} PROPERTIES LABELS compile_fail TIMEOUT 300)
 endforeach()

@@ -2,12 +2,13 @@
 # Installs what fluxion needs on Debian 12 (bookworm). Packages already installed are skipped, so on
 # a ready machine this does nothing and needs no network.
 #   scripts/install-deps.sh           build tools, xtensor, xsimd, doctest, Google Benchmark, zlib,
-#                                     and the Fashion-MNIST data set (/usr/share/datasets/fashion-mnist)
+#                                     Open MPI (<fluxion/distributed.hpp> and its tests), and the
+#                                     Fashion-MNIST data set (/usr/share/datasets/fashion-mnist)
 #   scripts/install-deps.sh --bench   also the peers the benchmarks compare against (OpenBLAS, LibTorch)
 set -euo pipefail
 
 packages=(build-essential cmake ccache xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev zlib1g-dev
-          dataset-fashion-mnist)
+          libopenmpi-dev openmpi-bin dataset-fashion-mnist)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(libopenblas-dev libtorch-dev) ;;

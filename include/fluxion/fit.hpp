@@ -947,11 +947,6 @@ struct basic_metric_lists {
       if (n == name) return values.push_back(value);
     history.metrics.emplace_back(name, std::vector<double>{value});
   }
-  /// The epoch's results into the logs and the history.
-  FLUXION_NOINLINE void record(fit_logs& logs, fit_history& history) const {
-    logs.metrics = results();
-    for (const auto& [name, value] : logs.metrics) add_to_history(history, name, value);
-  }
   /// Null metrics and names that repeat (or are fit's own) are refused, naming `who`.
   FLUXION_NOINLINE void check(const char* who) const {
     std::vector<std::string> names{"loss", "accuracy"};
@@ -1272,6 +1267,9 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     return stop;
   };
   const bool resuming = options.resume && logs.global_step > 0;
+  // An optimizer that trains across processes (fx::distributed::data_parallel) starts every process
+  // from the same variables: the first process's.
+  if constexpr (requires { optimizer.on_fit_begin(model); }) optimizer.on_fit_begin(model);
   for (callback* c : options.callbacks) {
     c->stop_training = false;
     if (resuming) c->on_train_resume(first_epoch, logs.global_step);
@@ -1368,11 +1366,15 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     }
     if (logs.step == first_step) throw invalid_argument("fit: the dataset gave no batch in epoch " + std::to_string(epoch + 1));
     logs.accuracy = has_accuracy ? accuracy.result() : -1;
+    if (!metric_list.empty()) logs.metrics = metric_list.results();
+    // Across processes (fx::distributed::data_parallel): the loss, accuracy and metrics of every
+    // process's examples, so that the history and every callback see the same numbers everywhere.
+    if constexpr (requires { optimizer.reduce_epoch_logs(logs, samples); }) optimizer.reduce_epoch_logs(logs, samples);
     history.loss.push_back(logs.loss);
     if constexpr (requires { optimizer.learning_rate_schedule(); })  // the rate of the epoch's last step
       history.learning_rate.push_back(optimizer.learning_rate_schedule()(std::max<std::int64_t>(optimizer.iterations() - 1, 0)));
     if (logs.accuracy >= 0) history.accuracy.push_back(logs.accuracy);
-    if (!metric_list.empty()) metric_list.record(logs, history);
+    for (const auto& [name, value] : logs.metrics) detail::metric_lists::add_to_history(history, name, value);
     if constexpr (!std::is_same_v<std::remove_cv_t<Validation>, detail::no_validation>) {
       if (!history.interrupted) {
         const evaluation v = [&] {

@@ -1,4 +1,4 @@
-// fx::data transforms over in-memory datasets: tensors / from_tensors, map, shuffle, batch, skip, filter, concatenate,
+// fx::data transforms over in-memory datasets: tensors / from_tensors, map, shuffle, batch, skip, shard, filter, concatenate,
 // repeat, take, cache, zip, prefetch and cardinality, each against values computed by hand.
 #include <doctest/doctest.h>
 
@@ -354,6 +354,29 @@ TEST_CASE("prefetch: while the consumer runs parallel regions, elements come in 
   CHECK(seen < 300);
   CHECK(!it.next());
   fx::set_num_threads(saved_threads);
+}
+
+TEST_CASE("shard: every n-th element from an index, as tf.data's; the shards partition the dataset") {
+  CHECK(values(range(10).shard(3, 0)) == std::vector<std::int32_t>{0, 3, 6, 9});
+  CHECK(values(range(10).shard(3, 1)) == std::vector<std::int32_t>{1, 4, 7});
+  CHECK(values(range(10).shard(3, 2)) == std::vector<std::int32_t>{2, 5, 8});
+  CHECK(range(10).shard(3, 0).cardinality() == 4);
+  CHECK(range(10).shard(3, 2).cardinality() == 3);
+  CHECK(range(2).shard(3, 2).cardinality() == 0);
+  CHECK(values(range(2).shard(3, 2)).empty());
+  CHECK(values(range(4).shard(1, 0)) == std::vector<std::int32_t>{0, 1, 2, 3});
+  CHECK(range(4).repeat().shard(2, 1).cardinality() == fx::data::infinite_cardinality);
+  CHECK(values(range(4).repeat().shard(2, 1).take(3)) == std::vector<std::int32_t>{1, 3, 1});
+  // Every pass the same, and the shards of a shuffled dataset (one seed) are disjoint and cover it.
+  const auto shuffled = range(20).shuffle(20, 5, /*reshuffle_each_iteration=*/false);
+  std::vector<std::int32_t> all = values(shuffled.shard(2, 0));
+  const auto second = values(shuffled.shard(2, 1));
+  all.insert(all.end(), second.begin(), second.end());
+  std::sort(all.begin(), all.end());
+  CHECK(all == values(range(20)));
+  CHECK_THROWS_WITH_AS(range(4).shard(0, 0), "shard: num_shards must be at least 1, got 0", fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(range(4).shard(2, 2), "shard: index = 2 is not in [0, 2)", fx::out_of_range);
+  CHECK_THROWS_WITH_AS(range(4).shard(2, -1), "shard: index = -1 is not in [0, 2)", fx::out_of_range);
 }
 
 TEST_CASE("skip, filter and concatenate: tf.data's, against values by hand") {

@@ -511,6 +511,36 @@ class dataset {
         card);
   }
 
+  /// Every num_shards-th element from element `index` on (elements i with i % num_shards == index),
+  /// as tf.data's shard: the part of a dataset that one of num_shards processes trains on
+  /// (`ds.shard(comm.size(), comm.rank())`, <fluxion/distributed.hpp>). Shard before shuffling and
+  /// batching, so that the processes' parts are disjoint and, batched with drop_remainder, of the
+  /// same length.
+  dataset shard(std::int64_t num_shards, std::int64_t index) const {
+    if (num_shards < 1) throw invalid_argument("shard: num_shards must be at least 1, got " + std::to_string(num_shards));
+    if (index < 0 || index >= num_shards)
+      throw out_of_range("shard: index = " + std::to_string(index) + " is not in [0, " + std::to_string(num_shards) + ")");
+    if (num_shards == 1) return *this;
+    auto up = m_open;
+    std::int64_t card = m_cardinality;
+    if (card >= 0) card = card > index ? (card - index + num_shards - 1) / num_shards : 0;
+    return dataset(
+        [up, num_shards, index](std::uint64_t pass) -> next_fn {
+          return [next = (*up)(pass), num_shards, index, at = std::int64_t{0}]() mutable -> std::optional<Element> {
+            while (next) {
+              auto e = next();
+              if (!e) {
+                next = nullptr;
+                break;
+              }
+              if (at++ % num_shards == index) return e;
+            }
+            return std::nullopt;
+          };
+        },
+        card);
+  }
+
   /// All but the first `count` elements (none when count is -1), as tf.data's skip: with take, the
   /// split of one dataset into two, `ds.take(n)` and `ds.skip(n)`.
   dataset skip(std::int64_t count) const {

@@ -72,6 +72,15 @@ namespace fluxion::optim {
 
 namespace detail {
 
+/// The variables of `apply_gradients(grads, {w, b})` as the pointer list the checks and updates take.
+template <class T, class Device>
+std::vector<variable<T, Device>*> pointers_to(std::initializer_list<std::reference_wrapper<variable<T, Device>>> variables) {
+  std::vector<variable<T, Device>*> pointers;
+  pointers.reserve(variables.size());
+  for (variable<T, Device>& v : variables) pointers.push_back(&v);
+  return pointers;
+}
+
 /// The most slots an optimizer keeps per variable (Adam with amsgrad, centered RMSprop with momentum).
 inline constexpr std::size_t max_slots = 3;
 /// Elements per thread-pool task; task boundaries never depend on the thread count.
@@ -374,10 +383,7 @@ class optimizer {
   template <class T, class Device>
   void apply_gradients(const std::vector<tensor<T, Device>>& gradients,
                        std::initializer_list<std::reference_wrapper<std::type_identity_t<variable<T, Device>>>> variables) {
-    std::vector<variable<T, Device>*> pointers;
-    pointers.reserve(variables.size());
-    for (variable<T, Device>& v : variables) pointers.push_back(&v);
-    apply_gradients(gradients, pointers);
+    apply_gradients(gradients, detail::pointers_to(variables));
   }
   template <class T, class Device>
   void apply_gradients(std::initializer_list<tensor<T, Device>> gradients,

@@ -1,0 +1,159 @@
+// fx::distributed::data_parallel under mpiexec (ctest runs two processes). The reference is the
+// same model trained by one process on the union of the processes' batches, which every process
+// computes for itself: with equal batches, the mean of the processes' gradients is the gradient of
+// the union's mean loss, so the two runs must agree to rounding (double).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fluxion/data.hpp>
+#include <fluxion/distributed.hpp>
+#include <fluxion/fluxion.hpp>
+
+namespace fx = fluxion;
+namespace nn = fluxion::nn;
+
+namespace {
+
+const fx::distributed::communicator& world() {
+  static fx::distributed::communicator comm;
+  return comm;
+}
+
+auto make_net(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, nn::typed_input<double, 4>{}, nn::dense<8>{}, nn::tanh{}, nn::dense<3>{});
+}
+
+auto cross_entropy = [](const auto& logits, const auto& labels) {
+  return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+};
+
+/// n examples of 4 features and 3 classes, the same on every process.
+std::pair<fx::tensor<double>, fx::tensor<std::int32_t>> examples(fx::index_t n) {
+  fx::random::generator gen{7};
+  const fx::tensor<double> x = fx::random::normal<double>({n, 4}, gen);
+  const fx::tensor<std::int32_t> y = fx::random::uniform<std::int32_t>({n}, gen, 0, 3);
+  return {x, y};
+}
+
+template <class A, class B>
+void check_close_variables(A& a, B& b, double tolerance) {
+  const auto vars = a.variables();
+  const auto reference = b.variables();
+  REQUIRE(vars.size() == reference.size());
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    INFO(vars[i]->name());
+    const auto got = vars[i]->peek().to_vector();
+    const auto want = reference[i]->peek().to_vector();
+    REQUIRE(got.size() == want.size());
+    double worst = 0;
+    for (std::size_t j = 0; j < got.size(); ++j) worst = std::max(worst, static_cast<double>(std::abs(got[j] - want[j])));
+    CHECK(worst < tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("data_parallel: each process's half batch, averaged, takes the whole batch's step") {
+  const auto& comm = world();
+  fx::set_num_threads(1);
+  const fx::index_t k = 6;  // examples per process and step
+  const fx::index_t global = k * comm.size();
+  const auto [x, y] = examples(global * 5);
+  auto net = make_net(1);
+  auto reference = make_net(1);
+  fx::optim::adam adam{{.learning_rate = 0.05}};
+  fx::optim::adam reference_adam{{.learning_rate = 0.05}};
+  fx::distributed::data_parallel opt{comm, adam};
+  for (fx::index_t step = 0; step < 5; ++step) {
+    const fx::index_t begin = step * global + comm.rank() * k;
+    const fx::tensor<double> xb = fx::slice(x, {begin, 0}, {k, 4});
+    const fx::tensor<std::int32_t> yb = fx::slice(y, {begin}, {k});
+    {
+      fx::gradient_tape tape;
+      const fx::tensor<double> loss = cross_entropy(net(xb), yb);
+      auto vars = net.trainable_variables();
+      opt.apply_gradients(tape.gradient(loss, vars), vars);
+    }
+    const fx::tensor<double> xa = fx::slice(x, {step * global, 0}, {global, 4});
+    const fx::tensor<std::int32_t> ya = fx::slice(y, {step * global}, {global});
+    fx::gradient_tape tape;
+    const fx::tensor<double> loss = cross_entropy(reference(xa), ya);
+    auto vars = reference.trainable_variables();
+    reference_adam.apply_gradients(tape.gradient(loss, vars), vars);
+  }
+  CHECK(opt.iterations() == 5);
+  CHECK(adam.iterations() == 5);
+  check_close_variables(net, reference, 1e-12);
+}
+
+TEST_CASE("data_parallel under fit: shards, the first process's variables, the epoch's logs over every process") {
+  const auto& comm = world();
+  fx::set_num_threads(1);
+  const fx::index_t k = 4;
+  const fx::index_t global = k * comm.size();
+  const auto [x, y] = examples(global * 6);
+  // Every process starts from its own seed: fit gives them all process 0's variables.
+  auto net = make_net(20 + static_cast<std::uint64_t>(comm.rank()));
+  auto reference = make_net(20);
+  fx::optim::sgd sgd{{.learning_rate = 0.2, .momentum = 0.9}};
+  fx::optim::sgd reference_sgd{{.learning_rate = 0.2, .momentum = 0.9}};
+  fx::distributed::data_parallel opt{comm, sgd};
+  fx::metrics::sparse_top_k_categorical_accuracy metric{2};
+  fx::metrics::sparse_top_k_categorical_accuracy reference_metric{2};
+  const auto all = fx::data::tensors(x, y);
+  std::ostringstream log, reference_log;
+  const auto history = fx::fit(net, opt, cross_entropy, all.shard(comm.size(), comm.rank()).batch(k, true),
+                               {.epochs = 3, .out = &log, .metrics = {&metric}});
+  const auto expected = fx::fit(reference, reference_sgd, cross_entropy, all.batch(global, true),
+                                {.epochs = 3, .out = &reference_log, .metrics = {&reference_metric}});
+  CHECK(history.steps == 18);
+  CHECK(sgd.iterations() == 18);
+  check_close_variables(net, reference, 1e-12);
+  REQUIRE(history.loss.size() == 3);
+  REQUIRE(history.accuracy.size() == 3);
+  for (int e = 0; e < 3; ++e) {
+    CHECK(history.loss[e] == doctest::Approx(expected.loss[e]).epsilon(1e-12));
+    CHECK(history.accuracy[e] == doctest::Approx(expected.accuracy[e]).epsilon(1e-12));
+    // The mean of the processes' metrics: here the same as the whole's (equal halves of a mean).
+    CHECK(history.metric(metric.name())[e] == doctest::Approx(expected.metric(metric.name())[e]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("data_parallel: processes out of step, or with different gradients, all throw") {
+  const auto& comm = world();
+  if (comm.size() < 2) return;
+  fx::set_num_threads(1);
+  auto net = make_net(3);
+  fx::optim::sgd sgd{{.learning_rate = 0.1}};
+  fx::distributed::data_parallel opt{comm, sgd};
+  // Process 0 has three batches, the others two: process 0's third step meets the others' epoch end.
+  const auto [x, y] = examples(12);
+  const auto mine = fx::data::tensors(x, y).take(comm.rank() == 0 ? 12 : 8).batch(4);
+  std::ostringstream log;
+  try {
+    fx::fit(net, opt, cross_entropy, mine, {.epochs = 1, .out = &log});
+    FAIL("fit did not throw");
+  } catch (const fx::invalid_argument& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("the processes disagree on what to exchange") != std::string::npos);
+    CHECK(what.find("process 0: the gradients of step 3: 4 tensors") != std::string::npos);
+    CHECK(what.find("process 1: the logs of epoch 1 (loss, accuracy)") != std::string::npos);
+  }
+  CHECK(sgd.iterations() == 2);  // process 0's third step was not taken
+  // Gradient lists that differ: every process throws before anything changes.
+  fx::variable<double> w{fx::zeros<double>({comm.rank() + 1})};
+  const fx::tensor<double> g = fx::ones<double>({comm.rank() + 1});
+  CHECK_THROWS_AS(opt.apply_gradients({g}, {w}), fx::invalid_argument);
+  CHECK(w.peek().to_vector() == std::vector<double>(static_cast<std::size_t>(comm.rank() + 1), 0.0));
+  CHECK_THROWS_WITH_AS(opt.apply_gradients(std::vector<fx::tensor<double>>{g, g}, std::vector<fx::variable<double>*>{&w}),
+                       "distributed::data_parallel::apply_gradients: 2 gradients for 1 variables", fx::invalid_argument);
+  // Still in step.
+  CHECK(comm.all_reduce(1.0) == comm.size());
+}
