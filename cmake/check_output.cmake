@@ -1,5 +1,6 @@
 # Runs a program and checks its output (see cmake/examples.cmake):
-#   cmake -DPROGRAM=<executable> [-DEXPECTED=<file>] [-DARGS_FILE=<file>] [-DWORKING_DIRECTORY=<dir>] -P this
+#   cmake -DPROGRAM=<executable> [-DEXPECTED=<file>] [-DARGS_FILE=<file>] [-DWORKING_DIRECTORY=<dir>]
+#         [-DLAUNCHER=<command line>] -P this
 # ARGS_FILE, when it exists, holds the program's arguments, separated by spaces (one line).
 # Passes when PROGRAM exits with 0 and, if EXPECTED names an existing file, every regex in it
 # matches the program's output (stdout and stderr together), in order: each regex is searched
@@ -19,8 +20,13 @@ if(ARGS_FILE AND EXISTS "${ARGS_FILE}")
   string(STRIP "${arguments}" arguments)
   separate_arguments(arguments UNIX_COMMAND "${arguments}")
 endif()
+# LAUNCHER: a command line the program runs under (mpiexec -n 2 for the distributed example).
+set(launcher "")
+if(LAUNCHER)
+  separate_arguments(launcher UNIX_COMMAND "${LAUNCHER}")
+endif()
 execute_process(
-  COMMAND "${PROGRAM}" ${arguments}
+  COMMAND ${launcher} "${PROGRAM}" ${arguments}
   WORKING_DIRECTORY "${WORKING_DIRECTORY}"
   RESULT_VARIABLE result
   OUTPUT_VARIABLE output ERROR_VARIABLE output

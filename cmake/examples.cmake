@@ -18,7 +18,21 @@ include_guard(GLOBAL)
 set(FLUXION_EXAMPLES_BINARY_DIR "${PROJECT_BINARY_DIR}/examples")
 file(MAKE_DIRECTORY "${FLUXION_EXAMPLES_BINARY_DIR}")
 
+# Examples named *_distributed use <fluxion/distributed.hpp>: built where MPI is found, and run by
+# mpiexec as two processes.
 function(fluxion_add_example name source)
+  set(launcher "")
+  if(name MATCHES "_distributed$")
+    if(NOT TARGET fluxion::mpi)
+      message(STATUS "fluxion: MPI not found: examples/${name}.cpp is not built")
+      return()
+    endif()
+    find_package(MPI QUIET COMPONENTS CXX)
+    set(launcher "${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2")
+    if(MPI_CXX_LIBRARY_VERSION_STRING MATCHES "Open MPI")
+      string(APPEND launcher " --oversubscribe")
+    endif()
+  endif()
   fluxion_add_program(example_${name} "${source}" "${FLUXION_EXAMPLES_BINARY_DIR}" "${name}")
   # -O2, not Release's -O3: -O3 took 1.6x the compile time (examples/mnist_models.cpp, g++ 12,
   # AVX2: 89 s against 56 s) for no faster training (fashion_mnist_cnn, 200 steps: 13.8 / 12.2 s at
@@ -34,14 +48,21 @@ function(fluxion_add_example name source)
   if(TARGET fluxion::zlib)
     target_link_libraries(example_${name} PRIVATE fluxion::zlib)  # the data sets' .gz files
   endif()
+  if(launcher)
+    target_link_libraries(example_${name} PRIVATE fluxion::mpi)
+  endif()
   add_test(NAME example.${name}
-           COMMAND "${CMAKE_COMMAND}" "-DPROGRAM=$<TARGET_FILE:example_${name}>"
+           COMMAND "${CMAKE_COMMAND}" "-DPROGRAM=$<TARGET_FILE:example_${name}>" "-DLAUNCHER=${launcher}"
                    "-DEXPECTED=${PROJECT_SOURCE_DIR}/examples/${name}.expected"
                    "-DARGS_FILE=${PROJECT_SOURCE_DIR}/examples/${name}.args"
                    "-DWORKING_DIRECTORY=${FLUXION_EXAMPLES_BINARY_DIR}"
                    -P "${PROJECT_SOURCE_DIR}/cmake/check_output.cmake"
            WORKING_DIRECTORY "${FLUXION_EXAMPLES_BINARY_DIR}")
   set_tests_properties(example.${name} PROPERTIES LABELS example TIMEOUT 600)
+  if(launcher)
+    set_tests_properties(example.${name} PROPERTIES PROCESSORS 2
+                         ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+  endif()
 endfunction()
 
 file(GLOB fluxion_example_sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/examples/*.cpp")

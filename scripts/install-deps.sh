@@ -4,14 +4,15 @@
 #   scripts/install-deps.sh           build tools, xtensor, xsimd, doctest, Google Benchmark, zlib,
 #                                     Open MPI (<fluxion/distributed.hpp> and its tests), and the
 #                                     Fashion-MNIST data set (/usr/share/datasets/fashion-mnist)
-#   scripts/install-deps.sh --bench   also the peers the benchmarks compare against (OpenBLAS, LibTorch)
+#   scripts/install-deps.sh --bench   also the peers the benchmarks compare against (OpenBLAS, LibTorch,
+#                                     and Gloo's headers for LibTorch's process group)
 set -euo pipefail
 
 packages=(build-essential cmake ccache xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev zlib1g-dev
           libopenmpi-dev openmpi-bin dataset-fashion-mnist)
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(libopenblas-dev libtorch-dev) ;;
+    --bench) packages+=(libopenblas-dev libtorch-dev libgloo-dev) ;;
     *) echo "install-deps.sh: unknown argument '$arg' (expected --bench)" >&2; exit 2 ;;
   esac
 done

@@ -92,6 +92,39 @@ TEST_CASE("data_parallel: each process's half batch, averaged, takes the whole b
   check_close_variables(net, reference, 1e-12);
 }
 
+TEST_CASE("average_gradients: large gradients straight, small ones in one fused message, none kept") {
+  const auto& comm = world();
+  fx::optim::sgd sgd{0.1};
+  fx::distributed::data_parallel opt{comm, sgd};
+  const double scale = comm.rank() + 1.0;  // process r holds (r + 1) times the base values
+  const double mean_scale = (comm.size() + 1) / 2.0;
+  const fx::tensor<double> base = fx::cast<double>(fx::arange<std::int32_t>(0, 90000)) / 7.0;  // above the fusion threshold
+  const fx::tensor<double> big = fx::reshape(base * scale, {300, 300});
+  const fx::tensor<double> small = {scale, -2 * scale};
+  const std::vector<fx::tensor<double>> kept{big, small, fx::tensor<double>::none(), small * 3.0};
+  const auto means = opt.average_gradients(kept);
+  REQUIRE(means.size() == 4);
+  CHECK(means[0].shape() == fx::shape{300, 300});
+  const auto got = means[0].to_vector();
+  const auto b = base.to_vector();
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - b[i] * mean_scale));
+  CHECK(worst < 1e-9);
+  CHECK(means[1].to_vector() == std::vector<double>{mean_scale, -2 * mean_scale});
+  CHECK(means[2].is_none());
+  CHECK(means[3].to_vector() == std::vector<double>{3 * mean_scale, -6 * mean_scale});
+  // The caller's list is unchanged: tensors are values.
+  CHECK(kept[0].to_vector() == big.to_vector());
+  CHECK(kept[1].to_vector() == std::vector<double>{scale, -2 * scale});
+  // A list given away whose tensors nothing else holds is averaged in its own buffers.
+  std::vector<fx::tensor<double>> given{fx::tensor<double>(big * 1.0), fx::tensor<double>(small * 1.0)};
+  const void* storage = given[0].storage_id();
+  const auto owned = opt.average_gradients(std::move(given));
+  CHECK(owned[0].storage_id() == storage);
+  CHECK(owned[0].to_vector() == got);
+  CHECK(owned[1].to_vector() == means[1].to_vector());
+}
+
 TEST_CASE("data_parallel under fit: shards, the first process's variables, the epoch's logs over every process") {
   const auto& comm = world();
   fx::set_num_threads(1);

@@ -184,8 +184,7 @@ class communicator {
     if (t.is_none()) throw invalid_argument("distributed::all_reduce: the tensor is none (a gradient that does not exist)");
     agree("distributed::all_reduce", reduction_name(op) + " of " + detail::describe_shape<T>(t.shape()));
     tensor<T, Device> out(t.shape());
-    std::copy(t.data(), t.data() + t.size(), out.mutable_data());
-    reduce_in_place(out.mutable_data(), t.size(), op, "distributed::all_reduce");
+    reduce(t.data(), out.mutable_data(), t.size(), op, "distributed::all_reduce");
     return out;
   }
 
@@ -268,10 +267,17 @@ class communicator {
   /// on them): for the layers above, which pack many tensors into one buffer.
   template <class T>
   void reduce_in_place(T* data, std::int64_t n, reduction op, const char* who) const {
+    reduce(static_cast<const T*>(nullptr), data, n, op, who);
+  }
+  /// The same from n elements at `in` (not changed) into `out`; in place where `in` is null.
+  template <class T>
+  void reduce(const T* in, T* out, std::int64_t n, reduction op, const char* who) const {
     const MPI_Op mpi_op = op == reduction::max ? MPI_MAX : op == reduction::min ? MPI_MIN : MPI_SUM;
     for_pieces(n, [&](std::int64_t at, int count) {
-      detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + at, count, detail::datatype<T>(), mpi_op, m_comm), who);
+      const void* send = in == nullptr ? MPI_IN_PLACE : static_cast<const void*>(in + at);
+      detail::check_mpi(MPI_Allreduce(send, out + at, count, detail::datatype<T>(), mpi_op, m_comm), who);
     });
+    T* const data = out;
     if (op == reduction::mean) {
       if constexpr (std::is_floating_point_v<T>) {
         const T scale = T(1) / static_cast<T>(m_size);

@@ -26,6 +26,7 @@
 // which step each one was at. Save checkpoints and summaries from one process (comm.rank() == 0).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -51,12 +52,18 @@ class data_parallel {
   /// none gradient (a variable the loss does not reach) stays none, and must be none on every
   /// process.
   template <class T, class Device>
-  std::vector<tensor<T, Device>> average_gradients(const std::vector<tensor<T, Device>>& gradients) const {
+  std::vector<tensor<T, Device>> average_gradients(const std::vector<tensor<T, Device>>& gradients) {
+    return average_gradients(std::vector<tensor<T, Device>>(gradients));
+  }
+  /// The same from a list the caller gives away (tape.gradient's result): a gradient that nothing
+  /// else holds is averaged in its own buffer, without a copy.
+  template <class T, class Device>
+  std::vector<tensor<T, Device>> average_gradients(std::vector<tensor<T, Device>>&& gradients) {
     if constexpr (!std::is_same_v<Device, cpu>) {
       detail::require_cpu<Device>();
-      return gradients;
+      return std::move(gradients);
     } else {
-      return average_on_cpu(gradients);
+      return average_on_cpu(std::move(gradients));
     }
   }
 
@@ -64,10 +71,15 @@ class data_parallel {
   /// (its clipping, weight decay and moving averages included, on the averaged gradients).
   template <class T, class Device>
   void apply_gradients(const std::vector<tensor<T, Device>>& gradients, const std::vector<variable<T, Device>*>& variables) {
+    apply_gradients(std::vector<tensor<T, Device>>(gradients), variables);
+  }
+  /// The same with tape.gradient's list, whose gradients are averaged in their own buffers.
+  template <class T, class Device>
+  void apply_gradients(std::vector<tensor<T, Device>>&& gradients, const std::vector<variable<T, Device>*>& variables) {
     if (gradients.size() != variables.size())
       throw invalid_argument("distributed::data_parallel::apply_gradients: " + std::to_string(gradients.size()) +
                              " gradients for " + std::to_string(variables.size()) + " variables");
-    m_optimizer->apply_gradients(average_gradients(gradients), variables);
+    m_optimizer->apply_gradients(average_gradients(std::move(gradients)), variables);
   }
   template <class T, class Device>
   void apply_gradients(const std::vector<tensor<T, Device>>& gradients,
@@ -114,43 +126,58 @@ class data_parallel {
   }
 
  private:
+  /// Gradients of at least this many elements are all-reduced straight from the gradient into the
+  /// result; smaller ones are packed into one buffer and all-reduced together (Horovod's tensor
+  /// fusion), so that a model's many biases cost one message instead of one each.
+  static constexpr std::int64_t fuse_below = std::int64_t{1} << 16;
+
   template <class T>
-  std::vector<tensor<T, cpu>> average_on_cpu(const std::vector<tensor<T, cpu>>& gradients) const {
+  std::vector<tensor<T, cpu>> average_on_cpu(std::vector<tensor<T, cpu>> gradients) {
+    constexpr const char* who = "distributed::data_parallel::apply_gradients";
     std::string what = "the gradients of step " + std::to_string(m_optimizer->iterations() + 1) + ": " +
                        std::to_string(gradients.size()) + " tensors";
-    std::int64_t total = 0;
+    std::int64_t fused = 0;
     for (std::size_t i = 0; i < gradients.size(); ++i) {
-      what += (i == 0 ? ": " : ", ") + (gradients[i].is_none() ? std::string("none") : detail::describe_shape<T>(gradients[i].shape()));
-      if (!gradients[i].is_none()) total += gradients[i].size();
+      const auto& g = gradients[i];
+      what += (i == 0 ? ": " : ", ") + (g.is_none() ? std::string("none") : detail::describe_shape<T>(g.shape()));
+      if (!g.is_none() && g.size() < fuse_below) fused += g.size();
     }
-    m_comm->agree("distributed::data_parallel::apply_gradients", what);
+    m_comm->agree(who, what);
     if (m_comm->size() == 1) return gradients;
-    std::vector<T> buffer(static_cast<std::size_t>(total));
-    std::int64_t at = 0;
-    for (const auto& g : gradients) {
-      if (g.is_none()) continue;
-      std::copy(g.data(), g.data() + g.size(), buffer.data() + at);
-      at += g.size();
-    }
-    m_comm->reduce_in_place(buffer.data(), total, reduction::mean, "distributed::data_parallel::apply_gradients");
+    if (m_fusion.size() < static_cast<std::size_t>(fused) * sizeof(T)) m_fusion.resize(static_cast<std::size_t>(fused) * sizeof(T));
+    T* const buffer = reinterpret_cast<T*>(m_fusion.data());
     std::vector<tensor<T, cpu>> out;
     out.reserve(gradients.size());
-    at = 0;
-    for (const auto& g : gradients) {
+    std::int64_t at = 0;
+    for (auto& g : gradients) {
       if (g.is_none()) {
         out.push_back(g);
-        continue;
+      } else if (g.size() < fuse_below) {
+        std::copy(g.data(), g.data() + g.size(), buffer + at);
+        at += g.size();
+        out.emplace_back(g.shape());
+      } else if (g.use_count() == 1) {  // this list's alone: nobody can see it change
+        m_comm->reduce(static_cast<const T*>(nullptr), g.mutable_data(), g.size(), reduction::mean, who);
+        out.push_back(std::move(g));
+      } else {
+        out.emplace_back(g.shape());
+        m_comm->reduce(g.data(), out.back().mutable_data(), g.size(), reduction::mean, who);
       }
-      tensor<T, cpu> mean(g.shape());
-      std::copy(buffer.data() + at, buffer.data() + at + g.size(), mean.mutable_data());
-      out.push_back(std::move(mean));
-      at += g.size();
+    }
+    if (fused == 0) return out;
+    m_comm->reduce(static_cast<const T*>(nullptr), buffer, fused, reduction::mean, who);
+    at = 0;
+    for (auto& o : out) {
+      if (o.is_none() || o.size() >= fuse_below) continue;
+      std::copy(buffer + at, buffer + at + o.size(), o.mutable_data());
+      at += o.size();
     }
     return out;
   }
 
   const communicator* m_comm;
   optim::optimizer* m_optimizer;
+  std::vector<std::byte> m_fusion;  // the small gradients' buffer, kept from step to step
 };
 
 }  // namespace fluxion::distributed
