@@ -56,6 +56,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ./scripts/install-deps.sh --bench
 cxx=${CXX:-g++}
 flags=(-std=c++20 -O2 -march=native -Iinclude "$@")
+# <fluxion/distributed.hpp> and its example need <mpi.h>: the include directories of the MPI
+# compiler wrapper (only -I: the other rows compile as they always did).
+if command -v mpicxx >/dev/null; then
+  for flag in $(mpicxx --showme:compile 2>/dev/null || mpicxx -compile-info 2>/dev/null | cut -d' ' -f2-); do
+    [[ "$flag" == -I* ]] && flags+=("$flag")
+  done
+fi
 runs=${FLUXION_COMPILE_RUNS:-3}
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -91,7 +98,7 @@ row "#include <fluxion/fluxion.hpp>" "$(best "$cxx" "${flags[@]}" -c "$scratch/u
 row "  ... with FLUXION_PREBUILT_KERNELS" \
     "$(best "$cxx" "${flags[@]}" -DFLUXION_PREBUILT_KERNELS -c "$scratch/umbrella.cpp" -o "$scratch/out.o")"
 # The facades outside the umbrella, each with it (what a program that uses them includes).
-for facade in data checkpoint tensorboard io; do
+for facade in data checkpoint tensorboard io distributed; do
   printf '#include <fluxion/fluxion.hpp>\n#include <fluxion/%s.hpp>\nint main() { return 0; }\n' "$facade" > "$scratch/facade.cpp"
   row "  ... + <fluxion/$facade.hpp>" "$(best "$cxx" "${flags[@]}" -c "$scratch/facade.cpp" -o "$scratch/out.o")"
 done

@@ -4,7 +4,8 @@
 #   scripts/run-benchmarks.sh [filter] [Google Benchmark arguments...]
 # filter is a regex over benchmark names (--benchmark_filter); the other arguments pass through,
 # e.g. scripts/run-benchmarks.sh gemm --benchmark_repetitions=3
-# Set FLUXION_BENCH=<name> to run only build/bench/<name>.
+# Set FLUXION_BENCH=<name> to run only build/bench/<name>. build/bench/distributed runs as two MPI
+# processes (mpirun -np 2).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 args=()
@@ -25,7 +26,13 @@ for program in "$build_dir"/bench/*; do
   [[ -z "${FLUXION_BENCH:-}" || "$(basename "$program")" == "$FLUXION_BENCH" ]] || continue
   found=1
   echo "=== $(basename "$program")"
-  "$program" "${args[@]}" || status=$?
+  if [[ "$(basename "$program")" == distributed ]]; then
+    # Collectives: two processes (Open MPI's flags for more processes than cores and for root).
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      mpirun --oversubscribe -np 2 "$program" "${args[@]}" || status=$?
+  else
+    "$program" "${args[@]}" || status=$?
+  fi
 done
 if [[ $found -eq 0 ]]; then
   echo "run-benchmarks.sh: no benchmark was built (bench/*.bench.cpp)" >&2

@@ -21,4 +21,9 @@ fi
 configure -DFLUXION_BUILD_EXAMPLES=ON -DFLUXION_BUILD_BENCHMARKS=OFF
 cmake --build "$build_dir" --parallel "$jobs" --target "example_$name"
 cd "$build_dir/examples"
+if [[ "$name" == *_distributed ]]; then
+  # Two processes (FLUXION_PROCESSES=N for more); Open MPI's flags for more processes than cores and for root.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  exec mpirun --oversubscribe -np "${FLUXION_PROCESSES:-2}" "./$name" "$@"
+fi
 exec "./$name" "$@"
