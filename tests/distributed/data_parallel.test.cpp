@@ -141,10 +141,17 @@ TEST_CASE("data_parallel under fit: shards, the first process's variables, the e
   fx::metrics::sparse_top_k_categorical_accuracy reference_metric{2};
   const auto all = fx::data::tensors(x, y);
   std::ostringstream log, reference_log;
+  // A callback that decides on the (combined) training loss, given the wrapper for the optimizer.
+  const fx::reduce_lr_on_plateau_options cut{.factor = 0.5, .patience = 0, .min_delta = 0.02, .monitor = fx::monitor::loss};
+  fx::reduce_lr_on_plateau plateau{opt, cut};
+  fx::reduce_lr_on_plateau reference_plateau{reference_sgd, cut};
   const auto history = fx::fit(net, opt, cross_entropy, all.shard(comm.size(), comm.rank()).batch(k, true),
-                               {.epochs = 3, .out = &log, .metrics = {&metric}});
+                               {.epochs = 3, .out = &log, .callbacks = {&plateau}, .metrics = {&metric}});
   const auto expected = fx::fit(reference, reference_sgd, cross_entropy, all.batch(global, true),
-                                {.epochs = 3, .out = &reference_log, .metrics = {&reference_metric}});
+                                {.epochs = 3, .out = &reference_log, .callbacks = {&reference_plateau}, .metrics = {&reference_metric}});
+  CHECK(history.learning_rate == expected.learning_rate);
+  CHECK(sgd.learning_rate() == reference_sgd.learning_rate());
+  CHECK(sgd.learning_rate() < 0.2);  // the plateau did cut the rate (so the check above compares decisions)
   CHECK(history.steps == 18);
   CHECK(sgd.iterations() == 18);
   check_close_variables(net, reference, 1e-12);

@@ -44,6 +44,8 @@ class data_parallel {
 
   const communicator& comm() const noexcept { return *m_comm; }
   optim::optimizer& optimizer() const noexcept { return *m_optimizer; }
+  /// The wrapped optimizer where one is asked for: `fx::reduce_lr_on_plateau plateau{opt}`.
+  operator optim::optimizer&() const noexcept { return *m_optimizer; }
   std::int64_t iterations() const noexcept { return m_optimizer->iterations(); }
   const optim::schedule& learning_rate_schedule() const noexcept { return m_optimizer->learning_rate_schedule(); }
   double learning_rate() const { return m_optimizer->learning_rate(); }
