@@ -1266,6 +1266,12 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     for (callback* c : options.callbacks) stop = stop || c->stop_training;
     return stop;
   };
+  // Across processes (fx::distributed::data_parallel): one process's Ctrl-C (1) or a callback's stop
+  // on one process (2) stops every process at the same step.
+  auto agreed_flags = [&](unsigned flags) {
+    if constexpr (requires { optimizer.any_process_flags(flags, logs); }) return optimizer.any_process_flags(flags, logs);
+    else return flags;
+  };
   const bool resuming = options.resume && logs.global_step > 0;
   // An optimizer that trains across processes (fx::distributed::data_parallel) starts every process
   // from the same variables: the first process's.
@@ -1355,11 +1361,12 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
         out << "\r" << detail::progress_line(logs, total) << "\x1b[K" << std::flush;
         last_draw = now;
       }
-      if (detail::fit_interrupted()) {
+      const unsigned flags = agreed_flags((detail::fit_interrupted() ? 1u : 0u) | (stop_requested() ? 2u : 0u));
+      if (flags & 1u) {
         history.interrupted = true;
         break;
       }
-      if (stop_requested()) {
+      if (flags & 2u) {
         history.stopped_early = true;
         break;
       }
@@ -1377,13 +1384,15 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     for (const auto& [name, value] : logs.metrics) detail::metric_lists::add_to_history(history, name, value);
     if constexpr (!std::is_same_v<std::remove_cv_t<Validation>, detail::no_validation>) {
       if (!history.interrupted) {
-        const evaluation v = [&] {
+        evaluation v = [&] {
           try {
             return detail::evaluate_with(model, loss_fn, validation, metric_list);
           } catch (const numeric_error& e) {
             throw numeric_error("fit: validation after epoch " + std::to_string(epoch + 1) + ": " + e.what(), e.value());
           }
         }();
+        // Across processes (fx::distributed::data_parallel): over every process's validation data.
+        if constexpr (requires { optimizer.reduce_evaluation(v, epoch); }) optimizer.reduce_evaluation(v, epoch);
         detail::record_validation(v, logs, history);
       }
     }
@@ -1394,7 +1403,7 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     }
     if (history.interrupted && options.verbose >= 1) out << "interrupted (SIGINT) at global step " << logs.global_step << "\n";
     for (callback* c : options.callbacks) c->on_epoch_end(logs);
-    if (stop_requested()) history.stopped_early = true;
+    if (agreed_flags(stop_requested() ? 2u : 0u) & 2u) history.stopped_early = true;
   }
   // Keras's fit ends with finalize_variable_values: with use_ema, the variables become their
   // moving averages (before on_train_end, so that a checkpoint saved there holds them). Not when

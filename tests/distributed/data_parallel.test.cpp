@@ -145,10 +145,20 @@ TEST_CASE("data_parallel under fit: shards, the first process's variables, the e
   const fx::reduce_lr_on_plateau_options cut{.factor = 0.5, .patience = 0, .min_delta = 0.02, .monitor = fx::monitor::loss};
   fx::reduce_lr_on_plateau plateau{opt, cut};
   fx::reduce_lr_on_plateau reference_plateau{reference_sgd, cut};
+  // Validation on a shard per process, combined, against the whole set.
   const auto history = fx::fit(net, opt, cross_entropy, all.shard(comm.size(), comm.rank()).batch(k, true),
-                               {.epochs = 3, .out = &log, .callbacks = {&plateau}, .metrics = {&metric}});
+                               {.epochs = 3, .out = &log, .callbacks = {&plateau}, .metrics = {&metric}},
+                               all.shard(comm.size(), comm.rank()).batch(5));
   const auto expected = fx::fit(reference, reference_sgd, cross_entropy, all.batch(global, true),
-                                {.epochs = 3, .out = &reference_log, .callbacks = {&reference_plateau}, .metrics = {&reference_metric}});
+                                {.epochs = 3, .out = &reference_log, .callbacks = {&reference_plateau}, .metrics = {&reference_metric}},
+                                all.batch(5));
+  REQUIRE(history.val_loss.size() == 3);
+  for (int e = 0; e < 3; ++e) {
+    CHECK(history.val_loss[e] == doctest::Approx(expected.val_loss[e]).epsilon(1e-12));
+    CHECK(history.val_accuracy[e] == doctest::Approx(expected.val_accuracy[e]).epsilon(1e-12));
+    const std::string val = "val_" + metric.name();
+    CHECK(history.metric(val)[e] == doctest::Approx(expected.metric(val)[e]).epsilon(1e-12));
+  }
   CHECK(history.learning_rate == expected.learning_rate);
   CHECK(sgd.learning_rate() == reference_sgd.learning_rate());
   CHECK(sgd.learning_rate() < 0.2);  // the plateau did cut the rate (so the check above compares decisions)
@@ -163,6 +173,52 @@ TEST_CASE("data_parallel under fit: shards, the first process's variables, the e
     // The mean of the processes' metrics: here the same as the whole's (equal halves of a mean).
     CHECK(history.metric(metric.name())[e] == doctest::Approx(expected.metric(metric.name())[e]).epsilon(1e-12));
   }
+}
+
+namespace {
+/// Stops training on one process only: after step `step` (on_batch_end), or at epoch `epoch`'s end.
+struct stop_on_one : fx::callback {
+  int process;
+  std::int64_t step;
+  int epoch;
+  int me;
+  stop_on_one(int process, std::int64_t step, int epoch, int me) : process(process), step(step), epoch(epoch), me(me) {}
+  void on_batch_end(const fx::fit_logs& l) override {
+    if (me == process && l.global_step == step) stop_training = true;
+  }
+  void on_epoch_end(const fx::fit_logs& l) override {
+    if (me == process && l.epoch == epoch) stop_training = true;
+  }
+};
+}  // namespace
+
+TEST_CASE("data_parallel under fit: a stop on one process stops every process at the same step") {
+  const auto& comm = world();
+  fx::set_num_threads(1);
+  const auto [x, y] = examples(8 * 4 * comm.size());
+  const auto mine = fx::data::tensors(x, y).shard(comm.size(), comm.rank()).batch(4, true);
+  std::ostringstream log;
+  {
+    auto net = make_net(5);
+    fx::optim::sgd sgd{0.1};
+    fx::distributed::data_parallel opt{comm, sgd};
+    stop_on_one stop{comm.size() - 1, /*step=*/3, /*epoch=*/-1, comm.rank()};  // the last process, after step 3
+    const auto history = fx::fit(net, opt, cross_entropy, mine, {.epochs = 2, .out = &log, .callbacks = {&stop}});
+    CHECK(history.stopped_early);
+    CHECK(history.steps == 3);
+    CHECK(sgd.iterations() == 3);
+  }
+  {
+    auto net = make_net(5);
+    fx::optim::sgd sgd{0.1};
+    fx::distributed::data_parallel opt{comm, sgd};
+    stop_on_one stop{0, /*step=*/-1, /*epoch=*/0, comm.rank()};  // process 0, at the first epoch's end
+    const auto history = fx::fit(net, opt, cross_entropy, mine, {.epochs = 3, .out = &log, .callbacks = {&stop}});
+    CHECK(history.stopped_early);
+    CHECK(history.loss.size() == 1);
+    CHECK(history.steps == 8);
+  }
+  CHECK(comm.all_reduce(1.0) == comm.size());  // still in step
 }
 
 TEST_CASE("data_parallel: processes out of step, or with different gradients, all throw") {

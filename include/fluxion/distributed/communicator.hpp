@@ -9,7 +9,7 @@
 // op, the shapes and element types): where they do not, every process throws the same
 // fluxion::invalid_argument, naming each process's side, instead of exchanging buffers of
 // different sizes (which MPI leaves undefined) or waiting forever. That check is one all-gather of
-// 8 bytes per process per collective.
+// 16 bytes per process per collective.
 //
 // The tensors are fluxion::cpu tensors: NCCL, and device buffers handed to a CUDA-aware MPI, are not
 // built (README, "Departures from DESIGN.md").
@@ -150,13 +150,19 @@ class communicator {
 
   /// Every process's `what` (its side of the collective `op` about to run) must be the same:
   /// otherwise every process throws the same fluxion::invalid_argument naming each one's side.
-  void agree(const char* op, const std::string& what) const {
-    const std::uint64_t mine = detail::fingerprint(what);
-    std::vector<std::uint64_t> all(static_cast<std::size_t>(m_size));
-    detail::check_mpi(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, m_comm), op);
+  /// Returns the bitwise or of every process's `flags` (a decision any process may make, such as
+  /// stopping, carried by the same message).
+  std::uint64_t agree(const char* op, const std::string& what, std::uint64_t flags = 0) const {
+    const std::uint64_t mine[2] = {detail::fingerprint(what), flags};
+    std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(m_size));
+    detail::check_mpi(MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, m_comm), op);
     bool same = true;
-    for (std::uint64_t h : all) same = same && h == mine;
-    if (same) return;
+    std::uint64_t any = 0;
+    for (std::size_t r = 0; r < static_cast<std::size_t>(m_size); ++r) {
+      same = same && all[2 * r] == mine[0];
+      any |= all[2 * r + 1];
+    }
+    if (same) return any;
     // Every process saw the difference, so every one gathers the descriptions and throws.
     const int length = static_cast<int>(what.size());
     std::vector<int> lengths(static_cast<std::size_t>(m_size)), offsets(static_cast<std::size_t>(m_size));

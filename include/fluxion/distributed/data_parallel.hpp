@@ -14,11 +14,13 @@
 //
 // Under fx::fit it also
 // - starts every process from process 0's variables (on_fit_begin);
-// - combines the epoch's training loss, accuracy and metrics over the processes before the history
-//   and the callbacks see them (the loss and accuracy weighted by each process's examples, the
-//   metrics as the mean of the processes' results, as Horovod's MetricAverageCallback), so that
-//   early stopping and learning-rate callbacks decide alike everywhere. Validation is not combined:
-//   give every process the same validation data.
+// - combines the epoch's training loss, accuracy and metrics, and the validation's, over the
+//   processes before the history and the callbacks see them (the loss and accuracy weighted by each
+//   process's examples, the metrics as the mean of the processes' results, as Horovod's
+//   MetricAverageCallback), so that early stopping and learning-rate callbacks decide alike
+//   everywhere (the validation data may be the same on every process, or a shard of it);
+// - stops every process at the same step where any one is interrupted (Ctrl-C) or a callback on
+//   any one stops training, instead of leaving the others waiting for it.
 //
 // Every process must take the same number of steps (shard with drop_remainder, or set
 // steps_per_epoch): a process that runs out of batches early is caught at its next collective,
@@ -105,6 +107,28 @@ class data_parallel {
     m_comm->broadcast(model.variables(), 0);
   }
 
+  /// fx::fit's hook after every step and at every epoch's end: the bitwise or of the processes'
+  /// flags (1: interrupted, 2: a callback stops training), so that one process's Ctrl-C or early
+  /// stop stops every process at the same step instead of leaving the others waiting for it.
+  unsigned any_process_flags(unsigned flags, const fit_logs& logs) const {
+    return static_cast<unsigned>(m_comm->agree("distributed::data_parallel: fit",
+                                               "whether to stop after step " + std::to_string(logs.global_step) +
+                                                   " (epoch " + std::to_string(logs.epoch + 1) + ")",
+                                               flags));
+  }
+
+  /// fx::fit's hook after each validation: the loss and accuracy over every process's validation
+  /// examples, and the mean of the processes' metrics (the same numbers where every process was
+  /// given the same validation data; a sharded validation set is combined).
+  void reduce_evaluation(evaluation& v, int epoch) const {
+    std::string what = "the validation after epoch " + std::to_string(epoch + 1) + " (loss" +
+                       (v.accuracy >= 0 ? ", accuracy" : "");
+    for (const auto& [name, value] : v.metrics) what += ", " + name;
+    what += ")";
+    m_comm->agree("distributed::data_parallel: fit", what);
+    combine(v.loss, v.accuracy, v.metrics, v.samples);
+  }
+
   /// fx::fit's hook at an epoch's end: the loss and accuracy of every process's `samples`
   /// examples, and the mean of the processes' metrics.
   void reduce_epoch_logs(fit_logs& logs, std::int64_t samples) const {
@@ -113,21 +137,26 @@ class data_parallel {
     for (const auto& [name, value] : logs.metrics) what += ", " + name;
     what += ")";
     m_comm->agree("distributed::data_parallel: fit", what);
-    std::vector<double> values{logs.loss * static_cast<double>(samples), static_cast<double>(samples),
-                               logs.accuracy >= 0 ? logs.accuracy * static_cast<double>(samples) : 0.0};
-    for (const auto& [name, value] : logs.metrics) values.push_back(value);
+    combine(logs.loss, logs.accuracy, logs.metrics, samples);
+  }
+
+ private:
+  /// The loss and accuracy weighted by each process's examples, the metrics' mean, in one message.
+  void combine(double& loss, double& accuracy, std::vector<std::pair<std::string, double>>& metrics,
+               std::int64_t samples) const {
+    std::vector<double> values{loss * static_cast<double>(samples), static_cast<double>(samples),
+                               accuracy >= 0 ? accuracy * static_cast<double>(samples) : 0.0};
+    for (const auto& [name, value] : metrics) values.push_back(value);
     m_comm->reduce_in_place(values.data(), static_cast<std::int64_t>(values.size()), reduction::sum,
                             "distributed::data_parallel: fit");
     const double all = values[1];
     if (all > 0) {
-      logs.loss = values[0] / all;
-      if (logs.accuracy >= 0) logs.accuracy = values[2] / all;
+      loss = values[0] / all;
+      if (accuracy >= 0) accuracy = values[2] / all;
     }
-    for (std::size_t i = 0; i < logs.metrics.size(); ++i)
-      logs.metrics[i].second = values[3 + i] / static_cast<double>(m_comm->size());
+    for (std::size_t i = 0; i < metrics.size(); ++i) metrics[i].second = values[3 + i] / static_cast<double>(m_comm->size());
   }
 
- private:
   /// Gradients of at least this many elements are all-reduced straight from the gradient into the
   /// result; smaller ones are packed into one buffer and all-reduced together (Horovod's tensor
   /// fusion), so that a model's many biases cost one message instead of one each.
