@@ -1244,6 +1244,10 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     if (total < 0 && dataset.cardinality() >= 0) total = static_cast<std::int64_t>(dataset.cardinality());
   }
 
+  // An optimizer that trains across processes (fx::distributed::data_parallel) starts every process
+  // from the same variables and optimizer state, the first process's (before the step count below
+  // decides where a resumed run starts).
+  if constexpr (requires { optimizer.on_fit_begin(model); }) optimizer.on_fit_begin(model);
   fit_history history;
   fit_logs logs;
   logs.global_step = static_cast<std::int64_t>(optimizer.iterations());
@@ -1273,9 +1277,6 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     else return flags;
   };
   const bool resuming = options.resume && logs.global_step > 0;
-  // An optimizer that trains across processes (fx::distributed::data_parallel) starts every process
-  // from the same variables: the first process's.
-  if constexpr (requires { optimizer.on_fit_begin(model); }) optimizer.on_fit_begin(model);
   for (callback* c : options.callbacks) {
     c->stop_training = false;
     if (resuming) c->on_train_resume(first_epoch, logs.global_step);

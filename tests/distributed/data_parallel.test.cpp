@@ -175,6 +175,53 @@ TEST_CASE("data_parallel under fit: shards, the first process's variables, the e
   }
 }
 
+TEST_CASE("data_parallel under fit: process 0's optimizer state (steps, rate, Adam's moments) on every process") {
+  const auto& comm = world();
+  fx::set_num_threads(1);
+  const fx::index_t k = 4;
+  const fx::index_t global = k * comm.size();
+  const auto [x, y] = examples(global * 4);
+  // Process 0 alone has trained 3 steps and lowered its rate, as if it alone restored a checkpoint;
+  // the others start afresh, from other weights.
+  auto net = make_net(30 + static_cast<std::uint64_t>(comm.rank()));
+  auto reference = make_net(30);
+  fx::optim::adam adam{{.learning_rate = 0.05}};
+  fx::optim::adam reference_adam{{.learning_rate = 0.05}};
+  const fx::tensor<double> x0 = fx::slice(x, {0, 0}, {6, 4});
+  const fx::tensor<std::int32_t> y0 = fx::slice(y, {0}, {6});
+  auto pretrain = [&](auto& model, fx::optim::adam& opt) {
+    for (int step = 0; step < 3; ++step) {
+      fx::gradient_tape tape;
+      const fx::tensor<double> loss = cross_entropy(model(x0), y0);
+      auto vars = model.trainable_variables();
+      opt.apply_gradients(tape.gradient(loss, vars), vars);
+    }
+    opt.set_learning_rate(0.02);
+  };
+  if (comm.rank() == 0) pretrain(net, adam);
+  pretrain(reference, reference_adam);
+  fx::distributed::data_parallel opt{comm, adam};
+  std::ostringstream log;
+  const auto all = fx::data::tensors(x, y);
+  fx::fit(net, opt, cross_entropy, all.shard(comm.size(), comm.rank()).batch(k, true), {.epochs = 1, .out = &log});
+  fx::fit(reference, reference_adam, cross_entropy, all.batch(global, true), {.epochs = 1, .out = &log});
+  CHECK(adam.iterations() == 7);
+  CHECK(adam.learning_rate() == 0.02);
+  check_close_variables(net, reference, 1e-12);
+  // The moments too.
+  const auto vars = net.trainable_variables();
+  const auto reference_vars = reference.trainable_variables();
+  for (std::size_t i = 0; i < vars.size(); ++i)
+    for (const char* slot : {"momentum", "velocity"}) {
+      INFO(vars[i]->name() << " " << slot);
+      const auto got = adam.get_slot(*vars[i], slot)->peek().to_vector();
+      const auto want = reference_adam.get_slot(*reference_vars[i], slot)->peek().to_vector();
+      double worst = 0;
+      for (std::size_t j = 0; j < got.size(); ++j) worst = std::max(worst, static_cast<double>(std::abs(got[j] - want[j])));
+      CHECK(worst < 1e-12);
+    }
+}
+
 namespace {
 /// Stops training on one process only: after step `step` (on_batch_end), or at epoch `epoch`'s end.
 struct stop_on_one : fx::callback {

@@ -101,10 +101,34 @@ class data_parallel {
     m_optimizer->finalize_variable_values(variables);
   }
 
-  /// fx::fit's hook: every process starts from process 0's variables (trainable or not).
+  /// fx::fit's hook: every process starts from process 0's variables (trainable or not) and
+  /// optimizer state, as Horovod's BroadcastGlobalVariablesCallback: a run resumed from a
+  /// checkpoint that only process 0 could read continues on every process.
   template <class Model>
-  void on_fit_begin(Model& model) const {
+  void on_fit_begin(Model& model) {
     m_comm->broadcast(model.variables(), 0);
+    broadcast_optimizer_state(model.trainable_variables());
+  }
+
+  /// Process 0's optimizer state on every process (Horovod's broadcast_optimizer_state): its step
+  /// count, its learning rate where it is a constant (a rate reduce_lr_on_plateau changed and a
+  /// checkpoint restored), and the slots of these variables (momentum, Adam's moments, ...),
+  /// which every process creates first where it has none yet.
+  template <class T, class Device>
+  void broadcast_optimizer_state(const std::vector<variable<T, Device>*>& variables) {
+    const bool constant = m_optimizer->learning_rate_schedule().is_constant();
+    const tensor<double> mine = {static_cast<double>(m_optimizer->iterations()), constant ? m_optimizer->learning_rate() : 0.0,
+                                 constant ? 1.0 : 0.0};
+    const std::vector<double> root = m_comm->broadcast(mine, 0).to_vector();
+    m_optimizer->set_iterations(static_cast<std::int64_t>(root[0]));
+    if (constant && root[2] == 1.0) m_optimizer->set_learning_rate(root[1]);
+    m_optimizer->build(variables);
+    const auto specs = m_optimizer->slot_specs();
+    std::vector<variable<T, Device>*> slots;
+    for (variable<T, Device>* v : variables)
+      if (v != nullptr && v->trainable())
+        for (const auto& spec : specs) slots.push_back(m_optimizer->get_slot(*v, spec.name));
+    m_comm->broadcast(slots, 0);
   }
 
   /// fx::fit's hook after every step and at every epoch's end: the bitwise or of the processes'
