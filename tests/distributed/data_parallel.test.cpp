@@ -41,6 +41,15 @@ std::pair<fx::tensor<double>, fx::tensor<std::int32_t>> examples(fx::index_t n) 
   return {x, y};
 }
 
+/// The largest |got[i] - want[i]|.
+template <class T>
+double largest_difference(const std::vector<T>& got, const std::vector<T>& want) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(got[i] - want[i])));
+  return worst;
+}
+
 template <class A, class B>
 void check_close_variables(A& a, B& b, double tolerance) {
   const auto vars = a.variables();
@@ -48,12 +57,7 @@ void check_close_variables(A& a, B& b, double tolerance) {
   REQUIRE(vars.size() == reference.size());
   for (std::size_t i = 0; i < vars.size(); ++i) {
     INFO(vars[i]->name());
-    const auto got = vars[i]->peek().to_vector();
-    const auto want = reference[i]->peek().to_vector();
-    REQUIRE(got.size() == want.size());
-    double worst = 0;
-    for (std::size_t j = 0; j < got.size(); ++j) worst = std::max(worst, static_cast<double>(std::abs(got[j] - want[j])));
-    CHECK(worst < tolerance);
+    CHECK(largest_difference(vars[i]->peek().to_vector(), reference[i]->peek().to_vector()) < tolerance);
   }
 }
 
@@ -106,10 +110,8 @@ TEST_CASE("average_gradients: large gradients straight, small ones in one fused 
   REQUIRE(means.size() == 4);
   CHECK(means[0].shape() == fx::shape{300, 300});
   const auto got = means[0].to_vector();
-  const auto b = base.to_vector();
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - b[i] * mean_scale));
-  CHECK(worst < 1e-9);
+  const auto expected_mean = fx::tensor<double>(base * mean_scale).to_vector();
+  CHECK(largest_difference(got, expected_mean) < 1e-9);
   CHECK(means[1].to_vector() == std::vector<double>{mean_scale, -2 * mean_scale});
   CHECK(means[2].is_none());
   CHECK(means[3].to_vector() == std::vector<double>{3 * mean_scale, -6 * mean_scale});
@@ -214,11 +216,8 @@ TEST_CASE("data_parallel under fit: process 0's optimizer state (steps, rate, Ad
   for (std::size_t i = 0; i < vars.size(); ++i)
     for (const char* slot : {"momentum", "velocity"}) {
       INFO(vars[i]->name() << " " << slot);
-      const auto got = adam.get_slot(*vars[i], slot)->peek().to_vector();
-      const auto want = reference_adam.get_slot(*reference_vars[i], slot)->peek().to_vector();
-      double worst = 0;
-      for (std::size_t j = 0; j < got.size(); ++j) worst = std::max(worst, static_cast<double>(std::abs(got[j] - want[j])));
-      CHECK(worst < 1e-12);
+      CHECK(largest_difference(adam.get_slot(*vars[i], slot)->peek().to_vector(),
+                               reference_adam.get_slot(*reference_vars[i], slot)->peek().to_vector()) < 1e-12);
     }
 }
 

@@ -145,29 +145,23 @@ class data_parallel {
   /// examples, and the mean of the processes' metrics (the same numbers where every process was
   /// given the same validation data; a sharded validation set is combined).
   void reduce_evaluation(evaluation& v, int epoch) const {
-    std::string what = "the validation after epoch " + std::to_string(epoch + 1) + " (loss" +
-                       (v.accuracy >= 0 ? ", accuracy" : "");
-    for (const auto& [name, value] : v.metrics) what += ", " + name;
-    what += ")";
-    m_comm->agree("distributed::data_parallel: fit", what);
-    combine(v.loss, v.accuracy, v.metrics, v.samples);
+    combine("the validation after epoch " + std::to_string(epoch + 1), v.loss, v.accuracy, v.metrics, v.samples);
   }
 
   /// fx::fit's hook at an epoch's end: the loss and accuracy of every process's `samples`
   /// examples, and the mean of the processes' metrics.
   void reduce_epoch_logs(fit_logs& logs, std::int64_t samples) const {
-    std::string what = "the logs of epoch " + std::to_string(logs.epoch + 1) + " (loss" +
-                       (logs.accuracy >= 0 ? ", accuracy" : "");
-    for (const auto& [name, value] : logs.metrics) what += ", " + name;
-    what += ")";
-    m_comm->agree("distributed::data_parallel: fit", what);
-    combine(logs.loss, logs.accuracy, logs.metrics, samples);
+    combine("the logs of epoch " + std::to_string(logs.epoch + 1), logs.loss, logs.accuracy, logs.metrics, samples);
   }
 
  private:
-  /// The loss and accuracy weighted by each process's examples, the metrics' mean, in one message.
-  void combine(double& loss, double& accuracy, std::vector<std::pair<std::string, double>>& metrics,
-               std::int64_t samples) const {
+  /// The loss and accuracy weighted by each process's examples, the metrics' mean, in one message,
+  /// once the processes agree that they are combining the same numbers (`what`).
+  void combine(const std::string& what, double& loss, double& accuracy,
+               std::vector<std::pair<std::string, double>>& metrics, std::int64_t samples) const {
+    std::string names = what + " (loss" + (accuracy >= 0 ? ", accuracy" : "");
+    for (const auto& [name, value] : metrics) names += ", " + name;
+    m_comm->agree("distributed::data_parallel: fit", names + ")");
     std::vector<double> values{loss * static_cast<double>(samples), static_cast<double>(samples),
                                accuracy >= 0 ? accuracy * static_cast<double>(samples) : 0.0};
     for (const auto& [name, value] : metrics) values.push_back(value);
