@@ -8,6 +8,10 @@
 //                    API has no Adamax, NAdam, Adadelta or Lion)
 //   adam_ema         Adam with Keras's use_ema (momentum 0.99) against torch::optim::Adam and the
 //                    usual EMA line after it, ema.mul_(0.99).add_(p, 0.01)
+//   adam_accumulate4 one call of Adam with gradient_accumulation_steps = 4 (three in four add the
+//                    gradient to the accumulator, the fourth averages and updates) against
+//                    PyTorch's usual accumulation: backward() of loss / 4 adds g / 4 to p.grad,
+//                    and every fourth call opt.step() and zero_grad()
 //
 // fluxion's update is one fused pass over the variable, its gradient and its slots per step (the
 // average a second one); LibTorch's optimizers run one pass per in-place op.
@@ -83,6 +87,29 @@ std::function<std::function<void()>()> torch_case(Options options, double ema = 
   };
 }
 
+/// PyTorch's gradient accumulation over `steps` calls: p.grad += g / steps (what backward() of
+/// loss / steps does), and at every steps-th call Adam's step and zero_grad().
+std::function<std::function<void()>()> torch_accumulated_adam(int steps) {
+  return [steps] {
+    auto param = std::make_shared<torch_parameter>();
+    param->p.mutable_grad().zero_();
+    auto opt = std::make_shared<torch::optim::Adam>(std::vector<torch::Tensor>{param->p},
+                                                    torch::optim::AdamOptions(0.001).eps(1e-7));
+    auto calls = std::make_shared<int>(0);
+    return [param, opt, calls, steps] {
+      {
+        torch::NoGradGuard no_grad;
+        param->p.mutable_grad().add_(param->g, 1.0 / steps);
+      }
+      if (++*calls % steps == 0) {
+        opt->step();
+        param->p.mutable_grad().zero_();
+      }
+      benchmark::DoNotOptimize(param->p.data_ptr());
+    };
+  };
+}
+
 /// A formula written with LibTorch's in-place ops on (parameter, gradient, state, step): torch.optim's
 /// single-tensor code.
 std::function<std::function<void()>()> torch_formula(int states,
@@ -125,6 +152,9 @@ const int registered = [] {
   add("adam_ema", "fluxion",
       fluxion_case<optim::adam>([] { return optim::adam{{.learning_rate = 0.001, .use_ema = true, .ema_momentum = 0.99}}; }));
   FLUXION_BENCH_PEER(add("adam_ema", "torch", torch_case<torch::optim::Adam>(torch::optim::AdamOptions(0.001).eps(1e-7), 0.99)));
+  add("adam_accumulate4", "fluxion",
+      fluxion_case<optim::adam>([] { return optim::adam{{.learning_rate = 0.001, .gradient_accumulation_steps = 4}}; }));
+  FLUXION_BENCH_PEER(add("adam_accumulate4", "torch", torch_accumulated_adam(4)));
   add("adamax", "fluxion", fluxion_case<optim::adamax>([] { return optim::adamax{0.002}; }));
   FLUXION_BENCH_PEER(add("adamax", "torch_ops", torch_formula(2, [](torch::Tensor& p, const torch::Tensor& g, std::vector<torch::Tensor>& s, std::int64_t t) {
     s[0].mul_(0.9).add_(g, 0.1);

@@ -1300,3 +1300,35 @@ TEST_CASE("fit: an optimizer with use_ema leaves the model with its moving avera
   CHECK(net.layer<0>().kernel().peek().to_vector() == raw.last);
   CHECK(opt.get_slot(net.layer<0>().kernel(), "average")->peek().to_vector() != raw.last);
 }
+
+TEST_CASE("fit: gradient accumulation over k batches of b trains as batches of k * b; the history's rates are the updates'") {
+  const auto small = blobs(6, 4, 17);
+  std::vector<batch> large;
+  for (std::size_t i = 0; i < small.size(); i += 3)
+    large.emplace_back(fx::tensor<float>(fx::concat({small[i].first, small[i + 1].first, small[i + 2].first}, 0)),
+                       fx::tensor<std::int32_t>(fx::concat({small[i].second, small[i + 1].second, small[i + 2].second}, 0)));
+  const fx::optim::schedule rate = fx::optim::exponential_decay(0.1, 1, 0.5);
+  fx::random::generator gen_a{5}, gen_b{5};
+  auto accumulated = nn::sequential(gen_a, nn::input<4>{}, nn::dense<2>{});
+  auto reference = nn::sequential(gen_b, nn::input<4>{}, nn::dense<2>{});
+  fx::optim::sgd opt_a{{.learning_rate = rate, .momentum = 0.5, .gradient_accumulation_steps = 3}};
+  fx::optim::sgd opt_b{{.learning_rate = rate, .momentum = 0.5}};
+  const auto history_a = fx::fit(accumulated, opt_a, cross_entropy, small, {.epochs = 2, .verbose = 0});
+  const auto history_b = fx::fit(reference, opt_b, cross_entropy, large, {.epochs = 2, .verbose = 0});
+  CHECK(opt_a.iterations() == 12);
+  CHECK(opt_a.updates() == 4);
+  CHECK(opt_b.updates() == 4);
+  CHECK(history_a.learning_rate == history_b.learning_rate);
+  CHECK(history_a.learning_rate == std::vector<double>{0.05, 0.0125});  // at updates 1 and 3
+  auto vars = accumulated.variables();
+  auto reference_vars = reference.variables();
+  REQUIRE(vars.size() == reference_vars.size());
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    INFO(vars[i]->name());
+    const auto got = vars[i]->peek().to_vector(), want = reference_vars[i]->peek().to_vector();
+    REQUIRE(got.size() == want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) CHECK(got[k] == doctest::Approx(want[k]).epsilon(1e-5));
+  }
+  // The per-epoch loss is the mean over the same examples, from the same weights at each update.
+  CHECK(history_a.loss[0] == doctest::Approx(history_b.loss[0]).epsilon(1e-5));
+}

@@ -1379,8 +1379,8 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
     // process's examples, so that the history and every callback see the same numbers everywhere.
     if constexpr (requires { optimizer.reduce_epoch_logs(logs, samples); }) optimizer.reduce_epoch_logs(logs, samples);
     history.loss.push_back(logs.loss);
-    if constexpr (requires { optimizer.learning_rate_schedule(); })  // the rate of the epoch's last step
-      history.learning_rate.push_back(optimizer.learning_rate_schedule()(std::max<std::int64_t>(optimizer.iterations() - 1, 0)));
+    if constexpr (requires { optimizer.learning_rate_schedule(); })  // the rate of the epoch's last update
+      history.learning_rate.push_back(optimizer.learning_rate_schedule()(std::max<std::int64_t>(optimizer.updates() - 1, 0)));
     if (logs.accuracy >= 0) history.accuracy.push_back(logs.accuracy);
     for (const auto& [name, value] : logs.metrics) detail::metric_lists::add_to_history(history, name, value);
     if constexpr (!std::is_same_v<std::remove_cv_t<Validation>, detail::no_validation>) {

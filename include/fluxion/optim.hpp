@@ -9,7 +9,8 @@
 //
 // fx::optim::sgd, adagrad, rmsprop, adam, adamw, adamax, nadam, adadelta and lion (Keras's) share fx::optim::optimizer (optim/optimizer.hpp):
 // iterations(), learning_rate(), slot_variables() for checkpoints, and one fused update loop per
-// variable.
+// variable. Each takes Keras's clipping, moving-average and gradient-accumulation options:
+//   fx::optim::adam opt{{.learning_rate = 1e-3, .gradient_accumulation_steps = 4}};  // updates every 4th call
 #pragma once
 
 #include "optim/adadelta.hpp"

@@ -66,34 +66,39 @@ void check_close_variables(A& a, B& b, double tolerance) {
 TEST_CASE("data_parallel: each process's half batch, averaged, takes the whole batch's step") {
   const auto& comm = world();
   fx::set_num_threads(1);
-  const fx::index_t k = 6;  // examples per process and step
+  const fx::index_t k = 6;  // examples per process and call
   const fx::index_t global = k * comm.size();
-  const auto [x, y] = examples(global * 5);
-  auto net = make_net(1);
-  auto reference = make_net(1);
-  fx::optim::adam adam{{.learning_rate = 0.05}};
-  fx::optim::adam reference_adam{{.learning_rate = 0.05}};
-  fx::distributed::data_parallel opt{comm, adam};
-  for (fx::index_t step = 0; step < 5; ++step) {
-    const fx::index_t begin = step * global + comm.rank() * k;
-    const fx::tensor<double> xb = fx::slice(x, {begin, 0}, {k, 4});
-    const fx::tensor<std::int32_t> yb = fx::slice(y, {begin}, {k});
-    {
+  // With gradient accumulation over `cycle` calls, an update takes the cycle's examples of every process.
+  for (const fx::index_t cycle : {1, 2}) {
+    CAPTURE(cycle);
+    const auto [x, y] = examples(global * cycle * 5);
+    auto net = make_net(1);
+    auto reference = make_net(1);
+    fx::optim::adam adam{{.learning_rate = 0.05, .gradient_accumulation_steps = cycle}};
+    fx::optim::adam reference_adam{{.learning_rate = 0.05}};
+    fx::distributed::data_parallel opt{comm, adam};
+    for (fx::index_t step = 0; step < 5; ++step) {
+      for (fx::index_t call = 0; call < cycle; ++call) {
+        const fx::index_t begin = (step * cycle + call) * global + comm.rank() * k;
+        const fx::tensor<double> xb = fx::slice(x, {begin, 0}, {k, 4});
+        const fx::tensor<std::int32_t> yb = fx::slice(y, {begin}, {k});
+        fx::gradient_tape tape;
+        const fx::tensor<double> loss = cross_entropy(net(xb), yb);
+        auto vars = net.trainable_variables();
+        opt.apply_gradients(tape.gradient(loss, vars), vars);
+      }
+      const fx::tensor<double> xa = fx::slice(x, {step * cycle * global, 0}, {cycle * global, 4});
+      const fx::tensor<std::int32_t> ya = fx::slice(y, {step * cycle * global}, {cycle * global});
       fx::gradient_tape tape;
-      const fx::tensor<double> loss = cross_entropy(net(xb), yb);
-      auto vars = net.trainable_variables();
-      opt.apply_gradients(tape.gradient(loss, vars), vars);
+      const fx::tensor<double> loss = cross_entropy(reference(xa), ya);
+      auto vars = reference.trainable_variables();
+      reference_adam.apply_gradients(tape.gradient(loss, vars), vars);
     }
-    const fx::tensor<double> xa = fx::slice(x, {step * global, 0}, {global, 4});
-    const fx::tensor<std::int32_t> ya = fx::slice(y, {step * global}, {global});
-    fx::gradient_tape tape;
-    const fx::tensor<double> loss = cross_entropy(reference(xa), ya);
-    auto vars = reference.trainable_variables();
-    reference_adam.apply_gradients(tape.gradient(loss, vars), vars);
+    CHECK(opt.iterations() == 5 * cycle);
+    CHECK(opt.updates() == 5);
+    CHECK(adam.iterations() == 5 * cycle);
+    check_close_variables(net, reference, 1e-12);
   }
-  CHECK(opt.iterations() == 5);
-  CHECK(adam.iterations() == 5);
-  check_close_variables(net, reference, 1e-12);
 }
 
 TEST_CASE("average_gradients: large gradients straight, small ones in one fused message, none kept") {

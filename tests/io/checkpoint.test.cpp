@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -770,4 +771,35 @@ TEST_CASE("checkpoint: an optimizer's moving averages (use_ema) are slots: saved
         "has (pass restore_options{.allow_partial = true} to ignore it)");
   other.restore(path, {.allow_partial = true});
   CHECK(w3.peek().to_vector() == w.peek().to_vector());
+}
+
+TEST_CASE("checkpoint: saved in the middle of a gradient accumulation cycle, training continues bit-identically") {
+  scratch_dir dir;
+  auto net_a = make_mlp(1);
+  fx::optim::adam opt_a{{.learning_rate = 0.05, .gradient_accumulation_steps = 3}};
+  fx::random::generator data_a{7};
+  fx::checkpoint ckpt_a{{"model", net_a}, {"optimizer", opt_a}, {"data", data_a}};
+  for (int i = 0; i < 4; ++i) train_step(net_a, opt_a, data_a);  // one update, then a call into the next cycle
+  const std::string path = ckpt_a.save(dir.file("accumulating"));
+  const snapshot at_save = take_snapshot(net_a, opt_a, 0, data_a);
+  for (int i = 0; i < 5; ++i) train_step(net_a, opt_a, data_a);  // the cycle's two other calls, then a whole cycle
+  const snapshot a = take_snapshot(net_a, opt_a, 0, data_a);
+  CHECK(opt_a.updates() == 3);
+
+  const auto file = fx::io::safetensors::load(path);
+  const auto sum = file.get<float>("optimizer/dense/kernel/gradient_accumulator").to_vector();
+  CHECK(std::any_of(sum.begin(), sum.end(), [](float x) { return x != 0; }));  // the saved call's gradient
+  CHECK(*file.find_metadata("optimizer/gradient_accumulation_steps") == "3");
+
+  auto net_b = make_mlp(99);
+  fx::optim::adam opt_b{{.learning_rate = 0.05, .gradient_accumulation_steps = 3}};
+  fx::random::generator data_b{12345};
+  fx::checkpoint ckpt_b{{"model", net_b}, {"optimizer", opt_b}, {"data", data_b}};
+  ckpt_b.restore(path);
+  CHECK(bit_identical(take_snapshot(net_b, opt_b, 0, data_b), at_save));
+  CHECK(opt_b.iterations() == 4);
+  CHECK(opt_b.updates() == 1);
+  for (int i = 0; i < 5; ++i) train_step(net_b, opt_b, data_b);
+  CHECK(bit_identical(take_snapshot(net_b, opt_b, 0, data_b), a));
+  CHECK(!bit_identical(a, at_save));
 }

@@ -88,7 +88,7 @@ TEST_CASE("a schedule that gives a negative rate fails apply_gradients and chang
   const auto before = w.peek().to_vector();
   test::check_throws_with<fx::invalid_argument>(
       [&] { opt.apply_gradients(g, vars); },
-      "apply_gradients: the learning rate schedule gives -0.1 at iteration 1; a learning rate must be finite and non-negative");
+      "apply_gradients: the learning rate schedule gives -0.1 at update 1; a learning rate must be finite and non-negative");
   CHECK(w.peek().to_vector() == before);
   CHECK(w.version() == 1);
   CHECK(opt.iterations() == 1);

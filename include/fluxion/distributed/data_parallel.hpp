@@ -49,6 +49,7 @@ class data_parallel {
   /// The wrapped optimizer where one is asked for: `fx::reduce_lr_on_plateau plateau{opt}`.
   operator optim::optimizer&() const noexcept { return *m_optimizer; }
   std::int64_t iterations() const noexcept { return m_optimizer->iterations(); }
+  std::int64_t updates() const noexcept { return m_optimizer->updates(); }
   const optim::schedule& learning_rate_schedule() const noexcept { return m_optimizer->learning_rate_schedule(); }
   double learning_rate() const { return m_optimizer->learning_rate(); }
 

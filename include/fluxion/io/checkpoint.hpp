@@ -599,6 +599,8 @@ FLUXION_IO_INLINE std::vector<std::pair<std::string, std::string>> hyperparamete
     h.emplace_back("ema_momentum", format_number(o.ema_momentum()));
     h.emplace_back("ema_overwrite_frequency", std::to_string(o.ema_overwrite_frequency()));
   }
+  if (o.gradient_accumulation_steps() > 1)
+    h.emplace_back("gradient_accumulation_steps", std::to_string(o.gradient_accumulation_steps()));
   if (const auto* a = dynamic_cast<const optim::adam*>(&o)) {
     h.emplace_back("beta_1", format_number(a->beta_1()));
     h.emplace_back("beta_2", format_number(a->beta_2()));

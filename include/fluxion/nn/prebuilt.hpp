@@ -155,7 +155,10 @@ FLUXION_NN_GRU_SPECIALIZATIONS(extern)
   FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::rmsprop::step<false, true, T>)                                    \
   FLUXION_OPTIM_UPDATE(EXTERN, 3, T, optim::rmsprop::step<true, true, T>)                                     \
   FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::adam::step<T>)                                                    \
-  FLUXION_OPTIM_UPDATE(EXTERN, 3, T, optim::adam::step<T>)
+  FLUXION_OPTIM_UPDATE(EXTERN, 3, T, optim::adam::step<T>)                                                    \
+  FLUXION_OPTIM_UPDATE(EXTERN, 0, T, optim::detail::ema_step<T>)                                              \
+  FLUXION_OPTIM_UPDATE(EXTERN, 0, T, optim::detail::accumulate_step<T>)                                       \
+  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::detail::average_accumulated_step<T>)
 
 namespace fluxion {
 #if defined(FLUXION_PREBUILT_NN_SOURCE)

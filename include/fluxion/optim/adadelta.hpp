@@ -30,6 +30,9 @@ struct adadelta_options {
   bool use_ema = false;
   double ema_momentum = 0.99;
   std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
+  // Keras's gradient accumulation: k >= 2 updates at every k-th call, from the mean of the k
+  // calls' gradients (optimizer::gradient_accumulation_steps); 0 or 1: at every call.
+  std::int64_t gradient_accumulation_steps = 0;
 };
 
 // Use the alias `adadelta` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -41,7 +44,7 @@ class basic_adadelta : public optimizer {
   basic_adadelta() : basic_adadelta(options{}) {}
   explicit basic_adadelta(schedule learning_rate) : basic_adadelta(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_adadelta(options o)
-      : optimizer("adadelta", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_rho(o.rho),
+      : optimizer("adadelta", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o), o.gradient_accumulation_steps), m_rho(o.rho),
         m_epsilon(o.epsilon) {
     detail::check_unit_interval("adadelta", "rho", m_rho, /*closed=*/false);
     detail::check_non_negative("adadelta", "epsilon", m_epsilon);

@@ -33,6 +33,9 @@ struct adagrad_options {
   bool use_ema = false;
   double ema_momentum = 0.99;
   std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
+  // Keras's gradient accumulation: k >= 2 updates at every k-th call, from the mean of the k
+  // calls' gradients (optimizer::gradient_accumulation_steps); 0 or 1: at every call.
+  std::int64_t gradient_accumulation_steps = 0;
 };
 
 // Use the alias `adagrad` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -44,7 +47,7 @@ class basic_adagrad : public optimizer {
   basic_adagrad() : basic_adagrad(options{}) {}
   explicit basic_adagrad(schedule learning_rate) : basic_adagrad(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_adagrad(options o)
-      : optimizer("adagrad", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)),
+      : optimizer("adagrad", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o), o.gradient_accumulation_steps),
         m_initial_accumulator_value(o.initial_accumulator_value), m_epsilon(o.epsilon) {
     detail::check_non_negative("adagrad", "initial_accumulator_value", m_initial_accumulator_value);
     detail::check_non_negative("adagrad", "epsilon", m_epsilon);

@@ -46,6 +46,9 @@ struct adam_options {
   bool use_ema = false;
   double ema_momentum = 0.99;
   std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
+  // Keras's gradient accumulation: k >= 2 updates at every k-th call, from the mean of the k
+  // calls' gradients (optimizer::gradient_accumulation_steps); 0 or 1: at every call.
+  std::int64_t gradient_accumulation_steps = 0;
 };
 
 struct adamw_options {
@@ -63,6 +66,9 @@ struct adamw_options {
   bool use_ema = false;
   double ema_momentum = 0.99;
   std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
+  // Keras's gradient accumulation: k >= 2 updates at every k-th call, from the mean of the k
+  // calls' gradients (optimizer::gradient_accumulation_steps); 0 or 1: at every call.
+  std::int64_t gradient_accumulation_steps = 0;
 };
 
 // Use the alias `adam` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -88,7 +94,7 @@ class basic_adam : public optimizer {
 
  protected:
   basic_adam(std::string name, options o)
-      : optimizer(std::move(name), std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_beta_1(o.beta_1),
+      : optimizer(std::move(name), std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o), o.gradient_accumulation_steps), m_beta_1(o.beta_1),
         m_beta_2(o.beta_2), m_epsilon(o.epsilon), m_amsgrad(o.amsgrad) {
     detail::check_unit_interval(this->name().c_str(), "beta_1", m_beta_1, /*closed=*/false);
     detail::check_unit_interval(this->name().c_str(), "beta_2", m_beta_2, /*closed=*/false);
@@ -153,7 +159,8 @@ class basic_adamw : public adam {
                              .global_clipnorm = o.global_clipnorm,
                              .use_ema = o.use_ema,
                              .ema_momentum = o.ema_momentum,
-                             .ema_overwrite_frequency = o.ema_overwrite_frequency}) {}
+                             .ema_overwrite_frequency = o.ema_overwrite_frequency,
+                             .gradient_accumulation_steps = o.gradient_accumulation_steps}) {}
 };
 
 using adamw = basic_adamw<>;

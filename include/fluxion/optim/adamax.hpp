@@ -32,6 +32,9 @@ struct adamax_options {
   bool use_ema = false;
   double ema_momentum = 0.99;
   std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
+  // Keras's gradient accumulation: k >= 2 updates at every k-th call, from the mean of the k
+  // calls' gradients (optimizer::gradient_accumulation_steps); 0 or 1: at every call.
+  std::int64_t gradient_accumulation_steps = 0;
 };
 
 // Use the alias `adamax` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -43,7 +46,7 @@ class basic_adamax : public optimizer {
   basic_adamax() : basic_adamax(options{}) {}
   explicit basic_adamax(schedule learning_rate) : basic_adamax(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_adamax(options o)
-      : optimizer("adamax", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_beta_1(o.beta_1),
+      : optimizer("adamax", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o), o.gradient_accumulation_steps), m_beta_1(o.beta_1),
         m_beta_2(o.beta_2), m_epsilon(o.epsilon) {
     detail::check_unit_interval("adamax", "beta_1", m_beta_1, /*closed=*/false);
     detail::check_unit_interval("adamax", "beta_2", m_beta_2, /*closed=*/false);

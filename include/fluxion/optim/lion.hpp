@@ -29,6 +29,9 @@ struct lion_options {
   bool use_ema = false;
   double ema_momentum = 0.99;
   std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
+  // Keras's gradient accumulation: k >= 2 updates at every k-th call, from the mean of the k
+  // calls' gradients (optimizer::gradient_accumulation_steps); 0 or 1: at every call.
+  std::int64_t gradient_accumulation_steps = 0;
 };
 
 // Use the alias `lion` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -40,7 +43,7 @@ class basic_lion : public optimizer {
   basic_lion() : basic_lion(options{}) {}
   explicit basic_lion(schedule learning_rate) : basic_lion(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_lion(options o)
-      : optimizer("lion", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_beta_1(o.beta_1),
+      : optimizer("lion", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o), o.gradient_accumulation_steps), m_beta_1(o.beta_1),
         m_beta_2(o.beta_2) {
     if (!(m_beta_1 > 0 && m_beta_1 <= 1))
       throw invalid_argument("lion: beta_1 = " + detail::format_number(m_beta_1) +

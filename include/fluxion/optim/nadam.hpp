@@ -37,6 +37,9 @@ struct nadam_options {
   bool use_ema = false;
   double ema_momentum = 0.99;
   std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
+  // Keras's gradient accumulation: k >= 2 updates at every k-th call, from the mean of the k
+  // calls' gradients (optimizer::gradient_accumulation_steps); 0 or 1: at every call.
+  std::int64_t gradient_accumulation_steps = 0;
 };
 
 // Use the alias `nadam` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -48,7 +51,7 @@ class basic_nadam : public optimizer {
   basic_nadam() : basic_nadam(options{}) {}
   explicit basic_nadam(schedule learning_rate) : basic_nadam(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_nadam(options o)
-      : optimizer("nadam", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_beta_1(o.beta_1),
+      : optimizer("nadam", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o), o.gradient_accumulation_steps), m_beta_1(o.beta_1),
         m_beta_2(o.beta_2), m_epsilon(o.epsilon) {
     detail::check_unit_interval("nadam", "beta_1", m_beta_1, /*closed=*/false);
     detail::check_unit_interval("nadam", "beta_2", m_beta_2, /*closed=*/false);

@@ -28,6 +28,16 @@
 // checked here (a pass over every gradient per step); fluxion's losses, fit and compile_step throw
 // fluxion::numeric_error for a NaN or infinite loss before its gradients exist. Slots are created on the first apply_gradients (or by build()), owned by the
 // optimizer, and keyed by the variable's id().
+//
+// Gradient accumulation (every optimizer's gradient_accumulation_steps, Keras's): with k >= 2, a
+// call adds its gradients to a slot `gradient_accumulator` per variable and leaves the variables;
+// every k-th call updates them from the mean of the k calls' gradients (clipped then, weight decay
+// then) and zeroes the accumulators. One fused pass per call either way, in place. iterations()
+// counts calls, as Keras's does (fx::fit's step count); updates() counts updates, and the schedule,
+// Adam's bias correction and the moving average follow updates(), where Keras's follow the calls:
+// k calls with batches of b examples and a mean loss then give what one call with the k * b
+// examples gives, to rounding. A checkpoint saves the accumulators (slots) and iterations(), which
+// places the next call in its cycle.
 #pragma once
 
 #include <array>
@@ -246,6 +256,21 @@ struct ema_step {  // a functor, not a lambda, so that it also runs on a device 
   FLUXION_OPTIMIZER_STEP(w = w * V(momentum) + g * V(one_minus_momentum);)
 };
 
+/// Gradient accumulation's step between updates (gradient_accumulation_steps): with the gradient
+/// as the gradient and the accumulator as the value, accumulator += gradient, in place.
+template <class T>
+struct accumulate_step {
+  FLUXION_OPTIMIZER_STEP(w = w + g;)
+};
+/// Gradient accumulation's step at an update: with the gradient, the accumulator as the value and
+/// as slot 0, writes the average (accumulator + gradient) / steps as the new value (the buffer the
+/// update then reads as its gradient) and 0 into the accumulator.
+template <class T>
+struct average_accumulated_step {
+  T steps;
+  FLUXION_OPTIMIZER_STEP(w = (w + g) / V(steps); s[0] = V(T(0));)
+};
+
 /// Throws "<op>: <name> = <value> must be finite and non-negative" unless 0 <= value < inf.
 inline void check_non_negative(const char* op, const char* name, double value) {
   if (!(value >= 0) || !std::isfinite(value))
@@ -325,16 +350,29 @@ class optimizer {
   /// "sgd", "adagrad", "rmsprop", "adam", "adamw", "adamax", "nadam", "adadelta" or "lion".
   const std::string& name() const noexcept { return m_name; }
 
-  /// How many times apply_gradients has updated the variables.
+  /// How many times apply_gradients has been called (Keras's `iterations`): fx::fit's step count.
+  /// Without gradient accumulation, how many times it has updated the variables.
   std::int64_t iterations() const noexcept { return m_iterations; }
-  /// Sets the counter, as when restoring a checkpoint; schedules and Adam's bias correction follow it.
+  /// How many times apply_gradients has updated the variables: iterations() without gradient
+  /// accumulation, iterations() / gradient_accumulation_steps() with it. Schedules, Adam's bias
+  /// correction and the moving average count these.
+  std::int64_t updates() const noexcept { return accumulating() ? m_iterations / m_accumulation_steps : m_iterations; }
+  /// Sets the counter, as when restoring a checkpoint; schedules and Adam's bias correction follow
+  /// it, and with gradient accumulation so does the place in the cycle (iterations() modulo the steps).
   void set_iterations(std::int64_t n) {
     if (n < 0) throw invalid_argument("set_iterations: n = " + std::to_string(n) + " must be non-negative");
     m_iterations = n;
   }
 
-  /// The learning rate the next apply_gradients uses: the schedule at iterations().
-  double learning_rate() const { return m_learning_rate(m_iterations); }
+  /// Keras's gradient_accumulation_steps: 0 or 1 (Keras's None) updates the variables at every
+  /// apply_gradients; k >= 2 adds each call's gradients to a slot `gradient_accumulator` and
+  /// updates the variables at every k-th call, from the mean of the k calls' gradients (clipped
+  /// then, as in Keras). k calls with batches of b examples and a mean loss then train as one
+  /// call with a batch of k * b would.
+  std::int64_t gradient_accumulation_steps() const noexcept { return m_accumulation_steps; }
+
+  /// The learning rate the next update uses: the schedule at updates().
+  double learning_rate() const { return m_learning_rate(updates()); }
   const schedule& learning_rate_schedule() const noexcept { return m_learning_rate; }
   void set_learning_rate(schedule learning_rate) {
     if (learning_rate.is_constant()) detail::check_non_negative("set_learning_rate", "learning_rate", learning_rate(0));
@@ -354,10 +392,12 @@ class optimizer {
   }
 
   /// The slots kept per variable, in order: for Adam, momentum and velocity (and velocity_hat),
-  /// then, with use_ema, the moving average `average`.
+  /// then, with use_ema, the moving average `average`, then, with gradient accumulation, the sum
+  /// `gradient_accumulator`.
   std::vector<slot_spec> slot_specs() const {
     std::vector<slot_spec> specs = update_slot_specs();
     if (m_ema.use_ema) specs.push_back({"average", 0.0, /*from_variable=*/true});
+    if (accumulating()) specs.push_back({"gradient_accumulator", 0.0});
     return specs;
   }
   /// The slots the update itself reads and writes, in order (slot_specs() without the average).
@@ -415,7 +455,7 @@ class optimizer {
     const double lr = learning_rate();
     if (!(lr >= 0) || !std::isfinite(lr))
       throw invalid_argument("apply_gradients: the learning rate schedule gives " + detail::format_number(lr) +
-                             " at iteration " + std::to_string(m_iterations) +
+                             " at update " + std::to_string(updates()) +
                              "; a learning rate must be finite and non-negative");
     std::unordered_set<std::uint64_t> seen;
     for (std::size_t i = 0; i < variables.size(); ++i) {
@@ -432,11 +472,26 @@ class optimizer {
     std::vector<std::vector<variable<T, Device>>*> slots(variables.size(), nullptr);
     for (std::size_t i = 0; i < variables.size(); ++i)
       if (variables[i]->trainable()) slots[i] = &slots_of(*variables[i]);
+    const std::int64_t update_index = updates();  // updates before this call's
+    // Gradient accumulation (Keras's _backend_apply_gradients): between updates only the
+    // accumulators change; at an update the mean of the cycle's gradients replaces this call's.
+    std::vector<tensor<T, Device>> averaged;
+    std::vector<pending_update<T, Device>> accumulators;  // zeroed, with the update
+    if (accumulating()) {
+      if (accumulate(gradients, slots, accumulators)) {
+        ++m_iterations;
+        return;
+      }
+      averaged = gradients;
+      for (std::size_t i = 0, k = 0; i < variables.size(); ++i)
+        if (slots[i] != nullptr) averaged[i] = accumulators[k++].value;
+    }
+    const std::vector<tensor<T, Device>>& unclipped = averaged.empty() ? gradients : averaged;
     std::vector<tensor<T, Device>> clipped;
     if (m_clipping.clipnorm != 0 || m_clipping.clipvalue != 0 || m_clipping.global_clipnorm != 0)
-      clipped = clip_gradients(gradients, variables);
-    const std::vector<tensor<T, Device>>& grads = clipped.empty() ? gradients : clipped;
-    const detail::step_constants constants{lr, m_weight_decay, m_iterations};
+      clipped = clip_gradients(unclipped, variables);
+    const std::vector<tensor<T, Device>>& grads = clipped.empty() ? unclipped : clipped;
+    const detail::step_constants constants{lr, m_weight_decay, update_index};
     // Every variable's buffers first, then one update over all of them (one kernel on a device),
     // then the new buffers swapped in.
     std::vector<pending_update<T, Device>> pending;
@@ -451,21 +506,24 @@ class optimizer {
       p.v->assign(p.value);  // the same shape: the new buffer is swapped in
       for (std::size_t k = 0; k < updated; ++k) (*p.slots)[k].assign(p.new_slots[k]);
     }
+    for (auto& a : accumulators) a.v->assign(a.new_slots[0]);
     if (m_ema.use_ema) {
       // Keras's _update_model_variables_moving_average: the variable itself at the first step.
-      // One more fused pass, the averages updated in place where nothing else holds them.
-      const double momentum = m_iterations == 0 ? 0.0 : m_ema.momentum;
+      // One more fused pass, the averages updated in place where nothing else holds them. With
+      // gradient accumulation, at updates only (Keras also averages between them, where the
+      // variables have not changed), so that the average is the one a k times larger batch gives.
+      const double momentum = update_index == 0 ? 0.0 : m_ema.momentum;
       std::vector<pending_update<T, Device>> averages;
       std::vector<detail::update_buffers<T>> average_buffers;
       averages.reserve(pending.size());
       average_buffers.reserve(pending.size());
       for (auto& p : pending)
-        average_buffers.push_back(prepare(p.v->peek(), p.slots->back(), *p.slots, 0, averages));
-      detail::fused_update<0>(detail::update_list<T>(average_buffers), detail::step_constants{0, 0, m_iterations},
+        average_buffers.push_back(prepare(p.v->peek(), (*p.slots)[updated], *p.slots, 0, averages));
+      detail::fused_update<0>(detail::update_list<T>(average_buffers), detail::step_constants{0, 0, update_index},
                               detail::ema_step<T>{static_cast<T>(momentum), static_cast<T>(1 - momentum)});
       for (auto& a : averages) a.v->assign(a.value);
-      if (m_ema.overwrite_frequency > 0 && (m_iterations + 1) % m_ema.overwrite_frequency == 0)
-        for (auto& p : pending) p.v->assign(p.slots->back().peek());
+      if (m_ema.overwrite_frequency > 0 && (update_index + 1) % m_ema.overwrite_frequency == 0)
+        for (auto& p : pending) p.v->assign((*p.slots)[updated].peek());
     }
     ++m_iterations;
   }
@@ -527,9 +585,12 @@ class optimizer {
 
  protected:
   optimizer(std::string name, schedule learning_rate, double weight_decay, gradient_clipping clipping = {},
-            moving_average ema = {})
+            moving_average ema = {}, std::int64_t gradient_accumulation_steps = 0)
       : m_name(std::move(name)), m_learning_rate(std::move(learning_rate)), m_weight_decay(weight_decay),
-        m_clipping(clipping), m_ema(ema) {
+        m_clipping(clipping), m_ema(ema), m_accumulation_steps(gradient_accumulation_steps) {
+    if (m_accumulation_steps < 0)
+      throw invalid_argument(m_name + ": gradient_accumulation_steps = " + std::to_string(m_accumulation_steps) +
+                             " is negative (0 or 1 updates the variables at every apply_gradients)");
     if (m_learning_rate.is_constant()) detail::check_non_negative(m_name.c_str(), "learning_rate", m_learning_rate(0));
     detail::check_non_negative(m_name.c_str(), "weight_decay", weight_decay);
     check_clipping(m_name, m_clipping);
@@ -561,6 +622,8 @@ class optimizer {
     const std::type_info* type;       // typeid(variable<T, Device>)
     std::shared_ptr<void> variables;  // std::vector<variable<T, Device>>, one per slot_specs() entry
   };
+
+  bool accumulating() const noexcept { return m_accumulation_steps > 1; }
 
   static void check_clipping(const std::string& op, const gradient_clipping& c) {
     detail::check_non_negative(op.c_str(), "clipnorm", c.clipnorm);
@@ -662,6 +725,14 @@ class optimizer {
     std::array<tensor<T, Device>, detail::max_slots> new_slots;
   };
 
+  /// The buffer a new value of `old` goes to: `old`'s own (under a new tensor id) when nothing but
+  /// its variable holds it, else a fresh one.
+  template <class T, class Device>
+  static tensor<T, Device> next_buffer(const tensor<T, Device>& old) {
+    return old.use_count() == 1 && old.data() != nullptr ? tensor<T, Device>(old, old.shape(), ::fluxion::detail::same_buffer)
+                                                          : tensor<T, Device>(old.shape());
+  }
+
   /// The buffers of one variable's update (its first `updated` slots); its new buffers go to `pending`.
   template <class T, class Device>
   detail::update_buffers<T> prepare(const tensor<T, Device>& g, variable<T, Device>& v,
@@ -671,11 +742,7 @@ class optimizer {
     // is updated in place, under a new tensor id: nobody can see the old values change, and the
     // loop then reads and writes each line once instead of also filling fresh buffers (a third
     // less memory traffic; Adam on a 784x256 kernel is bound by it). Otherwise, fresh buffers.
-    auto next = [](const tensor<T, Device>& old) {
-      return old.use_count() == 1 && old.data() != nullptr ? tensor<T, Device>(old, old.shape(), ::fluxion::detail::same_buffer)
-                                                            : tensor<T, Device>(old.shape());
-    };
-    pending_update<T, Device>& p = pending.emplace_back(pending_update<T, Device>{&v, &slots, next(v.peek()), {}});
+    pending_update<T, Device>& p = pending.emplace_back(pending_update<T, Device>{&v, &slots, next_buffer(v.peek()), {}});
     detail::update_buffers<T> b;
     b.size = v.size();
     b.gradient = g.data();
@@ -683,11 +750,51 @@ class optimizer {
     b.new_value = p.value.mutable_data();
     b.on_device = !std::is_same_v<Device, cpu>;
     for (std::size_t k = 0; k < updated; ++k) {
-      p.new_slots[k] = next(slots[k].peek());
+      p.new_slots[k] = next_buffer(slots[k].peek());
       b.slots[k] = slots[k].peek().data();
       b.new_slots[k] = p.new_slots[k].mutable_data();
     }
     return b;
+  }
+
+  /// Gradient accumulation's pass over a call's gradients (slots[i] is null for a variable that is
+  /// not trained). Between updates, adds them to the accumulators and returns true. At an update
+  /// (every gradient_accumulation_steps-th call), returns false and puts in `out`, for each
+  /// trained variable in order, its accumulator (v), the mean of the cycle's gradients (value)
+  /// and the zeroed accumulator to swap in with the update (new_slots[0]). One fused pass either
+  /// way (one kernel on a device), in place where nothing else holds an accumulator.
+  template <class T, class Device>
+  bool accumulate(const std::vector<tensor<T, Device>>& gradients, const std::vector<std::vector<variable<T, Device>>*>& slots,
+                  std::vector<pending_update<T, Device>>& out) {
+    const std::size_t slot = update_slot_specs().size() + (m_ema.use_ema ? 1 : 0);
+    std::vector<detail::update_buffers<T>> buffers;
+    buffers.reserve(gradients.size());
+    out.reserve(gradients.size());
+    const detail::step_constants none{0, 0, m_iterations};
+    if ((m_iterations + 1) % m_accumulation_steps != 0) {
+      for (std::size_t i = 0; i < slots.size(); ++i)
+        if (slots[i] != nullptr) buffers.push_back(prepare(gradients[i], (*slots[i])[slot], *slots[i], 0, out));
+      detail::fused_update<0>(detail::update_list<T>(buffers), none, detail::accumulate_step<T>{});
+      for (auto& a : out) a.v->assign(a.value);
+      return true;
+    }
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i] == nullptr) continue;
+      variable<T, Device>& sum = (*slots[i])[slot];
+      pending_update<T, Device>& p = out.emplace_back(pending_update<T, Device>{&sum, slots[i], tensor<T, Device>(sum.shape()), {}});
+      p.new_slots[0] = next_buffer(sum.peek());
+      detail::update_buffers<T> b;
+      b.size = sum.size();
+      b.gradient = gradients[i].data();
+      b.value = b.slots[0] = sum.peek().data();
+      b.new_value = p.value.mutable_data();
+      b.new_slots[0] = p.new_slots[0].mutable_data();
+      b.on_device = !std::is_same_v<Device, cpu>;
+      buffers.push_back(b);
+    }
+    detail::fused_update<1>(detail::update_list<T>(buffers), none,
+                            detail::average_accumulated_step<T>{static_cast<T>(m_accumulation_steps)});
+    return false;
   }
 
   std::string m_name;
@@ -695,6 +802,7 @@ class optimizer {
   double m_weight_decay = 0;
   gradient_clipping m_clipping;
   moving_average m_ema;
+  std::int64_t m_accumulation_steps = 0;
   std::int64_t m_iterations = 0;
   std::vector<slot_entry> m_slots;
   std::unordered_map<std::uint64_t, std::size_t> m_slot_index;

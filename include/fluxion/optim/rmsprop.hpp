@@ -39,6 +39,9 @@ struct rmsprop_options {
   bool use_ema = false;
   double ema_momentum = 0.99;
   std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
+  // Keras's gradient accumulation: k >= 2 updates at every k-th call, from the mean of the k
+  // calls' gradients (optimizer::gradient_accumulation_steps); 0 or 1: at every call.
+  std::int64_t gradient_accumulation_steps = 0;
 };
 
 // Use the alias `rmsprop` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -50,7 +53,7 @@ class basic_rmsprop : public optimizer {
   basic_rmsprop() : basic_rmsprop(options{}) {}
   explicit basic_rmsprop(schedule learning_rate) : basic_rmsprop(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_rmsprop(options o)
-      : optimizer("rmsprop", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_rho(o.rho), m_momentum(o.momentum),
+      : optimizer("rmsprop", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o), o.gradient_accumulation_steps), m_rho(o.rho), m_momentum(o.momentum),
         m_epsilon(o.epsilon), m_centered(o.centered) {
     detail::check_unit_interval("rmsprop", "rho", m_rho, /*closed=*/false);
     detail::check_unit_interval("rmsprop", "momentum", m_momentum, /*closed=*/true);

@@ -6,8 +6,10 @@
 //   fx::optim::sgd sgd{fx::optim::piecewise_constant({100, 200}, {0.1, 0.01, 0.001})};
 //   fx::optim::adam cos{fx::optim::cosine_decay(1e-3, 10000, /*alpha=*/0.1)};
 //
-// An optimizer evaluates its schedule at `iterations()`, the number of apply_gradients calls so
-// far, as Keras does. fx::optim::schedule holds either a constant or any callable taking the
+// An optimizer evaluates its schedule at `updates()`, the number of updates so far: the number of
+// apply_gradients calls (`iterations()`), as in Keras, unless the optimizer accumulates gradients
+// over k calls (gradient_accumulation_steps), where Keras's still counts calls and fluxion's
+// counts updates, so that the schedule is the one of a k times larger batch. fx::optim::schedule holds either a constant or any callable taking the
 // step (std::int64_t) and returning the rate, so a user's own function works as well.
 // Values are computed in double (Keras computes them in float32).
 #pragma once
@@ -44,7 +46,7 @@ class schedule {
              std::is_invocable_r_v<double, const std::remove_cvref_t<F>&, std::int64_t>)
   schedule(F&& function) : m_function(std::forward<F>(function)) {}  // NOLINT: as for a constant
 
-  /// The learning rate at `step` (the optimizer's iterations()).
+  /// The learning rate at `step` (the optimizer's updates()).
   double operator()(std::int64_t step) const { return m_function ? m_function(step) : m_constant; }
   bool is_constant() const noexcept { return !m_function; }
 

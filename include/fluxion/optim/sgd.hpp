@@ -35,6 +35,9 @@ struct sgd_options {
   bool use_ema = false;
   double ema_momentum = 0.99;
   std::int64_t ema_overwrite_frequency = 0;  // 0: never (Keras's None)
+  // Keras's gradient accumulation: k >= 2 updates at every k-th call, from the mean of the k
+  // calls' gradients (optimizer::gradient_accumulation_steps); 0 or 1: at every call.
+  std::int64_t gradient_accumulation_steps = 0;
 };
 
 // Use the alias `sgd` below (why a class template: see kernel_instantiation in optimizer.hpp).
@@ -46,7 +49,7 @@ class basic_sgd : public optimizer {
   basic_sgd() : basic_sgd(options{}) {}
   explicit basic_sgd(schedule learning_rate) : basic_sgd(options{.learning_rate = std::move(learning_rate)}) {}
   explicit basic_sgd(options o)
-      : optimizer("sgd", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o)), m_momentum(o.momentum), m_nesterov(o.nesterov) {
+      : optimizer("sgd", std::move(o.learning_rate), o.weight_decay, clipping_of(o), ema_of(o), o.gradient_accumulation_steps), m_momentum(o.momentum), m_nesterov(o.nesterov) {
     detail::check_unit_interval("sgd", "momentum", m_momentum, /*closed=*/true);
   }
 

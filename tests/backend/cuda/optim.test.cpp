@@ -103,6 +103,17 @@ TEST_CASE_TEMPLATE("cuda optim: every optimizer updates device variables as on t
   SUBCASE("rmsprop with clipvalue") {
     same_updates<T>([&] { return ptr(optim::rmsprop{{.learning_rate = 0.01, .clipvalue = 0.25}}); }, rtol);
   }
+  // Gradient accumulation: three calls of a two-call cycle end with a sum in the accumulators; of a
+  // three-call cycle, with one update from the mean and zeroed accumulators.
+  SUBCASE("sgd with momentum, accumulating over 2 calls") {
+    same_updates<T>([&] { return ptr(optim::sgd{{.learning_rate = 0.1, .momentum = 0.9, .gradient_accumulation_steps = 2}}); },
+                    rtol);
+  }
+  SUBCASE("adam with use_ema and global_clipnorm, accumulating over 3 calls") {
+    same_updates<T>([&] {
+      return ptr(optim::adam{{.learning_rate = 0.01, .global_clipnorm = 2.0, .use_ema = true, .gradient_accumulation_steps = 3}});
+    }, rtol);
+  }
 }
 
 TEST_CASE("cuda optim: clipping reads nothing back from the device; clip_by_global_norm reads its norm once") {
