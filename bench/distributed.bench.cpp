@@ -10,6 +10,14 @@
 //                    backend) all-reducing the gradients flattened into one bucket, divided by the
 //                    process count and copied back, as DDP does with a bucket
 //
+// and a whole step, data_parallel::apply_gradients with SGD (stop 66), per call:
+//
+//   step_every_call      gradients exchanged at every call (no accumulation)
+//   step_accumulate4     gradient_accumulation_steps = 4: three calls in four add the gradients to
+//                        this process's accumulators and send nothing, the fourth exchanges the sums
+//   torch_gloo_accumulate4  the same in LibTorch: p.grad.add_(g) at each call, and at every fourth
+//                        the Gloo bucket all-reduce, the division and SGD's step, then zero_grad
+//
 // for two gradient lists: the Fashion-MNIST MLP's (784-256-10: 203,530 floats) and the TF
 // tutorial's CNN's (3,274,634 floats). Run under MPI; every benchmark runs a fixed number of
 // iterations so that the processes stay in step, and only process 0 reports:
@@ -94,6 +102,26 @@ void BM_fluxion_owned(benchmark::State& state) {
   report(state, total(gs));
 }
 
+/// data_parallel::apply_gradients with SGD on variables of the model's shapes, per call.
+void step(benchmark::State& state, std::int64_t accumulation) {
+  const auto gs = gradients(static_cast<int>(state.range(0)));
+  std::vector<fx::variable<float>> vars;
+  vars.reserve(gs.size());
+  for (const auto& g : gs) vars.emplace_back(fx::zeros<float>(g.shape()));
+  std::vector<fx::variable<float>*> pointers;
+  for (auto& v : vars) pointers.push_back(&v);
+  fx::optim::sgd sgd{{.learning_rate = 0.01, .gradient_accumulation_steps = accumulation}};
+  fx::distributed::data_parallel dp{*g_comm, sgd};
+  g_comm->barrier();
+  for (auto _ : state) {
+    dp.apply_gradients(gs, pointers);
+    benchmark::DoNotOptimize(vars[0].peek().data());
+  }
+  report(state, total(gs));
+}
+void BM_step_every_call(benchmark::State& state) { step(state, 0); }
+void BM_step_accumulate4(benchmark::State& state) { step(state, 4); }
+
 void BM_mpi_one_buffer(benchmark::State& state) {
   const auto gs = gradients(static_cast<int>(state.range(0)));
   std::vector<float> buffer(static_cast<std::size_t>(total(gs)));
@@ -155,12 +183,46 @@ void BM_torch_gloo(benchmark::State& state) {
   }
   report(state, n);
 }
+
+void BM_torch_gloo_accumulate4(benchmark::State& state) {
+  at::set_num_threads(1);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(1 + g_comm->rank());
+  std::vector<torch::Tensor> gs, params, grads;
+  for (const auto& s : shapes(static_cast<int>(state.range(0)))) {
+    gs.push_back(torch::randn(std::vector<int64_t>(s.begin(), s.end())));
+    params.push_back(torch::zeros_like(gs.back()));
+    grads.push_back(torch::zeros_like(gs.back()));
+  }
+  auto group = gloo_group();
+  std::int64_t n = 0, calls = 0;
+  for (const auto& g : gs) n += g.numel();
+  g_comm->barrier();
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < gs.size(); ++i) grads[i].add_(gs[i], 0.25);  // backward() of loss / 4
+    if (++calls % 4 == 0) {
+      std::vector<torch::Tensor> flat;
+      for (const auto& g : grads) flat.push_back(g.reshape({-1}));
+      std::vector<torch::Tensor> bucket{torch::cat(flat)};
+      group->allreduce(bucket)->wait();
+      bucket[0].div_(g_comm->size());
+      std::int64_t at = 0;
+      for (std::size_t i = 0; i < grads.size(); ++i) {
+        params[i].add_(bucket[0].narrow(0, at, grads[i].numel()).view_as(grads[i]), -0.01);
+        grads[i].zero_();
+        at += grads[i].numel();
+      }
+    }
+    benchmark::DoNotOptimize(params[0].data_ptr());
+  }
+  report(state, n);
+}
 #endif
 
-void add(const char* name, void (*f)(benchmark::State&)) {
-  benchmark::RegisterBenchmark((std::string("average_gradients/mlp/") + name).c_str(), f)
+void add(const char* name, void (*f)(benchmark::State&), const char* what = "average_gradients") {
+  benchmark::RegisterBenchmark((std::string(what) + "/mlp/" + name).c_str(), f)
       ->Arg(0)->Iterations(400)->UseRealTime()->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark((std::string("average_gradients/cnn/") + name).c_str(), f)
+  benchmark::RegisterBenchmark((std::string(what) + "/cnn/" + name).c_str(), f)
       ->Arg(1)->Iterations(40)->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
@@ -177,6 +239,11 @@ int main(int argc, char** argv) {
   add("mpi_per_tensor", BM_mpi_per_tensor);
 #if FLUXION_BENCH_HAVE_GLOO
   add("torch_gloo", BM_torch_gloo);
+#endif
+  add("step_every_call", BM_step_every_call, "apply_gradients");
+  add("step_accumulate4", BM_step_accumulate4, "apply_gradients");
+#if FLUXION_BENCH_HAVE_GLOO
+  add("torch_gloo_accumulate4", BM_torch_gloo_accumulate4, "apply_gradients");
 #endif
   // Every process runs every benchmark (they are collectives); process 0 reports.
   if (comm.rank() == 0) {

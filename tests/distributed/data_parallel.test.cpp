@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,8 +69,9 @@ TEST_CASE("data_parallel: each process's half batch, averaged, takes the whole b
   fx::set_num_threads(1);
   const fx::index_t k = 6;  // examples per process and call
   const fx::index_t global = k * comm.size();
-  // With gradient accumulation over `cycle` calls, an update takes the cycle's examples of every process.
-  for (const fx::index_t cycle : {1, 2}) {
+  // With gradient accumulation over `cycle` calls, an update takes the cycle's examples of every
+  // process, and the processes exchange gradients once a cycle (PyTorch's no_sync).
+  for (const fx::index_t cycle : {1, 2, 3}) {
     CAPTURE(cycle);
     const auto [x, y] = examples(global * cycle * 5);
     auto net = make_net(1);
@@ -97,6 +99,7 @@ TEST_CASE("data_parallel: each process's half batch, averaged, takes the whole b
     CHECK(opt.iterations() == 5 * cycle);
     CHECK(opt.updates() == 5);
     CHECK(adam.iterations() == 5 * cycle);
+    CHECK(opt.gradient_exchanges() == 5);
     check_close_variables(net, reference, 1e-12);
   }
 }
@@ -303,4 +306,31 @@ TEST_CASE("data_parallel: processes out of step, or with different gradients, al
                        "distributed::data_parallel::apply_gradients: 2 gradients for 1 variables", fx::invalid_argument);
   // Still in step.
   CHECK(comm.all_reduce(1.0) == comm.size());
+}
+
+TEST_CASE("data_parallel with gradient accumulation: a bad update call leaves every accumulator as it was") {
+  const auto& comm = world();
+  fx::variable<double> w{fx::tensor<double>{1, 2}, "w"}, b{fx::tensor<double>{3}, "b"};
+  fx::optim::sgd sgd{{.learning_rate = 0.1, .gradient_accumulation_steps = 2}};
+  fx::distributed::data_parallel opt{comm, sgd};
+  const double r = comm.rank() + 1.0;
+  opt.apply_gradients({fx::tensor<double>{r, r}, fx::tensor<double>{r}}, {w, b});
+  CHECK(opt.gradient_exchanges() == 0);
+  // The update call: b's gradient has the wrong shape on every process.
+  CHECK_THROWS_AS(opt.apply_gradients({fx::tensor<double>{1, 1}, fx::tensor<double>{1, 1}}, {w, b}), fx::shape_error);
+  CHECK(sgd.get_slot(w, "gradient_accumulator")->peek().to_vector() == std::vector<double>{r, r});
+  CHECK(sgd.get_slot(b, "gradient_accumulator")->peek().to_vector() == std::vector<double>{r});
+  CHECK(w.peek().to_vector() == std::vector<double>{1, 2});
+  // A learning rate the schedule makes negative at the update: refused after the sums were
+  // exchanged, and the accumulators are put back.
+  auto calls = std::make_shared<int>(0);  // the rate each call reads: 0.1, then -1
+  fx::optim::sgd scheduled{{.learning_rate = fx::optim::schedule([calls](std::int64_t) { return ++*calls == 1 ? 0.1 : -1.0; }),
+                            .gradient_accumulation_steps = 2}};
+  fx::distributed::data_parallel opt2{comm, scheduled};
+  opt2.apply_gradients({fx::tensor<double>{r, r}, fx::tensor<double>{r}}, {w, b});
+  CHECK_THROWS_AS(opt2.apply_gradients({fx::tensor<double>{r, r}, fx::tensor<double>{r}}, {w, b}), fx::invalid_argument);
+  CHECK(opt2.gradient_exchanges() == 1);
+  CHECK(scheduled.get_slot(w, "gradient_accumulator")->peek().to_vector() == std::vector<double>{r, r});
+  CHECK(scheduled.iterations() == 1);
+  CHECK(w.peek().to_vector() == std::vector<double>{1, 2});
 }

@@ -12,6 +12,10 @@
 // wrapped optimizer update the variables, so that every process takes the same step, the step of
 // one process on the union of the batches (where the processes' batches have the same size).
 //
+// With the wrapped optimizer's gradient accumulation (gradient_accumulation_steps = k), the calls
+// between updates send nothing; the update call exchanges each process's sum of the cycle, once
+// (PyTorch DDP's no_sync(), Horovod's backward_passes_per_step).
+//
 // Under fx::fit it also
 // - starts every process from process 0's variables (on_fit_begin);
 // - combines the epoch's training loss, accuracy and metrics, and the validation's, over the
@@ -30,10 +34,12 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../fit.hpp"
 #include "../optim/optimizer.hpp"
+#include "../tensor/creation.hpp"
 #include "communicator.hpp"
 
 namespace fluxion::distributed {
@@ -74,6 +80,12 @@ class data_parallel {
 
   /// Averages the gradients over the processes, then applies them with the wrapped optimizer
   /// (its clipping, weight decay and moving averages included, on the averaged gradients).
+  /// With the optimizer's gradient accumulation (gradient_accumulation_steps = k), as PyTorch's
+  /// DistributedDataParallel under no_sync() and Horovod's backward_passes_per_step: the calls
+  /// between updates add each process's own gradients to its accumulators and send nothing; the
+  /// k-th call averages each process's sum of the cycle (accumulator + gradient) in one exchange,
+  /// and the update takes that mean: the step of one process on the union of every process's k
+  /// batches, as before, for one exchange in k.
   template <class T, class Device>
   void apply_gradients(const std::vector<tensor<T, Device>>& gradients, const std::vector<variable<T, Device>*>& variables) {
     apply_gradients(std::vector<tensor<T, Device>>(gradients), variables);
@@ -84,8 +96,25 @@ class data_parallel {
     if (gradients.size() != variables.size())
       throw invalid_argument("distributed::data_parallel::apply_gradients: " + std::to_string(gradients.size()) +
                              " gradients for " + std::to_string(variables.size()) + " variables");
-    m_optimizer->apply_gradients(average_gradients(std::move(gradients)), variables);
+    const std::int64_t cycle = m_optimizer->gradient_accumulation_steps();
+    if (cycle > 1 && (m_optimizer->iterations() + 1) % cycle != 0) {
+      m_optimizer->apply_gradients(gradients, variables);  // between updates: this process's alone
+      return;
+    }
+    std::vector<std::pair<variable<T, Device>*, tensor<T, Device>>> sums;  // accumulators folded in, kept
+    if constexpr (std::is_same_v<Device, cpu>)
+      if (cycle > 1) sums = fold_accumulators(gradients, variables);
+    std::vector<tensor<T, Device>> averaged = average_gradients(std::move(gradients));
+    try {
+      m_optimizer->apply_gradients(averaged, variables);
+    } catch (...) {
+      for (auto& [slot, value] : sums) slot->assign(value);  // the optimizer changed nothing either
+      throw;
+    }
   }
+
+  /// How many times apply_gradients has exchanged gradients with the other processes.
+  std::int64_t gradient_exchanges() const noexcept { return m_exchanges; }
   template <class T, class Device>
   void apply_gradients(const std::vector<tensor<T, Device>>& gradients,
                        std::initializer_list<std::reference_wrapper<std::type_identity_t<variable<T, Device>>>> variables) {
@@ -181,9 +210,43 @@ class data_parallel {
   /// fusion), so that a model's many biases cost one message instead of one each.
   static constexpr std::int64_t fuse_below = std::int64_t{1} << 16;
 
+  /// At the update of an accumulation cycle: each trained gradient becomes this process's sum of
+  /// the cycle (its accumulator + the gradient), and the accumulators are zeroed, so that the
+  /// optimizer's (accumulator + gradient) / k is the mean over the processes once the sums are
+  /// averaged. Returns the accumulators' values, for apply_gradients to put back if the update
+  /// throws. Where the call is bad (a null pointer, a gradient of the wrong shape), folds nothing
+  /// and leaves the optimizer to name the fault.
+  template <class T>
+  std::vector<std::pair<variable<T, cpu>*, tensor<T, cpu>>> fold_accumulators(std::vector<tensor<T, cpu>>& gradients,
+                                                                            const std::vector<variable<T, cpu>*>& variables) {
+    std::vector<std::size_t> folded;
+    std::vector<std::pair<variable<T, cpu>*, tensor<T, cpu>>> sums;
+    for (std::size_t i = 0; i < variables.size(); ++i) {
+      if (variables[i] == nullptr) return {};
+      if (!variables[i]->trainable()) continue;
+      if (gradients[i].is_none() || gradients[i].shape() != variables[i]->shape()) return {};
+      if (variable<T, cpu>* slot = m_optimizer->get_slot(*variables[i], "gradient_accumulator")) {
+        folded.push_back(i);
+        sums.emplace_back(slot, slot->peek());
+      }
+    }
+    for (std::size_t k = 0; k < folded.size(); ++k) {
+      tensor<T, cpu>& g = gradients[folded[k]];
+      tensor<T, cpu> sum(g.shape());
+      const T* a = sums[k].second.data();
+      const T* b = g.data();
+      T* out = sum.mutable_data();
+      for (index_t e = 0; e < sum.size(); ++e) out[e] = a[e] + b[e];
+      g = std::move(sum);
+    }
+    for (auto& [slot, value] : sums) slot->assign(zeros<T>(value.shape()));
+    return sums;
+  }
+
   template <class T>
   std::vector<tensor<T, cpu>> average_on_cpu(std::vector<tensor<T, cpu>> gradients) {
     constexpr const char* who = "distributed::data_parallel::apply_gradients";
+    ++m_exchanges;
     std::string what = "the gradients of step " + std::to_string(m_optimizer->iterations() + 1) + ": " +
                        std::to_string(gradients.size()) + " tensors";
     std::int64_t fused = 0;
@@ -228,6 +291,7 @@ class data_parallel {
   const communicator* m_comm;
   optim::optimizer* m_optimizer;
   std::vector<std::byte> m_fusion;  // the small gradients' buffer, kept from step to step
+  std::int64_t m_exchanges = 0;
 };
 
 }  // namespace fluxion::distributed
