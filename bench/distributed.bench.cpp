@@ -159,6 +159,22 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo_group() {
   return group;
 }
 
+/// DDP's bucket: the tensors flattened into one, all-reduced by Gloo and divided by the process
+/// count; f(i, mean of tensor i) for each.
+template <class F>
+void gloo_mean(const c10::intrusive_ptr<c10d::ProcessGroupGloo>& group, const std::vector<torch::Tensor>& tensors, F f) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
+  std::vector<torch::Tensor> bucket{torch::cat(flat)};
+  group->allreduce(bucket)->wait();
+  bucket[0].div_(g_comm->size());
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    f(i, bucket[0].narrow(0, at, tensors[i].numel()).view_as(tensors[i]));
+    at += tensors[i].numel();
+  }
+}
+
 void BM_torch_gloo(benchmark::State& state) {
   at::set_num_threads(1);
   torch::manual_seed(1 + g_comm->rank());
@@ -169,16 +185,7 @@ void BM_torch_gloo(benchmark::State& state) {
   for (const auto& g : gs) n += g.numel();
   g_comm->barrier();
   for (auto _ : state) {
-    std::vector<torch::Tensor> flat;
-    for (const auto& g : gs) flat.push_back(g.reshape({-1}));
-    std::vector<torch::Tensor> bucket{torch::cat(flat)};
-    group->allreduce(bucket)->wait();
-    bucket[0].div_(g_comm->size());
-    std::int64_t at = 0;
-    for (auto& g : gs) {
-      g.copy_(bucket[0].narrow(0, at, g.numel()).view_as(g));
-      at += g.numel();
-    }
+    gloo_mean(group, gs, [&](std::size_t i, const torch::Tensor& mean) { gs[i].copy_(mean); });
     benchmark::DoNotOptimize(gs[0].data_ptr());
   }
   report(state, n);
@@ -200,19 +207,11 @@ void BM_torch_gloo_accumulate4(benchmark::State& state) {
   g_comm->barrier();
   for (auto _ : state) {
     for (std::size_t i = 0; i < gs.size(); ++i) grads[i].add_(gs[i], 0.25);  // backward() of loss / 4
-    if (++calls % 4 == 0) {
-      std::vector<torch::Tensor> flat;
-      for (const auto& g : grads) flat.push_back(g.reshape({-1}));
-      std::vector<torch::Tensor> bucket{torch::cat(flat)};
-      group->allreduce(bucket)->wait();
-      bucket[0].div_(g_comm->size());
-      std::int64_t at = 0;
-      for (std::size_t i = 0; i < grads.size(); ++i) {
-        params[i].add_(bucket[0].narrow(0, at, grads[i].numel()).view_as(grads[i]), -0.01);
+    if (++calls % 4 == 0)
+      gloo_mean(group, grads, [&](std::size_t i, const torch::Tensor& mean) {
+        params[i].add_(mean, -0.01);
         grads[i].zero_();
-        at += grads[i].numel();
-      }
-    }
+      });
     benchmark::DoNotOptimize(params[0].data_ptr());
   }
   report(state, n);
