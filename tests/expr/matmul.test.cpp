@@ -55,7 +55,8 @@ TEST_CASE("matmul: the design's example, empty inner dimension, integers, errors
       "matmul: inner dimensions differ: (32, 784) x (128, 10)");
   test::check_throws_with<fx::shape_error>(
       [] { (void)fx::matmul(fx::tensor<float>(fx::shape{3}), fx::tensor<float>(fx::shape{3, 2})); },
-      "matmul: operands need rank >= 2, got shapes (3,) and (3, 2)");
+      "matmul: operands need rank >= 2 (as tf.linalg.matmul), got shapes (3,) and (3, 2); make a vector a row or a "
+      "column first (fx::reshape(v, {1, n}) or {n, 1}), or contract it with fx::einsum(\"i,ij->j\", v, m)");
   test::check_throws_with<fx::shape_error>(
       [] { (void)fx::matmul(fx::tensor<float>(fx::shape{2, 2, 3}), fx::tensor<float>(fx::shape{3, 3, 2})); },
       "matmul: batch dimensions of shapes (2, 2, 3) and (3, 3, 2) cannot be broadcast");

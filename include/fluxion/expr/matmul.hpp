@@ -40,7 +40,10 @@ struct matmul_plan {
 #if FLUXION_CORE_DEFINITIONS
 FLUXION_CORE_NOINLINE matmul_plan plan_matmul(const shape& sa, const shape& sb, matmul_options o) {
   if (sa.rank() < 2 || sb.rank() < 2)
-    throw shape_error("matmul: operands need rank >= 2, got shapes " + to_string(sa) + " and " + to_string(sb));
+    throw shape_error("matmul: operands need rank >= 2 (as tf.linalg.matmul), got shapes " + to_string(sa) + " and " +
+                      to_string(sb) +
+                      "; make a vector a row or a column first (fx::reshape(v, {1, n}) or {n, 1}), or contract it "
+                      "with fx::einsum(\"i,ij->j\", v, m)");
   matmul_plan p;
   const int ra = sa.rank(), rb = sb.rank();
   p.m = o.transpose_a ? sa[ra - 1] : sa[ra - 2];
