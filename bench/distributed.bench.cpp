@@ -14,7 +14,7 @@
 //
 //   step_every_call      gradients exchanged at every call (no accumulation)
 //   step_accumulate4     gradient_accumulation_steps = 4: three calls in four add the gradients to
-//                        this process's accumulators and send nothing, the fourth exchanges the sums
+//                        this process's accumulators and send no gradients, the fourth exchanges the sums
 //   torch_gloo_accumulate4  the same in LibTorch: p.grad.add_(g) at each call, and at every fourth
 //                        the Gloo bucket all-reduce, the division and SGD's step, then zero_grad
 //

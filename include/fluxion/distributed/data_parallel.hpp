@@ -13,7 +13,7 @@
 // one process on the union of the batches (where the processes' batches have the same size).
 //
 // With the wrapped optimizer's gradient accumulation (gradient_accumulation_steps = k), the calls
-// between updates send nothing; the update call exchanges each process's sum of the cycle, once
+// between updates send no gradients; the update call exchanges each process's sum of the cycle, once
 // (PyTorch DDP's no_sync(), Horovod's backward_passes_per_step).
 //
 // Under fx::fit it also
@@ -82,7 +82,7 @@ class data_parallel {
   /// (its clipping, weight decay and moving averages included, on the averaged gradients).
   /// With the optimizer's gradient accumulation (gradient_accumulation_steps = k), as PyTorch's
   /// DistributedDataParallel under no_sync() and Horovod's backward_passes_per_step: the calls
-  /// between updates add each process's own gradients to its accumulators and send nothing; the
+  /// between updates add each process's own gradients to its accumulators and send no gradients; the
   /// k-th call averages each process's sum of the cycle (accumulator + gradient) in one exchange,
   /// and the update takes that mean: the step of one process on the union of every process's k
   /// batches, as before, for one exchange in k.
