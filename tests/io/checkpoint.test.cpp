@@ -803,3 +803,50 @@ TEST_CASE("checkpoint: saved in the middle of a gradient accumulation cycle, tra
   CHECK(bit_identical(take_snapshot(net_b, opt_b, 0, data_b), a));
   CHECK(!bit_identical(a, at_save));
 }
+
+TEST_CASE("checkpoint: resumed with other gradient accumulation steps, the update count (the schedule's step) carries on") {
+  scratch_dir dir;
+  const fx::optim::schedule rate = fx::optim::exponential_decay(0.05, 1, 0.5);
+  auto net = make_mlp(1);
+  fx::optim::adam every4{{.learning_rate = rate, .gradient_accumulation_steps = 4}};
+  fx::random::generator data{7};
+  for (int i = 0; i < 8; ++i) train_step(net, every4, data);
+  CHECK(every4.updates() == 2);
+  const std::string accumulated = fx::checkpoint{{"model", net}, {"optimizer", every4}}.save(dir.file("every4"));
+  CHECK(fx::io::safetensors::load(accumulated).get<std::int64_t>("optimizer/updates").item() == 2);
+
+  // Into an optimizer that accumulates over 2 calls, and into one that does not.
+  auto net2 = make_mlp(2);
+  fx::optim::adam every2{{.learning_rate = rate, .gradient_accumulation_steps = 2}};
+  fx::checkpoint{{"model", net2}, {"optimizer", every2}}.restore(accumulated);
+  CHECK(every2.iterations() == 8);
+  CHECK(every2.updates() == 2);
+  CHECK(every2.learning_rate() == every4.learning_rate());
+  auto net3 = make_mlp(3);
+  fx::optim::adam plain{{.learning_rate = rate}};
+  fx::checkpoint{{"model", net3}, {"optimizer", plain}}.restore(accumulated, {.allow_partial = true});  // no accumulators
+  CHECK(plain.updates() == 2);
+  train_step(net3, plain, data);
+  CHECK(plain.updates() == 3);
+  CHECK(plain.iterations() == 9);
+
+  // A file saved without accumulation has no update count or accumulators: they are the call
+  // count and zeros.
+  const std::string path = fx::checkpoint{{"model", net3}, {"optimizer", plain}}.save(dir.file("plain"));
+  CHECK(fx::io::safetensors::load(path).find("optimizer/updates") != nullptr);  // 3 updates in 9 calls
+  auto net4 = make_mlp(4);
+  fx::optim::adam first{{.learning_rate = rate}};
+  for (int i = 0; i < 3; ++i) train_step(net4, first, data);
+  const std::string unaccumulated = fx::checkpoint{{"model", net4}, {"optimizer", first}}.save(dir.file("first"));
+  CHECK(fx::io::safetensors::load(unaccumulated).find("optimizer/updates") == nullptr);
+  auto net5 = make_mlp(5);
+  fx::optim::adam later{{.learning_rate = rate, .gradient_accumulation_steps = 2}};
+  train_step(net5, later, data);  // an accumulator that the restore must clear
+  fx::checkpoint{{"model", net5}, {"optimizer", later}}.restore(unaccumulated);
+  CHECK(later.iterations() == 3);
+  CHECK(later.updates() == 3);
+  const auto sum = later.get_slot(net5.layer<0>().kernel(), "gradient_accumulator")->peek().to_vector();
+  CHECK(std::all_of(sum.begin(), sum.end(), [](float x) { return x == 0; }));
+  CHECK(later.get_slot(net5.layer<0>().kernel(), "momentum")->peek().to_vector() ==
+        first.get_slot(net4.layer<0>().kernel(), "momentum")->peek().to_vector());
+}

@@ -148,9 +148,10 @@ class data_parallel {
   void broadcast_optimizer_state(const std::vector<variable<T, Device>*>& variables) {
     const bool constant = m_optimizer->learning_rate_schedule().is_constant();
     const tensor<double> mine = {static_cast<double>(m_optimizer->iterations()), constant ? m_optimizer->learning_rate() : 0.0,
-                                 constant ? 1.0 : 0.0};
+                                 constant ? 1.0 : 0.0, static_cast<double>(m_optimizer->updates())};
     const std::vector<double> root = m_comm->broadcast(mine, 0).to_vector();
     m_optimizer->set_iterations(static_cast<std::int64_t>(root[0]));
+    m_optimizer->set_updates(static_cast<std::int64_t>(root[3]));
     if (constant && root[2] == 1.0) m_optimizer->set_learning_rate(root[1]);
     m_optimizer->build(variables);
     const auto specs = m_optimizer->slot_specs();

@@ -68,6 +68,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <typeindex>
 #include <type_traits>
@@ -508,6 +509,10 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_optimizer(Optimizer& der
       }
     });
     detail::add_unique(file, names, name + "/iterations", tensor<std::int64_t>(o.iterations()));
+    // The update count where it is not the call count (gradient accumulation): a run resumed with
+    // other accumulation steps keeps its schedule and bias correction where they were.
+    if (o.gradient_accumulation_steps() > 1 || o.updates() != o.iterations())
+      detail::add_unique(file, names, name + "/updates", tensor<std::int64_t>(o.updates()));
     // A constant rate is state a callback may change (reduce_lr_on_plateau, learning_rate_scheduler),
     // as Keras's optimizers hold it in a variable; a schedule is a function of iterations().
     if (o.learning_rate_schedule().is_constant())
@@ -526,6 +531,13 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_optimizer(Optimizer& der
     if (iterations && iterations->data()[0] < 0)
       detail::restore_fail(c, "'" + name + "/iterations' = " + std::to_string(iterations->data()[0]) +
                                   " is negative");
+    // Optional: files without gradient accumulation have none (the count is then the calls').
+    std::optional<std::int64_t> updates;
+    if (c.file.find(name + "/updates") != nullptr) {
+      updates = detail::take<std::int64_t>(c, name + "/updates", shape{}, "the optimizer")->data()[0];
+      if (*updates < 0)
+        detail::restore_fail(c, "'" + name + "/updates' = " + std::to_string(*updates) + " is negative");
+    }
     // Optional: files saved before stop 57, or with a schedule, have no rate; the program's stays.
     std::optional<double> rate;
     if (c.file.find(name + "/learning_rate") != nullptr) {
@@ -536,9 +548,11 @@ FLUXION_IO_TEMPLATE_INLINE void checkpoint_object::bind_optimizer(Optimizer& der
       if (o.learning_rate_schedule().is_constant()) rate = r;  // a program's schedule wins
     }
     return [&o, slots = std::move(slots), n = iterations ? std::optional<std::int64_t>(iterations->data()[0]) : std::nullopt,
-            rate] {
+            updates, rate] {
       for (const auto& commit : slots) commit();
       if (n) o.set_iterations(*n);
+      // A file without the update count was saved where it equals the call count.
+      if (updates || n) o.set_updates(updates ? *updates : *n);
       if (rate) o.set_learning_rate(*rate);
     };
   };
@@ -568,14 +582,21 @@ FLUXION_IO_TEMPLATE_INLINE checkpoint_object::commit_function checkpoint_object:
     for (const auto& spec : specs)
       if (expected.emplace(key(spec.name), v->shape()).second) order.push_back(key(spec.name));
   }
+  // A gradient accumulator the file lacks (saved without gradient accumulation) starts from zero.
+  constexpr std::string_view accumulator = "/gradient_accumulator";
   std::map<std::string, tensor<T>> values;
-  for (const auto& slot : order)
+  for (const auto& slot : order) {
+    if (slot.ends_with(accumulator) && !c.file.contains(name + "/" + slot)) continue;
     if (auto t = detail::take<T>(c, name + "/" + slot, expected.at(slot), "the optimizer")) values.emplace(slot, std::move(*t));
+  }
   return [&o, to_build = std::move(to_build), values = std::move(values), keys = c.slots] {
     o.build(to_build);
-    for (auto& slot : o.slots_by_variable<T, Device>())
+    for (auto& slot : o.slots_by_variable<T, Device>()) {
       if (const auto it = values.find(keys.key(slot.variable_id, slot.value->name(), slot.slot)); it != values.end())
         slot.value->assign(detail::device_copy<Device>(it->second));
+      else if (slot.slot == "gradient_accumulator")
+        slot.value->assign(zeros<T, Device>(slot.value->shape()));
+    }
   };
 }
 

@@ -33,7 +33,8 @@
 // call adds its gradients to a slot `gradient_accumulator` per variable and leaves the variables;
 // every k-th call updates them from the mean of the k calls' gradients (clipped then, weight decay
 // then) and zeroes the accumulators. One fused pass per call either way, in place. iterations()
-// counts calls, as Keras's does (fx::fit's step count); updates() counts updates, and the schedule,
+// counts calls, as Keras's does (fx::fit's step count); updates() counts updates (its own counter,
+// saved by checkpoints), and the schedule,
 // Adam's bias correction and the moving average follow updates(), where Keras's follow the calls:
 // k calls with batches of b examples and a mean loss then give what one call with the k * b
 // examples gives, to rounding. A checkpoint saves the accumulators (slots) and iterations(), which
@@ -354,14 +355,22 @@ class optimizer {
   /// Without gradient accumulation, how many times it has updated the variables.
   std::int64_t iterations() const noexcept { return m_iterations; }
   /// How many times apply_gradients has updated the variables: iterations() without gradient
-  /// accumulation, iterations() / gradient_accumulation_steps() with it. Schedules, Adam's bias
-  /// correction and the moving average count these.
-  std::int64_t updates() const noexcept { return accumulating() ? m_iterations / m_accumulation_steps : m_iterations; }
-  /// Sets the counter, as when restoring a checkpoint; schedules and Adam's bias correction follow
-  /// it, and with gradient accumulation so does the place in the cycle (iterations() modulo the steps).
+  /// accumulation, one in gradient_accumulation_steps() calls with it. Schedules, Adam's bias
+  /// correction and the moving average count these. A counter of its own, which checkpoints save:
+  /// a run resumed with another gradient_accumulation_steps keeps its schedule where it was.
+  std::int64_t updates() const noexcept { return m_updates; }
+  /// Sets the call counter, as when restoring a checkpoint, and the update counter to what this
+  /// optimizer would have counted in as many calls (set_updates then sets it apart). With gradient
+  /// accumulation the place in the cycle follows it (iterations() modulo the steps), as in Keras.
   void set_iterations(std::int64_t n) {
     if (n < 0) throw invalid_argument("set_iterations: n = " + std::to_string(n) + " must be non-negative");
     m_iterations = n;
+    m_updates = accumulating() ? n / m_accumulation_steps : n;
+  }
+  /// Sets the update counter (updates()), which schedules and Adam's bias correction follow.
+  void set_updates(std::int64_t n) {
+    if (n < 0) throw invalid_argument("set_updates: n = " + std::to_string(n) + " must be non-negative");
+    m_updates = n;
   }
 
   /// Keras's gradient_accumulation_steps: 0 or 1 (Keras's None) updates the variables at every
@@ -472,7 +481,7 @@ class optimizer {
     std::vector<std::vector<variable<T, Device>>*> slots(variables.size(), nullptr);
     for (std::size_t i = 0; i < variables.size(); ++i)
       if (variables[i]->trainable()) slots[i] = &slots_of(*variables[i]);
-    const std::int64_t update_index = updates();  // updates before this call's
+    const std::int64_t update_index = m_updates;  // updates before this call's
     // Gradient accumulation (Keras's _backend_apply_gradients): between updates only the
     // accumulators change; at an update the mean of the cycle's gradients replaces this call's.
     std::vector<tensor<T, Device>> averaged;
@@ -526,6 +535,7 @@ class optimizer {
         for (auto& p : pending) p.v->assign((*p.slots)[updated].peek());
     }
     ++m_iterations;
+    ++m_updates;
   }
 
   /// Creates the slots of these variables now rather than on the first apply_gradients, so that a
@@ -804,6 +814,7 @@ class optimizer {
   moving_average m_ema;
   std::int64_t m_accumulation_steps = 0;
   std::int64_t m_iterations = 0;
+  std::int64_t m_updates = 0;
   std::vector<slot_entry> m_slots;
   std::unordered_map<std::uint64_t, std::size_t> m_slot_index;
 };
