@@ -270,8 +270,8 @@ row "  ... with both and FLUXION_PREBUILT_KERNELS" \
 row "  ... and a mean IoU (FIT_PROGRAM_IOU), with FLUXION_PREBUILT_KERNELS" \
   "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_METRICS -DFIT_PROGRAM_IOU -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
 
-# Another optimizer than Adam (stop 64: nadam, whose update no prebuilt library holds), header-only
-# and with prebuilt kernels (which hold Adam's update, not Nadam's).
+# Another optimizer than Adam (stop 64: nadam), header-only and with prebuilt kernels (which hold
+# Nadam's update too since stop 66, with every other optimizer's).
 row "  ... with fx::optim::nadam for Adam (FIT_PROGRAM_OPTIMIZER=nadam)" \
   "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_OPTIMIZER=nadam "${fit[@]}")"
 row "  ... with fx::optim::nadam and FLUXION_PREBUILT_KERNELS" \

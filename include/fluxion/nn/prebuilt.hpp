@@ -156,6 +156,10 @@ FLUXION_NN_GRU_SPECIALIZATIONS(extern)
   FLUXION_OPTIM_UPDATE(EXTERN, 3, T, optim::rmsprop::step<true, true, T>)                                     \
   FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::adam::step<T>)                                                    \
   FLUXION_OPTIM_UPDATE(EXTERN, 3, T, optim::adam::step<T>)                                                    \
+  FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::adamax::step<T>)                                                  \
+  FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::nadam::step<T>)                                                   \
+  FLUXION_OPTIM_UPDATE(EXTERN, 2, T, optim::adadelta::step<T>)                                                \
+  FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::lion::step<T>)                                                    \
   FLUXION_OPTIM_UPDATE(EXTERN, 0, T, optim::detail::ema_step<T>)                                              \
   FLUXION_OPTIM_UPDATE(EXTERN, 0, T, optim::detail::accumulate_step<T>)                                       \
   FLUXION_OPTIM_UPDATE(EXTERN, 1, T, optim::detail::average_accumulated_step<T>)
