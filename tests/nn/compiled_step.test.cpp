@@ -276,3 +276,31 @@ TEST_CASE("compiled_step: a decoder with transposed convolutions equals the tape
       },
       x, labels(4, 3), 3);
 }
+
+TEST_CASE("compiled_step: with gradient accumulation, equals the tape-based steps bitwise, and updates every k-th call") {
+  auto make = [] {
+    fx::random::generator gen{5};
+    return nn::sequential(gen, nn::input<20>{}, nn::dense<16>{}, nn::relu{}, nn::dense<4>{});
+  };
+  fx::random::generator gen{9};
+  const fx::tensor<float> x = fx::random::normal<float>({8, 20}, gen);
+  const auto y = labels(8, 4);
+  auto a = make(), b = make();
+  fx::optim::adam opt_a{{.learning_rate = 1e-2, .gradient_accumulation_steps = 3}};
+  fx::optim::adam opt_b{{.learning_rate = 1e-2, .gradient_accumulation_steps = 3}};
+  auto step = nn::compile_step(b, opt_b, cross_entropy);
+  const auto before = b.layer<0>().kernel().peek().to_vector();
+  for (int s = 0; s < 7; ++s) {
+    CAPTURE(s);
+    const auto la = compiled_check::tape_step(a, opt_a, cross_entropy, x, y);
+    const auto lb = step(x, y);
+    CHECK(la.item() == lb.item());
+    if (s < 2) CHECK(b.layer<0>().kernel().peek().to_vector() == before);  // the first cycle's first calls
+  }
+  check_same_variables(a, b);
+  CHECK(opt_b.iterations() == 7);
+  CHECK(opt_b.updates() == 2);
+  CHECK(b.layer<0>().kernel().peek().to_vector() != before);
+  CHECK(opt_a.get_slot(a.layer<0>().kernel(), "gradient_accumulator")->peek().to_vector() ==
+        opt_b.get_slot(b.layer<0>().kernel(), "gradient_accumulator")->peek().to_vector());
+}
