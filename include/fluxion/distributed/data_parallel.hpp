@@ -231,15 +231,8 @@ class data_parallel {
         sums.emplace_back(slot, slot->peek());
       }
     }
-    for (std::size_t k = 0; k < folded.size(); ++k) {
-      tensor<T, cpu>& g = gradients[folded[k]];
-      tensor<T, cpu> sum(g.shape());
-      const T* a = sums[k].second.data();
-      const T* b = g.data();
-      T* out = sum.mutable_data();
-      for (index_t e = 0; e < sum.size(); ++e) out[e] = a[e] + b[e];
-      g = std::move(sum);
-    }
+    for (std::size_t k = 0; k < folded.size(); ++k)  // one fused SIMD statement each
+      gradients[folded[k]] = tensor<T, cpu>(sums[k].second + gradients[folded[k]]);
     for (auto& [slot, value] : sums) slot->assign(zeros<T>(value.shape()));
     return sums;
   }
