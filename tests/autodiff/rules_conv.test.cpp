@@ -1,4 +1,4 @@
-// conv2d, conv2d_transpose, max_pool2d and avg_pool2d against central finite differences, in double: first
+// conv2d, conv2d_transpose, depthwise_conv2d, separable_conv2d, max_pool2d and avg_pool2d against central finite differences, in double: first
 // derivatives with respect to every operand over strides, dilations and `same`/`valid`; second
 // derivatives (the gradient of a gradient is checked like any other function); forward mode, and
 // forward over reverse.
@@ -44,6 +44,17 @@ const std::vector<window_case> pool_cases = {
 auto conv_of(const window_case& c) {
   return [c](const auto& x, const auto& w) { return fx::conv2d(x, w, c.strides, c.pad, c.dilations); };
 }
+// Depthwise filters (height, width, channels, multiplier).
+const std::vector<window_case> depthwise_cases = {
+    {{2, 5, 4, 3}, {3, 3, 3, 1}, 1, 1, fx::padding::valid},
+    {{1, 6, 5, 2}, {3, 2, 2, 2}, 2, 1, fx::padding::same},
+    {{1, 7, 7, 3}, {3, 3, 3, 1}, 1, 2, fx::padding::same},
+    {{1, 7, 6, 2}, {2, 2, 2, 3}, {2, 1}, {1, 2}, fx::padding::valid},
+};
+auto depthwise_of(const window_case& c) {
+  return [c](const auto& x, const auto& w) { return fx::depthwise_conv2d(x, w, c.strides, c.pad, c.dilations); };
+}
+
 auto max_pool_of(const window_case& c) {
   return [c](const auto& x) { return fx::max_pool2d(x, {c.w[0], c.w[1]}, c.strides, c.pad); };
 }
@@ -238,4 +249,31 @@ TEST_CASE("rules: conv2d_transpose in both modes and to second order, over every
     auto r2 = check_gradients([&](const auto& a) { return inner_gradient(transpose, 1, a, w); }, x);
     CHECK_MESSAGE(r2.ok, r2.report);
   }
+}
+
+TEST_CASE("rules: depthwise_conv2d in both modes and to second order") {
+  unsigned seed = 60;
+  for (const window_case& c : depthwise_cases) {
+    CAPTURE(describe(c));
+    const auto x = test::random_tensor<double>(c.x, seed++);
+    const auto w = test::random_tensor<double>(c.w, seed++);
+    auto r = check_gradients(depthwise_of(c), x, w);  // reverse and forward mode
+    CHECK_MESSAGE(r.ok, r.report);
+    for (std::size_t which : {0u, 1u}) {
+      CAPTURE(which);
+      auto r2 = check_gradients(
+          [&](const auto& a, const auto& b) { return inner_gradient(depthwise_of(c), which, a, b); }, x, w);
+      CHECK_MESSAGE(r2.ok, r2.report);
+    }
+  }
+}
+
+TEST_CASE("rules: separable_conv2d with respect to the input and both filters") {
+  const auto x = test::random_tensor<double>({1, 6, 5, 2}, 70);
+  const auto dw = test::random_tensor<double>({3, 3, 2, 2}, 71);
+  const auto pw = test::random_tensor<double>({1, 1, 4, 3}, 72);
+  auto r = check_gradients(
+      [](const auto& a, const auto& b, const auto& p) { return fx::separable_conv2d(a, b, p, 2, fx::padding::same); },
+      x, dw, pw);
+  CHECK_MESSAGE(r.ok, r.report);
 }

@@ -11,6 +11,7 @@
 //   conv2d(x, w)                    vjp x: conv2d_input_gradient(g, w)   vjp w: conv2d_filter_gradient(x, g)
 //   conv2d_input_gradient(g, w)     vjp g: conv2d(h, w)                  vjp w: conv2d_filter_gradient(h, g)
 //   conv2d_filter_gradient(x, g)    vjp x: conv2d_input_gradient(g, h)   vjp g: conv2d(x, h)
+//   depthwise_conv2d and its two gradients: the same table, with depthwise_ before each op
 //   avg_pool2d(x)                   vjp x: avg_pool2d_gradient(g)
 //   avg_pool2d_gradient(g)          vjp g: avg_pool2d(h)
 //   max_pool2d(x)                   vjp x: max_pool2d_gradient(x, g)     jvp: max_pool2d_select(x, t)
@@ -126,6 +127,12 @@ struct adjoint_rule : linear_in<Op, (std::is_void_v<Adjoint0> ? 0u : 1u) | (std:
 FLUXION_WINDOW_RULE(conv2d, window_ops::conv2d_input_gradient, 0, window_ops::conv2d_filter_gradient, 1)
 FLUXION_WINDOW_RULE(conv2d_input_gradient, window_ops::conv2d, 0, window_ops::conv2d_filter_gradient, 0)
 FLUXION_WINDOW_RULE(conv2d_filter_gradient, window_ops::conv2d_input_gradient, 1, window_ops::conv2d, 1)
+FLUXION_WINDOW_RULE(depthwise_conv2d, window_ops::depthwise_conv2d_input_gradient, 0,
+                    window_ops::depthwise_conv2d_filter_gradient, 1)
+FLUXION_WINDOW_RULE(depthwise_conv2d_input_gradient, window_ops::depthwise_conv2d, 0,
+                    window_ops::depthwise_conv2d_filter_gradient, 0)
+FLUXION_WINDOW_RULE(depthwise_conv2d_filter_gradient, window_ops::depthwise_conv2d_input_gradient, 1,
+                    window_ops::depthwise_conv2d, 1)
 FLUXION_WINDOW_RULE(max_pool2d_gradient, void, 0, window_ops::max_pool2d_select, 1)
 FLUXION_WINDOW_RULE(max_pool2d_select, void, 0, window_ops::max_pool2d_gradient, 1)
 FLUXION_WINDOW_RULE(avg_pool2d, window_ops::avg_pool2d_gradient, 0)

@@ -1,4 +1,5 @@
-// 2-D convolution, transposed convolution and pooling over NHWC tensors, as tf.nn.conv2d,
+// 2-D convolution, depthwise and separable convolution, transposed convolution and pooling over
+// NHWC tensors, as tf.nn.conv2d, tf.nn.depthwise_conv2d, tf.nn.separable_conv2d,
 // tf.nn.conv2d_transpose, tf.nn.max_pool2d and tf.nn.avg_pool2d.
 //
 //   fx::tensor<float> x = fx::random::normal<float>({64, 28, 28, 1}, gen);  // (batch, height, width, channels)
@@ -7,9 +8,11 @@
 //   auto p = fx::max_pool2d(fx::relu(y), /*ksize=*/2, /*strides=*/2);       // (64, 14, 14, 32)
 //   fx::tensor<float> u = fx::random::normal<float>({3, 3, 16, 32}, gen);   // (height, width, out, in)
 //   auto z = fx::conv2d_transpose(p, u, /*strides=*/2, fx::padding::same);  // (64, 28, 28, 16)
+//   fx::tensor<float> d = fx::random::normal<float>({3, 3, 16, 1}, gen);    // (height, width, in, multiplier)
+//   auto v = fx::depthwise_conv2d(z, d, 1, fx::padding::same);             // (64, 28, 28, 16)
 //
 // Each op is a kernel boundary, a window_expr: its operands are materialized and the CPU kernels
-// of backend/cpu/conv.hpp and pool.hpp compute it. The ops that make up their gradients (the
+// of backend/cpu/conv.hpp, depthwise_conv.hpp and pool.hpp compute it. The ops that make up their gradients (the
 // input and filter gradients of conv2d, the routing of max pooling's gradient ...) are
 // window_exprs as well, each with vjp and jvp rules (autodiff/conv.hpp), so gradients of these
 // gradients work to any order. On fx::cuda the same ops run the kernels of
@@ -24,6 +27,7 @@
 #include <utility>
 
 #include "../backend/cpu/conv.hpp"
+#include "../backend/cpu/depthwise_conv.hpp"
 #include "../backend/cpu/pool.hpp"
 #include "../core/shape.hpp"
 #include "elementwise.hpp"
@@ -47,6 +51,7 @@ namespace detail {
 
 using conv2d_geometry = kernels::conv2d_shape;
 using pool2d_geometry = kernels::pool2d_shape;
+using depthwise2d_geometry = kernels::depthwise2d_shape;
 
 /// The role of each tensor of a window op; shape_of gives its shape in a geometry.
 enum class window_role { input, filters, output };
@@ -56,6 +61,13 @@ inline fluxion::shape shape_of(window_role r, const conv2d_geometry& s) {
     case window_role::input: return {s.batch, s.in_h, s.in_w, s.in_c};
     case window_role::filters: return {s.filter_h, s.filter_w, s.in_c, s.out_c};
     default: return {s.batch, s.out_h, s.out_w, s.out_c};
+  }
+}
+inline fluxion::shape shape_of(window_role r, const depthwise2d_geometry& s) {
+  switch (r) {
+    case window_role::input: return {s.batch, s.in_h, s.in_w, s.channels};
+    case window_role::filters: return {s.filter_h, s.filter_w, s.channels, s.multiplier};
+    default: return {s.batch, s.out_h, s.out_w, s.out_c()};
   }
 }
 inline fluxion::shape shape_of(window_role r, const pool2d_geometry& s) {
@@ -115,6 +127,12 @@ FLUXION_WINDOW_OP(conv2d, conv2d_geometry, kernels::conv2d_forward, output, inpu
 // The input and filter gradients of conv2d: their operand `output` is the output's gradient.
 FLUXION_WINDOW_OP(conv2d_input_gradient, conv2d_geometry, kernels::conv2d_backward_input, input, output, filters)
 FLUXION_WINDOW_OP(conv2d_filter_gradient, conv2d_geometry, kernels::conv2d_backward_filter, filters, input, output)
+
+FLUXION_WINDOW_OP(depthwise_conv2d, depthwise2d_geometry, kernels::depthwise_conv2d_forward, output, input, filters)
+FLUXION_WINDOW_OP(depthwise_conv2d_input_gradient, depthwise2d_geometry, kernels::depthwise_conv2d_backward_input, input,
+                  output, filters)
+FLUXION_WINDOW_OP(depthwise_conv2d_filter_gradient, depthwise2d_geometry, kernels::depthwise_conv2d_backward_filter,
+                  filters, input, output)
 
 FLUXION_WINDOW_OP(max_pool2d, pool2d_geometry, kernels::max_pool2d_forward, output, input)
 // (input, output gradient): each window's gradient goes to its first maximal element.
@@ -218,6 +236,28 @@ inline conv2d_geometry conv2d_geometry_of(const fluxion::shape& x, const fluxion
                                                      strides.width, dilations.height, dilations.width);
   const index_t span_h = (w[0] - 1) * dilations.height + 1, span_w = (w[1] - 1) * dilations.width + 1;
   require_window_fits("conv2d", pad == padding::same || (x[1] >= span_h && x[2] >= span_w),
+                      window_text(span_h, span_w) + " of filters " + to_string(w) + " at dilation " +
+                          window_text(dilations.height, dilations.width),
+                      x);
+  return s;
+}
+
+inline depthwise2d_geometry depthwise2d_geometry_of(const fluxion::shape& x, const fluxion::shape& w,
+                                                    spatial2d strides, padding pad, spatial2d dilations) {
+  require_input_nhwc("depthwise_conv2d", x);
+  require_nhwc("depthwise_conv2d", "filters", "(height, width, in_channels, channel_multiplier)", w);
+  if (x[3] != w[2])
+    throw shape_error("depthwise_conv2d: input " + to_string(x) + " has " + std::to_string(x[3]) +
+                      " channels but filters " + to_string(w) + " expect " + std::to_string(w[2]) +
+                      " (their third axis; a depthwise filter is (height, width, in_channels, channel_multiplier))");
+  if (w[0] < 1 || w[1] < 1 || w[3] < 1)
+    throw shape_error("depthwise_conv2d: filters " + to_string(w) +
+                      (w[3] < 1 ? " have a channel multiplier of 0" : " have an empty window"));
+  const depthwise2d_geometry s = kernels::depthwise2d_tf_shape(x[0], x[1], x[2], x[3], w[0], w[1], w[3], pad,
+                                                               strides.height, strides.width, dilations.height,
+                                                               dilations.width);
+  const index_t span_h = (w[0] - 1) * dilations.height + 1, span_w = (w[1] - 1) * dilations.width + 1;
+  require_window_fits("depthwise_conv2d", pad == padding::same || (x[1] >= span_h && x[2] >= span_w),
                       window_text(span_h, span_w) + " of filters " + to_string(w) + " at dilation " +
                           window_text(dilations.height, dilations.width),
                       x);
@@ -338,6 +378,49 @@ auto conv2d(X&& input, W&& filters, spatial2d strides = 1, padding pad = padding
   EW w = detail::as_expr<W>(std::forward<W>(filters));
   const auto s = detail::conv2d_geometry_of(x.shape(), w.shape(), strides, pad, dilations);
   return window_expr<window_ops::conv2d, EX, EW>(s, std::move(x), std::move(w));
+}
+
+/// tf.nn.depthwise_conv2d (Keras's DepthwiseConv2D, PyTorch's conv2d with groups = in_channels):
+/// input (batch, height, width, in_channels), filters (height, width, in_channels,
+/// channel_multiplier) -> (batch, out_height, out_width, in_channels * channel_multiplier). Each
+/// input channel is convolved with its own filters: output channel c * multiplier + j is channel c
+/// under filters[:, :, c, j]. Strides and dilations may both exceed 1, as PyTorch's (TensorFlow
+/// requires strides of 1 with a dilation). Its gradients are again window ops, to any order.
+template <detail::window_operand X, detail::window_operand W>
+auto depthwise_conv2d(X&& input, W&& filters, spatial2d strides = 1, padding pad = padding::valid,
+                      spatial2d dilations = 1) {
+  using EX = detail::expr_t<X>;
+  using EW = detail::expr_t<W>;
+  static_assert(std::is_same_v<value_type_t<EX>, value_type_t<EW>>,
+                "fluxion::depthwise_conv2d: the input and the filters have different element types; convert one "
+                "with fluxion::cast<T>.");
+  static_assert(detail::is_window_scalar_v<value_type_t<EX>>,
+                "fluxion::depthwise_conv2d: the element type must be float or double; convert with "
+                "fluxion::cast<float>.");
+  static_assert(std::is_same_v<device_t<EX>, device_t<EW>>,
+                "fluxion::depthwise_conv2d: the input and the filters are on different devices; move one with "
+                "fluxion::to<Device>.");
+  EX x = detail::as_expr<X>(std::forward<X>(input));
+  EW w = detail::as_expr<W>(std::forward<W>(filters));
+  const auto s = detail::depthwise2d_geometry_of(x.shape(), w.shape(), strides, pad, dilations);
+  return window_expr<window_ops::depthwise_conv2d, EX, EW>(s, std::move(x), std::move(w));
+}
+
+/// tf.nn.separable_conv2d: a depthwise convolution, then a 1x1 convolution that mixes its
+/// channels. depthwise_filters (height, width, in_channels, channel_multiplier), pointwise_filters
+/// (1, 1, in_channels * channel_multiplier, out_channels) -> (batch, out_height, out_width,
+/// out_channels). The strides, padding and dilations are the depthwise step's.
+template <detail::window_operand X, detail::window_operand W, detail::window_operand P>
+auto separable_conv2d(X&& input, W&& depthwise_filters, P&& pointwise_filters, spatial2d strides = 1,
+                      padding pad = padding::valid, spatial2d dilations = 1) {
+  auto d = depthwise_conv2d(std::forward<X>(input), std::forward<W>(depthwise_filters), strides, pad, dilations);
+  auto p = detail::as_expr<P>(std::forward<P>(pointwise_filters));
+  const fluxion::shape& ps = p.shape();
+  if (ps.rank() != 4 || ps[0] != 1 || ps[1] != 1 || ps[2] != d.shape()[3])
+    throw shape_error("separable_conv2d: pointwise filters " + to_string(ps) + " must be (1, 1, " +
+                      std::to_string(d.shape()[3]) + ", out_channels): the depthwise step makes " +
+                      std::to_string(d.shape()[3]) + " channels (in_channels * channel_multiplier)");
+  return conv2d(std::move(d), std::move(p));
 }
 
 /// The transposed convolution (tf.nn.conv2d_transpose, Keras's Conv2DTranspose, sometimes called

@@ -1,4 +1,4 @@
-// Prebuilt CPU kernels: the GEMM, convolution and pooling kernels of float and double, compiled
+// Prebuilt CPU kernels: the GEMM, convolution (dense and depthwise) and pooling kernels of float and double, compiled
 // once in src/kernels.cpp instead of in every translation unit that uses them.
 //
 //   fluxion_target_prebuilt_kernels(app)     # CMake (cmake/build_time.cmake), or by hand:
@@ -12,6 +12,7 @@
 #pragma once
 
 #include "conv.hpp"
+#include "depthwise_conv.hpp"
 #include "gemm.hpp"
 #include "matmul.hpp"
 #include "pool.hpp"
@@ -34,6 +35,12 @@
                                                                 std::uint64_t, T*, const kernels::gemm_epilogue<T>&); \
   EXTERN template void kernels::conv2d_backward_input<T>(const kernels::conv2d_shape&, const T*, const T*, T*); \
   EXTERN template void kernels::conv2d_backward_filter<T>(const kernels::conv2d_shape&, const T*, const T*, T*); \
+  EXTERN template void kernels::depthwise_conv2d_forward<T>(const kernels::depthwise2d_shape&, const T*, const T*, \
+                                                            T*);                                             \
+  EXTERN template void kernels::depthwise_conv2d_backward_input<T>(const kernels::depthwise2d_shape&, const T*,   \
+                                                                   const T*, T*);                             \
+  EXTERN template void kernels::depthwise_conv2d_backward_filter<T>(const kernels::depthwise2d_shape&, const T*,  \
+                                                                    const T*, T*);                            \
   EXTERN template void kernels::max_pool2d_forward<T>(const kernels::pool2d_shape&, const T*, T*);             \
   EXTERN template void kernels::max_pool2d_backward<T>(const kernels::pool2d_shape&, const T*, const T*, T*);  \
   EXTERN template void kernels::avg_pool2d_forward<T>(const kernels::pool2d_shape&, const T*, T*);             \

@@ -1,0 +1,284 @@
+// Depthwise 2-D convolution on the CPU in TensorFlow's layouts (tf.nn.depthwise_conv2d): input
+// NHWC, filters (KH, KW, C, M), output NHWC with C * M channels, output channel c * M + j being
+// input channel c convolved with filter (., ., c, j). Forward, gradient with respect to the input
+// and gradient with respect to the filters; fx::depthwise_conv2d and its vector-Jacobian products
+// call these.
+//
+//   using namespace fluxion::detail::kernels;
+//   auto s = depthwise2d_tf_shape(/*batch=*/64, 32, 32, /*channels=*/64, /*filter=*/3, 3, /*multiplier=*/1,
+//                                 padding_mode::same);
+//   depthwise_conv2d_forward<float>(s, x, w, y);
+//   depthwise_conv2d_backward_input<float>(s, dy, w, dx);
+//   depthwise_conv2d_backward_filter<float>(s, x, dy, dw);
+//
+// Each output element reads only its own channel, so there is no reduction over channels for a
+// GEMM to do: the kernels are direct loops that vectorize over channels (NHWC keeps them
+// contiguous) and keep each vector of sums in a register over the window's taps.
+//   - forward: one task per output row (n, oh); each output pixel sums its taps in (kh, kw) order;
+//   - input gradient: a gather, one task per input row (n, ih); each input pixel sums the taps
+//     that reach it, in (kh, kw) order, then (multiplier > 1) over j;
+//   - filter gradient: the output rows are cut into chunks whose size depends only on the shape;
+//     each chunk sums its pixels in order into its own partial filter, and the partials are added
+//     in chunk order.
+// With a multiplier of 1 (MobileNet's, and Keras's default) every loop runs on xsimd vectors of
+// channels; other multipliers run the same order in scalars. Results are bitwise identical for
+// any thread count.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "../../core/config.hpp"
+#include "../../core/error.hpp"
+#include "detail/simd_ops.hpp"
+#include "detail/window_geometry.hpp"
+#include "thread_pool.hpp"
+
+namespace fluxion::detail::kernels {
+
+/// Sizes of one depthwise convolution. Padding is explicit (rows above, columns left); the output
+/// size implies the padding below and right. depthwise2d_tf_shape fills it from TF's `same`/`valid`.
+struct depthwise2d_shape {
+  index_t batch = 0, in_h = 0, in_w = 0, channels = 0;
+  index_t filter_h = 1, filter_w = 1, multiplier = 1;
+  index_t stride_h = 1, stride_w = 1;
+  index_t dilation_h = 1, dilation_w = 1;
+  index_t pad_top = 0, pad_left = 0;
+  index_t out_h = 0, out_w = 0;
+
+  index_t out_c() const { return channels * multiplier; }
+  index_t input_size() const { return batch * in_h * in_w * channels; }
+  index_t filter_size() const { return filter_h * filter_w * channels * multiplier; }
+  index_t output_size() const { return batch * out_h * out_w * out_c(); }
+};
+
+inline depthwise2d_shape depthwise2d_tf_shape(index_t batch, index_t in_h, index_t in_w, index_t channels,
+                                              index_t filter_h, index_t filter_w, index_t multiplier,
+                                              padding_mode padding, index_t stride_h = 1, index_t stride_w = 1,
+                                              index_t dilation_h = 1, index_t dilation_w = 1) {
+  const window_extent h = tf_window("depthwise_conv2d", in_h, filter_h, stride_h, dilation_h, padding);
+  const window_extent w = tf_window("depthwise_conv2d", in_w, filter_w, stride_w, dilation_w, padding);
+  return {batch,      in_h,       in_w,         channels,     filter_h, filter_w, multiplier, stride_h,
+          stride_w,   dilation_h, dilation_w,   h.pad_before, w.pad_before, h.out, w.out};
+}
+
+namespace depthwise_detail {
+
+inline void check_shape(const char* op, const depthwise2d_shape& s) {
+  auto require = [&](bool ok, const char* name, index_t x, const char* what) {
+    if (!ok) throw invalid_argument(std::string(op) + ": " + name + " = " + std::to_string(x) + " " + what);
+  };
+  require(s.batch >= 0, "batch", s.batch, "is negative");
+  require(s.in_h >= 0, "in_h", s.in_h, "is negative");
+  require(s.in_w >= 0, "in_w", s.in_w, "is negative");
+  require(s.channels >= 0, "channels", s.channels, "is negative");
+  require(s.multiplier >= 1, "multiplier", s.multiplier, "must be at least 1");
+  require(s.filter_h >= 1, "filter_h", s.filter_h, "must be at least 1");
+  require(s.filter_w >= 1, "filter_w", s.filter_w, "must be at least 1");
+  require(s.stride_h >= 1, "stride_h", s.stride_h, "must be at least 1");
+  require(s.stride_w >= 1, "stride_w", s.stride_w, "must be at least 1");
+  require(s.dilation_h >= 1, "dilation_h", s.dilation_h, "must be at least 1");
+  require(s.dilation_w >= 1, "dilation_w", s.dilation_w, "must be at least 1");
+  require(s.pad_top >= 0, "pad_top", s.pad_top, "is negative");
+  require(s.pad_left >= 0, "pad_left", s.pad_left, "is negative");
+  require(s.out_h >= 0, "out_h", s.out_h, "is negative");
+  require(s.out_w >= 0, "out_w", s.out_w, "is negative");
+}
+
+// Loops with fewer elements than this run on the calling thread.
+inline constexpr index_t min_parallel_elements = 1 << 15;
+
+template <class Task>
+void run_tasks(index_t tasks, index_t elements, Task&& task) {
+  if (elements >= min_parallel_elements) parallel_for(tasks, task);
+  else
+    for (index_t t = 0; t < tasks; ++t) task(t);
+}
+
+struct tap {
+  index_t k, at;
+};
+/// For each position p of one axis, its taps: forward, the (tap, input position) pairs that reach
+/// output p; backward, the (tap, output position) pairs through which input p reaches an output.
+/// Built once per call.
+class tap_table {
+ public:
+  tap_table(bool forward, index_t positions, index_t stride, index_t pad, index_t dilation, index_t filter,
+            index_t other)
+      : m_filter(filter), m_taps(static_cast<std::size_t>(positions * filter)),
+        m_count(static_cast<std::size_t>(positions)) {
+    for (index_t p = 0; p < positions; ++p) {
+      index_t n = 0;
+      for (index_t k = 0; k < filter; ++k) {
+        if (forward) {
+          const index_t i = p * stride - pad + k * dilation;
+          if (i >= 0 && i < other) m_taps[static_cast<std::size_t>(p * filter + n++)] = {k, i};
+        } else {
+          const index_t t = p + pad - k * dilation;
+          if (t >= 0 && t % stride == 0 && t / stride < other) m_taps[static_cast<std::size_t>(p * filter + n++)] = {k, t / stride};
+        }
+      }
+      m_count[static_cast<std::size_t>(p)] = n;
+    }
+  }
+  const tap* at(index_t p) const { return m_taps.data() + p * m_filter; }
+  index_t count(index_t p) const { return m_count[static_cast<std::size_t>(p)]; }
+
+ private:
+  index_t m_filter;
+  std::vector<tap> m_taps;
+  std::vector<index_t> m_count;
+};
+
+/// Chunks of output rows for the filter gradient: a size that depends only on the shape (about
+/// 16K output elements, at most 256 chunks).
+inline index_t rows_per_chunk(const depthwise2d_shape& s) {
+  const index_t rows = s.batch * s.out_h, per_row = std::max<index_t>(s.out_w * s.out_c(), 1);
+  return std::max({index_t(1), (index_t(1) << 14) / per_row, (rows + 255) / 256});
+}
+
+}  // namespace depthwise_detail
+
+template <class T>
+void depthwise_conv2d_forward(const depthwise2d_shape& s, const T* input, const T* filter, T* output) {
+  namespace dd = depthwise_detail;
+  dd::check_shape("depthwise_conv2d_forward", s);
+  const index_t c = s.channels, m = s.multiplier, oc = s.out_c();
+  if (s.output_size() == 0) return;
+  const dd::tap_table rows_h(true, s.out_h, s.stride_h, s.pad_top, s.dilation_h, s.filter_h, s.in_h);
+  const dd::tap_table cols_w(true, s.out_w, s.stride_w, s.pad_left, s.dilation_w, s.filter_w, s.in_w);
+  dd::run_tasks(s.batch * s.out_h, s.output_size() * s.filter_h * s.filter_w, [&](index_t row) {
+    const index_t n = row / s.out_h, oh = row % s.out_h;
+    const dd::tap* hs = rows_h.at(oh);
+    const index_t nh = rows_h.count(oh);
+    const T* x = input + n * s.in_h * s.in_w * c;
+    for (index_t ow = 0; ow < s.out_w; ++ow) {
+      const dd::tap* ws = cols_w.at(ow);
+      const index_t nw = cols_w.count(ow);
+      T* y = output + ((n * s.out_h + oh) * s.out_w + ow) * oc;
+      if (m == 1) {
+        for_each_channel_chunk<T>(c, [&](auto ops, index_t ch) {
+          using O = decltype(ops);
+          auto acc = O::splat(T(0));
+          for (index_t a = 0; a < nh; ++a)
+            for (index_t b = 0; b < nw; ++b)
+              acc = O::fma(O::loadu(x + (hs[a].at * s.in_w + ws[b].at) * c + ch),
+                           O::loadu(filter + (hs[a].k * s.filter_w + ws[b].k) * c + ch), acc);
+          O::storeu(y + ch, acc);
+        });
+        continue;
+      }
+      std::fill_n(y, oc, T(0));
+      for (index_t a = 0; a < nh; ++a)
+        for (index_t b = 0; b < nw; ++b) {
+          const T* xp = x + (hs[a].at * s.in_w + ws[b].at) * c;
+          const T* wp = filter + (hs[a].k * s.filter_w + ws[b].k) * oc;
+          for (index_t ch = 0; ch < c; ++ch)
+            for (index_t j = 0; j < m; ++j) y[ch * m + j] = std::fma(xp[ch], wp[ch * m + j], y[ch * m + j]);
+        }
+    }
+  });
+}
+
+template <class T>
+void depthwise_conv2d_backward_input(const depthwise2d_shape& s, const T* grad_output, const T* filter,
+                                     T* grad_input) {
+  namespace dd = depthwise_detail;
+  dd::check_shape("depthwise_conv2d_backward_input", s);
+  const index_t c = s.channels, m = s.multiplier, oc = s.out_c();
+  if (s.input_size() == 0) return;
+  const dd::tap_table rows_h(false, s.in_h, s.stride_h, s.pad_top, s.dilation_h, s.filter_h, s.out_h);
+  const dd::tap_table cols_w(false, s.in_w, s.stride_w, s.pad_left, s.dilation_w, s.filter_w, s.out_w);
+  dd::run_tasks(s.batch * s.in_h, s.input_size() * s.filter_h * s.filter_w * m, [&](index_t row) {
+    const index_t n = row / s.in_h, ih = row % s.in_h;
+    const dd::tap* hs = rows_h.at(ih);
+    const index_t nh = rows_h.count(ih);
+    const T* dy = grad_output + n * s.out_h * s.out_w * oc;
+    for (index_t iw = 0; iw < s.in_w; ++iw) {
+      const dd::tap* ws = cols_w.at(iw);
+      const index_t nw = cols_w.count(iw);
+      T* dx = grad_input + ((n * s.in_h + ih) * s.in_w + iw) * c;
+      if (m == 1) {
+        for_each_channel_chunk<T>(c, [&](auto ops, index_t ch) {
+          using O = decltype(ops);
+          auto acc = O::splat(T(0));
+          for (index_t a = 0; a < nh; ++a)
+            for (index_t b = 0; b < nw; ++b)
+              acc = O::fma(O::loadu(dy + (hs[a].at * s.out_w + ws[b].at) * c + ch),
+                           O::loadu(filter + (hs[a].k * s.filter_w + ws[b].k) * c + ch), acc);
+          O::storeu(dx + ch, acc);
+        });
+        continue;
+      }
+      for (index_t ch = 0; ch < c; ++ch) {
+        T acc = T(0);
+        for (index_t a = 0; a < nh; ++a)
+          for (index_t b = 0; b < nw; ++b) {
+            const T* g = dy + (hs[a].at * s.out_w + ws[b].at) * oc + ch * m;
+            const T* wp = filter + (hs[a].k * s.filter_w + ws[b].k) * oc + ch * m;
+            for (index_t j = 0; j < m; ++j) acc = std::fma(g[j], wp[j], acc);
+          }
+        dx[ch] = acc;
+      }
+    }
+  });
+}
+
+template <class T>
+void depthwise_conv2d_backward_filter(const depthwise2d_shape& s, const T* input, const T* grad_output,
+                                      T* grad_filter) {
+  namespace dd = depthwise_detail;
+  dd::check_shape("depthwise_conv2d_backward_filter", s);
+  const index_t c = s.channels, m = s.multiplier, oc = s.out_c(), fsize = s.filter_size();
+  if (fsize == 0) return;
+  const index_t rows = s.batch * s.out_h, chunk = dd::rows_per_chunk(s);
+  const index_t chunks = rows == 0 ? 0 : (rows + chunk - 1) / chunk;
+  if (chunks == 0) {
+    std::fill_n(grad_filter, fsize, T(0));
+    return;
+  }
+  // Chunk 0 writes the result itself; the others their own partial filters, added in order below.
+  std::vector<T> partials(static_cast<std::size_t>((chunks - 1) * fsize));
+  dd::run_tasks(chunks, s.output_size() * s.filter_h * s.filter_w, [&](index_t k) {
+    T* dw = k == 0 ? grad_filter : partials.data() + (k - 1) * fsize;
+    const index_t r0 = k * chunk, r1 = std::min(rows, r0 + chunk);
+    for (index_t kh = 0; kh < s.filter_h; ++kh)
+      for (index_t kw = 0; kw < s.filter_w; ++kw) {
+        // Every pixel of the chunk that this tap reaches, in row order.
+        auto each_pixel = [&](auto&& f) {
+          for (index_t r = r0; r < r1; ++r) {
+            const index_t n = r / s.out_h, oh = r % s.out_h;
+            const index_t ih = oh * s.stride_h - s.pad_top + kh * s.dilation_h;
+            if (ih < 0 || ih >= s.in_h) continue;
+            for (index_t ow = 0; ow < s.out_w; ++ow) {
+              const index_t iw = ow * s.stride_w - s.pad_left + kw * s.dilation_w;
+              if (iw < 0 || iw >= s.in_w) continue;
+              f(input + ((n * s.in_h + ih) * s.in_w + iw) * c, grad_output + (r * s.out_w + ow) * oc);
+            }
+          }
+        };
+        T* out = dw + (kh * s.filter_w + kw) * oc;
+        if (m == 1) {
+          for_each_channel_chunk<T>(c, [&](auto ops, index_t ch) {
+            using O = decltype(ops);
+            auto acc = O::splat(T(0));
+            each_pixel([&](const T* x, const T* g) { acc = O::fma(O::loadu(x + ch), O::loadu(g + ch), acc); });
+            O::storeu(out + ch, acc);
+          });
+          continue;
+        }
+        std::fill_n(out, oc, T(0));
+        each_pixel([&](const T* x, const T* g) {
+          for (index_t ch = 0; ch < c; ++ch)
+            for (index_t j = 0; j < m; ++j) out[ch * m + j] = std::fma(x[ch], g[ch * m + j], out[ch * m + j]);
+        });
+      }
+  });
+  for (index_t k = 1; k < chunks; ++k) {
+    const T* p = partials.data() + (k - 1) * fsize;
+    for (index_t i = 0; i < fsize; ++i) grad_filter[i] += p[i];
+  }
+}
+
+}  // namespace fluxion::detail::kernels
