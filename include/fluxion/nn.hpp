@@ -11,6 +11,7 @@
 #include "nn/conv2d.hpp"
 #include "nn/conv2d_transpose.hpp"
 #include "nn/dense.hpp"
+#include "nn/depthwise_conv2d.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
 #include "nn/gru.hpp"

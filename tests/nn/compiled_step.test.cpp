@@ -277,6 +277,18 @@ TEST_CASE("compiled_step: a decoder with transposed convolutions equals the tape
       x, labels(4, 3), 3);
 }
 
+TEST_CASE("compiled_step: depthwise and separable convolutions equal the tape-based steps, bitwise") {
+  fx::random::generator data{13};
+  const fx::tensor<float> x = fx::random::normal<float>({4, 8, 8, 3}, data);
+  check_bitwise(
+      [] {
+        fx::random::generator gen{14};
+        return nn::sequential(gen, nn::input<8, 8, 3>{}, nn::depthwise_conv2d<3, nn::same, 2, 1, 2>{}, nn::relu{},
+                              nn::separable_conv2d<5, 3, nn::same>{}, nn::relu6{}, nn::flatten{}, nn::dense<3>{});
+      },
+      x, labels(4, 3), 3);
+}
+
 TEST_CASE("compiled_step: with gradient accumulation, equals the tape-based steps bitwise, and updates every k-th call") {
   auto make = [] {
     fx::random::generator gen{5};

@@ -60,7 +60,7 @@ tensor<T, Device> conv2d_forward(const tensor<T, Device>& x, const variable<T, D
   }
   return tensor<T, Device>(epilogue(fluxion::conv2d(x, kernel, strides, pad, dilations) + bias));
 }
-/// What conv1d, conv2d and conv2d_transpose share: a kernel and a bias of Filters, built on the
+/// What conv1d, conv2d, conv2d_transpose, depthwise_conv2d and separable_conv2d share: a kernel and a bias of Filters, built on the
 /// first input of rank Rank + 1 ((batch, height, width, channels), or (batch, steps, channels) for
 /// Rank 2), Keras's names, the input's checks. Derived gives base_name and initial_kernel(gen,
 /// in_channels).
@@ -80,33 +80,47 @@ class kernel_bias_layer : public layer_base<Derived, T, Device> {
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name + "': expects " + layout +
                         " input, got (batch, " + to_string(per_example).substr(1));
     m_in = per_example[Rank - 1];
-    m_kernel.emplace(static_cast<const Derived&>(*this).initial_kernel(gen, m_in), this->m_name + "/kernel");
-    m_bias.emplace(zeros<T, Device>({Filters}), this->m_name + "/bias");
+    m_kernel.emplace(static_cast<const Derived&>(*this).initial_kernel(gen, m_in),
+                     this->m_name + "/" + kernel_name());
+    m_bias.emplace(zeros<T, Device>({bias_extent()}), this->m_name + "/bias");
   }
   void initialize(random::generator& gen) {
     if (!built()) return;
     m_kernel->assign(static_cast<const Derived&>(*this).initial_kernel(gen, m_in));
-    m_bias->assign(zeros<T, Device>({Filters}));
+    m_bias->assign(zeros<T, Device>({bias_extent()}));
   }
 
-  variable<T, Device>& kernel() { return this->require_built(m_kernel, Derived::base_name, "kernel"); }
+  variable<T, Device>& kernel() { return this->require_built(m_kernel, Derived::base_name, kernel_name()); }
   variable<T, Device>& bias() { return this->require_built(m_bias, Derived::base_name, "bias"); }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
-    this->visit(prefix, f, m_kernel, "kernel");
+    this->visit(prefix, f, m_kernel, kernel_name());
     this->visit(prefix, f, m_bias, "bias");
   }
 
  protected:
   explicit kernel_bias_layer(std::string name) : base(name.empty() ? Derived::base_name : std::move(name)) {}
 
+  /// Keras's name of the kernel variable: `kernel`, or Derived::kernel_variable
+  /// (`depthwise_kernel`).
+  static constexpr const char* kernel_name() {
+    if constexpr (requires { Derived::kernel_variable; }) return Derived::kernel_variable;
+    else return "kernel";
+  }
+  /// The bias's extent: Filters, or Derived::bias_channels(in) where the output's channels follow
+  /// the input's (a depthwise convolution's in * multiplier).
+  index_t bias_extent() const {
+    if constexpr (requires { Derived::bias_channels(index_t{}); }) return Derived::bias_channels(m_in);
+    else return Filters;
+  }
+
   /// Builds the layer on its first input; throws unless `s` is (batch, ..., m_in) of rank Rank + 1.
   void check_input(const fluxion::shape& s) {
     if (s.rank() != Rank + 1)
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name + "': expects input of shape " + layout +
                         ", got " + to_string(s));
-    if (!built()) build(fluxion::shape(s.begin() + 1, s.end()));
+    if (!built()) static_cast<Derived&>(*this).build(fluxion::shape(s.begin() + 1, s.end()));
     if (s[Rank] != m_in)
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name + "': the input has " +
                         std::to_string(s[Rank]) + " channels, the layer was built for " + std::to_string(m_in) +

@@ -1,8 +1,9 @@
-// The window ops of expr/conv.hpp on fx::cuda: conv2d, its input and filter gradients, max and
-// average pooling, their gradients and max pooling's select.
+// The window ops of expr/conv.hpp on fx::cuda: conv2d, its input and filter gradients, depthwise
+// conv2d and its two gradients, max and average pooling, their gradients and max pooling's select.
 //
 //   fx::tensor<float, fx::cuda> y = fx::conv2d(x, w, 1, fx::padding::same);   // im2col, then cuBLAS
 //   auto p = fx::max_pool2d(fx::relu(y), 2, 2);                              // one thread per output
+//   auto d = fx::depthwise_conv2d(p, dw, 1, fx::padding::same);              // one thread per output
 //
 // The convolution and both of its gradients are matrix products over the im2col matrix (one row
 // per output position (n, oh, ow), one column per filter tap and input channel (kh, kw, ci)):
@@ -18,6 +19,16 @@
 // fastest deterministic algorithm in NHWC and in NCHW and through im2col, and keeps the fastest;
 // im2col serves what cuDNN does not take, and everything when fx::allow_cudnn(false).
 //
+// A depthwise convolution reads one input channel per output channel, so it has no product over
+// channels for a matmul to do: its kernels are direct loops that follow the cpu kernels
+// (backend/cpu/depthwise_conv.hpp) term for term. The forward pass is one thread per output element
+// and the input gradient one thread per input element (a gather over the taps that reach it, then
+// over the multiplier), each summing the taps in (kh, kw) order. The filter gradient cuts the output
+// rows into the cpu's chunks (a count that depends only on the shape): one thread per chunk and
+// filter element sums the chunk's pixels in order, then one thread per filter element adds the
+// chunks in order. Every product is added with one rounding (fma), as the cpu does, so the results
+// are the cpu's bit for bit wherever the cpu's vector fma is fused (x86 with FMA3, AArch64).
+//
 // Pooling is one thread per result element and follows the cpu kernels' conventions exactly
 // (backend/cpu/pool.hpp): the first maximal element of a window in scan order takes its gradient,
 // padding never takes part, and a gradient from overlapping windows is added in the order of the
@@ -27,9 +38,11 @@
 // kernels.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
@@ -46,6 +59,7 @@ namespace cuda_window {
 
 using conv_geometry = kernels::conv2d_shape;
 using pool_geometry = kernels::pool2d_shape;
+using depthwise_geometry = kernels::depthwise2d_shape;
 
 /// These kernels divide several times per element to find its coordinates, and a division is
 /// the costly part: a 64-bit one is a subroutine of about a hundred instructions on a GPU, a 32-bit
@@ -395,6 +409,145 @@ struct pool_select {
   }
 };
 
+/// a b + c with one rounding, as the cpu's depthwise kernels add each product (std::fma, or xsimd's
+/// fma): with the same terms in the same order, the results are the cpu's bit for bit.
+template <class T>
+FLUXION_HOST_DEVICE T fused_multiply_add(T a, T b, T c) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) return fmaf(a, b, c);
+  else return fma(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+/// y(n, oh, ow, c M + j) = the sum, over the taps (kh, kw) inside the input in that order, of
+/// x(n, ih, iw, c) w(kh, kw, c, j). One thread per output element: neighbouring threads read
+/// neighbouring channels of x and w.
+template <class T>
+struct depthwise_forward {
+  depthwise_geometry s;
+  const T* x;
+  const T* w;
+  T* y;
+  nhwc_dividers out;  // channels: the output's, C M
+  divider multiplier;
+  depthwise_forward(const depthwise_geometry& g, const T* x_, const T* w_, T* y_)
+      : s(g), x(x_), w(w_), y(y_), out(g.out_h, g.out_w, g.channels * g.multiplier), multiplier(g.multiplier) {}
+  FLUXION_HOST_DEVICE void operator()(index_t i) const {
+    const nhwc o = unravel(u32(i), out);
+    const index_t out_c = s.channels * s.multiplier;
+    const T* image = x + o.n * s.in_h * s.in_w * s.channels + index_t(multiplier.div(u32(o.c)));
+    T acc = T(0);
+    for (index_t kh = 0; kh < s.filter_h; ++kh) {
+      const index_t ih = o.h * s.stride_h - s.pad_top + kh * s.dilation_h;
+      if (ih < 0 || ih >= s.in_h) continue;
+      for (index_t kw = 0; kw < s.filter_w; ++kw) {
+        const index_t iw = o.w * s.stride_w - s.pad_left + kw * s.dilation_w;
+        if (iw < 0 || iw >= s.in_w) continue;
+        acc = fused_multiply_add(image[(ih * s.in_w + iw) * s.channels], w[(kh * s.filter_w + kw) * out_c + o.c], acc);
+      }
+    }
+    y[i] = acc;
+  }
+};
+
+/// dx(n, ih, iw, c) = the sum, over the taps (kh, kw) in that order that put (ih, iw) in the window
+/// of an output (oh, ow), and then over j < M, of dy(n, oh, ow, c M + j) w(kh, kw, c, j). One thread
+/// per input element: a gather, no atomics.
+template <class T>
+struct depthwise_input_gradient {
+  depthwise_geometry s;
+  const T* dy;
+  const T* w;
+  T* dx;
+  nhwc_dividers in;
+  depthwise_input_gradient(const depthwise_geometry& g, const T* dy_, const T* w_, T* dx_)
+      : s(g), dy(dy_), w(w_), dx(dx_), in(g.in_h, g.in_w, g.channels) {}
+  FLUXION_HOST_DEVICE void operator()(index_t i) const {
+    const nhwc p = unravel(u32(i), in);
+    const index_t m = s.multiplier, out_c = s.channels * m;
+    const T* image = dy + p.n * s.out_h * s.out_w * out_c + p.c * m;
+    const T* filter = w + p.c * m;
+    T acc = T(0);
+    for (index_t kh = 0; kh < s.filter_h; ++kh) {
+      const index_t oh = output_of_tap(p.h, s.pad_top, kh, s.dilation_h, s.stride_h, s.out_h);
+      if (oh < 0) continue;
+      for (index_t kw = 0; kw < s.filter_w; ++kw) {
+        const index_t ow = output_of_tap(p.w, s.pad_left, kw, s.dilation_w, s.stride_w, s.out_w);
+        if (ow < 0) continue;
+        const T* g = image + (oh * s.out_w + ow) * out_c;
+        const T* f = filter + (kh * s.filter_w + kw) * out_c;
+        for (index_t j = 0; j < m; ++j) acc = fused_multiply_add(g[j], f[j], acc);
+      }
+    }
+    dx[i] = acc;
+  }
+};
+
+/// One chunk's share of the filter gradient: thread (chunk k, filter element (kh, kw, c, j)) sums
+/// x(n, ih, iw, c) dy(n, oh, ow, c M + j) over the chunk's output rows (n, oh), then columns ow, in
+/// order, skipping the taps that fall in the padding. Chunk 0 writes dw itself, chunk k > 0 its own
+/// filter in `partial` (depthwise_filter_sum adds them). Index idx is element idx of chunks
+/// first_chunk, first_chunk + 1, ... (a launch covers whole chunks).
+template <class T>
+struct depthwise_filter_partial {
+  depthwise_geometry s;
+  const T* x;
+  const T* dy;
+  T* dw;
+  T* partial;
+  index_t first_chunk, chunk_rows;
+  divider filter_size, out_c, filter_w, multiplier;
+  depthwise_filter_partial(const depthwise_geometry& g, const T* x_, const T* dy_, T* dw_, T* partial_,
+                           index_t first, index_t rows_per_chunk)
+      : s(g), x(x_), dy(dy_), dw(dw_), partial(partial_), first_chunk(first), chunk_rows(rows_per_chunk),
+        filter_size(g.filter_h * g.filter_w * g.channels * g.multiplier), out_c(g.channels * g.multiplier),
+        filter_w(g.filter_w), multiplier(g.multiplier) {}
+  FLUXION_HOST_DEVICE void operator()(index_t idx) const {
+    const u32 i = u32(idx), k = filter_size.div(i), f = i - k * filter_size.d;
+    const u32 tap = out_c.div(f), o = f - tap * out_c.d, kh = filter_w.div(tap), kw = tap - kh * filter_w.d;
+    const index_t oc = index_t(out_c.d), c = index_t(multiplier.div(o));
+    const index_t chunk = first_chunk + index_t(k), r0 = chunk * chunk_rows, rows = s.batch * s.out_h;
+    const index_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+    const index_t h_offset = index_t(kh) * s.dilation_h - s.pad_top;
+    const index_t w_offset = index_t(kw) * s.dilation_w - s.pad_left;
+    index_t n = r0 / s.out_h, oh = r0 - n * s.out_h;  // once per thread; the rows below step
+    T acc = T(0);
+    for (index_t r = r0; r < r1; ++r) {
+      const index_t ih = oh * s.stride_h + h_offset;
+      if (ih >= 0 && ih < s.in_h) {
+        const T* xr = x + (n * s.in_h + ih) * s.in_w * s.channels + c;
+        const T* gr = dy + r * s.out_w * oc + index_t(o);
+        for (index_t ow = 0; ow < s.out_w; ++ow) {
+          const index_t iw = ow * s.stride_w + w_offset;
+          if (iw < 0 || iw >= s.in_w) continue;
+          acc = fused_multiply_add(xr[iw * s.channels], gr[ow * oc], acc);
+        }
+      }
+      if (++oh == s.out_h) {
+        oh = 0;
+        ++n;
+      }
+    }
+    if (chunk == 0) dw[f] = acc;
+    else partial[(chunk - 1) * index_t(filter_size.d) + index_t(f)] = acc;
+  }
+};
+
+/// dw[f] += the partial filters of chunks 1 .. chunks - 1, in chunk order (the cpu's order).
+template <class T>
+struct depthwise_filter_sum {
+  const T* partial;
+  T* dw;
+  index_t chunks, filter_size;
+  FLUXION_HOST_DEVICE void operator()(index_t f) const {
+    T acc = dw[f];
+    for (index_t k = 1; k < chunks; ++k) acc += partial[(k - 1) * filter_size + f];
+    dw[f] = acc;
+  }
+};
+
 
 /// A single row-major product C (m x n) = op(A) op(B) with inner size k, through the device's
 /// matmul (cuBLAS for float and double under nvcc, the plain kernel elsewhere).
@@ -522,6 +675,53 @@ struct window_kernel<cuda, window_ops::conv2d_filter_gradient> {
     if (cudnn::run(cudnn::pass::filter_gradient, s, x, dy, dw, im2col)) return;
 #endif
     im2col();
+  }
+};
+template <>
+struct window_kernel<cuda, window_ops::depthwise_conv2d> {
+  template <class T>
+  static void run(const depthwise2d_geometry& s, const T* x, const T* w, T* y) {
+    const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.out_c();
+    cuda_window::for_image_groups("depthwise_conv2d", s.batch, out, [&](index_t n0, index_t count) {
+      cuda_window::for_each_index(count * out, cuda_window::depthwise_forward<T>(s, x + n0 * in, w, y + n0 * out));
+    });
+  }
+};
+template <>
+struct window_kernel<cuda, window_ops::depthwise_conv2d_input_gradient> {
+  template <class T>
+  static void run(const depthwise2d_geometry& s, const T* dy, const T* w, T* dx) {
+    const index_t in = s.in_h * s.in_w * s.channels, out = s.out_h * s.out_w * s.out_c();
+    cuda_window::for_image_groups("depthwise_conv2d", s.batch, in, [&](index_t n0, index_t count) {
+      cuda_window::for_each_index(count * in,
+                                  cuda_window::depthwise_input_gradient<T>(s, dy + n0 * out, w, dx + n0 * in));
+    });
+  }
+};
+// Not yet timed on a GPU. The chunks are the cpu kernel's (kernels::depthwise_detail::rows_per_chunk,
+// at most 256 of about 16K output elements each), which makes the two devices agree bit for bit; a
+// GPU would keep more threads busy with smaller chunks, at the price of that agreement.
+template <>
+struct window_kernel<cuda, window_ops::depthwise_conv2d_filter_gradient> {
+  template <class T>
+  static void run(const depthwise2d_geometry& s, const T* x, const T* dy, T* dw) {
+    const index_t n_out = s.filter_size(), rows = s.batch * s.out_h;
+    if (n_out == 0) return;
+    if (rows == 0) {  // no output row: nothing reaches the filter
+      thrust::fill_n(kernel_policy(), dw, n_out, T(0));
+      return;
+    }
+    const index_t chunk_rows = kernels::depthwise_detail::rows_per_chunk(s);
+    const index_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+    // Chunk 0 writes dw; the others their own filters, added to it in chunk order (no atomics). A
+    // launch covers whole chunks, as the other kernels' cover whole images.
+    device_scratch<T> partial((chunks - 1) * n_out);
+    cuda_window::for_image_groups("depthwise_conv2d", chunks, n_out, [&](index_t k0, index_t count) {
+      cuda_window::for_each_index(
+          count * n_out, cuda_window::depthwise_filter_partial<T>(s, x, dy, dw, partial.data(), k0, chunk_rows));
+    });
+    if (chunks > 1)
+      cuda_window::for_each_index(n_out, cuda_window::depthwise_filter_sum<T>{partial.data(), dw, chunks, n_out});
   }
 };
 template <>
