@@ -1,7 +1,8 @@
-// The window ops on fx::cuda (backend/cuda/window.hpp), conv2d and pooling: forward values and
-// the tape's gradients through them agree with the cpu kernels, for same and valid padding,
-// strides, dilation, 1x1 filters (no im2col), im2col in chunks of one image, overlapping pooling
-// windows and windows that hang over the border.
+// The window ops on fx::cuda (backend/cuda/window.hpp), conv2d, depthwise conv2d and pooling:
+// forward values and the tape's gradients through them agree with the cpu kernels, for same and
+// valid padding, strides, dilation, 1x1 filters (no im2col), im2col in chunks of one image,
+// channel multipliers, a depthwise filter gradient over many chunks, overlapping pooling windows
+// and windows that hang over the border.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -53,15 +54,30 @@ const pool_case pool_cases[] = {
     {{2, 7, 8, 2}, 2, 3, fx::padding::valid},  // windows apart: inputs between them get no gradient
 };
 
-/// d/dx and d/dw of sum(square(relu(conv2d(x, w)) * c)) on Device, and the value.
-template <class Device, class T>
+/// The convolution conv_gradients differentiates: fx::conv2d, or fx::depthwise_conv2d (a case's
+/// filters are then (height, width, channels, multiplier)).
+struct dense_conv {
+  template <class X, class W>
+  auto operator()(const X& x, const W& w, const conv_case& k) const {
+    return fx::conv2d(x, w, k.strides, k.pad, k.dilations);
+  }
+};
+struct depthwise_conv {
+  template <class X, class W>
+  auto operator()(const X& x, const W& w, const conv_case& k) const {
+    return fx::depthwise_conv2d(x, w, k.strides, k.pad, k.dilations);
+  }
+};
+
+/// d/dx and d/dw of sum(square(relu(conv(x, w)) * c)) on Device, and the value.
+template <class Device, class T, class Conv = dense_conv>
 std::vector<std::vector<T>> conv_gradients(const conv_case& k, const fx::tensor<T>& x0, const fx::tensor<T>& w0,
-                                           const fx::tensor<T>& c0) {
+                                           const fx::tensor<T>& c0, Conv conv = {}) {
   fx::tensor<T, Device> x = fx::to<Device>(x0), w = fx::to<Device>(w0), c = fx::to<Device>(c0);
   fx::gradient_tape tape(fx::persistent);
   tape.watch(x);
   tape.watch(w);
-  fx::tensor<T, Device> y = fx::reduce_sum(fx::square(fx::relu(fx::conv2d(x, w, k.strides, k.pad, k.dilations)) * c));
+  fx::tensor<T, Device> y = fx::reduce_sum(fx::square(fx::relu(conv(x, w, k)) * c));
   return {tape.gradient(y, x).to_vector(), tape.gradient(y, w).to_vector(), y.to_vector()};
 }
 
@@ -156,6 +172,153 @@ TEST_CASE("cuda pooling: gradients route to the first maximum and share the aver
     const auto a = filled<double>(out, seed++), b = filled<double>(out, seed++);
     check_values(pool_gradient<fx::cuda>(p, x, a, b), pool_gradient<fx::cpu>(p, x, a, b), 1e-12);
   }
+}
+
+namespace {
+using fluxion_test::scoped_setting;
+
+/// Depthwise cases (filters (height, width, channels, multiplier)): multipliers 1 to 4, strides,
+/// dilations, both together, same padding that is larger after than before, 1x1 filters, and
+/// channels that fill the cpu's vectors with and without a remainder.
+const conv_case depthwise_cases[] = {
+    {{2, 7, 6, 3}, {3, 3, 3, 1}, 1, 1, fx::padding::same},
+    {{2, 9, 8, 4}, {5, 5, 4, 1}, 1, 1, fx::padding::valid},
+    {{1, 7, 6, 19}, {3, 2, 19, 1}, {2, 1}, 1, fx::padding::same},
+    {{1, 9, 9, 3}, {3, 2, 3, 2}, {2, 3}, 1, fx::padding::valid},
+    {{2, 8, 7, 2}, {3, 3, 2, 3}, 2, 1, fx::padding::same},
+    {{1, 10, 9, 2}, {3, 3, 2, 2}, 1, {2, 1}, fx::padding::same},
+    {{2, 11, 10, 3}, {3, 3, 3, 2}, 2, 2, fx::padding::valid},
+    {{1, 6, 6, 5}, {4, 4, 5, 1}, 3, 1, fx::padding::same},
+    {{1, 8, 7, 2}, {2, 2, 2, 4}, 1, 1, fx::padding::same},
+    {{3, 4, 4, 2}, {1, 1, 2, 3}, 1, 1, fx::padding::valid},
+};
+
+/// Rows of 8192 output elements: the cpu's filter gradient cuts them into 8 chunks of 2 rows, and
+/// chunks 2 and 5 span two images.
+const conv_case depthwise_chunked = {{3, 5, 32, 64}, {3, 3, 64, 4}, 1, 1, fx::padding::same};
+
+/// The depthwise kernels on cuda add the cpu's products in the cpu's order, each with one rounding
+/// (fma). The cpu's vector loops round once as well where the target has a fused multiply-add (x86
+/// with FMA3, AArch64), and then the two devices agree bit for bit; elsewhere xsimd emulates it
+/// with a multiply and an add, and they agree to rounding.
+#if defined(__FMA__) || defined(__aarch64__)
+constexpr bool depthwise_fma_fused = true;
+#else
+constexpr bool depthwise_fma_fused = false;
+#endif
+template <class T>
+constexpr double depthwise_rtol = depthwise_fma_fused ? 0.0 : std::is_same_v<T, float> ? 1e-4 : 1e-12;
+
+/// The forward pass and both gradient ops of depthwise case k, each run alone as a window_expr
+/// (the ops the tape builds) on the cpu and on cuda, agree within depthwise_rtol. With `one_image`,
+/// every launch covers one image (forward pass and input gradient) or one chunk (filter gradient).
+template <class T>
+void depthwise_ops_agree(const conv_case& k, int seed, bool one_image = false) {
+  INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters) << ", strides "
+                << k.strides.height << "x" << k.strides.width << ", dilations " << k.dilations.height << "x"
+                << k.dilations.width << (k.pad == fx::padding::same ? ", same" : ", valid"));
+  const auto s = fx::detail::depthwise2d_geometry_of(k.input, k.filters, k.strides, k.pad, k.dilations);
+  const fx::shape out{s.batch, s.out_h, s.out_w, s.out_c()};
+  const auto x = filled<T>(k.input, seed), w = filled<T>(k.filters, seed + 1, -0.5, 0.5);
+  const auto dy = filled<T>(out, seed + 2);
+  auto op = [&]<class Op>(Op, fx::index_t per_launch) {
+    return [&s, per_launch, one_image](const auto& a, const auto& b) {
+      auto at = fx::eval(a);
+      auto bt = fx::eval(b);
+      scoped_setting<fx::index_t> limit(fx::detail::cuda_window::launch_limit(),
+                                        one_image ? per_launch : fx::detail::cuda_window::launch_limit());
+      return fx::eval(fx::window_expr<Op, decltype(at), decltype(bt)>(s, at, bt));
+    };
+  };
+  const fx::index_t in_image = s.in_h * s.in_w * s.channels, out_image = s.out_h * s.out_w * s.out_c();
+  same_on_both_devices(depthwise_rtol<T>, op(fx::window_ops::depthwise_conv2d{}, out_image), x, w);
+  same_on_both_devices(depthwise_rtol<T>, op(fx::window_ops::depthwise_conv2d_input_gradient{}, in_image), dy, w);
+  same_on_both_devices(depthwise_rtol<T>, op(fx::window_ops::depthwise_conv2d_filter_gradient{}, s.filter_size()),
+                       x, dy);
+}
+
+/// The tape's input and filter gradients of sum(square(relu(depthwise_conv2d(x, w)) * c)), and its
+/// value, agree on the two devices.
+template <class T>
+void depthwise_gradients_agree(const conv_case& k, int seed) {
+  INFO("input " << fx::to_string(k.input) << ", filters " << fx::to_string(k.filters));
+  const auto x = filled<T>(k.input, seed), w = filled<T>(k.filters, seed + 1, -0.5, 0.5);
+  const auto c = filled<T>(fx::depthwise_conv2d(x, w, k.strides, k.pad, k.dilations).shape(), seed + 2);
+  const auto want = conv_gradients<fx::cpu>(k, x, w, c, depthwise_conv{});
+  const auto got = conv_gradients<fx::cuda>(k, x, w, c, depthwise_conv{});
+  for (std::size_t i = 0; i < want.size(); ++i) check_values(got[i], want[i], fluxion_test::default_rtol<T>());
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("cuda depthwise_conv2d: the forward pass and both gradient ops give the cpu's values", T, float,
+                   double) {
+  int seed = 300;
+  for (const conv_case& k : depthwise_cases) {
+    depthwise_ops_agree<T>(k, seed);
+    seed += 3;
+  }
+  depthwise_ops_agree<T>(depthwise_chunked, seed);
+}
+
+TEST_CASE_TEMPLATE("cuda depthwise_conv2d: launches of one image, and of one filter gradient chunk, give the "
+                   "cpu's values", T, float, double) {
+  int seed = 340;
+  for (const conv_case& k : depthwise_cases) {
+    depthwise_ops_agree<T>(k, seed, true);
+    seed += 3;
+  }
+  depthwise_ops_agree<T>(depthwise_chunked, seed, true);
+}
+
+TEST_CASE_TEMPLATE("cuda depthwise_conv2d: input and filter gradients through the tape agree with the cpu's", T,
+                   float, double) {
+  int seed = 380;
+  for (const conv_case& k : depthwise_cases) {
+    depthwise_gradients_agree<T>(k, seed);
+    seed += 3;
+  }
+  depthwise_gradients_agree<T>(depthwise_chunked, seed);
+  // The same with launches of one image: a limit of the largest per-image launch of the three ops.
+  seed = 420;
+  for (const conv_case& k : depthwise_cases) {
+    const auto s = fx::detail::depthwise2d_geometry_of(k.input, k.filters, k.strides, k.pad, k.dilations);
+    const fx::index_t per_image = std::max({s.in_h * s.in_w * s.channels, s.out_h * s.out_w * s.out_c(),
+                                            s.filter_size()});
+    scoped_setting<fx::index_t> one_image(fx::detail::cuda_window::launch_limit(), per_image);
+    depthwise_gradients_agree<T>(k, seed);
+    seed += 3;
+  }
+}
+
+TEST_CASE("cuda depthwise_conv2d: the same bits on every run") {
+  // Nothing is added with atomics, and the filter gradient's chunks are added in order.
+  const conv_case& k = depthwise_chunked;
+  const auto x = filled<float>(k.input, 460), w = filled<float>(k.filters, 461, -0.5, 0.5);
+  const auto c = filled<float>(fx::depthwise_conv2d(x, w, k.strides, k.pad, k.dilations).shape(), 462);
+  const auto first = conv_gradients<fx::cuda>(k, x, w, c, depthwise_conv{});
+  const auto again = conv_gradients<fx::cuda>(k, x, w, c, depthwise_conv{});
+  for (std::size_t i = 0; i < first.size(); ++i) CHECK(again[i] == first[i]);
+}
+
+TEST_CASE("cuda depthwise_conv2d: an empty batch gives an empty output and a zero filter gradient") {
+  const auto w = filled<float>({3, 3, 2, 2}, 470);
+  fx::tensor<float, fx::cuda> x = fx::to<fx::cuda>(fx::tensor<float>(fx::shape{0, 5, 5, 2}));
+  fx::tensor<float, fx::cuda> wd = fx::to<fx::cuda>(w);
+  fx::gradient_tape tape;
+  tape.watch(wd);
+  fx::tensor<float, fx::cuda> y = fx::depthwise_conv2d(x, wd, 1, fx::padding::same);
+  CHECK(y.shape() == fx::shape{0, 5, 5, 4});
+  fx::tensor<float, fx::cuda> s = fx::reduce_sum(y);
+  check_values(tape.gradient(s, wd).to_vector(), std::vector<float>(static_cast<std::size_t>(w.size()), 0.f), 0.0);
+}
+
+TEST_CASE("cuda depthwise_conv2d: an image larger than one launch can index fails cleanly, naming the op") {
+  scoped_setting<fx::index_t> small(fx::detail::cuda_window::launch_limit(), 3);
+  fx::tensor<float, fx::cuda> x = fx::to<fx::cuda>(filled<float>({1, 4, 4, 1}, 480));
+  fx::tensor<float, fx::cuda> w = fx::to<fx::cuda>(filled<float>({3, 3, 1, 2}, 481));
+  auto conv = [&] { return fx::tensor<float, fx::cuda>(fx::depthwise_conv2d(x, w, 1, fx::padding::same)); };
+  CHECK_THROWS_WITH_AS(conv(), doctest::Contains("depthwise_conv2d on cuda: one image needs 32 threads"),
+                       fx::invalid_argument);
 }
 
 TEST_CASE("cuda conv2d: an empty batch and a filter gradient over no positions give empty and zero results") {

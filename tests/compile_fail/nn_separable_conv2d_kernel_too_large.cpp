@@ -1,0 +1,8 @@
+// expect-error: "separable_conv2d"}.*"input height"}, 3,.*"kernel height \(dilated\)"}, 5>.*fluxion::nn::separable_conv2d: with valid padding the kernel must fit inside the input
+// A 5x5 valid separable_conv2d of a 3x3 input: the error names the layer and both extents.
+#include <fluxion/nn.hpp>
+namespace nn = fluxion::nn;
+int main() {
+  auto net = nn::sequential(nn::input<3, 3, 1>{}, nn::separable_conv2d<4, 5>{});
+  (void)net;
+}

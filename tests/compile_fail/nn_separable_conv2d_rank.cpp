@@ -1,0 +1,8 @@
+// expect-error: "separable_conv2d"}.*"input rank"}, 1,.*"rank"}, 3>.*fluxion::nn::separable_conv2d: the input must be \(height, width, channels\) per example
+// separable_conv2d after flatten: the input has rank 1 per example.
+#include <fluxion/nn.hpp>
+namespace nn = fluxion::nn;
+int main() {
+  auto net = nn::sequential(nn::input<28, 28, 1>{}, nn::flatten{}, nn::separable_conv2d<4, 3, fluxion::nn::same>{});
+  (void)net;
+}
