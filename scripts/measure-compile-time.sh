@@ -33,6 +33,9 @@
 #     masked per-step loss (output_and_mask);
 #   - bench/compile/decoder.cpp: an autoencoder whose decoder has nn::upsampling2d, zero_padding2d,
 #     cropping2d and conv2d_transpose, then the same with conv2d in their place;
+#   - bench/compile/mobilenet.cpp: a MobileNet-style CNN with nn::depthwise_conv2d and
+#     nn::separable_conv2d, then with conv2d in their place, each header-only and with prebuilt
+#     kernels (stop 67);
 #   - bench/compile/attention.cpp: a Transformer-style classifier with nn::multi_head_attention, then
 #     without it, each header-only and with prebuilt kernels;
 #   - bench/compile/fit_program.cpp, a user's first program with the model layer (fit, evaluate,
@@ -236,6 +239,15 @@ variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -D
 variant_row "bench/compile/decoder.cpp, upsampling2d, padding, cropping, conv2d_transpose" bench/compile/decoder.cpp \
   -DFLUXION_DECODER_LAYERS=1
 variant_row "bench/compile/decoder.cpp, conv2d in their place" bench/compile/decoder.cpp -DFLUXION_DECODER_LAYERS=0
+
+# Depthwise and separable convolutions (stop 67) against conv2d in their place, header-only and
+# with prebuilt kernels.
+for depthwise in 1 0; do
+  label=$([[ $depthwise == 1 ]] && echo "depthwise_conv2d and separable_conv2d" || echo "conv2d in their place")
+  variant_row "bench/compile/mobilenet.cpp, $label" bench/compile/mobilenet.cpp -DFLUXION_DEPTHWISE=$depthwise
+  variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/mobilenet.cpp -DFLUXION_DEPTHWISE=$depthwise \
+    -DFLUXION_PREBUILT_KERNELS
+done
 
 # Multi-head attention in a small Transformer-style classifier, and the same model without it,
 # header-only and with prebuilt kernels.
