@@ -244,6 +244,23 @@ TEST_CASE("cuda nn: global average and max pooling on the device train as on the
   check_trains_as_on_the_cpu(host_max, dev_max, filled<float>({8, 6, 6, 2}, 24));
 }
 
+/// MobileNet's blocks, small: depthwise 3x3 (multiplier 2) at stride 2, relu6, a separable
+/// convolution, a dilated depthwise one, flatten, dense.
+template <class Device>
+auto mobilenet_blocks(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<7, 7, 3>::template on<Device>{},
+                        nn::depthwise_conv2d<3, nn::same, 2, 1, 2>{}, nn::relu6{}, nn::separable_conv2d<5, 3, nn::same>{},
+                        nn::relu{}, nn::depthwise_conv2d<2, nn::valid, 1, 2>{}, nn::flatten{}, nn::dense<5>{});
+}
+
+TEST_CASE("cuda nn: depthwise and separable convolutions on the device train as on the cpu") {
+  auto host = mobilenet_blocks<fx::cpu>(17);
+  auto dev = mobilenet_blocks<fx::cuda>(17);
+  CHECK(dev.layer<2>().pointwise_kernel().shape() == fx::shape{1, 1, 6, 5});
+  check_trains_as_on_the_cpu(host, dev, filled<float>({8, 7, 7, 3}, 28));
+}
+
 TEST_CASE("cuda nn: conv1d (causal, dilated, strided) and the 1-D pools on the device train as on the cpu") {
   auto host = sequence_cnn<fx::cpu>(16);
   auto dev = sequence_cnn<fx::cuda>(16);
