@@ -35,6 +35,7 @@
 #include "../../core/error.hpp"
 #include "detail/gemm_micro_kernel.hpp"  // FLUXION_ALWAYS_INLINE_LAMBDA
 #include "detail/simd_ops.hpp"
+#include "conv.hpp"  // conv2d_shape's checks
 #include "detail/window_geometry.hpp"
 #include "thread_pool.hpp"
 
@@ -68,25 +69,13 @@ inline depthwise2d_shape depthwise2d_tf_shape(index_t batch, index_t in_h, index
 
 namespace depthwise_detail {
 
+/// conv2d's checks of the sizes (the depthwise output has channels * multiplier channels), and the
+/// multiplier's.
 inline void check_shape(const char* op, const depthwise2d_shape& s) {
-  auto require = [&](bool ok, const char* name, index_t x, const char* what) {
-    if (!ok) throw invalid_argument(std::string(op) + ": " + name + " = " + std::to_string(x) + " " + what);
-  };
-  require(s.batch >= 0, "batch", s.batch, "is negative");
-  require(s.in_h >= 0, "in_h", s.in_h, "is negative");
-  require(s.in_w >= 0, "in_w", s.in_w, "is negative");
-  require(s.channels >= 0, "channels", s.channels, "is negative");
-  require(s.multiplier >= 1, "multiplier", s.multiplier, "must be at least 1");
-  require(s.filter_h >= 1, "filter_h", s.filter_h, "must be at least 1");
-  require(s.filter_w >= 1, "filter_w", s.filter_w, "must be at least 1");
-  require(s.stride_h >= 1, "stride_h", s.stride_h, "must be at least 1");
-  require(s.stride_w >= 1, "stride_w", s.stride_w, "must be at least 1");
-  require(s.dilation_h >= 1, "dilation_h", s.dilation_h, "must be at least 1");
-  require(s.dilation_w >= 1, "dilation_w", s.dilation_w, "must be at least 1");
-  require(s.pad_top >= 0, "pad_top", s.pad_top, "is negative");
-  require(s.pad_left >= 0, "pad_left", s.pad_left, "is negative");
-  require(s.out_h >= 0, "out_h", s.out_h, "is negative");
-  require(s.out_w >= 0, "out_w", s.out_w, "is negative");
+  if (s.multiplier < 1)
+    throw invalid_argument(std::string(op) + ": multiplier = " + std::to_string(s.multiplier) + " must be at least 1");
+  conv_detail::check_shape(op, {s.batch, s.in_h, s.in_w, s.channels, s.filter_h, s.filter_w, s.out_c(), s.stride_h,
+                                s.stride_w, s.dilation_h, s.dilation_w, s.pad_top, s.pad_left, s.out_h, s.out_w});
 }
 
 // Loops with fewer elements than this run on the calling thread.
@@ -134,22 +123,26 @@ class tap_table {
   std::vector<index_t> m_count;
 };
 
-/// out[ch] = sum over taps t, in order, of a[a_off[t] + ch] * b[b_off[t] + ch], for ch < c: the
-/// forward pass (a the input, b the filters) and the input gradient (a the output's gradient).
-/// Four vectors of channels at a time keep four independent chains of fused multiply-adds in
-/// flight (one chain waits on each FMA's latency: 2.4x slower on MobileNet's 14x14x512 layer).
-template <class T>
-FLUXION_ALWAYS_INLINE void sum_taps(index_t c, index_t taps, const index_t* a_off, const index_t* b_off, const T* a,
-                                    const T* b, T* out) {
+/// out[ch] = (Accumulate ? out[ch] : 0) + the sum over terms t < count, in order, of a(t)[ch] *
+/// b(t)[ch], for ch < c. Four vectors of channels at a time keep four independent chains of fused
+/// multiply-adds in flight (one chain waits on each FMA's latency: 2.4x slower on MobileNet's
+/// 14x14x512 layer).
+template <bool Accumulate, class T, class A, class B>
+FLUXION_ALWAYS_INLINE void sum_products(index_t c, index_t count, A&& a, B&& b, T* out) {
   using V = simd_ops<T>;
   constexpr index_t w = V::width;
+  auto first = [&](auto ops, index_t at) {
+    using O = decltype(ops);
+    if constexpr (Accumulate) return O::loadu(out + at);
+    else return O::splat(T(0));
+  };
   index_t ch = 0;
   if constexpr (w > 1) {
     for (; ch + 4 * w <= c; ch += 4 * w) {
-      auto s0 = V::splat(T(0)), s1 = s0, s2 = s0, s3 = s0;
-      for (index_t t = 0; t < taps; ++t) {
-        const T* pa = a + a_off[t] + ch;
-        const T* pb = b + b_off[t] + ch;
+      auto s0 = first(V{}, ch), s1 = first(V{}, ch + w), s2 = first(V{}, ch + 2 * w), s3 = first(V{}, ch + 3 * w);
+      for (index_t t = 0; t < count; ++t) {
+        const T* pa = a(t) + ch;
+        const T* pb = b(t) + ch;
         s0 = V::fma(V::loadu(pa), V::loadu(pb), s0);
         s1 = V::fma(V::loadu(pa + w), V::loadu(pb + w), s1);
         s2 = V::fma(V::loadu(pa + 2 * w), V::loadu(pb + 2 * w), s2);
@@ -163,42 +156,8 @@ FLUXION_ALWAYS_INLINE void sum_taps(index_t c, index_t taps, const index_t* a_of
   }
   for_each_channel_chunk<T>(c - ch, [&](auto ops, index_t k) {
     using O = decltype(ops);
-    auto acc = O::splat(T(0));
-    for (index_t t = 0; t < taps; ++t) acc = O::fma(O::loadu(a + a_off[t] + ch + k), O::loadu(b + b_off[t] + ch + k), acc);
-    O::storeu(out + ch + k, acc);
-  });
-}
-
-/// out[ch] += sum over p < count, in order, of x[p * x_step + ch] * g[p * g_step + ch], for ch < c:
-/// one tap of the filter gradient over one output row, four vectors of sums in registers.
-template <class T>
-FLUXION_ALWAYS_INLINE void sum_row(index_t c, index_t count, const T* x, index_t x_step, const T* g, index_t g_step,
-                                   T* out) {
-  using V = simd_ops<T>;
-  constexpr index_t w = V::width;
-  index_t ch = 0;
-  if constexpr (w > 1) {
-    for (; ch + 4 * w <= c; ch += 4 * w) {
-      auto s0 = V::loadu(out + ch), s1 = V::loadu(out + ch + w), s2 = V::loadu(out + ch + 2 * w),
-           s3 = V::loadu(out + ch + 3 * w);
-      for (index_t p = 0; p < count; ++p) {
-        const T* px = x + p * x_step + ch;
-        const T* pg = g + p * g_step + ch;
-        s0 = V::fma(V::loadu(px), V::loadu(pg), s0);
-        s1 = V::fma(V::loadu(px + w), V::loadu(pg + w), s1);
-        s2 = V::fma(V::loadu(px + 2 * w), V::loadu(pg + 2 * w), s2);
-        s3 = V::fma(V::loadu(px + 3 * w), V::loadu(pg + 3 * w), s3);
-      }
-      V::storeu(out + ch, s0);
-      V::storeu(out + ch + w, s1);
-      V::storeu(out + ch + 2 * w, s2);
-      V::storeu(out + ch + 3 * w, s3);
-    }
-  }
-  for_each_channel_chunk<T>(c - ch, [&](auto ops, index_t k) {
-    using O = decltype(ops);
-    auto acc = O::loadu(out + ch + k);
-    for (index_t p = 0; p < count; ++p) acc = O::fma(O::loadu(x + p * x_step + ch + k), O::loadu(g + p * g_step + ch + k), acc);
+    auto acc = first(ops, ch + k);
+    for (index_t t = 0; t < count; ++t) acc = O::fma(O::loadu(a(t) + ch + k), O::loadu(b(t) + ch + k), acc);
     O::storeu(out + ch + k, acc);
   });
 }
@@ -370,7 +329,9 @@ void depthwise_conv2d_backward_input(const depthwise2d_shape& s, const T* grad_o
             g_off[taps] = (hs[a].at * s.out_w + ws[b].at) * c;
             w_off[taps] = (hs[a].k * s.filter_w + ws[b].k) * c;
           }
-        dd::sum_taps(c, taps, g_off.data(), w_off.data(), dy, filter, dx);
+        dd::sum_products<false>(
+            c, taps, [&](index_t t) { return dy + g_off[static_cast<std::size_t>(t)]; },
+            [&](index_t t) { return filter + w_off[static_cast<std::size_t>(t)]; }, dx);
         continue;
       }
       for (index_t ch = 0; ch < c; ++ch) {
@@ -426,7 +387,13 @@ void depthwise_conv2d_backward_filter(const depthwise2d_shape& s, const T* input
           if (ow0 > ow1) continue;
           T* out = dw + (hs[a].k * s.filter_w + kw) * oc;
           if (m == 1) {
-            dd::sum_row(c, ow1 - ow0 + 1, xrow + (ow0 * s.stride_w + shift) * c, s.stride_w * c, g + ow0 * c, c, out);
+            // One tap over the row's pixels: out += the products, in ow order.
+            const T* x0 = xrow + (ow0 * s.stride_w + shift) * c;
+            const T* g0 = g + ow0 * c;
+            const index_t x_step = s.stride_w * c;
+            dd::sum_products<true>(
+                c, ow1 - ow0 + 1, [&](index_t p) { return x0 + p * x_step; }, [&](index_t p) { return g0 + p * c; },
+                out);
             continue;
           }
           for (index_t ow = ow0; ow <= ow1; ++ow) {
