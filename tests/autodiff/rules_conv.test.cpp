@@ -6,6 +6,7 @@
 #include "../test_util.hpp"
 
 #include <fluxion/testing/check_gradients.hpp>
+#include <fluxion/tensor/creation.hpp>
 
 #include <limits>
 
@@ -53,6 +54,20 @@ const std::vector<window_case> depthwise_cases = {
 };
 auto depthwise_of(const window_case& c) {
   return [c](const auto& x, const auto& w) { return fx::depthwise_conv2d(x, w, c.strides, c.pad, c.dilations); };
+}
+
+// The conv2d filter (height, width, C, C * M) that does what the depthwise filter w does: zero but
+// for [:, :, c, c * M + j] = w[:, :, c, j].
+template <class T>
+fx::tensor<T> block_diagonal(const fx::tensor<T>& w) {
+  const auto& s = w.shape();
+  std::vector<T> v(static_cast<std::size_t>(s[0] * s[1] * s[2] * s[2] * s[3]), T(0));
+  for (fx::index_t kh = 0; kh < s[0]; ++kh)
+    for (fx::index_t kw = 0; kw < s[1]; ++kw)
+      for (fx::index_t c = 0; c < s[2]; ++c)
+        for (fx::index_t j = 0; j < s[3]; ++j)
+          v[static_cast<std::size_t>(((kh * s[1] + kw) * s[2] + c) * s[2] * s[3] + c * s[3] + j)] = w(kh, kw, c, j);
+  return fx::from_vector(v, {s[0], s[1], s[2], s[2] * s[3]});
 }
 
 auto max_pool_of(const window_case& c) {
@@ -277,3 +292,40 @@ TEST_CASE("rules: separable_conv2d with respect to the input and both filters") 
       x, dw, pw);
   CHECK_MESSAGE(r.ok, r.report);
 }
+
+TEST_CASE("depthwise_conv2d and its gradients equal conv2d's with a block-diagonal filter") {
+  // conv2d's kernels are tested on their own (tests/expr/conv.test.cpp and above); here they are
+  // the reference for the depthwise input and filter gradients, on shapes big enough for the
+  // threaded paths and the filter gradient's chunks.
+  unsigned seed = 50;
+  for (const auto& c : {window_case{{4, 20, 18, 48}, {3, 3, 48, 1}, 1, 1, fx::padding::same},
+                        window_case{{3, 17, 15, 8}, {5, 3, 8, 2}, 2, 1, fx::padding::same},
+                        window_case{{2, 16, 16, 20}, {3, 3, 20, 1}, 1, 2, fx::padding::valid}}) {
+    CAPTURE(describe(c));
+    const auto x = test::random_tensor<double>(c.x, seed++);
+    const auto w = test::random_tensor<double>(c.w, seed++);
+    const auto full = block_diagonal(w);
+    fx::gradient_tape tape(fx::persistent);
+    tape.watch(x);
+    tape.watch(w);
+    tape.watch(full);
+    const fx::tensor<double> y = fx::depthwise_conv2d(x, w, c.strides, c.pad, c.dilations);
+    const fx::tensor<double> z = fx::conv2d(x, full, c.strides, c.pad, c.dilations);
+    test::check_close(y.to_vector(), z.to_vector(), 1e-12, 1e-12);
+    const auto weight = test::random_tensor<double>(y.shape(), seed++);
+    const fx::tensor<double> ly = fx::reduce_sum(y * weight), lz = fx::reduce_sum(z * weight);
+    const auto [dx, dw] = tape.gradient(ly, {x, w});
+    const auto [dx_full, dfull] = tape.gradient(lz, {x, full});
+    REQUIRE(dx.shape() == x.shape());
+    REQUIRE(dw.shape() == w.shape());
+    test::check_close(dx.to_vector(), dx_full.to_vector(), 1e-12, 1e-12);
+    // The depthwise filter gradient is the block diagonal of conv2d's.
+    const auto& s = w.shape();
+    for (fx::index_t kh = 0; kh < s[0]; ++kh)
+      for (fx::index_t kw = 0; kw < s[1]; ++kw)
+        for (fx::index_t ch = 0; ch < s[2]; ++ch)
+          for (fx::index_t j = 0; j < s[3]; ++j)
+            REQUIRE(dw(kh, kw, ch, j) == doctest::Approx(dfull(kh, kw, ch, ch * s[3] + j)).epsilon(1e-12));
+  }
+}
+

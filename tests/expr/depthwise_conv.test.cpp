@@ -1,12 +1,14 @@
 // fx::depthwise_conv2d and fx::separable_conv2d against a direct loop that works out TensorFlow's
-// output sizes and padding on its own, and against fx::conv2d with a block-diagonal filter (which
-// tests the gradient kernels against conv2d's); multipliers, strides, dilations, `same` and
-// `valid`, bitwise results for any thread count, and the messages of bad input.
+// output sizes and padding on its own: multipliers, strides, dilations, `same` and `valid`, bitwise
+// results for any thread count, and the messages of bad input. The gradients (against conv2d's with
+// a block-diagonal filter, and finite differences) are in tests/autodiff/rules_conv.test.cpp.
 #include "../test_util.hpp"
 
 #include <fluxion/tensor/creation.hpp>
 
-namespace {
+// A named namespace around the whole file: test files that share flags compile as one translation
+// unit (cmake/tests.cmake), where conv.test.cpp's anonymous namespace has helpers of the same names.
+namespace depthwise_conv_test {
 
 struct depthwise_case {
   fx::shape x, w;  // w: (height, width, channels, multiplier)
@@ -67,22 +69,6 @@ std::vector<T> naive_depthwise(const fx::tensor<T>& x, const fx::tensor<T>& w, c
   return y;
 }
 
-// The conv2d filter (height, width, C, C * M) that does what the depthwise filter w does: zero but
-// for [:, :, c, c * M + j] = w[:, :, c, j].
-template <class T>
-fx::tensor<T> block_diagonal(const fx::tensor<T>& w) {
-  const auto& s = w.shape();
-  std::vector<T> v(static_cast<std::size_t>(s[0] * s[1] * s[2] * s[2] * s[3]), T(0));
-  for (fx::index_t kh = 0; kh < s[0]; ++kh)
-    for (fx::index_t kw = 0; kw < s[1]; ++kw)
-      for (fx::index_t c = 0; c < s[2]; ++c)
-        for (fx::index_t j = 0; j < s[3]; ++j)
-          v[static_cast<std::size_t>(((kh * s[1] + kw) * s[2] + c) * s[2] * s[3] + c * s[3] + j)] = w(kh, kw, c, j);
-  return fx::from_vector(v, {s[0], s[1], s[2], s[2] * s[3]});
-}
-
-}  // namespace
-
 TEST_CASE_TEMPLATE("depthwise_conv2d matches a direct loop over shapes, multipliers, strides, dilations and padding",
                    T, float, double) {
   unsigned seed = 1;
@@ -98,55 +84,24 @@ TEST_CASE_TEMPLATE("depthwise_conv2d matches a direct loop over shapes, multipli
   }
 }
 
-TEST_CASE("depthwise_conv2d and its gradients equal conv2d's with a block-diagonal filter") {
-  // conv2d's kernels are tested on their own (conv.test.cpp, rules_conv.test.cpp); here they are
-  // the reference for the depthwise input and filter gradients, on shapes big enough for the
-  // threaded paths and the filter gradient's chunks.
-  unsigned seed = 50;
-  for (const auto& c : {depthwise_case{{4, 20, 18, 48}, {3, 3, 48, 1}, 1, 1, fx::padding::same},
-                        depthwise_case{{3, 17, 15, 8}, {5, 3, 8, 2}, 2, 1, fx::padding::same},
-                        depthwise_case{{2, 16, 16, 20}, {3, 3, 20, 1}, 1, 2, fx::padding::valid}}) {
-    CAPTURE(describe(c));
-    const auto x = test::random_tensor<double>(c.x, seed++);
-    const auto w = test::random_tensor<double>(c.w, seed++);
-    const auto full = block_diagonal(w);
-    fx::gradient_tape tape(fx::persistent);
-    tape.watch(x);
-    tape.watch(w);
-    tape.watch(full);
-    const fx::tensor<double> y = fx::depthwise_conv2d(x, w, c.strides, c.pad, c.dilations);
-    const fx::tensor<double> z = fx::conv2d(x, full, c.strides, c.pad, c.dilations);
-    test::check_close(y.to_vector(), z.to_vector(), 1e-12, 1e-12);
-    const auto weight = test::random_tensor<double>(y.shape(), seed++);
-    const fx::tensor<double> ly = fx::reduce_sum(y * weight), lz = fx::reduce_sum(z * weight);
-    const auto [dx, dw] = tape.gradient(ly, {x, w});
-    const auto [dx_full, dfull] = tape.gradient(lz, {x, full});
-    test::check_close(dx.to_vector(), dx_full.to_vector(), 1e-12, 1e-12);
-    // The depthwise filter gradient is the block diagonal of conv2d's.
-    const auto& s = w.shape();
-    for (fx::index_t kh = 0; kh < s[0]; ++kh)
-      for (fx::index_t kw = 0; kw < s[1]; ++kw)
-        for (fx::index_t ch = 0; ch < s[2]; ++ch)
-          for (fx::index_t j = 0; j < s[3]; ++j)
-            REQUIRE(dw(kh, kw, ch, j) == doctest::Approx(dfull(kh, kw, ch, ch * s[3] + j)).epsilon(1e-12));
-  }
-}
-
-TEST_CASE_TEMPLATE("depthwise_conv2d: forward and gradients are bitwise the same for any thread count", T, float,
-                   double) {
-  const depthwise_case c{{8, 24, 24, 35}, {3, 3, 35, 1}, 1, 1, fx::padding::same};
-  const depthwise_case c2{{4, 20, 20, 6}, {3, 3, 6, 2}, 2, 1, fx::padding::same};
-  for (const auto& cs : {c, c2}) {
-    CAPTURE(describe(cs));
-    const auto x = test::random_tensor<T>(cs.x, 70), w = test::random_tensor<T>(cs.w, 71);
+TEST_CASE_TEMPLATE("depthwise_conv2d: forward and gradient kernels are bitwise the same for any thread count", T,
+                   float, double) {
+  // The kernels themselves (these tests build without autodiff; the tape's gradients are checked
+  // in tests/autodiff/rules_conv.test.cpp), on shapes large enough for the threaded paths and the
+  // filter gradient's chunks.
+  namespace k = fx::detail::kernels;
+  for (const auto& s : {k::depthwise2d_tf_shape(8, 24, 24, 35, 3, 3, 1, k::padding_mode::same),
+                        k::depthwise2d_tf_shape(4, 20, 20, 6, 3, 3, 2, k::padding_mode::same, 2, 2)}) {
+    CAPTURE(s.channels);
+    const auto x = test::random_tensor<T>({s.batch, s.in_h, s.in_w, s.channels}, 70).to_vector();
+    const auto w = test::random_tensor<T>({s.filter_h, s.filter_w, s.channels, s.multiplier}, 71).to_vector();
+    const auto dy = test::random_tensor<T>({s.batch, s.out_h, s.out_w, s.out_c()}, 72).to_vector();
     auto run = [&] {
-      fx::gradient_tape tape;
-      tape.watch(x);
-      tape.watch(w);
-      const fx::tensor<T> y = fx::depthwise_conv2d(x, w, cs.strides, cs.pad, cs.dilations);
-      const fx::tensor<T> loss = fx::reduce_sum(fx::square(y));
-      auto [dx, dw] = tape.gradient(loss, {x, w});
-      return std::vector<std::vector<T>>{y.to_vector(), dx.to_vector(), dw.to_vector()};
+      std::vector<T> y(static_cast<std::size_t>(s.output_size())), dx(x.size()), dw(w.size());
+      k::depthwise_conv2d_forward<T>(s, x.data(), w.data(), y.data());
+      k::depthwise_conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
+      k::depthwise_conv2d_backward_filter<T>(s, x.data(), dy.data(), dw.data());
+      return std::vector<std::vector<T>>{y, dx, dw};
     };
     const int threads = fx::get_num_threads();
     fx::set_num_threads(1);
@@ -216,3 +171,5 @@ TEST_CASE("depthwise_conv2d and separable_conv2d: bad input gives clear errors")
       "separable_conv2d: pointwise filters (1, 1, 3, 4) must be (1, 1, 6, out_channels): the depthwise step makes 6 "
       "channels (in_channels * channel_multiplier)");
 }
+
+}  // namespace depthwise_conv_test
