@@ -13,8 +13,9 @@ namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 namespace {
+// (Not "sigmoid": gru.test.cpp has one, and test files compile together in batches.)
 
-double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
+double logistic(double v) { return 1 / (1 + std::exp(-v)); }
 
 /// Keras's LSTM step by step: every hidden state, (batch, time, units) row-major.
 std::vector<double> naive_lstm(const std::vector<double>& x, const std::vector<double>& k, const std::vector<double>& r,
@@ -30,8 +31,8 @@ std::vector<double> naive_lstm(const std::vector<double>& x, const std::vector<d
         for (std::size_t i = 0; i < units; ++i) z[j] += h[i] * r[i * 4 * units + j];
       }
       for (std::size_t u = 0; u < units; ++u) {
-        const double in = sigmoid(z[u]), forget = sigmoid(z[units + u]), cand = std::tanh(z[2 * units + u]),
-                     o = sigmoid(z[3 * units + u]);
+        const double in = logistic(z[u]), forget = logistic(z[units + u]), cand = std::tanh(z[2 * units + u]),
+                     o = logistic(z[3 * units + u]);
         c[u] = forget * c[u] + in * cand;
         h[u] = o * std::tanh(c[u]);
         out[(n * time + t) * units + u] = h[u];
