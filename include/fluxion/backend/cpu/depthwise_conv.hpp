@@ -216,6 +216,32 @@ inline std::pair<index_t, index_t> full_range(const tap_table& t, index_t n, ind
   return {first, last + 1};
 }
 
+/// One row of multiplier 1 whose pixels' taps along the row are each a range of kw (the forward
+/// pass; the input gradient at stride 1): the interior's all of them, four pixels at a time, each
+/// border pixel on its own (sum_interior). Tap row a reads src + hs[a].at * src_row.
+template <class T>
+void sum_row(index_t c, const tap* hs, index_t nh, const tap_table& cols, index_t width,
+             std::pair<index_t, index_t> interior, index_t step, index_t base, index_t spacing, index_t filter_w,
+             const T* src, index_t src_row, const T* filter, T* out) {
+  std::vector<const T*> rows(static_cast<std::size_t>(nh)), w(rows.size());
+  for (index_t a = 0; a < nh; ++a) {
+    rows[static_cast<std::size_t>(a)] = src + hs[a].at * src_row;
+    w[static_cast<std::size_t>(a)] = filter + hs[a].k * filter_w * c;
+  }
+  const auto [lo, hi] = interior;
+  for (index_t p = 0; p < width; ++p) {
+    if (p == lo && lo < hi) {
+      sum_interior(c, lo, hi, step, base, spacing, 0, filter_w, nh, rows.data(), w.data(), out);
+      p = hi - 1;
+      continue;
+    }
+    const tap* ws = cols.at(p);
+    const index_t nw = cols.count(p);
+    const index_t kw0 = nw > 0 ? ws[0].k : 0, kw1 = nw > 0 ? ws[nw - 1].k + 1 : 0;
+    sum_interior(c, p, p + 1, step, base, spacing, kw0, kw1, nh, rows.data(), w.data(), out);
+  }
+}
+
 /// Chunks of output rows for the filter gradient: a size that depends only on the shape (about
 /// 64K output elements, at most 64 chunks: adding up more partial filters cost MobileNet's
 /// 14x14x512 layer a fifth of its time).
@@ -241,26 +267,8 @@ void depthwise_conv2d_forward(const depthwise2d_shape& s, const T* input, const 
     const index_t nh = rows_h.count(oh);
     const T* x = input + n * s.in_h * s.in_w * c;
     if (m == 1) {
-      // Every pixel's taps along the row are a range of kw: the interior's all of them, four pixels
-      // at a time; each border pixel on its own.
-      std::vector<const T*> src(static_cast<std::size_t>(nh)), w(src.size());
-      for (index_t a = 0; a < nh; ++a) {
-        src[static_cast<std::size_t>(a)] = x + hs[a].at * s.in_w * c;
-        w[static_cast<std::size_t>(a)] = filter + hs[a].k * s.filter_w * c;
-      }
-      T* y = output + (n * s.out_h + oh) * s.out_w * c;
-      const auto [lo, hi] = interior;
-      for (index_t ow = 0; ow < s.out_w; ++ow) {
-        if (ow == lo && lo < hi) {
-          dd::sum_interior(c, lo, hi, s.stride_w, -s.pad_left, s.dilation_w, 0, s.filter_w, nh, src.data(), w.data(), y);
-          ow = hi - 1;
-          continue;
-        }
-        const dd::tap* ws = cols_w.at(ow);
-        const index_t nw = cols_w.count(ow);
-        const index_t kw0 = nw > 0 ? ws[0].k : 0, kw1 = nw > 0 ? ws[nw - 1].k + 1 : 0;
-        dd::sum_interior(c, ow, ow + 1, s.stride_w, -s.pad_left, s.dilation_w, kw0, kw1, nh, src.data(), w.data(), y);
-      }
+      dd::sum_row(c, hs, nh, cols_w, s.out_w, interior, s.stride_w, -s.pad_left, s.dilation_w, s.filter_w, x,
+                  s.in_w * c, filter, output + (n * s.out_h + oh) * s.out_w * c);
       return;
     }
     for (index_t ow = 0; ow < s.out_w; ++ow) {
@@ -294,30 +302,14 @@ void depthwise_conv2d_backward_input(const depthwise2d_shape& s, const T* grad_o
     const dd::tap* hs = rows_h.at(ih);
     const index_t nh = rows_h.count(ih);
     const T* dy = grad_output + n * s.out_h * s.out_w * oc;
-    std::vector<index_t> g_off(static_cast<std::size_t>(s.filter_h * s.filter_w)), w_off(g_off.size());
     if (m == 1 && s.stride_w == 1) {
       // At stride 1 input column iw reaches output column iw + pad - kw * dilation through tap kw,
       // for a range of kw: as the forward pass.
-      std::vector<const T*> src(static_cast<std::size_t>(nh)), w(src.size());
-      for (index_t a = 0; a < nh; ++a) {
-        src[static_cast<std::size_t>(a)] = dy + hs[a].at * s.out_w * c;
-        w[static_cast<std::size_t>(a)] = filter + hs[a].k * s.filter_w * c;
-      }
-      T* dx = grad_input + (n * s.in_h + ih) * s.in_w * c;
-      const auto [lo, hi] = interior;
-      for (index_t iw = 0; iw < s.in_w; ++iw) {
-        if (iw == lo && lo < hi) {
-          dd::sum_interior(c, lo, hi, 1, s.pad_left, -s.dilation_w, 0, s.filter_w, nh, src.data(), w.data(), dx);
-          iw = hi - 1;
-          continue;
-        }
-        const dd::tap* ws = cols_w.at(iw);
-        const index_t nw = cols_w.count(iw);
-        const index_t kw0 = nw > 0 ? ws[0].k : 0, kw1 = nw > 0 ? ws[nw - 1].k + 1 : 0;
-        dd::sum_interior(c, iw, iw + 1, 1, s.pad_left, -s.dilation_w, kw0, kw1, nh, src.data(), w.data(), dx);
-      }
+      dd::sum_row(c, hs, nh, cols_w, s.in_w, interior, 1, s.pad_left, -s.dilation_w, s.filter_w, dy, s.out_w * c,
+                  filter, grad_input + (n * s.in_h + ih) * s.in_w * c);
       return;
     }
+    std::vector<index_t> g_off(static_cast<std::size_t>(s.filter_h * s.filter_w)), w_off(g_off.size());
     for (index_t iw = 0; iw < s.in_w; ++iw) {
       const dd::tap* ws = cols_w.at(iw);
       const index_t nw = cols_w.count(iw);
