@@ -433,6 +433,32 @@ foreach(source IN LISTS fluxion_test_sources)
 endforeach()
 fluxion_add_test_batches()
 
+# tests/autodiff/mixed_settings: one unit without autodiff (order0.cpp) and one with the autodiff
+# tests' settings (order1.cpp, the test cases) in one program, linked both ways round: the linker
+# keeps the copy of the code both units instantiate that comes first on its command line, so each
+# order checks that neither unit's copy decides what the other's statements record (stop 68).
+set(fluxion_mixed_dir "${FLUXION_TESTS_DIR}/autodiff/mixed_settings")
+foreach(unit IN ITEMS order0 order1)
+  add_library(fluxion_test_mixed_${unit} OBJECT "${fluxion_mixed_dir}/${unit}.cpp")
+  target_link_libraries(fluxion_test_mixed_${unit} PRIVATE fluxion_dev_flags doctest::doctest)
+  target_compile_options(fluxion_test_mixed_${unit} PRIVATE -O0)  # calls, not inlined copies
+  set_target_properties(fluxion_test_mixed_${unit} PROPERTIES CXX_COMPILER_LAUNCHER "${fluxion_test_launcher}")
+endforeach()
+target_compile_definitions(fluxion_test_mixed_order1 PRIVATE FLUXION_FORWARD_MODE=1)
+foreach(first IN ITEMS order0 order1)
+  set(second order1)
+  if(first STREQUAL "order1")
+    set(second order0)
+  endif()
+  set(target test_autodiff_mixed_settings_${first}_first)
+  add_executable(${target} $<TARGET_OBJECTS:fluxion_test_mixed_${first}> $<TARGET_OBJECTS:fluxion_test_mixed_${second}>)
+  target_link_libraries(${target} PRIVATE fluxion_dev_flags fluxion_doctest_main)
+  set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${FLUXION_TESTS_BINARY_DIR}"
+                                             OUTPUT_NAME "autodiff.mixed_settings.${first}_first")
+  add_test(NAME autodiff.mixed_settings.${first}_first COMMAND ${target})
+  set_tests_properties(autodiff.mixed_settings.${first}_first PROPERTIES LABELS unit TIMEOUT 120)
+endforeach()
+
 # tests/distributed: each file a program of its own, run by mpiexec as two processes (with Open
 # MPI's flags for more processes than cores, and for root in a container, as CI runs).
 if(TARGET fluxion::mpi)

@@ -69,6 +69,7 @@ class forward_accumulator {
   forward_accumulator() {
     detail::accumulator_stack::accumulators.push_back(this);
     ++detail::autodiff_state::observers;
+    ++detail::autodiff_state::accumulators;
   }
   template <class T, class D>
   forward_accumulator(const tensor<T, D>& primal, const tensor<T, D>& tangent) : forward_accumulator() {
@@ -79,6 +80,7 @@ class forward_accumulator {
   ~forward_accumulator() {
     std::erase(detail::accumulator_stack::accumulators, this);
     --detail::autodiff_state::observers;
+    --detail::autodiff_state::accumulators;
   }
 
   /// Gives `primal` the tangent `tangent` (same shape).
@@ -106,7 +108,8 @@ class forward_accumulator {
     return it == m_tangents.end() ? nullptr : std::any_cast<tensor<T, D>>(&it->second);
   }
   bool has(std::uint64_t id) const { return m_tangents.contains(id); }
-  bool active() const noexcept { return m_paused == 0; }
+  /// Not paused by its own pause, nor by an autodiff_paused scope (nn/batch_norm.hpp) opened after it.
+  bool active() const noexcept { return m_paused == 0 && detail::autodiff_state::accumulators_paused == m_pauses_before; }
 
   template <class T, class D>
   void set(std::uint64_t id, tensor<T, D> t) {
@@ -122,6 +125,7 @@ class forward_accumulator {
  private:
   std::unordered_map<std::uint64_t, std::any> m_tangents;
   int m_paused = 0;
+  int m_pauses_before = detail::autodiff_state::accumulators_paused;
 };
 
 namespace autodiff {
@@ -326,18 +330,19 @@ auto tangent_of(const E& e, const forward_accumulator& acc) {
   else return t;
 }
 
-/// Called for each top-level materialization while accumulators are alive.
-template <class E, class T, class D>
+/// Called for each top-level materialization while accumulators are alive. Config: the unit's
+/// autodiff settings (core/config.hpp), the order being Config / 2.
+template <int Config, class E, class T, class D>
 void offer_to_accumulators(const E& e, const tensor<T, D>& out) {
   for (forward_accumulator* acc : detail::accumulator_stack::accumulators) {
     if (!acc->active() || acc->has(out.id())) continue;
     if (!reads_any(e, member_test<forward_accumulator, &forward_accumulator::has>{*acc})) continue;
     constexpr int order = order_v<E>;
-    if constexpr (order < max_derivative_order) {
+    if constexpr (order < Config / 2) {
       forward_accumulator::pause quiet(*acc);
       acc->set(out.id(), tensor<T, D>(tangent_of<order + 1>(e, *acc)));
     } else {
-      throw_order_exceeded("forward_accumulator", max_derivative_order);
+      throw_order_exceeded("forward_accumulator", Config / 2);
     }
   }
 }

@@ -51,7 +51,7 @@ void on_materialize(const E& e, const tensor<T, Device>& out) {
     if (!autodiff::reads_any(e, autodiff::member_test<gradient_tape, &gradient_tape::tracks>{*tape})) continue;
     const std::uint64_t out_id = out.id();
     constexpr int order = autodiff::order_v<E>;
-    if constexpr (order < max_derivative_order) {
+    if constexpr (order < Config / 2) {  // Config / 2: FLUXION_MAX_DERIVATIVE_ORDER
       tape->record(out_id, [e, tape, out_id](autodiff::gradient_store& store) {
         const tensor<T, Device>* g = store.find<T, Device>(out_id);
         if (!g) return;
@@ -62,12 +62,12 @@ void on_materialize(const E& e, const tensor<T, Device>& out) {
     } else {
       tape->record(out_id, [out_id](autodiff::gradient_store& store) {
         if (store.find<T, Device>(out_id))
-          autodiff::throw_order_exceeded("gradient_tape", max_derivative_order);
+          autodiff::throw_order_exceeded("gradient_tape", Config / 2);
       });
     }
   }
 #if FLUXION_FORWARD_MODE
-  autodiff::offer_to_accumulators(e, out);
+  autodiff::offer_to_accumulators<Config>(e, out);
 #endif
 }
 

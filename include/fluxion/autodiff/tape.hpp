@@ -556,7 +556,8 @@ class gradient_tape {
       }
     }
     std::vector<tensor<S, D>> out;
-    for (const Source* src : sources) {
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      const Source* src = sources[i];
       const tensor<S, D>* g = nullptr;
       tensor<S, D> sum;
       if (is_variable_source(*src)) {
@@ -574,6 +575,7 @@ class gradient_tape {
         g = store.find<S, D>(src->id());
       }
       if (g) out.push_back(*g);
+      else if (m_unrecorded > 0) throw_unrecorded(i, sources.size(), src->shape());
       else if (unconnected == unconnected_gradients::zero)
         out.push_back(tensor<S, D>(broadcast_to(scalar_expr<S, D>(S(0)), src->shape())));
       else
@@ -584,6 +586,12 @@ class gradient_tape {
   }
 
   friend class stop_recording_scope;
+  friend void detail::note_unrecorded_statement();
+
+  /// No gradient reaches a source, and statements ran that this tape could not record: their code
+  /// was compiled without autodiff (FLUXION_MAX_DERIVATIVE_ORDER=0), so the missing gradient is
+  /// more likely theirs than TensorFlow's None for an unconnected source.
+  [[noreturn]] void throw_unrecorded(std::size_t index, std::size_t count, const shape& source) const;
 
   std::vector<entry> m_entries;
   std::unordered_set<std::uint64_t> m_tracked;
@@ -594,6 +602,7 @@ class gradient_tape {
   bool m_used = false;
   bool m_keep = false;
   int m_paused = 0;
+  std::uint64_t m_unrecorded = 0;  // statements that ran while this tape recorded, but could not be recorded
 };
 
 namespace detail {
@@ -646,6 +655,21 @@ FLUXION_CORE_INLINE void gradient_tape::finish() {
   m_variable_reads.clear();
   m_variable_order.clear();
   m_used = true;
+}
+
+FLUXION_CORE_INLINE void detail::note_unrecorded_statement() {
+  for (gradient_tape* t : tape_stack::tapes)
+    if (t->recording()) ++t->m_unrecorded;
+}
+
+FLUXION_CORE_INLINE void gradient_tape::throw_unrecorded(std::size_t index, std::size_t count, const shape& source) const {
+  throw error("gradient_tape::gradient: no gradient reaches source " + std::to_string(index) + " of " +
+              std::to_string(count) + " (shape " + to_string(source) + "), and the tape could not record " +
+              std::to_string(m_unrecorded) + (m_unrecorded == 1 ? " statement" : " statements") +
+              " that ran while it recorded: code compiled with FLUXION_MAX_DERIVATIVE_ORDER=0 (autodiff off) "
+              "materialized " + (m_unrecorded == 1 ? "it" : "them") + ". Compile the code that computes the target with "
+              "FLUXION_MAX_DERIVATIVE_ORDER 1 or more (the default), or run the statements the target does not "
+              "depend on under tape.stop_recording()");
 }
 
 FLUXION_CORE_INLINE detail::all_tapes_paused::all_tapes_paused() {

@@ -5,6 +5,7 @@
 // once, and caches it so an expression reused in several statements does not recompute it.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 
@@ -23,10 +24,63 @@ namespace detail {
 struct autodiff_state {
   static inline thread_local int observers = 0;
   static inline thread_local int depth = 0;
+  /// The forward accumulators alive on this thread (autodiff/forward.hpp), and how many scopes
+  /// pause them all (autodiff_paused). Here, in every translation unit, rather than in forward
+  /// mode's own code, so that the code that asks (the fused sequences, reversible blocks,
+  /// segment reductions) is the same whether or not its unit compiles forward mode in.
+  static inline thread_local int accumulators = 0;
+  static inline thread_local int accumulators_paused = 0;
 };
 
 template <int Config, class E, class T, class Device>
 void on_materialize(const E& e, const tensor<T, Device>& out);
+
+// Translation units of one program may be compiled with different autodiff settings
+// (core/config.hpp), and they share the code of every statement type they both materialize: the
+// linker keeps one copy of materialize<E>, from either of them. So that copy must not decide
+// whether E is recorded. Each statement type has one recording function for the whole program,
+// statement_recorder<E>::record, set before main by every translation unit that compiles
+// autodiff in (statement_enrollment: its initializer runs with the unit's other static
+// initializers, whichever materialize<E> the linker kept), the highest setting winning. A
+// statement that runs while a tape records but that no unit could record (a program whose every
+// unit that materializes it leaves autodiff out) is counted on the tape, whose gradient() then
+// says so instead of returning no gradient (autodiff/tape.hpp).
+template <class E>
+struct statement_recorder {
+  using function = void (*)(const E&, const tensor<value_type_t<E>, device_t<E>>&);
+  static inline std::atomic<function> record{nullptr};
+  static inline std::atomic<int> config{-1};
+};
+
+template <int Config, class E>
+struct statement_enrollment {
+  static bool enroll() noexcept {
+    using R = statement_recorder<E>;
+    if (R::config.load(std::memory_order_relaxed) < Config) {
+      R::record.store(&on_materialize<Config, E, value_type_t<E>, device_t<E>>, std::memory_order_release);
+      R::config.store(Config, std::memory_order_relaxed);
+    }
+    return true;
+  }
+  static inline const bool enrolled = enroll();
+};
+
+/// Counts a statement on the recording tapes of this thread that none of them could record (autodiff/tape.hpp).
+void note_unrecorded_statement();
+
+/// Offers a top-level materialization to the tapes and forward accumulators of this thread.
+template <class E, class T, class Device>
+void offer_to_autodiff(const E& e, const tensor<T, Device>& out) {
+#if FLUXION_MAX_DERIVATIVE_ORDER > 0
+  // Naming `enrolled` instantiates it, so this unit enrolls E before main; enroll() again covers a
+  // statement run by another static initializer before that.
+  if (!statement_enrollment<autodiff_config, E>::enrolled ||
+      statement_recorder<E>::config.load(std::memory_order_relaxed) < autodiff_config)
+    statement_enrollment<autodiff_config, E>::enroll();
+#endif
+  if (auto* record = statement_recorder<E>::record.load(std::memory_order_acquire)) record(e, out);
+  else note_unrecorded_statement();
+}
 
 struct materialize_depth {
   materialize_depth() { ++autodiff_state::depth; }
@@ -65,10 +119,8 @@ auto materialize(const E& e) -> tensor<value_type_t<E>, device_t<E>> {
     return e;
   } else {
     auto out = materialize_unrecorded(e);
-#if FLUXION_MAX_DERIVATIVE_ORDER > 0
     if constexpr (std::is_floating_point_v<value_type_t<E>>)
-      if (autodiff_state::observers > 0 && autodiff_state::depth == 0) on_materialize<autodiff_config>(e, out);
-#endif
+      if (autodiff_state::observers > 0 && autodiff_state::depth == 0) offer_to_autodiff(e, out);
     return out;
   }
 }
@@ -107,11 +159,9 @@ struct boundary_expr : expression_base, boundary_base {
       materialize_depth nested;
       m_cache->emplace(static_cast<const Derived&>(*this).compute());
     }
-#if FLUXION_MAX_DERIVATIVE_ORDER > 0
     if constexpr (std::is_floating_point_v<T>)
       if (autodiff_state::observers > 0 && autodiff_state::depth == 0)
-        on_materialize<autodiff_config>(static_cast<const Derived&>(*this), **m_cache);
-#endif
+        offer_to_autodiff(static_cast<const Derived&>(*this), **m_cache);
     return **m_cache;
   }
   leaf_view<T> make_view() const { return eval().make_view(); }

@@ -67,9 +67,7 @@ tensor<T, D> segment_extreme(const tensor<T, D>& data, const tensor<I, D>& ids, 
 /// Whether a tape records x or a forward accumulator is alive (then the result must be ops).
 template <class T, class D>
 bool differentiated(const tensor<T, D>& x) {
-#if FLUXION_FORWARD_MODE
-  if (!accumulator_stack::accumulators.empty()) return true;
-#endif
+  if (autodiff_state::accumulators > 0) return true;  // the same with or without forward mode (expr/evaluate.hpp)
   for (gradient_tape* t : tape_stack::tapes)
     if (t->recording() && t->tracks(x.id())) return true;
   return false;

@@ -44,20 +44,19 @@ namespace detail {
 /// materialized in its scope is invisible to autodiff.
 class autodiff_paused {
  public:
+  // The same class with or without forward mode in this unit: the linker keeps one copy of its
+  // members for the whole program (expr/evaluate.hpp's autodiff_state).
   autodiff_paused() {
     for (gradient_tape* t : fluxion::detail::tape_stack::tapes)
       m_tapes.push_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
-#if FLUXION_FORWARD_MODE
-    for (forward_accumulator* a : fluxion::detail::accumulator_stack::accumulators)
-      m_accumulators.push_back(std::make_unique<forward_accumulator::pause>(*a));
-#endif
+    ++fluxion::detail::autodiff_state::accumulators_paused;
   }
+  ~autodiff_paused() { --fluxion::detail::autodiff_state::accumulators_paused; }
+  autodiff_paused(const autodiff_paused&) = delete;
+  autodiff_paused& operator=(const autodiff_paused&) = delete;
 
  private:
   std::vector<std::unique_ptr<gradient_tape::stop_recording_scope>> m_tapes;
-#if FLUXION_FORWARD_MODE
-  std::vector<std::unique_ptr<forward_accumulator::pause>> m_accumulators;
-#endif
 };
 
 /// The shape that puts a per-channel vector of `channels` on `axis` of a rank-`rank` input.

@@ -75,7 +75,8 @@ struct gru_backward_steps {
 
 /// The whole sequence through the fused cell: projected is (batch * steps, 3 units), row b * steps
 /// + t; r the recurrent kernel's value (units, 3 units); rbias the recurrent bias (1, 3 units).
-template <class T, bool ReturnSequences, bool State, class Device>
+// Config: the autodiff settings (core/config.hpp), so that a unit without autodiff has its own copy.
+template <class T, bool ReturnSequences, bool State, class Device, int Config = fluxion::detail::autodiff_config>
 recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
                                          const tensor<T, Device>& rbias, index_t batch, index_t steps, index_t units,
                                          gradient_tape* tape, const std::array<tensor<T, Device>, 1>* initial,
@@ -94,10 +95,10 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
   recurrent_result<T, Device, 1> result{y, {}};
   if constexpr (State) result.state = {final_state(hs, steps, batch, units)};
   if (!tape) return result;
-  if constexpr (State) record_states(*tape, result.state);
+  if constexpr (State) record_states<T, Device, 1, Config>(*tape, result.state);
   const std::uint64_t out_id = y.id(), h_id = State ? result.state[0].id() : 0;
   const tensor<T, Device> h0 = initial ? (*initial)[0] : tensor<T, Device>();
-  if constexpr (fluxion::max_derivative_order < 1) {
+  if constexpr (Config < 2) {  // FLUXION_MAX_DERIVATIVE_ORDER 0
     tape->record(out_id, [out_id](autodiff::gradient_store& store) {
       if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
     });
@@ -164,7 +165,7 @@ recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const var
     gradient_tape* tape = nullptr;
     const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
     if (batch > 0 && !state_keep && fused_recurrent_applies(tape, projected, r, rbias, h0))
-      return gru_fused<T, ReturnSequences, State>(projected, r, rbias, batch, steps, units, tape, initial, keep);
+      return gru_fused<T, ReturnSequences, State, Device, Config>(projected, r, rbias, batch, steps, units, tape, initial, keep);
   }
   tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units});
   std::vector<tensor<T, Device>> outputs;

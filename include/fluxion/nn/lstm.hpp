@@ -90,7 +90,8 @@ struct lstm_backward_steps {
 
 /// The whole sequence through the fused cell (Device is not the cpu): projected is (batch * steps,
 /// 4 units), row b * steps + t; r the recurrent kernel's value (units, 4 units).
-template <class T, bool ReturnSequences, bool State, class Device>
+// Config: the autodiff settings (core/config.hpp), so that a unit without autodiff has its own copy.
+template <class T, bool ReturnSequences, bool State, class Device, int Config = fluxion::detail::autodiff_config>
 recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
                                           index_t batch, index_t steps, index_t units, gradient_tape* tape,
                                           const std::array<tensor<T, Device>, 2>* initial,
@@ -111,12 +112,12 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
   recurrent_result<T, Device, 2> result{y, {}};
   if constexpr (State) result.state = {final_state(hs, steps, batch, units), final_state(cs, steps, batch, units)};
   if (!tape) return result;
-  if constexpr (State) record_states(*tape, result.state);
+  if constexpr (State) record_states<T, Device, 2, Config>(*tape, result.state);
   const std::uint64_t out_id = y.id(), h_id = State ? result.state[0].id() : 0,
                       c_id = State ? result.state[1].id() : 0;
   const tensor<T, Device> h0 = initial ? (*initial)[0] : tensor<T, Device>(),
                           c0 = initial ? (*initial)[1] : tensor<T, Device>();
-  if constexpr (fluxion::max_derivative_order < 1) {
+  if constexpr (Config < 2) {  // FLUXION_MAX_DERIVATIVE_ORDER 0
     tape->record(out_id, [out_id](autodiff::gradient_store& store) {
       if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
     });
@@ -186,7 +187,7 @@ recurrent_result<T, Device, 2> lstm_forward(const tensor<T, Device>& e, const va
     const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
     const tensor<T, Device>& c0 = initial ? (*initial)[1] : projected;
     if (batch > 0 && !state_keep && fused_recurrent_applies(tape, projected, r, h0, c0))
-      return lstm_fused<T, ReturnSequences, State>(projected, r, batch, steps, units, tape, initial, keep);
+      return lstm_fused<T, ReturnSequences, State, Device, Config>(projected, r, batch, steps, units, tape, initial, keep);
   }
   tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units}),
                     c = initial ? (*initial)[1] : zeros<T, Device>({batch, units});

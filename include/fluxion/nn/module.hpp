@@ -112,14 +112,9 @@ R rebuilt(const L& layer) {
 }
 
 /// True while nothing records statements on this thread: no gradient tape and no forward
-/// accumulator is alive (always, in a program without autodiff).
-inline bool nothing_records() noexcept {
-#if FLUXION_MAX_DERIVATIVE_ORDER > 0
-  return fluxion::detail::autodiff_state::observers == 0;
-#else
-  return true;
-#endif
-}
+/// accumulator is alive. The same in every translation unit whatever its autodiff settings: the
+/// linker keeps one copy of it (expr/evaluate.hpp's statement_recorder).
+inline bool nothing_records() noexcept { return fluxion::detail::autodiff_state::observers == 0; }
 
 /// A string as a template argument, so that compile-time shape errors print the layer's name.
 template <std::size_t N>

@@ -28,9 +28,7 @@ namespace detail {
 /// derivatives; a fused backward pass is not itself differentiable).
 template <class... Tensors>
 bool fused_recurrent_applies(gradient_tape*& tape, const Tensors&... inputs) {
-#if FLUXION_FORWARD_MODE
-  if (!fluxion::detail::accumulator_stack::accumulators.empty()) return false;
-#endif
+  if (fluxion::detail::autodiff_state::accumulators > 0) return false;  // with or without forward mode here
   tape = nullptr;
   for (gradient_tape* t : fluxion::detail::tape_stack::tapes) {
     if (!t->recording() || !(t->tracks(inputs.id()) || ...)) continue;
@@ -121,11 +119,11 @@ tensor<T, Device> final_state(const tensor<T, Device>& states, index_t steps, in
 /// Tape entries for a fused sequence's final states: they only mark the states as the tape's (so
 /// that what reads them is recorded, and a decoder's fused sequence sees them tracked); the
 /// sequence's own entry, recorded after them and so run before them, reads their gradients.
-template <class T, class Device, std::size_t N>
+template <class T, class Device, std::size_t N, int Config = fluxion::detail::autodiff_config>
 void record_states(gradient_tape& tape, const std::array<tensor<T, Device>, N>& states) {
   for (const tensor<T, Device>& s : states) {
     const std::uint64_t id = s.id();
-    if constexpr (fluxion::max_derivative_order < 1)
+    if constexpr (Config < 2)  // FLUXION_MAX_DERIVATIVE_ORDER 0
       tape.record(id, [id](autodiff::gradient_store& store) {
         if (store.find<T, Device>(id)) autodiff::throw_order_exceeded("gradient_tape", 0);
       });

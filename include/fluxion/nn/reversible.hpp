@@ -245,11 +245,8 @@ class reversible_sequence
   static bool autodiff_records() {
     if (detail::nothing_records()) return false;
     if (detail::any_tape_recording()) return true;
-#if FLUXION_FORWARD_MODE
-    for (forward_accumulator* a : fluxion::detail::accumulator_stack::accumulators)
-      if (a->active()) return true;
-#endif
-    return false;
+    // Forward accumulators, counted the same with or without forward mode in this unit (expr/evaluate.hpp).
+    return fluxion::detail::autodiff_state::accumulators > 0 && fluxion::detail::autodiff_state::accumulators_paused == 0;
   }
   /// q(v): v rounded to the nearest multiple of the grid's step (ties to even, in the default
   /// rounding mode).
