@@ -5,7 +5,6 @@
 // once, and caches it so an expression reused in several statements does not recompute it.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <optional>
 
@@ -48,17 +47,18 @@ void on_materialize(const E& e, const tensor<T, Device>& out);
 template <class E>
 struct statement_recorder {
   using function = void (*)(const E&, const tensor<value_type_t<E>, device_t<E>>&);
-  static inline std::atomic<function> record{nullptr};
-  static inline std::atomic<int> config{-1};
+  // Written before main (or by the first statement a static initializer runs), read after.
+  static inline function record = nullptr;
+  static inline int config = -1;
 };
 
 template <int Config, class E>
 struct statement_enrollment {
   static bool enroll() noexcept {
     using R = statement_recorder<E>;
-    if (R::config.load(std::memory_order_relaxed) < Config) {
-      R::record.store(&on_materialize<Config, E, value_type_t<E>, device_t<E>>, std::memory_order_release);
-      R::config.store(Config, std::memory_order_relaxed);
+    if (R::config < Config) {
+      R::record = &on_materialize<Config, E, value_type_t<E>, device_t<E>>;
+      R::config = Config;
     }
     return true;
   }
@@ -74,11 +74,10 @@ void offer_to_autodiff(const E& e, const tensor<T, Device>& out) {
 #if FLUXION_MAX_DERIVATIVE_ORDER > 0
   // Naming `enrolled` instantiates it, so this unit enrolls E before main; enroll() again covers a
   // statement run by another static initializer before that.
-  if (!statement_enrollment<autodiff_config, E>::enrolled ||
-      statement_recorder<E>::config.load(std::memory_order_relaxed) < autodiff_config)
+  if (!statement_enrollment<autodiff_config, E>::enrolled || statement_recorder<E>::config < autodiff_config)
     statement_enrollment<autodiff_config, E>::enroll();
 #endif
-  if (auto* record = statement_recorder<E>::record.load(std::memory_order_acquire)) record(e, out);
+  if (auto* record = statement_recorder<E>::record) record(e, out);
   else note_unrecorded_statement();
 }
 
