@@ -433,25 +433,30 @@ foreach(source IN LISTS fluxion_test_sources)
 endforeach()
 fluxion_add_test_batches()
 
-# tests/autodiff/mixed_settings: one unit without autodiff (order0.cpp) and one with the autodiff
-# tests' settings (order1.cpp, the test cases) in one program, linked both ways round: the linker
-# keeps the copy of the code both units instantiate that comes first on its command line, so each
-# order checks that neither unit's copy decides what the other's statements record (stop 68).
+# tests/autodiff/mixed_settings: units compiled without autodiff (order0.cpp), with the autodiff
+# tests' settings (order1.cpp) and at second order (order2.cpp) in one program, linked in two
+# orders, 0 1 2 and 2 1 0: the linker keeps the copy of the code two units instantiate that comes
+# first on its command line, so each order checks that no unit's copy decides what another unit's
+# statements record (stop 68).
 set(fluxion_mixed_dir "${FLUXION_TESTS_DIR}/autodiff/mixed_settings")
-foreach(unit IN ITEMS order0 order1)
+foreach(unit IN ITEMS order0 order1 order2)
   add_library(fluxion_test_mixed_${unit} OBJECT "${fluxion_mixed_dir}/${unit}.cpp")
   target_link_libraries(fluxion_test_mixed_${unit} PRIVATE fluxion_dev_flags doctest::doctest)
   target_compile_options(fluxion_test_mixed_${unit} PRIVATE -O0)  # calls, not inlined copies
   set_target_properties(fluxion_test_mixed_${unit} PROPERTIES CXX_COMPILER_LAUNCHER "${fluxion_test_launcher}")
 endforeach()
 target_compile_definitions(fluxion_test_mixed_order1 PRIVATE FLUXION_FORWARD_MODE=1)
-foreach(first IN ITEMS order0 order1)
-  set(second order1)
-  if(first STREQUAL "order1")
-    set(second order0)
+foreach(first IN ITEMS order0 order2)
+  set(units order0 order1 order2)
+  if(first STREQUAL "order2")
+    list(REVERSE units)
   endif()
+  set(objects "")
+  foreach(unit IN LISTS units)
+    list(APPEND objects $<TARGET_OBJECTS:fluxion_test_mixed_${unit}>)
+  endforeach()
   set(target test_autodiff_mixed_settings_${first}_first)
-  add_executable(${target} $<TARGET_OBJECTS:fluxion_test_mixed_${first}> $<TARGET_OBJECTS:fluxion_test_mixed_${second}>)
+  add_executable(${target} ${objects})
   target_link_libraries(${target} PRIVATE fluxion_dev_flags fluxion_doctest_main)
   set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${FLUXION_TESTS_BINARY_DIR}"
                                              OUTPUT_NAME "autodiff.mixed_settings.${first}_first")

@@ -66,9 +66,13 @@ void on_materialize(const E& e, const tensor<T, Device>& out) {
       });
     }
   }
-#if FLUXION_FORWARD_MODE
-  autodiff::offer_to_accumulators<Config>(e, out);
-#endif
 }
+
+#if FLUXION_FORWARD_MODE
+template <int Config, class E, class T, class Device>
+void on_materialize_forward(const E& e, const tensor<T, Device>& out) {
+  autodiff::offer_to_accumulators<Config>(e, out);
+}
+#endif
 
 }  // namespace fluxion::detail

@@ -31,8 +31,13 @@ struct autodiff_state {
   static inline thread_local int accumulators_paused = 0;
 };
 
+/// Records a top-level materialization on the tapes of this thread (on_materialize), or offers it
+/// to its forward accumulators (on_materialize_forward; autodiff/record.hpp). Config: the recording
+/// unit's autodiff settings (core/config.hpp), FLUXION_MAX_DERIVATIVE_ORDER * 2 + forward mode.
 template <int Config, class E, class T, class Device>
 void on_materialize(const E& e, const tensor<T, Device>& out);
+template <int Config, class E, class T, class Device>
+void on_materialize_forward(const E& e, const tensor<T, Device>& out);
 
 // Translation units of one program may be compiled with different autodiff settings
 // (core/config.hpp), and they share the code of every statement type they both materialize: the
@@ -40,7 +45,8 @@ void on_materialize(const E& e, const tensor<T, Device>& out);
 // whether E is recorded. Each statement type has one recording function for the whole program,
 // statement_recorder<E>::record, set before main by every translation unit that compiles
 // autodiff in (statement_enrollment: its initializer runs with the unit's other static
-// initializers, whichever materialize<E> the linker kept), the highest setting winning. A
+// initializers, whichever materialize<E> the linker kept), the highest order winning, and one
+// for forward accumulators, from the units with forward mode on (the highest order among them). A
 // statement that runs while a tape records but that no unit could record (a program whose every
 // unit that materializes it leaves autodiff out) is counted on the tape, whose gradient() then
 // says so instead of returning no gradient (autodiff/tape.hpp).
@@ -48,18 +54,26 @@ template <class E>
 struct statement_recorder {
   using function = void (*)(const E&, const tensor<value_type_t<E>, device_t<E>>&);
   // Written before main (or by the first statement a static initializer runs), read after.
-  static inline function record = nullptr;
-  static inline int config = -1;
+  static inline function record = nullptr;   // tapes
+  static inline int order = 0;
+  static inline function forward = nullptr;  // forward accumulators
+  static inline int forward_order = 0;
 };
 
 template <int Config, class E>
 struct statement_enrollment {
   static bool enroll() noexcept {
     using R = statement_recorder<E>;
-    if (R::config < Config) {
+    constexpr int order = Config / 2;
+    if (R::order < order) {
       R::record = &on_materialize<Config, E, value_type_t<E>, device_t<E>>;
-      R::config = Config;
+      R::order = order;
     }
+    if constexpr (Config % 2 == 1)
+      if (R::forward_order < order) {
+        R::forward = &on_materialize_forward<Config, E, value_type_t<E>, device_t<E>>;
+        R::forward_order = order;
+      }
     return true;
   }
   static inline const bool enrolled = enroll();
@@ -72,13 +86,14 @@ void note_unrecorded_statement();
 template <class E, class T, class Device>
 void offer_to_autodiff(const E& e, const tensor<T, Device>& out) {
 #if FLUXION_MAX_DERIVATIVE_ORDER > 0
-  // Naming `enrolled` instantiates it, so this unit enrolls E before main; enroll() again covers a
-  // statement run by another static initializer before that.
-  if (!statement_enrollment<autodiff_config, E>::enrolled || statement_recorder<E>::config < autodiff_config)
-    statement_enrollment<autodiff_config, E>::enroll();
+  // Naming `enrolled` instantiates it, so this unit enrolls E before main; it is still false in a
+  // statement that another static initializer runs before that.
+  if (!statement_enrollment<autodiff_config, E>::enrolled) statement_enrollment<autodiff_config, E>::enroll();
 #endif
-  if (auto* record = statement_recorder<E>::record) record(e, out);
+  using R = statement_recorder<E>;
+  if (R::record) R::record(e, out);
   else note_unrecorded_statement();
+  if (R::forward) R::forward(e, out);
 }
 
 struct materialize_depth {

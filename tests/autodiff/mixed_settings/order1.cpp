@@ -1,10 +1,12 @@
 // Translation units of one program compiled with different autodiff settings (core/config.hpp):
-// this one with the autodiff tests' (first order, forward mode on), order0.cpp without autodiff.
-// The linker keeps one copy of the code both units instantiate, the first unit's on its command
-// line; CMake links the two both ways (autodiff.mixed_settings.order0_first and .order1_first).
+// this one with the autodiff tests' settings (first order, forward mode on), order0.cpp without
+// autodiff, order2.cpp at second order. The linker keeps one copy of the code two units
+// instantiate, the one that comes first on its command line; CMake links the units in both orders
+// (autodiff.mixed_settings.order0_first: 0, 1, 2; .order2_first: 2, 1, 0).
 // Before stop 68, with order0.cpp first, a gradient of the same statement type here was silently
 // none, a dense layer under a tape took its inference path, and under a forward accumulator a
-// fused LSTM and a segment maximum had no tangent.
+// fused LSTM and a segment maximum had no tangent; with this unit before order2.cpp, a second
+// derivative there of a statement type this unit runs too failed.
 #include "shared.hpp"
 
 #include <doctest/doctest.h>
@@ -14,6 +16,8 @@
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
+
+fx::tensor<double> mixed_settings::cubic_at_first_order(const fx::tensor<double>& x) { return fx::eval(x * x * x - x); }
 
 TEST_CASE("mixed settings: a statement type both units materialize is recorded here") {
   const fx::tensor<double> x({1.0, 2.0, 3.0});

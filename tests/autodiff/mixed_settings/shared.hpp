@@ -1,5 +1,6 @@
-// What tests/autodiff/mixed_settings/order0.cpp (compiled without autodiff) does for order1.cpp
-// (compiled with the autodiff tests' settings: first order and forward mode), in one program.
+// The units of tests/autodiff/mixed_settings, one program: order0.cpp compiled without autodiff,
+// order1.cpp with the autodiff tests' settings (first order and forward mode), order2.cpp at second
+// order. What each unit does for the others' test cases.
 #pragma once
 
 #include <fluxion/fluxion.hpp>
@@ -22,5 +23,8 @@ fluxion::tensor<double> segment_maxima(const fluxion::tensor<double>& x);
 fluxion::tensor<double> only_here(const fluxion::tensor<double>& x);
 /// What tape.gradient says in a unit without autodiff: the error's text, or "no error".
 std::string gradient_in_this_unit();
+
+/// x^3 - x, materialized in order1.cpp (first order), a statement type order2.cpp differentiates twice.
+fluxion::tensor<double> cubic_at_first_order(const fluxion::tensor<double>& x);
 
 }  // namespace mixed_settings
