@@ -98,6 +98,12 @@ class forward_accumulator {
   template <class T, class D>
   tensor<T, D> jvp(const tensor<T, D>& t, unconnected_gradients unconnected = unconnected_gradients::none) const {
     if (const auto* v = find<T, D>(t.id())) return *v;
+    if (const std::uint64_t n = detail::autodiff_state::unoffered - m_unoffered_before; n > 0)
+      throw error("forward_accumulator::jvp: no tangent reaches the tensor of shape " + to_string(t.shape()) +
+                  ", and " + std::to_string(n) + (n == 1 ? " statement" : " statements") +
+                  " ran while this accumulator was alive that it could not see: code compiled without forward mode "
+                  "(FLUXION_FORWARD_MODE 0, or FLUXION_MAX_DERIVATIVE_ORDER 0) materialized " +
+                  (n == 1 ? "it" : "them") + ". Compile the code that computes the tensor with FLUXION_FORWARD_MODE 1");
     if (unconnected == unconnected_gradients::none) return tensor<T, D>::none();
     return tensor<T, D>(broadcast_to(scalar_expr<T, D>(T(0)), t.shape()));
   }
@@ -126,6 +132,7 @@ class forward_accumulator {
   std::unordered_map<std::uint64_t, std::any> m_tangents;
   int m_paused = 0;
   int m_pauses_before = detail::autodiff_state::accumulators_paused;
+  std::uint64_t m_unoffered_before = detail::autodiff_state::unoffered;
 };
 
 namespace autodiff {

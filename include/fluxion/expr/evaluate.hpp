@@ -29,6 +29,9 @@ struct autodiff_state {
   /// segment reductions) is the same whether or not its unit compiles forward mode in.
   static inline thread_local int accumulators = 0;
   static inline thread_local int accumulators_paused = 0;
+  /// Statements that ran while accumulators were alive (and not paused by a scope) but that no
+  /// unit with forward mode compiles: forward_accumulator::jvp says so instead of giving none.
+  static inline thread_local std::uint64_t unoffered = 0;
 };
 
 /// Records a top-level materialization on the tapes of this thread (on_materialize), or offers it
@@ -94,6 +97,7 @@ void offer_to_autodiff(const E& e, const tensor<T, Device>& out) {
   if (R::record) R::record(e, out);
   else note_unrecorded_statement();
   if (R::forward) R::forward(e, out);
+  else if (autodiff_state::accumulators > 0 && autodiff_state::accumulators_paused == 0) ++autodiff_state::unoffered;
 }
 
 struct materialize_depth {

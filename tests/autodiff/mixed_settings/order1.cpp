@@ -144,3 +144,22 @@ TEST_CASE("mixed settings: a statement no unit with autodiff compiles is an erro
   const std::string said = mixed_settings::gradient_in_this_unit();
   CHECK(said.find("FLUXION_MAX_DERIVATIVE_ORDER=0 (autodiff off)") != std::string::npos);
 }
+
+TEST_CASE("mixed settings: a statement no unit with forward mode compiles is an error for a forward accumulator") {
+  const fx::tensor<double> x({0.5, -1.0});
+  fx::forward_accumulator acc(x, fx::ones_like(x));
+  const fx::tensor<double> unseen = mixed_settings::only_here(x);
+  const fx::tensor<double> y = fx::eval(x * x);
+  CHECK(acc.jvp(y).to_vector() == std::vector<double>{1.0, -2.0});  // connected through this unit
+  try {
+    (void)acc.jvp(unseen);
+    FAIL("jvp() returned");
+  } catch (const fx::error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("forward_accumulator::jvp: no tangent reaches the tensor of shape (2,), and 1 statement ran") == 0);
+    CHECK(what.find("FLUXION_FORWARD_MODE 1") != std::string::npos);
+  }
+  // An accumulator made after that statement did not see it run: TensorFlow's None for an unconnected tensor.
+  fx::forward_accumulator later(x, fx::ones_like(x));
+  CHECK(later.jvp(unseen).is_none());
+}
