@@ -46,17 +46,13 @@ class autodiff_paused {
  public:
   // The same class with or without forward mode in this unit: the linker keeps one copy of its
   // members for the whole program (expr/evaluate.hpp's autodiff_state).
-  autodiff_paused() {
-    for (gradient_tape* t : fluxion::detail::tape_stack::tapes)
-      m_tapes.push_back(std::make_unique<gradient_tape::stop_recording_scope>(*t));
-    ++fluxion::detail::autodiff_state::accumulators_paused;
-  }
+  autodiff_paused() { ++fluxion::detail::autodiff_state::accumulators_paused; }
   ~autodiff_paused() { --fluxion::detail::autodiff_state::accumulators_paused; }
   autodiff_paused(const autodiff_paused&) = delete;
   autodiff_paused& operator=(const autodiff_paused&) = delete;
 
  private:
-  std::vector<std::unique_ptr<gradient_tape::stop_recording_scope>> m_tapes;
+  fluxion::detail::all_tapes_paused m_tapes;
 };
 
 /// The shape that puts a per-channel vector of `channels` on `axis` of a rank-`rank` input.
