@@ -10,6 +10,8 @@
 //             the second argument picks the path: 1 cuDNN (where the build has it), 0 im2col +
 //             cuBLAS (fx::allow_cudnn(false)); conv_products the three matrix products alone, on
 //             the im2col matrix's shape
+//   depthwise fx::depthwise_conv2d of MobileNet's and ConvNeXt's layers at batch 32: forward, and with
+//             the input or the filter gradient (PyTorch's grouped convolution in torch_peer.py)
 // Every case is timed with CUDA events around each iteration (manual time), after a warm-up, so
 // module loading and handle creation stay out of the figures. Inputs are uniform in [-1, 1).
 #include <benchmark/benchmark.h>
@@ -195,6 +197,40 @@ void conv_products_fluxion(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
 }
 
+/// fx::depthwise_conv2d on fx::cuda (the library's own kernels, backend/cuda/window.hpp) at batch
+/// 32 on bench/depthwise_conv.bench.cpp's layers (state.range(0): MobileNet v1's 56x56x128 3x3 at
+/// stride 1 and 2, its 14x14x512 3x3, ConvNeXt's 14x14x384 7x7; same padding). state.range(1): 0
+/// the forward pass, 1 the forward pass and the input gradient for a given dy through the tape, 2
+/// the forward pass and the filter gradient. torch_peer.py times PyTorch's grouped convolution
+/// (groups = channels) the same three ways, in NCHW and channels_last.
+void depthwise_fluxion(benchmark::State& state) {
+  struct layer { fx::index_t hw, channels, kernel, stride; };
+  constexpr layer layers[] = {{56, 128, 3, 1}, {56, 128, 3, 2}, {14, 512, 3, 1}, {14, 384, 7, 1}};
+  const layer l = layers[state.range(0)];
+  const fx::index_t batch = 32, out = (l.hw + l.stride - 1) / l.stride;
+  fx::tensor<float, fx::cuda> x(uniform(batch * l.hw * l.hw * l.channels, 1), {batch, l.hw, l.hw, l.channels});
+  fx::tensor<float, fx::cuda> w(uniform(l.kernel * l.kernel * l.channels, 2), {l.kernel, l.kernel, l.channels, 1});
+  fx::tensor<float, fx::cuda> dy(uniform(batch * out * out * l.channels, 3), {batch, out, out, l.channels});
+  const int mode = static_cast<int>(state.range(1));
+  event_timer t;
+  t.run(state, [&] {
+    if (mode == 0) {
+      fx::tensor<float, fx::cuda> y = fx::depthwise_conv2d(x, w, l.stride, fx::padding::same);
+      benchmark::DoNotOptimize(y.data());
+    } else {
+      fx::gradient_tape tape;
+      tape.watch(mode == 1 ? x : w);
+      fx::tensor<float, fx::cuda> y = fx::depthwise_conv2d(x, w, l.stride, fx::padding::same);
+      auto g = tape.gradient(y, mode == 1 ? x : w, dy);
+      benchmark::DoNotOptimize(g.data());
+    }
+  });
+  // Bytes the pass must move at least: its operands and result once each.
+  const double x_bytes = 4.0 * batch * l.hw * l.hw * l.channels, y_bytes = 4.0 * batch * out * out * l.channels;
+  const double bytes = x_bytes + y_bytes + (mode ? (mode == 1 ? x_bytes + y_bytes : y_bytes) : 0);
+  state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations(), benchmark::Counter::kIsRate);
+}
+
 /// Times `once` (a copy of n floats that returns when it is done) on the host, after one warm-up.
 template <class Once>
 void time_copies(benchmark::State& state, Once& once, fx::index_t n) {
@@ -284,3 +320,4 @@ BENCHMARK(sgemm_cublas)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::
 BENCHMARK_TEMPLATE(conv_fluxion, false)->ArgsProduct({{64, 256}, {1, 0, 2, 3}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(conv_fluxion, true)->ArgsProduct({{64, 256}, {1, 0, 2, 3}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(conv_products_fluxion)->Arg(64)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(depthwise_fluxion)->ArgsProduct({{0, 1, 2, 3}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMicrosecond);

@@ -40,6 +40,7 @@ def main():
         us = timed(lambda: x @ y)
         print(f"torch_sgemm/{m}  {us:10.1f} us  {2 * m**3 / us / 1e6:8.1f} TFLOP/s")
     conv_rows(g, "")
+    depthwise_rows(g)
     for batch in (64, 256):
         us = timed(mlp_step(batch, g))
         print(f"torch_mlp_train/{batch}  {us:10.1f} us")
@@ -75,6 +76,32 @@ def conv_rows(g, suffix):
         print(f"torch_conv_forward{suffix}/{batch}  {us:10.1f} us  {flops / us / 1e6:8.1f} TFLOP/s")
         us = timed(lambda: torch.autograd.grad(torch.nn.functional.conv2d(x, w, padding=2), (x, w), dy))
         print(f"torch_conv_backward{suffix}/{batch}  {us:10.1f} us  {3 * flops / us / 1e6:8.1f} TFLOP/s")
+
+
+def depthwise_rows(g):
+    """kernels.bench.cu's depthwise_fluxion: MobileNet's and ConvNeXt's depthwise layers at batch 32
+    (groups = channels, same padding), forward, with the input gradient, with the filter gradient;
+    in NCHW (PyTorch's default) and channels_last (fluxion's NHWC)."""
+    layers = ((56, 128, 3, 1), (56, 128, 3, 2), (14, 512, 3, 1), (14, 384, 7, 1))
+    for layout in ("nchw", "channels_last"):
+        fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+        for i, (hw, c, k, stride) in enumerate(layers):
+            x = torch.rand(32, c, hw, hw, device="cuda", generator=g).to(memory_format=fmt).requires_grad_()
+            w = torch.rand(c, 1, k, k, device="cuda", generator=g).to(memory_format=fmt).requires_grad_()
+            out = (hw + stride - 1) // stride
+            dy = torch.rand(32, c, out, out, device="cuda", generator=g).to(memory_format=fmt)
+
+            def conv():
+                return torch.nn.functional.conv2d(x, w, stride=stride, padding=k // 2, groups=c)
+
+            assert conv().shape == dy.shape
+            with torch.no_grad():
+                us = timed(conv)
+            print(f"torch_depthwise_{layout}/{i}/0  {us:10.1f} us")
+            us = timed(lambda: torch.autograd.grad(conv(), (x,), dy))
+            print(f"torch_depthwise_{layout}/{i}/1  {us:10.1f} us")
+            us = timed(lambda: torch.autograd.grad(conv(), (w,), dy))
+            print(f"torch_depthwise_{layout}/{i}/2  {us:10.1f} us")
 
 
 def cnn():
