@@ -58,6 +58,15 @@ build() {
   fi
 }
 
+# bounded BINARY ARGS...: one benchmark program, stopped after FLUXION_GPU_BENCH_TIMEOUT seconds
+# (default 300), so that a kernel that hangs costs one program's rows, not the device call.
+bounded() {
+  local rc=0
+  timeout "${FLUXION_GPU_BENCH_TIMEOUT:-300}" "$@" || rc=$?
+  (( rc == 124 )) && echo "run-gpu-benchmarks.sh: $(basename "$1") ran past ${FLUXION_GPU_BENCH_TIMEOUT:-300} s and was stopped" >&2
+  return 0
+}
+
 run() {
   cudnn_library_path
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
@@ -67,12 +76,12 @@ run() {
       local rev; rev=$(cat "$out/baseline/REV")
       for round in 1 2; do
         echo "=== $(basename "$binary"), baseline $rev, round $round"
-        "$base" "$@"
+        bounded "$base" "$@"
         echo "=== $(basename "$binary"), this build, round $round"
-        "$binary" "$@"
+        bounded "$binary" "$@"
       done
     else
-      "$binary" "$@"
+      bounded "$binary" "$@"
     fi
   done
   # PyTorch on the same GPU, where python3 has it (the device machines' image does).

@@ -8,6 +8,7 @@
 # `build` also builds examples/fashion_mnist_cnn.cpp for the GPU; `run` then trains one epoch with
 # `--device cuda` where the data set is found (FLUXION_DATASETS_DIR, or Debian's
 # /usr/share/datasets), and prints its test accuracy beside the suites' results.
+# FLUXION_GPU_SUITE_TIMEOUT (default 120) stops a suite that runs longer, in seconds.
 # FLUXION_GPU_ARCH (default 90: Hopper, H100/H200) picks the GPU architecture; FLUXION_GPU_BUILD_DIR
 # (default build-gpu) where the binaries go; objects go to build-gpu-obj, so that build-gpu alone
 # travels to the GPU machine. In CI the same tests run through Thrust's OpenMP
@@ -70,12 +71,16 @@ run() {
   for source in "${tests[@]}"; do
     local name; name=$(basename "$source" .test.cpp)
     echo "== $name"
-    if ! "$out/$name"; then failed+=("$name"); fi
+    # A suite that hangs on the GPU (a grid barrier that never opens) must not take the whole call.
+    local rc=0
+    timeout "${FLUXION_GPU_SUITE_TIMEOUT:-120}" "$out/$name" || rc=$?
+    (( rc == 124 )) && echo "run-gpu-tests.sh: $name ran past ${FLUXION_GPU_SUITE_TIMEOUT:-120} s and was stopped" >&2
+    (( rc == 0 )) || failed+=("$name")
   done
   local data=${FLUXION_DATASETS_DIR:-/usr/share/datasets}/fashion-mnist
   if [[ -x "$out/fashion_mnist_cnn" && -d "$data" ]]; then
     echo "== fashion_mnist_cnn --device cuda --epochs 1"
-    ( cd "$out" && ./fashion_mnist_cnn --device cuda --epochs 1 --data "$data" ) || failed+=("fashion_mnist_cnn")
+    ( cd "$out" && timeout "${FLUXION_GPU_SUITE_TIMEOUT:-120}" ./fashion_mnist_cnn --device cuda --epochs 1 --data "$data" ) || failed+=("fashion_mnist_cnn")
   else
     echo "== fashion_mnist_cnn: not run (no data set at $data)"
   fi
