@@ -209,7 +209,7 @@ void depthwise_fluxion(benchmark::State& state) {
   const layer l = layers[state.range(0)];
   const fx::index_t batch = 32, out = (l.hw + l.stride - 1) / l.stride;
   fx::tensor<float, fx::cuda> x(uniform(batch * l.hw * l.hw * l.channels, 1), {batch, l.hw, l.hw, l.channels});
-  fx::tensor<float, fx::cuda> w(uniform(l.kernel * l.kernel * l.channels, 2), {l.kernel, l.kernel, l.channels, 1});
+  fx::tensor<float, fx::cuda> w(uniform(l.kernel * l.kernel * l.channels, 2), {l.kernel, l.kernel, l.channels, fx::index_t{1}});
   fx::tensor<float, fx::cuda> dy(uniform(batch * out * out * l.channels, 3), {batch, out, out, l.channels});
   const int mode = static_cast<int>(state.range(1));
   event_timer t;

@@ -12,8 +12,9 @@ TEST_CASE("errors: nested forward accumulators beyond the configured derivative 
   // need its tangent, a second derivative.
   CHECK_THROWS_WITH_AS(fx::tensor<double>(fx::exp(x)),
                        Contains("forward_accumulator: a derivative of order above 1 was requested; define "
-                                "FLUXION_MAX_DERIVATIVE_ORDER to 2 or more for the whole program (`#define` it before "
-                                "including fluxion, or target_compile_definitions(app PRIVATE "
+                                "FLUXION_MAX_DERIVATIVE_ORDER to 2 or more in the translation units that write the "
+                                "statements being differentiated (`#define` it before including fluxion, or "
+                                "target_compile_definitions(app PRIVATE "
                                 "FLUXION_MAX_DERIVATIVE_ORDER=2) in CMake)"),
                        fx::error);
 }
@@ -32,7 +33,8 @@ TEST_CASE("errors: a tape's gradient of a gradient beyond the configured derivat
   }
   CHECK_THROWS_WITH_AS((void)outer.gradient(fx::tensor<double>(fx::reduce_sum(g)), x),
                        Contains("gradient_tape: a derivative of order above 1 was requested; define "
-                                "FLUXION_MAX_DERIVATIVE_ORDER to 2 or more for the whole program"),
+                                "FLUXION_MAX_DERIVATIVE_ORDER to 2 or more in the translation units that write the "
+                                "statements being differentiated"),
                        fx::error);
 }
 

@@ -76,7 +76,8 @@ inline constexpr int order_v = order_of<std::remove_cvref_t<E>>::value;
   const std::string next = std::to_string(max_order + 1);
   throw error(std::string(who) + ": a derivative of order above " + std::to_string(max_order) +
               " was requested; define FLUXION_MAX_DERIVATIVE_ORDER to " + next +
-              " or more for the whole program (`#define` it before including fluxion, or "
+              " or more in the translation units that write the statements being differentiated (`#define` it "
+              "before including fluxion, or "
               "target_compile_definitions(app PRIVATE FLUXION_MAX_DERIVATIVE_ORDER=" + next + ") in CMake)");
 }
 #else

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fluxion/optim.hpp"
+#include "fluxion/tensor/creation.hpp"
 #include "same_on_both_devices.hpp"
 
 // The device path is compiled in wherever Thrust's device system is (here: CUDA under nvcc, OpenMP
