@@ -34,10 +34,12 @@ namespace fx = fluxion;
 
 namespace {
 
-fx::tensor<float, fx::cuda> uniform(fx::index_t n, std::uint64_t seed) {
+fx::tensor<float, fx::cuda> uniform(const fx::shape& s, std::uint64_t seed) {
   fx::random::generator gen{seed};
-  return fx::to<fx::cuda>(fx::random::uniform<float>({n}, gen, -1.f, 1.f));
+  return fx::to<fx::cuda>(fx::random::uniform<float>(s, gen, -1.f, 1.f));
 }
+
+fx::tensor<float, fx::cuda> uniform(fx::index_t n, std::uint64_t seed) { return uniform(fx::shape{n}, seed); }
 
 void copy_d2d(benchmark::State& state) {
   const fx::index_t n = state.range(0);
@@ -99,7 +101,7 @@ void sum_fluxion(benchmark::State& state) {
 
 void sgemm_fluxion(benchmark::State& state) {
   const fx::index_t n = state.range(0);
-  fx::tensor<float, fx::cuda> a(uniform(n * n, 1), {n, n}), b(uniform(n * n, 2), {n, n});
+  fx::tensor<float, fx::cuda> a(uniform({n, n}, 1)), b(uniform({n, n}, 2));
   event_timer t;
   t.run(state, [&] {
     fx::tensor<float, fx::cuda> c = fx::matmul(a, b);
@@ -111,7 +113,7 @@ void sgemm_fluxion(benchmark::State& state) {
 
 void sgemm_cublas(benchmark::State& state) {
   const fx::index_t n = state.range(0);
-  fx::tensor<float, fx::cuda> a(uniform(n * n, 1), {n, n}), b(uniform(n * n, 2), {n, n});
+  fx::tensor<float, fx::cuda> a(uniform({n, n}, 1)), b(uniform({n, n}, 2));
   fx::tensor<float, fx::cuda> c(fx::shape{n, n});
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
@@ -148,9 +150,9 @@ void conv_fluxion(benchmark::State& state) {
   fx::detail::cudnn_layouts() = forced ? int(state.range(1) - 1) : 0;
   const long passes = fx::detail::cudnn_passes().load(), nchw = fx::detail::cudnn_nchw_passes().load();
   const auto mallocs = fx::memory::stats<fx::cuda>().system_allocations;
-  fx::tensor<float, fx::cuda> x(uniform(batch * hw * hw * ci, 1), {batch, hw, hw, ci});
-  fx::tensor<float, fx::cuda> w(uniform(k * k * ci * co, 2), {k, k, ci, co});
-  fx::tensor<float, fx::cuda> dy(uniform(batch * hw * hw * co, 3), {batch, hw, hw, co});
+  fx::tensor<float, fx::cuda> x(uniform({batch, hw, hw, ci}, 1));
+  fx::tensor<float, fx::cuda> w(uniform({k, k, ci, co}, 2));
+  fx::tensor<float, fx::cuda> dy(uniform({batch, hw, hw, co}, 3));
   event_timer t;
   t.run(state, [&] {
     if constexpr (Backward) {
@@ -185,7 +187,7 @@ void conv_fluxion(benchmark::State& state) {
 /// over this is what building the im2col matrix and gathering it back costs.
 void conv_products_fluxion(benchmark::State& state) {
   const fx::index_t p = state.range(0) * 14 * 14, k = 5 * 5 * 32, co = 64;
-  fx::tensor<float, fx::cuda> col(uniform(p * k, 1), {p, k}), w(uniform(k * co, 2), {k, co}), dy(uniform(p * co, 3), {p, co});
+  fx::tensor<float, fx::cuda> col(uniform({p, k}, 1)), w(uniform({k, co}, 2)), dy(uniform({p, co}, 3));
   event_timer t;
   t.run(state, [&] {
     fx::tensor<float, fx::cuda> y = fx::matmul(col, w);
@@ -208,9 +210,9 @@ void depthwise_fluxion(benchmark::State& state) {
   constexpr layer layers[] = {{56, 128, 3, 1}, {56, 128, 3, 2}, {14, 512, 3, 1}, {14, 384, 7, 1}};
   const layer l = layers[state.range(0)];
   const fx::index_t batch = 32, out = (l.hw + l.stride - 1) / l.stride;
-  fx::tensor<float, fx::cuda> x(uniform(batch * l.hw * l.hw * l.channels, 1), {batch, l.hw, l.hw, l.channels});
-  fx::tensor<float, fx::cuda> w(uniform(l.kernel * l.kernel * l.channels, 2), {l.kernel, l.kernel, l.channels, fx::index_t{1}});
-  fx::tensor<float, fx::cuda> dy(uniform(batch * out * out * l.channels, 3), {batch, out, out, l.channels});
+  fx::tensor<float, fx::cuda> x(uniform({batch, l.hw, l.hw, l.channels}, 1));
+  fx::tensor<float, fx::cuda> w(uniform({l.kernel, l.kernel, l.channels, 1}, 2));
+  fx::tensor<float, fx::cuda> dy(uniform({batch, out, out, l.channels}, 3));
   const int mode = static_cast<int>(state.range(1));
   event_timer t;
   t.run(state, [&] {
