@@ -5,6 +5,7 @@
 #                                      Thrust's OpenMP device system and run   ctest: backend.cuda.<name>
 #                                      and, where nvcc exists, compiled by nvcc
 #                                      with its group (one file per group)      ctest: nvcc.order0, nvcc.tape
+#   bench/cuda/<name>.bench.cu         GPU benchmark, compiled by nvcc         ctest: nvcc.bench_<name>
 #   tests/compile_fail/<name>.cpp      must NOT compile; its first line is
 #                                      `// expect-error: <regex>`              ctest: compile_fail.<name>
 #   tests/consumer/                    find_package and add_subdirectory users ctest: consumer.*
@@ -545,6 +546,26 @@ if(FLUXION_NVCC_TESTS)
                    -c "${PROJECT_SOURCE_DIR}/examples/fashion_mnist_cnn.cpp"
                    -o "${FLUXION_TESTS_BINARY_DIR}/nvcc.example_fashion_mnist_cnn.o")
   set_tests_properties(nvcc.example_fashion_mnist_cnn PROPERTIES LABELS nvcc TIMEOUT 900 COST 1000)
+endif()
+
+# The GPU benchmarks (bench/cuda/*.bench.cu), which only scripts/run-gpu-benchmarks.sh builds for a
+# GPU, compiled by nvcc as the device tests are (to PTX and cudafe++'s host pass, 13-17 s each), so
+# that a library change that breaks them fails here rather than on a lent GPU: until stop 69,
+# kernels.bench.cu had not compiled since the tape-visible reshape's static_assert, and no build
+# said so. Needs Google Benchmark's header (scripts/install-deps.sh).
+find_path(FLUXION_BENCHMARK_INCLUDE_DIR benchmark/benchmark.h)
+if(FLUXION_NVCC_TESTS AND FLUXION_BENCHMARK_INCLUDE_DIR)
+  set(bench_cudnn_flag "")
+  if(FLUXION_NVCC_CUDNN_INCLUDE_DIR)
+    set(bench_cudnn_flag -DFLUXION_USE_CUDNN=1)  # the cuDNN routes the benchmarks time
+  endif()
+  file(GLOB fluxion_cuda_bench_sources CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/bench/cuda/*.bench.cu")
+  foreach(source IN LISTS fluxion_cuda_bench_sources)
+    get_filename_component(name "${source}" NAME_WE)
+    add_test(NAME nvcc.bench_${name}
+             COMMAND "${FLUXION_NVCC}" ${fluxion_nvcc_flags} ${bench_cudnn_flag} -cuda "${source}" -o /dev/null)
+    set_tests_properties(nvcc.bench_${name} PROPERTIES LABELS nvcc TIMEOUT 900 COST 500)
+  endforeach()
 endif()
 
 # --- Compile-time tests ----------------------------------------------------------------------------
