@@ -30,12 +30,23 @@ case "$mode" in
     mkdir -p .carry
     mkdir -p "$(git rev-parse --git-dir)/info"
     grep -qx "/.carry/" "$(git rev-parse --git-dir)/info/exclude" 2>/dev/null || echo "/.carry/" >> "$(git rev-parse --git-dir)/info/exclude"
+    # The binaries' host symbol tables are a tenth of the archive and no use on the device machine
+    # (the device code, .nv_fatbin, is an allocated section and stays).
+    find "$out" -type f -perm -u+x ! -name '*.so*' -exec strip --strip-unneeded {} +
     files=("$out")
     [[ -d "$data" ]] && files+=("$data")  # travels as datasets/fashion-mnist
     tar -cf - --transform "s|^${data#/}|datasets/fashion-mnist|" "${files[@]}" 2>/dev/null | xz -9 -T2 > .carry/gpu.tar.xz
     git rev-parse --short HEAD > .carry/REV
     git diff --quiet HEAD -- include tests bench examples || echo "dirty" >> .carry/REV
     ls -la .carry
+    # The device tool carries the working tree (tracked and untracked files git does not ignore)
+    # and .carry, 64 MiB in all.
+    local_bytes=$(git ls-files -co --exclude-standard -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
+    carry_bytes=$(du -cb .carry | tail -1 | cut -f1)
+    total=$(( (local_bytes + carry_bytes) / 1048576 ))
+    echo "gpu-carry.sh: the working tree and .carry come to $total MiB of the device tool's 64"
+    (( local_bytes + carry_bytes < 64 * 1048576 )) ||
+      { echo "gpu-carry.sh: over the device tool's 64 MiB: build fewer suites, or leave out the baseline or the data set" >&2; exit 1; }
     ;;
   call)
     [[ -e .carry/gpu.tar.xz ]] || { echo "gpu-carry.sh: no .carry/gpu.tar.xz (pack it here first)" >&2; exit 1; }
