@@ -4,7 +4,7 @@
 #   scripts/gpu-carry.sh pack     here, after `scripts/run-gpu-tests.sh build` and
 #                                 `[FLUXION_GPU_BASELINE=<rev>] scripts/run-gpu-benchmarks.sh build`:
 #                                 build-gpu/ and the Fashion-MNIST files into .carry/gpu.tar.xz
-#                                 (47 MB with a baseline; the tool carries at most 64 MiB), with the commit
+#                                 (59 MB with a baseline, stripped; the tool carries at most 64 MiB), with the commit
 #                                 the binaries were built from in .carry/REV
 #   scripts/gpu-carry.sh call [benchmark arguments]
 #                                 there (the device tool's `run`, with carry [".carry"]): unpacks,
@@ -12,7 +12,12 @@
 #                                 (bench/cuda/torch_peer.py), then the benchmarks (A/B against the
 #                                 baseline when one was built; PyTorch's steps again at their end)
 #                                 with these arguments (default: the README's repetitions); the
-#                                 logs also go to $OUT
+#                                 logs go to $OUT (tests.log, torch_before.log, bench.log), a
+#                                 summary of the tests to stdout. FLUXION_GPU_TORCH_BEFORE=0 skips
+#                                 PyTorch's first run; FLUXION_GPU_PROFILE=1 adds Nsight Compute
+#                                 over the batch-256 CNN step (ncu_cnn256.csv), PyTorch's profile
+#                                 of the same step (bench/cuda/torch_profile.py) and memcheck over
+#                                 the suites in FLUXION_GPU_MEMCHECK (default: sort checks)
 # .carry stays out of git (`pack` adds it to .git/info/exclude). Before a call, check that .carry/REV
 # is the commit whose code you mean to measure (`git diff --stat $(cat .carry/REV) -- include
 # tests bench examples` shows what the binaries lack).
@@ -56,11 +61,35 @@ case "$mode" in
     [[ -d datasets/fashion-mnist ]] && export FLUXION_DATASETS_DIR=$PWD/datasets
     dest=${OUT:-/tmp}
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-    scripts/run-gpu-tests.sh run 2>&1 | tee "$dest/tests.log" || true
-    python3 bench/cuda/torch_peer.py 2>&1 | tee "$dest/torch_before.log" || true
+    stamp() { echo "=== gpu-carry.sh: $* ($((SECONDS - started)) s)"; }
+    started=$SECONDS
+    scripts/run-gpu-tests.sh run > "$dest/tests.log" 2>&1 || true
+    grep -E "^==|test cases|assertions|FAILED|passed|ran past|samples/s|accuracy" "$dest/tests.log" || true
+    stamp "tests"
+    [[ "${FLUXION_GPU_TORCH_BEFORE:-1}" == 1 ]] && { python3 bench/cuda/torch_peer.py > "$dest/torch_before.log" 2>&1 || true; }
     args=("$@")
     (( ${#args[@]} )) || args=(--benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
-    scripts/run-gpu-benchmarks.sh run "${args[@]}" 2>&1 | tee "$dest/bench.log" || true  # PyTorch again at its end
+    scripts/run-gpu-benchmarks.sh run "${args[@]}" > "$dest/bench.log" 2>&1 || true  # PyTorch again at its end
+    stamp "benchmarks"
+    if [[ "${FLUXION_GPU_PROFILE:-0}" == 1 ]]; then
+      # Where the batch-256 CNN step's time goes: Nsight Compute's duration of each kernel over
+      # 150 launches after the first 400 (im2col alone, so that the profiler's cost per launch
+      # does not change cuDNN's timed routes), PyTorch's kernels for the same step, and
+      # compute-sanitizer's memcheck over two suites of new kernels.
+      cudnn_library_path
+      ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+      [[ -n "$ncu" ]] && { timeout 90 "$ncu" --metrics gpu__time_duration.sum --cache-control none --clock-control none \
+        --launch-skip 400 --launch-count 150 --csv "$out/bench_train" \
+        --benchmark_filter='^cnn_train_nn/256/0/manual_time' --benchmark_min_time=0.01 \
+        > "$dest/ncu_cnn256.csv" 2> "$dest/ncu.err" || tail -3 "$dest/ncu.err"; }
+      timeout 60 python3 bench/cuda/torch_profile.py 256 > "$dest/torch_profile.txt" 2>&1 || true
+      for suite in ${FLUXION_GPU_MEMCHECK:-sort checks}; do
+        rc=0
+        timeout 30 compute-sanitizer --tool memcheck --leak-check no "$out/$suite" > "$dest/memcheck_$suite.log" 2>&1 || rc=$?
+        echo "memcheck $suite: exit $rc"; tail -3 "$dest/memcheck_$suite.log"
+      done
+      stamp "profiles"
+    fi
     ;;
   *)
     echo "gpu-carry.sh: expected pack or call" >&2
