@@ -55,3 +55,50 @@ TEST_CASE("unsorted_segment_max: TensorFlow's example, integers, NaN and errors"
   test::check_throws_with<fx::shape_error>([&] { (void)fx::unsorted_segment_min(c, fx::tensor<std::int32_t>{0, 1}, 2); },
                                            "unsorted_segment_min: segment_ids of shape (2,) is not a prefix of data's shape (3, 4)");
 }
+
+// Rows long enough for the vector path (37 = whole vectors and a scalar tail at every width), with
+// NaN at several lanes and zeros of both signs: max, min and sum against a naive loop, bit for bit.
+TEST_CASE_TEMPLATE("unsorted_segment_max, min and sum in vectors: NaN, signed zeros and tails against a loop", T, float,
+                   double) {
+  const fx::index_t rows = 50, inner = 37, segments = 7;
+  fx::tensor<T> x = test::random_tensor<T>({rows, inner}, 43);
+  std::vector<T> xv = x.to_vector();
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  for (fx::index_t k : {3, 17, 29, 36, 40, 77, 512, 1000, 1849}) xv[static_cast<std::size_t>(k)] = nan;
+  for (fx::index_t k : {5, 44, 81, 118}) xv[static_cast<std::size_t>(k)] = T(0);
+  for (fx::index_t k : {6, 42, 80, 155}) xv[static_cast<std::size_t>(k)] = -T(0);
+  std::copy(xv.begin(), xv.end(), x.mutable_data());
+  std::vector<std::int32_t> idv(static_cast<std::size_t>(rows));
+  for (fx::index_t k = 0; k < rows; ++k) idv[static_cast<std::size_t>(k)] = static_cast<std::int32_t>((k * 5 + k / 7) % (segments - 1));
+  fx::tensor<std::int32_t> ids(fx::shape{rows});  // the last segment stays empty
+  std::copy(idv.begin(), idv.end(), ids.mutable_data());
+  const auto mx = fx::tensor<T>(fx::unsorted_segment_max(x, ids, segments)).to_vector();
+  const auto mn = fx::tensor<T>(fx::unsorted_segment_min(x, ids, segments)).to_vector();
+  const auto sm = fx::tensor<T>(fx::unsorted_segment_sum(x, ids, segments)).to_vector();
+  std::vector<T> want_max(static_cast<std::size_t>(segments * inner), std::numeric_limits<T>::lowest());
+  std::vector<T> want_min(want_max.size(), std::numeric_limits<T>::max()), want_sum(want_max.size(), T(0));
+  for (fx::index_t k = 0; k < rows; ++k)
+    for (fx::index_t i = 0; i < inner; ++i) {
+      const T v = xv[static_cast<std::size_t>(k * inner + i)];
+      const auto o = static_cast<std::size_t>(idv[static_cast<std::size_t>(k)] * inner + i);
+      if (v > want_max[o] || v != v) want_max[o] = v;
+      if (v < want_min[o] || v != v) want_min[o] = v;
+      want_sum[o] += v;
+    }
+  auto same_bits = [](const std::vector<T>& got, const std::vector<T>& want) {
+    REQUIRE(got.size() == want.size());
+    for (std::size_t e = 0; e < got.size(); ++e) {
+      INFO("element " << e << ": " << got[e] << " against " << want[e]);
+      if (std::isnan(want[e])) {
+        CHECK(std::isnan(got[e]));
+      } else {
+        CHECK(got[e] == want[e]);
+        CHECK(std::signbit(got[e]) == std::signbit(want[e]));
+      }
+    }
+  };
+  same_bits(mx, want_max);
+  same_bits(mn, want_min);
+  same_bits(sm, want_sum);
+  CHECK(std::count_if(mx.begin(), mx.end(), [](T v) { return std::isnan(v); }) > 0);
+}

@@ -51,15 +51,40 @@ tensor<T, D> segment_extreme(const tensor<T, D>& data, const tensor<I, D>& ids, 
     for (index_t e = 0; e < out.size(); ++e) o[e] = init;
     const T* x = data.data();
     const I* id = ids.data();
-    for (index_t k = 0; k < n_ids; ++k) {
-      const auto s = static_cast<index_t>(id[k]);
-      if (s < 0 || s >= segments) continue;
-      for (index_t i = 0; i < inner; ++i) {
-        const T v = x[k * inner + i];
-        T& m = o[s * inner + i];
-        if ((is_max ? v > m : v < m) || v != v) m = v;  // a NaN stays: nothing compares above it
+    // A NaN stays: nothing compares above it. In vectors for float and double (g++'s -O2 left
+    // the plain loop scalar: 3.7x its -O3 time); the same comparisons, element by element.
+    auto rows = [&]<bool IsMax>() {
+      for (index_t k = 0; k < n_ids; ++k) {
+        const auto s = static_cast<index_t>(id[k]);
+        if (s < 0 || s >= segments) continue;
+        const T* xr = x + k * inner;
+        T* orow = o + s * inner;
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+          kernels::for_each_channel_chunk<T>(inner, [&](auto ops, index_t i) {
+            using O = decltype(ops);
+            const auto v = O::loadu(xr + i), m = O::loadu(orow + i);
+            if constexpr (O::width == 1) {
+              O::storeu(orow + i, ((IsMax ? v > m : v < m) || v != v) ? v : m);
+            } else {
+              if constexpr (IsMax) O::storeu(orow + i, xsimd::select((v > m) | xsimd::isnan(v), v, m));
+              else O::storeu(orow + i, xsimd::select((v < m) | xsimd::isnan(v), v, m));
+            }
+          });
+        } else {
+          for (index_t i = 0; i < inner; ++i) {
+            const T v = xr[i];
+            T& m = orow[i];
+            if constexpr (std::is_floating_point_v<T>) {
+              if ((IsMax ? v > m : v < m) || v != v) m = v;
+            } else if (IsMax ? v > m : v < m) {
+              m = v;
+            }
+          }
+        }
       }
-    }
+    };
+    if (is_max) rows.template operator()<true>();
+    else rows.template operator()<false>();
     return out;
   }
 }
