@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "../backend/cpu/detail/simd_ops.hpp"
 #include "../backend/cpu/thread_pool.hpp"
 #include "../core/shape.hpp"
 #include "elementwise.hpp"

@@ -14,6 +14,7 @@
 #include <string>
 #include <type_traits>
 
+#include "../backend/cpu/detail/simd_ops.hpp"
 #include "../backend/cpu/thread_pool.hpp"
 #include "../core/config.hpp"
 #include "../core/shape.hpp"
