@@ -56,3 +56,14 @@ require_free_space() {
     exit 1
   fi
 }
+
+# run_limited SECONDS COMMAND ARGS...: COMMAND under `timeout`, saying on stderr when it ran past
+# the limit and was stopped (a GPU kernel that hangs costs its own results, not a device call).
+# Returns COMMAND's status, 124 when stopped.
+run_limited() {
+  local limit=$1 rc=0
+  shift
+  timeout "$limit" "$@" || rc=$?
+  (( rc != 124 )) || echo "$(basename "$1") ran past $limit s and was stopped" >&2
+  return $rc
+}

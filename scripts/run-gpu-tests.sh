@@ -72,15 +72,12 @@ run() {
     local name; name=$(basename "$source" .test.cpp)
     echo "== $name"
     # A suite that hangs on the GPU (a grid barrier that never opens) must not take the whole call.
-    local rc=0
-    timeout "${FLUXION_GPU_SUITE_TIMEOUT:-120}" "$out/$name" || rc=$?
-    (( rc == 124 )) && echo "run-gpu-tests.sh: $name ran past ${FLUXION_GPU_SUITE_TIMEOUT:-120} s and was stopped" >&2
-    (( rc == 0 )) || failed+=("$name")
+    run_limited "${FLUXION_GPU_SUITE_TIMEOUT:-120}" "$out/$name" || failed+=("$name")
   done
   local data=${FLUXION_DATASETS_DIR:-/usr/share/datasets}/fashion-mnist
   if [[ -x "$out/fashion_mnist_cnn" && -d "$data" ]]; then
     echo "== fashion_mnist_cnn --device cuda --epochs 1"
-    ( cd "$out" && timeout "${FLUXION_GPU_SUITE_TIMEOUT:-120}" ./fashion_mnist_cnn --device cuda --epochs 1 --data "$data" ) || failed+=("fashion_mnist_cnn")
+    ( cd "$out" && run_limited "${FLUXION_GPU_SUITE_TIMEOUT:-120}" ./fashion_mnist_cnn --device cuda --epochs 1 --data "$data" ) || failed+=("fashion_mnist_cnn")
   else
     echo "== fashion_mnist_cnn: not run (no data set at $data)"
   fi

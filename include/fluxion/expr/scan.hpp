@@ -108,25 +108,13 @@ void scan_rows(index_t outer, index_t length, index_t inner, bool reverse, const
 /// in the same order as cumsum_lane.
 template <class T>
 void cumsum_rows(const T* x, T* y, index_t outer, index_t length, index_t inner, bool exclusive, bool reverse) {
-  // out[i] = a[i] + b[i] for i < n: in xsimd vectors for float and double, since g++'s -O2 (the
-  // README's flags) leaves the plain loop scalar (out may overlap a or b): 1.3-1.5x its -O3 time.
-  auto add = [](T* out, const T* a, const T* b, index_t n) {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      kernels::for_each_channel_chunk<T>(n, [&](auto ops, index_t i) {
-        using O = decltype(ops);
-        O::storeu(out + i, O::loadu(a + i) + O::loadu(b + i));
-      });
-    } else {
-      for (index_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-    }
-  };
   scan_rows(outer, length, inner, reverse, [&](index_t at, index_t before, index_t i0, index_t i1) {
     if (before < 0) {
       for (index_t i = i0; i < i1; ++i) y[at + i] = exclusive ? T(0) : x[at + i];
     } else if (exclusive) {
-      add(y + at + i0, y + before + i0, x + before + i0, i1 - i0);
+      kernels::add_arrays(y + at + i0, y + before + i0, x + before + i0, i1 - i0);
     } else {
-      add(y + at + i0, y + before + i0, x + at + i0, i1 - i0);
+      kernels::add_arrays(y + at + i0, y + before + i0, x + at + i0, i1 - i0);
     }
   });
 }

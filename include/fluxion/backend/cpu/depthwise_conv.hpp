@@ -408,11 +408,7 @@ void depthwise_conv2d_backward_filter(const depthwise2d_shape& s, const T* input
     }
   });
   for (index_t k = 1; k < chunks; ++k) {
-    const T* p = partials.data() + (k - 1) * fsize;
-    for_each_channel_chunk<T>(fsize, [&](auto ops, index_t i) {
-      using O = decltype(ops);
-      O::storeu(grad_filter + i, O::loadu(grad_filter + i) + O::loadu(p + i));
-    });
+    add_arrays(grad_filter, grad_filter, partials.data() + (k - 1) * fsize, fsize);
   }
 }
 

@@ -52,6 +52,8 @@ struct simd_ops {
   }
   /// The larger of a and b, NaN if either is NaN (math::beats_max: b is the maximum so far).
   static FLUXION_ALWAYS_INLINE batch max(batch a, batch b) { return xsimd::select((a > b) | xsimd::isnan(a), a, b); }
+  /// The smaller of a and b, NaN if either is NaN (b is the minimum so far).
+  static FLUXION_ALWAYS_INLINE batch min(batch a, batch b) { return xsimd::select((a < b) | xsimd::isnan(a), a, b); }
   /// Lanes where a takes the place of the maximum so far, b (math::beats_max), take x, the others y.
   static FLUXION_ALWAYS_INLINE auto beats_max(batch a, batch b) { return ((a > b) | xsimd::isnan(a)) & (b == b); }
   static FLUXION_ALWAYS_INLINE batch select_beats_max(batch a, batch b, batch x, batch y) {
@@ -79,6 +81,7 @@ struct simd_ops<T, false> {
   static FLUXION_ALWAYS_INLINE T sum(T v) { return v; }
   static FLUXION_ALWAYS_INLINE void sum_each(const T* v, T* out) { *out = *v; }
   static FLUXION_ALWAYS_INLINE T max(T a, T b) { return (a > b || a != a) ? a : b; }
+  static FLUXION_ALWAYS_INLINE T min(T a, T b) { return (a < b || a != a) ? a : b; }
   static FLUXION_ALWAYS_INLINE bool beats_max(T a, T b) { return math::beats_max(a, b); }
   static FLUXION_ALWAYS_INLINE T select_beats_max(T a, T b, T x, T y) { return beats_max(a, b) ? x : y; }
   static FLUXION_ALWAYS_INLINE T max_ordered(T a, T b) { return a > b ? a : b; }
@@ -94,6 +97,21 @@ FLUXION_ALWAYS_INLINE void for_each_channel_chunk(index_t c, Body&& body) {
   index_t ch = 0;
   for (; ch + w <= c; ch += w) body(simd_ops<T>{}, ch);
   for (; ch < c; ++ch) body(simd_ops<T, false>{}, ch);
+}
+
+/// out[i] = a[i] + b[i] for i < n (out may be a or b), element by element: in vectors for float and
+/// double, where g++'s -O2 would leave the plain loop scalar (the arrays may overlap); a plain loop
+/// for other types.
+template <class T>
+FLUXION_ALWAYS_INLINE void add_arrays(T* out, const T* a, const T* b, index_t n) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    for_each_channel_chunk<T>(n, [&](auto ops, index_t i) {
+      using O = decltype(ops);
+      O::storeu(out + i, O::loadu(a + i) + O::loadu(b + i));
+    });
+  } else {
+    for (index_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  }
 }
 
 }  // namespace fluxion::detail::kernels
