@@ -100,6 +100,54 @@ TEST_CASE("top_k: the k largest of each row, ties to the lower position, NaN fir
   test::check_throws_with<fx::out_of_range>([&] { (void)fx::sort(x, 2); }, "sort: axis 2 is out of range");
 }
 
+/// The first k of each row of x (rows of n) in sorted order by fx::detail::sorted_positions (top_k's
+/// kernel, both directions), against naive_argsort.
+template <class T>
+void check_first_k(const std::vector<double>& xv, fx::index_t rows, fx::index_t n, fx::index_t k, bool descending) {
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(descending);
+  std::vector<T> cast(xv.begin(), xv.end());
+  const fx::tensor<T> x = fx::from_vector(cast, fx::shape{rows, n});
+  const auto got = fx::detail::sorted_positions(x, 1, k, descending, "test").to_vector();
+  const auto want = naive_argsort(std::vector<double>(cast.begin(), cast.end()), fx::shape{rows, n}, 1, descending);
+  for (fx::index_t r = 0; r < rows; ++r)
+    for (fx::index_t j = 0; j < k; ++j)
+      CHECK(got[static_cast<std::size_t>(r * k + j)] == want[static_cast<std::size_t>(r * n + j)]);
+}
+
+TEST_CASE("top_k's few largest (k at most n / 8): lanes read in vectors and in place, against a stable sort") {
+  // Lengths that are and are not whole vectors (16 floats or 8 doubles with AVX-512), k on either
+  // side of a vector's width, and lanes of random values, of many ties, in order, in reverse order,
+  // all equal, and with infinities; the NaN lane takes the general path.
+  for (fx::index_t n : {16, 17, 64, 100, 136, 1003}) {
+    for (fx::index_t k : {1, 2, 7, 8, 9, 16, 17}) {
+      if (k * 8 > n) continue;
+      const fx::index_t rows = 7;
+      auto xv = test::random_tensor<double>({rows, n}, static_cast<std::uint64_t>(n * 31 + k), -1, 1).to_vector();
+      for (fx::index_t j = 0; j < n; ++j) {
+        xv[static_cast<std::size_t>(1 * n + j)] = std::floor(xv[static_cast<std::size_t>(1 * n + j)] * 2);  // 4 values
+        xv[static_cast<std::size_t>(2 * n + j)] = static_cast<double>(j);
+        xv[static_cast<std::size_t>(3 * n + j)] = static_cast<double>(n - j);
+        xv[static_cast<std::size_t>(4 * n + j)] = 0.5;
+      }
+      xv[static_cast<std::size_t>(5 * n + n / 2)] = std::numeric_limits<double>::infinity();
+      xv[static_cast<std::size_t>(5 * n + n - 1)] = -std::numeric_limits<double>::infinity();
+      xv[static_cast<std::size_t>(6 * n + n / 3)] = std::nan("");
+      for (bool descending : {true, false}) {
+        check_first_k<float>(xv, rows, n, k, descending);
+        check_first_k<double>(xv, rows, n, k, descending);
+      }
+    }
+  }
+  // The values of top_k are the operand's at the positions, in a contiguous row of 1000.
+  const auto row = test::random_tensor<float>({2, 1000}, 9);
+  auto [values, indices] = fx::top_k(row, 10);
+  const auto rv = row.to_vector(), vv = values.to_vector();
+  const auto iv = indices.to_vector();
+  for (std::size_t j = 0; j < vv.size(); ++j) CHECK(vv[j] == rv[(j / 10) * 1000 + static_cast<std::size_t>(iv[j])]);
+}
+
 TEST_CASE("take_along_axis: reads the given positions of each lane; bad indices name their position") {
   fx::tensor<double> x = {{10, 11, 12}, {20, 21, 22}};
   fx::tensor<std::int64_t> i = {{2, 2, 0, 1}, {0, 1, 1, 1}};

@@ -7,7 +7,14 @@
 // leaf's shape only at the leaf (or at a shape-changing node). Kernel boundaries (reductions,
 // matmul, gather, concat, pad, reshape) materialize the gradient they receive and emit new
 // expressions for their operands.
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "../expr/evaluate.hpp"
+#ifndef FLUXION_AUTODIFF_BACKPROP_HPP
+#define FLUXION_AUTODIFF_BACKPROP_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <type_traits>
 #include <vector>
@@ -445,3 +452,5 @@ struct backward<cumsum_expr<A>> {
 };
 
 }  // namespace fluxion::autodiff
+
+#endif  // FLUXION_AUTODIFF_BACKPROP_HPP

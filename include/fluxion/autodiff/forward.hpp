@@ -12,7 +12,14 @@
 // Forward mode is opt-in: define FLUXION_FORWARD_MODE to 1 before including fluxion. Without it no
 // statement instantiates a tangent function (core/config.hpp), and using forward mode does not
 // compile.
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "../expr/evaluate.hpp"
+#ifndef FLUXION_AUTODIFF_FORWARD_HPP
+#define FLUXION_AUTODIFF_FORWARD_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <any>
 #include <cstdint>
@@ -369,3 +376,5 @@ auto jvp(F&& f, const tensor<T, D>& primal, const tensor<T, D>& tangent) {
 }  // namespace fluxion
 
 #endif  // FLUXION_FORWARD_MODE
+
+#endif  // FLUXION_AUTODIFF_FORWARD_HPP

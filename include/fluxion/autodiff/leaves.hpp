@@ -1,5 +1,12 @@
 // Enumerating the tensors an expression reads, for the tape and the forward accumulator.
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "../expr/evaluate.hpp"
+#ifndef FLUXION_AUTODIFF_LEAVES_HPP
+#define FLUXION_AUTODIFF_LEAVES_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <cstdint>
 
@@ -157,3 +164,5 @@ bool reads_any(const E& e, detail::function_ref<bool(std::uint64_t)> tracked) {
 }
 
 }  // namespace fluxion::autodiff
+
+#endif  // FLUXION_AUTODIFF_LEAVES_HPP

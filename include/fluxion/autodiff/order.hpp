@@ -7,7 +7,14 @@
 // builds is wrapped in grad_expr<K, G>, a transparent node whose type carries the derivative
 // order K; statements of order FLUXION_MAX_DERIVATIVE_ORDER are still evaluated but record no
 // backward function of their own. Asking for a higher derivative then throws at run time.
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "../expr/evaluate.hpp"
+#ifndef FLUXION_AUTODIFF_ORDER_HPP
+#define FLUXION_AUTODIFF_ORDER_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <algorithm>
 #include <string>
@@ -92,3 +99,5 @@ grad_expr<K, std::remove_cvref_t<G>> as_order(G&& g) {
 
 }  // namespace autodiff
 }  // namespace fluxion
+
+#endif  // FLUXION_AUTODIFF_ORDER_HPP

@@ -1,7 +1,14 @@
 // The recording hook: what happens when a statement is materialized while a gradient tape or a
 // forward accumulator is alive. Included at the end of expr/evaluate.hpp, so that every
 // materialization can be offered to autodiff without the core naming any autodiff type.
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "../expr/evaluate.hpp"
+#ifndef FLUXION_AUTODIFF_RECORD_HPP
+#define FLUXION_AUTODIFF_RECORD_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <cstdint>
 #include <type_traits>
@@ -76,3 +83,5 @@ void on_materialize_forward(const E& e, const tensor<T, Device>& out) {
 #endif
 
 }  // namespace fluxion::detail
+
+#endif  // FLUXION_AUTODIFF_RECORD_HPP

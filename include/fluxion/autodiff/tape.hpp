@@ -11,7 +11,14 @@
 // `while` decide what runs; the tape sees only what ran. Tapes are thread-local and nest: while
 // an outer tape records, an inner tape's gradient() is recorded by the outer one, which gives
 // higher derivatives with no extra machinery (principle 5).
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "../expr/evaluate.hpp"
+#ifndef FLUXION_AUTODIFF_TAPE_HPP
+#define FLUXION_AUTODIFF_TAPE_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <any>
 #include <cstdint>
@@ -686,3 +693,5 @@ template <std::size_t I, class Tensor, std::size_t N>
 struct std::tuple_element<I, fluxion::gradient_list<Tensor, N>> {
   using type = Tensor;
 };
+
+#endif  // FLUXION_AUTODIFF_TAPE_HPP

@@ -26,6 +26,11 @@
 #ifndef MPICH_SKIP_MPICXX
 #define MPICH_SKIP_MPICXX 1
 #endif
+// Without MPI's headers the include below fails with "mpi.h: No such file or directory", which
+// names neither fluxion nor what to do about it.
+#if defined(__has_include) && !__has_include(<mpi.h>)
+#error "<fluxion/distributed.hpp> needs MPI (Open MPI or MPICH, e.g. Debian's libopenmpi-dev): link the CMake target fluxion::mpi, or compile with mpicxx"
+#else  // the rest of the header only where MPI is, so that the message above is the only one
 #include <mpi.h>
 
 #include <cstdint>
@@ -331,3 +336,5 @@ class communicator {
 };
 
 }  // namespace fluxion::distributed
+
+#endif  // __has_include(<mpi.h>)

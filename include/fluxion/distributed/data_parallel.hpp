@@ -41,6 +41,7 @@
 #include "../optim/optimizer.hpp"
 #include "../tensor/creation.hpp"
 #include "communicator.hpp"
+#if !defined(__has_include) || __has_include(<mpi.h>)  // otherwise communicator.hpp said what is missing
 
 namespace fluxion::distributed {
 
@@ -289,3 +290,5 @@ class data_parallel {
 };
 
 }  // namespace fluxion::distributed
+
+#endif  // __has_include(<mpi.h>)

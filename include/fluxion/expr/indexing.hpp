@@ -8,7 +8,14 @@
 // gather checks its indices when it is built, so a bad index throws at once on the cpu:
 // "gather: indices = 7 is not in [0, 3)". On fx::cuda the check is a kernel, and the thread's next
 // read from the device throws the same message (check_index_range, backend/cuda/checks.hpp).
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "evaluate.hpp"
+#ifndef FLUXION_EXPR_INDEXING_HPP
+#define FLUXION_EXPR_INDEXING_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <algorithm>
 #include <cstring>
@@ -589,3 +596,5 @@ auto pad(A&& a, std::vector<std::pair<index_t, index_t>> paddings, value_type_t<
 }
 
 }  // namespace fluxion
+
+#endif  // FLUXION_EXPR_INDEXING_HPP

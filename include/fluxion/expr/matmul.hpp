@@ -6,7 +6,14 @@
 //
 // matmul is a kernel boundary: its operands are materialized, and its result is fused into the
 // statement that reads it.
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "evaluate.hpp"
+#ifndef FLUXION_EXPR_MATMUL_HPP
+#define FLUXION_EXPR_MATMUL_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <string>
 #include <vector>
@@ -149,3 +156,5 @@ auto matmul(A&& a, B&& b, matmul_options opt = {}) {
 }
 
 }  // namespace fluxion
+
+#endif  // FLUXION_EXPR_MATMUL_HPP

@@ -47,17 +47,42 @@ struct recurrence_lane {
   index_t length, inner;
   bool exclusive, reverse;
   T coefficient, initial;
+};
+
+/// recurrence_lane with whether it has a and b fixed in its type, so that the step has no branch:
+/// g++ -O2 does not unswitch loops, and discounted returns (a constant coefficient) ran 1.4-1.5x
+/// their -O3 time.
+template <class T, bool HasA, bool HasB>
+struct recurrence_lane_of : recurrence_lane<T> {
   FLUXION_HOST_DEVICE T next(index_t at, T h) const {
-    const T c = a ? a[at] : coefficient;
-    return b ? T(c * h + b[at]) : T(c * h);
+    const T c = HasA ? this->a[at] : this->coefficient;
+    if constexpr (HasB) {
+      return T(c * h + this->b[at]);
+    } else {
+      return T(c * h);
+    }
   }
   FLUXION_HOST_DEVICE void operator()(index_t lane) const { scan_lane(*this, lane); }
 };
 
+/// run(recurrence_lane_of<T, a?, b?>) for the lane f: which of a and b it has, as types.
+template <class T, class Run>
+void with_recurrence_lane(const recurrence_lane<T>& f, const Run& run) {
+  if (f.a && f.b) {
+    run(recurrence_lane_of<T, true, true>{f});
+  } else if (f.a) {
+    run(recurrence_lane_of<T, true, false>{f});
+  } else if (f.b) {
+    run(recurrence_lane_of<T, false, true>{f});
+  } else {
+    run(recurrence_lane_of<T, false, false>{f});
+  }
+}
+
 /// The recurrence on the cpu where the lanes are `inner` > 1 elements apart (scan_rows): the same
-/// operations as recurrence_lane in the same order.
-template <class T>
-void recurrence_rows(const recurrence_lane<T>& f, index_t outer) {
+/// operations as recurrence_lane_of in the same order.
+template <class F>
+void recurrence_rows(const F& f, index_t outer) {
   scan_rows(outer, f.length, f.inner, f.reverse, [&](index_t at, index_t before, index_t i0, index_t i1) {
     if (before < 0) {
       for (index_t i = i0; i < i1; ++i) f.y[at + i] = f.exclusive ? f.initial : f.next(at + i, f.initial);
@@ -104,13 +129,12 @@ struct recurrence_expr : detail::boundary_expr<recurrence_expr<T, Device>, T, De
     if (y.size() == 0) return y;
     const detail::recurrence_lane<T> lane{a.is_none() ? nullptr : a.data(), b.is_none() ? nullptr : b.data(),
                                           y.mutable_data(), length, inner, exclusive, reverse, coefficient, initial};
-    if constexpr (std::is_same_v<Device, cpu>) {
-      if (inner > 1) {
-        detail::recurrence_rows(lane, y.size() / (length * inner));
-        return y;
+    detail::with_recurrence_lane(lane, [&](const auto& f) {
+      if constexpr (std::is_same_v<Device, cpu>) {
+        if (inner > 1) return detail::recurrence_rows(f, y.size() / (length * inner));
       }
-    }
-    detail::lane_kernel<Device>::run(y.size() / length, lane);
+      detail::lane_kernel<Device>::run(y.size() / length, f);
+    });
     return y;
   }
 };

@@ -6,7 +6,14 @@
 //
 // A reduction consumes its operand's view directly: the elementwise tree under it runs inside
 // the reduction loop.
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "evaluate.hpp"
+#ifndef FLUXION_EXPR_REDUCE_HPP
+#define FLUXION_EXPR_REDUCE_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <bit>
 #include <limits>
@@ -239,3 +246,5 @@ auto norm(A&& a, double ord = 2, const axes& ax = {}, bool keep = false) {
 }
 
 }  // namespace fluxion
+
+#endif  // FLUXION_EXPR_REDUCE_HPP

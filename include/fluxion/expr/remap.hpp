@@ -6,7 +6,14 @@
 //   auto y = fx::transpose(x) + b;             // one loop, x read through swapped strides
 //   auto z = fx::strided_slice(x, {0, 1}, {fx::end, fx::end}, {2, 1});
 //   auto r = fx::reshape(t, {-1, 4});
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "evaluate.hpp"
+#ifndef FLUXION_EXPR_REMAP_HPP
+#define FLUXION_EXPR_REMAP_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <concepts>
 #include <limits>
@@ -384,3 +391,5 @@ struct unreduce_map {
 };
 
 }  // namespace fluxion::detail
+
+#endif  // FLUXION_EXPR_REMAP_HPP

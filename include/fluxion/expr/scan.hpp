@@ -8,7 +8,14 @@
 // of every other axis) is summed in order along the axis, in the operand's type, as TensorFlow
 // does. Its gradient is the cumulative sum of the incoming gradient in the other direction, and its
 // tangent the cumulative sum of the operand's tangent, so it is differentiable to any order.
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "evaluate.hpp"
+#ifndef FLUXION_EXPR_SCAN_HPP
+#define FLUXION_EXPR_SCAN_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <algorithm>
 #include <string>
@@ -63,16 +70,25 @@ struct lane_kernel<Device> {  // a template: see sort_kernel<cpu> in sort.hpp
 /// and f.y gets the state after each element, or before it where f.exclusive. (Eight lanes of
 /// (256, 4096) interleaved, to hide each step's latency, ran 1.7-4 times slower: their rows are
 /// 16 KiB apart, so every stream lands in the same cache sets.)
-template <class F>
-FLUXION_HOST_DEVICE void scan_lane(const F& f, index_t lane) {
+/// The walk has f.exclusive fixed, so that its loop has no branch: g++ -O2 does not unswitch loops.
+template <bool Exclusive, class F>
+FLUXION_HOST_DEVICE void scan_lane_walk(const F& f, index_t lane) {
   const index_t outer = lane / f.inner, first = outer * f.length * f.inner + (lane - outer * f.inner);
   const index_t step = f.reverse ? -f.inner : f.inner;
   index_t at = f.reverse ? first + (f.length - 1) * f.inner : first;
   auto h = f.initial;
   for (index_t k = 0; k < f.length; ++k, at += step) {
-    if (f.exclusive) f.y[at] = h;
+    if constexpr (Exclusive) f.y[at] = h;
     h = f.next(at, h);
-    if (!f.exclusive) f.y[at] = h;
+    if constexpr (!Exclusive) f.y[at] = h;
+  }
+}
+template <class F>
+FLUXION_HOST_DEVICE void scan_lane(const F& f, index_t lane) {
+  if (f.exclusive) {
+    scan_lane_walk<true>(f, lane);
+  } else {
+    scan_lane_walk<false>(f, lane);
   }
 }
 
@@ -172,3 +188,5 @@ auto cumsum(A&& a, int axis = 0, cumsum_options options = {}) {
 }
 
 }  // namespace fluxion
+
+#endif  // FLUXION_EXPR_SCAN_HPP

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "../backend/cpu/detail/simd_ops.hpp"
 #include "../core/config.hpp"
 #include "../core/shape.hpp"
 #include "elementwise.hpp"
@@ -93,20 +94,90 @@ struct sort_kernel<Device> {
         std::sort(items.begin(), items.begin() + k, by_value);
       }
     }
+    /// Whether lanes of T that are contiguous (inner == 1) are read in xsimd vectors.
+    static constexpr bool vectors = kernels::has_xsimd_arch && (std::is_same_v<T, float> || std::is_same_v<T, double>);
+    /// Whether the lane has a NaN: in vectors where it is contiguous.
+    bool has_nan(const T* first) const {
+      bool nan = false;
+      index_t j = 0;
+      if constexpr (vectors) {
+        using O = kernels::simd_ops<T>;
+        if (inner == 1)
+          for (; j + O::width <= n; j += O::width) nan |= O::any_nan(O::loadu(first + j));
+      }
+      for (; j < n; ++j) nan |= first[j * inner] != first[j * inner];
+      return nan;
+    }
+    /// first_k's insertion for a lane without NaN, read in place: the k-th best value so far is
+    /// kept in a register, and a value that does not beat it is passed over. Positions only grow,
+    /// so a tie never moves a value ahead: the same order as first_k's. Where the lane is contiguous
+    /// and k is at most a vector's width, one pass in vectors first takes each vector lane's best,
+    /// and the k-th best of those, `floor`: at least k values are as good, so nothing worse can be
+    /// among the first k, and the insertion is offered only what reaches it (a vector at a time,
+    /// most holding none): for k = 10 of 1000 uniform values, about 15 values instead of about 60
+    /// insertions and 40 vectors read one value at a time.
+    template <class Before>
+    void best_k(const T* first, std::vector<std::pair<T, std::int32_t>>& best, Before before) const {
+      best.resize(static_cast<std::size_t>(k));
+      index_t filled = 0;
+      T kth{};
+      auto offer = [&](index_t j, T v) {
+        if (filled == k && !before(v, kth)) return;
+        index_t at = filled < k ? filled++ : k - 1;
+        for (; at > 0 && before(v, best[static_cast<std::size_t>(at - 1)].first); --at)
+          best[static_cast<std::size_t>(at)] = best[static_cast<std::size_t>(at - 1)];
+        best[static_cast<std::size_t>(at)] = {v, static_cast<std::int32_t>(j)};
+        kth = best[static_cast<std::size_t>(filled - 1)].first;
+      };
+      if constexpr (vectors) {
+        using O = kernels::simd_ops<T>;
+        constexpr index_t w = O::width;
+        if (inner == 1 && n >= w && k <= w) {
+          auto edge = O::loadu(first);
+          index_t j = w;
+          for (; j + w <= n; j += w) edge = descending ? xsimd::max(edge, O::loadu(first + j)) : xsimd::min(edge, O::loadu(first + j));
+          T lanes[w];
+          O::storeu(lanes, edge);
+          // The k-th best of the w lanes' best: the least that fewer than k others beat. Counted
+          // without a branch (w <= 16): a sort of them took longer than the rest of the lane.
+          T floor = lanes[0];
+          bool found = false;
+          for (index_t a = 0; a < w; ++a) {
+            index_t beaten = 0;
+            for (index_t b = 0; b < w; ++b) beaten += before(lanes[b], lanes[a]);
+            const bool in = beaten < k && (!found || before(floor, lanes[a]));
+            floor = in ? lanes[a] : floor;
+            found = found || in;
+          }
+          const auto floors = O::splat(floor);
+          for (j = 0; j + w <= n; j += w) {
+            const auto v = O::loadu(first + j);
+            if (!xsimd::any(descending ? v >= floors : v <= floors)) continue;
+            for (index_t e = j; e < j + w; ++e)
+              if (!before(floor, first[e])) offer(e, first[e]);
+          }
+          for (; j < n; ++j)
+            if (!before(floor, first[j])) offer(j, first[j]);
+          return;
+        }
+      }
+      for (index_t j = 0; j < n; ++j) offer(j, first[j * inner]);
+    }
     void operator()(index_t lane) const {
       thread_local std::vector<std::pair<T, std::int32_t>> items;
       const index_t o = lane / inner, i = lane - o * inner;
       const T* first = x + o * n * inner + i;
-      items.resize(static_cast<std::size_t>(n));
-      bool nan = false;
-      for (index_t j = 0; j < n; ++j) {
-        const T v = first[j * inner];
-        nan = nan || v != v;
-        items[static_cast<std::size_t>(j)] = {v, static_cast<std::int32_t>(j)};
+      const bool nan = has_nan(first);
+      if (!nan && k * 8 <= n) {
+        if (descending) best_k(first, items, [](T a, T b) { return b < a; });
+        else best_k(first, items, [](T a, T b) { return a < b; });
+      } else {
+        items.resize(static_cast<std::size_t>(n));
+        for (index_t j = 0; j < n; ++j) items[static_cast<std::size_t>(j)] = {first[j * inner], static_cast<std::int32_t>(j)};
+        if (nan) first_k(items, sort_order<T>{descending});
+        else if (descending) first_k(items, [](T a, T b) { return b < a; });
+        else first_k(items, [](T a, T b) { return a < b; });
       }
-      if (nan) first_k(items, sort_order<T>{descending});
-      else if (descending) first_k(items, [](T a, T b) { return b < a; });
-      else first_k(items, [](T a, T b) { return a < b; });
       std::int32_t* to = out + o * k * inner + i;
       for (index_t j = 0; j < k; ++j) to[j * inner] = items[static_cast<std::size_t>(j)].second;
     }

@@ -8,7 +8,14 @@
 // cache) and swaps it in, so tensors read from the variable earlier, such as those a gradient
 // tape saved, never change under their holder. The version counter increments on every
 // assignment.
-#pragma once
+
+// The expression and autodiff headers include one another: evaluate.hpp ends by including
+// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
+// brings them all in an order that compiles, whichever of them a program includes first.
+#include "../expr/evaluate.hpp"
+#ifndef FLUXION_TENSOR_VARIABLE_HPP
+#define FLUXION_TENSOR_VARIABLE_HPP
+#pragma once  // after the guard: the include above may bring this file in first
 
 #include <atomic>
 #include <cstdint>
@@ -163,3 +170,5 @@ class variable {
 };
 
 }  // namespace fluxion
+
+#endif  // FLUXION_TENSOR_VARIABLE_HPP
