@@ -8,13 +8,10 @@
 // matmul, gather, concat, pad, reshape) materialize the gradient they receive and emit new
 // expressions for their operands.
 
-// The expression and autodiff headers include one another: evaluate.hpp ends by including
-// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
-// brings them all in an order that compiles, whichever of them a program includes first.
-#include "../expr/evaluate.hpp"
+#include "../expr/evaluate.hpp"  // first, outside the guard: see "Include order" in expr/evaluate.hpp
 #ifndef FLUXION_AUTODIFF_BACKPROP_HPP
 #define FLUXION_AUTODIFF_BACKPROP_HPP
-#pragma once  // after the guard: the include above may bring this file in first
+#pragma once
 
 #include <type_traits>
 #include <vector>

@@ -8,13 +8,10 @@
 // order K; statements of order FLUXION_MAX_DERIVATIVE_ORDER are still evaluated but record no
 // backward function of their own. Asking for a higher derivative then throws at run time.
 
-// The expression and autodiff headers include one another: evaluate.hpp ends by including
-// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
-// brings them all in an order that compiles, whichever of them a program includes first.
-#include "../expr/evaluate.hpp"
+#include "../expr/evaluate.hpp"  // first, outside the guard: see "Include order" in expr/evaluate.hpp
 #ifndef FLUXION_AUTODIFF_ORDER_HPP
 #define FLUXION_AUTODIFF_ORDER_HPP
-#pragma once  // after the guard: the include above may bring this file in first
+#pragma once
 
 #include <algorithm>
 #include <string>

@@ -2,13 +2,10 @@
 // forward accumulator is alive. Included at the end of expr/evaluate.hpp, so that every
 // materialization can be offered to autodiff without the core naming any autodiff type.
 
-// The expression and autodiff headers include one another: evaluate.hpp ends by including
-// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
-// brings them all in an order that compiles, whichever of them a program includes first.
-#include "../expr/evaluate.hpp"
+#include "../expr/evaluate.hpp"  // first, outside the guard: see "Include order" in expr/evaluate.hpp
 #ifndef FLUXION_AUTODIFF_RECORD_HPP
 #define FLUXION_AUTODIFF_RECORD_HPP
-#pragma once  // after the guard: the include above may bring this file in first
+#pragma once
 
 #include <cstdint>
 #include <type_traits>

@@ -204,4 +204,12 @@ auto eval(const E& e) {
 
 // Autodiff hooks into every materialization: see autodiff/record.hpp. Defining
 // FLUXION_MAX_DERIVATIVE_ORDER to 0 compiles an inference-only program without any of it.
+//
+// Include order. record.hpp needs every expression node (indexing, matmul, reduce, remap, scan)
+// and the tape, and the headers that define them include this one. So each of them includes this
+// header first, before its own include guard, and has its #pragma once after the guard. Whichever
+// of them a program includes first, this header is read first and brings them all in, in an order
+// that compiles; when it returns, the first one's guard is defined and the rest of its text is
+// skipped. (Until stop 70 a program whose first include was, say, <fluxion/nn/lstm.hpp> failed with
+// "pad_expr was not declared". CI compiles every header alone: compile_time.self_contained_*.)
 #include "../autodiff/record.hpp"

@@ -9,13 +9,10 @@
 // "gather: indices = 7 is not in [0, 3)". On fx::cuda the check is a kernel, and the thread's next
 // read from the device throws the same message (check_index_range, backend/cuda/checks.hpp).
 
-// The expression and autodiff headers include one another: evaluate.hpp ends by including
-// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
-// brings them all in an order that compiles, whichever of them a program includes first.
-#include "evaluate.hpp"
+#include "evaluate.hpp"  // first, outside the guard: see "Include order" in expr/evaluate.hpp
 #ifndef FLUXION_EXPR_INDEXING_HPP
 #define FLUXION_EXPR_INDEXING_HPP
-#pragma once  // after the guard: the include above may bring this file in first
+#pragma once
 
 #include <algorithm>
 #include <cstring>

@@ -7,13 +7,10 @@
 // matmul is a kernel boundary: its operands are materialized, and its result is fused into the
 // statement that reads it.
 
-// The expression and autodiff headers include one another: evaluate.hpp ends by including
-// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
-// brings them all in an order that compiles, whichever of them a program includes first.
-#include "evaluate.hpp"
+#include "evaluate.hpp"  // first, outside the guard: see "Include order" in expr/evaluate.hpp
 #ifndef FLUXION_EXPR_MATMUL_HPP
 #define FLUXION_EXPR_MATMUL_HPP
-#pragma once  // after the guard: the include above may bring this file in first
+#pragma once
 
 #include <string>
 #include <vector>

@@ -7,13 +7,10 @@
 // A reduction consumes its operand's view directly: the elementwise tree under it runs inside
 // the reduction loop.
 
-// The expression and autodiff headers include one another: evaluate.hpp ends by including
-// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
-// brings them all in an order that compiles, whichever of them a program includes first.
-#include "evaluate.hpp"
+#include "evaluate.hpp"  // first, outside the guard: see "Include order" in expr/evaluate.hpp
 #ifndef FLUXION_EXPR_REDUCE_HPP
 #define FLUXION_EXPR_REDUCE_HPP
-#pragma once  // after the guard: the include above may bring this file in first
+#pragma once
 
 #include <bit>
 #include <limits>

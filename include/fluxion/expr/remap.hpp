@@ -7,13 +7,10 @@
 //   auto z = fx::strided_slice(x, {0, 1}, {fx::end, fx::end}, {2, 1});
 //   auto r = fx::reshape(t, {-1, 4});
 
-// The expression and autodiff headers include one another: evaluate.hpp ends by including
-// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
-// brings them all in an order that compiles, whichever of them a program includes first.
-#include "evaluate.hpp"
+#include "evaluate.hpp"  // first, outside the guard: see "Include order" in expr/evaluate.hpp
 #ifndef FLUXION_EXPR_REMAP_HPP
 #define FLUXION_EXPR_REMAP_HPP
-#pragma once  // after the guard: the include above may bring this file in first
+#pragma once
 
 #include <concepts>
 #include <limits>

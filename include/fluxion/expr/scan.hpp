@@ -9,13 +9,10 @@
 // does. Its gradient is the cumulative sum of the incoming gradient in the other direction, and its
 // tangent the cumulative sum of the operand's tangent, so it is differentiable to any order.
 
-// The expression and autodiff headers include one another: evaluate.hpp ends by including
-// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
-// brings them all in an order that compiles, whichever of them a program includes first.
-#include "evaluate.hpp"
+#include "evaluate.hpp"  // first, outside the guard: see "Include order" in expr/evaluate.hpp
 #ifndef FLUXION_EXPR_SCAN_HPP
 #define FLUXION_EXPR_SCAN_HPP
-#pragma once  // after the guard: the include above may bring this file in first
+#pragma once
 
 #include <algorithm>
 #include <string>

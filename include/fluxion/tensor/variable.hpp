@@ -9,13 +9,10 @@
 // tape saved, never change under their holder. The version counter increments on every
 // assignment.
 
-// The expression and autodiff headers include one another: evaluate.hpp ends by including
-// autodiff/record.hpp, which needs every expression node. Included first (outside the guard), it
-// brings them all in an order that compiles, whichever of them a program includes first.
-#include "../expr/evaluate.hpp"
+#include "../expr/evaluate.hpp"  // first, outside the guard: see "Include order" in expr/evaluate.hpp
 #ifndef FLUXION_TENSOR_VARIABLE_HPP
 #define FLUXION_TENSOR_VARIABLE_HPP
-#pragma once  // after the guard: the include above may bring this file in first
+#pragma once
 
 #include <atomic>
 #include <cstdint>
