@@ -640,11 +640,14 @@ if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang" AND CMAKE_SYSTEM_PROCESSOR MATCHES 
   endforeach()
 endif()
 
+# -I flags for <mpi.h>, for the front-end checks of <fluxion/distributed.hpp> (empty without MPI).
+list(TRANSFORM MPI_CXX_INCLUDE_DIRS PREPEND "-I" OUTPUT_VARIABLE fluxion_mpi_include_flags)
+
 # --- Self-contained headers -----------------------------------------------------------------------
 # Every header compiles when a program includes it first and alone: compile_time.self_contained_<area>,
 # one test per folder of include/fluxion (and one for the facades), each header through the front end
 # without a precompiled header, so that a header that forgets one of its includes, standard or
-# fluxion's, fails by name. (Until stop 70, 22 headers, nn/lstm.hpp among them, did not compile
+# fluxion's, fails by name. (Until stop 70, 21 headers, nn/lstm.hpp among them, did not compile
 # first: the expression and autodiff headers include one another.) <fluxion/distributed.hpp> needs
 # <mpi.h> and the CUDA headers need Thrust: their areas are checked where those are found.
 file(GLOB_RECURSE fluxion_public_headers RELATIVE "${PROJECT_SOURCE_DIR}/include" CONFIGURE_DEPENDS
@@ -671,9 +674,7 @@ foreach(area IN LISTS fluxion_header_areas)
     if(NOT TARGET fluxion::mpi)
       continue()
     endif()
-    foreach(dir IN LISTS MPI_CXX_INCLUDE_DIRS)
-      list(APPEND flags "-I${dir}")
-    endforeach()
+    list(APPEND flags ${fluxion_mpi_include_flags})
   elseif(area STREQUAL "cuda")
     if(NOT TARGET fluxion_thrust_omp OR NOT TARGET OpenMP::OpenMP_CXX)
       continue()
@@ -717,9 +718,7 @@ foreach(source IN LISTS fluxion_compile_fail_sources)
     if(NOT TARGET fluxion::mpi)
       continue()
     endif()
-    foreach(dir IN LISTS MPI_CXX_INCLUDE_DIRS)
-      list(APPEND flags "-I${dir}")
-    endforeach()
+    list(APPEND flags ${fluxion_mpi_include_flags})
   endif()
   add_test(NAME compile_fail.${name}
            COMMAND "${CMAKE_COMMAND}" "-DCOMPILER=${CMAKE_CXX_COMPILER}"
