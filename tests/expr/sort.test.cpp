@@ -119,7 +119,7 @@ void check_first_k(const std::vector<double>& xv, fx::index_t rows, fx::index_t 
 TEST_CASE("top_k's few largest (k at most n / 8): lanes read in vectors and in place, against a stable sort") {
   // Lengths that are and are not whole vectors (16 floats or 8 doubles with AVX-512), k on either
   // side of a vector's width, and lanes of random values, of many ties, in order, in reverse order,
-  // all equal, and with infinities; the NaN lane takes the general path.
+  // all equal, and with infinities; the NaN lane is offered one value at a time (no vector pass).
   for (fx::index_t n : {16, 17, 64, 100, 136, 1003}) {
     for (fx::index_t k : {1, 2, 7, 8, 9, 16, 17}) {
       if (k * 8 > n) continue;

@@ -68,31 +68,16 @@ struct sort_kernel<Device> {
     std::int32_t* out;
     index_t n, inner, k, length;  // length: lane_kernel's size of a lane
     bool descending;
-    /// Sorts the lane's (value, position) pairs, kept together for locality, by a total order
-    /// (ties by position), so that any algorithm gives the one stable result: a few by insertion
-    /// into the best k so far, more by nth_element and a sort of those. Lanes without NaN compare
-    /// values directly.
+    /// The first k of the lane by nth_element and a sort of those, on (value, position) pairs kept
+    /// together for locality, by a total order (ties by position), so that the result is the one
+    /// stable order.
     template <class Before>
     void first_k(std::vector<std::pair<T, std::int32_t>>& items, Before before) const {
       auto by_value = [&](const std::pair<T, std::int32_t>& a, const std::pair<T, std::int32_t>& b) {
         return before(a.first, b.first) || (!before(b.first, a.first) && a.second < b.second);
       };
-      if (k * 8 <= n) {
-        // The best k so far, in order, at the front: most values fail the one comparison with the
-        // k-th, and a value that passes is moved into place.
-        for (index_t j = 0; j < n; ++j) {
-          const std::pair<T, std::int32_t> v = items[static_cast<std::size_t>(j)];
-          index_t at = j < k ? j : k;
-          if (at == k && !by_value(v, items[static_cast<std::size_t>(k - 1)])) continue;
-          if (at == k) --at;
-          for (; at > 0 && by_value(v, items[static_cast<std::size_t>(at - 1)]); --at)
-            items[static_cast<std::size_t>(at)] = items[static_cast<std::size_t>(at - 1)];
-          items[static_cast<std::size_t>(at)] = v;
-        }
-      } else {
-        if (k < n) std::nth_element(items.begin(), items.begin() + k, items.end(), by_value);
-        std::sort(items.begin(), items.begin() + k, by_value);
-      }
+      if (k < n) std::nth_element(items.begin(), items.begin() + k, items.end(), by_value);
+      std::sort(items.begin(), items.begin() + k, by_value);
     }
     /// Whether lanes of T that are contiguous (inner == 1) are read in xsimd vectors.
     static constexpr bool vectors = kernels::has_xsimd_arch && (std::is_same_v<T, float> || std::is_same_v<T, double>);
@@ -108,9 +93,10 @@ struct sort_kernel<Device> {
       for (; j < n; ++j) nan |= first[j * inner] != first[j * inner];
       return nan;
     }
-    /// first_k's insertion for a lane without NaN, read in place: the k-th best value so far is
-    /// kept in a register, and a value that does not beat it is passed over. Positions only grow,
-    /// so a tie never moves a value ahead: the same order as first_k's. Where the lane is contiguous
+    /// The first k of the lane (k at most an eighth of it) by insertion into the best k so far,
+    /// read in place: the k-th best value so far is kept in a register, and a value that does not
+    /// beat it is passed over. Positions only grow, so a tie never moves a value ahead: the same
+    /// order as first_k's. Where the lane is contiguous, without NaN (`before` a plain comparison),
     /// and k is at most a vector's width, one pass in vectors first takes each vector lane's best,
     /// and the k-th best of those, `floor`: at least k values are as good, so nothing worse can be
     /// among the first k, and the insertion is offered only what reaches it (a vector at a time,
@@ -129,7 +115,7 @@ struct sort_kernel<Device> {
         best[static_cast<std::size_t>(at)] = {v, static_cast<std::int32_t>(j)};
         kth = best[static_cast<std::size_t>(filled - 1)].first;
       };
-      if constexpr (vectors) {
+      if constexpr (vectors && !std::is_same_v<Before, sort_order<T>>) {
         using O = kernels::simd_ops<T>;
         constexpr index_t w = O::width;
         if (inner == 1 && n >= w && k <= w) {
@@ -167,17 +153,16 @@ struct sort_kernel<Device> {
       thread_local std::vector<std::pair<T, std::int32_t>> items;
       const index_t o = lane / inner, i = lane - o * inner;
       const T* first = x + o * n * inner + i;
-      const bool nan = has_nan(first);
-      if (!nan && k * 8 <= n) {
-        if (descending) best_k(first, items, [](T a, T b) { return b < a; });
-        else best_k(first, items, [](T a, T b) { return a < b; });
-      } else {
+      // Lanes without NaN compare values directly.
+      auto take = [&](auto before) {
+        if (k * 8 <= n) return best_k(first, items, before);
         items.resize(static_cast<std::size_t>(n));
         for (index_t j = 0; j < n; ++j) items[static_cast<std::size_t>(j)] = {first[j * inner], static_cast<std::int32_t>(j)};
-        if (nan) first_k(items, sort_order<T>{descending});
-        else if (descending) first_k(items, [](T a, T b) { return b < a; });
-        else first_k(items, [](T a, T b) { return a < b; });
-      }
+        first_k(items, before);
+      };
+      if (has_nan(first)) take(sort_order<T>{descending});
+      else if (descending) take([](T a, T b) { return b < a; });
+      else take([](T a, T b) { return a < b; });
       std::int32_t* to = out + o * k * inner + i;
       for (index_t j = 0; j < k; ++j) to[j * inner] = items[static_cast<std::size_t>(j)].second;
     }
