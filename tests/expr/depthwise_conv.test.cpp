@@ -113,6 +113,70 @@ TEST_CASE_TEMPLATE("depthwise_conv2d: forward and gradient kernels are bitwise t
   }
 }
 
+TEST_CASE_TEMPLATE("depthwise_conv2d: the sliding window (stride 1, filters 3, 5 and 7 wide) adds the same taps in the same order",
+                   T, float, double) {
+  // A loop of std::fma over the taps inside the input, in (kh, kw) order from zero: the order of
+  // every path of the kernels, so the results are equal to the bit. Widths narrower than the
+  // filter, than a block of 8 outputs, and with a block left over; channels with and without a
+  // remainder of the vector width; `same` and `valid`; the even and 1-wide filters that take the
+  // other path.
+  namespace k = fx::detail::kernels;
+  auto check = [](const k::depthwise2d_shape& s) {
+    CAPTURE(s.in_w);
+    CAPTURE(s.channels);
+    CAPTURE(s.filter_w);
+    CAPTURE(s.out_w);
+    const auto x = test::random_tensor<T>({s.batch, s.in_h, s.in_w, s.channels}, 80).to_vector();
+    const auto w = test::random_tensor<T>({s.filter_h, s.filter_w, s.channels, 1}, 81).to_vector();
+    const auto dy = test::random_tensor<T>({s.batch, s.out_h, s.out_w, s.channels}, 82).to_vector();
+    std::vector<T> y(static_cast<std::size_t>(s.output_size())), dx(x.size());
+    k::depthwise_conv2d_forward<T>(s, x.data(), w.data(), y.data());
+    k::depthwise_conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
+    const fx::index_t c = s.channels;
+    auto at = [&](fx::index_t n, fx::index_t h, fx::index_t hw, fx::index_t ww, fx::index_t ch) {
+      return static_cast<std::size_t>(((n * hw + h) * ww) * c + ch);
+    };
+    std::size_t forward_wrong = 0, input_wrong = 0;
+    for (fx::index_t n = 0; n < s.batch; ++n)
+      for (fx::index_t oh = 0; oh < s.out_h; ++oh)
+        for (fx::index_t ow = 0; ow < s.out_w; ++ow)
+          for (fx::index_t ch = 0; ch < c; ++ch) {
+            T sum = 0;
+            for (fx::index_t kh = 0; kh < s.filter_h; ++kh)
+              for (fx::index_t kw = 0; kw < s.filter_w; ++kw) {
+                const fx::index_t ih = oh - s.pad_top + kh, iw = ow - s.pad_left + kw;
+                if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) continue;
+                sum = std::fma(x[at(n, ih, s.in_h, s.in_w, ch) + static_cast<std::size_t>(iw * c)],
+                               w[static_cast<std::size_t>((kh * s.filter_w + kw) * c + ch)], sum);
+              }
+            forward_wrong += sum != y[at(n, oh, s.out_h, s.out_w, ch) + static_cast<std::size_t>(ow * c)];
+          }
+    for (fx::index_t n = 0; n < s.batch; ++n)
+      for (fx::index_t ih = 0; ih < s.in_h; ++ih)
+        for (fx::index_t iw = 0; iw < s.in_w; ++iw)
+          for (fx::index_t ch = 0; ch < c; ++ch) {
+            T sum = 0;
+            for (fx::index_t kh = 0; kh < s.filter_h; ++kh)
+              for (fx::index_t kw = 0; kw < s.filter_w; ++kw) {
+                const fx::index_t oh = ih + s.pad_top - kh, ow = iw + s.pad_left - kw;
+                if (oh < 0 || oh >= s.out_h || ow < 0 || ow >= s.out_w) continue;
+                sum = std::fma(dy[at(n, oh, s.out_h, s.out_w, ch) + static_cast<std::size_t>(ow * c)],
+                               w[static_cast<std::size_t>((kh * s.filter_w + kw) * c + ch)], sum);
+              }
+            input_wrong += sum != dx[at(n, ih, s.in_h, s.in_w, ch) + static_cast<std::size_t>(iw * c)];
+          }
+    CHECK(forward_wrong == 0);
+    CHECK(input_wrong == 0);
+  };
+  for (fx::index_t filter : {1, 2, 3, 4, 5, 7})
+    for (fx::index_t width : {1, 2, 5, 7, 8, 9, 14, 17})
+      for (fx::index_t channels : {1, 17, 64}) {
+        check(k::depthwise2d_tf_shape(2, 5, width, channels, filter > 3 ? 5 : 3, filter, 1, k::padding_mode::same));
+        if (width >= filter)
+          check(k::depthwise2d_tf_shape(1, 6, width, channels, 3, filter, 1, k::padding_mode::valid));
+      }
+}
+
 TEST_CASE("separable_conv2d is a depthwise convolution, then a 1x1 conv2d") {
   const auto x = test::random_tensor<float>({2, 9, 8, 6}, 80);
   const auto dw = test::random_tensor<float>({3, 3, 6, 2}, 81);
