@@ -1,5 +1,9 @@
 #include "../../test_util.hpp"
 
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include <fluxion/backend/cpu/detail/simd_ops.hpp>
 #include <fluxion/tensor/creation.hpp>
 
@@ -19,6 +23,33 @@ TEST_CASE("simd: the vector width follows the compiler's target") {
   CHECK(simd_ops<float>::width == 4);
 #endif
   MESSAGE("xsimd architecture: " << std::string(xsimd::default_arch::name()) << ", float lanes: " << simd_ops<float>::width);
+}
+
+TEST_CASE_TEMPLATE("simd: fma rounds once, in vectors and in scalars", T, float, double) {
+  // (1 + e_i)(1 + f_i) - 1 with e, f of a few ulps: the product's low bits are lost when it is
+  // rounded before the addition, so one rounding and two give different bits. xsimd's AVX-512 fma is
+  // `x * y + z`, fused by g++ and not by clang: simd_ops::fma calls the instruction itself.
+  using fx::detail::kernels::simd_ops;
+  using V = simd_ops<T>;
+  using S = simd_ops<T, false>;
+  constexpr fx::index_t n = 2 * V::width;
+  std::vector<T> a(n), b(n), c(n, T(-1)), out(n);
+  const T ulp = std::numeric_limits<T>::epsilon();
+  for (fx::index_t i = 0; i < n; ++i) {
+    a[static_cast<std::size_t>(i)] = T(1) + T(i + 1) * ulp;
+    b[static_cast<std::size_t>(i)] = T(1) + T(i + 3) * ulp;
+  }
+  for (fx::index_t i = 0; i < n; i += V::width)
+    V::storeu(out.data() + i, V::fma(V::loadu(a.data() + i), V::loadu(b.data() + i), V::loadu(c.data() + i)));
+  std::size_t apart = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    CAPTURE(i);
+    CHECK(out[i] == std::fma(a[i], b[i], c[i]));
+    CHECK(S::fma(a[i], b[i], c[i]) == std::fma(a[i], b[i], c[i]));
+    volatile T product = a[i] * b[i];  // rounded: a volatile store is not contracted
+    apart += product + c[i] != std::fma(a[i], b[i], c[i]);
+  }
+  CHECK(apart == out.size());  // every case tells one rounding from two
 }
 
 TEST_CASE_TEMPLATE("simd: vector bodies and scalar tails agree with a scalar loop", T, float, double) {
