@@ -34,10 +34,12 @@ struct simd_ops {
   static FLUXION_ALWAYS_INLINE batch loadu(const T* p) { return batch::load_unaligned(p); }
   static FLUXION_ALWAYS_INLINE void storeu(T* p, batch v) { v.store_unaligned(p); }
   static FLUXION_ALWAYS_INLINE batch splat(T v) { return batch(v); }
-  /// a * b + c rounded once. xsimd 11 (Debian's) has no AVX-512 fma: its generic one is `x * y + z`
-  /// through the batch operators, which g++ contracts into one instruction (-ffp-contract=fast,
-  /// its default) and clang, which contracts only within one expression, does not: under clang
-  /// every AVX-512 kernel multiplied and added apart, slower and with other bits than g++'s build.
+  /// a * b + c, rounded once where the target has fused multiply-add instructions (AVX2's FMA3,
+  /// AVX-512; SSE2 has none, and multiplies, then adds). xsimd 11 (Debian's) has no AVX-512 fma:
+  /// its generic one is `x * y + z` through the batch operators, which g++ contracts into one
+  /// instruction (-ffp-contract=fast, its default) and clang, which contracts only within one
+  /// expression, does not: under clang every AVX-512 kernel multiplied and added apart, slower and
+  /// with other bits than g++'s build.
   static FLUXION_ALWAYS_INLINE batch fma(batch a, batch b, batch c) {
 #if defined(__AVX512F__)
     if constexpr (sizeof(batch) == 64 && std::is_same_v<T, float>) return _mm512_fmadd_ps(a, b, c);
