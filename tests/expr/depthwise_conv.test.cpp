@@ -133,38 +133,30 @@ TEST_CASE_TEMPLATE("depthwise_conv2d: the sliding window (stride 1, filters 3, 5
     k::depthwise_conv2d_forward<T>(s, x.data(), w.data(), y.data());
     k::depthwise_conv2d_backward_input<T>(s, dy.data(), w.data(), dx.data());
     const fx::index_t c = s.channels;
-    auto at = [&](fx::index_t n, fx::index_t h, fx::index_t hw, fx::index_t ww, fx::index_t ch) {
-      return static_cast<std::size_t>(((n * hw + h) * ww) * c + ch);
+    // The elements of `got` (got_h x got_w pixels) that differ from the fma loop over `src`: pixel
+    // (gh, gw)'s tap (kh, kw) reads source pixel (gh + sign * kh - sign * pad_top, gw + sign * kw -
+    // sign * pad_left), +1 for the forward pass, -1 for the input gradient.
+    auto wrong = [&](const std::vector<T>& src, fx::index_t src_h, fx::index_t src_w, const std::vector<T>& got,
+                     fx::index_t got_h, fx::index_t got_w, fx::index_t sign) {
+      std::size_t differ = 0;
+      for (fx::index_t n = 0; n < s.batch; ++n)
+        for (fx::index_t gh = 0; gh < got_h; ++gh)
+          for (fx::index_t gw = 0; gw < got_w; ++gw)
+            for (fx::index_t ch = 0; ch < c; ++ch) {
+              T sum = 0;
+              for (fx::index_t kh = 0; kh < s.filter_h; ++kh)
+                for (fx::index_t kw = 0; kw < s.filter_w; ++kw) {
+                  const fx::index_t h = gh + sign * (kh - s.pad_top), w_ = gw + sign * (kw - s.pad_left);
+                  if (h < 0 || h >= src_h || w_ < 0 || w_ >= src_w) continue;
+                  sum = std::fma(src[static_cast<std::size_t>(((n * src_h + h) * src_w + w_) * c + ch)],
+                                 w[static_cast<std::size_t>((kh * s.filter_w + kw) * c + ch)], sum);
+                }
+              differ += sum != got[static_cast<std::size_t>(((n * got_h + gh) * got_w + gw) * c + ch)];
+            }
+      return differ;
     };
-    std::size_t forward_wrong = 0, input_wrong = 0;
-    for (fx::index_t n = 0; n < s.batch; ++n)
-      for (fx::index_t oh = 0; oh < s.out_h; ++oh)
-        for (fx::index_t ow = 0; ow < s.out_w; ++ow)
-          for (fx::index_t ch = 0; ch < c; ++ch) {
-            T sum = 0;
-            for (fx::index_t kh = 0; kh < s.filter_h; ++kh)
-              for (fx::index_t kw = 0; kw < s.filter_w; ++kw) {
-                const fx::index_t ih = oh - s.pad_top + kh, iw = ow - s.pad_left + kw;
-                if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) continue;
-                sum = std::fma(x[at(n, ih, s.in_h, s.in_w, ch) + static_cast<std::size_t>(iw * c)],
-                               w[static_cast<std::size_t>((kh * s.filter_w + kw) * c + ch)], sum);
-              }
-            forward_wrong += sum != y[at(n, oh, s.out_h, s.out_w, ch) + static_cast<std::size_t>(ow * c)];
-          }
-    for (fx::index_t n = 0; n < s.batch; ++n)
-      for (fx::index_t ih = 0; ih < s.in_h; ++ih)
-        for (fx::index_t iw = 0; iw < s.in_w; ++iw)
-          for (fx::index_t ch = 0; ch < c; ++ch) {
-            T sum = 0;
-            for (fx::index_t kh = 0; kh < s.filter_h; ++kh)
-              for (fx::index_t kw = 0; kw < s.filter_w; ++kw) {
-                const fx::index_t oh = ih + s.pad_top - kh, ow = iw + s.pad_left - kw;
-                if (oh < 0 || oh >= s.out_h || ow < 0 || ow >= s.out_w) continue;
-                sum = std::fma(dy[at(n, oh, s.out_h, s.out_w, ch) + static_cast<std::size_t>(ow * c)],
-                               w[static_cast<std::size_t>((kh * s.filter_w + kw) * c + ch)], sum);
-              }
-            input_wrong += sum != dx[at(n, ih, s.in_h, s.in_w, ch) + static_cast<std::size_t>(iw * c)];
-          }
+    const std::size_t forward_wrong = wrong(x, s.in_h, s.in_w, y, s.out_h, s.out_w, 1);
+    const std::size_t input_wrong = wrong(dy, s.out_h, s.out_w, dx, s.in_h, s.in_w, -1);
     CHECK(forward_wrong == 0);
     CHECK(input_wrong == 0);
   };

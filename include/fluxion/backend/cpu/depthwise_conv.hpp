@@ -74,7 +74,7 @@ inline depthwise2d_shape depthwise2d_tf_shape(index_t batch, index_t in_h, index
 // (the README's flags) g++ 12 left slide_block's accumulators on the stack, through every way of
 // writing the unrolled loops tried (loops unrolled on request, folds over index sequences), and the
 // passes took 1.5-1.7x their -O3 time. -O3 unrolls the outer loops early enough for the
-// accumulators to become registers. Clang's own passes do so at -O2 and ignore this attribute.
+// accumulators to become registers. Other compilers get no attribute.
 #if defined(__GNUC__) && !defined(__clang__)
 #define FLUXION_DEPTHWISE_O3 __attribute__((optimize("O3")))
 #else
@@ -244,9 +244,8 @@ template <int K, int P, bool Reverse, class O, class T>
 FLUXION_DEPTHWISE_O3 FLUXION_ALWAYS_INLINE void slide_block(index_t c, index_t ch, index_t rows, const T* const* src, const T* const* w,
                                        index_t q0, index_t src_width, index_t valid, T* out) {
   using batch = typename O::batch;
-  // Plain loops of constant counts, unrolled on request: with lambdas folded over index sequences
-  // g++'s -O2 kept the accumulators on the stack (1.5x slower); here every index is a constant
-  // after unrolling, the accumulators are registers and the tests on kw vanish.
+  // Loops of constant counts: unrolled (FLUXION_DEPTHWISE_O3), every index is a constant, the
+  // accumulators are registers and the tests on kw vanish.
   batch acc[P];
 #pragma GCC unroll 16
   for (int i = 0; i < P; ++i) acc[i] = O::splat(T(0));
