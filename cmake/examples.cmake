@@ -18,6 +18,19 @@ include_guard(GLOBAL)
 set(FLUXION_EXAMPLES_BINARY_DIR "${PROJECT_BINARY_DIR}/examples")
 file(MAKE_DIRECTORY "${FLUXION_EXAMPLES_BINARY_DIR}")
 
+# clang.example.<name>: the same program compiled by clang as well, where the build's compiler is
+# not clang and clang++ is installed (scripts/install-deps.sh installs Debian 12's, clang 14), with
+# -Wall -Wextra -Werror. -fsyntax-only: clang instantiates every template the program reaches and
+# checks it, and generates no code, which keeps the check to a few seconds of CPU per program. The
+# whole test suite also passes under clang 14 (README, "Compilers"), but CI builds it with g++ only.
+function(fluxion_add_clang_check name source)
+  if(NOT FLUXION_CLANGXX)  # cmake/helpers.cmake
+    return()
+  endif()
+  add_test(NAME clang.example.${name} COMMAND "${FLUXION_CLANGXX}" ${FLUXION_CLANG_CHECK_FLAGS} -O2 "${source}")
+  set_tests_properties(clang.example.${name} PROPERTIES LABELS clang TIMEOUT 300)
+endfunction()
+
 # Examples named *_distributed use <fluxion/distributed.hpp>: built where MPI is found, and run by
 # mpiexec as two processes.
 function(fluxion_add_example name source)
@@ -62,6 +75,8 @@ function(fluxion_add_example name source)
   if(launcher)
     set_tests_properties(example.${name} PROPERTIES PROCESSORS 2
                          ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+  else()
+    fluxion_add_clang_check(${name} "${source}")
   endif()
 endfunction()
 

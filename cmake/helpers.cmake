@@ -17,6 +17,17 @@ if(FLUXION_NATIVE)
   endif()
 endif()
 
+# clang++, for the clang.* tests (clang.example.* in examples.cmake, consumer.add_subdirectory_clang
+# in tests.cmake), where the build's own compiler is another one.
+# FLUXION_CLANG_CHECK_FLAGS: their flags; each adds its -O level and its source.
+if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  find_program(FLUXION_CLANGXX NAMES clang++ DOC "clang++ for the clang.* tests")
+endif()
+set(FLUXION_CLANG_CHECK_FLAGS -std=c++20 -Wall -Wextra -Werror -fsyntax-only "-I${PROJECT_SOURCE_DIR}/include")
+if(FLUXION_HAVE_MARCH_NATIVE)
+  list(APPEND FLUXION_CLANG_CHECK_FLAGS -march=native)
+endif()
+
 # fluxion_add_program(<target> <source> <output dir> <output name>): an executable of fluxion's own,
 # placed at <output dir>/<output name>.
 function(fluxion_add_program target source output_dir output_name)

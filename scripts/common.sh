@@ -3,9 +3,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 jobs=${FLUXION_JOBS:-$(nproc 2>/dev/null || echo 2)}  # FLUXION_JOBS overrides the build and test parallelism
-build_dir=build
+# FLUXION_BUILD_DIR overrides the build folder: another compiler needs a folder of its own, as
+#   CXX=clang++ FLUXION_BUILD_DIR=build-clang ./scripts/run-tests.sh
+# (CMake reads CXX when it first configures a folder).
+build_dir=${FLUXION_BUILD_DIR:-build}
 
-# configure <cmake -D options>...: configures build/ as a Release build.
+# configure <cmake -D options>...: configures $build_dir (build/) as a Release build.
 configure() {
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "$@"
 }

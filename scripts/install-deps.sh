@@ -2,14 +2,15 @@
 # Installs what fluxion needs on Debian 12 (bookworm). Packages already installed are skipped, so on
 # a ready machine this does nothing and needs no network.
 #   scripts/install-deps.sh           build tools, xtensor, xsimd, doctest, Google Benchmark, zlib,
-#                                     Open MPI (<fluxion/distributed.hpp> and its tests), and the
+#                                     Open MPI (<fluxion/distributed.hpp> and its tests), clang (the
+#                                     clang.* tests compile the examples with it too), and the
 #                                     Fashion-MNIST data set (/usr/share/datasets/fashion-mnist)
 #   scripts/install-deps.sh --bench   also the peers the benchmarks compare against (OpenBLAS, LibTorch,
 #                                     and Gloo's headers for LibTorch's process group)
 set -euo pipefail
 
 packages=(build-essential cmake ccache xtensor-dev libxsimd-dev doctest-dev libbenchmark-dev zlib1g-dev
-          libopenmpi-dev openmpi-bin dataset-fashion-mnist)
+          libopenmpi-dev openmpi-bin clang dataset-fashion-mnist)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(libopenblas-dev libtorch-dev libgloo-dev) ;;

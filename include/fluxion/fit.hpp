@@ -119,16 +119,16 @@ struct fit_logs {
 class monitor {
  public:
   enum class mode { automatic, min, max };
-  explicit monitor(std::string name, mode m = mode::automatic) : m_custom(std::move(name)) {
+  explicit monitor(const std::string& name, mode m = mode::automatic) : m_custom(name.begin(), name.end()) {
     if (m_custom.empty()) throw invalid_argument("monitor: the name is empty; name a value of fit's logs (\"val_loss\")");
-    m_maximized = m == mode::max || (m == mode::automatic && upward(m_custom));
+    m_maximized = m == mode::max || (m == mode::automatic && upward(name));
   }
   /// A name alone, as Keras's monitor="val_mean_absolute_error": `.monitor = "val_mean_absolute_error"`.
   monitor(const char* name) : monitor(std::string(name)) {}  // NOLINT: a name is a monitor
   // Constants, not objects built when the program starts: a program that includes fit.hpp pays nothing for them.
   static const monitor automatic, loss, val_loss, accuracy, val_accuracy;
   /// The logs' name it watches ("automatic" for automatic).
-  std::string_view name() const noexcept { return m_builtin ? std::string_view(m_builtin) : std::string_view(m_custom); }
+  std::string_view name() const noexcept { return m_builtin ? std::string_view(m_builtin) : std::string_view(m_custom.data(), m_custom.size()); }
   bool is_automatic() const noexcept { return m_automatic; }
   /// Whether a bigger value is better (Keras's mode "max").
   bool maximized() const noexcept { return m_maximized; }
@@ -145,7 +145,9 @@ class monitor {
       if (name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return true;
     return false;
   }
-  std::string m_custom;
+  // Not a std::string: clang before 16 cannot build libstdc++ 12's empty string in a constant
+  // expression (its short-string union), and the constants below are constexpr.
+  std::vector<char> m_custom;
   const char* m_builtin = nullptr;
   bool m_automatic = false;
   bool m_maximized = false;

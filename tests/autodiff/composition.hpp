@@ -90,7 +90,10 @@ inline auto outer_ops() {
 /// Checks outer(inner(x)) for every inner op, with the outer kind COMPOSITION_OUTER.
 template <std::size_t Outer>
 void check_all() {
-  const auto [outer_name, outer] = std::get<Outer>(outer_ops());
+  // Not a structured binding: clang 14 cannot capture one.
+  const auto outer_op = std::get<Outer>(outer_ops());
+  const auto& outer_name = std::get<0>(outer_op);
+  const auto& outer = std::get<1>(outer_op);
   const fx::tensor<double> x = random_tensor<double>(input_shape, 7, 0.5, 1.5);
   std::apply(
       [&](const auto&... inner) {

@@ -372,6 +372,29 @@ TEST_CASE("tape: braces unpack with structured bindings, as dw, db = tape.gradie
   static_assert(std::tuple_size_v<decltype(g)> == 2);
 }
 
+TEST_CASE("tape: sixteen sources in braces, with and without output_gradients (clang's longest list)") {
+  // g++ deduces any count; under clang the braces take one overload per count, 1 to 16 (README,
+  // "Compilers"), and this is the longest.
+  std::vector<fx::tensor<double>> x;
+  for (int i = 0; i < 16; ++i) x.push_back(fx::tensor<double>{double(i + 1)});
+  fx::gradient_tape tape(fx::persistent);
+  for (const auto& t : x) tape.watch(t);
+  fx::tensor<double> y = x[0];
+  for (int i = 1; i < 16; ++i) y = y * x[static_cast<std::size_t>(i)];  // y = 16!, dy/dx_i = 16! / (i + 1)
+  const auto g = tape.gradient(y, {x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12],
+                                   x[13], x[14], x[15]});
+  static_assert(std::tuple_size_v<std::remove_cvref_t<decltype(g)>> == 16);
+  const auto h = tape.gradient(y * 1.0, {x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11],
+                                         x[12], x[13], x[14], x[15]},
+                               fx::tensor<double>{2.0});
+  const double factorial = y.item();
+  CHECK(factorial == doctest::Approx(20922789888000.0));
+  for (std::size_t i = 0; i < 16; ++i) {
+    CHECK(g[i].item() == doctest::Approx(factorial / double(i + 1)));
+    CHECK(h[i].item() == doctest::Approx(2 * factorial / double(i + 1)));
+  }
+}
+
 TEST_CASE("tape: braces mix variables and tensors, as tape.gradient(loss, [w, x])") {
   fx::variable<double> w{fx::tensor<double>{2.0, -1.0}, "w"};
   fx::tensor<double> x = {3.0, 5.0}, unwatched = {1.0};

@@ -118,8 +118,9 @@ TEST_CASE("einsum: two operands against a naive loop") {
 
 TEST_CASE("einsum: one operand, implicit outputs and ellipses") {
   const auto a = test::random_tensor<double>({2, 3, 4}, 3);
-  for (const auto& [term, out] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [term_, out_] : std::vector<std::pair<std::string, std::string>>{
            {"ijk", "kji"}, {"ijk", "ik"}, {"ijk", ""}, {"ijk", "j"}, {"ijk", "ijk"}}) {
+    const auto& term = term_, &out = out_;  // clang 14 cannot capture a structured binding (CAPTURE)
     CAPTURE(term + "->" + out);
     fx::tensor<double> c = fx::einsum(term + "->" + out, a);
     check_einsum_values(c.to_vector(), naive_einsum(term, "", out, a, nullptr));

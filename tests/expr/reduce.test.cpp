@@ -187,7 +187,8 @@ TEST_CASE_TEMPLATE("reduce: reductions of expressions (contiguous, transposed, b
     for (int d = 0; d < s.rank(); ++d) row_shape.push_back(d + 1 == s.rank() ? s[d] : 1);
     const auto r = test::random_tensor<T>(row_shape, 6, 0.5, 1.5);
     const auto xi = test::random_tensor<int>(s, 7, -20, 20);
-    const auto xv = x.to_vector(), rv = r.to_vector(), xiv = xi.to_vector();
+    const auto xv = x.to_vector(), rv = r.to_vector();
+    const auto xiv = xi.to_vector();
     const fx::index_t cols = s[s.rank() - 1];
     // The transposed operand: y with its axes reversed, transposed back, reads x's values strided.
     std::vector<int> rev;
@@ -254,9 +255,10 @@ TEST_CASE_TEMPLATE("reduce: a run of axes before kept axes (a global average poo
                    float, double) {
   // Outer blocks of rows combined into rows of accumulators: several blocks, several chunks per
   // block (16384 values), ragged vectors; tensors and expressions; any thread count, bitwise.
-  for (const auto& [s, axes] : std::vector<std::pair<fx::shape, std::vector<int>>>{
+  for (const auto& [s_, axes] : std::vector<std::pair<fx::shape, std::vector<int>>>{
            {fx::shape{4, 30, 30, 16}, {1, 2}}, {fx::shape{3, 5000, 8}, {1}}, {fx::shape{2, 3, 700, 13}, {1, 2}},
            {fx::shape{5, 40, 9}, {1}}}) {
+    const auto& s = s_;  // clang 14 cannot capture a structured binding (CAPTURE)
     CAPTURE(fx::to_string(s));
     const auto x = test::random_tensor<T>(s, 21, -1.5, 1.5);
     std::vector<double> xd;

@@ -87,7 +87,8 @@ TEST_CASE("fit metrics: each epoch's training and validation metrics equal a nai
   const double want = naive_mae(net, train, false), want_weighted = naive_mae(net, train, true);
   const double want_val = naive_mae(net, validation, false), want_val_weighted = naive_mae(net, validation, true);
   REQUIRE(history.metrics.size() == 6);
-  for (const auto& [name, values] : history.metrics) {
+  for (const auto& [name_, values] : history.metrics) {
+    const auto& name = name_;  // clang 14 cannot capture a structured binding (CAPTURE)
     CAPTURE(name);
     CHECK(values.size() == 2);
   }

@@ -378,14 +378,16 @@ TEST_CASE("checkpoint: one optimizer over two models whose layers share names: s
   fx::optim::adam opt2{0.1};
   fx::checkpoint ckpt2{{"encoder", encoder2}, {"decoder", decoder2}, {"optimizer", opt2}};
   ckpt2.restore(dir.file("c"));
-  for (auto [a, b] : {std::pair{encoder.trainable_variables(), encoder2.trainable_variables()},
-                      std::pair{decoder.trainable_variables(), decoder2.trainable_variables()}})
+  for (auto [a_, b] : {std::pair{encoder.trainable_variables(), encoder2.trainable_variables()},
+                       std::pair{decoder.trainable_variables(), decoder2.trainable_variables()}}) {
+    const auto& a = a_;  // clang 14 cannot capture a structured binding (CAPTURE)
     for (std::size_t i = 0; i < a.size(); ++i) {
       CAPTURE(a[i]->name());
       CHECK(b[i]->peek().to_vector() == a[i]->peek().to_vector());
       for (const char* slot : {"momentum", "velocity"})
         CHECK(opt2.get_slot(*b[i], slot)->peek().to_vector() == opt.get_slot(*a[i], slot)->peek().to_vector());
     }
+  }
   CHECK(opt2.get_slot(*encoder2.trainable_variables()[0], "momentum")->peek().to_vector() !=
         opt2.get_slot(*decoder2.trainable_variables()[0], "momentum")->peek().to_vector());
   // And into the same optimizer, whose slots exist: each gets its own values back.
@@ -451,7 +453,8 @@ TEST_CASE("checkpoint: a truncated or corrupted file is refused and the objects 
   wrong_size.replace(dtype, 13, "\"dtype\":\"I64\"");
   corruptions.emplace_back(wrong_size, "of I64 needs");
 
-  for (const auto& [bytes, what] : corruptions) {
+  for (const auto& [bytes, what_] : corruptions) {
+    const auto& what = what_;  // clang 14 cannot capture a structured binding (CAPTURE)
     CAPTURE(what);
     const std::string bad = dir.file("bad.safetensors");
     write_bytes(bad, bytes);
@@ -599,7 +602,8 @@ TEST_CASE("checkpoint: SIGKILL while saving never leaves a partial checkpoint; t
     // Every file that looks like a checkpoint is complete and valid.
     const auto all = fx::list_checkpoints(run);
     REQUIRE(!all.empty());
-    for (const auto& [k, path] : all) {
+    for (const auto& [k, path_] : all) {
+      const auto& path = path_;  // clang 14 cannot capture a structured binding (CAPTURE)
       CAPTURE(path);
       CHECK_NOTHROW(fx::io::safetensors::load(path));
     }

@@ -40,8 +40,9 @@ TEST_CASE("io file: paths split and join as std::filesystem::path does") {
     CHECK(io::parent_directory(p) == fs::path(p).parent_path().string());
     CHECK(io::file_name_part(p) == fs::path(p).filename().string());
   }
-  for (const auto& [dir, name] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [dir_, name] : std::vector<std::pair<std::string, std::string>>{
            {"a", "b"}, {"a/", "b"}, {"/", "b"}, {"a/b", "c.npy"}, {"", "b"}}) {
+    const auto& dir = dir_;  // clang 14 cannot capture a structured binding (CAPTURE)
     CAPTURE(dir);
     CHECK(io::join_path(dir, name) == (fs::path(dir) / name).string());
   }

@@ -230,7 +230,8 @@ TEST_CASE("load_npy: bad files give io_error naming the op, the file and the pro
         {"{'descr': '<f4, 'fortran_order': False, 'shape': (1,)}", "expected ',' or '}'"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} junk", "unexpected text after the closing"},
     };
-    for (const auto& [dict, problem] : cases) {
+    for (const auto& [dict_, problem] : cases) {
+      const auto& dict = dict_;  // clang 14 cannot capture a structured binding (CAPTURE)
       CAPTURE(dict);
       write_bytes(dir.file("bad.npy"), npy_v1(dict, std::string(4, '\0')));
       check_contains(message_of_load<float>(dir.file("bad.npy")), {"load_npy: '", "bad.npy", "malformed header", problem});

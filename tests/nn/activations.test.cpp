@@ -93,11 +93,12 @@ TEST_CASE("activations: TensorFlow's gradients at the kinks, NaN, and finite val
     CHECK(g[3] == doctest::Approx(1.0507009873554805));
     CHECK(std::isnan(y[4]));
   }
-  for (auto [name, f] : {std::pair<const char*, fx::tensor<double> (*)(const fx::tensor<double>&)>{
+  for (auto [name_, f] : {std::pair<const char*, fx::tensor<double> (*)(const fx::tensor<double>&)>{
                              "silu", [](const fx::tensor<double>& a) { return fx::tensor<double>(fx::silu(a)); }},
                          {"softsign", [](const fx::tensor<double>& a) { return fx::tensor<double>(fx::softsign(a)); }},
                          {"mish", [](const fx::tensor<double>& a) { return fx::tensor<double>(fx::mish(a)); }},
                          {"softplus", [](const fx::tensor<double>& a) { return fx::tensor<double>(fx::softplus(a)); }}}) {
+    const char* name = name_;  // clang 14 cannot capture a structured binding (CAPTURE)
     CAPTURE(name);
     auto [y, g] = value_and_gradient(f);
     for (int i = 0; i < 4; ++i) {

@@ -48,7 +48,8 @@ double dot(const fx::tensor<double>& a, const fx::tensor<double>& b) {
 
 TEST_CASE("conv2d_transpose: valid padding is the scatter loop; every geometry is conv2d's adjoint") {
   fx::random::generator gen{61};
-  for (auto [stride, dilation, kernel] : {std::tuple{1, 1, 3}, {2, 1, 3}, {3, 1, 2}, {1, 2, 3}, {2, 1, 1}}) {
+  for (auto [stride_, dilation_, kernel_] : {std::tuple{1, 1, 3}, {2, 1, 3}, {3, 1, 2}, {1, 2, 3}, {2, 1, 1}}) {
+    const auto& stride = stride_, &dilation = dilation_, &kernel = kernel_;  // clang 14 cannot capture a structured binding (CAPTURE)
     CAPTURE(stride);
     CAPTURE(dilation);
     CAPTURE(kernel);

@@ -115,7 +115,8 @@ TEST_CASE("lstm: Keras's initializers") {
 
 TEST_CASE("initializers::orthogonal: Q of the normal draw's QR, signs fixed by R's diagonal") {
   // Wide (rows < cols, as an LSTM's recurrent kernel): Q^T of the (cols, rows) draw; tall: Q itself.
-  for (auto [rows, cols] : {std::pair<std::size_t, std::size_t>{3, 8}, {6, 4}, {5, 5}}) {
+  for (auto [rows_, cols_] : {std::pair<std::size_t, std::size_t>{3, 8}, {6, 4}, {5, 5}}) {
+    const auto& rows = rows_, &cols = cols_;  // clang 14 cannot capture a structured binding (CAPTURE)
     CAPTURE(rows);
     CAPTURE(cols);
     fx::random::generator g1{31}, g2{31};

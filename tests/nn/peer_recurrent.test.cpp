@@ -52,7 +52,7 @@ TEST_CASE_TEMPLATE("lstm, gru: forward and backward equal PyTorch's", L, nn::lst
       if (pass == 0) dx = tape.gradient(s, x);
       else g = tape.gradient(s, layer.trainable_variables());
     }
-    CHECK(nested ? entries > 3 * 4 : entries < 6);  // three or more statements a step (4 steps), or one entry
+    CHECK((nested ? entries > 3 * 4 : entries < 6));  // three or more statements a step (4 steps), or one entry
     peer::check_close(y, peer::load(prefix + "_y"), "y");
     peer::check_close(dx, peer::load(prefix + "_dx"), "d x");
     peer::check_close(g[0], peer::load(prefix + "_dkernel"), "d kernel");

@@ -103,7 +103,8 @@ TEST_CASE("gradient_accumulation_steps: k calls of b examples train as one call 
   const linear_problem p;
   const auto w0 = optim_test::random_vector<double>(inputs * outputs, 21);
   const auto b0 = optim_test::random_vector<double>(outputs, 22);
-  for (const auto& [name, make_optimizer] : optimizers()) {
+  for (const auto& [name_, make_optimizer] : optimizers()) {
+    const auto& name = name_;  // clang 14 cannot capture a structured binding (CAPTURE)
     CAPTURE(name);
     const auto accumulating = make_optimizer(cycle);
     const auto whole = make_optimizer(0);
@@ -144,7 +145,8 @@ TEST_CASE("gradient_accumulation_steps: k calls of b examples train as one call 
       test::check_close(w.peek().to_vector(), w_ref.peek().to_vector(), 1e-12, 1e-13);
       test::check_close(b.peek().to_vector(), b_ref.peek().to_vector(), 1e-12, 1e-13);
       // Every slot of the reference (moments, averages) is the accumulating optimizer's too.
-      for (const auto& [slot_name, slot] : whole->slot_variables<double, fx::cpu>()) {
+      for (const auto& [slot_name_, slot] : whole->slot_variables<double, fx::cpu>()) {
+        const auto& slot_name = slot_name_;  // clang 14 cannot capture a structured binding (CAPTURE)
         CAPTURE(slot_name);
         const std::string kind = slot_name.substr(slot_name.find('/') + 1);
         const auto* mine = accumulating->get_slot(slot_name.starts_with("w/") ? w : b, kind);

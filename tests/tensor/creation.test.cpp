@@ -103,7 +103,8 @@ TEST_CASE("the *_like functions copy shape, dtype and device without computing t
   CHECK(z.to_vector() == std::vector<std::int32_t>(6, 0));
 
   // full_like converts the value to the operand's dtype, as NumPy does.
-  CHECK(fx::full_like(a, 2.5).to_vector() == std::vector<std::int32_t>(6, 2));
+  const double two_and_a_half = 2.5;  // (a literal would draw clang's -Wliteral-conversion)
+  CHECK(fx::full_like(a, two_and_a_half).to_vector() == std::vector<std::int32_t>(6, 2));
 
   fx::tensor<float> x = {1.f, 2.f, 3.f};
   fx::tensor<float> col = {{1.f}, {2.f}};

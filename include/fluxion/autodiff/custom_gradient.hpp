@@ -80,7 +80,7 @@ class custom_gradient_function {
       if (!tape->recording()) continue;
       if (!(tape->tracks(xs.id()) || ...)) continue;
       const std::uint64_t out_id = y.id();
-      tape->record(out_id, [back, tape, out_id, xs...](autodiff::gradient_store& store) {
+      tape->record(out_id, [back = back, tape, out_id, xs...](autodiff::gradient_store& store) {
         const tensor<T, D>* g = store.find<T, D>(out_id);
         if (!g) return;
         const tensor<T, D> dy = *g;

@@ -228,6 +228,56 @@ struct tape_stack {
 };
 }  // namespace detail
 
+// tape.gradient(target, {w, b}): the four overloads of gradient() that take a brace list of
+// gradient_source, for a target tensor or expression, with or without output_gradients. The count N
+// is a template parameter deduced from the list's length. clang (14, Debian 12's) does not deduce it:
+// with the element type in a non-deduced context, it still compares each element's type with
+// gradient_source, and rejects `{w, b}` ("does not match adjusted type"), where the standard
+// ([temp.deduct.call]) and g++ convert each element. Under clang the list is the whole parameter's
+// non-deduced type instead, and there is one set per count, 1 to 16.
+#define FLUXION_TAPE_SOURCE_LIST(N, ...)                                                                         \
+  template <class T, class D __VA_ARGS__>                                                                        \
+  auto gradient(const tensor<T, D>& target, FLUXION_TAPE_SOURCES((gradient_source<T, D>), N) sources,            \
+                unconnected_gradients unconnected = unconnected_gradients::none) {                               \
+    return unpackable<N>(gradient(target, source_pointers(sources), nullptr, unconnected));                      \
+  }                                                                                                              \
+  template <class T, class D __VA_ARGS__>                                                                        \
+  auto gradient(const tensor<T, D>& target, FLUXION_TAPE_SOURCES((gradient_source<T, D>), N) sources,            \
+                const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) { \
+    return unpackable<N>(gradient(target, source_pointers(sources), &output_gradients, unconnected));            \
+  }                                                                                                              \
+  /* A target expression is materialized first (and recorded, if it reads tracked tensors). */                  \
+  template <expression E __VA_ARGS__>                                                                            \
+    requires(!is_tensor_v<E>)                                                                                    \
+  auto gradient(const E& target, FLUXION_TAPE_SOURCES((gradient_source<value_type_t<E>, device_t<E>>), N) sources, \
+                unconnected_gradients unconnected = unconnected_gradients::none) {                               \
+    return unpackable<N>(gradient(detail::materialize(target), source_pointers(sources), nullptr, unconnected)); \
+  }                                                                                                              \
+  template <expression E __VA_ARGS__>                                                                            \
+    requires(!is_tensor_v<E>)                                                                                    \
+  auto gradient(const E& target, FLUXION_TAPE_SOURCES((gradient_source<value_type_t<E>, device_t<E>>), N) sources, \
+                const tensor<value_type_t<E>, device_t<E>>& output_gradients,                                    \
+                unconnected_gradients unconnected = unconnected_gradients::none) {                               \
+    return unpackable<N>(gradient(detail::materialize(target), source_pointers(sources), &output_gradients,      \
+                                  unconnected));                                                                 \
+  }
+#define FLUXION_TAPE_UNPAREN(...) __VA_ARGS__
+namespace detail {
+template <class S, std::size_t N>
+using source_array = const S (&)[N];
+}  // namespace detail
+#if defined(__clang__)
+#define FLUXION_TAPE_SOURCES(S, N) std::type_identity_t<detail::source_array<FLUXION_TAPE_UNPAREN S, N>>
+#define FLUXION_TAPE_SOURCE_LISTS                                                                                \
+  FLUXION_TAPE_SOURCE_LIST(1) FLUXION_TAPE_SOURCE_LIST(2) FLUXION_TAPE_SOURCE_LIST(3) FLUXION_TAPE_SOURCE_LIST(4)     \
+  FLUXION_TAPE_SOURCE_LIST(5) FLUXION_TAPE_SOURCE_LIST(6) FLUXION_TAPE_SOURCE_LIST(7) FLUXION_TAPE_SOURCE_LIST(8)     \
+  FLUXION_TAPE_SOURCE_LIST(9) FLUXION_TAPE_SOURCE_LIST(10) FLUXION_TAPE_SOURCE_LIST(11) FLUXION_TAPE_SOURCE_LIST(12) \
+  FLUXION_TAPE_SOURCE_LIST(13) FLUXION_TAPE_SOURCE_LIST(14) FLUXION_TAPE_SOURCE_LIST(15) FLUXION_TAPE_SOURCE_LIST(16)
+#else
+#define FLUXION_TAPE_SOURCES(S, N) detail::source_array<std::type_identity_t<FLUXION_TAPE_UNPAREN S>, N>
+#define FLUXION_TAPE_SOURCE_LISTS FLUXION_TAPE_SOURCE_LIST(N, , std::size_t N)
+#endif
+
 class gradient_tape {
  public:
   /// A one-shot tape that watches trainable variables it sees read.
@@ -290,16 +340,7 @@ class gradient_tape {
   /// another element type; with output_gradients, the vector-Jacobian products with them. The
   /// result is a std::vector that also unpacks: `auto [dw, db] = tape.gradient(loss, {w, b});`
   /// (gradient_list).
-  template <class T, class D, std::size_t N>
-  auto gradient(const tensor<T, D>& target, const std::type_identity_t<gradient_source<T, D>> (&sources)[N],
-                unconnected_gradients unconnected = unconnected_gradients::none) {
-    return unpackable<N>(gradient(target, source_pointers(sources), nullptr, unconnected));
-  }
-  template <class T, class D, std::size_t N>
-  auto gradient(const tensor<T, D>& target, const std::type_identity_t<gradient_source<T, D>> (&sources)[N],
-                const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) {
-    return unpackable<N>(gradient(target, source_pointers(sources), &output_gradients, unconnected));
-  }
+  FLUXION_TAPE_SOURCE_LISTS
   template <class T, class D, class Source, std::size_t N>
     requires(!std::is_same_v<Source, tensor<T, D>> && !std::is_same_v<Source, variable<T, D>>)
   auto gradient(const tensor<T, D>& target, const std::reference_wrapper<const Source> (&sources)[N],
@@ -340,13 +381,6 @@ class gradient_tape {
   auto gradient(const E& target, const Source& source, unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), source, unconnected);
   }
-  template <expression E, std::size_t N>
-    requires(!is_tensor_v<E>)
-  auto gradient(const E& target,
-                const gradient_source<value_type_t<E>, device_t<E>> (&sources)[N],
-                unconnected_gradients unconnected = unconnected_gradients::none) {
-    return gradient(detail::materialize(target), sources, unconnected);
-  }
   /// The same with output_gradients (DESIGN.md's `tape.gradient(y, {x1, x2}, dy)` of `auto y = ...`).
   template <expression E, class Source>
     requires(!is_tensor_v<E>)
@@ -354,15 +388,6 @@ class gradient_tape {
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     return gradient(detail::materialize(target), source, output_gradients, unconnected);
   }
-  template <expression E, std::size_t N>
-    requires(!is_tensor_v<E>)
-  auto gradient(const E& target,
-                const gradient_source<value_type_t<E>, device_t<E>> (&sources)[N],
-                const tensor<value_type_t<E>, device_t<E>>& output_gradients,
-                unconnected_gradients unconnected = unconnected_gradients::none) {
-    return gradient(detail::materialize(target), sources, output_gradients, unconnected);
-  }
-
   /// The full Jacobian: shape target.shape + source.shape.
   template <class T, class D, class Source>
   tensor<T, D> jacobian(const tensor<T, D>& target, const Source& source) {
@@ -608,6 +633,10 @@ class gradient_tape {
   int m_paused = 0;
   std::uint64_t m_unrecorded = 0;  // statements that ran while this tape recorded, but could not be recorded
 };
+#undef FLUXION_TAPE_SOURCE_LISTS
+#undef FLUXION_TAPE_SOURCE_LIST
+#undef FLUXION_TAPE_SOURCES
+#undef FLUXION_TAPE_UNPAREN
 
 namespace detail {
 /// Pauses every gradient tape of this thread for the scope's lifetime (custom_gradient's wrapped

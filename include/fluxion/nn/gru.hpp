@@ -86,7 +86,7 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
   tensor<T, Device> hs = state_sequence<State>(initial ? &(*initial)[0] : nullptr, steps, batch, units);
   tensor<T, Device> gates(fluxion::shape{steps, batch, 4 * units});
   tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
-  const bool zero_start = !State || initial == nullptr;  // h_0 = 0: no product at the first step
+  bool zero_start = !State || initial == nullptr;  // h_0 = 0: no product at the first step (not const: see h_id)
   const tensor<T, Device> keep = keep_mask ? *keep_mask : tensor<T, Device>();  // (batch, steps) or empty
   run_forward_sequence<Device>(batch, units, steps, 3, hs.mutable_data(), r.data(), zero_start,
                                gru_forward_steps<T>{rbias.data(), projected.data(), keep_mask ? keep.data() : nullptr,
@@ -96,7 +96,10 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
   if constexpr (State) result.state = {final_state(hs, steps, batch, units)};
   if (!tape) return result;
   if constexpr (State) record_states<T, Device, 1, Config>(*tape, result.state);
-  const std::uint64_t out_id = y.id(), h_id = State ? result.state[0].id() : 0;
+  const std::uint64_t out_id = y.id();
+  // Not const: where State is false, a const one would be a constant that the lambda below need not
+  // capture, and clang's -Wunused-lambda-capture would say so.
+  std::uint64_t h_id = State ? result.state[0].id() : 0;
   const tensor<T, Device> h0 = initial ? (*initial)[0] : tensor<T, Device>();
   if constexpr (Config < 2) {  // FLUXION_MAX_DERIVATIVE_ORDER 0
     tape->record(out_id, [out_id](autodiff::gradient_store& store) {

@@ -103,7 +103,7 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
                     cs = state_sequence<State>(initial ? &(*initial)[1] : nullptr, steps, batch, units);
   tensor<T, Device> gates(fluxion::shape{steps, batch, g4});
   tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
-  const bool zero_start = !State || initial == nullptr;  // h_0 = 0: no product at the first step
+  bool zero_start = !State || initial == nullptr;  // h_0 = 0: no product at the first step (not const: see h_id)
   const tensor<T, Device> keep = keep_mask ? *keep_mask : tensor<T, Device>();  // (batch, steps) or empty
   run_forward_sequence<Device>(batch, units, steps, 4, hs.mutable_data(), r.data(), zero_start,
                                lstm_forward_steps<T>{projected.data(), keep_mask ? keep.data() : nullptr,
@@ -113,8 +113,10 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
   if constexpr (State) result.state = {final_state(hs, steps, batch, units), final_state(cs, steps, batch, units)};
   if (!tape) return result;
   if constexpr (State) record_states<T, Device, 2, Config>(*tape, result.state);
-  const std::uint64_t out_id = y.id(), h_id = State ? result.state[0].id() : 0,
-                      c_id = State ? result.state[1].id() : 0;
+  const std::uint64_t out_id = y.id();
+  // Not const: where State is false, a const one would be a constant that the lambda below need not
+  // capture, and clang's -Wunused-lambda-capture would say so.
+  std::uint64_t h_id = State ? result.state[0].id() : 0, c_id = State ? result.state[1].id() : 0;
   const tensor<T, Device> h0 = initial ? (*initial)[0] : tensor<T, Device>(),
                           c0 = initial ? (*initial)[1] : tensor<T, Device>();
   if constexpr (Config < 2) {  // FLUXION_MAX_DERIVATIVE_ORDER 0

@@ -128,10 +128,17 @@ struct fixed_string {
 /// A compile-time shape check. When Ok is false the compiler reports this instantiation, whose
 /// arguments name the layer and both extents (check_extents<false, "conv2d", "input height", 3,
 /// "kernel height", 5>), and the layer's own static_assert then says what to change.
+/// Not under clang: clang reports only the first failed assertion of a statement, so this one would
+/// hide the layer's, and clang 14 prints a fixed_string argument as its character codes
+/// ({{99, 111, 110, ...}}), so the instantiation names nothing readable. There the layer's own
+/// static_assert reports, with the extents in its failed requirement (check_extents<false, ..., 3,
+/// ..., 5>::value).
 template <bool Ok, fixed_string Layer, fixed_string Got, index_t GotExtent, fixed_string Needs, index_t NeededExtent>
 struct check_extents {
+#if !defined(__clang__)
   static_assert(Ok, "fluxion::nn: a layer does not fit its input's shape; the layer, the input's extent and the "
                     "extent the layer needs are the arguments of check_extents in the instantiation above.");
+#endif
   static constexpr bool value = Ok;
 };
 
@@ -376,7 +383,8 @@ class model : public layer_base<Derived, T, Device> {
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
-    auto [names, refs] = static_cast<Derived&>(*this).sublayers();
+    auto [names_, refs] = static_cast<Derived&>(*this).sublayers();
+    const auto& names = names_;  // clang before 16 cannot capture a structured binding
     std::size_t i = 0;
     std::apply([&](auto&... member) { (visit_member(prefix + names[i++], member, f), ...); }, refs);
   }
@@ -396,7 +404,8 @@ class model : public layer_base<Derived, T, Device> {
   }
   /// summary()'s rows, indented by depth.
   void summary_rows(std::string& out, int depth) {
-    auto [names, refs] = static_cast<Derived&>(*this).sublayers();
+    auto [names_, refs] = static_cast<Derived&>(*this).sublayers();
+    const auto& names = names_;  // clang before 16 cannot capture a structured binding
     std::size_t i = 0;
     std::apply([&](auto&... member) { (summary_member(out, depth, names[i++], member), ...); }, refs);
   }
@@ -408,7 +417,8 @@ class model : public layer_base<Derived, T, Device> {
   void name_members() {
     if (m_members_named) return;
     m_members_named = true;
-    auto [names, refs] = static_cast<Derived&>(*this).sublayers();
+    auto [names_, refs] = static_cast<Derived&>(*this).sublayers();
+    const auto& names = names_;  // clang before 16 cannot capture a structured binding
     std::size_t i = 0;
     std::apply([&](auto&... member) { (name_member(names[i++], member), ...); }, refs);
   }

@@ -157,7 +157,7 @@ class reversible_sequence
     tensor<T, Device> h1 = on_grid(halves[0]), h2 = on_grid(halves[1]);
     std::vector<tensor<T, Device>> peaks;  // on a GPU, read once at the end: no wait per block
     m_largest = 0;
-    const auto track = [&peaks, this](const tensor<T, Device>& y) {
+    const auto track = [&](const tensor<T, Device>& y) {  // (peaks only on a GPU: no explicit capture to go unused)
       if (m_fraction_bits == 0) return;
       if constexpr (std::is_same_v<Device, cpu>) {
         const T* p = y.data();

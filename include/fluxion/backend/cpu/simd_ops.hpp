@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "detail/simd_ops.hpp"
 #include "detail/xsimd.hpp"
 
 #include "../../expr/ops.hpp"
@@ -30,9 +31,9 @@ FLUXION_ALWAYS_INLINE B sin_cos_float(const B& x) {
   const B q = y - B(8.f) * xsimd::floor(y * B(0.125f));    // 0, 2, 4 or 6
   const B r = ((ax - y * B(0.78515625f)) - y * B(2.4187564849853515625e-4f)) - y * B(3.77489497744594108e-8f);
   const B z = r * r;
-  const B sin_r = xsimd::fma(xsimd::fma(xsimd::fma(B(-1.9515295891e-4f), z, B(8.3321608736e-3f)), z, B(-1.6666654611e-1f)) * z, r, r);
-  const B cos_r = xsimd::fma(xsimd::fma(xsimd::fma(B(2.443315711809948e-5f), z, B(-1.388731625493765e-3f)), z,
-                                        B(4.166664568298827e-2f)) * z, z, xsimd::fma(B(-0.5f), z, B(1.f)));
+  const B sin_r = kernels::fused_fma(kernels::fused_fma(kernels::fused_fma(B(-1.9515295891e-4f), z, B(8.3321608736e-3f)), z, B(-1.6666654611e-1f)) * z, r, r);
+  const B cos_r = kernels::fused_fma(kernels::fused_fma(kernels::fused_fma(B(2.443315711809948e-5f), z, B(-1.388731625493765e-3f)), z,
+                                        B(4.166664568298827e-2f)) * z, z, kernels::fused_fma(B(-0.5f), z, B(1.f)));
   const auto odd_quadrant = (q == B(2.f)) || (q == B(6.f));
   if constexpr (Cosine) {
     const B v = xsimd::select(odd_quadrant, sin_r, cos_r);
@@ -61,16 +62,16 @@ FLUXION_ALWAYS_INLINE B sin_cos_float(const B& x) {
 template <class B>
 FLUXION_ALWAYS_INLINE B exp_float(const B& x) {
   if (!xsimd::all((x >= B(-87.f)) && (x <= B(88.f)))) return xsimd::exp(x);
-  const B n = xsimd::floor(xsimd::fma(x, B(1.44269504088896341f), B(0.5f)));
-  B r = xsimd::fma(n, B(-0.693359375f), x);
-  r = xsimd::fma(n, B(2.12194440e-4f), r);
+  const B n = xsimd::floor(kernels::fused_fma(x, B(1.44269504088896341f), B(0.5f)));
+  B r = kernels::fused_fma(n, B(-0.693359375f), x);
+  r = kernels::fused_fma(n, B(2.12194440e-4f), r);
   B p = B(1.9875691500e-4f);
-  p = xsimd::fma(p, r, B(1.3981999507e-3f));
-  p = xsimd::fma(p, r, B(8.3334519073e-3f));
-  p = xsimd::fma(p, r, B(4.1665795894e-2f));
-  p = xsimd::fma(p, r, B(1.6666665459e-1f));
-  p = xsimd::fma(p, r, B(5.0000001201e-1f));
-  p = xsimd::fma(p, r * r, r) + B(1.f);
+  p = kernels::fused_fma(p, r, B(1.3981999507e-3f));
+  p = kernels::fused_fma(p, r, B(8.3334519073e-3f));
+  p = kernels::fused_fma(p, r, B(4.1665795894e-2f));
+  p = kernels::fused_fma(p, r, B(1.6666665459e-1f));
+  p = kernels::fused_fma(p, r, B(5.0000001201e-1f));
+  p = kernels::fused_fma(p, r * r, r) + B(1.f);
   using I = xsimd::batch<std::int32_t, typename B::arch_type>;
   const I bits = (xsimd::to_int(n) + I(127)) << 23;
   return p * xsimd::bitwise_cast<B>(bits);

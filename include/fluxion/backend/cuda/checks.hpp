@@ -155,7 +155,9 @@ class pending_checks {
  private:
   pending_checks() = default;
   int m_slot = -1;  // -1: none taken yet; -2: none was free
-  bool m_copied = false;
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_CUDA
+  bool m_copied = false;  // before_wait queued the flag's copy
+#endif
   std::vector<std::function<void()>> m_failures;
 };
 

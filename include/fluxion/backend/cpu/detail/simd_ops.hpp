@@ -25,6 +25,22 @@ inline constexpr int simd_register_count = 32;
 inline constexpr int simd_register_count = 16;
 #endif
 
+/// a * b + c on xsimd batches, rounded once where the target has fused multiply-add instructions
+/// (AVX2's FMA3, AVX-512; SSE2 has none, and multiplies, then adds). xsimd 11 (Debian's) has no
+/// AVX-512 fma: its generic one is `x * y + z` through the batch operators, which g++ contracts into
+/// one instruction (-ffp-contract=fast, its default) and clang, which contracts only within one
+/// expression, does not: under clang every AVX-512 kernel multiplied and added apart, slower and
+/// with other bits than g++'s build.
+template <class B>
+FLUXION_ALWAYS_INLINE B fused_fma(const B& a, const B& b, const B& c) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(B) == 64 && std::is_same_v<typename B::value_type, float>) return _mm512_fmadd_ps(a, b, c);
+  else if constexpr (sizeof(B) == 64 && std::is_same_v<typename B::value_type, double>) return _mm512_fmadd_pd(a, b, c);
+  else
+#endif
+    return xsimd::fma(a, b, c);
+}
+
 /// xsimd batches of the target architecture; the specialization below is the scalar stand-in.
 template <class T, bool Simd = has_xsimd_arch>
 struct simd_ops {
@@ -34,20 +50,8 @@ struct simd_ops {
   static FLUXION_ALWAYS_INLINE batch loadu(const T* p) { return batch::load_unaligned(p); }
   static FLUXION_ALWAYS_INLINE void storeu(T* p, batch v) { v.store_unaligned(p); }
   static FLUXION_ALWAYS_INLINE batch splat(T v) { return batch(v); }
-  /// a * b + c, rounded once where the target has fused multiply-add instructions (AVX2's FMA3,
-  /// AVX-512; SSE2 has none, and multiplies, then adds). xsimd 11 (Debian's) has no AVX-512 fma:
-  /// its generic one is `x * y + z` through the batch operators, which g++ contracts into one
-  /// instruction (-ffp-contract=fast, its default) and clang, which contracts only within one
-  /// expression, does not: under clang every AVX-512 kernel multiplied and added apart, slower and
-  /// with other bits than g++'s build.
-  static FLUXION_ALWAYS_INLINE batch fma(batch a, batch b, batch c) {
-#if defined(__AVX512F__)
-    if constexpr (sizeof(batch) == 64 && std::is_same_v<T, float>) return _mm512_fmadd_ps(a, b, c);
-    else if constexpr (sizeof(batch) == 64 && std::is_same_v<T, double>) return _mm512_fmadd_pd(a, b, c);
-    else
-#endif
-      return xsimd::fma(a, b, c);
-  }
+  /// a * b + c, rounded once where the target has fused multiply-add instructions (fused_fma).
+  static FLUXION_ALWAYS_INLINE batch fma(batch a, batch b, batch c) { return fused_fma(a, b, c); }
   // NaN stays NaN: relu(NaN) is NaN in every path, as ops::relu and TensorFlow's.
   static FLUXION_ALWAYS_INLINE batch relu(batch v) { return xsimd::select(v < batch(T(0)), batch(T(0)), v); }
   static FLUXION_ALWAYS_INLINE T sum(batch v) { return xsimd::hadd(v); }
