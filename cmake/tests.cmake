@@ -8,6 +8,8 @@
 #   bench/cuda/<name>.bench.cu         GPU benchmark, compiled by nvcc         ctest: nvcc.bench_<name>
 #   tests/compile_fail/<name>.cpp      must NOT compile; its first line is
 #                                      `// expect-error: <regex>`              ctest: compile_fail.<name>
+#                                      (and `// not-expected: <regex>` among its
+#                                      first five lines: what must not show)
 #   tests/consumer/                    find_package and add_subdirectory users ctest: consumer.*
 #
 # Labels: unit, device, nvcc, compile_time, compile_fail, consumer (and example), for `ctest -L` / `ctest -LE`.

@@ -248,7 +248,8 @@ tensor<T, D> reduce_weighted(const char* name, const tensor<T, D>& losses, W&& s
   static_assert(std::is_same_v<device_t<decltype(w)>, D>,
                 "fluxion::losses: sample_weight is on another device than the logits or predictions; move it with "
                 "fluxion::to<Device>(sample_weight).");
-  if constexpr (std::is_same_v<WT, bool> || std::is_same_v<WT, T>) return reduce_weighted_tensors<T>(name, losses, w, r);
+  if constexpr (!std::is_same_v<device_t<decltype(w)>, D>) return tensor<T, D>();  // the message above only
+  else if constexpr (std::is_same_v<WT, bool> || std::is_same_v<WT, T>) return reduce_weighted_tensors<T>(name, losses, w, r);
   else return reduce_weighted_tensors<T>(name, losses, tensor<T, D>(cast<T>(w)), r);
 }
 
@@ -338,9 +339,14 @@ auto sparse_softmax_cross_entropy(L&& logits, I&& labels, label_smoothing s, red
   static_assert(std::is_same_v<device_t<decltype(x)>, device_t<detail::expr_of<I>>>,
                 "fluxion::losses::sparse_softmax_cross_entropy: the logits and the labels are on different devices; "
                 "move the labels with fluxion::to<Device>(labels).");
-  auto indices = fluxion::detail::materialize(fluxion::detail::as_expr<I>(std::forward<I>(labels)));
-  return detail::sparse_softmax_cross_entropy_tensors<T>(fluxion::detail::materialize(x), std::move(indices), r,
-                                                         s.value);
+  if constexpr ((std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>) &&
+                std::is_same_v<device_t<decltype(x)>, device_t<detail::expr_of<I>>>) {  // else: the message above only
+    auto indices = fluxion::detail::materialize(fluxion::detail::as_expr<I>(std::forward<I>(labels)));
+    return detail::sparse_softmax_cross_entropy_tensors<T>(fluxion::detail::materialize(x), std::move(indices), r,
+                                                           s.value);
+  } else {
+    return tensor<T, device_t<decltype(x)>>();
+  }
 }
 
 /// sparse_softmax_cross_entropy without label smoothing.

@@ -89,9 +89,14 @@ class custom_gradient_function {
         if constexpr (sizeof...(Ts) == 1 && !detail::is_tuple_like<decltype(grads)>::value) {
           (push(sink, xs, grads), ...);
         } else {
-          static_assert(std::tuple_size_v<decltype(grads)> == sizeof...(Ts),
+          using G = decltype(grads);
+          constexpr bool one_each = [] {
+            if constexpr (requires { std::tuple_size<G>::value; }) return std::tuple_size_v<G> == sizeof...(Ts);
+            else return false;
+          }();
+          static_assert(one_each,
                         "fluxion::custom_gradient: the backward function must return one gradient per argument.");
-          push_all(sink, grads, std::index_sequence_for<Ts...>{}, xs...);
+          if constexpr (one_each) push_all(sink, grads, std::index_sequence_for<Ts...>{}, xs...);  // else: no other error
         }
       });
     }

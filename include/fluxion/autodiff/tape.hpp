@@ -75,6 +75,24 @@ class gradient_source {
   gradient_source(const tensor<T, D>& t) : m_tensor(&t) {}
   gradient_source(std::reference_wrapper<const variable<T, D>> v) : m_variable(&v.get()) {}
   gradient_source(std::reference_wrapper<const tensor<T, D>> t) : m_tensor(&t.get()) {}
+  /// A tensor or variable of another element type or device, or an unevaluated expression, in a
+  /// brace list of sources: one readable error (the instantiation names Source, T and D) instead of
+  /// every gradient() overload listed as a candidate.
+  template <class Source>
+    requires((is_expression_v<Source> || is_variable_v<Source>) && !std::is_same_v<Source, tensor<T, D>> &&
+             !std::is_same_v<Source, variable<T, D>>)
+  gradient_source(const Source&) {
+    if constexpr (!is_tensor_v<Source> && !is_variable_v<Source>)
+      static_assert(sizeof(Source) == 0,
+                    "gradient_tape::gradient(target, {sources...}): a source must be a tensor or a variable; an "
+                    "expression (Source here) is not evaluated, so no target was computed from it: store it in an "
+                    "fx::tensor while the tape records, and compute the target from that tensor");
+    else
+      static_assert(sizeof(Source) == 0,
+                    "gradient_tape::gradient(target, {sources...}): every source in braces must have the target's "
+                    "element type and device (Source here; the target's are T and D). Pass the others in a list of "
+                    "their own, {std::cref(a), std::cref(b)}, or cast the target (fx::cast<U>(target))");
+  }
 
   std::uint64_t id() const { return m_variable ? m_variable->id() : m_tensor->id(); }
   fluxion::shape shape() const { return m_variable ? m_variable->shape() : m_tensor->shape(); }
@@ -228,37 +246,26 @@ struct tape_stack {
 };
 }  // namespace detail
 
-// tape.gradient(target, {w, b}): the four overloads of gradient() that take a brace list of
-// gradient_source, for a target tensor or expression, with or without output_gradients. The count N
-// is a template parameter deduced from the list's length. clang (14, Debian 12's) does not deduce it:
-// with the element type in a non-deduced context, it still compares each element's type with
-// gradient_source, and rejects `{w, b}` ("does not match adjusted type"), where the standard
-// ([temp.deduct.call]) and g++ convert each element. Under clang the list is the whole parameter's
-// non-deduced type instead, and there is one set per count, 1 to 16.
+// tape.gradient(target, {w, b}): the two overloads of gradient() that take a brace list of
+// gradient_source, for a target tensor or expression (target_tensor materializes an expression
+// first), with or without output_gradients; two rather than four, so that a list that does not
+// convert lists half as many candidates. The count N is a template parameter deduced from the
+// list's length. clang (14, Debian 12's) does not deduce it: with the element type in a
+// non-deduced context, it still compares each element's type with gradient_source, and rejects
+// `{w, b}` ("does not match adjusted type"), where the standard ([temp.deduct.call]) and g++
+// convert each element. Under clang the list is the whole parameter's non-deduced type instead,
+// and there is one pair per count, 1 to 16.
 #define FLUXION_TAPE_SOURCE_LIST(N, ...)                                                                         \
-  template <class T, class D __VA_ARGS__>                                                                        \
-  auto gradient(const tensor<T, D>& target, FLUXION_TAPE_SOURCES((gradient_source<T, D>), N) sources,            \
-                unconnected_gradients unconnected = unconnected_gradients::none) {                               \
-    return unpackable<N>(gradient(target, source_pointers(sources), nullptr, unconnected));                      \
-  }                                                                                                              \
-  template <class T, class D __VA_ARGS__>                                                                        \
-  auto gradient(const tensor<T, D>& target, FLUXION_TAPE_SOURCES((gradient_source<T, D>), N) sources,            \
-                const tensor<T, D>& output_gradients, unconnected_gradients unconnected = unconnected_gradients::none) { \
-    return unpackable<N>(gradient(target, source_pointers(sources), &output_gradients, unconnected));            \
-  }                                                                                                              \
-  /* A target expression is materialized first (and recorded, if it reads tracked tensors). */                  \
   template <expression E __VA_ARGS__>                                                                            \
-    requires(!is_tensor_v<E>)                                                                                    \
   auto gradient(const E& target, FLUXION_TAPE_SOURCES((gradient_source<value_type_t<E>, device_t<E>>), N) sources, \
                 unconnected_gradients unconnected = unconnected_gradients::none) {                               \
-    return unpackable<N>(gradient(detail::materialize(target), source_pointers(sources), nullptr, unconnected)); \
+    return unpackable<N>(gradient(target_tensor(target), source_pointers(sources), nullptr, unconnected));       \
   }                                                                                                              \
   template <expression E __VA_ARGS__>                                                                            \
-    requires(!is_tensor_v<E>)                                                                                    \
   auto gradient(const E& target, FLUXION_TAPE_SOURCES((gradient_source<value_type_t<E>, device_t<E>>), N) sources, \
                 const tensor<value_type_t<E>, device_t<E>>& output_gradients,                                    \
                 unconnected_gradients unconnected = unconnected_gradients::none) {                               \
-    return unpackable<N>(gradient(detail::materialize(target), source_pointers(sources), &output_gradients,      \
+    return unpackable<N>(gradient(target_tensor(target), source_pointers(sources), &output_gradients,           \
                                   unconnected));                                                                 \
   }
 #define FLUXION_TAPE_UNPAREN(...) __VA_ARGS__
@@ -492,6 +499,14 @@ class gradient_tape {
   };
 
   void finish();
+
+  /// A target tensor as it is; a target expression materialized first (and recorded, if it reads
+  /// tracked tensors).
+  template <class E>
+  static decltype(auto) target_tensor(const E& target) {
+    if constexpr (is_tensor_v<E>) return (target);
+    else return detail::materialize(target);
+  }
 
   template <std::size_t N, class Tensor>
   static gradient_list<Tensor, N> unpackable(std::vector<Tensor>&& gradients) {

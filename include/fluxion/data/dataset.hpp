@@ -571,8 +571,17 @@ class dataset {
   /// as tf.data's filter. The cardinality becomes unknown.
   template <class P>
   dataset filter(P pred) const {
-    static_assert(std::is_convertible_v<decltype(detail::invoke_on(std::declval<P&>(), std::declval<const Element&>())), bool>,
+    constexpr bool returns_bool =
+        std::is_convertible_v<decltype(detail::invoke_on(std::declval<P&>(), std::declval<const Element&>())), bool>;
+    static_assert(returns_bool,
                   "fluxion::data::dataset::filter: the predicate must return bool (or a value convertible to bool)");
+    if constexpr (!returns_bool) return *this;  // the message above, and no other
+    else return filtered(std::move(pred));
+  }
+
+ private:
+  template <class P>
+  dataset filtered(P pred) const {
     auto up = m_open;
     auto fn = std::make_shared<P>(std::move(pred));
     return dataset(
@@ -590,6 +599,7 @@ class dataset {
         unknown_cardinality);
   }
 
+ public:
   /// This dataset's elements, then other's, as tf.data's concatenate (pass n of each).
   dataset concatenate(const dataset& other) const {
     auto a = m_open;

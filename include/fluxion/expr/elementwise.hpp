@@ -87,7 +87,7 @@ template <class Op, class A, class B, class C>
 struct ternary_expr : expression_base {
   using value_type = decltype(Op::apply(value_type_t<A>{}, value_type_t<B>{}, value_type_t<C>{}));
   using device_type = typename detail::common_device<B, C>::type;
-  static_assert(std::is_same_v<typename detail::common_device<A, B>::type, device_type>,
+  static_assert(std::is_same_v<device_t<A>, device_type>,  // not common_device<A, B>: one message, this one
                 "fluxion::where: the condition and the values live on different devices.");
   using op_type = Op;
   A a;

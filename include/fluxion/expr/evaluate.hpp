@@ -143,6 +143,15 @@ auto materialize(const E& e) -> tensor<value_type_t<E>, device_t<E>> {
   }
 }
 
+/// e materialized as a tensor<T, Device>, for an operand whose element type and device the caller
+/// has static_asserted to be T and Device: where they are not, an empty tensor, so that the
+/// caller's message is the only error (not a second one from tensor's constructor).
+template <class T, class Device, class E>
+tensor<T, Device> materialize_asserted(const E& e) {
+  if constexpr (std::is_same_v<value_type_t<E>, T> && std::is_same_v<device_t<E>, Device>) return materialize(e);
+  else return tensor<T, Device>();
+}
+
 /// Writes expression `e` into the sub-block of `out` at `offset` whose strides are `strides`.
 template <class T, class Device, class E>
 void assign_into(tensor<T, Device>& out, index_t offset, const index_t* strides, const E& e) {

@@ -100,7 +100,7 @@ auto gather_nd(P&& params, const I& indices, int batch_dims = 0) {
   static_assert(std::is_same_v<device_t<I>, D>, "fluxion::gather_nd: params and indices live on different devices.");
   detail::check_not_none(params, "gather_nd");
   const auto x = detail::materialize(detail::as_expr<P>(std::forward<P>(params)));
-  const tensor<IT, D> idx = detail::materialize(indices);
+  const tensor<IT, D> idx = detail::materialize_asserted<IT, D>(indices);
   if (batch_dims < 0 || batch_dims >= std::max(idx.rank(), 1))
     throw invalid_argument("gather_nd: batch_dims = " + std::to_string(batch_dims) + " is not in [0, " +
                            std::to_string(std::max(idx.rank(), 1)) + "): indices of shape " + to_string(idx.shape()) +
@@ -133,7 +133,7 @@ auto scatter_nd(const I& indices, U&& updates, const shape& s) {
   static_assert(std::is_same_v<device_t<I>, D>, "fluxion::scatter_nd: indices and updates live on different devices.");
   detail::check_not_none(updates, "scatter_nd");
   auto u = detail::materialize(detail::as_expr<U>(std::forward<U>(updates)));
-  const tensor<IT, D> idx = detail::materialize(indices);
+  const tensor<IT, D> idx = detail::materialize_asserted<IT, D>(indices);
   const tensor<std::int64_t, D> rows = detail::nd_rows("scatter_nd", idx, s, "the output");
   auto [lead, rest] = detail::nd_split(s, idx.shape()[idx.rank() - 1]);
   shape want = rows.shape();

@@ -227,7 +227,7 @@ auto gather(P&& params, I&& indices, int axis = 0) {
     static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
                   "fluxion::gather: indices must be int32 or int64.");
     static_assert(std::is_same_v<device_t<I>, D>, "fluxion::gather: params and indices live on different devices.");
-    return gather_expr<T, IT, D>(std::move(p), detail::materialize(indices), ax);
+    return gather_expr<T, IT, D>(std::move(p), detail::materialize_asserted<IT, D>(indices), ax);
   } else {
     using IT = std::conditional_t<(sizeof(std::remove_cvref_t<I>) > 4), std::int64_t, std::int32_t>;
     return gather_expr<T, IT, D>(std::move(p), tensor<IT, D>(static_cast<IT>(indices)), ax);
@@ -300,7 +300,8 @@ auto unsorted_segment_sum(A&& data, const I& segment_ids, index_t num_segments) 
   static_assert(std::is_same_v<device_t<I>, D>, "fluxion::unsorted_segment_sum: data and segment_ids live on different devices.");
   detail::check_not_none(data, "unsorted_segment_sum");
   auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(data)));
-  auto [ids, out] = detail::segment_layout("unsorted_segment_sum", x.shape(), detail::materialize(segment_ids), num_segments);
+  auto [ids, out] = detail::segment_layout("unsorted_segment_sum", x.shape(),
+                                           detail::materialize_asserted<IT, D>(segment_ids), num_segments);
   return segment_sum_expr<T, IT, D>(std::move(x), std::move(ids), out);
 }
 

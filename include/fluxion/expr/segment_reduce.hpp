@@ -101,7 +101,7 @@ auto unsorted_segment_extreme(const char* op, A&& data, const I& segment_ids, in
   using IT = value_type_t<I>;
   check_not_none(data, op);
   const tensor<T, D> x = materialize(as_expr<A>(std::forward<A>(data)));
-  const auto [ids, out] = segment_layout(op, x.shape(), materialize(segment_ids), num_segments);
+  const auto [ids, out] = segment_layout(op, x.shape(), materialize_asserted<IT, D>(segment_ids), num_segments);
   const index_t n_ids = ids.size();
   shape rows{n_ids};
   for (int d = 1; d < out.rank(); ++d) rows.push_back(out[d]);

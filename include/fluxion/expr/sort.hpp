@@ -218,7 +218,7 @@ auto take_along_axis(A&& a, const I& indices, int axis, bool trusted) {
   static_assert(std::is_same_v<device_t<I>, D>, "fluxion::take_along_axis: a and its indices live on different devices.");
   detail::check_not_none(a, "take_along_axis");
   const auto x = detail::materialize(detail::as_expr<A>(std::forward<A>(a)));
-  const tensor<IT, D> idx = detail::materialize(indices);
+  const tensor<IT, D> idx = detail::materialize_asserted<IT, D>(indices);
   const auto& s = x.shape();
   if (s.rank() == 0) throw invalid_argument("take_along_axis: the operand is a scalar; it needs an axis");
   const int ax = normalize_axis(axis, s.rank(), "take_along_axis");

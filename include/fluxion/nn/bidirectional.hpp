@@ -129,7 +129,10 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
 
   /// The states Keras's Bidirectional carries: the forward copy's, then the backward copy's (an
   /// LSTM's h and c each, a GRU's h).
-  static constexpr std::size_t state_count = 2 * Layer::state_count;
+  static constexpr std::size_t state_count = [] {
+    if constexpr (detail::recurrent_layer_type<Layer>) return 2 * Layer::state_count;
+    else return std::size_t{0};  // the class's static_assert has said why
+  }();
   using state_type = std::array<tensor<T, Device>, state_count>;
   /// call's and call_with_state's options: Keras's mask (batch, time) and initial_state (the
   /// forward copy's states, then the backward copy's).

@@ -451,8 +451,10 @@ class model : public layer_base<Derived, T, Device> {
       static_assert(std::is_same_v<M, variable<T, Device>>,
                     "fluxion::nn::model: a variable listed in FLUXION_LAYERS must have the model's element type and "
                     "device (fluxion::variable<T, Device> of nn::model<Self, T, Device>).");
-      member.set_name(name);
-      f(member);
+      if constexpr (std::is_same_v<M, variable<T, Device>>) {  // else: the message above, and no other
+        member.set_name(name);
+        f(member);
+      }
     } else {
       member.for_each_variable(name + "/", f);
     }

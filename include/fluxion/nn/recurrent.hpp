@@ -342,6 +342,16 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
   template <bool State, bool Masked = false, class E>
   recurrent_result<T, Device, state_count> checked_run(const E& e, const state_type* initial,
                                                        const tensor<bool, Device>* mask = nullptr, bool training = false) {
+    if constexpr (std::is_same_v<value_type_t<E>, T> && std::is_same_v<device_t<E>, Device>)
+      return run_input<State, Masked>(e, initial, mask, training);
+    else
+      return {};  // the layer's check_input has said why, and nothing else is compiled
+  }
+
+ private:
+  template <bool State, bool Masked, class E>
+  recurrent_result<T, Device, state_count> run_input(const E& e, const state_type* initial,
+                                                     const tensor<bool, Device>* mask, bool training) {
     const fluxion::shape s = e.shape();
     if (s.rank() != 3)
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +

@@ -452,6 +452,15 @@ class optimizer {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                   "fluxion::optim::optimizer::apply_gradients: optimizers update float or double variables; "
                   "make the variable's element type float or double.");
+    if constexpr ((std::is_same_v<Device, cpu> || FLUXION_DEVICE_OPTIMIZERS) &&
+                  (std::is_same_v<T, float> || std::is_same_v<T, double>))  // else: the message above only
+      apply_checked(gradients, variables);
+  }
+
+ private:
+  template <class T, class Device>
+  void apply_checked(const std::vector<tensor<T, Device>>& gradients,
+                     const std::vector<variable<T, Device>*>& variables) {
     if (gradients.size() != variables.size())
       throw invalid_argument("apply_gradients: " + std::to_string(gradients.size()) + " gradients for " +
                              std::to_string(variables.size()) +
@@ -538,6 +547,7 @@ class optimizer {
     ++m_updates;
   }
 
+ public:
   /// Creates the slots of these variables now rather than on the first apply_gradients, so that a
   /// checkpoint can be restored into them.
   template <class T, class Device>

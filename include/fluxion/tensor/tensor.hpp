@@ -123,8 +123,17 @@ class tensor : public expression_base {
 
   /// Materializes an expression: the fused kernel runs here.
   template <expression E>
-    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
-  tensor(const E& e) : tensor(detail::materialize(check_assignable(e))) {}
+    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor> && std::is_same_v<value_type_t<E>, T> &&
+             std::is_same_v<device_t<E>, Device>)
+  tensor(const E& e) : tensor(detail::materialize(e)) {}
+  /// An expression of another element type or device: check_assignable's message, and nothing
+  /// else (delegating, as above, would pick this constructor again for the materialized tensor).
+  template <expression E>
+    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor> &&
+             !(std::is_same_v<value_type_t<E>, T> && std::is_same_v<device_t<E>, Device>))
+  tensor(const E& e) : tensor() {
+    check_assignable(e);
+  }
 
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)

@@ -105,19 +105,43 @@ class variable {
   template <class E>
     requires(operand<E>)
   variable& assign_add(const E& e) {
-    check_not_none(e, "assign_add");
-    check_update_shape(detail::as_expr<variable>(e).shape(), "assign_add");
-    return assign(m_value + e);
+    static_assert(same_element<E>,
+                  "fluxion::variable::assign_add: the update's element type differs from the variable's; "
+                  "convert it with fluxion::cast<T>(expr) first.");
+    static_assert(same_device<E>,
+                  "fluxion::variable::assign_add: the update lives on another device; move it with "
+                  "fluxion::to<Device>(expr) first.");
+    if constexpr (same_element<E> && same_device<E>) {  // else: the message above, and no other
+      check_not_none(e, "assign_add");
+      check_update_shape(detail::as_expr<variable>(e).shape(), "assign_add");
+      assign(m_value + e);
+    }
+    return *this;
   }
   template <class E>
     requires(operand<E>)
   variable& assign_sub(const E& e) {
-    check_not_none(e, "assign_sub");
-    check_update_shape(detail::as_expr<variable>(e).shape(), "assign_sub");
-    return assign(m_value - e);
+    static_assert(same_element<E>,
+                  "fluxion::variable::assign_sub: the update's element type differs from the variable's; "
+                  "convert it with fluxion::cast<T>(expr) first.");
+    static_assert(same_device<E>,
+                  "fluxion::variable::assign_sub: the update lives on another device; move it with "
+                  "fluxion::to<Device>(expr) first.");
+    if constexpr (same_element<E> && same_device<E>) {
+      check_not_none(e, "assign_sub");
+      check_update_shape(detail::as_expr<variable>(e).shape(), "assign_sub");
+      assign(m_value - e);
+    }
+    return *this;
   }
 
  private:
+  template <class E>
+  using update_expr = decltype(detail::as_expr<variable>(std::declval<const E&>()));
+  template <class E>
+  static constexpr bool same_element = std::is_same_v<value_type_t<update_expr<E>>, T>;
+  template <class E>
+  static constexpr bool same_device = std::is_same_v<device_t<update_expr<E>>, Device>;
   template <class E>
   variable& assign_expression(const E& e) {
     auto x = detail::as_expr<variable>(e);
@@ -128,15 +152,17 @@ class variable {
     static_assert(std::is_same_v<device_t<X>, Device>,
                   "fluxion::variable::assign: the expression lives on another device; move it with "
                   "fluxion::to<Device>(expr) first.");
-    if (x.shape() == shape()) {
-      m_value = detail::materialize_unrecorded(x);
-    } else {
-      if (broadcast_shapes(x.shape(), shape(), "assign") != shape())
-        throw shape_error("assign: cannot assign a value of shape " + to_string(x.shape()) + " to variable '" +
-                          m_name + "' of shape " + to_string(shape()));
-      m_value = detail::materialize_unrecorded(broadcast_to(x, shape()));
+    if constexpr (std::is_same_v<value_type_t<X>, T> && std::is_same_v<device_t<X>, Device>) {  // else: no other error
+      if (x.shape() == shape()) {
+        m_value = detail::materialize_unrecorded(x);
+      } else {
+        if (broadcast_shapes(x.shape(), shape(), "assign") != shape())
+          throw shape_error("assign: cannot assign a value of shape " + to_string(x.shape()) + " to variable '" +
+                            m_name + "' of shape " + to_string(shape()));
+        m_value = detail::materialize_unrecorded(broadcast_to(x, shape()));
+      }
+      ++m_version;
     }
-    ++m_version;
     return *this;
   }
   template <class E>
