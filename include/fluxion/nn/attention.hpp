@@ -281,7 +281,7 @@ class multi_head_attention
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
                   "fluxion::nn::multi_head_attention: an input is on another device than the layer's variables; "
                   "move it with fluxion::to<Device>, or declare the layer with that device.");
-    tensor<T, Device> t = fluxion::detail::materialize(e);
+    tensor<T, Device> t = fluxion::detail::materialize_asserted<T, Device>(e);
     if (t.rank() != 3 || t.shape()[1] < 1)
       throw shape_error("multi_head_attention '" + this->m_name + "': " + what +
                         " must be (batch, time >= 1, features), got " + to_string(t.shape()));

@@ -171,7 +171,7 @@ class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
     std::vector<int> reduced;
     for (int d = 0; d < s.rank(); ++d)
       if (d != axis) reduced.push_back(d);
-    const tensor<T, Device> xt(e);
+    const tensor<T, Device> xt = fluxion::detail::materialize_asserted<T, Device>(e);
     const tensor<T, Device> mean = reduce_mean(xt, reduced, keepdims);
     const tensor<T, Device> variance = reduce_mean(square(xt - mean), reduced, keepdims);  // biased, as Keras
     tensor<T, Device> y = epilogue((xt - mean) * (rsqrt(variance + eps) * reshape(*m_gamma, channel_shape.to_vector())) +

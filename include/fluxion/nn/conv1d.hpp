@@ -180,7 +180,7 @@ class conv1d
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
                   "fluxion::nn::conv1d: the input is on another device than the layer's variables; move it with "
                   "fluxion::to<Device>, or declare the layer with that device.");
-    const tensor<T, Device> in = fluxion::detail::materialize(e);
+    const tensor<T, Device> in = fluxion::detail::materialize_asserted<T, Device>(e);
     this->check_input(in.shape());
     if (detail::is_valid_padding<Padding>() && in.shape()[1] < span)
       throw shape_error("conv1d '" + this->m_name + "': the input's " + std::to_string(in.shape()[1]) +

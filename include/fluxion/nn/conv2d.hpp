@@ -178,7 +178,7 @@ class conv2d
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
                   "fluxion::nn::conv2d: the input is on another device than the layer's variables; move it with "
                   "fluxion::to<Device>, or declare the layer with that device.");
-    const tensor<T, Device> in = fluxion::detail::materialize(e);  // the convolution would materialize it anyway
+    const tensor<T, Device> in = fluxion::detail::materialize_asserted<T, Device>(e);  // the convolution would materialize it anyway
     this->check_input(in.shape());
     return detail::conv2d_forward<T, Epilogue>(in, *this->m_kernel, *this->m_bias, Stride, Padding, Dilation,
                                                epilogue);

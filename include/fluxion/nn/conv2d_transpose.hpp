@@ -70,7 +70,7 @@ class conv2d_transpose
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
                   "fluxion::nn::conv2d_transpose: the input is on another device than the layer's variables; move "
                   "it with fluxion::to<Device>, or declare the layer with that device.");
-    const tensor<T, Device> in = fluxion::detail::materialize(e);
+    const tensor<T, Device> in = fluxion::detail::materialize_asserted<T, Device>(e);
     this->check_input(in.shape());
     return detail::conv2d_transpose_forward<T>(in, *this->m_kernel, *this->m_bias, Stride, Padding, Dilation);
   }

@@ -106,7 +106,7 @@ class dense : public layer_base<dense<Units, T, Device>, T, Device> {
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
                   "fluxion::nn::dense: the input is on another device than the layer's variables; move it with "
                   "fluxion::to<Device>, or declare the layer as dense<Units, T, Device>.");
-    const tensor<T, Device> in = fluxion::detail::materialize(e);  // matmul would materialize it anyway
+    const tensor<T, Device> in = fluxion::detail::materialize_asserted<T, Device>(e);  // matmul would materialize it anyway
     check_input(in.shape(), /*matrix=*/false);
     return detail::dense_forward<T, Epilogue>(in, *m_kernel, *m_bias, epilogue);
   }

@@ -102,7 +102,7 @@ class depthwise_conv2d
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
                   "fluxion::nn::depthwise_conv2d: the input is on another device than the layer's variables; move "
                   "it with fluxion::to<Device>, or declare the layer with that device.");
-    const tensor<T, Device> in = fluxion::detail::materialize(e);
+    const tensor<T, Device> in = fluxion::detail::materialize_asserted<T, Device>(e);
     this->check_input(in.shape());
     return detail::depthwise_conv2d_forward<T, Epilogue>(in, *this->m_kernel, *this->m_bias, Stride, Padding,
                                                          Dilation, epilogue);
@@ -200,7 +200,7 @@ class separable_conv2d
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
                   "fluxion::nn::separable_conv2d: the input is on another device than the layer's variables; move "
                   "it with fluxion::to<Device>, or declare the layer with that device.");
-    const tensor<T, Device> in = fluxion::detail::materialize(e);
+    const tensor<T, Device> in = fluxion::detail::materialize_asserted<T, Device>(e);
     this->check_input(in.shape());
     return detail::separable_conv2d_forward<T, Epilogue>(in, *this->m_kernel, *m_pointwise, *this->m_bias, Stride,
                                                          Padding, Dilation, epilogue);

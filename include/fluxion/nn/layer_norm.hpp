@@ -81,7 +81,7 @@ class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
     if (s.rank() < 2 || s[s.rank() - 1] != m_features)
       throw shape_error("layer_norm '" + this->m_name + "': expects input of shape (batch, ..., " +
                         (built() ? std::to_string(m_features) : std::string("features")) + "), got " + to_string(s));
-    const tensor<T, Device> xt(e);
+    const tensor<T, Device> xt = fluxion::detail::materialize_asserted<T, Device>(e);
     const tensor<T, Device> mean = reduce_mean(xt, -1, keepdims);
     const tensor<T, Device> variance = reduce_mean(square(xt - mean), -1, keepdims);
     return tensor<T, Device>(epilogue((xt - mean) * rsqrt(variance + static_cast<T>(m_epsilon)) * *m_gamma + *m_beta));

@@ -201,7 +201,9 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   /// The output for a batch of inputs of shape (batch, InShape...).
   template <class X>
   tensor<T, Device> operator()(X&& x, bool training = false) {
-    return run<0, false>(checked_input(std::forward<X>(x)), training, nullptr);
+    auto e = checked_input(std::forward<X>(x));
+    if constexpr (input_fits<decltype(e)>) return run<0, false>(std::move(e), training, nullptr);
+    else return {};  // checked_input's message, and no other
   }
 
   /// Whether Keras's mask of an embedding<...>::mask_zero or masking reaches the output: no layer
@@ -222,7 +224,8 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
     requires output_masked
   masked_output<T, Device> output_and_mask(X&& x, bool training = false) {
     masked_output<T, Device> out;
-    out.output = run<0, true>(checked_input(std::forward<X>(x)), training, &out.mask);
+    auto e = checked_input(std::forward<X>(x));
+    if constexpr (input_fits<decltype(e)>) out.output = run<0, true>(std::move(e), training, &out.mask);
     return out;
   }
 
@@ -254,6 +257,14 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   void summary_rows(std::string& out, int depth) { rows<0>(out, depth); }
 
  private:
+  /// Whether an input expression E has the model's element type (or indices for an embedding
+  /// first) and device.
+  template <class E>
+  static constexpr bool input_fits =
+      (std::is_same_v<value_type_t<E>, T> ||
+       (detail::takes_indices<std::tuple_element_t<0, std::tuple<Layers...>>> && std::is_integral_v<value_type_t<E>>)) &&
+      std::is_same_v<device_t<E>, Device>;
+
   /// The input as an expression, once its element type, device and shape are the model's.
   template <class X>
   auto checked_input(X&& x) {

@@ -336,11 +336,15 @@ tensor<T, Device> normal(const shape& s, generator& gen, std::type_identity_t<T>
                          std::type_identity_t<T> stddev = T(1)) {
   static_assert(std::is_floating_point_v<T> && detail::is_draw_type_v<T>,
                 "fluxion::random::normal<T>: T must be float or double.");
-  detail::check_normal_arguments("normal", mean, stddev);
-  return detail::draw<T, Device>(s, gen, [mean, stddev](std::uint64_t, const detail::block_group& g, T* out) {
-    detail::normal_group(g, out);
-    for (int i = 0; i < detail::group_blocks * detail::per_block<T>; ++i) out[i] = mean + stddev * out[i];
-  });
+  if constexpr (std::is_floating_point_v<T> && detail::is_draw_type_v<T>) {  // else: the message above only
+    detail::check_normal_arguments("normal", mean, stddev);
+    return detail::draw<T, Device>(s, gen, [mean, stddev](std::uint64_t, const detail::block_group& g, T* out) {
+      detail::normal_group(g, out);
+      for (int i = 0; i < detail::group_blocks * detail::per_block<T>; ++i) out[i] = mean + stddev * out[i];
+    });
+  } else {
+    return tensor<T, Device>();
+  }
 }
 
 /// Normal values with the given mean and standard deviation, re-drawn while more than 2
@@ -352,18 +356,22 @@ tensor<T, Device> truncated_normal(const shape& s, generator& gen, std::type_ide
                                    std::type_identity_t<T> stddev = T(1)) {
   static_assert(std::is_floating_point_v<T> && detail::is_draw_type_v<T>,
                 "fluxion::random::truncated_normal<T>: T must be float or double.");
-  detail::check_normal_arguments("truncated_normal", mean, stddev);
-  auto values = [key = gen.key(), mean, stddev](std::uint64_t first, const detail::block_group& g, T* out) {
-    constexpr int k = detail::per_block<T>;
-    detail::normal_group(g, out);
-    for (int i = 0; i < detail::group_blocks * k; ++i) {
-      T z = out[i];
-      for (std::uint32_t attempt = 1; !(std::abs(z) <= T(2)); ++attempt)
-        z = detail::normal_element<T>(key, first + static_cast<std::uint64_t>(i / k), attempt, i % k);
-      out[i] = mean + stddev * z;
-    }
-  };
-  return detail::draw<T, Device>(s, gen, values);
+  if constexpr (std::is_floating_point_v<T> && detail::is_draw_type_v<T>) {  // else: the message above only
+    detail::check_normal_arguments("truncated_normal", mean, stddev);
+    auto values = [key = gen.key(), mean, stddev](std::uint64_t first, const detail::block_group& g, T* out) {
+      constexpr int k = detail::per_block<T>;
+      detail::normal_group(g, out);
+      for (int i = 0; i < detail::group_blocks * k; ++i) {
+        T z = out[i];
+        for (std::uint32_t attempt = 1; !(std::abs(z) <= T(2)); ++attempt)
+          z = detail::normal_element<T>(key, first + static_cast<std::uint64_t>(i / k), attempt, i % k);
+        out[i] = mean + stddev * z;
+      }
+    };
+    return detail::draw<T, Device>(s, gen, values);
+  } else {
+    return tensor<T, Device>();
+  }
 }
 
 // ---- the same draws from the global generator --------------------------------------------------

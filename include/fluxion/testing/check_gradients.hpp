@@ -179,12 +179,23 @@ std::string describe(const Tuple& args, std::size_t which) {
 
 }  // namespace detail_check
 
+namespace detail_check {
+template <class F, class... Args>
+gradient_report first_order(F f, const check_options& opt, const tensor<Args>&... args);
+}  // namespace detail_check
+
 /// Checks the tape's gradients of sum(f(x...) * w) and forward-mode tangents of f(x...) against
 /// central differences (see the top of this file).
 template <class F, class... Args>
 gradient_report check_gradients(F f, const check_options& opt, const tensor<Args>&... args) {
   static_assert((std::is_same_v<Args, double> && ...), "fluxion::testing::check_gradients works in double.");
-  using namespace detail_check;
+  if constexpr ((std::is_same_v<Args, double> && ...)) return detail_check::first_order(std::move(f), opt, args...);
+  else return {};  // the message above, and no other
+}
+
+namespace detail_check {
+template <class F, class... Args>
+gradient_report first_order(F f, const check_options& opt, const tensor<Args>&... args) {
   const auto xs = std::make_tuple(args...);
   const tensor<double> probe = value(f, xs);
   const tensor<double> w = weights(probe.shape(), opt.seed);
@@ -247,11 +258,17 @@ gradient_report check_gradients(F f, const check_options& opt, const tensor<Args
   r.report = os.str();
   return r;
 }
+}  // namespace detail_check
 
 template <class F, class... Args>
 gradient_report check_gradients(F f, const tensor<Args>&... args) {
   return check_gradients(std::move(f), check_options{}, args...);
 }
+
+namespace detail_check {
+template <class F, class... Args>
+gradient_report second_order(F f, const check_options& opt, const tensor<Args>&... args);
+}  // namespace detail_check
 
 /// Checks Hessian-vector products of sum(f(x...) * w), reverse over reverse and forward over
 /// reverse, against central differences of the tape's gradients (see the top of this file).
@@ -262,7 +279,15 @@ gradient_report check_second_order(F f, const check_options& opt, const tensor<A
   static_assert(sizeof(F) > 0 && max_derivative_order >= 2,
                 "fluxion::testing::check_second_order: define FLUXION_MAX_DERIVATIVE_ORDER to 2 or more before "
                 "including fluxion.");
-  using namespace detail_check;
+  if constexpr ((std::is_same_v<Args, double> && ...) && max_derivative_order >= 2)
+    return detail_check::second_order(std::move(f), opt, args...);
+  else
+    return {};  // the messages above, and no other
+}
+
+namespace detail_check {
+template <class F, class... Args>
+gradient_report second_order(F f, const check_options& opt, const tensor<Args>&... args) {
   using Tuple = std::tuple<tensor<Args>...>;
   const Tuple xs = std::make_tuple(args...);
   const tensor<double> w = weights(value(f, xs).shape(), opt.seed);
@@ -313,6 +338,7 @@ gradient_report check_second_order(F f, const check_options& opt, const tensor<A
   r.report = os.str();
   return r;
 }
+}  // namespace detail_check
 
 template <class F, class... Args>
 gradient_report check_second_order(F f, const tensor<Args>&... args) {
