@@ -333,14 +333,15 @@ auto sparse_softmax_cross_entropy(L&& logits, I&& labels, label_smoothing s, red
   using T = value_type_t<decltype(x)>;
   detail::require_floating<decltype(x)>();
   using IT = value_type_t<detail::expr_of<I>>;
-  static_assert(std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>,
+  constexpr bool integer_labels = std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>;
+  constexpr bool same_device = std::is_same_v<device_t<decltype(x)>, device_t<detail::expr_of<I>>>;
+  static_assert(integer_labels,
                 "fluxion::losses::sparse_softmax_cross_entropy: labels must be int32 or int64 class indices; "
                 "for one-hot or soft labels use softmax_cross_entropy.");
-  static_assert(std::is_same_v<device_t<decltype(x)>, device_t<detail::expr_of<I>>>,
+  static_assert(same_device,
                 "fluxion::losses::sparse_softmax_cross_entropy: the logits and the labels are on different devices; "
                 "move the labels with fluxion::to<Device>(labels).");
-  if constexpr ((std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>) &&
-                std::is_same_v<device_t<decltype(x)>, device_t<detail::expr_of<I>>>) {  // else: the message above only
+  if constexpr (integer_labels && same_device) {  // else: the message above only
     auto indices = fluxion::detail::materialize(fluxion::detail::as_expr<I>(std::forward<I>(labels)));
     return detail::sparse_softmax_cross_entropy_tensors<T>(fluxion::detail::materialize(x), std::move(indices), r,
                                                            s.value);

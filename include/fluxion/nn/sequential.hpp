@@ -257,21 +257,20 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   void summary_rows(std::string& out, int depth) { rows<0>(out, depth); }
 
  private:
-  /// Whether an input expression E has the model's element type (or indices for an embedding
-  /// first) and device.
+  /// Whether an input expression E has the model's element type (or holds indices for an
+  /// embedding first), and its device as well.
   template <class E>
-  static constexpr bool input_fits =
-      (std::is_same_v<value_type_t<E>, T> ||
-       (detail::takes_indices<std::tuple_element_t<0, std::tuple<Layers...>>> && std::is_integral_v<value_type_t<E>>)) &&
-      std::is_same_v<device_t<E>, Device>;
+  static constexpr bool input_type_fits =
+      std::is_same_v<value_type_t<E>, T> ||
+      (detail::takes_indices<std::tuple_element_t<0, std::tuple<Layers...>>> && std::is_integral_v<value_type_t<E>>);
+  template <class E>
+  static constexpr bool input_fits = input_type_fits<E> && std::is_same_v<device_t<E>, Device>;
 
   /// The input as an expression, once its element type, device and shape are the model's.
   template <class X>
   auto checked_input(X&& x) {
     auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
-    using first = std::tuple_element_t<0, std::tuple<Layers...>>;
-    static_assert(std::is_same_v<value_type_t<decltype(e)>, T> ||
-                      (detail::takes_indices<first> && std::is_integral_v<value_type_t<decltype(e)>>),
+    static_assert(input_type_fits<decltype(e)>,
                   "fluxion::nn::sequential: the input's element type differs from the model's (the one of its "
                   "fluxion::nn::input); convert it with fluxion::cast<T>.");
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,

@@ -446,15 +446,15 @@ class optimizer {
   template <class T, class Device>
   void apply_gradients(const std::vector<tensor<T, Device>>& gradients,
                        const std::vector<variable<T, Device>*>& variables) {
-    static_assert(std::is_same_v<Device, cpu> || FLUXION_DEVICE_OPTIMIZERS,
+    constexpr bool device_ok = std::is_same_v<Device, cpu> || FLUXION_DEVICE_OPTIMIZERS;
+    constexpr bool type_ok = std::is_same_v<T, float> || std::is_same_v<T, double>;
+    static_assert(device_ok,
                   "fluxion::optim::optimizer::apply_gradients: variables on fluxion::cuda need the device backend; "
                   "include <fluxion/cuda.hpp> and compile with nvcc (or with Thrust's OpenMP system).");
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+    static_assert(type_ok,
                   "fluxion::optim::optimizer::apply_gradients: optimizers update float or double variables; "
                   "make the variable's element type float or double.");
-    if constexpr ((std::is_same_v<Device, cpu> || FLUXION_DEVICE_OPTIMIZERS) &&
-                  (std::is_same_v<T, float> || std::is_same_v<T, double>))  // else: the message above only
-      apply_checked(gradients, variables);
+    if constexpr (device_ok && type_ok) apply_checked(gradients, variables);  // else: the message above only
   }
 
  private:

@@ -334,9 +334,9 @@ tensor<T, Device> uniform(const shape& s, generator& gen, std::type_identity_t<T
 template <class T, class Device = cpu>
 tensor<T, Device> normal(const shape& s, generator& gen, std::type_identity_t<T> mean = T(0),
                          std::type_identity_t<T> stddev = T(1)) {
-  static_assert(std::is_floating_point_v<T> && detail::is_draw_type_v<T>,
-                "fluxion::random::normal<T>: T must be float or double.");
-  if constexpr (std::is_floating_point_v<T> && detail::is_draw_type_v<T>) {  // else: the message above only
+  constexpr bool floating = std::is_floating_point_v<T> && detail::is_draw_type_v<T>;
+  static_assert(floating, "fluxion::random::normal<T>: T must be float or double.");
+  if constexpr (floating) {  // else: the message above only
     detail::check_normal_arguments("normal", mean, stddev);
     return detail::draw<T, Device>(s, gen, [mean, stddev](std::uint64_t, const detail::block_group& g, T* out) {
       detail::normal_group(g, out);
@@ -354,9 +354,9 @@ tensor<T, Device> normal(const shape& s, generator& gen, std::type_identity_t<T>
 template <class T, class Device = cpu>
 tensor<T, Device> truncated_normal(const shape& s, generator& gen, std::type_identity_t<T> mean = T(0),
                                    std::type_identity_t<T> stddev = T(1)) {
-  static_assert(std::is_floating_point_v<T> && detail::is_draw_type_v<T>,
-                "fluxion::random::truncated_normal<T>: T must be float or double.");
-  if constexpr (std::is_floating_point_v<T> && detail::is_draw_type_v<T>) {  // else: the message above only
+  constexpr bool floating = std::is_floating_point_v<T> && detail::is_draw_type_v<T>;
+  static_assert(floating, "fluxion::random::truncated_normal<T>: T must be float or double.");
+  if constexpr (floating) {  // else: the message above only
     detail::check_normal_arguments("truncated_normal", mean, stddev);
     auto values = [key = gen.key(), mean, stddev](std::uint64_t first, const detail::block_group& g, T* out) {
       constexpr int k = detail::per_block<T>;

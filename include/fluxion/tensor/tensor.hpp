@@ -126,13 +126,18 @@ class tensor : public expression_base {
     requires(!std::is_same_v<std::remove_cvref_t<E>, tensor> && std::is_same_v<value_type_t<E>, T> &&
              std::is_same_v<device_t<E>, Device>)
   tensor(const E& e) : tensor(detail::materialize(e)) {}
-  /// An expression of another element type or device: check_assignable's message, and nothing
-  /// else (delegating, as above, would pick this constructor again for the materialized tensor).
+  /// An expression of another element type or device: the message below, and nothing else
+  /// (delegating, as above, would pick this constructor again for the materialized tensor).
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, tensor> &&
              !(std::is_same_v<value_type_t<E>, T> && std::is_same_v<device_t<E>, Device>))
-  tensor(const E& e) : tensor() {
-    check_assignable(e);
+  tensor(const E&) : tensor() {
+    static_assert(std::is_same_v<value_type_t<E>, T>,
+                  "fluxion::tensor<T>: the expression's element type differs from T; convert it with "
+                  "fluxion::cast<T>(expr) first.");
+    static_assert(std::is_same_v<device_t<E>, Device>,
+                  "fluxion::tensor<T, Device>: the expression lives on another device; move it with "
+                  "fluxion::to<Device>(expr) first.");
   }
 
   template <expression E>
@@ -249,16 +254,6 @@ class tensor : public expression_base {
   std::int64_t use_count() const noexcept { return m_buffer.use_count(); }
 
  private:
-  template <class E>
-  static const E& check_assignable(const E& e) {
-    static_assert(std::is_same_v<value_type_t<E>, T>,
-                  "fluxion::tensor<T>: the expression's element type differs from T; convert it with "
-                  "fluxion::cast<T>(expr) first.");
-    static_assert(std::is_same_v<device_t<E>, Device>,
-                  "fluxion::tensor<T, Device>: the expression lives on another device; move it with "
-                  "fluxion::to<Device>(expr) first.");
-    return e;
-  }
 
   T read(index_t flat) const {
     T v;

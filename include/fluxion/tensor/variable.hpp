@@ -145,14 +145,13 @@ class variable {
   template <class E>
   variable& assign_expression(const E& e) {
     auto x = detail::as_expr<variable>(e);
-    using X = decltype(x);
-    static_assert(std::is_same_v<value_type_t<X>, T>,
+    static_assert(same_element<E>,
                   "fluxion::variable::assign: the expression's element type differs from the variable's; "
                   "convert it with fluxion::cast<T>(expr) first.");
-    static_assert(std::is_same_v<device_t<X>, Device>,
+    static_assert(same_device<E>,
                   "fluxion::variable::assign: the expression lives on another device; move it with "
                   "fluxion::to<Device>(expr) first.");
-    if constexpr (std::is_same_v<value_type_t<X>, T> && std::is_same_v<device_t<X>, Device>) {  // else: no other error
+    if constexpr (same_element<E> && same_device<E>) {  // else: no other error
       if (x.shape() == shape()) {
         m_value = detail::materialize_unrecorded(x);
       } else {

@@ -188,8 +188,9 @@ gradient_report first_order(F f, const check_options& opt, const tensor<Args>&..
 /// central differences (see the top of this file).
 template <class F, class... Args>
 gradient_report check_gradients(F f, const check_options& opt, const tensor<Args>&... args) {
-  static_assert((std::is_same_v<Args, double> && ...), "fluxion::testing::check_gradients works in double.");
-  if constexpr ((std::is_same_v<Args, double> && ...)) return detail_check::first_order(std::move(f), opt, args...);
+  constexpr bool in_double = (std::is_same_v<Args, double> && ...);
+  static_assert(in_double, "fluxion::testing::check_gradients works in double.");
+  if constexpr (in_double) return detail_check::first_order(std::move(f), opt, args...);
   else return {};  // the message above, and no other
 }
 
@@ -275,11 +276,12 @@ gradient_report second_order(F f, const check_options& opt, const tensor<Args>&.
 /// Needs FLUXION_MAX_DERIVATIVE_ORDER >= 2; opt.reverse and opt.forward pick the modes.
 template <class F, class... Args>
 gradient_report check_second_order(F f, const check_options& opt, const tensor<Args>&... args) {
-  static_assert((std::is_same_v<Args, double> && ...), "fluxion::testing::check_second_order works in double.");
+  constexpr bool in_double = (std::is_same_v<Args, double> && ...);
+  static_assert(in_double, "fluxion::testing::check_second_order works in double.");
   static_assert(sizeof(F) > 0 && max_derivative_order >= 2,
                 "fluxion::testing::check_second_order: define FLUXION_MAX_DERIVATIVE_ORDER to 2 or more before "
                 "including fluxion.");
-  if constexpr ((std::is_same_v<Args, double> && ...) && max_derivative_order >= 2)
+  if constexpr (in_double && max_derivative_order >= 2)
     return detail_check::second_order(std::move(f), opt, args...);
   else
     return {};  // the messages above, and no other
