@@ -43,7 +43,8 @@
 #     without the GRU's declarations, which fluxion_target_prebuilt_kernels adds by default);
 #     and with a top-3 metric and early stopping on it (-DFIT_PROGRAM_METRICS, stop 57), header-only
 #     and with prebuilt kernels, and with a mean IoU besides (-DFIT_PROGRAM_IOU, stop 58) with
-#     prebuilt kernels;
+#     prebuilt kernels; with a he_normal kernel and an l2 regularizer (-DFIT_PROGRAM_REGULARIZED,
+#     stop 74), header-only and with prebuilt kernels;
 #   - bench/compile/newcomer_gru.cpp, the program a newcomer writes with a GRU (stop 53):
 #     header-only, with prebuilt kernels alone (NO_GRU) and with the GRU's set;
 #   - the README's "Gradients" program (stop 54), at derivative order 2 as written and at 1;
@@ -288,6 +289,13 @@ row "  ... with fx::optim::nadam for Adam (FIT_PROGRAM_OPTIMIZER=nadam)" \
   "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_OPTIMIZER=nadam "${fit[@]}")"
 row "  ... with fx::optim::nadam and FLUXION_PREBUILT_KERNELS" \
   "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_OPTIMIZER=nadam -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
+
+# Keras's layer options (stop 74): a he_normal kernel and an l2 regularizer on the hidden layer;
+# fit compiles the penalty in every program (its value is only computed where a variable has one).
+row "  ... with an initializer and a regularizer (FIT_PROGRAM_REGULARIZED)" \
+  "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_REGULARIZED "${fit[@]}")"
+row "  ... with both and FLUXION_PREBUILT_KERNELS" \
+  "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_REGULARIZED -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
 
 # The program a newcomer writes with a GRU (stop 53): header-only, with prebuilt kernels alone
 # (NO_GRU) and with the GRU's set (fluxion_target_prebuilt_kernels's default).

@@ -4,7 +4,8 @@
 // checkpoint (-DFIT_PROGRAM_NO_CHECKPOINT), at CMake Release's -O3, with prebuilt kernels, and with
 // a top-3 metric and early stopping on it (-DFIT_PROGRAM_METRICS, stop 57: what using them costs;
 // with -DFIT_PROGRAM_IOU too, stop 58, a mean IoU as well; with -DFIT_PROGRAM_OPTIMIZER=nadam, stop
-// 64, another optimizer than Adam);
+// 64, another optimizer than Adam; with -DFIT_PROGRAM_REGULARIZED, stop 74, a he_normal kernel and
+// an l2 regularizer on the hidden layer);
 // README "Your own program" quotes the figures. It runs too (link fluxion::zlib, -DFLUXION_HAS_ZLIB=1),
 // and trains for 2 epochs in a few seconds.
 #include <fluxion/data.hpp>
@@ -19,8 +20,14 @@ namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
 int main() {
+#ifdef FIT_PROGRAM_REGULARIZED  // stop 74: Keras's initializer and weight decay on the hidden layer
+  auto net = nn::sequential(nn::input<28, 28, 1>{}, nn::flatten{},
+                            nn::dense<128>{{.kernel_initializer = "he_normal", .kernel_regularizer = nn::regularizers::l2(1e-4)}},
+                            nn::relu{}, nn::dropout{0.2}, nn::dense<10>{});
+#else
   auto net = nn::sequential(nn::input<28, 28, 1>{}, nn::flatten{}, nn::dense<128>{}, nn::relu{},
                             nn::dropout{0.2}, nn::dense<10>{});
+#endif
 #ifndef FIT_PROGRAM_OPTIMIZER  // stop 64: -DFIT_PROGRAM_OPTIMIZER=nadam measures another optimizer's cost
 #define FIT_PROGRAM_OPTIMIZER adam
 #endif

@@ -74,6 +74,7 @@
 #include "core/state_fields.hpp"
 #include "io/file.hpp"
 #include "metrics.hpp"
+#include "nn/regularizers.hpp"
 #include "optim.hpp"
 #include "tensor.hpp"
 
@@ -1020,18 +1021,35 @@ void update_metrics(const metric_lists& lists, const Out& out, const Element& el
   if (!lists.empty()) update_metrics_now(lists, out, element, class_weight);
 }
 
-/// loss_fn on the output (call_loss) and its value, which must be finite: a loss that is not (fluxion's losses
-/// throw naming the input) becomes error_for(value, detail), which adds where it happened.
-template <class LossFn, class Out, class Element, class ErrorFor>
-auto checked_loss(LossFn& loss_fn, const Out& out, const Element& element, const std::vector<double>& class_weight,
-                  const ErrorFor& error_for) {
-  auto loss = [&] {
+/// loss_fn on the output (call_loss) plus the model's regularization_loss() (Keras's
+/// `loss + sum(model.losses)`, where a variable has a regularizer), and its value, which must be
+/// finite: a loss that is not (fluxion's losses throw naming the input) becomes error_for(value,
+/// detail), which adds where it happened.
+template <class Model, class LossFn, class Out, class Element, class ErrorFor>
+auto checked_loss(Model& model, LossFn& loss_fn, const Out& out, const Element& element,
+                  const std::vector<double>& class_weight, const ErrorFor& error_for) {
+  auto data_loss = [&] {
     try {
       return call_loss(loss_fn, out, element, class_weight);
     } catch (const numeric_error& e) {
       throw error_for(e.value(), std::string(" (") + e.what() + ")");
     }
   }();
+  using L = std::remove_cvref_t<decltype(data_loss)>;
+  using LT = value_type_t<L>;
+  using LD = device_t<L>;
+  tensor<LT, LD> loss(std::move(data_loss));
+  if constexpr (requires { model.trainable_variables(); }) {
+    const auto vars = model.trainable_variables();
+    if (nn::has_regularizers(vars)) {
+      const auto penalty = nn::regularization_loss(vars);
+      using P = std::remove_cvref_t<decltype(penalty)>;
+      static_assert(std::is_same_v<device_t<P>, LD>,
+                    "fluxion::fit / evaluate: the loss is on another device than the model's variables.");
+      if constexpr (std::is_same_v<value_type_t<P>, LT>) loss = tensor<LT, LD>(loss + penalty);
+      else loss = tensor<LT, LD>(loss + cast<LT>(penalty));
+    }
+  }
   const double value = static_cast<double>(loss.item());
   if (!std::isfinite(value)) throw error_for(value, "");
   return std::pair{std::move(loss), value};
@@ -1104,7 +1122,7 @@ evaluation evaluate_with(Model& model, LossFn& loss_fn, Dataset&& dataset, const
       const auto& x = std::get<0>(element);
       const auto& y = std::get<1>(element);
       const auto out = detail::run_model(model, x, /*training=*/false);
-      const double value = detail::checked_loss(loss_fn, out, element, {}, [&](double v, const std::string& detail) {
+      const double value = detail::checked_loss(model, loss_fn, out, element, {}, [&](double v, const std::string& detail) {
         return numeric_error("evaluate: the loss is " + fluxion::detail::value_text(v) + " at batch " +
                                  std::to_string(e.steps + 1) + detail,
                              v);
@@ -1330,7 +1348,7 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
         if (x.rank() > 0) batch_size = x.shape()[0];
         gradient_tape tape;
         const auto out = detail::run_model(model, x, /*training=*/true);
-        auto [loss, value] = detail::checked_loss(loss_fn, out, element, options.class_weight, [&](double v, const std::string& detail) {
+        auto [loss, value] = detail::checked_loss(model, loss_fn, out, element, options.class_weight, [&](double v, const std::string& detail) {
           return numeric_error("fit: the loss is " + fluxion::detail::value_text(v) + " at epoch " + std::to_string(epoch + 1) +
                                    ", step " + std::to_string(logs.step + 1) + " (global step " +
                                    std::to_string(logs.global_step + 1) +

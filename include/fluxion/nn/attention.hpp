@@ -57,6 +57,12 @@ struct attention_options {
   bool use_causal_mask = false;  // every call hides the keys after each query
   double dropout = 0.0;          // the rate at which training calls drop attention weights, in [0, 1)
   std::uint64_t seed = 0;        // the dropout masks' generator
+  /// Keras's kernel_initializer and bias_initializer of the four projections (Keras's fans of each
+  /// kernel's shape), and their kernel_regularizer and bias_regularizer (nn/regularizers.hpp).
+  initializer kernel_initializer = initializers::glorot_uniform();
+  initializer bias_initializer = initializers::zeros();
+  regularizer kernel_regularizer = {};
+  regularizer bias_regularizer = {};
 };
 
 namespace detail {
@@ -148,7 +154,10 @@ class multi_head_attention
       : multi_head_attention(attention_options{.use_causal_mask = true}, std::move(name)) {}
   multi_head_attention(attention_options options, std::string name = {})  // NOLINT: implicit, for {{.dropout = 0.1}}
       : base(name.empty() ? base_name : std::move(name)), m_options(options),
-        m_dropout(detail::check_dropout_rate("multi_head_attention '" + this->m_name + "'", "dropout", options.dropout), options.seed) {}
+        m_dropout(detail::check_dropout_rate("multi_head_attention '" + this->m_name + "'", "dropout", options.dropout), options.seed) {
+    detail::check_regularizer("multi_head_attention '" + this->m_name + "'", "kernel_regularizer", options.kernel_regularizer);
+    detail::check_regularizer("multi_head_attention '" + this->m_name + "'", "bias_regularizer", options.bias_regularizer);
+  }
   /// The same layer for another element type or device (a sequential model re-declares its
   /// layers for its own), keeping its name and options (and its dropout's generator).
   template <class U, class D>
@@ -175,14 +184,21 @@ class multi_head_attention
     m_value = value_features;
     m_key = key_features;
     const std::string& n = this->m_name;
-    m_query_kernel.emplace(input_kernel(m_query, KeyDim, gen), n + "/query/kernel");
-    m_query_bias.emplace(zeros<T, Device>({NumHeads, KeyDim}), n + "/query/bias");
-    m_key_kernel.emplace(input_kernel(m_key, KeyDim, gen), n + "/key/kernel");
-    m_key_bias.emplace(zeros<T, Device>({NumHeads, KeyDim}), n + "/key/bias");
-    m_value_kernel.emplace(input_kernel(m_value, ValueDim, gen), n + "/value/kernel");
-    m_value_bias.emplace(zeros<T, Device>({NumHeads, ValueDim}), n + "/value/bias");
-    m_output_kernel.emplace(output_kernel(gen), n + "/attention_output/kernel");
-    m_output_bias.emplace(zeros<T, Device>({m_query}), n + "/attention_output/bias");
+    const initializer& k = m_options.kernel_initializer;
+    const initializer& b = m_options.bias_initializer;
+    m_query_kernel.emplace(detail::draw_weight<T, Device>(k, {m_query, NumHeads, KeyDim}, gen), n + "/query/kernel");
+    m_query_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, KeyDim}, gen), n + "/query/bias");
+    m_key_kernel.emplace(detail::draw_weight<T, Device>(k, {m_key, NumHeads, KeyDim}, gen), n + "/key/kernel");
+    m_key_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, KeyDim}, gen), n + "/key/bias");
+    m_value_kernel.emplace(detail::draw_weight<T, Device>(k, {m_value, NumHeads, ValueDim}, gen), n + "/value/kernel");
+    m_value_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, ValueDim}, gen), n + "/value/bias");
+    m_output_kernel.emplace(detail::draw_weight<T, Device>(k, {NumHeads, ValueDim, m_query}, gen),
+                            n + "/attention_output/kernel");
+    m_output_bias.emplace(detail::draw_weight<T, Device>(b, {m_query}, gen), n + "/attention_output/bias");
+    for (auto* v : {&m_query_kernel, &m_key_kernel, &m_value_kernel, &m_output_kernel})
+      (*v)->set_regularizer(m_options.kernel_regularizer);
+    for (auto* v : {&m_query_bias, &m_key_bias, &m_value_bias, &m_output_bias})
+      (*v)->set_regularizer(m_options.bias_regularizer);
   }
   void initialize(random::generator& gen) {
     if (built()) build(m_query, m_value, m_key, gen);
@@ -289,16 +305,6 @@ class multi_head_attention
   }
   variable<T, Device>& need(std::optional<variable<T, Device>>& v, const char* what) {
     return this->require_built(v, "multi_head_attention", what);
-  }
-  // Keras's glorot-uniform of an EinsumDense kernel: fans from its shape, receptive field the
-  // product of all axes but the last two.
-  static tensor<T, Device> input_kernel(index_t features, index_t dim, random::generator& gen) {
-    return fluxion::detail::device_copy<Device>(
-        detail::glorot_uniform<T>({features, NumHeads, dim}, NumHeads * features, dim * features, gen));
-  }
-  tensor<T, Device> output_kernel(random::generator& gen) const {
-    return fluxion::detail::device_copy<Device>(
-        detail::glorot_uniform<T>({NumHeads, ValueDim, m_query}, ValueDim * NumHeads, m_query * NumHeads, gen));
   }
   index_t m_query = 0, m_value = 0, m_key = 0;
   attention_options m_options;

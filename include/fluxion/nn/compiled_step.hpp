@@ -20,7 +20,10 @@
 // backward pass has gone past it. The loss alone, a few values per example, is differentiated with
 // a gradient tape, so any loss function works. The optimizer then updates every trainable
 // variable, as apply_gradients does. The numbers are the tape-based step's, bitwise (the same
-// statements and rules in the same order; tests/nn/compiled_step.test.cpp checks it).
+// statements and rules in the same order; tests/nn/compiled_step.test.cpp checks it). The
+// variables' regularizers (nn/regularizers.hpp) add their penalty to the loss returned and
+// l1 sign(w) + 2 l2 w to each gradient, as the tape's rules give them (summed in another order:
+// equal to rounding, tests/nn/regularizers.test.cpp).
 //
 // Layers with one statement: dense (on rank-2 input), conv2d, max_pool2d, avg_pool2d, the
 // activation layers, flatten and reshape. Any other layer (batch_norm, dropout, lstm, embedding,
@@ -240,16 +243,17 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
   template <class In, class Y>
   tensor<T, Device> run(const tensor<In, Device>& in, const Y& labels, bool training) {
     tensor<T, Device> logits = first_forward(in, training);
+    const bool penalized = has_regularizers(m_model.trainable_variables());
 
     tensor<T, Device> loss, dlogits;
+    auto nonfinite = [&](double value, const std::string& detail) {
+      return numeric_error("compiled_step: the loss is " + fluxion::detail::value_text(value) + " at optimizer iteration " +
+                               std::to_string(m_optimizer.iterations()) + "; the variables were not updated" + detail,
+                           value);
+    };
     {
       gradient_tape tape(false);
       tape.watch(logits);
-      auto nonfinite = [&](double value, const std::string& detail) {
-        return numeric_error("compiled_step: the loss is " + fluxion::detail::value_text(value) + " at optimizer iteration " +
-                                 std::to_string(m_optimizer.iterations()) + "; the variables were not updated" + detail,
-                             value);
-      };
       try {  // fluxion's losses check their value and name the input that is not finite
         loss = fluxion::detail::materialize(m_loss(logits, labels));
       } catch (const numeric_error& e) {
@@ -261,6 +265,12 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
       const double value = static_cast<double>(loss.item());
       if (!std::isfinite(value)) throw nonfinite(value, "");
       dlogits = tape.gradient(loss, logits, unconnected_gradients::zero);
+    }
+    // The variables' penalties (Keras's model.losses): their value here, their gradient below.
+    if (penalized) {
+      loss = tensor<T, Device>(loss + regularization_loss(m_model.trainable_variables()));
+      const double value = static_cast<double>(loss.item());
+      if (!std::isfinite(value)) throw nonfinite(value, " (the variables' regularization_loss)");
     }
 
     std::vector<variable<T, Device>*> vars;
@@ -275,6 +285,12 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
       if (it == vars.end())
         throw error("compiled_step: no layer of the model gave a gradient for variable '" + ordered[j]->name() + "'");
       ordered_grads[j] = std::move(grads[static_cast<std::size_t>(it - vars.begin())]);
+      // The penalty's gradient, as the tape's rules give it: l1 sign(w) + (l2 2) w (one statement).
+      if (const regularizer& r = ordered[j]->regularizer(); penalized && r) {
+        const tensor<T, Device>& w = ordered[j]->peek();
+        const T l1 = static_cast<T>(r.l1), l2x2 = static_cast<T>(r.l2) * T(2);
+        ordered_grads[j] = tensor<T, Device>(ordered_grads[j] + (l1 * sign(w) + l2x2 * w));
+      }
     }
     m_optimizer.apply_gradients(ordered_grads, ordered);
     return loss;

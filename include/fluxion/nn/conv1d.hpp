@@ -169,7 +169,9 @@ class conv1d
     }
   }
 
-  explicit conv1d(std::string name = {}) : conv1d::kernel_bias_layer(std::move(name)) {}
+  /// conv1d(), conv1d("name"), conv1d({.use_bias = false, ...}) (nn::layer_options), and the same
+  /// layer for another element type or device.
+  using conv1d::kernel_bias_layer::kernel_bias_layer;
 
   template <class X, class Epilogue = detail::identity>
   tensor<T, Device> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
@@ -201,10 +203,9 @@ class conv1d
     return detail::from_rows(y);
   }
 
-  /// Keras's glorot-uniform kernel (kernel, in, out), drawn on the host.
+  /// The kernel (kernel, in, out), glorot-uniform unless the options say otherwise.
   tensor<T, Device> initial_kernel(random::generator& gen, index_t in) const {
-    return fluxion::detail::device_copy<Device>(
-        detail::glorot_uniform<T>({Kernel, in, Filters}, Kernel * in, Kernel * Filters, gen));
+    return this->draw_kernel({Kernel, in, Filters}, gen);
   }
 };
 

@@ -5,7 +5,7 @@
 //   conv.kernel().shape();                         // (5, 5, 1, 32): (height, width, in, out)
 //
 // The kernel is glorot-uniform (fan_in = k*k*in, fan_out = k*k*out) and the bias zeros, as in
-// Keras. The convolution runs on the packed kernels of backend/cpu/conv.hpp; bias and the
+// Keras, unless nn::layer_options say otherwise (conv2d<32, 3, same>{{.use_bias = false}}). The convolution runs on the packed kernels of backend/cpu/conv.hpp; bias and the
 // activation that follows in a sequential model are one fused pass over its output.
 #pragma once
 
@@ -82,25 +82,62 @@ class kernel_bias_layer : public layer_base<Derived, T, Device> {
     m_in = per_example[Rank - 1];
     m_kernel.emplace(static_cast<const Derived&>(*this).initial_kernel(gen, m_in),
                      this->m_name + "/" + kernel_name());
-    m_bias.emplace(zeros<T, Device>({bias_extent()}), this->m_name + "/bias");
+    m_bias.emplace(initial_bias(gen), this->m_name + "/bias", m_options.use_bias);
+    m_kernel->set_regularizer(m_options.kernel_regularizer);
+    if (m_options.use_bias) m_bias->set_regularizer(m_options.bias_regularizer);
   }
   void initialize(random::generator& gen) {
     if (!built()) return;
     m_kernel->assign(static_cast<const Derived&>(*this).initial_kernel(gen, m_in));
-    m_bias->assign(zeros<T, Device>({bias_extent()}));
+    m_bias->assign(initial_bias(gen));
   }
 
   variable<T, Device>& kernel() { return this->require_built(m_kernel, Derived::base_name, kernel_name()); }
-  variable<T, Device>& bias() { return this->require_built(m_bias, Derived::base_name, "bias"); }
+  variable<T, Device>& bias() {
+    detail::require_bias(m_options, Derived::base_name, this->m_name);
+    return this->require_built(m_bias, Derived::base_name, "bias");
+  }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
     this->visit(prefix, f, m_kernel, kernel_name());
-    this->visit(prefix, f, m_bias, "bias");
+    if (m_options.use_bias) this->visit(prefix, f, m_bias, "bias");
   }
 
+  /// The options the layer was made with (Keras's use_bias, initializers, regularizers), under its
+  /// current name.
+  layer_options options() const {
+    layer_options o = m_options;
+    o.name = this->m_name;
+    return o;
+  }
+
+  // The constructors of every kernel-and-bias layer, which each inherits (`using ...::kernel_bias_layer;`).
+  kernel_bias_layer() : kernel_bias_layer(layer_options{}) {}
+  /// A name of its own (a template, so that a braced list of options never reads as a string).
+  template <layer_name S>
+  explicit kernel_bias_layer(S&& name) : kernel_bias_layer(layer_options{.name = std::string(std::forward<S>(name))}) {}
+  /// Keras's use_bias, initializers and regularizers: conv2d<32, 3, same>{{.use_bias = false}}.
+  explicit kernel_bias_layer(layer_options options)
+      : base(options.name.empty() ? Derived::base_name : options.name), m_options(std::move(options)) {
+    detail::check_layer_options(Derived::base_name, this->m_name, m_options);
+  }
+  /// The same layer for another element type or device (a sequential model's input decides them).
+  template <class Other>
+    requires(!std::is_same_v<Other, Derived> && std::is_same_v<typename Other::template rebind<T, Device>, Derived>)
+  explicit kernel_bias_layer(const Other& other) : kernel_bias_layer(other.options()) {}
+
  protected:
-  explicit kernel_bias_layer(std::string name) : base(name.empty() ? Derived::base_name : std::move(name)) {}
+
+  /// A kernel of shape s from the kernel_initializer (Keras's fans of s), on Device.
+  tensor<T, Device> draw_kernel(const fluxion::shape& s, random::generator& gen) const {
+    return detail::draw_weight<T, Device>(m_options.kernel_initializer, s, gen);
+  }
+  /// The bias, or with use_bias = false the zeros the statement adds (not a trainable variable).
+  tensor<T, Device> initial_bias(random::generator& gen) const {
+    if (!m_options.use_bias) return zeros<T, Device>({bias_extent()});
+    return detail::draw_weight<T, Device>(m_options.bias_initializer, {bias_extent()}, gen);
+  }
 
   /// Keras's name of the kernel variable: `kernel`, or Derived::kernel_variable
   /// (`depthwise_kernel`).
@@ -127,6 +164,7 @@ class kernel_bias_layer : public layer_base<Derived, T, Device> {
                         " (input shape " + to_string(s) + ")");
   }
   index_t m_in = 0;
+  layer_options m_options;
   std::optional<variable<T, Device>> m_kernel, m_bias;
 };
 }  // namespace detail
@@ -167,7 +205,9 @@ class conv2d
     }
   }
 
-  explicit conv2d(std::string name = {}) : conv2d::kernel_bias_layer(std::move(name)) {}
+  /// conv2d(), conv2d("name"), conv2d({.use_bias = false, ...}) (nn::layer_options), and the same
+  /// layer for another element type or device.
+  using conv2d::kernel_bias_layer::kernel_bias_layer;
 
   template <class X, class Epilogue = detail::identity>
   tensor<T, Device> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
@@ -192,10 +232,9 @@ class conv2d
     return epilogue(fluxion::conv2d(in, this->m_kernel->peek(), Stride, Padding, Dilation) + this->m_bias->peek());
   }
 
-  /// Keras's glorot-uniform kernel (height, width, in, out), drawn on the host.
+  /// The kernel (height, width, in, out), glorot-uniform unless the options say otherwise.
   tensor<T, Device> initial_kernel(random::generator& gen, index_t in) const {
-    return fluxion::detail::device_copy<Device>(
-        detail::glorot_uniform<T>({Kernel, Kernel, in, Filters}, Kernel * Kernel * in, Kernel * Kernel * Filters, gen));
+    return this->draw_kernel({Kernel, Kernel, in, Filters}, gen);
   }
 };
 

@@ -59,7 +59,9 @@ class conv2d_transpose
     }
   }
 
-  explicit conv2d_transpose(std::string name = {}) : conv2d_transpose::kernel_bias_layer(std::move(name)) {}
+  /// conv2d_transpose(), conv2d_transpose("name"), conv2d_transpose({.use_bias = false, ...})
+  /// (nn::layer_options), and the same layer for another element type or device.
+  using conv2d_transpose::kernel_bias_layer::kernel_bias_layer;
 
   template <class X>
   tensor<T, Device> operator()(X&& x, bool /*training*/ = false) {
@@ -75,10 +77,10 @@ class conv2d_transpose
     return detail::conv2d_transpose_forward<T>(in, *this->m_kernel, *this->m_bias, Stride, Padding, Dilation);
   }
 
-  /// Keras's glorot-uniform kernel (height, width, out, in): fan_in k*k*Filters, fan_out k*k*in.
+  /// The kernel (height, width, out, in), glorot-uniform unless the options say otherwise (Keras's
+  /// fans: fan_in k*k*Filters, fan_out k*k*in).
   tensor<T, Device> initial_kernel(random::generator& gen, index_t in) const {
-    return fluxion::detail::device_copy<Device>(
-        detail::glorot_uniform<T>({Kernel, Kernel, Filters, in}, Kernel * Kernel * Filters, Kernel * Kernel * in, gen));
+    return this->draw_kernel({Kernel, Kernel, Filters, in}, gen);
   }
 };
 

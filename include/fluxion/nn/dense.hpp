@@ -3,6 +3,8 @@
 //   fx::nn::dense<10> fc;                        // built on its first call, from the input's width
 //   fx::tensor<float> y = fc(x);                 // x: (batch, 784) -> (batch, 10)
 //   fc.kernel().shape();                         // (784, 10), glorot-uniform; fc.bias(): zeros
+//   fx::nn::dense<64> proj{{.use_bias = false, .kernel_initializer = "he_normal",
+//                           .kernel_regularizer = fx::nn::regularizers::l2(1e-4)}};   // nn::layer_options
 //
 // Inside a sequential model the input width is known when the program compiles, and the layer is
 // built with the model. On input of rank above 2 it applies to the last axis, as Keras's Dense.
@@ -76,7 +78,25 @@ class dense : public layer_base<dense<Units, T, Device>, T, Device> {
     }(std::make_index_sequence<sizeof...(D)>{});
   }
 
-  explicit dense(std::string name = {}) : base(name.empty() ? base_name : std::move(name)) {}
+  dense() : dense(layer_options{}) {}
+  template <layer_name S>
+  explicit dense(S&& name) : dense(layer_options{.name = std::string(std::forward<S>(name))}) {}
+  /// Keras's use_bias, initializers and regularizers: dense<64>{{.use_bias = false}}.
+  explicit dense(layer_options options)
+      : base(options.name.empty() ? base_name : options.name), m_options(std::move(options)) {
+    detail::check_layer_options(base_name, this->m_name, m_options);
+  }
+  /// The same layer for another element type or device (a sequential model's input decides them).
+  template <class U, class D>
+    requires(!std::is_same_v<dense<Units, U, D>, dense>)
+  explicit dense(const dense<Units, U, D>& other) : dense(other.options()) {}
+
+  /// The options the layer was made with, under its current name.
+  layer_options options() const {
+    layer_options o = m_options;
+    o.name = this->m_name;
+    return o;
+  }
 
   bool built() const noexcept { return m_kernel.has_value(); }
   /// Creates the variables for inputs whose last extent is per_example's.
@@ -84,15 +104,16 @@ class dense : public layer_base<dense<Units, T, Device>, T, Device> {
     if (per_example.rank() < 1)
       throw shape_error("dense '" + this->m_name + "': the input needs at least one axis of features");
     m_in = per_example[per_example.rank() - 1];
-    m_kernel.emplace(fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>({m_in, Units}, m_in, Units, gen)),
-                     this->m_name + "/kernel");
-    m_bias.emplace(zeros<T, Device>({Units}), this->m_name + "/bias");
+    m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
+    m_bias.emplace(initial_bias(gen), this->m_name + "/bias", m_options.use_bias);
+    m_kernel->set_regularizer(m_options.kernel_regularizer);
+    if (m_options.use_bias) m_bias->set_regularizer(m_options.bias_regularizer);
   }
   /// Draws new initial values (the same shapes and variables).
   void initialize(random::generator& gen) {
     if (!built()) return;
-    m_kernel->assign(fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>({m_in, Units}, m_in, Units, gen)));
-    m_bias->assign(zeros<T, Device>({Units}));
+    m_kernel->assign(initial_kernel(gen));
+    m_bias->assign(initial_bias(gen));
   }
 
   /// y = epilogue(x W + b): a sequential model passes the activation that follows as the
@@ -123,15 +144,27 @@ class dense : public layer_base<dense<Units, T, Device>, T, Device> {
   }
 
   variable<T, Device>& kernel() { return this->require_built(m_kernel, "dense", "kernel"); }
-  variable<T, Device>& bias() { return this->require_built(m_bias, "dense", "bias"); }
+  variable<T, Device>& bias() {
+    detail::require_bias(m_options, base_name, this->m_name);
+    return this->require_built(m_bias, "dense", "bias");
+  }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
     this->visit(prefix, f, m_kernel, "kernel");
-    this->visit(prefix, f, m_bias, "bias");
+    if (m_options.use_bias) this->visit(prefix, f, m_bias, "bias");
   }
 
  private:
+  tensor<T, Device> initial_kernel(random::generator& gen) const {
+    return detail::draw_weight<T, Device>(m_options.kernel_initializer, {m_in, Units}, gen);
+  }
+  /// The bias, or with use_bias = false the zeros the statement adds (not a trainable variable).
+  tensor<T, Device> initial_bias(random::generator& gen) const {
+    if (!m_options.use_bias) return zeros<T, Device>({Units});
+    return detail::draw_weight<T, Device>(m_options.bias_initializer, {Units}, gen);
+  }
+
   /// Builds the layer on its first input; throws unless `s` is (batch, ..., m_in), or (batch, m_in)
   /// with `matrix`.
   void check_input(const fluxion::shape& s, bool matrix) {
@@ -143,6 +176,7 @@ class dense : public layer_base<dense<Units, T, Device>, T, Device> {
   }
 
   index_t m_in = 0;
+  layer_options m_options;
   std::optional<variable<T, Device>> m_kernel, m_bias;
 };
 

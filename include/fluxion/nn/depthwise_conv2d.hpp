@@ -88,7 +88,11 @@ class depthwise_conv2d
     }
   }
 
-  explicit depthwise_conv2d(std::string name = {}) : depthwise_conv2d::kernel_bias_layer(std::move(name)) {}
+  /// depthwise_conv2d(), depthwise_conv2d("name"), depthwise_conv2d({.use_bias = false, ...})
+  /// (nn::layer_options: kernel_initializer and kernel_regularizer act on the depthwise kernel, Keras's
+  /// depthwise_initializer and depthwise_regularizer), and the same layer for another element type or
+  /// device.
+  using depthwise_conv2d::kernel_bias_layer::kernel_bias_layer;
 
   /// Keras's name for kernel(): (Kernel, Kernel, in, Multiplier).
   variable<T, Device>& depthwise_kernel() { return this->kernel(); }
@@ -119,8 +123,7 @@ class depthwise_conv2d
   /// Keras's glorot-uniform kernel (height, width, in, multiplier): fan_in k*k*in, fan_out
   /// k*k*multiplier.
   tensor<T, Device> initial_kernel(random::generator& gen, index_t in) const {
-    return fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>(
-        {Kernel, Kernel, in, Multiplier}, Kernel * Kernel * in, Kernel * Kernel * Multiplier, gen));
+    return this->draw_kernel({Kernel, Kernel, in, Multiplier}, gen);
   }
 };
 
@@ -166,12 +169,17 @@ class separable_conv2d
     }
   }
 
-  explicit separable_conv2d(std::string name = {}) : base(std::move(name)) {}
+  /// separable_conv2d(), separable_conv2d("name"), separable_conv2d({.use_bias = false, ...})
+  /// (nn::layer_options: kernel_initializer and kernel_regularizer act on both kernels, Keras's
+  /// depthwise_* and pointwise_* options, one choice for the two), and the same layer for another
+  /// element type or device.
+  using base::base;
 
   /// Builds the depthwise kernel and the bias (kernel_bias_layer) and the pointwise kernel.
   void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
     base::build(per_example, gen);
     m_pointwise.emplace(initial_pointwise(gen), this->m_name + "/pointwise_kernel");
+    m_pointwise->set_regularizer(this->m_options.kernel_regularizer);
   }
   void initialize(random::generator& gen) {
     if (!this->built()) return;
@@ -188,7 +196,7 @@ class separable_conv2d
   void for_each_variable(const std::string& prefix, F&& f) {
     this->visit(prefix, f, this->m_kernel, "depthwise_kernel");
     this->visit(prefix, f, m_pointwise, "pointwise_kernel");
-    this->visit(prefix, f, this->m_bias, "bias");
+    if (this->m_options.use_bias) this->visit(prefix, f, this->m_bias, "bias");
   }
 
   template <class X, class Epilogue = detail::identity>
@@ -217,15 +225,14 @@ class separable_conv2d
 
   /// Keras's glorot-uniform depthwise kernel (height, width, in, multiplier).
   tensor<T, Device> initial_kernel(random::generator& gen, index_t in) const {
-    return fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>(
-        {Kernel, Kernel, in, Multiplier}, Kernel * Kernel * in, Kernel * Kernel * Multiplier, gen));
+    return this->draw_kernel({Kernel, Kernel, in, Multiplier}, gen);
   }
 
  private:
   /// Keras's glorot-uniform pointwise kernel (1, 1, in * Multiplier, Filters).
   tensor<T, Device> initial_pointwise(random::generator& gen) const {
     const index_t mid = this->m_in * Multiplier;
-    return fluxion::detail::device_copy<Device>(detail::glorot_uniform<T>({1, 1, mid, Filters}, mid, Filters, gen));
+    return this->draw_kernel({1, 1, mid, Filters}, gen);
   }
   std::optional<variable<T, Device>> m_pointwise;
 };

@@ -26,6 +26,16 @@
 
 namespace fluxion::nn {
 
+/// Keras's arguments of Embedding beyond its sizes and mask_zero:
+/// `fx::nn::embedding<1000, 64>{{.embeddings_initializer = fx::nn::initializers::random_normal(0, 0.01)}}`.
+struct embedding_options {
+  /// Keras's embeddings_initializer: uniform(-0.05, 0.05).
+  initializer embeddings_initializer = initializers::random_uniform(-0.05, 0.05);
+  /// Keras's embeddings_regularizer (nn/regularizers.hpp): on the whole table, as Keras's.
+  regularizer embeddings_regularizer = {};
+  std::string name = {};
+};
+
 template <index_t InputDim, index_t OutputDim, class T = float, class Device = cpu, bool MaskZero = false>
 class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device, MaskZero>, T, Device> {
   static_assert(InputDim > 0 && OutputDim > 0,
@@ -57,12 +67,30 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device, Ma
     return {};
   }
 
-  explicit embedding(std::string name = {}) : base(name.empty() ? base_name : std::move(name)) {}
+  embedding() : embedding(embedding_options{}) {}
+  template <layer_name S>
+  explicit embedding(S&& name) : embedding(embedding_options{.name = std::string(std::forward<S>(name))}) {}
+  explicit embedding(embedding_options options)
+      : base(options.name.empty() ? base_name : options.name), m_options(std::move(options)) {
+    detail::check_regularizer("embedding '" + this->m_name + "'", "embeddings_regularizer", m_options.embeddings_regularizer);
+  }
+  /// The same layer for another element type or device (a sequential model's input decides them).
+  template <class U, class D, bool M>
+    requires(!std::is_same_v<embedding<InputDim, OutputDim, U, D, M>, embedding>)
+  explicit embedding(const embedding<InputDim, OutputDim, U, D, M>& other) : embedding(other.options()) {}
+
+  /// The options the layer was made with, under its current name.
+  embedding_options options() const {
+    embedding_options o = m_options;
+    o.name = this->m_name;
+    return o;
+  }
 
   bool built() const noexcept { return m_embeddings.has_value(); }
   /// Creates the table (its shape does not depend on the input's).
   void build(const fluxion::shape& /*per_example*/ = {}, random::generator& gen = random::global_generator()) {
     m_embeddings.emplace(initial_table(gen), this->m_name + "/embeddings");
+    m_embeddings->set_regularizer(m_options.embeddings_regularizer);
   }
   void initialize(random::generator& gen) {
     if (built()) m_embeddings->assign(initial_table(gen));
@@ -113,9 +141,10 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device, Ma
   }
 
  private:
-  static tensor<T, Device> initial_table(random::generator& gen) {
-    return random::uniform<T, Device>({InputDim, OutputDim}, gen, T(-0.05), T(0.05));  // Keras's RandomUniform
+  tensor<T, Device> initial_table(random::generator& gen) const {
+    return detail::draw_weight<T, Device>(m_options.embeddings_initializer, {InputDim, OutputDim}, gen);
   }
+  embedding_options m_options;
   std::optional<variable<T, Device>> m_embeddings;
 };
 

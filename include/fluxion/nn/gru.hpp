@@ -213,7 +213,11 @@ class gru : public detail::recurrent_layer<gru<Units, ReturnSequences, T, Device
     return detail::gru_forward<T, ReturnSequences, State, Masked>(x, kernel, recurrent_kernel, bias, Units, initial,
                                                                   keep, state_keep);
   }
-  static tensor<T, Device> initial_bias() { return zeros<T, Device>({2, 3 * Units}); }
+  /// Keras's reset_after bias (2, 3 units): the input's and the recurrent product's, zeros unless
+  /// bias_initializer says otherwise.
+  static tensor<T, Device> initial_bias(const recurrent_options& options, random::generator& gen) {
+    return detail::draw_weight<T, Device>(options.bias_initializer, {2, 3 * Units}, gen);
+  }
 };
 
 }  // namespace fluxion::nn

@@ -235,9 +235,14 @@ class lstm : public detail::recurrent_layer<lstm<Units, ReturnSequences, T, Devi
     return detail::lstm_forward<T, ReturnSequences, State, Masked>(x, kernel, recurrent_kernel, bias, Units, initial,
                                                                   keep, state_keep);
   }
-  static tensor<T, Device> initial_bias() {  // zeros, the forget gate's block at ones
-    std::vector<T> b(static_cast<std::size_t>(4 * Units), T(0));
-    std::fill(b.begin() + Units, b.begin() + 2 * Units, T(1));
+  /// Keras's: bias_initializer's values (zeros), with unit_forget_bias the forget gate's block at
+  /// ones (Keras draws the input gate's block, then the cell's and output's).
+  static tensor<T, Device> initial_bias(const recurrent_options& options, random::generator& gen) {
+    if (!options.unit_forget_bias) return detail::draw_weight<T, Device>(options.bias_initializer, {4 * Units}, gen);
+    std::vector<T> b = options.bias_initializer.template operator()<T>({Units}, gen).to_vector();
+    b.resize(static_cast<std::size_t>(2 * Units), T(1));
+    const std::vector<T> rest = options.bias_initializer.template operator()<T>({2 * Units}, gen).to_vector();
+    b.insert(b.end(), rest.begin(), rest.end());
     return fluxion::detail::device_copy<Device>(from_vector(b, {4 * Units}));
   }
 };

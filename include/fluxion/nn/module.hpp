@@ -35,8 +35,35 @@
 #include "../tensor.hpp"
 #include "../tensor/creation.hpp"
 #include "../tensor/random.hpp"
+#include "initializers.hpp"
+#include "regularizers.hpp"
 
 namespace fluxion::nn {
+
+/// Keras's arguments of Dense and the convolutions beyond their shapes, as designated initializers:
+///
+///   fx::nn::dense<64>{{.kernel_initializer = fx::nn::initializers::he_normal(),
+///                      .kernel_regularizer = fx::nn::regularizers::l2(1e-4)}}
+///   fx::nn::conv2d<32, 3, fx::nn::same>{{.use_bias = false}}   // before a batch_norm
+///
+/// use_bias = false: the layer has no bias variable (its summary and checkpoints have none, bias()
+/// throws); its statement adds a constant zero bias, which is not a variable and gets no gradient.
+/// The regularizers are the variables' (variable::regularizer()); the model's regularization_loss()
+/// sums them and fx::fit adds it to the loss. Keras's activity regularizer and constraints are not
+/// built.
+/// A layer's name as its constructor's argument: a template, so that a braced list of options
+/// ({.use_bias = false, .name = "fc"}) is never taken for a string.
+template <class S>
+concept layer_name = std::is_convertible_v<S, std::string>;
+
+struct layer_options {
+  bool use_bias = true;
+  initializer kernel_initializer = initializers::glorot_uniform();
+  initializer bias_initializer = initializers::zeros();
+  regularizer kernel_regularizer = {};
+  regularizer bias_regularizer = {};
+  std::string name = {};
+};
 
 /// A per-example shape known at compile time (the batch axis is not part of it).
 template <index_t... Dims>
@@ -224,6 +251,38 @@ tensor<T> glorot_uniform(const fluxion::shape& s, index_t fan_in, index_t fan_ou
   return random::uniform<T>(s, gen, -limit, limit);
 }
 
+/// A weight of shape s on Device from `init`: zeros and uniform values made there (the same values
+/// as on the host), any other drawn on the host and copied.
+template <class T, class Device>
+tensor<T, Device> draw_weight(const initializer& init, const fluxion::shape& s, random::generator& gen) {
+  if (init.which() == initializer::kind::zeros) return zeros<T, Device>(s);
+  if (init.which() == initializer::kind::random_uniform)
+    return random::uniform<T, Device>(s, gen, static_cast<T>(init.first()), static_cast<T>(init.second()));
+  return fluxion::detail::device_copy<Device>(init.template operator()<T>(s, gen));
+}
+
+/// Throws unless penalty `r`, a layer's option `what`, is finite and not negative: when the layer is
+/// made, before anything is built.
+inline void check_regularizer(const std::string& layer, const char* what, const regularizer& r) {
+  for (const auto& [term, v] : {std::pair{"l1", r.l1}, std::pair{"l2", r.l2}})
+    if (!(v >= 0) || !std::isfinite(v))
+      throw invalid_argument(layer + ": " + what + "." + term + " = " + fluxion::detail::value_text(v) +
+                             " must be finite and not negative");
+}
+inline void check_layer_options(const char* layer, const std::string& name, const layer_options& o) {
+  const std::string text = std::string(layer) + " '" + name + "'";
+  check_regularizer(text, "kernel_regularizer", o.kernel_regularizer);
+  check_regularizer(text, "bias_regularizer", o.bias_regularizer);
+  if (!o.use_bias && o.bias_regularizer)
+    throw invalid_argument(text + ": a bias_regularizer with use_bias = false has no bias to act on");
+}
+
+/// bias()'s check: a layer made with use_bias = false has none.
+inline void require_bias(const layer_options& o, const char* layer, const std::string& name) {
+  if (!o.use_bias)
+    throw invalid_argument(std::string(layer) + " '" + name + "': the layer has no bias (it was made with use_bias = false)");
+}
+
 /// Keras's mask of a sequence: (batch, time) of the (batch, time, ...) input, or a shape_error
 /// naming `layer` ("lstm 'encoder'") and both shapes. `time` names the axis as the layer does.
 inline void check_sequence_mask(const std::string& layer, const fluxion::shape& mask, const fluxion::shape& input,
@@ -287,6 +346,10 @@ class layer_base {
   std::vector<variable<T, Device>*> variables() { return collect(0); }
   std::vector<variable<T, Device>*> trainable_variables() { return collect(1); }
   std::vector<variable<T, Device>*> non_trainable_variables() { return collect(2); }
+  /// Keras's `sum(model.losses)`: the penalties of the trainable variables (a layer's
+  /// kernel_regularizer and bias_regularizer, variable::set_regularizer), a scalar that a tape
+  /// differentiates; 0 when no variable has one. fx::fit and fx::evaluate add it to the loss.
+  tensor<T, Device> regularization_loss() { return nn::regularization_loss(trainable_variables()); }
   /// The number of scalars in the trainable variables.
   index_t count_params() {
     index_t n = 0;

@@ -83,6 +83,8 @@
       unconnected_gradients);                                                                                        \
   EXTERN template tensor<float> nn::detail::glorot_uniform<float>(const shape&, index_t, index_t, random::generator&); \
   EXTERN template tensor<float> nn::initializers::orthogonal<float>(const shape&, random::generator&, double);        \
+  EXTERN template tensor<float> nn::initializer::operator()<float>(const shape&, random::generator&) const;          \
+  EXTERN template tensor<float> nn::regularization_loss<float, cpu>(const std::vector<variable<float, cpu>*>&);      \
   EXTERN template void optim::optimizer::apply_gradients<float, cpu>(const std::vector<tensor<float, cpu>>&,       \
                                                                      const std::vector<variable<float, cpu>*>&);
 

@@ -202,8 +202,23 @@ struct recurrent_call {
 }  // namespace detail
 
 /// Keras's constructor arguments of LSTM and GRU beyond the units and return_sequences, given as
-/// `fx::nn::lstm<64>{{.dropout = 0.2, .recurrent_dropout = 0.2, .go_backwards = true}}` (Keras's order).
+/// `fx::nn::lstm<64>{{.dropout = 0.2, .recurrent_dropout = 0.2, .go_backwards = true}}` or
+/// `{{.kernel_initializer = fx::nn::initializers::he_uniform(), .kernel_regularizer = fx::nn::regularizers::l2(1e-4)}}`
+/// (Keras's order).
 struct recurrent_options {
+  /// Keras's kernel_initializer (the input projection (features, gates * units)): glorot-uniform.
+  initializer kernel_initializer = initializers::glorot_uniform();
+  /// Keras's recurrent_initializer ((units, gates * units)): orthogonal.
+  initializer recurrent_initializer = initializers::orthogonal();
+  /// Keras's bias_initializer: zeros (the LSTM's (4 units), the GRU's (2, 3 units)).
+  initializer bias_initializer = initializers::zeros();
+  /// Keras's unit_forget_bias (the LSTM's): the forget gate's bias starts at ones, whatever
+  /// bias_initializer gives the other gates.
+  bool unit_forget_bias = true;
+  /// Keras's kernel_regularizer, recurrent_regularizer and bias_regularizer (nn/regularizers.hpp).
+  regularizer kernel_regularizer = {};
+  regularizer recurrent_regularizer = {};
+  regularizer bias_regularizer = {};
   /// Keras's dropout: in training, the fraction of the input's features zeroed (the others scaled
   /// by 1 / (1 - dropout)) before the input projection, one mask per sequence for all its steps, as
   /// Keras's LSTM and GRU draw it; in [0, 1).
@@ -267,7 +282,7 @@ struct recurrent_result {
 };
 
 /// The variables, building, checks and accessors of a recurrent layer with Gates gate blocks.
-/// Derived gives base_name, initial_bias() and run<State>(x, kernel, recurrent_kernel, bias,
+/// Derived gives base_name, initial_bias(options, gen) and run<State>(x, kernel, recurrent_kernel, bias,
 /// initial_state), which maps the checked (batch, time >= 1, features) input and the checked
 /// initial states (nullptr: zeros) to the output and, with State (call_with_state), the final
 /// states. State is a template argument so that a program which never asks for states does not
@@ -304,13 +319,16 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
     m_in = per_example[1];
     m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
     m_recurrent_kernel.emplace(initial_recurrent_kernel(gen), this->m_name + "/recurrent_kernel");
-    m_bias.emplace(Derived::initial_bias(), this->m_name + "/bias");
+    m_bias.emplace(Derived::initial_bias(m_options, gen), this->m_name + "/bias");
+    m_kernel->set_regularizer(m_options.kernel_regularizer);
+    m_recurrent_kernel->set_regularizer(m_options.recurrent_regularizer);
+    m_bias->set_regularizer(m_options.bias_regularizer);
   }
   void initialize(random::generator& gen) {
     if (!built()) return;
     m_kernel->assign(initial_kernel(gen));
     m_recurrent_kernel->assign(initial_recurrent_kernel(gen));
-    m_bias->assign(Derived::initial_bias());
+    m_bias->assign(Derived::initial_bias(m_options, gen));
   }
 
   variable<T, Device>& kernel() { return this->require_built(m_kernel, Derived::base_name, "kernel"); }
@@ -333,6 +351,9 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
     const std::string layer = std::string(Derived::base_name) + " '" + this->m_name + "'";
     check_dropout_rate(layer, "dropout", options.dropout);
     check_dropout_rate(layer, "recurrent_dropout", options.recurrent_dropout);
+    check_regularizer(layer, "kernel_regularizer", options.kernel_regularizer);
+    check_regularizer(layer, "recurrent_regularizer", options.recurrent_regularizer);
+    check_regularizer(layer, "bias_regularizer", options.bias_regularizer);
   }
 
   /// Checks the (batch, time, features) input e, the initial states (nullptr: zeros) and, with
@@ -388,11 +409,10 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
  private:
   // Drawn on the host (the same values on every device), then copied to Device.
   tensor<T, Device> initial_kernel(random::generator& gen) const {
-    return fluxion::detail::device_copy<Device>(
-        detail::glorot_uniform<T>({m_in, Gates * Units}, m_in, Gates * Units, gen));
+    return draw_weight<T, Device>(m_options.kernel_initializer, {m_in, Gates * Units}, gen);
   }
-  static tensor<T, Device> initial_recurrent_kernel(random::generator& gen) {
-    return fluxion::detail::device_copy<Device>(initializers::orthogonal<T>({Units, Gates * Units}, gen));
+  tensor<T, Device> initial_recurrent_kernel(random::generator& gen) const {
+    return draw_weight<T, Device>(m_options.recurrent_initializer, {Units, Gates * Units}, gen);
   }
   index_t m_in = 0;
   std::optional<variable<T, Device>> m_kernel, m_recurrent_kernel, m_bias;
@@ -407,7 +427,7 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
 /// The interface of a recurrent layer class NAME<Units, ReturnSequences, T, Device> deriving from
 /// detail::recurrent_layer: its checks, Keras's name, the static output shape, the constructor and
 /// the call, with compile-time messages that name the layer. The class adds run() and
-/// initial_bias().
+/// initial_bias(options, gen).
 #define FLUXION_RECURRENT_LAYER(NAME)                                                                              \
   static_assert(Units > 0, "fluxion::nn::" #NAME "<Units>: Units must be positive.");                             \
   static_assert(std::is_floating_point_v<T>,                                                                      \

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <typeinfo>
@@ -40,6 +41,18 @@ struct variable_read_observer {
 };
 }  // namespace detail
 
+/// A penalty on a variable's value, Keras's kernel_regularizer: l1 * sum(|w|) + l2 * sum(w^2),
+/// added to the loss by fx::fit, fx::evaluate and nn::compile_step (and by a custom loop through
+/// nn::regularization_loss). nn::regularizers::l1, l2 and l1_l2 make one; a layer's
+/// kernel_regularizer and bias_regularizer options attach one to its variables.
+struct regularizer {
+  double l1 = 0;
+  double l2 = 0;
+  /// Whether the penalty is not zero.
+  explicit operator bool() const noexcept { return l1 != 0 || l2 != 0; }
+  friend bool operator==(const regularizer&, const regularizer&) = default;
+};
+
 template <class T, class Device>
 class variable {
  public:
@@ -57,7 +70,7 @@ class variable {
   variable& operator=(const variable&) = delete;
   variable(variable&& o) noexcept
       : m_value(std::move(o.m_value)), m_name(std::move(o.m_name)), m_trainable(o.m_trainable),
-        m_version(o.m_version), m_id(o.m_id) {}
+        m_version(o.m_version), m_id(o.m_id), m_regularizer(o.m_regularizer) {}
 
   /// The current value. Under a gradient tape, reading a trainable variable watches it, so what
   /// is computed from the value is differentiated with respect to the variable.
@@ -80,6 +93,15 @@ class variable {
   const std::string& name() const noexcept { return m_name; }
   bool trainable() const noexcept { return m_trainable; }
   void set_trainable(bool t) noexcept { m_trainable = t; }
+  /// The penalty fx::fit adds to the loss for this variable while it is trainable (none by default).
+  const fluxion::regularizer& regularizer() const noexcept { return m_regularizer; }
+  void set_regularizer(const fluxion::regularizer& r) {
+    for (const auto& [what, v] : {std::pair{"l1", r.l1}, std::pair{"l2", r.l2}})
+      if (!(v >= 0) || !std::isfinite(v))
+        throw invalid_argument(std::string("set_regularizer: variable '") + m_name + "': " + what + " = " +
+                               detail::value_text(v) + " must be finite and not negative");
+    m_regularizer = r;
+  }
   std::uint64_t version() const noexcept { return m_version; }
   std::uint64_t id() const noexcept { return m_id; }
 
@@ -189,6 +211,7 @@ class variable {
   bool m_trainable = true;
   std::uint64_t m_version = 0;
   std::uint64_t m_id = detail::next_variable_id();
+  fluxion::regularizer m_regularizer;
 };
 
 }  // namespace fluxion
