@@ -63,6 +63,9 @@ struct attention_options {
   initializer bias_initializer = initializers::zeros();
   regularizer kernel_regularizer = {};
   regularizer bias_regularizer = {};
+  /// Keras's kernel_constraint and bias_constraint (nn/constraints.hpp).
+  constraint kernel_constraint = {};
+  constraint bias_constraint = {};
 };
 
 namespace detail {
@@ -183,22 +186,29 @@ class multi_head_attention
     m_query = query_features;
     m_value = value_features;
     m_key = key_features;
-    const std::string& n = this->m_name;
-    const initializer& k = m_options.kernel_initializer;
-    const initializer& b = m_options.bias_initializer;
-    m_query_kernel.emplace(detail::draw_weight<T, Device>(k, {m_query, NumHeads, KeyDim}, gen), n + "/query/kernel");
-    m_query_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, KeyDim}, gen), n + "/query/bias");
-    m_key_kernel.emplace(detail::draw_weight<T, Device>(k, {m_key, NumHeads, KeyDim}, gen), n + "/key/kernel");
-    m_key_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, KeyDim}, gen), n + "/key/bias");
-    m_value_kernel.emplace(detail::draw_weight<T, Device>(k, {m_value, NumHeads, ValueDim}, gen), n + "/value/kernel");
-    m_value_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, ValueDim}, gen), n + "/value/bias");
-    m_output_kernel.emplace(detail::draw_weight<T, Device>(k, {NumHeads, ValueDim, m_query}, gen),
-                            n + "/attention_output/kernel");
-    m_output_bias.emplace(detail::draw_weight<T, Device>(b, {m_query}, gen), n + "/attention_output/bias");
-    for (auto* v : {&m_query_kernel, &m_key_kernel, &m_value_kernel, &m_output_kernel})
-      (*v)->set_regularizer(m_options.kernel_regularizer);
-    for (auto* v : {&m_query_bias, &m_key_bias, &m_value_bias, &m_output_bias})
-      (*v)->set_regularizer(m_options.bias_regularizer);
+    try {  // a constraint's axis a variable does not have leaves the layer unbuilt
+      const std::string& n = this->m_name;
+      const initializer& k = m_options.kernel_initializer;
+      const initializer& b = m_options.bias_initializer;
+      m_query_kernel.emplace(detail::draw_weight<T, Device>(k, {m_query, NumHeads, KeyDim}, gen), n + "/query/kernel");
+      m_query_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, KeyDim}, gen), n + "/query/bias");
+      m_key_kernel.emplace(detail::draw_weight<T, Device>(k, {m_key, NumHeads, KeyDim}, gen), n + "/key/kernel");
+      m_key_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, KeyDim}, gen), n + "/key/bias");
+      m_value_kernel.emplace(detail::draw_weight<T, Device>(k, {m_value, NumHeads, ValueDim}, gen), n + "/value/kernel");
+      m_value_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, ValueDim}, gen), n + "/value/bias");
+      m_output_kernel.emplace(detail::draw_weight<T, Device>(k, {NumHeads, ValueDim, m_query}, gen),
+                              n + "/attention_output/kernel");
+      m_output_bias.emplace(detail::draw_weight<T, Device>(b, {m_query}, gen), n + "/attention_output/bias");
+      for (auto* v : {&m_query_kernel, &m_key_kernel, &m_value_kernel, &m_output_kernel})
+        detail::attach(**v, m_options.kernel_regularizer, m_options.kernel_constraint);
+      for (auto* v : {&m_query_bias, &m_key_bias, &m_value_bias, &m_output_bias})
+        detail::attach(**v, m_options.bias_regularizer, m_options.bias_constraint);
+    } catch (...) {
+      for (auto* v : {&m_query_kernel, &m_query_bias, &m_key_kernel, &m_key_bias, &m_value_kernel, &m_value_bias,
+                      &m_output_kernel, &m_output_bias})
+        v->reset();
+      throw;
+    }
   }
   void initialize(random::generator& gen) {
     if (built()) build(m_query, m_value, m_key, gen);

@@ -80,11 +80,13 @@ class kernel_bias_layer : public layer_base<Derived, T, Device> {
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name + "': expects " + layout +
                         " input, got (batch, " + to_string(per_example).substr(1));
     m_in = per_example[Rank - 1];
-    m_kernel.emplace(static_cast<const Derived&>(*this).initial_kernel(gen, m_in),
-                     this->m_name + "/" + kernel_name());
-    m_bias.emplace(initial_bias(gen), this->m_name + "/bias", m_options.use_bias);
-    m_kernel->set_regularizer(m_options.kernel_regularizer);
-    if (m_options.use_bias) m_bias->set_regularizer(m_options.bias_regularizer);
+    detail::built_or_none(m_kernel, m_bias, [&] {
+      m_kernel.emplace(static_cast<const Derived&>(*this).initial_kernel(gen, m_in),
+                       this->m_name + "/" + kernel_name());
+      m_bias.emplace(initial_bias(gen), this->m_name + "/bias", m_options.use_bias);
+      detail::attach(*m_kernel, m_options.kernel_regularizer, m_options.kernel_constraint);
+      if (m_options.use_bias) detail::attach(*m_bias, m_options.bias_regularizer, m_options.bias_constraint);
+    });
   }
   void initialize(random::generator& gen) {
     if (!built()) return;

@@ -104,10 +104,12 @@ class dense : public layer_base<dense<Units, T, Device>, T, Device> {
     if (per_example.rank() < 1)
       throw shape_error("dense '" + this->m_name + "': the input needs at least one axis of features");
     m_in = per_example[per_example.rank() - 1];
-    m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
-    m_bias.emplace(initial_bias(gen), this->m_name + "/bias", m_options.use_bias);
-    m_kernel->set_regularizer(m_options.kernel_regularizer);
-    if (m_options.use_bias) m_bias->set_regularizer(m_options.bias_regularizer);
+    detail::built_or_none(m_kernel, m_bias, [&] {
+      m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
+      m_bias.emplace(initial_bias(gen), this->m_name + "/bias", m_options.use_bias);
+      detail::attach(*m_kernel, m_options.kernel_regularizer, m_options.kernel_constraint);
+      if (m_options.use_bias) detail::attach(*m_bias, m_options.bias_regularizer, m_options.bias_constraint);
+    });
   }
   /// Draws new initial values (the same shapes and variables).
   void initialize(random::generator& gen) {

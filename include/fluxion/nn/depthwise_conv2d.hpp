@@ -179,7 +179,7 @@ class separable_conv2d
   void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
     base::build(per_example, gen);
     m_pointwise.emplace(initial_pointwise(gen), this->m_name + "/pointwise_kernel");
-    m_pointwise->set_regularizer(this->m_options.kernel_regularizer);
+    detail::attach(*m_pointwise, this->m_options.kernel_regularizer, this->m_options.kernel_constraint);
   }
   void initialize(random::generator& gen) {
     if (!this->built()) return;

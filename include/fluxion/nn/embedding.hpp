@@ -33,6 +33,8 @@ struct embedding_options {
   initializer embeddings_initializer = initializers::random_uniform(-0.05, 0.05);
   /// Keras's embeddings_regularizer (nn/regularizers.hpp): on the whole table, as Keras's.
   regularizer embeddings_regularizer = {};
+  /// Keras's embeddings_constraint (nn/constraints.hpp): unit_norm({1}) keeps every row of norm 1.
+  constraint embeddings_constraint = {};
   std::string name = {};
 };
 
@@ -89,8 +91,10 @@ class embedding : public layer_base<embedding<InputDim, OutputDim, T, Device, Ma
   bool built() const noexcept { return m_embeddings.has_value(); }
   /// Creates the table (its shape does not depend on the input's).
   void build(const fluxion::shape& /*per_example*/ = {}, random::generator& gen = random::global_generator()) {
-    m_embeddings.emplace(initial_table(gen), this->m_name + "/embeddings");
-    m_embeddings->set_regularizer(m_options.embeddings_regularizer);
+    detail::built_or_none(m_embeddings, [&] {
+      m_embeddings.emplace(initial_table(gen), this->m_name + "/embeddings");
+      detail::attach(*m_embeddings, m_options.embeddings_regularizer, m_options.embeddings_constraint);
+    });
   }
   void initialize(random::generator& gen) {
     if (built()) m_embeddings->assign(initial_table(gen));

@@ -35,10 +35,16 @@
 #include "../tensor.hpp"
 #include "../tensor/creation.hpp"
 #include "../tensor/random.hpp"
+#include "constraints.hpp"
 #include "initializers.hpp"
 #include "regularizers.hpp"
 
 namespace fluxion::nn {
+
+/// A layer's name as its constructor's argument: a template, so that a braced list of options
+/// ({.use_bias = false, .name = "fc"}) is never taken for a string.
+template <class S>
+concept layer_name = std::is_convertible_v<S, std::string>;
 
 /// Keras's arguments of Dense and the convolutions beyond their shapes, as designated initializers:
 ///
@@ -49,19 +55,17 @@ namespace fluxion::nn {
 /// use_bias = false: the layer has no bias variable (its summary and checkpoints have none, bias()
 /// throws); its statement adds a constant zero bias, which is not a variable and gets no gradient.
 /// The regularizers are the variables' (variable::regularizer()); the model's regularization_loss()
-/// sums them and fx::fit adds it to the loss. Keras's activity regularizer and constraints are not
-/// built.
-/// A layer's name as its constructor's argument: a template, so that a braced list of options
-/// ({.use_bias = false, .name = "fc"}) is never taken for a string.
-template <class S>
-concept layer_name = std::is_convertible_v<S, std::string>;
-
+/// sums them and fx::fit adds it to the loss. The constraints are the variables' too
+/// (variable::constraint()); the optimizers apply them after each update. Keras's activity
+/// regularizer is not built.
 struct layer_options {
   bool use_bias = true;
   initializer kernel_initializer = initializers::glorot_uniform();
   initializer bias_initializer = initializers::zeros();
   regularizer kernel_regularizer = {};
   regularizer bias_regularizer = {};
+  constraint kernel_constraint = {};
+  constraint bias_constraint = {};
   std::string name = {};
 };
 
@@ -275,6 +279,33 @@ inline void check_layer_options(const char* layer, const std::string& name, cons
   check_regularizer(text, "bias_regularizer", o.bias_regularizer);
   if (!o.use_bias && o.bias_regularizer)
     throw invalid_argument(text + ": a bias_regularizer with use_bias = false has no bias to act on");
+  if (!o.use_bias && o.bias_constraint)
+    throw invalid_argument(text + ": a bias_constraint with use_bias = false has no bias to act on");
+}
+
+/// Runs make(), a layer's build, which emplaces the variables `vars`; if it throws (a constraint's
+/// axis the variable does not have), the layer is left unbuilt, as before the call.
+template <class Make, class... V>
+void built_or_none_impl(Make&& make, V&... vars) {
+  try {
+    make();
+  } catch (...) {
+    (vars.reset(), ...);
+    throw;
+  }
+}
+template <class A, class Make>
+void built_or_none(A& a, Make&& make) { built_or_none_impl(make, a); }
+template <class A, class B, class Make>
+void built_or_none(A& a, B& b, Make&& make) { built_or_none_impl(make, a, b); }
+template <class A, class B, class C, class Make>
+void built_or_none(A& a, B& b, C& c, Make&& make) { built_or_none_impl(make, a, b, c); }
+
+/// Gives v its penalty and constraint (Keras's add_weight(regularizer=, constraint=)).
+template <class T, class Device>
+void attach(variable<T, Device>& v, const regularizer& r, const constraint& c) {
+  v.set_regularizer(r);
+  v.set_constraint(c);
 }
 
 /// bias()'s check: a layer made with use_bias = false has none.

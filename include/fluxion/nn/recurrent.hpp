@@ -219,6 +219,10 @@ struct recurrent_options {
   regularizer kernel_regularizer = {};
   regularizer recurrent_regularizer = {};
   regularizer bias_regularizer = {};
+  /// Keras's kernel_constraint, recurrent_constraint and bias_constraint (nn/constraints.hpp).
+  constraint kernel_constraint = {};
+  constraint recurrent_constraint = {};
+  constraint bias_constraint = {};
   /// Keras's dropout: in training, the fraction of the input's features zeroed (the others scaled
   /// by 1 / (1 - dropout)) before the input projection, one mask per sequence for all its steps, as
   /// Keras's LSTM and GRU draw it; in [0, 1).
@@ -317,12 +321,14 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
       throw shape_error(std::string(Derived::base_name) + " '" + this->m_name +
                         "': expects (batch, time, features) input, got (batch, " + to_string(per_example).substr(1));
     m_in = per_example[1];
-    m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
-    m_recurrent_kernel.emplace(initial_recurrent_kernel(gen), this->m_name + "/recurrent_kernel");
-    m_bias.emplace(Derived::initial_bias(m_options, gen), this->m_name + "/bias");
-    m_kernel->set_regularizer(m_options.kernel_regularizer);
-    m_recurrent_kernel->set_regularizer(m_options.recurrent_regularizer);
-    m_bias->set_regularizer(m_options.bias_regularizer);
+    built_or_none(m_kernel, m_recurrent_kernel, m_bias, [&] {
+      m_kernel.emplace(initial_kernel(gen), this->m_name + "/kernel");
+      m_recurrent_kernel.emplace(initial_recurrent_kernel(gen), this->m_name + "/recurrent_kernel");
+      m_bias.emplace(Derived::initial_bias(m_options, gen), this->m_name + "/bias");
+      attach(*m_kernel, m_options.kernel_regularizer, m_options.kernel_constraint);
+      attach(*m_recurrent_kernel, m_options.recurrent_regularizer, m_options.recurrent_constraint);
+      attach(*m_bias, m_options.bias_regularizer, m_options.bias_constraint);
+    });
   }
   void initialize(random::generator& gen) {
     if (!built()) return;

@@ -307,6 +307,27 @@ template <class T, class Device>
 std::pair<std::vector<tensor<T, Device>>, T> clip_by_global_norm(const std::vector<tensor<T, Device>>& gradients,
                                                                double clip_norm);
 namespace detail {
+/// Keras's constraints (variable::constraint(), nn/constraints.hpp), applied by apply_gradients to
+/// each variable it updated: non_neg w * (w >= 0); the norm constraints w * (rate * clip(n, lo, hi)
+/// + (1 - rate) * n) / (1e-7 + n), n the norms over the constraint's axes (max_norm: lo = 0, rate
+/// = 1; unit_norm: lo = hi = 1). Nothing records it. Config: as the layers' statements
+/// (nn/prebuilt.hpp compiles the float one once).
+template <class T, class Device, int Config = fluxion::detail::autodiff_config>
+void apply_constraint(variable<T, Device>& v) {
+  using kind = constraint::kind;
+  const constraint& c = v.constraint();
+  const tensor<T, Device> w = v.peek();
+  if (c.which == kind::non_neg) {
+    v.assign(fluxion::detail::materialize_unrecorded(w * cast<T>(w >= T(0))));
+    return;
+  }
+  const bool unit = c.which == kind::unit_norm;
+  const T lo = unit ? T(1) : c.which == kind::max_norm ? T(0) : static_cast<T>(c.min_value);
+  const T hi = unit ? T(1) : static_cast<T>(c.max_value);
+  const T rate = c.which == kind::min_max_norm ? static_cast<T>(c.rate) : T(1);
+  const tensor<T, Device> n = fluxion::detail::materialize_unrecorded(sqrt(reduce_sum(square(w), axes(c.axes), keepdims)));
+  v.assign(fluxion::detail::materialize_unrecorded(w * ((rate * clip(n, lo, hi) + (T(1) - rate) * n) / (T(1e-7) + n))));
+}
 template <class T, class Device>
 std::vector<tensor<T, Device>> clip_by_joint_norm(const std::vector<tensor<T, Device>>& gradients, double clip_norm);
 template <class T, class F>
@@ -543,6 +564,9 @@ class optimizer {
       if (m_ema.overwrite_frequency > 0 && (update_index + 1) % m_ema.overwrite_frequency == 0)
         for (auto& p : pending) p.v->assign((*p.slots)[updated].peek());
     }
+    // Keras's variable constraints, after the update (and the moving average), as Keras's apply().
+    for (auto& p : pending)
+      if (p.v->constraint()) detail::apply_constraint<T, Device>(*p.v);
     ++m_iterations;
     ++m_updates;
   }

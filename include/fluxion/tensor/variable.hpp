@@ -14,12 +14,14 @@
 #define FLUXION_TENSOR_VARIABLE_HPP
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 #include "../expr/elementwise.hpp"
 #include "../expr/evaluate.hpp"
@@ -53,6 +55,24 @@ struct regularizer {
   friend bool operator==(const regularizer&, const regularizer&) = default;
 };
 
+/// A projection of a variable's value after each optimizer update, Keras's kernel_constraint:
+/// apply_gradients replaces w by it once the variable is updated. nn::constraints::max_norm,
+/// min_max_norm, unit_norm and non_neg make one; a layer's kernel_constraint and bias_constraint
+/// options attach one to its variables. The norms are over `axes` (Keras's axis: 0, each output
+/// unit's incoming weights of a dense kernel; {0, 1, 2} for a convolution's), with Keras's
+/// epsilon 1e-7: w * (rate * clip(n, min_value, max_value) + (1 - rate) * n) / (1e-7 + n).
+struct constraint {
+  enum class kind : unsigned char { none, max_norm, min_max_norm, unit_norm, non_neg };
+  kind which = kind::none;
+  double min_value = 0;
+  double max_value = 0;
+  double rate = 1;
+  std::vector<int> axes = {0};
+  /// Whether there is one.
+  explicit operator bool() const noexcept { return which != kind::none; }
+  friend bool operator==(const constraint&, const constraint&) = default;
+};
+
 template <class T, class Device>
 class variable {
  public:
@@ -70,7 +90,7 @@ class variable {
   variable& operator=(const variable&) = delete;
   variable(variable&& o) noexcept
       : m_value(std::move(o.m_value)), m_name(std::move(o.m_name)), m_trainable(o.m_trainable),
-        m_version(o.m_version), m_id(o.m_id), m_regularizer(o.m_regularizer) {}
+        m_version(o.m_version), m_id(o.m_id), m_regularizer(o.m_regularizer), m_constraint(std::move(o.m_constraint)) {}
 
   /// The current value. Under a gradient tape, reading a trainable variable watches it, so what
   /// is computed from the value is differentiated with respect to the variable.
@@ -101,6 +121,31 @@ class variable {
         throw invalid_argument(std::string("set_regularizer: variable '") + m_name + "': " + what + " = " +
                                detail::value_text(v) + " must be finite and not negative");
     m_regularizer = r;
+  }
+  /// The projection optimizers apply after each update of this variable (none by default).
+  const fluxion::constraint& constraint() const noexcept { return m_constraint; }
+  void set_constraint(fluxion::constraint c) {
+    const std::string what = std::string("set_constraint: variable '") + m_name + "' of shape " + to_string(shape());
+    if (c.which == fluxion::constraint::kind::max_norm || c.which == fluxion::constraint::kind::min_max_norm) {
+      if (!(c.min_value >= 0) || !(c.min_value <= c.max_value) || !std::isfinite(c.max_value))
+        throw invalid_argument(what + ": the norms' bounds must be finite with 0 <= min_value <= max_value, got [" +
+                               detail::value_text(c.min_value) + ", " + detail::value_text(c.max_value) + "]");
+      if (!(c.rate >= 0 && c.rate <= 1))
+        throw invalid_argument(what + ": rate = " + detail::value_text(c.rate) + " must be in [0, 1]");
+    }
+    if (c.which != fluxion::constraint::kind::none && c.which != fluxion::constraint::kind::non_neg) {
+      if (c.axes.empty()) throw invalid_argument(what + ": the constraint's axes are empty");
+      for (std::size_t i = 0; i < c.axes.size(); ++i) {
+        const int a = c.axes[i];
+        if (a < -rank() || a >= rank())
+          throw invalid_argument(what + ": the constraint's axis " + std::to_string(a) + " is not in [" +
+                                 std::to_string(-rank()) + ", " + std::to_string(rank()) + ")");
+        for (std::size_t j = 0; j < i; ++j)
+          if ((c.axes[j] + rank()) % std::max(rank(), 1) == (a + rank()) % std::max(rank(), 1))
+            throw invalid_argument(what + ": the constraint's axis " + std::to_string(a) + " is repeated");
+      }
+    }
+    m_constraint = std::move(c);
   }
   std::uint64_t version() const noexcept { return m_version; }
   std::uint64_t id() const noexcept { return m_id; }
@@ -212,6 +257,7 @@ class variable {
   std::uint64_t m_version = 0;
   std::uint64_t m_id = detail::next_variable_id();
   fluxion::regularizer m_regularizer;
+  fluxion::constraint m_constraint;
 };
 
 }  // namespace fluxion
