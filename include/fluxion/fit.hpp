@@ -1021,10 +1021,10 @@ void update_metrics(const metric_lists& lists, const Out& out, const Element& el
   if (!lists.empty()) update_metrics_now(lists, out, element, class_weight);
 }
 
-/// loss_fn on the output (call_loss) plus the model's regularization_loss() (Keras's
-/// `loss + sum(model.losses)`, where a variable has a regularizer), and its value, which must be
-/// finite: a loss that is not (fluxion's losses throw naming the input) becomes error_for(value,
-/// detail), which adds where it happened.
+/// loss_fn on the output (call_loss), and its value plus the model's penalties (Keras's
+/// `loss + sum(model.losses)`, where a variable has a regularizer: fit adds their gradients
+/// itself, nn::detail::add_penalty_gradients), which must be finite: a loss that is not (fluxion's
+/// losses throw naming the input) becomes error_for(value, detail), which adds where it happened.
 template <class Model, class LossFn, class Out, class Element, class ErrorFor>
 auto checked_loss(Model& model, LossFn& loss_fn, const Out& out, const Element& element,
                   const std::vector<double>& class_weight, const ErrorFor& error_for) {
@@ -1039,18 +1039,19 @@ auto checked_loss(Model& model, LossFn& loss_fn, const Out& out, const Element& 
   using LT = value_type_t<L>;
   using LD = device_t<L>;
   tensor<LT, LD> loss(std::move(data_loss));
+  tensor<LT, LD> total = loss;
   if constexpr (requires { model.trainable_variables(); }) {
     const auto vars = model.trainable_variables();
     if (nn::has_regularizers(vars)) {
-      const auto penalty = nn::regularization_loss(vars);
-      using P = std::remove_cvref_t<decltype(penalty)>;
-      static_assert(std::is_same_v<device_t<P>, LD>,
+      using V = std::remove_cvref_t<decltype(*vars[0])>;
+      using VT = typename V::value_type;
+      static_assert(std::is_same_v<typename V::device_type, LD>,
                     "fluxion::fit / evaluate: the loss is on another device than the model's variables.");
-      if constexpr (std::is_same_v<value_type_t<P>, LT>) loss = tensor<LT, LD>(loss + penalty);
-      else loss = tensor<LT, LD>(loss + cast<LT>(penalty));
+      if constexpr (std::is_same_v<VT, LT>) total = nn::detail::with_penalties(total, vars);
+      else total = fluxion::detail::materialize_unrecorded(total + cast<LT>(nn::detail::with_penalties(zeros<VT, LD>(shape{}), vars)));
     }
   }
-  const double value = static_cast<double>(loss.item());
+  const double value = static_cast<double>(total.item());
   if (!std::isfinite(value)) throw error_for(value, "");
   return std::pair{std::move(loss), value};
 }
@@ -1357,7 +1358,9 @@ fit_history fit_loop(Model& model, Optimizer& optimizer, LossFn& loss_fn, Datase
         });
         step_loss = value;
         auto vars = model.trainable_variables();
-        optimizer.apply_gradients(tape.gradient(loss, vars), vars);
+        auto gradients = tape.gradient(loss, vars);
+        if (nn::has_regularizers(vars)) nn::detail::add_penalty_gradients(gradients, vars);
+        optimizer.apply_gradients(gradients, vars);
         has_accuracy = detail::update_accuracy(accuracy, y, out) || has_accuracy;
         detail::update_metrics(metric_list, out, element, options.class_weight);
       });

@@ -268,7 +268,7 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
     }
     // The variables' penalties (Keras's model.losses): their value here, their gradient below.
     if (penalized) {
-      loss = tensor<T, Device>(loss + regularization_loss(m_model.trainable_variables()));
+      loss = detail::with_penalties(std::move(loss), m_model.trainable_variables());
       const double value = static_cast<double>(loss.item());
       if (!std::isfinite(value)) throw nonfinite(value, " (the variables' regularization_loss)");
     }
@@ -285,13 +285,8 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
       if (it == vars.end())
         throw error("compiled_step: no layer of the model gave a gradient for variable '" + ordered[j]->name() + "'");
       ordered_grads[j] = std::move(grads[static_cast<std::size_t>(it - vars.begin())]);
-      // The penalty's gradient, as the tape's rules give it: l1 sign(w) + (l2 2) w (one statement).
-      if (const regularizer& r = ordered[j]->regularizer(); penalized && r) {
-        const tensor<T, Device>& w = ordered[j]->peek();
-        const T l1 = static_cast<T>(r.l1), l2x2 = static_cast<T>(r.l2) * T(2);
-        ordered_grads[j] = tensor<T, Device>(ordered_grads[j] + (l1 * sign(w) + l2x2 * w));
-      }
     }
+    if (penalized) detail::add_penalty_gradients(ordered_grads, ordered);
     m_optimizer.apply_gradients(ordered_grads, ordered);
     return loss;
   }

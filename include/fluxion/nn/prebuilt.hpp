@@ -84,9 +84,16 @@
   EXTERN template tensor<float> nn::detail::glorot_uniform<float>(const shape&, index_t, index_t, random::generator&); \
   EXTERN template tensor<float> nn::initializers::orthogonal<float>(const shape&, random::generator&, double);        \
   EXTERN template tensor<float> nn::initializer::operator()<float>(const shape&, random::generator&) const;          \
-  EXTERN template tensor<float> nn::regularization_loss<float, cpu>(const std::vector<variable<float, cpu>*>&);      \
+  EXTERN template tensor<float> nn::detail::with_penalties<float, cpu>(tensor<float>, const std::vector<variable<float, cpu>*>&); \
+  EXTERN template void nn::detail::add_penalty_gradients<float, cpu>(std::vector<tensor<float>>&,                    \
+                                                                     const std::vector<variable<float, cpu>*>&);      \
   EXTERN template void optim::optimizer::apply_gradients<float, cpu>(const std::vector<tensor<float, cpu>>&,       \
-                                                                     const std::vector<variable<float, cpu>*>&);
+                                                                     const std::vector<variable<float, cpu>*>&);  \
+  /* apply_gradients is inline (defined in its class), so g++ inlines it and would instantiate its  */        \
+  /* body, apply_checked, in the program: the body is declared extern too (since stop 73 moved it). */        \
+  EXTERN template void optim::optimizer::apply_checked<float, cpu>(const std::vector<tensor<float, cpu>>&,         \
+                                                                   const std::vector<variable<float, cpu>*>&);    \
+  EXTERN template void optim::detail::apply_constraint<float, cpu>(variable<float, cpu>&);
 
 // Keras's other activations after a dense or conv2d layer (stop 41), compiled in a source of their
 // own (src/nn_activation_kernels.cpp) that the library holds only on request

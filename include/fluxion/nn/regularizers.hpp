@@ -11,9 +11,10 @@
 // (0.01, and 0 for l1_l2's). The penalty is a fluxion::regularizer kept on the variable
 // (variable::set_regularizer attaches one to any variable, as Keras's add_weight(regularizer=));
 // a model's regularization_loss() is the sum over its trainable variables, as Keras's
-// `model.losses`: a frozen layer's weights add nothing. fx::fit and fx::evaluate add it to the
-// loss they report and differentiate; nn::compile_step adds its value and its gradient, 2 l2 w +
-// l1 sign(w) (|w|'s derivative 0 at 0, as TensorFlow's).
+// `model.losses`: a frozen layer's weights add nothing. fx::fit, fx::evaluate and nn::compile_step
+// add its value to the loss they report, and fit and compile_step its gradient, 2 l2 w + l1 sign(w)
+// (|w|'s derivative 0 at 0, as TensorFlow's), to the variables' gradients, without recording the
+// penalty on the tape: a program that trains through them compiles no backward rule for it.
 #pragma once
 
 #include <cmath>
@@ -55,18 +56,61 @@ bool has_regularizers(const std::vector<variable<T, Device>*>& vars) {
   return false;
 }
 
-/// The sum of the penalties of `vars` (a model's trainable_variables()), a scalar: l1 sum(|w|) +
-/// l2 sum(w^2) for each variable that has one, read as a tape sees it (differentiable), 0 when none
-/// has. Config: as the layers' statements (nn/prebuilt.hpp compiles the float one once).
+namespace detail {
+/// total plus the penalty of each of `vars` that has one, read as a tape sees the variables (what
+/// regularization_loss() differentiates). One statement whatever the terms.
 template <class T, class Device, int Config = fluxion::detail::autodiff_config>
-tensor<T, Device> regularization_loss(const std::vector<variable<T, Device>*>& vars) {
-  tensor<T, Device> total = zeros<T, Device>(shape{});
+tensor<T, Device> plus_penalties(tensor<T, Device> total, const std::vector<variable<T, Device>*>& vars) {
   for (const auto* v : vars) {
     const regularizer& r = v->regularizer();
-    // One statement whatever the terms: a program compiles one penalty (and its backward rule).
     if (r) total = tensor<T, Device>(total + reduce_sum(static_cast<T>(r.l1) * abs(*v) + static_cast<T>(r.l2) * square(*v)));
   }
   return total;
+}
+
+/// The same value, recorded by no tape: fit's, evaluate's and compile_step's loss plus the
+/// penalties. They add the penalties' gradients themselves (add_penalty_gradients), so a program
+/// compiles no backward rule for them: a forward statement and an elementwise one. Config: as the
+/// layers' statements (nn/prebuilt.hpp compiles the float ones once).
+template <class T, class Device, int Config = fluxion::detail::autodiff_config>
+tensor<T, Device> with_penalties(tensor<T, Device> total, const std::vector<variable<T, Device>*>& vars) {
+  for (const auto* v : vars) {
+    const regularizer& r = v->regularizer();
+    const tensor<T, Device>& w = v->peek();
+    if (!r) continue;
+    // The terms first, then the sum of a tensor: no reduction of an expression, whose backward
+    // rule the program would compile (boundaries compile theirs even where nothing records).
+    const tensor<T, Device> terms =
+        fluxion::detail::materialize_unrecorded(static_cast<T>(r.l1) * abs(w) + static_cast<T>(r.l2) * square(w));
+    total = fluxion::detail::materialize_unrecorded(total + reduce_sum(terms));
+  }
+  return total;
+}
+
+/// gradients[i] += l1 sign(w) + (2 l2) w for each vars[i] with a penalty, the gradient the tape's
+/// rules give regularization_loss() (a none gradient, a variable the loss does not read, becomes
+/// the penalty's alone).
+template <class T, class Device, int Config = fluxion::detail::autodiff_config>
+void add_penalty_gradients(std::vector<tensor<T, Device>>& gradients, const std::vector<variable<T, Device>*>& vars) {
+  for (std::size_t i = 0; i < vars.size() && i < gradients.size(); ++i) {
+    const regularizer& r = vars[i]->regularizer();
+    if (!r || !vars[i]->trainable()) continue;
+    const tensor<T, Device>& w = vars[i]->peek();
+    const T l1 = static_cast<T>(r.l1), l2x2 = static_cast<T>(r.l2) * T(2);
+    if (gradients[i].is_none() || gradients[i].shape() != w.shape())
+      gradients[i] = fluxion::detail::materialize_unrecorded(l1 * sign(w) + l2x2 * w);
+    else
+      gradients[i] = fluxion::detail::materialize_unrecorded(gradients[i] + (l1 * sign(w) + l2x2 * w));
+  }
+}
+}  // namespace detail
+
+/// The sum of the penalties of `vars` (a model's trainable_variables()), a scalar: l1 sum(|w|) +
+/// l2 sum(w^2) for each variable that has one, read as a tape sees it (differentiable), 0 when none
+/// has.
+template <class T, class Device>
+tensor<T, Device> regularization_loss(const std::vector<variable<T, Device>*>& vars) {
+  return detail::plus_penalties(zeros<T, Device>(shape{}), vars);
 }
 
 }  // namespace fluxion::nn

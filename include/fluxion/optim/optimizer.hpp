@@ -325,7 +325,10 @@ void apply_constraint(variable<T, Device>& v) {
   const T lo = unit ? T(1) : c.which == kind::max_norm ? T(0) : static_cast<T>(c.min_value);
   const T hi = unit ? T(1) : static_cast<T>(c.max_value);
   const T rate = c.which == kind::min_max_norm ? static_cast<T>(c.rate) : T(1);
-  const tensor<T, Device> n = fluxion::detail::materialize_unrecorded(sqrt(reduce_sum(square(w), axes(c.axes), keepdims)));
+  // The squares first: a reduction of a tensor, not of an expression, whose backward rule the program
+  // would compile (boundaries compile theirs even where nothing records).
+  const tensor<T, Device> squares = fluxion::detail::materialize_unrecorded(square(w));
+  const tensor<T, Device> n = fluxion::detail::materialize_unrecorded(sqrt(reduce_sum(squares, axes(c.axes), keepdims)));
   v.assign(fluxion::detail::materialize_unrecorded(w * ((rate * clip(n, lo, hi) + (T(1) - rate) * n) / (T(1e-7) + n))));
 }
 template <class T, class Device>
