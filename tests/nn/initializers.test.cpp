@@ -191,6 +191,33 @@ TEST_CASE("initializers: embedding, LSTM, GRU and attention take Keras's initial
   }
 }
 
+TEST_CASE("initializers: initialize() draws again into the same variables, the values a fresh build draws") {
+  auto check = [](auto& layer, auto build) {
+    CAPTURE(layer.name());
+    fx::random::generator g1{31};
+    build(layer, g1);
+    std::vector<std::uint64_t> ids;
+    for (auto* v : layer.variables()) ids.push_back(v->id());
+    auto fresh = std::remove_cvref_t<decltype(layer)>{layer.options()};
+    fx::random::generator g3{77}, g4{77};
+    layer.initialize(g3);
+    build(fresh, g4);  // a fresh layer built from the same generator state
+    const auto a = layer.variables(), b = fresh.variables();
+    REQUIRE(a.size() == ids.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      CAPTURE(a[i]->name());
+      CHECK(a[i]->id() == ids[i]);
+      CHECK(a[i]->peek().to_vector() == b[i]->peek().to_vector());
+    }
+  };
+  nn::dense<3> fc{{.bias_initializer = init::random_normal()}};
+  check(fc, [](auto& l, fx::random::generator& g) { l.build(fx::shape{4}, g); });
+  nn::conv2d<2, 3> conv{{.bias_initializer = init::ones()}};
+  check(conv, [](auto& l, fx::random::generator& g) { l.build(fx::shape{5, 5, 2}, g); });
+  nn::multi_head_attention<2, 4> mha{{.bias_initializer = init::random_uniform()}};
+  check(mha, [](auto& l, fx::random::generator& g) { l.build(6, 6, 6, g); });
+}
+
 TEST_CASE("layer options: use_bias = false leaves no bias variable, and the output is x W") {
   fx::random::generator gen{4};
   nn::dense<3, double> fc{{.use_bias = false, .name = "proj"}};

@@ -22,6 +22,7 @@
 // before dropout, as Keras's. Not Keras's: attention over more than one axis.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -186,32 +187,28 @@ class multi_head_attention
     m_query = query_features;
     m_value = value_features;
     m_key = key_features;
+    std::array<tensor<T, Device>, 8> values = initial_values(gen);
+    const std::string& n = this->m_name;
+    const char* names[] = {"/query/kernel", "/query/bias", "/key/kernel", "/key/bias",
+                           "/value/kernel", "/value/bias", "/attention_output/kernel", "/attention_output/bias"};
+    const auto all = members();
     try {  // a constraint's axis a variable does not have leaves the layer unbuilt
-      const std::string& n = this->m_name;
-      const initializer& k = m_options.kernel_initializer;
-      const initializer& b = m_options.bias_initializer;
-      m_query_kernel.emplace(detail::draw_weight<T, Device>(k, {m_query, NumHeads, KeyDim}, gen), n + "/query/kernel");
-      m_query_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, KeyDim}, gen), n + "/query/bias");
-      m_key_kernel.emplace(detail::draw_weight<T, Device>(k, {m_key, NumHeads, KeyDim}, gen), n + "/key/kernel");
-      m_key_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, KeyDim}, gen), n + "/key/bias");
-      m_value_kernel.emplace(detail::draw_weight<T, Device>(k, {m_value, NumHeads, ValueDim}, gen), n + "/value/kernel");
-      m_value_bias.emplace(detail::draw_weight<T, Device>(b, {NumHeads, ValueDim}, gen), n + "/value/bias");
-      m_output_kernel.emplace(detail::draw_weight<T, Device>(k, {NumHeads, ValueDim, m_query}, gen),
-                              n + "/attention_output/kernel");
-      m_output_bias.emplace(detail::draw_weight<T, Device>(b, {m_query}, gen), n + "/attention_output/bias");
-      for (auto* v : {&m_query_kernel, &m_key_kernel, &m_value_kernel, &m_output_kernel})
-        detail::attach(**v, m_options.kernel_regularizer, m_options.kernel_constraint);
-      for (auto* v : {&m_query_bias, &m_key_bias, &m_value_bias, &m_output_bias})
-        detail::attach(**v, m_options.bias_regularizer, m_options.bias_constraint);
+      for (std::size_t i = 0; i < 8; ++i) {
+        all[i]->emplace(std::move(values[i]), n + names[i]);
+        if (i % 2 == 0) detail::attach(**all[i], m_options.kernel_regularizer, m_options.kernel_constraint);
+        else detail::attach(**all[i], m_options.bias_regularizer, m_options.bias_constraint);
+      }
     } catch (...) {
-      for (auto* v : {&m_query_kernel, &m_query_bias, &m_key_kernel, &m_key_bias, &m_value_kernel, &m_value_bias,
-                      &m_output_kernel, &m_output_bias})
-        v->reset();
+      for (auto* v : all) v->reset();
       throw;
     }
   }
+  /// Draws new initial values into the same variables (their names, ids and optimizer slots stay).
   void initialize(random::generator& gen) {
-    if (built()) build(m_query, m_value, m_key, gen);
+    if (!built()) return;
+    std::array<tensor<T, Device>, 8> values = initial_values(gen);
+    const auto all = members();
+    for (std::size_t i = 0; i < 8; ++i) (*all[i])->assign(values[i]);
   }
 
   /// Self-attention: x is the query, the key and the value.
@@ -315,6 +312,24 @@ class multi_head_attention
   }
   variable<T, Device>& need(std::optional<variable<T, Device>>& v, const char* what) {
     return this->require_built(v, "multi_head_attention", what);
+  }
+  /// The variables in Keras's order: query, key, value and output, each kernel then bias.
+  std::array<std::optional<variable<T, Device>>*, 8> members() {
+    return {&m_query_kernel, &m_query_bias, &m_key_kernel, &m_key_bias,
+            &m_value_kernel, &m_value_bias, &m_output_kernel, &m_output_bias};
+  }
+  /// Their initial values in that order, drawn in that order (Keras's fans of each kernel's shape).
+  std::array<tensor<T, Device>, 8> initial_values(random::generator& gen) const {
+    const initializer& k = m_options.kernel_initializer;
+    const initializer& b = m_options.bias_initializer;
+    return {detail::draw_weight<T, Device>(k, {m_query, NumHeads, KeyDim}, gen),
+            detail::draw_weight<T, Device>(b, {NumHeads, KeyDim}, gen),
+            detail::draw_weight<T, Device>(k, {m_key, NumHeads, KeyDim}, gen),
+            detail::draw_weight<T, Device>(b, {NumHeads, KeyDim}, gen),
+            detail::draw_weight<T, Device>(k, {m_value, NumHeads, ValueDim}, gen),
+            detail::draw_weight<T, Device>(b, {NumHeads, ValueDim}, gen),
+            detail::draw_weight<T, Device>(k, {NumHeads, ValueDim, m_query}, gen),
+            detail::draw_weight<T, Device>(b, {m_query}, gen)};
   }
   index_t m_query = 0, m_value = 0, m_key = 0;
   attention_options m_options;
