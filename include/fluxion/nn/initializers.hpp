@@ -23,8 +23,7 @@
 // (max(rows, cols), min(rows, cols)), its reduced QR factorization, Q's columns multiplied by the
 // signs of R's diagonal (which makes the factorization unique, so the result does not depend on how
 // the QR is computed), transposed when rows < cols, times `gain`. Rows are the product of every
-// extent but the last. Glorot's uniform initializer, the default kernel of dense and conv2d, is
-// fluxion::nn::detail::glorot_uniform (nn/module.hpp).
+// extent but the last.
 #pragma once
 
 #include <algorithm>

@@ -248,13 +248,6 @@ concept nested_summary = requires(L& l, std::string& out) { l.summary_rows(out, 
 template <class L>
 concept built_on_first_call = requires(const L& l) { l.built(); };
 
-/// Glorot (Xavier) uniform: U(-l, l) with l = sqrt(6 / (fan_in + fan_out)), Keras's default kernel.
-template <class T>
-tensor<T> glorot_uniform(const fluxion::shape& s, index_t fan_in, index_t fan_out, random::generator& gen) {
-  const T limit = static_cast<T>(std::sqrt(6.0 / static_cast<double>(fan_in + fan_out)));
-  return random::uniform<T>(s, gen, -limit, limit);
-}
-
 /// A weight of shape s on Device from `init`: zeros and uniform values made there (the same values
 /// as on the host), any other drawn on the host and copied.
 template <class T, class Device>

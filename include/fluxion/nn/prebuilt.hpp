@@ -81,7 +81,6 @@
   EXTERN template std::vector<tensor<float, cpu>> gradient_tape::gradient<float, cpu, tensor<float, cpu>>(            \
       const tensor<float, cpu>&, const std::vector<const tensor<float, cpu>*>&, const tensor<float, cpu>*,           \
       unconnected_gradients);                                                                                        \
-  EXTERN template tensor<float> nn::detail::glorot_uniform<float>(const shape&, index_t, index_t, random::generator&); \
   EXTERN template tensor<float> nn::initializers::orthogonal<float>(const shape&, random::generator&, double);        \
   EXTERN template tensor<float> nn::initializer::operator()<float>(const shape&, random::generator&) const;          \
   EXTERN template tensor<float> nn::detail::with_penalties<float, cpu>(tensor<float>, const std::vector<variable<float, cpu>*>&); \

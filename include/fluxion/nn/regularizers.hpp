@@ -57,20 +57,9 @@ bool has_regularizers(const std::vector<variable<T, Device>*>& vars) {
 }
 
 namespace detail {
-/// total plus the penalty of each of `vars` that has one, read as a tape sees the variables (what
-/// regularization_loss() differentiates). One statement whatever the terms.
-template <class T, class Device, int Config = fluxion::detail::autodiff_config>
-tensor<T, Device> plus_penalties(tensor<T, Device> total, const std::vector<variable<T, Device>*>& vars) {
-  for (const auto* v : vars) {
-    const regularizer& r = v->regularizer();
-    if (r) total = tensor<T, Device>(total + reduce_sum(static_cast<T>(r.l1) * abs(*v) + static_cast<T>(r.l2) * square(*v)));
-  }
-  return total;
-}
-
-/// The same value, recorded by no tape: fit's, evaluate's and compile_step's loss plus the
-/// penalties. They add the penalties' gradients themselves (add_penalty_gradients), so a program
-/// compiles no backward rule for them: a forward statement and an elementwise one. Config: as the
+/// total plus the penalty of each of `vars` that has one, recorded by no tape: fit's, evaluate's
+/// and compile_step's loss plus the penalties. They add the penalties' gradients themselves
+/// (add_penalty_gradients), so a program compiles no backward rule for them. Config: as the
 /// layers' statements (nn/prebuilt.hpp compiles the float ones once).
 template <class T, class Device, int Config = fluxion::detail::autodiff_config>
 tensor<T, Device> with_penalties(tensor<T, Device> total, const std::vector<variable<T, Device>*>& vars) {
@@ -110,7 +99,11 @@ void add_penalty_gradients(std::vector<tensor<T, Device>>& gradients, const std:
 /// has.
 template <class T, class Device>
 tensor<T, Device> regularization_loss(const std::vector<variable<T, Device>*>& vars) {
-  return detail::plus_penalties(zeros<T, Device>(shape{}), vars);
+  tensor<T, Device> total = zeros<T, Device>(shape{});
+  for (const auto* v : vars)
+    if (const regularizer& r = v->regularizer())  // one statement whatever the terms
+      total = tensor<T, Device>(total + reduce_sum(static_cast<T>(r.l1) * abs(*v) + static_cast<T>(r.l2) * square(*v)));
+  return total;
 }
 
 }  // namespace fluxion::nn
