@@ -213,3 +213,150 @@ TEST_CASE("batch_norm: errors name the layer and the shapes") {
   CHECK_THROWS_AS(nn::batch_norm<>(0.9, 0.0), fx::invalid_argument);
   CHECK_THROWS_AS(nn::batch_norm<>{}.gamma(), fx::error);
 }
+
+TEST_CASE("batch_norm options: Keras's initializers, momentum and epsilon, against a naive loop") {
+  namespace init = nn::initializers;
+  fx::random::generator gen{12};
+  nn::batch_norm<-1, double> layer{{.momentum = 0.8,
+                                    .epsilon = 1e-2,
+                                    .beta_initializer = init::constant(0.5),
+                                    .gamma_initializer = init::constant(2.0),
+                                    .moving_mean_initializer = init::constant(0.25),
+                                    .moving_variance_initializer = init::constant(3.0),
+                                    .name = "bn"}};
+  CHECK(layer.momentum() == 0.8);
+  CHECK(layer.epsilon() == 1e-2);
+  CHECK(layer.name() == "bn");
+  const fx::tensor<double> x = fx::random::normal<double>({5, 3}, gen, 1.0, 2.0);
+  const std::vector<double> xv = x.to_vector();
+  // Inference first: the moving statistics as drawn.
+  check_all_close(layer(x).to_vector(), naive_normalize(xv, std::vector<double>(3, 0.25), std::vector<double>(3, 3.0),
+                                                        std::vector<double>(3, 2.0), std::vector<double>(3, 0.5), 1e-2));
+  const channel_stats st = naive_stats(xv, 3);
+  check_all_close(layer(x, true).to_vector(), naive_normalize(xv, st.mean, st.variance, std::vector<double>(3, 2.0),
+                                                              std::vector<double>(3, 0.5), 1e-2));
+  for (std::size_t c = 0; c < 3; ++c) {
+    CHECK(layer.moving_mean().peek().to_vector()[c] == doctest::Approx(0.25 * 0.8 + st.mean[c] * 0.2).epsilon(1e-12));
+    CHECK(layer.moving_variance().peek().to_vector()[c] == doctest::Approx(3.0 * 0.8 + st.variance[c] * 0.2).epsilon(1e-12));
+  }
+
+  // A drawn gamma: initialize() draws the values a fresh build draws from the same generator,
+  // into the same variables.
+  nn::batch_norm<-1, double> drawn{{.gamma_initializer = init::random_normal(1.0, 0.1)}};
+  fx::random::generator g1{5}, g2{5};
+  drawn.build(fx::shape{4}, g1);
+  const std::uint64_t id = drawn.gamma().id();
+  const auto first = drawn.gamma().peek().to_vector();
+  CHECK(first != std::vector<double>(4, 1.0));
+  const auto want = init::random_normal(1.0, 0.1).operator()<double>(fx::shape{4}, g2).to_vector();
+  CHECK(first == want);
+  drawn.gamma().assign(fx::zeros<double>({4}));
+  fx::random::generator g3{5};
+  drawn.initialize(g3);
+  CHECK(drawn.gamma().id() == id);
+  CHECK(drawn.gamma().peek().to_vector() == first);
+}
+
+TEST_CASE("batch_norm options: scale = false and center = false leave no gamma and no beta") {
+  fx::random::generator gen{13};
+  nn::batch_norm<-1, double> layer{{.center = false, .scale = false, .name = "bn"}};
+  layer.build(fx::shape{3});
+  std::vector<std::string> names;
+  for (auto* v : layer.variables()) names.push_back(v->name());
+  CHECK(names == std::vector<std::string>{"bn/moving_mean", "bn/moving_variance"});
+  CHECK(layer.trainable_variables().empty());
+  CHECK(layer.count_params() == 0);
+  CHECK_THROWS_WITH_AS(layer.gamma(), "batch_norm 'bn': the layer has no gamma (it was made with scale = false)",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(layer.beta(), "batch_norm 'bn': the layer has no beta (it was made with center = false)",
+                       fx::invalid_argument);
+  const fx::tensor<double> x = fx::random::normal<double>({6, 3}, gen, 0.5, 2.0);
+  const std::vector<double> xv = x.to_vector();
+  const channel_stats st = naive_stats(xv, 3);
+  // Bitwise the default layer's output, whose gamma is ones and beta zeros.
+  nn::batch_norm<-1, double> plain;
+  const auto trained = layer(x, true).to_vector();
+  CHECK(trained == plain(x, true).to_vector());
+  check_all_close(trained,
+                  naive_normalize(xv, st.mean, st.variance, std::vector<double>(3, 1.0), std::vector<double>(3, 0.0), 1e-3));
+  CHECK(layer(x).to_vector() == plain(x).to_vector());
+  CHECK(layer.moving_mean().peek().to_vector() == plain.moving_mean().peek().to_vector());
+
+  // Only beta: the gradients with respect to the input and beta, against finite differences, in
+  // training and inference; a tape's gradient list has beta alone.
+  nn::batch_norm<-1, double> shift{{.scale = false}};
+  shift.build(fx::shape{3});
+  REQUIRE(shift.trainable_variables().size() == 1);
+  CHECK(shift.trainable_variables()[0]->name() == "batch_normalization/beta");
+  const fx::tensor<double> b = fx::random::normal<double>({3}, gen);
+  for (bool training : {true, false}) {
+    CAPTURE(training);
+    auto r = fx::testing::check_gradients(
+        [&](const auto& xi, const auto& bi) {
+          shift.beta().assign(bi);
+          return shift.call(xi, training, /*update=*/false);
+        },
+        x, b);
+    CHECK_MESSAGE(r.ok, r.report);
+  }
+}
+
+TEST_CASE("batch_norm options: gamma's and beta's regularizers and constraints") {
+  namespace reg = nn::regularizers;
+  namespace con = nn::constraints;
+  fx::random::generator gen{14};
+  nn::batch_norm<-1, double> layer{{.beta_regularizer = reg::l1(0.2),
+                                    .gamma_regularizer = reg::l2(0.1),
+                                    .beta_constraint = con::max_norm(0.5),
+                                    .gamma_constraint = con::non_neg()}};
+  layer.build(fx::shape{3});
+  CHECK(layer.gamma().regularizer() == reg::l2(0.1));
+  CHECK(layer.beta().regularizer() == reg::l1(0.2));
+  CHECK(layer.gamma().constraint() == con::non_neg());
+  CHECK_FALSE(layer.moving_mean().regularizer());
+  layer.gamma().assign(fx::from_vector(std::vector<double>{0.5, -1.0, 2.0}, {3}));
+  layer.beta().assign(fx::from_vector(std::vector<double>{0.3, -0.4, 0.1}, {3}));
+  const double want = 0.1 * (0.25 + 1.0 + 4.0) + 0.2 * (0.3 + 0.4 + 0.1);
+  CHECK(layer.regularization_loss().item() == doctest::Approx(want).epsilon(1e-14));
+
+  // An SGD step with gradients that push gamma below zero and beta's norm above 0.5: the optimizer
+  // projects both after the update.
+  fx::optim::sgd opt{1.0};
+  auto vars = layer.trainable_variables();
+  opt.apply_gradients({fx::from_vector(std::vector<double>{1.0, 0.0, 0.5}, {3}),
+                       fx::from_vector(std::vector<double>{-0.7, 0.0, 0.0}, {3})},
+                      vars);
+  CHECK(layer.gamma().peek().to_vector() == std::vector<double>{0.0, 0.0, 1.5});
+  const std::vector<double> beta{1.0, -0.4, 0.1};
+  const double n = std::sqrt(1.0 + 0.16 + 0.01), scale = 0.5 / (1e-7 + n);
+  check_all_close(layer.beta().peek().to_vector(), {beta[0] * scale, beta[1] * scale, beta[2] * scale}, 1e-14);
+}
+
+TEST_CASE("batch_norm options: a sequential model of double keeps them; bad options are refused") {
+  namespace init = nn::initializers;
+  fx::random::generator gen{15};
+  auto net = nn::sequential(gen, nn::typed_input<double, 4>{}, nn::dense<3>{},
+                            nn::batch_norm<>{{.momentum = 0.5, .scale = false,
+                                              .moving_variance_initializer = init::constant(2.0), .name = "bn"}});
+  auto& bn = net.layer<1>();
+  CHECK(bn.momentum() == 0.5);
+  CHECK_FALSE(bn.options().scale);
+  CHECK(bn.name() == "bn");
+  CHECK(bn.moving_variance().peek().to_vector() == std::vector<double>(3, 2.0));
+  CHECK(net.trainable_variables().size() == 3);  // dense/kernel, dense/bias, bn/beta
+
+  CHECK_THROWS_WITH_AS(nn::batch_norm<>({.scale = false, .gamma_regularizer = nn::regularizers::l2(0.1)}),
+                       "batch_norm 'batch_normalization': a gamma_regularizer with scale = false has no gamma to act on",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(nn::batch_norm<>({.center = false, .beta_constraint = nn::constraints::non_neg(), .name = "b"}),
+                       "batch_norm 'b': a beta_constraint with center = false has no beta to act on", fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(nn::batch_norm<>({.epsilon = std::nan(""), .name = "b"}),
+                       "batch_norm 'b': epsilon = nan is not positive and finite", fx::invalid_argument);
+  CHECK_THROWS_AS(nn::batch_norm<>({.beta_regularizer = fx::regularizer{-1.0, 0.0}}), fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(nn::batch_norm<>({.momentum = -0.1, .name = "b"}), "batch_norm 'b': momentum = -0.100000 is not in [0, 1]",
+                       fx::invalid_argument);
+  // A constraint's axis gamma does not have: refused when the layer is built, which leaves it unbuilt.
+  nn::batch_norm<> bad{{.gamma_constraint = nn::constraints::max_norm(1.0, {1})}};
+  CHECK_THROWS_AS(bad.build(fx::shape{3}), fx::invalid_argument);
+  CHECK_FALSE(bad.built());
+}

@@ -91,3 +91,89 @@ TEST_CASE("layer_norm: errors name the layer and the shapes") {
   CHECK_THROWS_AS(layer(fx::zeros<float>({4})), fx::shape_error);
   CHECK_THROWS_AS(nn::layer_norm<>(-1.0), fx::invalid_argument);
 }
+
+namespace {
+/// Keras 3's rms_scaling: each row of the last axis, gamma x / sqrt(mean(x^2) + eps).
+std::vector<double> naive_rms_norm(const std::vector<double>& x, const std::vector<double>& gamma, double eps) {
+  const std::size_t n = gamma.size();
+  std::vector<double> y(x.size());
+  for (std::size_t r = 0; r < x.size() / n; ++r) {
+    double ms = 0;
+    for (std::size_t i = 0; i < n; ++i) ms += x[r * n + i] * x[r * n + i] / static_cast<double>(n);
+    for (std::size_t i = 0; i < n; ++i) y[r * n + i] = gamma[i] * x[r * n + i] / std::sqrt(ms + eps);
+  }
+  return y;
+}
+}  // namespace
+
+TEST_CASE("layer_norm options: rms_scaling is RMS normalization, with gamma only") {
+  fx::random::generator gen{7};
+  nn::layer_norm<double> layer{{.epsilon = 1e-2, .rms_scaling = true, .name = "rms"}};
+  const fx::tensor<double> x = fx::random::normal<double>({2, 3, 5}, gen, 1.0, 2.0);
+  layer(x);
+  std::vector<std::string> names;
+  for (auto* v : layer.variables()) names.push_back(v->name());
+  CHECK(names == std::vector<std::string>{"rms/gamma"});
+  CHECK_THROWS_WITH_AS(layer.beta(), "layer_norm 'rms': the layer has no beta (it was made with rms_scaling = true, so center = false)",
+                       fx::invalid_argument);
+  const std::vector<double> gamma{0.5, 1.0, 1.5, 2.0, -1.0};
+  layer.gamma().assign(fx::from_vector(gamma, {5}));
+  const std::vector<double> want = naive_rms_norm(x.to_vector(), gamma, 1e-2);
+  const auto got = fx::tensor<double>(layer(x, true)).to_vector();
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+  // Keras ignores center and scale with rms_scaling: still gamma alone.
+  nn::layer_norm<double> ignored{{.center = true, .scale = false, .rms_scaling = true}};
+  ignored.build(fx::shape{5});
+  CHECK(ignored.trainable_variables().size() == 1);
+
+  const fx::tensor<double> g = fx::random::uniform<double>({5}, gen, 0.5, 1.5);
+  auto r = fx::testing::check_gradients(
+      [&](const auto& xi, const auto& gi) {
+        layer.gamma().assign(gi);
+        return layer(xi);
+      },
+      reverse_only, x, g);
+  CHECK_MESSAGE(r.ok, r.report);
+  CHECK_THROWS_WITH_AS(nn::layer_norm<>({.rms_scaling = true, .beta_regularizer = nn::regularizers::l2(0.1), .name = "r"}),
+                       "layer_norm 'r': a beta_regularizer or beta_constraint with rms_scaling = true has no beta to act on "
+                       "(RMS normalization scales by gamma only)",
+                       fx::invalid_argument);
+}
+
+TEST_CASE("layer_norm options: center, scale, initializers, regularizers and constraints") {
+  namespace init = nn::initializers;
+  fx::random::generator gen{8};
+  const fx::tensor<double> x = fx::random::normal<double>({3, 4}, gen, 1.0, 3.0);
+  nn::layer_norm<double> plain;
+  {
+    nn::layer_norm<double> layer{{.center = false, .scale = false, .name = "ln"}};
+    CHECK(layer(x).to_vector() == plain(x).to_vector());  // the ones and zeros it holds, bitwise
+    CHECK(layer.variables().empty());
+    CHECK_THROWS_WITH_AS(layer.gamma(), "layer_norm 'ln': the layer has no gamma (it was made with scale = false)",
+                         fx::invalid_argument);
+  }
+  nn::layer_norm<double> layer{{.center = false,
+                                .gamma_initializer = init::constant(2.0),
+                                .gamma_regularizer = nn::regularizers::l2(0.5),
+                                .gamma_constraint = nn::constraints::non_neg()}};
+  const auto y = fx::tensor<double>(layer(x)).to_vector();
+  const auto want = naive_layer_norm(x.to_vector(), std::vector<double>(4, 2.0), std::vector<double>(4, 0.0), 1e-3);
+  for (std::size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(want[i]).epsilon(1e-12));
+  REQUIRE(layer.trainable_variables().size() == 1);
+  CHECK(layer.regularization_loss().item() == doctest::Approx(0.5 * 4 * 4.0).epsilon(1e-14));
+  fx::optim::sgd opt{1.0};
+  auto vars = layer.trainable_variables();
+  opt.apply_gradients({fx::from_vector(std::vector<double>{3.0, 1.0, 0.0, -1.0}, {4})}, vars);
+  CHECK(layer.gamma().peek().to_vector() == std::vector<double>{0.0, 1.0, 2.0, 3.0});
+
+  // Kept by a sequential model of double, with the name.
+  auto net = nn::sequential(gen, nn::typed_input<double, 4>{}, nn::layer_norm{{.epsilon = 0.5, .rms_scaling = true, .name = "r"}});
+  CHECK(net.layer<0>().epsilon() == 0.5);
+  CHECK(net.layer<0>().options().rms_scaling);
+  CHECK(net.layer<0>().name() == "r");
+  CHECK(net.trainable_variables().size() == 1);
+  CHECK_THROWS_AS(nn::layer_norm<>({.epsilon = 0.0}), fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(nn::layer_norm<>({.center = false, .beta_regularizer = nn::regularizers::l1(0.1), .name = "l"}),
+                       "layer_norm 'l': a beta_regularizer with center = false has no beta to act on", fx::invalid_argument);
+}

@@ -1,6 +1,7 @@
 // fx::nn::batch_norm<Axis>: Keras's BatchNormalization over the channel axis (the last by default).
 //
 //   fx::nn::batch_norm<> bn;                          // momentum 0.99, epsilon 1e-3, as Keras
+//   fx::nn::batch_norm<> last{{.gamma_initializer = fx::nn::initializers::zeros()}};  // Keras's arguments
 //   fx::tensor<float> y = bn(x, /*training=*/true);   // x: (batch, C) or (batch, H, W, C)
 //   fx::tensor<float> z = bn(x);                      // inference: the moving statistics
 //   bn.moving_mean().peek();                          // updated by the training call above
@@ -13,6 +14,11 @@
 // computation, and the update is never recorded. gamma and beta are trainable; moving_mean and
 // moving_variance are not (non_trainable_variables()).
 //
+// Keras's other arguments are nn::batch_norm_options: center = false leaves no beta and scale =
+// false no gamma (beta() and gamma() throw; the statement adds a constant 0 and multiplies by a
+// constant 1, which no tape watches), the four initializers, and gamma's and beta's regularizers and
+// constraints (kept on the variables, as a dense layer's kernel's).
+//
 // Inference is one fused statement over x: x * scale + shift, with scale = gamma * rsqrt(
 // moving_variance + epsilon) and shift = beta - moving_mean * scale computed first from the
 // per-channel vectors, as Keras's fused inference does.
@@ -23,6 +29,7 @@
 // bn.set_update_moving_averages(false) switch the updates off by hand.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +71,31 @@ inline fluxion::shape channel_broadcast_shape(int rank, int axis, index_t channe
 
 }  // namespace detail
 
+/// Keras's BatchNormalization arguments beyond the axis, in its order, with its defaults:
+///
+///   fx::nn::batch_norm<>{{.momentum = 0.9, .epsilon = 1e-5}}            // PyTorch's BatchNorm2d
+///   fx::nn::batch_norm<>{{.gamma_initializer = fx::nn::initializers::zeros()}}  // a residual branch's last
+///   fx::nn::batch_norm<>{{.scale = false}}                             // before a relu: no gamma
+///
+/// center = false: no beta variable (zeros are added); scale = false: no gamma (the input is
+/// multiplied by ones). The regularizers and constraints are gamma's and beta's
+/// (variable::regularizer(), variable::constraint()), as a dense layer's kernel's.
+struct batch_norm_options {
+  double momentum = 0.99;
+  double epsilon = 1e-3;
+  bool center = true;
+  bool scale = true;
+  initializer beta_initializer = initializers::zeros();
+  initializer gamma_initializer = initializers::ones();
+  initializer moving_mean_initializer = initializers::zeros();
+  initializer moving_variance_initializer = initializers::ones();
+  regularizer beta_regularizer = {};
+  regularizer gamma_regularizer = {};
+  constraint beta_constraint = {};
+  constraint gamma_constraint = {};
+  std::string name = {};
+};
+
 template <int Axis = -1, class T = float, class Device = cpu>
 class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
   static_assert(std::is_floating_point_v<T>, "fluxion::nn::batch_norm<Axis, T>: T must be a floating-point type.");
@@ -93,48 +125,63 @@ class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
   }
 
   /// Keras's defaults: momentum 0.99, epsilon 1e-3.
-  explicit batch_norm(double momentum = 0.99, double epsilon = 1e-3, std::string name = {})
-      : base(name.empty() ? base_name : std::move(name)), m_momentum(momentum), m_epsilon(epsilon) {
-    if (!(momentum >= 0.0 && momentum <= 1.0))
-      throw invalid_argument("batch_norm '" + this->m_name + "': momentum = " + std::to_string(momentum) +
+  batch_norm() : batch_norm(batch_norm_options{}) {}
+  explicit batch_norm(double momentum, double epsilon = 1e-3, std::string name = {})
+      : batch_norm(batch_norm_options{.momentum = momentum, .epsilon = epsilon, .name = std::move(name)}) {}
+  template <layer_name S>
+  explicit batch_norm(S&& name) : batch_norm(batch_norm_options{.name = std::string(std::forward<S>(name))}) {}
+  /// Keras's arguments: batch_norm<>{{.momentum = 0.9, .scale = false}}.
+  explicit batch_norm(batch_norm_options options)
+      : base(options.name.empty() ? base_name : options.name), m_options(std::move(options)) {
+    detail::check_norm_options("batch_norm '" + this->m_name + "'", m_options);
+    if (!(m_options.momentum >= 0.0 && m_options.momentum <= 1.0))
+      throw invalid_argument("batch_norm '" + this->m_name + "': momentum = " + std::to_string(m_options.momentum) +
                              " is not in [0, 1]");
-    if (!(epsilon > 0.0))
-      throw invalid_argument("batch_norm '" + this->m_name + "': epsilon = " + std::to_string(epsilon) +
-                             " is not positive");
   }
-  explicit batch_norm(std::string name) : batch_norm(0.99, 1e-3, std::move(name)) {}
   /// The same layer for another element type or device (a sequential model re-declares its layers
   /// for the model's type and device): the settings carry over, the variables are created when it
   /// is built.
   template <class U, class D>
     requires(!std::is_same_v<U, T> || !std::is_same_v<D, Device>)
-  explicit batch_norm(const batch_norm<Axis, U, D>& other)
-      : batch_norm(other.momentum(), other.epsilon(), other.name()) {
+  explicit batch_norm(const batch_norm<Axis, U, D>& other) : batch_norm(other.options()) {
     m_update = other.update_moving_averages();
   }
 
-  double momentum() const noexcept { return m_momentum; }
-  double epsilon() const noexcept { return m_epsilon; }
+  /// The options the layer was made with, under its current name.
+  batch_norm_options options() const {
+    batch_norm_options o = m_options;
+    o.name = this->m_name;
+    return o;
+  }
+  double momentum() const noexcept { return m_options.momentum; }
+  double epsilon() const noexcept { return m_options.epsilon; }
   /// Whether training calls update the moving statistics (true unless switched off).
   bool update_moving_averages() const noexcept { return m_update; }
   void set_update_moving_averages(bool on) noexcept { m_update = on; }
 
   bool built() const noexcept { return m_gamma.has_value(); }
   /// Creates the variables for inputs whose per-example shape is `per_example`.
-  void build(const fluxion::shape& per_example, random::generator& /*gen*/ = random::global_generator()) {
+  void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
     const int axis = channel_axis(per_example.rank() + 1, [&] { return "(batch, " + to_string(per_example).substr(1); });
     m_channels = per_example[axis - 1];
-    m_gamma.emplace(ones<T, Device>({m_channels}), this->m_name + "/gamma");
-    m_beta.emplace(zeros<T, Device>({m_channels}), this->m_name + "/beta");
-    m_moving_mean.emplace(zeros<T, Device>({m_channels}), this->m_name + "/moving_mean", false);
-    m_moving_variance.emplace(ones<T, Device>({m_channels}), this->m_name + "/moving_variance", false);
+    detail::built_or_none(m_gamma, m_beta, m_moving_mean, m_moving_variance, [&] {
+      auto [gamma, beta, mean, variance] = initial_values(gen);
+      m_gamma.emplace(std::move(gamma), this->m_name + "/gamma", m_options.scale);
+      m_beta.emplace(std::move(beta), this->m_name + "/beta", m_options.center);
+      m_moving_mean.emplace(std::move(mean), this->m_name + "/moving_mean", false);
+      m_moving_variance.emplace(std::move(variance), this->m_name + "/moving_variance", false);
+      if (m_options.scale) detail::attach(*m_gamma, m_options.gamma_regularizer, m_options.gamma_constraint);
+      if (m_options.center) detail::attach(*m_beta, m_options.beta_regularizer, m_options.beta_constraint);
+    });
   }
-  void initialize(random::generator&) {
+  /// Draws new initial values (the same shapes and variables).
+  void initialize(random::generator& gen) {
     if (!built()) return;
-    m_gamma->assign(ones<T, Device>({m_channels}));
-    m_beta->assign(zeros<T, Device>({m_channels}));
-    m_moving_mean->assign(zeros<T, Device>({m_channels}));
-    m_moving_variance->assign(ones<T, Device>({m_channels}));
+    auto [gamma, beta, mean, variance] = initial_values(gen);
+    m_gamma->assign(gamma);
+    m_beta->assign(beta);
+    m_moving_mean->assign(mean);
+    m_moving_variance->assign(variance);
   }
 
   /// The normalized input; a training call updates the moving statistics unless that is switched
@@ -161,7 +208,7 @@ class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
                         " channels on axis " + std::to_string(axis) + ", the layer was built for " +
                         std::to_string(m_channels) + " (input shape " + to_string(s) + ")");
     const fluxion::shape channel_shape = detail::channel_broadcast_shape(s.rank(), axis, m_channels);
-    const T eps = static_cast<T>(m_epsilon);
+    const T eps = static_cast<T>(m_options.epsilon);
     if (!training) {
       const tensor<T, Device> scale = *m_gamma * rsqrt(m_moving_variance->peek() + eps);
       const tensor<T, Device> shift = *m_beta - m_moving_mean->peek() * scale;
@@ -178,15 +225,21 @@ class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
                            reshape(*m_beta, channel_shape.to_vector()));
     if (update && !recompute_scope::active()) {
       detail::autodiff_paused quiet;
-      const T m = static_cast<T>(m_momentum);
+      const T m = static_cast<T>(m_options.momentum);
       m_moving_mean->assign(m_moving_mean->peek() * m + reshape(mean, {m_channels}) * (T(1) - m));
       m_moving_variance->assign(m_moving_variance->peek() * m + reshape(variance, {m_channels}) * (T(1) - m));
     }
     return y;
   }
 
-  variable<T, Device>& gamma() { return this->require_built(m_gamma, "batch_norm", "gamma"); }
-  variable<T, Device>& beta() { return this->require_built(m_beta, "batch_norm", "beta"); }
+  variable<T, Device>& gamma() {
+    detail::require_norm_variable(m_options.scale, "batch_norm '" + this->m_name + "'", "gamma", "scale");
+    return this->require_built(m_gamma, "batch_norm", "gamma");
+  }
+  variable<T, Device>& beta() {
+    detail::require_norm_variable(m_options.center, "batch_norm '" + this->m_name + "'", "beta", "center");
+    return this->require_built(m_beta, "batch_norm", "beta");
+  }
   variable<T, Device>& moving_mean() { return this->require_built(m_moving_mean, "batch_norm", "moving_mean"); }
   variable<T, Device>& moving_variance() {
     return this->require_built(m_moving_variance, "batch_norm", "moving_variance");
@@ -195,8 +248,8 @@ class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
   /// gamma, beta (trainable), moving_mean, moving_variance (not trainable), in Keras's order.
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
-    this->visit(prefix, f, m_gamma, "gamma");
-    this->visit(prefix, f, m_beta, "beta");
+    if (m_options.scale) this->visit(prefix, f, m_gamma, "gamma");
+    if (m_options.center) this->visit(prefix, f, m_beta, "beta");
     this->visit(prefix, f, m_moving_mean, "moving_mean");
     this->visit(prefix, f, m_moving_variance, "moving_variance");
   }
@@ -211,7 +264,16 @@ class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
                         "channel axis " + std::to_string(Axis) + ", got " + shape_text());
     return axis;
   }
-  double m_momentum, m_epsilon;
+  /// gamma, beta, moving mean and moving variance drawn from the options' initializers; gamma ones
+  /// with scale = false and beta zeros with center = false (constants the statement reads).
+  std::array<tensor<T, Device>, 4> initial_values(random::generator& gen) const {
+    const fluxion::shape s{m_channels};
+    return {m_options.scale ? detail::draw_weight<T, Device>(m_options.gamma_initializer, s, gen) : ones<T, Device>(s),
+            m_options.center ? detail::draw_weight<T, Device>(m_options.beta_initializer, s, gen) : zeros<T, Device>(s),
+            detail::draw_weight<T, Device>(m_options.moving_mean_initializer, s, gen),
+            detail::draw_weight<T, Device>(m_options.moving_variance_initializer, s, gen)};
+  }
+  batch_norm_options m_options;
   bool m_update = true;
   index_t m_channels = 0;
   std::optional<variable<T, Device>> m_gamma, m_beta, m_moving_mean, m_moving_variance;

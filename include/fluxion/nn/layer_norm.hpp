@@ -7,8 +7,16 @@
 // Each example's last axis is normalized with its own mean and biased variance, y = gamma (x -
 // mean) / sqrt(var + epsilon) + beta, the same in training and inference: two reductions, then one
 // fused statement (with the activation that follows in a sequential model as its epilogue).
+//
+// Keras's other arguments are nn::layer_norm_options: center = false leaves no beta and scale =
+// false no gamma (beta() and gamma() throw; the statement adds a constant 0 and multiplies by a
+// constant 1, which no tape watches), the two initializers, and gamma's and beta's regularizers and
+// constraints (kept on the variables). rms_scaling = true is Keras 3's RMS normalization (RMSNorm,
+// as LLaMA's): y = gamma x / sqrt(mean(x^2) + epsilon), with gamma only (center and scale are
+// ignored, as Keras ignores them: no beta variable), one reduction and one statement.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 
@@ -18,6 +26,25 @@
 #include "module.hpp"
 
 namespace fluxion::nn {
+
+/// Keras's LayerNormalization arguments beyond the axis (the last), in its order, with its defaults:
+///
+///   fx::nn::layer_norm{{.epsilon = 1e-6}}
+///   fx::nn::layer_norm{{.rms_scaling = true}}                 // RMSNorm: gamma x / rms(x)
+///   fx::nn::layer_norm{{.center = false, .gamma_regularizer = fx::nn::regularizers::l2(1e-4)}}
+struct layer_norm_options {
+  double epsilon = 1e-3;
+  bool center = true;
+  bool scale = true;
+  bool rms_scaling = false;
+  initializer beta_initializer = initializers::zeros();
+  initializer gamma_initializer = initializers::ones();
+  regularizer beta_regularizer = {};
+  regularizer gamma_regularizer = {};
+  constraint beta_constraint = {};
+  constraint gamma_constraint = {};
+  std::string name = {};
+};
 
 template <class T = float, class Device = cpu>
 class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
@@ -39,32 +66,57 @@ class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
     return {};
   }
 
-  explicit layer_norm(double epsilon = 1e-3, std::string name = {})
-      : base(name.empty() ? base_name : std::move(name)), m_epsilon(epsilon) {
-    if (!(epsilon > 0.0))
-      throw invalid_argument("layer_norm '" + this->m_name + "': epsilon = " + std::to_string(epsilon) +
-                             " is not positive");
+  layer_norm() : layer_norm(layer_norm_options{}) {}
+  explicit layer_norm(double epsilon, std::string name = {})
+      : layer_norm(layer_norm_options{.epsilon = epsilon, .name = std::move(name)}) {}
+  template <layer_name S>
+  explicit layer_norm(S&& name) : layer_norm(layer_norm_options{.name = std::string(std::forward<S>(name))}) {}
+  /// Keras's arguments: layer_norm{{.epsilon = 1e-6, .rms_scaling = true}}. With rms_scaling, Keras
+  /// ignores center and scale: the layer has gamma and no beta.
+  explicit layer_norm(layer_norm_options options)
+      : base(options.name.empty() ? base_name : options.name), m_options(std::move(options)) {
+    if (m_options.rms_scaling) {
+      const std::string text = "layer_norm '" + this->m_name + "'";
+      if (m_options.beta_regularizer || m_options.beta_constraint)
+        throw invalid_argument(text + ": a beta_regularizer or beta_constraint with rms_scaling = true has no beta to "
+                                      "act on (RMS normalization scales by gamma only)");
+      m_options.center = false;
+      m_options.scale = true;
+    }
+    detail::check_norm_options("layer_norm '" + this->m_name + "'", m_options);
   }
-  explicit layer_norm(std::string name) : layer_norm(1e-3, std::move(name)) {}
   /// The same layer for another element type; the variables are created when it is built.
   template <class U, class D>
     requires(!std::is_same_v<layer_norm<U, D>, layer_norm>)
-  explicit layer_norm(const layer_norm<U, D>& other) : layer_norm(other.epsilon(), other.name()) {}
+  explicit layer_norm(const layer_norm<U, D>& other) : layer_norm(other.options()) {}
 
-  double epsilon() const noexcept { return m_epsilon; }
+  double epsilon() const noexcept { return m_options.epsilon; }
+  /// The options the layer was made with, under its current name.
+  layer_norm_options options() const {
+    layer_norm_options o = m_options;
+    o.name = this->m_name;
+    return o;
+  }
 
   bool built() const noexcept { return m_gamma.has_value(); }
-  void build(const fluxion::shape& per_example, random::generator& /*gen*/ = random::global_generator()) {
+  void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
     if (per_example.rank() < 1)
       throw shape_error("layer_norm '" + this->m_name + "': the input needs at least one axis of features");
     m_features = per_example[per_example.rank() - 1];
-    m_gamma.emplace(ones<T, Device>({m_features}), this->m_name + "/gamma");
-    m_beta.emplace(zeros<T, Device>({m_features}), this->m_name + "/beta");
+    detail::built_or_none(m_gamma, m_beta, [&] {
+      auto [gamma, beta] = initial_values(gen);
+      m_gamma.emplace(std::move(gamma), this->m_name + "/gamma", m_options.scale);
+      m_beta.emplace(std::move(beta), this->m_name + "/beta", m_options.center);
+      if (m_options.scale) detail::attach(*m_gamma, m_options.gamma_regularizer, m_options.gamma_constraint);
+      if (m_options.center) detail::attach(*m_beta, m_options.beta_regularizer, m_options.beta_constraint);
+    });
   }
-  void initialize(random::generator&) {
+  /// Draws new initial values (the same shapes and variables).
+  void initialize(random::generator& gen) {
     if (!built()) return;
-    m_gamma->assign(ones<T, Device>({m_features}));
-    m_beta->assign(zeros<T, Device>({m_features}));
+    auto [gamma, beta] = initial_values(gen);
+    m_gamma->assign(gamma);
+    m_beta->assign(beta);
   }
 
   template <class X, class Epilogue = detail::identity>
@@ -82,22 +134,41 @@ class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
       throw shape_error("layer_norm '" + this->m_name + "': expects input of shape (batch, ..., " +
                         (built() ? std::to_string(m_features) : std::string("features")) + "), got " + to_string(s));
     const tensor<T, Device> xt = fluxion::detail::materialize_asserted<T, Device>(e);
+    const T eps = static_cast<T>(m_options.epsilon);
+    if (m_options.rms_scaling) {
+      const tensor<T, Device> mean_square = reduce_mean(square(xt), -1, keepdims);
+      return tensor<T, Device>(epilogue(xt * rsqrt(mean_square + eps) * *m_gamma));
+    }
     const tensor<T, Device> mean = reduce_mean(xt, -1, keepdims);
     const tensor<T, Device> variance = reduce_mean(square(xt - mean), -1, keepdims);
-    return tensor<T, Device>(epilogue((xt - mean) * rsqrt(variance + static_cast<T>(m_epsilon)) * *m_gamma + *m_beta));
+    return tensor<T, Device>(epilogue((xt - mean) * rsqrt(variance + eps) * *m_gamma + *m_beta));
   }
 
-  variable<T, Device>& gamma() { return this->require_built(m_gamma, "layer_norm", "gamma"); }
-  variable<T, Device>& beta() { return this->require_built(m_beta, "layer_norm", "beta"); }
+  variable<T, Device>& gamma() {
+    detail::require_norm_variable(m_options.scale, "layer_norm '" + this->m_name + "'", "gamma", "scale");
+    return this->require_built(m_gamma, "layer_norm", "gamma");
+  }
+  variable<T, Device>& beta() {
+    detail::require_norm_variable(m_options.center, "layer_norm '" + this->m_name + "'", "beta",
+                                  m_options.rms_scaling ? "rms_scaling = true, so center" : "center");
+    return this->require_built(m_beta, "layer_norm", "beta");
+  }
 
   template <class F>
   void for_each_variable(const std::string& prefix, F&& f) {
-    this->visit(prefix, f, m_gamma, "gamma");
-    this->visit(prefix, f, m_beta, "beta");
+    if (m_options.scale) this->visit(prefix, f, m_gamma, "gamma");
+    if (m_options.center) this->visit(prefix, f, m_beta, "beta");
   }
 
  private:
-  double m_epsilon;
+  /// gamma and beta drawn from the options' initializers; ones and zeros where scale or center is
+  /// false (constants the statement reads).
+  std::array<tensor<T, Device>, 2> initial_values(random::generator& gen) const {
+    const fluxion::shape s{m_features};
+    return {m_options.scale ? detail::draw_weight<T, Device>(m_options.gamma_initializer, s, gen) : ones<T, Device>(s),
+            m_options.center ? detail::draw_weight<T, Device>(m_options.beta_initializer, s, gen) : zeros<T, Device>(s)};
+  }
+  layer_norm_options m_options;
   index_t m_features = 0;
   std::optional<variable<T, Device>> m_gamma, m_beta;
 };

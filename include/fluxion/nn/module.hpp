@@ -276,6 +276,29 @@ inline void check_layer_options(const char* layer, const std::string& name, cons
     throw invalid_argument(text + ": a bias_constraint with use_bias = false has no bias to act on");
 }
 
+/// The checks of a normalization layer's options (batch_norm_options, layer_norm_options) when the
+/// layer is made: epsilon positive, the penalties finite and not negative, none on a gamma or beta
+/// that scale = false or center = false leaves out. `layer` names it ("batch_norm 'bn'").
+template <class Options>
+void check_norm_options(const std::string& layer, const Options& o) {
+  if (!(o.epsilon > 0.0) || !std::isfinite(o.epsilon))
+    throw invalid_argument(layer + ": epsilon = " + fluxion::detail::value_text(o.epsilon) + " is not positive and finite");
+  check_regularizer(layer, "gamma_regularizer", o.gamma_regularizer);
+  check_regularizer(layer, "beta_regularizer", o.beta_regularizer);
+  for (const auto& [present, flag, what, r, c] :
+       {std::tuple{o.scale, "scale", "gamma", bool(o.gamma_regularizer), bool(o.gamma_constraint)},
+        std::tuple{o.center, "center", "beta", bool(o.beta_regularizer), bool(o.beta_constraint)}}) {
+    if (present) continue;
+    if (r) throw invalid_argument(layer + ": a " + what + "_regularizer with " + flag + " = false has no " + what + " to act on");
+    if (c) throw invalid_argument(layer + ": a " + what + "_constraint with " + flag + " = false has no " + what + " to act on");
+  }
+}
+/// gamma()'s and beta()'s check: a normalization layer made with scale or center false has none.
+inline void require_norm_variable(bool present, const std::string& layer, const char* what, const char* flag) {
+  if (!present)
+    throw invalid_argument(layer + ": the layer has no " + what + " (it was made with " + flag + " = false)");
+}
+
 /// Runs make(), a layer's build, which emplaces the variables `vars`; if it throws (a constraint's
 /// axis the variable does not have), the layer is left unbuilt, as before the call.
 template <class Make, class... V>
@@ -293,6 +316,8 @@ template <class A, class B, class Make>
 void built_or_none(A& a, B& b, Make&& make) { built_or_none_impl(make, a, b); }
 template <class A, class B, class C, class Make>
 void built_or_none(A& a, B& b, C& c, Make&& make) { built_or_none_impl(make, a, b, c); }
+template <class A, class B, class C, class D, class Make>
+void built_or_none(A& a, B& b, C& c, D& d, Make&& make) { built_or_none_impl(make, a, b, c, d); }
 
 /// Gives v its penalty and constraint (Keras's add_weight(regularizer=, constraint=)).
 template <class T, class Device>
