@@ -285,13 +285,13 @@ void check_norm_options(const std::string& layer, const Options& o) {
     throw invalid_argument(layer + ": epsilon = " + fluxion::detail::value_text(o.epsilon) + " is not positive and finite");
   check_regularizer(layer, "gamma_regularizer", o.gamma_regularizer);
   check_regularizer(layer, "beta_regularizer", o.beta_regularizer);
-  for (const auto& [present, flag, what, r, c] :
-       {std::tuple{o.scale, "scale", "gamma", bool(o.gamma_regularizer), bool(o.gamma_constraint)},
-        std::tuple{o.center, "center", "beta", bool(o.beta_regularizer), bool(o.beta_constraint)}}) {
-    if (present) continue;
+  auto absent = [&](bool present, const char* flag, const char* what, bool r, bool c) {
+    if (present) return;
     if (r) throw invalid_argument(layer + ": a " + what + "_regularizer with " + flag + " = false has no " + what + " to act on");
     if (c) throw invalid_argument(layer + ": a " + what + "_constraint with " + flag + " = false has no " + what + " to act on");
-  }
+  };
+  absent(o.scale, "scale", "gamma", bool(o.gamma_regularizer), bool(o.gamma_constraint));
+  absent(o.center, "center", "beta", bool(o.beta_regularizer), bool(o.beta_constraint));
 }
 /// gamma()'s and beta()'s check: a normalization layer made with scale or center false has none.
 inline void require_norm_variable(bool present, const std::string& layer, const char* what, const char* flag) {
