@@ -8,6 +8,11 @@
 //                    API has no Adamax, NAdam, Adadelta or Lion)
 //   adam_ema         Adam with Keras's use_ema (momentum 0.99) against torch::optim::Adam and the
 //                    usual EMA line after it, ema.mul_(0.99).add_(p, 0.01)
+//   adam_max_norm    Adam on a (1024, 1024) kernel with Keras's max_norm(1) over axis 0 (each
+//                    column's norm clipped to 1 after the update; stop 75) against
+//                    torch::optim::Adam and the usual renorm after it, p.renorm_(2, 1, 1) (PyTorch
+//                    has no constraints; renorm scales the columns whose norm passes 1 by
+//                    1 / (norm + 1e-7), Keras's max_norm to within that epsilon)
 //   adam_accumulate4 one call of Adam with gradient_accumulation_steps = 4 (three in four add the
 //                    gradient to the accumulator, the fourth averages and updates) against
 //                    PyTorch's usual accumulation: backward() of loss / 4 adds g / 4 to p.grad,
@@ -56,7 +61,43 @@ std::function<std::function<void()>()> fluxion_case(std::function<Optimizer()> m
   };
 }
 
+/// fluxion: Adam stepping a (1024, 1024) kernel with max_norm(1) over axis 0 (its columns), the
+/// values drawn so that the update leaves most columns' norms above 1.
+std::function<std::function<void()>()> fluxion_max_norm_case() {
+  return [] {
+    fx::random::generator gen{1};
+    const fx::index_t side = 1024;
+    auto w = std::make_shared<fx::variable<float>>(fx::random::uniform<float>({side, side}, gen, -1.f, 1.f), "w");
+    w->set_constraint(fx::nn::constraints::max_norm(1.0));
+    auto g = std::make_shared<fx::tensor<float>>(fx::random::uniform<float>({side, side}, gen, -1e-3f, 1e-3f));
+    auto opt = std::make_shared<fx::optim::adam>(0.001);
+    return [w, g, opt] {
+      opt->apply_gradients(std::vector<fx::tensor<float>>{*g}, std::vector<fx::variable<float>*>{w.get()});
+      benchmark::DoNotOptimize(w->peek().data());
+    };
+  };
+}
+
 #if FLUXION_BENCH_HAVE_TORCH
+/// torch::optim::Adam on a (1024, 1024) parameter, then p.renorm_(2, 1, 1): each column's norm at
+/// most 1, as Keras's max_norm over axis 0.
+std::function<std::function<void()>()> torch_max_norm_adam() {
+  return [] {
+    torch::NoGradGuard no_grad;
+    auto p = std::make_shared<torch::Tensor>(torch::rand({1024, 1024}) * 2 - 1);
+    p->set_requires_grad(true);
+    p->mutable_grad() = (torch::rand({1024, 1024}) * 2 - 1) * 1e-3;
+    auto opt = std::make_shared<torch::optim::Adam>(std::vector<torch::Tensor>{*p},
+                                                    torch::optim::AdamOptions(0.001).eps(1e-7));
+    return [p, opt] {
+      opt->step();
+      torch::NoGradGuard guard;
+      p->detach().renorm_(2, 1, 1);
+      benchmark::DoNotOptimize(p->data_ptr());
+    };
+  };
+}
+
 /// A parameter of `elements` floats and its gradient, as torch.optim sees them.
 struct torch_parameter {
   torch::Tensor p, g;
@@ -152,6 +193,8 @@ const int registered = [] {
   add("adam_ema", "fluxion",
       fluxion_case<optim::adam>([] { return optim::adam{{.learning_rate = 0.001, .use_ema = true, .ema_momentum = 0.99}}; }));
   FLUXION_BENCH_PEER(add("adam_ema", "torch", torch_case<torch::optim::Adam>(torch::optim::AdamOptions(0.001).eps(1e-7), 0.99)));
+  add("adam_max_norm", "fluxion", fluxion_max_norm_case());
+  FLUXION_BENCH_PEER(add("adam_max_norm", "torch", torch_max_norm_adam()));
   add("adam_accumulate4", "fluxion",
       fluxion_case<optim::adam>([] { return optim::adam{{.learning_rate = 0.001, .gradient_accumulation_steps = 4}}; }));
   FLUXION_BENCH_PEER(add("adam_accumulate4", "torch", torch_accumulated_adam(4)));

@@ -197,3 +197,43 @@ TEST_CASE_TEMPLATE("cuda optim: clip_by_global_norm on device gradients", T, flo
   }
   CHECK_THROWS_AS(optim::clip_by_global_norm(dev_grads, -1.0), fx::invalid_argument);
 }
+
+TEST_CASE_TEMPLATE("cuda optim: Keras's constraints project device variables as the cpu's loops do", T, float, double) {
+  // The device projects with fused statements, the cpu with plain loops (the norms in double): the
+  // same values after an SGD step, for each kind and for axes that leave rows, columns and a
+  // convolution's filters.
+  const fx::constraint constraints[] = {
+      fx::constraint{fx::constraint::kind::max_norm, 0, 1.5, 1, {0}},
+      fx::constraint{fx::constraint::kind::min_max_norm, 2.0, 3.0, 0.5, {1}},
+      fx::constraint{fx::constraint::kind::unit_norm, 1, 1, 1, {0, 1, 2}},
+      fx::constraint{fx::constraint::kind::non_neg, 0, 0, 1, {0}},
+      fx::constraint{fx::constraint::kind::max_norm, 0, 0.5, 1, {-1, 0}},
+      // Large enough that the cpu splits the rows among its threads (64K elements a task).
+      fx::constraint{fx::constraint::kind::max_norm, 0, 5.0, 1, {0}},
+      fx::constraint{fx::constraint::kind::min_max_norm, 8.0, 9.0, 0.7, {1}},
+      fx::constraint{fx::constraint::kind::unit_norm, 1, 1, 1, {1}}};
+  const fx::shape shapes[] = {fx::shape{40, 25},  fx::shape{7, 9},    fx::shape{3, 3, 4, 5}, fx::shape{3, 2737},
+                              fx::shape{2, 3, 4}, fx::shape{301, 499}, fx::shape{301, 499},  fx::shape{5, 203, 101}};
+  // Three threads, whatever the machine has: the large cases split into three tasks.
+  struct threads_guard {
+    int before = fx::get_num_threads();
+    ~threads_guard() { fx::set_num_threads(before); }
+  } guard;
+  fx::set_num_threads(3);
+  for (int i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    const fx::tensor<T> init = filled<T>(shapes[i], 40 + i), g = filled<T>(shapes[i], 50 + i, -1, 1);
+    fx::variable<T> cpu_var(init, "w");
+    fx::variable<T, fx::cuda> dev_var(fx::to<fx::cuda>(init), "w");
+    cpu_var.set_constraint(constraints[i]);
+    dev_var.set_constraint(constraints[i]);
+    optim::sgd cpu_opt{0.5}, dev_opt{0.5};
+    cpu_opt.apply_gradients(std::vector<fx::tensor<T>>{g}, std::vector<fx::variable<T>*>{&cpu_var});
+    dev_opt.apply_gradients(std::vector<fx::tensor<T, fx::cuda>>{fx::to<fx::cuda>(g)},
+                            std::vector<fx::variable<T, fx::cuda>*>{&dev_var});
+    const std::vector<T> got = fx::to<fx::cpu>(dev_var.peek()).to_vector(), want = cpu_var.peek().to_vector();
+    check_values(got, want, std::is_same_v<T, float> ? 1e-5 : 1e-12);
+    if (i == 3)
+      for (T v : want) CHECK(v >= T(0));
+  }
+}
