@@ -29,10 +29,11 @@
 // bn.set_update_moving_averages(false) switch the updates off by hand.
 #pragma once
 
-#include <array>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "../autodiff/forward.hpp"
@@ -165,21 +166,18 @@ class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
     const int axis = channel_axis(per_example.rank() + 1, [&] { return "(batch, " + to_string(per_example).substr(1); });
     m_channels = per_example[axis - 1];
     detail::built_or_none(m_gamma, m_beta, m_moving_mean, m_moving_variance, [&] {
-      auto [gamma, beta, mean, variance] = initial_values(gen);
-      m_gamma.emplace(std::move(gamma), this->m_name + "/gamma", m_options.scale);
-      m_beta.emplace(std::move(beta), this->m_name + "/beta", m_options.center);
+      auto [gamma_beta, mean, variance] = initial_values(gen);
+      detail::emplace_gamma_beta(m_gamma, m_beta, std::move(gamma_beta), this->m_name, m_options);
       m_moving_mean.emplace(std::move(mean), this->m_name + "/moving_mean", false);
       m_moving_variance.emplace(std::move(variance), this->m_name + "/moving_variance", false);
-      if (m_options.scale) detail::attach(*m_gamma, m_options.gamma_regularizer, m_options.gamma_constraint);
-      if (m_options.center) detail::attach(*m_beta, m_options.beta_regularizer, m_options.beta_constraint);
     });
   }
   /// Draws new initial values (the same shapes and variables).
   void initialize(random::generator& gen) {
     if (!built()) return;
-    auto [gamma, beta, mean, variance] = initial_values(gen);
-    m_gamma->assign(gamma);
-    m_beta->assign(beta);
+    auto [gamma_beta, mean, variance] = initial_values(gen);
+    m_gamma->assign(gamma_beta.first);
+    m_beta->assign(gamma_beta.second);
     m_moving_mean->assign(mean);
     m_moving_variance->assign(variance);
   }
@@ -266,12 +264,12 @@ class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
   }
   /// gamma, beta, moving mean and moving variance drawn from the options' initializers; gamma ones
   /// with scale = false and beta zeros with center = false (constants the statement reads).
-  std::array<tensor<T, Device>, 4> initial_values(random::generator& gen) const {
+  std::tuple<std::pair<tensor<T, Device>, tensor<T, Device>>, tensor<T, Device>, tensor<T, Device>> initial_values(
+      random::generator& gen) const {
+    auto gamma_beta = detail::initial_gamma_beta<T, Device>(m_options, m_channels, gen);  // first: Keras's order
     const fluxion::shape s{m_channels};
-    return {m_options.scale ? detail::draw_weight<T, Device>(m_options.gamma_initializer, s, gen) : ones<T, Device>(s),
-            m_options.center ? detail::draw_weight<T, Device>(m_options.beta_initializer, s, gen) : zeros<T, Device>(s),
-            detail::draw_weight<T, Device>(m_options.moving_mean_initializer, s, gen),
-            detail::draw_weight<T, Device>(m_options.moving_variance_initializer, s, gen)};
+    auto mean = detail::draw_weight<T, Device>(m_options.moving_mean_initializer, s, gen);
+    return {std::move(gamma_beta), std::move(mean), detail::draw_weight<T, Device>(m_options.moving_variance_initializer, s, gen)};
   }
   batch_norm_options m_options;
   bool m_update = true;

@@ -16,9 +16,9 @@
 // ignored, as Keras ignores them: no beta variable), one reduction and one statement.
 #pragma once
 
-#include <array>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "../expr/elementwise.hpp"
 #include "../expr/reduce.hpp"
@@ -104,11 +104,7 @@ class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
       throw shape_error("layer_norm '" + this->m_name + "': the input needs at least one axis of features");
     m_features = per_example[per_example.rank() - 1];
     detail::built_or_none(m_gamma, m_beta, [&] {
-      auto [gamma, beta] = initial_values(gen);
-      m_gamma.emplace(std::move(gamma), this->m_name + "/gamma", m_options.scale);
-      m_beta.emplace(std::move(beta), this->m_name + "/beta", m_options.center);
-      if (m_options.scale) detail::attach(*m_gamma, m_options.gamma_regularizer, m_options.gamma_constraint);
-      if (m_options.center) detail::attach(*m_beta, m_options.beta_regularizer, m_options.beta_constraint);
+      detail::emplace_gamma_beta(m_gamma, m_beta, initial_values(gen), this->m_name, m_options);
     });
   }
   /// Draws new initial values (the same shapes and variables).
@@ -161,12 +157,9 @@ class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
   }
 
  private:
-  /// gamma and beta drawn from the options' initializers; ones and zeros where scale or center is
-  /// false (constants the statement reads).
-  std::array<tensor<T, Device>, 2> initial_values(random::generator& gen) const {
-    const fluxion::shape s{m_features};
-    return {m_options.scale ? detail::draw_weight<T, Device>(m_options.gamma_initializer, s, gen) : ones<T, Device>(s),
-            m_options.center ? detail::draw_weight<T, Device>(m_options.beta_initializer, s, gen) : zeros<T, Device>(s)};
+  /// gamma and beta drawn from the options' initializers (ones and zeros where the layer has none).
+  std::pair<tensor<T, Device>, tensor<T, Device>> initial_values(random::generator& gen) const {
+    return detail::initial_gamma_beta<T, Device>(m_options, m_features, gen);
   }
   layer_norm_options m_options;
   index_t m_features = 0;

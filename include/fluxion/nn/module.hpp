@@ -326,6 +326,26 @@ void attach(variable<T, Device>& v, const regularizer& r, const constraint& c) {
   v.set_constraint(c);
 }
 
+/// A normalization layer's gamma and beta of n channels (batch_norm_options, layer_norm_options):
+/// drawn from the options' initializers, or ones and zeros where scale or center is false (constants
+/// the statement reads, not trainable); then made variables named `name/gamma` and `name/beta`, with
+/// the options' penalties and constraints on those the layer has.
+template <class T, class Device, class Options>
+std::pair<tensor<T, Device>, tensor<T, Device>> initial_gamma_beta(const Options& o, index_t n, random::generator& gen) {
+  const fluxion::shape s{n};
+  return {o.scale ? draw_weight<T, Device>(o.gamma_initializer, s, gen) : ones<T, Device>(s),
+          o.center ? draw_weight<T, Device>(o.beta_initializer, s, gen) : zeros<T, Device>(s)};
+}
+template <class T, class Device, class Options>
+void emplace_gamma_beta(std::optional<variable<T, Device>>& gamma, std::optional<variable<T, Device>>& beta,
+                        std::pair<tensor<T, Device>, tensor<T, Device>> values, const std::string& name,
+                        const Options& o) {
+  gamma.emplace(std::move(values.first), name + "/gamma", o.scale);
+  beta.emplace(std::move(values.second), name + "/beta", o.center);
+  if (o.scale) attach(*gamma, o.gamma_regularizer, o.gamma_constraint);
+  if (o.center) attach(*beta, o.beta_regularizer, o.beta_constraint);
+}
+
 /// bias()'s check: a layer made with use_bias = false has none.
 inline void require_bias(const layer_options& o, const char* layer, const std::string& name) {
   if (!o.use_bias)
