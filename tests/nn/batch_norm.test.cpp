@@ -360,3 +360,18 @@ TEST_CASE("batch_norm options: a sequential model of double keeps them; bad opti
   CHECK_THROWS_AS(bad.build(fx::shape{3}), fx::invalid_argument);
   CHECK_FALSE(bad.built());
 }
+
+TEST_CASE("batch_norm: an empty braced list is Keras's defaults, not a momentum of 0") {
+  // batch_norm<>{{}} once chose the momentum constructor ({} is a double 0): moving statistics
+  // that forget everything but the last batch. The options constructor takes it now.
+  nn::batch_norm<> braced{{}};
+  CHECK(braced.momentum() == 0.99);
+  CHECK(braced.options().epsilon == 1e-3);
+  CHECK(nn::batch_norm<>{}.momentum() == 0.99);
+  // The scalar constructors still take a momentum of any arithmetic type.
+  CHECK(nn::batch_norm<>{0.9}.momentum() == 0.9);
+  CHECK(nn::batch_norm<>{0.5f, 1e-2}.options().epsilon == 1e-2);
+  CHECK(nn::batch_norm<>{1}.momentum() == 1.0);
+  CHECK(nn::batch_norm<>{"bn"}.name() == "bn");
+  static_assert(!std::is_convertible_v<double, nn::batch_norm<>>);  // still explicit
+}

@@ -177,3 +177,12 @@ TEST_CASE("layer_norm options: center, scale, initializers, regularizers and con
   CHECK_THROWS_WITH_AS(nn::layer_norm<>({.center = false, .beta_regularizer = nn::regularizers::l1(0.1), .name = "l"}),
                        "layer_norm 'l': a beta_regularizer with center = false has no beta to act on", fx::invalid_argument);
 }
+
+TEST_CASE("layer_norm: an empty braced list is Keras's defaults, not an epsilon of 0") {
+  nn::layer_norm braced{{}};
+  CHECK(braced.epsilon() == 1e-3);
+  CHECK_FALSE(braced.options().rms_scaling);
+  CHECK(nn::layer_norm{0.5}.epsilon() == 0.5);
+  CHECK(nn::layer_norm{1e-5f}.epsilon() == static_cast<double>(1e-5f));
+  CHECK(nn::layer_norm{"ln"}.name() == "ln");
+}

@@ -127,8 +127,12 @@ class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
 
   /// Keras's defaults: momentum 0.99, epsilon 1e-3.
   batch_norm() : batch_norm(batch_norm_options{}) {}
-  explicit batch_norm(double momentum, double epsilon = 1e-3, std::string name = {})
-      : batch_norm(batch_norm_options{.momentum = momentum, .epsilon = epsilon, .name = std::move(name)}) {}
+  /// A template, so that batch_norm<>{{}} (an empty braced list deduces nothing) takes the options,
+  /// Keras's defaults, and not a momentum of 0.
+  template <class M>
+    requires std::is_arithmetic_v<M>
+  explicit batch_norm(M momentum, double epsilon = 1e-3, std::string name = {})
+      : batch_norm(batch_norm_options{.momentum = static_cast<double>(momentum), .epsilon = epsilon, .name = std::move(name)}) {}
   template <layer_name S>
   explicit batch_norm(S&& name) : batch_norm(batch_norm_options{.name = std::string(std::forward<S>(name))}) {}
   /// Keras's arguments: batch_norm<>{{.momentum = 0.9, .scale = false}}.

@@ -67,8 +67,11 @@ class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
   }
 
   layer_norm() : layer_norm(layer_norm_options{}) {}
-  explicit layer_norm(double epsilon, std::string name = {})
-      : layer_norm(layer_norm_options{.epsilon = epsilon, .name = std::move(name)}) {}
+  /// A template, so that layer_norm{{}} takes the options (Keras's defaults), not an epsilon of 0.
+  template <class E>
+    requires std::is_arithmetic_v<E>
+  explicit layer_norm(E epsilon, std::string name = {})
+      : layer_norm(layer_norm_options{.epsilon = static_cast<double>(epsilon), .name = std::move(name)}) {}
   template <layer_name S>
   explicit layer_norm(S&& name) : layer_norm(layer_norm_options{.name = std::string(std::forward<S>(name))}) {}
   /// Keras's arguments: layer_norm{{.epsilon = 1e-6, .rms_scaling = true}}. With rms_scaling, Keras
