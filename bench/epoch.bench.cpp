@@ -12,7 +12,7 @@
 //   LibTorch  the same files read with zlib (LibTorch's MNIST reader takes no .gz), a
 //             torch::data Dataset with a RandomSampler, Stack and a one-worker DataLoader (the
 //             background thread, as prefetch), and the usual zero_grad / backward / step loop.
-// The argument is the thread count given to both libraries; the README reports each at its best.
+// The argument is the thread count given to both libraries; docs/benchmarks.md reports each at its best.
 // Each case fails (SkipWithError) unless the mean loss of the epoch's last 50 steps is below that of
 // its first 50, so an epoch that does not train cannot look fast. The counter `wait` is the share
 // of fluxion's epoch spent waiting for the next batch, and `steady_wait` that share after the first

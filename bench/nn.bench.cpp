@@ -46,7 +46,7 @@
 // A training step is: forward, softmax cross-entropy with integer labels, the gradients of every
 // variable, and one Adam update (fluxion: a gradient tape and fx::optim::adam; LibTorch: autograd,
 // zero_grad and torch::optim::Adam). Inputs are random images and labels, the same for both. The
-// second argument is the thread count given to both libraries; the README reports each library at
+// second argument is the thread count given to both libraries; docs/benchmarks.md reports each library at
 // its best thread count. Before timing, each training case checks that three steps on one batch
 // lower the loss (SkipWithError otherwise), so a step that does nothing cannot look fast.
 #include <benchmark/benchmark.h>

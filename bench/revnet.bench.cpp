@@ -17,7 +17,7 @@
 // float: the reconstruction's rounding error, amplified by batch norms whose channels vary little,
 // reaches 1e-2 in the first stage's first block; 1e-4 on the fixed-point grid, the bound) or
 // 1e-5 (recompute, the same arithmetic) the case
-// fails (SkipWithError), so the fast path cannot be a wrong one. The README's figures come from `build/bench/revnet --benchmark_repetitions=3`.
+// fails (SkipWithError), so the fast path cannot be a wrong one. docs/benchmarks.md's figures come from `build/bench/revnet --benchmark_repetitions=3`.
 #include <benchmark/benchmark.h>
 
 #include <cmath>

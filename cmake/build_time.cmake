@@ -1,4 +1,4 @@
-# Levers on the compile time of programs that use fluxion (README, "Compile time"):
+# Levers on the compile time of programs that use fluxion (docs/benchmarks.md, "Compile time"):
 #
 #   fluxion_target_prebuilt_kernels(app [LIBRARY name] [ACTIVATIONS] [NO_GRU])
 #                                           compile fluxion's GEMM, convolution and pooling kernels

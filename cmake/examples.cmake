@@ -22,7 +22,8 @@ file(MAKE_DIRECTORY "${FLUXION_EXAMPLES_BINARY_DIR}")
 # not clang and clang++ is installed (scripts/install-deps.sh installs Debian 12's, clang 14), with
 # -Wall -Wextra -Werror. -fsyntax-only: clang instantiates every template the program reaches and
 # checks it, and generates no code, which keeps the check to a few seconds of CPU per program. The
-# whole test suite also passes under clang 14 (README, "Compilers"), but CI builds it with g++ only.
+# whole test suite also passes under clang 14 (docs/building.md, "Compilers"), but CI builds it
+# with g++ only.
 function(fluxion_add_clang_check name source)
   if(NOT FLUXION_CLANGXX)  # cmake/helpers.cmake
     return()

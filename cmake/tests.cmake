@@ -783,7 +783,7 @@ if(FLUXION_CLANGXX)  # cmake/helpers.cmake
                    -P "${PROJECT_SOURCE_DIR}/cmake/run_consumer.cmake")
   set_tests_properties(consumer.add_subdirectory_clang PROPERTIES LABELS "consumer;clang" TIMEOUT 600)
   # The test file of the one API that takes another path under clang (tape.gradient's brace lists,
-  # README "Compilers"), compiled by clang as clang.example.* are (cmake/examples.cmake).
+  # docs/building.md, "Compilers"), compiled by clang as clang.example.* are (cmake/examples.cmake).
   add_test(NAME clang.autodiff.tape COMMAND "${FLUXION_CLANGXX}" ${FLUXION_CLANG_CHECK_FLAGS} -O1 "-I${FLUXION_TESTS_DIR}"
                                             "${FLUXION_TESTS_DIR}/autodiff/tape.test.cpp")
   set_tests_properties(clang.autodiff.tape PROPERTIES LABELS clang TIMEOUT 300)

@@ -11,7 +11,8 @@
 #                                 runs the device test suites and the example, PyTorch's steps
 #                                 (bench/cuda/torch_peer.py), then the benchmarks (A/B against the
 #                                 baseline when one was built; PyTorch's steps again at their end)
-#                                 with these arguments (default: the README's repetitions); the
+#                                 with these arguments (default: the repetitions in
+#                                 docs/benchmarks.md's GPU section); the
 #                                 logs go to $OUT (tests.log, torch_before.log, bench.log), a
 #                                 summary of the tests to stdout. FLUXION_GPU_TORCH_BEFORE=0 skips
 #                                 PyTorch's first run; FLUXION_GPU_PROFILE=1 adds Nsight Compute

@@ -373,7 +373,7 @@ TEST_CASE("tape: braces unpack with structured bindings, as dw, db = tape.gradie
 }
 
 TEST_CASE("tape: sixteen sources in braces, with and without output_gradients (clang's longest list)") {
-  // g++ deduces any count; under clang the braces take one overload per count, 1 to 16 (README,
+  // g++ deduces any count; under clang the braces take one overload per count, 1 to 16 (docs/building.md,
   // "Compilers"), and this is the longest.
   std::vector<fx::tensor<double>> x;
   for (int i = 0; i < 16; ++i) x.push_back(fx::tensor<double>{double(i + 1)});

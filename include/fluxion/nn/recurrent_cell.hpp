@@ -144,7 +144,7 @@ struct sequence_products {
 /// Whether a fused sequence on a device runs as one persistent kernel (recurrent_cells<Device>::
 /// run_sequence; fx::cuda: a cooperative launch whose blocks each keep their units' columns of R
 /// in shared memory and meet at a grid barrier between steps) instead of a kernel or three per
-/// step. Process-wide. Off by default until it has been measured on a GPU (README, GPU section);
+/// step. Process-wide. Off by default until it has been measured on a GPU (docs/benchmarks.md, GPU section);
 /// the tests turn it on. Under Thrust's OpenMP system the same blocks run one after another on
 /// the host.
 inline bool& recurrent_persistent() noexcept {

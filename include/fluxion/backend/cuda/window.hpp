@@ -66,7 +66,7 @@ using depthwise_geometry = kernels::depthwise2d_shape;
 /// one a few dozen, and a division by a divisor fixed for the launch (`divider`) three. On an H200
 /// the CNN's second convolution (batch 256) took 5.5 times cuDNN's forward pass with 64-bit
 /// divisions, 4.0 times with 32-bit ones and 3.8 times with dividers; the rest of the gap is the
-/// products themselves and the 64-bit address arithmetic (README, GPU section). So coordinates are
+/// products themselves and the 64-bit address arithmetic (docs/benchmarks.md, GPU section). So coordinates are
 /// found with dividers over unsigned 32-bit indices
 /// below 2^31: every launch covers whole images, as many as keep its thread indices within
 /// launch_limit() (for_image_groups), with pointers offset to its first image on the host.
