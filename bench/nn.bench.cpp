@@ -413,6 +413,41 @@ void conv_transpose_fluxion(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
 }
 
+constexpr fx::index_t gn_batch = 16, gn_hw = 32, gn_channels = 128, gn_groups = 32;
+using gn_layer = nn::group_norm<gn_groups>;
+
+/// A diffusion U-Net's group normalization (32 groups of 128 channels at 32x32, batch 16): the layer
+/// with random gamma and beta (seed 14), its input (seed 15) and output gradient (seed 16).
+struct gn_case {
+  gn_layer layer;
+  fx::tensor<float> x, w;
+  gn_case() {
+    fx::random::generator gen{14}, gx{15}, gw{16};
+    layer.build(fx::shape{gn_hw, gn_hw, gn_channels}, gen);
+    layer.gamma().assign(fx::random::uniform<float>({gn_channels}, gen, 0.5f, 1.5f));
+    layer.beta().assign(fx::random::normal<float>({gn_channels}, gen));
+    x = fx::random::normal<float>({gn_batch, gn_hw, gn_hw, gn_channels}, gx, 0.5f, 2.f);
+    w = fx::random::normal<float>({gn_batch, gn_hw, gn_hw, gn_channels}, gw);
+  }
+};
+
+void group_norm_fluxion(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  gn_case c;
+  auto sources = c.layer.trainable_variables();
+  auto pass = [&] { return layer_pass(c, sources); };
+  const auto [dx, dvars] = pass();
+  // beta's gradient is the sum of w over every position: the pass is real.
+  const fx::tensor<float> want_db = fx::reduce_sum(c.w, {0, 1, 2});
+  if (!fx::all(fx::abs(dvars[1] - want_db) < 1e-2f)) state.SkipWithError("fluxion: the beta gradient is wrong");
+  for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
+}
+void group_norm_forward_fluxion(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  gn_case c;
+  for (auto _ : state) benchmark::DoNotOptimize(fx::tensor<float>(c.layer(c.x)).data());
+}
+
 /// The layer with Keras's recurrent_dropout 0.2 in training (its step statements), against the fused
 /// cells of the same layer in training without it.
 template <class Layer>
@@ -545,6 +580,42 @@ void attention_torch(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(torch::autograd::grad({forward()}, inputs, {w})[0].data_ptr());
 }
 
+/// torch::nn::GroupNorm on the same numbers, in PyTorch's layout (NCHW) or on an NHWC tensor
+/// (channels_last); Backward: the input's, gamma's and beta's gradients, as group_norm_fluxion.
+template <bool Nhwc, bool Backward>
+void torch_group_norm(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  gn_case c;
+  torch::nn::GroupNorm gn(torch::nn::GroupNormOptions(gn_groups, gn_channels).eps(1e-3));
+  {
+    torch::NoGradGuard no_grad;
+    gn->weight.copy_(torch::from_blob(const_cast<float*>(c.layer.gamma().peek().data()), {gn_channels}));
+    gn->bias.copy_(torch::from_blob(const_cast<float*>(c.layer.beta().peek().data()), {gn_channels}));
+  }
+  auto layout = [&](const fx::tensor<float>& t) {
+    auto nchw = torch::from_blob(const_cast<float*>(t.data()), {gn_batch, gn_hw, gn_hw, gn_channels}).permute({0, 3, 1, 2});
+    return Nhwc ? nchw.contiguous(torch::MemoryFormat::ChannelsLast) : nchw.contiguous();
+  };
+  const auto x = layout(c.x).requires_grad_(Backward);
+  const auto w = layout(c.w);
+  const fx::tensor<float> want = c.layer(c.x);
+  const auto got = gn->forward(x).detach().permute({0, 2, 3, 1}).contiguous();
+  if (!torch::allclose(got, torch::from_blob(const_cast<float*>(want.data()), got.sizes()), 1e-3, 1e-3))
+    state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
+  std::vector<torch::Tensor> inputs{x, gn->weight, gn->bias};
+  for (auto _ : state) {
+    if constexpr (Backward) benchmark::DoNotOptimize(torch::autograd::grad({gn->forward(x)}, inputs, {w})[0].data_ptr());
+    else {
+      torch::NoGradGuard no_grad;
+      benchmark::DoNotOptimize(gn->forward(x).data_ptr());
+    }
+  }
+}
+void group_norm_torch_nchw(benchmark::State& s) { torch_group_norm<false, true>(s); }
+void group_norm_torch_nhwc(benchmark::State& s) { torch_group_norm<true, true>(s); }
+void group_norm_forward_torch_nchw(benchmark::State& s) { torch_group_norm<false, false>(s); }
+void group_norm_forward_torch_nhwc(benchmark::State& s) { torch_group_norm<true, false>(s); }
+
 void conv_transpose_torch(benchmark::State& state) {
   set_threads(static_cast<int>(state.range(0)));
   up_case c;
@@ -661,6 +732,8 @@ BENCHMARK(rnn_gru_masked_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_masked_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_training_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_recurrent_dropout_fluxion)->Apply(threads);
+BENCHMARK(group_norm_fluxion)->Apply(threads);
+BENCHMARK(group_norm_forward_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(global_avg_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_avg_pool_torch_nhwc)->Apply(threads);
@@ -668,6 +741,10 @@ BENCHMARK(global_max_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_max_pool_torch_nhwc)->Apply(threads);
 BENCHMARK(rnn_gru_torch)->Apply(threads);
 BENCHMARK(conv_transpose_torch)->Apply(threads);
+BENCHMARK(group_norm_torch_nchw)->Apply(threads);
+BENCHMARK(group_norm_torch_nhwc)->Apply(threads);
+BENCHMARK(group_norm_forward_torch_nchw)->Apply(threads);
+BENCHMARK(group_norm_forward_torch_nhwc)->Apply(threads);
 BENCHMARK(attention_torch)->Apply(threads);
 BENCHMARK(rnn_lstm_torch)->Apply(threads);
 BENCHMARK(rnn_gru_masked_torch)->Apply(threads);

@@ -259,6 +259,15 @@ for attention in 1 0; do
     -DFLUXION_PREBUILT_KERNELS
 done
 
+# Group and instance normalization (stop 76) against batch_norm in their place, header-only and with
+# prebuilt kernels.
+for group_norm in 1 0; do
+  label=$([[ $group_norm == 1 ]] && echo "nn::group_norm and nn::instance_norm" || echo "batch_norm in their place")
+  variant_row "bench/compile/group_norm.cpp, $label" bench/compile/group_norm.cpp -DFLUXION_GROUP_NORM=$group_norm
+  variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/group_norm.cpp -DFLUXION_GROUP_NORM=$group_norm \
+    -DFLUXION_PREBUILT_KERNELS
+done
+
 # The prebuilt library itself, compiled once per build (fluxion_target_prebuilt_kernels).
 row "src/kernels.cpp (the prebuilt library: the core, once per build)" "$(best "$cxx" "${flags[@]}" -c src/kernels.cpp -o "$scratch/kernels.o")"
 row "src/nn_kernels.cpp (the prebuilt library: the model layer)" "$(best "$cxx" "${flags[@]}" -c src/nn_kernels.cpp -o "$scratch/nn_kernels.o")"

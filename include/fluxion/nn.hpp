@@ -14,6 +14,7 @@
 #include "nn/depthwise_conv2d.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
+#include "nn/group_norm.hpp"
 #include "nn/gru.hpp"
 #include "nn/initializers.hpp"
 #include "nn/layer_norm.hpp"

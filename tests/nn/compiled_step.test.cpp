@@ -135,6 +135,17 @@ TEST_CASE("compiled_step: recomputed layers (batch norm, dropout) equal the tape
   check_bitwise(make, x, labels(16, 3), 3);  // variables() includes the moving averages
 }
 
+TEST_CASE("compiled_step: group and instance normalization after convolutions equal the tape-based steps, bitwise") {
+  auto make = [] {
+    fx::random::generator gen{9};
+    return nn::sequential(gen, nn::input<6, 6, 2>{}, nn::conv2d<8, 3, nn::same>{}, nn::group_norm<4>{}, nn::relu{},
+                          nn::conv2d<4, 3>{}, nn::instance_norm<>{}, nn::flatten{}, nn::dense<3>{});
+  };
+  fx::random::generator gen{12};
+  const fx::tensor<float> x = fx::random::normal<float>({5, 6, 6, 2}, gen);
+  check_bitwise(make, x, labels(5, 3), 3);
+}
+
 TEST_CASE("compiled_step: the update is the finite-difference gradient of the loss (double, SGD)") {
   fx::random::generator gen{8};
   auto net = nn::sequential(gen, nn::typed_input<double, 3, 3, 1>{}, nn::conv2d<2, 2>{}, nn::tanh{}, nn::flatten{},

@@ -47,9 +47,9 @@ struct layer_norm_options {
 };
 
 template <class T = float, class Device = cpu>
-class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
+class layer_norm : public detail::affine_norm<layer_norm<T, Device>, T, Device, layer_norm_options> {
   static_assert(std::is_floating_point_v<T>, "fluxion::nn::layer_norm<T>: T must be a floating-point type.");
-  using base = layer_base<layer_norm<T, Device>, T, Device>;
+  using base = detail::affine_norm<layer_norm<T, Device>, T, Device, layer_norm_options>;
 
  public:
   static constexpr bool names_itself = true;
@@ -59,6 +59,7 @@ class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
   static constexpr bool supports_masking = true;
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "layer_normalization";
+  static constexpr const char* layer_text = "layer_norm";
   template <class U, class D = cpu>
   using rebind = layer_norm<U, D>;
   template <index_t... D>
@@ -77,45 +78,23 @@ class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
   /// Keras's arguments: layer_norm{{.epsilon = 1e-6, .rms_scaling = true}}. With rms_scaling, Keras
   /// ignores center and scale: the layer has gamma and no beta.
   explicit layer_norm(layer_norm_options options)
-      : base(options.name.empty() ? base_name : options.name), m_options(std::move(options)) {
-    if (m_options.rms_scaling) {
-      const std::string text = "layer_norm '" + this->m_name + "'";
-      if (m_options.beta_regularizer || m_options.beta_constraint)
-        throw invalid_argument(text + ": a beta_regularizer or beta_constraint with rms_scaling = true has no beta to "
-                                      "act on (RMS normalization scales by gamma only)");
-      m_options.center = false;
-      m_options.scale = true;
-    }
-    detail::check_norm_options("layer_norm '" + this->m_name + "'", m_options);
-  }
+      : base(std::move(options), [this](layer_norm_options& o) {
+          if (!o.rms_scaling) return;
+          if (o.beta_regularizer || o.beta_constraint)
+            throw invalid_argument(this->text() + ": a beta_regularizer or beta_constraint with rms_scaling = true has "
+                                                  "no beta to act on (RMS normalization scales by gamma only)");
+          o.center = false;
+          o.scale = true;
+        }) {}
   /// The same layer for another element type; the variables are created when it is built.
   template <class U, class D>
     requires(!std::is_same_v<layer_norm<U, D>, layer_norm>)
   explicit layer_norm(const layer_norm<U, D>& other) : layer_norm(other.options()) {}
 
-  double epsilon() const noexcept { return m_options.epsilon; }
-  /// The options the layer was made with, under its current name.
-  layer_norm_options options() const {
-    layer_norm_options o = m_options;
-    o.name = this->m_name;
-    return o;
-  }
-
-  bool built() const noexcept { return m_gamma.has_value(); }
   void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
     if (per_example.rank() < 1)
-      throw shape_error("layer_norm '" + this->m_name + "': the input needs at least one axis of features");
-    m_features = per_example[per_example.rank() - 1];
-    detail::built_or_none(m_gamma, m_beta, [&] {
-      detail::emplace_gamma_beta(m_gamma, m_beta, initial_values(gen), this->m_name, m_options);
-    });
-  }
-  /// Draws new initial values (the same shapes and variables).
-  void initialize(random::generator& gen) {
-    if (!built()) return;
-    auto [gamma, beta] = initial_values(gen);
-    m_gamma->assign(gamma);
-    m_beta->assign(beta);
+      throw shape_error(this->text() + ": the input needs at least one axis of features");
+    this->build_gamma_beta(per_example[per_example.rank() - 1], gen);
   }
 
   template <class X, class Epilogue = detail::identity>
@@ -128,45 +107,21 @@ class layer_norm : public layer_base<layer_norm<T, Device>, T, Device> {
                   "fluxion::nn::layer_norm: the input is on another device than the layer's variables; move it "
                   "with fluxion::to<Device>, or declare the layer as layer_norm<T, Device>.");
     const fluxion::shape& s = e.shape();
-    if (!built() && s.rank() >= 2) build(fluxion::shape{s[s.rank() - 1]});
-    if (s.rank() < 2 || s[s.rank() - 1] != m_features)
-      throw shape_error("layer_norm '" + this->m_name + "': expects input of shape (batch, ..., " +
-                        (built() ? std::to_string(m_features) : std::string("features")) + "), got " + to_string(s));
+    if (!this->built() && s.rank() >= 2) build(fluxion::shape{s[s.rank() - 1]});
+    if (s.rank() < 2 || s[s.rank() - 1] != this->m_channels)
+      throw shape_error(this->text() + ": expects input of shape (batch, ..., " +
+                        (this->built() ? std::to_string(this->m_channels) : std::string("features")) + "), got " +
+                        to_string(s));
     const tensor<T, Device> xt = fluxion::detail::materialize_asserted<T, Device>(e);
-    const T eps = static_cast<T>(m_options.epsilon);
-    if (m_options.rms_scaling) {
+    const T eps = static_cast<T>(this->m_options.epsilon);
+    if (this->m_options.rms_scaling) {
       const tensor<T, Device> mean_square = reduce_mean(square(xt), -1, keepdims);
-      return tensor<T, Device>(epilogue(xt * rsqrt(mean_square + eps) * *m_gamma));
+      return tensor<T, Device>(epilogue(xt * rsqrt(mean_square + eps) * *this->m_gamma));
     }
     const tensor<T, Device> mean = reduce_mean(xt, -1, keepdims);
     const tensor<T, Device> variance = reduce_mean(square(xt - mean), -1, keepdims);
-    return tensor<T, Device>(epilogue((xt - mean) * rsqrt(variance + eps) * *m_gamma + *m_beta));
+    return tensor<T, Device>(epilogue((xt - mean) * rsqrt(variance + eps) * *this->m_gamma + *this->m_beta));
   }
-
-  variable<T, Device>& gamma() {
-    detail::require_norm_variable(m_options.scale, "layer_norm '" + this->m_name + "'", "gamma", "scale");
-    return this->require_built(m_gamma, "layer_norm", "gamma");
-  }
-  variable<T, Device>& beta() {
-    detail::require_norm_variable(m_options.center, "layer_norm '" + this->m_name + "'", "beta",
-                                  m_options.rms_scaling ? "rms_scaling = true, so center" : "center");
-    return this->require_built(m_beta, "layer_norm", "beta");
-  }
-
-  template <class F>
-  void for_each_variable(const std::string& prefix, F&& f) {
-    if (m_options.scale) this->visit(prefix, f, m_gamma, "gamma");
-    if (m_options.center) this->visit(prefix, f, m_beta, "beta");
-  }
-
- private:
-  /// gamma and beta drawn from the options' initializers (ones and zeros where the layer has none).
-  std::pair<tensor<T, Device>, tensor<T, Device>> initial_values(random::generator& gen) const {
-    return detail::initial_gamma_beta<T, Device>(m_options, m_features, gen);
-  }
-  layer_norm_options m_options;
-  index_t m_features = 0;
-  std::optional<variable<T, Device>> m_gamma, m_beta;
 };
 
 }  // namespace fluxion::nn

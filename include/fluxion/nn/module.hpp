@@ -469,6 +469,76 @@ class layer_base {
   }
 };
 
+namespace detail {
+
+/// What layer_norm and group_norm share: Keras's options (Options: epsilon, center, scale, the two
+/// initializers, gamma's and beta's regularizers and constraints, name), checked when the layer is
+/// made, and gamma and beta over the input's last axis, drawn when it is built. `Layer` names the
+/// layer in messages ("layer_norm"). A layer made with center or scale false keeps a constant beta
+/// or gamma that no visitor, checkpoint or optimizer sees.
+template <class Derived, class T, class Device, class Options>
+class affine_norm : public layer_base<Derived, T, Device> {
+  using base = layer_base<Derived, T, Device>;
+
+ public:
+  double epsilon() const noexcept { return m_options.epsilon; }
+  /// The options the layer was made with, under its current name.
+  Options options() const {
+    Options o = m_options;
+    o.name = this->m_name;
+    return o;
+  }
+  bool built() const noexcept { return m_gamma.has_value(); }
+  /// Draws new initial values (the same shapes and variables).
+  void initialize(random::generator& gen) {
+    if (!built()) return;
+    auto [gamma, beta] = initial_gamma_beta<T, Device>(m_options, m_channels, gen);
+    m_gamma->assign(gamma);
+    m_beta->assign(beta);
+  }
+  variable<T, Device>& gamma() {
+    require_norm_variable(m_options.scale, text(), "gamma", "scale");
+    return this->require_built(m_gamma, Derived::layer_text, "gamma");
+  }
+  variable<T, Device>& beta() {
+    const char* flag = "center";
+    if constexpr (requires { m_options.rms_scaling; })
+      if (m_options.rms_scaling) flag = "rms_scaling = true, so center";
+    require_norm_variable(m_options.center, text(), "beta", flag);
+    return this->require_built(m_beta, Derived::layer_text, "beta");
+  }
+  template <class F>
+  void for_each_variable(const std::string& prefix, F&& f) {
+    if (m_options.scale) this->visit(prefix, f, m_gamma, "gamma");
+    if (m_options.center) this->visit(prefix, f, m_beta, "beta");
+  }
+
+ protected:
+  /// `adjust` may change the options before they are checked (layer_norm's rms_scaling).
+  template <class Adjust>
+  affine_norm(Options options, Adjust adjust)
+      : base(options.name.empty() ? Derived::base_name : options.name), m_options(std::move(options)) {
+    adjust(m_options);
+    check_norm_options(text(), m_options);
+  }
+  /// "layer_norm 'ln'", as messages name the layer.
+  std::string text() const { return std::string(Derived::layer_text) + " '" + this->m_name + "'"; }
+  /// Creates gamma and beta of `channels` (the layer is left unbuilt if that throws).
+  void build_gamma_beta(index_t channels, random::generator& gen) {
+    m_channels = channels;
+    built_or_none(m_gamma, m_beta, [&] {
+      emplace_gamma_beta(m_gamma, m_beta, initial_gamma_beta<T, Device>(m_options, channels, gen), this->m_name,
+                         m_options);
+    });
+  }
+
+  Options m_options;
+  index_t m_channels = 0;
+  std::optional<variable<T, Device>> m_gamma, m_beta;
+};
+
+}  // namespace detail
+
 /// Base of layers without variables (activations, pooling, reshaping): a name, no variables,
 /// the same element type whatever the model's.
 template <class Derived>

@@ -1,0 +1,158 @@
+// fx::nn::group_norm: Keras's GroupNormalization over the last (channel) axis, and instance_norm.
+//
+//   auto net = fx::nn::sequential(fx::nn::input<32, 32, 3>{},
+//                                 fx::nn::conv2d<64, 3, fx::nn::same>{}, fx::nn::group_norm<32>{}, fx::nn::relu{},
+//                                 ...);
+//   fx::nn::group_norm<8> gn;                  // 8 groups; epsilon 1e-3, as Keras
+//   fx::tensor<float> y = gn(x);               // x: (batch, ..., channels), same shape out
+//   gn.gamma().shape();                        // (channels): ones; gn.beta(): zeros
+//   fx::nn::instance_norm<> in;                // group_norm<-1>: one group per channel
+//
+// The channels are split into Groups groups of channels / Groups neighbours (Keras's and PyTorch's
+// grouping), and each example's group is normalized with its own mean and biased variance over its
+// channels and every axis between the batch and the channels (the image's height and width, a
+// sequence's steps): y = gamma (x - mean) / sqrt(var + epsilon) + beta, the same in training and
+// inference, so unlike batch_norm it does not depend on the batch (Wu and He, 2018; the
+// normalization of diffusion models' U-Nets and of small-batch detection). Groups = 1 normalizes
+// over all of an example, Groups = -1 (Keras's groups=-1) over each channel alone: instance
+// normalization (instance_norm). Groups must divide the channels: in a sequential model that is a
+// static_assert naming both numbers; a layer used alone throws fluxion::shape_error when it builds.
+//
+// How it runs: two reductions give the (batch, groups) means and variances; a small statement makes
+// each example's per-channel scale gamma / sqrt(var + epsilon) and shift beta - mean scale, and one
+// fused statement y = x scale + shift (with the activation that follows in a sequential model as its
+// epilogue) writes the output, its inner loop over the channels. This is how Keras and PyTorch
+// compute it too. Every step is a recorded statement, so the tape gives the gradients of x, gamma
+// and beta, on the cpu and on fx::cuda.
+//
+// Keras's other arguments are nn::group_norm_options, as layer_norm's: center = false leaves no beta
+// and scale = false no gamma, the two initializers, and gamma's and beta's regularizers and
+// constraints. Only the last axis can be the channel axis (fluxion's layers are NHWC).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "../expr/elementwise.hpp"
+#include "../expr/reduce.hpp"
+#include "../expr/remap.hpp"
+#include "../tensor/creation.hpp"
+#include "module.hpp"
+
+namespace fluxion::nn {
+
+/// Keras's GroupNormalization arguments beyond the groups (a template argument) and the axis (the
+/// last), in its order, with its defaults:
+///
+///   fx::nn::group_norm<32>{{.epsilon = 1e-5}}                     // PyTorch's GroupNorm epsilon
+///   fx::nn::group_norm<8>{{.gamma_initializer = fx::nn::initializers::zeros()}}
+struct group_norm_options {
+  double epsilon = 1e-3;
+  bool center = true;
+  bool scale = true;
+  initializer beta_initializer = initializers::zeros();
+  initializer gamma_initializer = initializers::ones();
+  regularizer beta_regularizer = {};
+  regularizer gamma_regularizer = {};
+  constraint beta_constraint = {};
+  constraint gamma_constraint = {};
+  std::string name = {};
+};
+
+template <int Groups = 32, class T = float, class Device = cpu>
+class group_norm : public detail::affine_norm<group_norm<Groups, T, Device>, T, Device, group_norm_options> {
+  static_assert(std::is_floating_point_v<T>, "fluxion::nn::group_norm<Groups, T>: T must be a floating-point type.");
+  static_assert(Groups > 0 || Groups == -1,
+                "fluxion::nn::group_norm<Groups>: Groups must be positive, or -1 for one group per channel "
+                "(instance normalization, nn::instance_norm).");
+  using base = detail::affine_norm<group_norm<Groups, T, Device>, T, Device, group_norm_options>;
+
+ public:
+  static constexpr bool names_itself = true;
+  static constexpr bool device_generic = true;
+  static constexpr bool elementwise = false;
+  static constexpr bool takes_epilogue = true;
+  static constexpr const char* base_name = "group_normalization";
+  static constexpr const char* layer_text = "group_norm";
+  template <class U, class D = cpu>
+  using rebind = group_norm<Groups, U, D>;
+  /// The per-example output shape is the input's; the groups must divide its channels (the last axis).
+  template <index_t... D>
+  static auto output_shape(static_shape<D...>) {  // auto: sequential's decltype runs the check
+    if constexpr (sizeof...(D) >= 1) {  // nn::input<> is refused where it is written
+      constexpr index_t channels = static_shape<D...>::dims[sizeof...(D) - 1];
+      constexpr index_t groups = Groups == -1 ? channels : Groups;
+      static_assert(detail::check_extents<(groups > 0 && channels % groups == 0), "group_norm", "channels", channels,
+                                          "groups", groups>::value,
+                    "fluxion::nn::group_norm<Groups>: the groups must divide the channels (the input's last axis) "
+                    "into groups of equal size; choose Groups among the channel count's divisors, or -1 for one "
+                    "group per channel.");
+    }
+    return static_shape<D...>{};
+  }
+
+  /// Keras's defaults: epsilon 1e-3, gamma ones, beta zeros.
+  group_norm() : group_norm(group_norm_options{}) {}
+  template <layer_name S>
+  explicit group_norm(S&& name) : group_norm(group_norm_options{.name = std::string(std::forward<S>(name))}) {}
+  /// Keras's arguments: group_norm<32>{{.epsilon = 1e-5, .center = false}}.
+  explicit group_norm(group_norm_options options) : base(std::move(options), [](group_norm_options&) {}) {}
+  /// The same layer for another element type or device; the variables are created when it is built.
+  template <class U, class D>
+    requires(!std::is_same_v<group_norm<Groups, U, D>, group_norm>)
+  explicit group_norm(const group_norm<Groups, U, D>& other) : group_norm(other.options()) {}
+
+  /// The number of groups: Groups, or the channel count for -1 (0 until the layer is built).
+  index_t groups() const noexcept { return Groups == -1 ? this->m_channels : Groups; }
+
+  void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
+    if (per_example.rank() < 1) throw shape_error(this->text() + ": the input needs a channel axis after the batch axis");
+    const index_t channels = per_example[per_example.rank() - 1];
+    const index_t groups = Groups == -1 ? channels : Groups;
+    if (channels == 0 || channels % groups != 0)
+      throw shape_error(this->text() + ": " + std::to_string(groups) + " groups do not divide the input's " +
+                        std::to_string(channels) + " channels (its last axis) into groups of equal size");
+    this->build_gamma_beta(channels, gen);
+  }
+
+  template <class X, class Epilogue = detail::identity>
+  tensor<T, Device> operator()(X&& x, bool /*training*/ = false, const Epilogue& epilogue = {}) {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    static_assert(std::is_same_v<value_type_t<decltype(e)>, T>,
+                  "fluxion::nn::group_norm: the input's element type differs from the layer's; convert it with "
+                  "fluxion::cast<T>, or declare the layer as group_norm<Groups, T>.");
+    static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
+                  "fluxion::nn::group_norm: the input is on another device than the layer's variables; move it "
+                  "with fluxion::to<Device>, or declare the layer as group_norm<Groups, T, Device>.");
+    const fluxion::shape s = e.shape();
+    if (!this->built() && s.rank() >= 2) build(fluxion::shape{s[s.rank() - 1]});
+    const index_t channels = this->m_channels;
+    if (s.rank() < 2 || s[s.rank() - 1] != channels)
+      throw shape_error(this->text() + ": expects input of shape (batch, ..., " +
+                        (this->built() ? std::to_string(channels) : std::string("channels")) + "), got " + to_string(s));
+    const tensor<T, Device> xt = fluxion::detail::materialize_asserted<T, Device>(e);
+    const index_t batch = s[0], groups = this->groups();
+    const index_t positions = batch == 0 ? 0 : s.size() / (batch * channels);  // the axes between
+    const T eps = static_cast<T>(this->m_options.epsilon);
+    // (batch, positions, groups, channels per group): the statistics of each example's group.
+    const tensor<T, Device> grouped = reshape(xt, {batch, positions, groups, channels / groups});
+    const tensor<T, Device> mean = reduce_mean(grouped, {1, 3}, keepdims);
+    const tensor<T, Device> variance = reduce_mean(square(grouped - mean), {1, 3}, keepdims);
+    // Each example's per-channel scale and shift, (batch, 1, groups, channels per group).
+    const tensor<T, Device> scale = rsqrt(variance + eps) * reshape(*this->m_gamma, {groups, channels / groups});
+    const tensor<T, Device> shift = reshape(*this->m_beta, {groups, channels / groups}) - mean * scale;
+    const tensor<T, Device> flat = reshape(xt, {batch, positions, channels});
+    const tensor<T, Device> y =
+        epilogue(flat * reshape(scale, {batch, 1, channels}) + reshape(shift, {batch, 1, channels}));
+    return reshape(y, s.to_vector());
+  }
+};
+
+/// Instance normalization: each example's channel normalized alone over the axes between the batch
+/// and the channels (Ulyanov et al., 2016; style transfer), Keras's GroupNormalization(groups=-1)
+/// and PyTorch's InstanceNorm2d(affine=True).
+template <class T = float, class Device = cpu>
+using instance_norm = group_norm<-1, T, Device>;
+
+}  // namespace fluxion::nn
