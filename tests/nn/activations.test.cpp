@@ -147,3 +147,39 @@ TEST_CASE("softmax and log_softmax: stable at large inputs, along any axis") {
   CHECK(col[0] == 1.f);
   CHECK(col[1] + col[4] == doctest::Approx(1.f));
 }
+
+TEST_CASE("rescaling: Keras's x * scale + offset, first or fused after a layer, gradients, errors") {
+  fx::random::generator gen{21};
+  const fx::tensor<double> x = fx::random::uniform<double>({2, 3, 4}, gen, 0.0, 255.0);
+  const nn::rescaling unit{1.0 / 127.5, -1.0};
+  const auto y = fx::tensor<double>(unit(x)).to_vector(), xs = x.to_vector();
+  for (std::size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(xs[i] * (1.0 / 127.5) - 1.0).epsilon(1e-15));
+  CHECK(unit.scale() == 1.0 / 127.5);
+  CHECK(unit.offset() == -1.0);
+  auto r = fx::testing::check_gradients([&](const auto& a) { return unit(a); }, reverse_only, x);
+  CHECK_MESSAGE(r.ok, r.report);
+
+  // First in a model (pixels 0-255), and fused into a dense statement after it.
+  auto net = nn::sequential(gen, nn::typed_input<double, 3, 4>{}, nn::rescaling{1.0 / 255}, nn::flatten{},
+                            nn::dense<5, double>{}, nn::rescaling{2.0, 0.5, "scores"});
+  CHECK(net.summary().find("rescaling ") != std::string::npos);
+  CHECK(net.summary().find("scores ") != std::string::npos);
+  auto& d = net.layer<2>();
+  const fx::tensor<double> flat = fx::reshape(x, {2, 12});
+  const fx::tensor<double> want = (fx::matmul(flat / 255.0, d.kernel()) + d.bias()) * 2.0 + 0.5;
+  const auto got = net(x).to_vector(), w = want.to_vector();
+  REQUIRE(got.size() == w.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(w[i]).epsilon(1e-13));
+  // The gradients reach the dense layer through both rescalings.
+  fx::gradient_tape tape;
+  fx::tensor<double> loss = fx::reduce_sum(fx::square(net(x, true)));
+  auto vars = net.trainable_variables();
+  auto g = tape.gradient(loss, vars);
+  const fx::tensor<double> want_db = fx::reduce_sum(2.0 * 2.0 * want, {0});
+  const auto gb = g[1].to_vector(), wb = want_db.to_vector();
+  for (std::size_t i = 0; i < gb.size(); ++i) CHECK(gb[i] == doctest::Approx(wb[i]).epsilon(1e-12));
+
+  CHECK_THROWS_WITH_AS(nn::rescaling(std::nan("")), doctest::Contains("rescaling 'rescaling': scale = nan"),
+                       fx::invalid_argument);
+  CHECK_THROWS_AS(nn::rescaling(1.0, INFINITY), fx::invalid_argument);
+}

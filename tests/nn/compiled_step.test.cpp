@@ -146,6 +146,17 @@ TEST_CASE("compiled_step: group and instance normalization after convolutions eq
   check_bitwise(make, x, labels(5, 3), 3);
 }
 
+TEST_CASE("compiled_step: rescaling first and after a layer equals the tape-based steps, bitwise") {
+  auto make = [] {
+    fx::random::generator gen{10};
+    return nn::sequential(gen, nn::input<6>{}, nn::rescaling{1.0 / 255, -0.5}, nn::dense<8>{}, nn::rescaling{2.0},
+                          nn::relu{}, nn::dense<3>{});
+  };
+  fx::random::generator gen{13};
+  const fx::tensor<float> x = fx::random::uniform<float>({7, 6}, gen, 0.f, 255.f);
+  check_bitwise(make, x, labels(7, 3), 3);
+}
+
 TEST_CASE("compiled_step: the update is the finite-difference gradient of the loss (double, SGD)") {
   fx::random::generator gen{8};
   auto net = nn::sequential(gen, nn::typed_input<double, 3, 3, 1>{}, nn::conv2d<2, 2>{}, nn::tanh{}, nn::flatten{},

@@ -32,7 +32,13 @@ TEST_CASE("variable: an update is one fused pass with one new buffer") {
 TEST_CASE("variable: shape errors leave the value untouched") {
   fx::variable<float> v{fx::tensor<float>{{1.f, 2.f}}, "bias"};
   test::check_throws_with<fx::shape_error>([&] { v.assign(fx::tensor<float>{1.f, 2.f, 3.f}); },
-                                           "assign: shapes (3,) and (1, 2) cannot be broadcast");
+                                           "assign: cannot assign a value of shape (3,) to variable 'bias' of shape (1, 2)");
+  test::check_throws_with<fx::shape_error>([&] { v.assign(fx::tensor<float>{}); },
+                                           "assign: cannot assign a value of shape (0,) to variable 'bias' of shape (1, 2) "
+                                           "(shape (0,) is the shape of a default-constructed or moved-from tensor: was it "
+                                           "assigned?)");
+  test::check_throws_with<fx::shape_error>([&] { v.assign_sub(fx::tensor<float>{1.f, 2.f, 3.f}); },
+                                           "assign_sub: cannot apply an update of shape (3,) to variable 'bias' of shape (1, 2)");
   test::check_throws_with<fx::shape_error>([&] { v.assign_add(fx::tensor<float>{{1.f}, {2.f}}); },
                                            "assign_add: cannot apply an update of shape (2, 1) to variable 'bias' of shape (1, 2)");
   CHECK(v.value().to_vector() == std::vector<float>{1, 2});

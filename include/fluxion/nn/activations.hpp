@@ -185,4 +185,32 @@ FLUXION_SLOPED_ACTIVATION_LAYER(elu, "elu", 1.0)
 FLUXION_SLOPED_ACTIVATION_LAYER(leaky_relu, "leaky_relu", 0.3)
 #undef FLUXION_SLOPED_ACTIVATION_LAYER
 
+/// Keras's Rescaling: x * scale + offset, elementwise, as the first layer of an image model whose
+/// pixels are 0-255 (nn::rescaling{1.0 / 255}) or -1-1 (nn::rescaling{1.0 / 127.5, -1.0}). Fused
+/// into the statement of the layer before it where there is one, as an activation is. The input
+/// must be float or double (cast integer pixels with fluxion::cast<float> first).
+struct rescaling : detail::activation_layer<rescaling> {
+  static constexpr const char* base_name = "rescaling";
+  explicit rescaling(double scale, double offset = 0.0, std::string n = {})
+      : activation_layer(n.empty() ? base_name : std::move(n)), m_scale(scale), m_offset(offset) {
+    if (!std::isfinite(scale) || !std::isfinite(offset))
+      throw invalid_argument("rescaling '" + name() + "': scale = " + std::to_string(scale) +
+                             " and offset = " + std::to_string(offset) + " must be finite");
+  }
+  double scale() const noexcept { return m_scale; }
+  double offset() const noexcept { return m_offset; }
+  template <class X>
+  auto operator()(X&& x, bool /*training*/ = false) const {
+    auto e = fluxion::detail::as_expr<X>(std::forward<X>(x));
+    using T = value_type_t<decltype(e)>;
+    static_assert(std::is_floating_point_v<T>,
+                  "fluxion::nn::rescaling: the input must be float or double; convert integer pixels with "
+                  "fluxion::cast<float>(x) first (Keras casts them to the layer's float type).");
+    return e * static_cast<T>(m_scale) + static_cast<T>(m_offset);
+  }
+
+ private:
+  double m_scale, m_offset;
+};
+
 }  // namespace fluxion::nn

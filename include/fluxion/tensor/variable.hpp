@@ -222,9 +222,13 @@ class variable {
       if (x.shape() == shape()) {
         m_value = detail::materialize_unrecorded(x);
       } else {
-        if (broadcast_shapes(x.shape(), shape(), "assign") != shape())
+        const std::optional<fluxion::shape> b = try_broadcast_shapes(x.shape(), shape());
+        if (!b || *b != shape())  // the variable's name in either case, as a layer's gamma().assign(...) needs
           throw shape_error("assign: cannot assign a value of shape " + to_string(x.shape()) + " to variable '" +
-                            m_name + "' of shape " + to_string(shape()));
+                            m_name + "' of shape " + to_string(shape()) +
+                            (x.shape() == fluxion::shape{0} ? " (shape (0,) is the shape of a default-constructed or "
+                                                              "moved-from tensor: was it assigned?)"
+                                                            : ""));
         m_value = detail::materialize_unrecorded(broadcast_to(x, shape()));
       }
       ++m_version;
@@ -246,7 +250,8 @@ class variable {
       throw shape_error(std::string(op) + ": the update for variable '" + m_name + "' of shape " + to_string(shape()) +
                         " is an empty tensor of shape (0,). gradient_tape::gradient returns one for a source the "
                         "target does not depend on: check that the loss reads the variable while the tape records");
-    if (broadcast_shapes(s, shape(), op) != shape())
+    const std::optional<fluxion::shape> b = try_broadcast_shapes(s, shape());
+    if (!b || *b != shape())
       throw shape_error(std::string(op) + ": cannot apply an update of shape " + to_string(s) + " to variable '" +
                         m_name + "' of shape " + to_string(shape()));
   }

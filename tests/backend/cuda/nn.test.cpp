@@ -140,17 +140,17 @@ namespace {
 template <class Device>
 auto group_norm_cnn(std::uint64_t seed) {
   fx::random::generator gen{seed};
-  return nn::sequential(gen, typename nn::input<6, 6, 2>::template on<Device>{}, nn::conv2d<8, 3, nn::same>{},
-                        nn::group_norm<4>{}, nn::relu{}, nn::conv2d<6, 3>{}, nn::relu{}, nn::instance_norm<>{},
+  return nn::sequential(gen, typename nn::input<6, 6, 2>::template on<Device>{}, nn::rescaling{0.5, -0.25},
+                        nn::conv2d<8, 3, nn::same>{}, nn::group_norm<4>{}, nn::relu{}, nn::conv2d<6, 3>{}, nn::relu{}, nn::instance_norm<>{},
                         nn::flatten{}, nn::dense<5>{});  // the relu: a bias right before an instance
                                                          // normalization has a gradient of 0, rounding
 }
 }  // namespace
 
-TEST_CASE("cuda nn: group and instance normalization on the device train as on the cpu") {
+TEST_CASE("cuda nn: rescaling, group and instance normalization on the device train as on the cpu") {
   auto host = group_norm_cnn<fx::cpu>(23);
   auto dev = group_norm_cnn<fx::cuda>(23);
-  CHECK(dev.layer<1>().gamma().name() == "group_normalization/gamma");
+  CHECK(dev.layer<2>().gamma().name() == "group_normalization/gamma");
   check_trains_as_on_the_cpu(host, dev, filled<float>({8, 6, 6, 2}, 24));
 }
 
