@@ -37,6 +37,13 @@ struct grad_expr : expression_base {
   G g;
   explicit grad_expr(G g_) : g(std::move(g_)) {}
   decltype(auto) shape() const { return g.shape(); }
+  /// The tensor a gradient of a tensor is, for a boundary that would otherwise copy it to read it
+  /// (reshape_expr: a reshape's backward pass, and every flatten's, shares the gradient's buffer).
+  const G& shared_tensor() const
+    requires is_tensor_v<G>
+  {
+    return g;
+  }
   auto make_view() const { return g.make_view(); }
   explicit operator bool() const { return detail::truth_value(*this); }
   /// The value of a one-element expression (it is computed first); throws for any other size.

@@ -295,7 +295,12 @@ struct reshape_expr : detail::boundary_expr<reshape_expr<A>, value_type_t<A>, de
   fluxion::shape m_shape;
   reshape_expr(A a_, fluxion::shape s) : a(std::move(a_)), m_shape(s) {}
   const fluxion::shape& shape() const { return m_shape; }
-  tensor<value_type_t<A>, device_t<A>> compute() const { return {detail::materialize(a), m_shape, detail::same_buffer}; }
+  tensor<value_type_t<A>, device_t<A>> compute() const {
+    if constexpr (requires { a.shared_tensor(); })  // a gradient that is a tensor: no copy (autodiff/order.hpp)
+      return {a.shared_tensor(), m_shape, detail::same_buffer};
+    else
+      return {detail::materialize(a), m_shape, detail::same_buffer};
+  }
 };
 
 template <class A>
