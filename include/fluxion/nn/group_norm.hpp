@@ -64,6 +64,60 @@ struct group_norm_options {
   std::string name = {};
 };
 
+namespace detail {
+/// gamma (x - mean) / sqrt(var + eps) + beta of x (batch, positions, channels), each example's
+/// group statistics over the positions and the group's channels, with a hand-written backward
+/// pass (fx::custom_gradient) of three passes over x: the tape's rules for the statements that
+/// compute it took eight, and the layer's training pass 1.7 times as long. A function of T and
+/// Device only, so that every group_norm<Groups> of a program shares its code.
+template <class T, class Device>
+tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Device>& gamma_variable,
+                                variable<T, Device>& beta_variable, index_t groups, T eps) {
+  const index_t batch = flat.shape()[0], positions = flat.shape()[1], channels = flat.shape()[2];
+  const index_t per_group = channels / groups;
+  // (batch, 1, channels) -> (batch, groups, 1): each group's mean of per-channel values.
+  auto to_groups = [=](const tensor<T, Device>& c) {
+    return tensor<T, Device>(reduce_mean(reshape(c, {batch, groups, per_group}), {2}, keepdims));
+  };
+  // (batch, groups, k) -> (batch, 1, channels), k = 1 (repeated over the group) or per_group.
+  auto to_channels = [=](const tensor<T, Device>& g) {
+    return reshape(broadcast_to(g, {batch, groups, per_group}), {batch, 1, channels});
+  };
+  auto f = custom_gradient([=](const tensor<T, Device>& x, const tensor<T, Device>& gamma,
+                               const tensor<T, Device>& beta) {
+    // Per-channel means over the positions (one vector pass with the channels kept), then each
+    // group's: a reduction over positions and the group's channels at once, axes 1 and 3 of a
+    // (batch, positions, groups, per_group) view, took 15 times longer.
+    const tensor<T, Device> mean = to_groups(reduce_mean(x, {1}, keepdims));
+    const tensor<T, Device> variance = to_groups(reduce_mean(square(x - to_channels(mean)), {1}, keepdims));
+    const tensor<T, Device> rstd = rsqrt(variance + eps);                                     // (batch, groups, 1)
+    const tensor<T, Device> gamma_g = reshape(gamma, {groups, per_group});
+    const tensor<T, Device> scale = rstd * gamma_g;                                           // (batch, groups, per_group)
+    const tensor<T, Device> shift = reshape(beta, {groups, per_group}) - mean * scale;
+    tensor<T, Device> y = x * to_channels(scale) + to_channels(shift);
+    auto backward = [=](const tensor<T, Device>& dy) {
+      // Per-channel sums over the positions of dy and dy x, then the group sums of
+      // gamma dy and gamma dy x; dx = dy scale + x b + c per group (the usual formula, with
+      // x_hat = (x - mean) rstd and M = positions * per_group values a group):
+      //   dx = rstd (gamma dy - sum(gamma dy) / M - x_hat sum(gamma dy x_hat) / M).
+      const tensor<T, Device> sum_dy = reshape(reduce_sum(dy, {1}), {batch, groups, per_group});
+      const tensor<T, Device> sum_dyx = reshape(reduce_sum(dy * x, {1}), {batch, groups, per_group});
+      const tensor<T, Device> a = reduce_sum(gamma_g * sum_dy, {2}, keepdims);   // sum gamma dy
+      const tensor<T, Device> b = reduce_sum(gamma_g * sum_dyx, {2}, keepdims);  // sum gamma dy x
+      const T inv_m = T(1) / static_cast<T>(positions * per_group);
+      const tensor<T, Device> x_coef = -(rstd * rstd * rstd) * (b - mean * a) * inv_m;
+      const tensor<T, Device> offset = -rstd * a * inv_m - mean * x_coef;
+      tensor<T, Device> dx = dy * to_channels(scale) + x * to_channels(x_coef) + to_channels(offset);
+      tensor<T, Device> dgamma = reshape(reduce_sum((sum_dyx - mean * sum_dy) * rstd, {0}), {channels});
+      tensor<T, Device> dbeta = reshape(reduce_sum(sum_dy, {0}), {channels});
+      return std::tuple{std::move(dx), std::move(dgamma), std::move(dbeta)};
+    };
+    return std::pair{std::move(y), backward};
+  });
+  return f(flat, gamma_variable, beta_variable);
+}
+}  // namespace detail
+
 template <int Groups = 32, class T = float, class Device = cpu>
 class group_norm : public detail::affine_norm<group_norm<Groups, T, Device>, T, Device, group_norm_options> {
   static_assert(std::is_floating_point_v<T>, "fluxion::nn::group_norm<Groups, T>: T must be a floating-point type.");
@@ -140,59 +194,10 @@ class group_norm : public detail::affine_norm<group_norm<Groups, T, Device>, T, 
     const index_t positions = batch == 0 ? 0 : s.size() / (batch * channels);  // the axes between
     const T eps = static_cast<T>(this->m_options.epsilon);
     const tensor<T, Device> flat = reshape(xt, {batch, positions, channels});
-    const tensor<T, Device> y = epilogue(normalize(flat, groups, eps));
+    const tensor<T, Device> y = epilogue(detail::group_normalize(flat, *this->m_gamma, *this->m_beta, groups, eps));
     return reshape(y, s.to_vector());
   }
 
- private:
-  /// gamma (x - mean) / sqrt(var + eps) + beta of x (batch, positions, channels), each example's
-  /// group statistics over the positions and the group's channels, with a hand-written backward
-  /// pass (fx::custom_gradient) of three passes over x: the tape's rules for the statements that
-  /// compute it took eight, and the layer's training pass 1.7 times as long.
-  tensor<T, Device> normalize(const tensor<T, Device>& flat, index_t groups, T eps) {
-    const index_t batch = flat.shape()[0], positions = flat.shape()[1], channels = flat.shape()[2];
-    const index_t per_group = channels / groups;
-    // (batch, 1, channels) -> (batch, groups, 1): each group's mean of per-channel values.
-    auto to_groups = [=](const tensor<T, Device>& c) {
-      return tensor<T, Device>(reduce_mean(reshape(c, {batch, groups, per_group}), {2}, keepdims));
-    };
-    // (batch, groups, k) -> (batch, 1, channels), k = 1 (repeated over the group) or per_group.
-    auto to_channels = [=](const tensor<T, Device>& g) {
-      return reshape(broadcast_to(g, {batch, groups, per_group}), {batch, 1, channels});
-    };
-    auto f = custom_gradient([=](const tensor<T, Device>& x, const tensor<T, Device>& gamma,
-                                 const tensor<T, Device>& beta) {
-      // Per-channel means over the positions (one vector pass with the channels kept), then each
-      // group's: a reduction over positions and the group's channels at once, axes 1 and 3 of a
-      // (batch, positions, groups, per_group) view, took 15 times longer.
-      const tensor<T, Device> mean = to_groups(reduce_mean(x, {1}, keepdims));
-      const tensor<T, Device> variance = to_groups(reduce_mean(square(x - to_channels(mean)), {1}, keepdims));
-      const tensor<T, Device> rstd = rsqrt(variance + eps);                                     // (batch, groups, 1)
-      const tensor<T, Device> gamma_g = reshape(gamma, {groups, per_group});
-      const tensor<T, Device> scale = rstd * gamma_g;                                           // (batch, groups, per_group)
-      const tensor<T, Device> shift = reshape(beta, {groups, per_group}) - mean * scale;
-      tensor<T, Device> y = x * to_channels(scale) + to_channels(shift);
-      auto backward = [=](const tensor<T, Device>& dy) {
-        // Per-channel sums over the positions of dy and dy x, then the group sums of
-        // gamma dy and gamma dy x; dx = dy scale + x b + c per group (the usual formula, with
-        // x_hat = (x - mean) rstd and M = positions * per_group values a group):
-        //   dx = rstd (gamma dy - sum(gamma dy) / M - x_hat sum(gamma dy x_hat) / M).
-        const tensor<T, Device> sum_dy = reshape(reduce_sum(dy, {1}), {batch, groups, per_group});
-        const tensor<T, Device> sum_dyx = reshape(reduce_sum(dy * x, {1}), {batch, groups, per_group});
-        const tensor<T, Device> a = reduce_sum(gamma_g * sum_dy, {2}, keepdims);   // sum gamma dy
-        const tensor<T, Device> b = reduce_sum(gamma_g * sum_dyx, {2}, keepdims);  // sum gamma dy x
-        const T inv_m = T(1) / static_cast<T>(positions * per_group);
-        const tensor<T, Device> x_coef = -(rstd * rstd * rstd) * (b - mean * a) * inv_m;
-        const tensor<T, Device> offset = -rstd * a * inv_m - mean * x_coef;
-        tensor<T, Device> dx = dy * to_channels(scale) + x * to_channels(x_coef) + to_channels(offset);
-        tensor<T, Device> dgamma = reshape(reduce_sum((sum_dyx - mean * sum_dy) * rstd, {0}), {channels});
-        tensor<T, Device> dbeta = reshape(reduce_sum(sum_dy, {0}), {channels});
-        return std::tuple{std::move(dx), std::move(dgamma), std::move(dbeta)};
-      };
-      return std::pair{std::move(y), backward};
-    });
-    return f(flat, *this->m_gamma, *this->m_beta);
-  }
 };
 
 /// Instance normalization: each example's channel normalized alone over the axes between the batch

@@ -58,6 +58,8 @@
                                                                        padding);                                   \
   EXTERN template tensor<float> nn::detail::dropout_forward<float>(const tensor<float>&, double, random::generator&); \
   EXTERN template tensor<float> nn::detail::permute_forward<float>(const tensor<float>&, std::vector<int>);          \
+  EXTERN template tensor<float> nn::detail::group_normalize<float, cpu>(const tensor<float>&, variable<float>&,     \
+                                                                        variable<float>&, index_t, float);        \
   FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, lstm, 2)                                                           \
   EXTERN template tensor<float> nn::detail::recurrent_input<float>(tensor<float>, const nn::recurrent_options&,     \
                                                                    const nn::detail::dropout_stream&, bool);        \
