@@ -94,7 +94,7 @@ TEST_CASE("group_norm: gradients with respect to the input, gamma and beta") {
   check(nn::instance_norm<double>{}, fx::shape{2, 4, 3});
 }
 
-TEST_CASE("group_norm: in a sequential model, checked at compile time, the activation fused, Keras's names") {
+TEST_CASE("group_norm: in a sequential model, checked at compile time, with an activation after it, Keras's names") {
   fx::random::generator gen{3};
   auto net = nn::sequential(gen, nn::typed_input<double, 4, 4, 6>{}, nn::group_norm<3, double>{}, nn::relu{},
                             nn::instance_norm<double>{}, nn::flatten{});
