@@ -94,7 +94,8 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
     const tensor<T, Device> gamma_g = reshape(gamma, {groups, per_group});
     const tensor<T, Device> scale = rstd * gamma_g;                                           // (batch, groups, per_group)
     const tensor<T, Device> shift = reshape(beta, {groups, per_group}) - mean * scale;
-    tensor<T, Device> y = x * to_channels(scale) + to_channels(shift);
+    const tensor<T, Device> scale_c = to_channels(scale);  // (batch, 1, channels), read by the backward pass too
+    tensor<T, Device> y = x * scale_c + to_channels(shift);
     auto backward = [=](const tensor<T, Device>& dy) {
       // Per-channel sums over the positions of dy and dy x, then the group sums of
       // gamma dy and gamma dy x; dx = dy scale + x b + c per group (the usual formula, with
@@ -107,7 +108,7 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
       const T inv_m = T(1) / static_cast<T>(positions * per_group);
       const tensor<T, Device> x_coef = -(rstd * rstd * rstd) * (b - mean * a) * inv_m;
       const tensor<T, Device> offset = -rstd * a * inv_m - mean * x_coef;
-      tensor<T, Device> dx = dy * to_channels(scale) + x * to_channels(x_coef) + to_channels(offset);
+      tensor<T, Device> dx = dy * scale_c + x * to_channels(x_coef) + to_channels(offset);
       tensor<T, Device> dgamma = reshape(reduce_sum((sum_dyx - mean * sum_dy) * rstd, {0}), {channels});
       tensor<T, Device> dbeta = reshape(reduce_sum(sum_dy, {0}), {channels});
       return std::tuple{std::move(dx), std::move(dgamma), std::move(dbeta)};
@@ -183,14 +184,9 @@ class group_norm : public detail::affine_norm<group_norm<Groups, T, Device>, T, 
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
                   "fluxion::nn::group_norm: the input is on another device than the layer's variables; move it "
                   "with fluxion::to<Device>, or declare the layer as group_norm<Groups, T, Device>.");
-    const fluxion::shape s = e.shape();
-    if (!this->built() && s.rank() >= 2) build(fluxion::shape{s[s.rank() - 1]});
-    const index_t channels = this->m_channels;
-    if (s.rank() < 2 || s[s.rank() - 1] != channels)
-      throw shape_error(this->text() + ": expects input of shape (batch, ..., " +
-                        (this->built() ? std::to_string(channels) : std::string("channels")) + "), got " + to_string(s));
-    const tensor<T, Device> xt = fluxion::detail::materialize_asserted<T, Device>(e);
-    const index_t batch = s[0], groups = this->groups();
+    const tensor<T, Device> xt = this->checked_input(e, "channels");
+    const fluxion::shape& s = xt.shape();
+    const index_t batch = s[0], channels = this->m_channels, groups = this->groups();
     const index_t positions = batch == 0 ? 0 : s.size() / (batch * channels);  // the axes between
     const T eps = static_cast<T>(this->m_options.epsilon);
     const tensor<T, Device> flat = reshape(xt, {batch, positions, channels});

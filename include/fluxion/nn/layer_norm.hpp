@@ -106,13 +106,7 @@ class layer_norm : public detail::affine_norm<layer_norm<T, Device>, T, Device, 
     static_assert(std::is_same_v<device_t<decltype(e)>, Device>,
                   "fluxion::nn::layer_norm: the input is on another device than the layer's variables; move it "
                   "with fluxion::to<Device>, or declare the layer as layer_norm<T, Device>.");
-    const fluxion::shape& s = e.shape();
-    if (!this->built() && s.rank() >= 2) build(fluxion::shape{s[s.rank() - 1]});
-    if (s.rank() < 2 || s[s.rank() - 1] != this->m_channels)
-      throw shape_error(this->text() + ": expects input of shape (batch, ..., " +
-                        (this->built() ? std::to_string(this->m_channels) : std::string("features")) + "), got " +
-                        to_string(s));
-    const tensor<T, Device> xt = fluxion::detail::materialize_asserted<T, Device>(e);
+    const tensor<T, Device> xt = this->checked_input(e, "features");
     const T eps = static_cast<T>(this->m_options.epsilon);
     if (this->m_options.rms_scaling) {
       const tensor<T, Device> mean_square = reduce_mean(square(xt), -1, keepdims);

@@ -523,6 +523,17 @@ class affine_norm : public layer_base<Derived, T, Device> {
   }
   /// "layer_norm 'ln'", as messages name the layer.
   std::string text() const { return std::string(Derived::layer_text) + " '" + this->m_name + "'"; }
+  /// The input as a tensor, after the checks both layers make: built from its last axis on the
+  /// first call, then that axis must match (`what` names it in the message: "features").
+  template <class E>
+  tensor<T, Device> checked_input(const E& e, const char* what) {
+    const fluxion::shape& s = e.shape();
+    if (!built() && s.rank() >= 2) static_cast<Derived*>(this)->build(fluxion::shape{s[s.rank() - 1]});
+    if (s.rank() < 2 || s[s.rank() - 1] != m_channels)
+      throw shape_error(text() + ": expects input of shape (batch, ..., " +
+                        (built() ? std::to_string(m_channels) : std::string(what)) + "), got " + to_string(s));
+    return fluxion::detail::materialize_asserted<T, Device>(e);
+  }
   /// Creates gamma and beta of `channels` (the layer is left unbuilt if that throws).
   void build_gamma_beta(index_t channels, random::generator& gen) {
     m_channels = channels;
