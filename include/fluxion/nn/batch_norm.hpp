@@ -70,6 +70,39 @@ inline fluxion::shape channel_broadcast_shape(int rank, int axis, index_t channe
   return s;
 }
 
+/// batch_norm's statements on `x` (its channels on `axis`), the activation that follows applied in
+/// the same pass: training normalizes with the batch's statistics (recorded) and, with `update`,
+/// moves the moving ones with every tape paused; inference is x * scale + shift from the moving
+/// statistics. A function of T, Device and the epilogue only, so that the library holds the float
+/// cpu ones (nn/prebuilt.hpp) for every batch_norm<Axis> of a program.
+template <class T, class Device, class Epilogue>
+tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool training, bool update,
+                                  variable<T, Device>& gamma, variable<T, Device>& beta,
+                                  variable<T, Device>& moving_mean, variable<T, Device>& moving_variance, T eps,
+                                  T momentum, const Epilogue& epilogue) {
+  const fluxion::shape& s = x.shape();
+  const index_t channels = s[axis];
+  const std::vector<index_t> channel_shape = channel_broadcast_shape(s.rank(), axis, channels).to_vector();
+  if (!training) {
+    const tensor<T, Device> scale = gamma * rsqrt(moving_variance.peek() + eps);
+    const tensor<T, Device> shift = beta - moving_mean.peek() * scale;
+    return tensor<T, Device>(epilogue(x * reshape(scale, channel_shape) + reshape(shift, channel_shape)));
+  }
+  std::vector<int> reduced;
+  for (int d = 0; d < s.rank(); ++d)
+    if (d != axis) reduced.push_back(d);
+  const tensor<T, Device> mean = reduce_mean(x, reduced, keepdims);
+  const tensor<T, Device> variance = reduce_mean(square(x - mean), reduced, keepdims);  // biased, as Keras
+  tensor<T, Device> y = epilogue((x - mean) * (rsqrt(variance + eps) * reshape(gamma, channel_shape)) +
+                                 reshape(beta, channel_shape));
+  if (update) {
+    autodiff_paused quiet;
+    moving_mean.assign(moving_mean.peek() * momentum + reshape(mean, {channels}) * (T(1) - momentum));
+    moving_variance.assign(moving_variance.peek() * momentum + reshape(variance, {channels}) * (T(1) - momentum));
+  }
+  return y;
+}
+
 }  // namespace detail
 
 /// Keras's BatchNormalization arguments beyond the axis, in its order, with its defaults:
@@ -209,29 +242,10 @@ class batch_norm : public layer_base<batch_norm<Axis, T, Device>, T, Device> {
       throw shape_error("batch_norm '" + this->m_name + "': the input has " + std::to_string(s[axis]) +
                         " channels on axis " + std::to_string(axis) + ", the layer was built for " +
                         std::to_string(m_channels) + " (input shape " + to_string(s) + ")");
-    const fluxion::shape channel_shape = detail::channel_broadcast_shape(s.rank(), axis, m_channels);
-    const T eps = static_cast<T>(m_options.epsilon);
-    if (!training) {
-      const tensor<T, Device> scale = *m_gamma * rsqrt(m_moving_variance->peek() + eps);
-      const tensor<T, Device> shift = *m_beta - m_moving_mean->peek() * scale;
-      return tensor<T, Device>(epilogue(e * reshape(scale, channel_shape.to_vector()) +
-                                reshape(shift, channel_shape.to_vector())));
-    }
-    std::vector<int> reduced;
-    for (int d = 0; d < s.rank(); ++d)
-      if (d != axis) reduced.push_back(d);
     const tensor<T, Device> xt = fluxion::detail::materialize_asserted<T, Device>(e);
-    const tensor<T, Device> mean = reduce_mean(xt, reduced, keepdims);
-    const tensor<T, Device> variance = reduce_mean(square(xt - mean), reduced, keepdims);  // biased, as Keras
-    tensor<T, Device> y = epilogue((xt - mean) * (rsqrt(variance + eps) * reshape(*m_gamma, channel_shape.to_vector())) +
-                           reshape(*m_beta, channel_shape.to_vector()));
-    if (update && !recompute_scope::active()) {
-      detail::autodiff_paused quiet;
-      const T m = static_cast<T>(m_options.momentum);
-      m_moving_mean->assign(m_moving_mean->peek() * m + reshape(mean, {m_channels}) * (T(1) - m));
-      m_moving_variance->assign(m_moving_variance->peek() * m + reshape(variance, {m_channels}) * (T(1) - m));
-    }
-    return y;
+    return detail::batch_normalize(xt, axis, training, update && !recompute_scope::active(), *m_gamma, *m_beta,
+                                   *m_moving_mean, *m_moving_variance, static_cast<T>(m_options.epsilon),
+                                   static_cast<T>(m_options.momentum), epilogue);
   }
 
   variable<T, Device>& gamma() {

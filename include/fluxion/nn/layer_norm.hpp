@@ -46,6 +46,25 @@ struct layer_norm_options {
   std::string name = {};
 };
 
+namespace detail {
+
+/// layer_norm's statement on `x` over its last axis, the activation that follows applied in the
+/// same pass (with `rms`, x / rms(x) * gamma). A function of T, Device and the epilogue only, so
+/// that the library holds the float cpu ones (nn/prebuilt.hpp).
+template <class T, class Device, class Epilogue>
+tensor<T, Device> layer_normalize(const tensor<T, Device>& x, variable<T, Device>& gamma, variable<T, Device>& beta,
+                                  T eps, bool rms, const Epilogue& epilogue) {
+  if (rms) {
+    const tensor<T, Device> mean_square = reduce_mean(square(x), -1, keepdims);
+    return tensor<T, Device>(epilogue(x * rsqrt(mean_square + eps) * gamma));
+  }
+  const tensor<T, Device> mean = reduce_mean(x, -1, keepdims);
+  const tensor<T, Device> variance = reduce_mean(square(x - mean), -1, keepdims);
+  return tensor<T, Device>(epilogue((x - mean) * rsqrt(variance + eps) * gamma + beta));
+}
+
+}  // namespace detail
+
 template <class T = float, class Device = cpu>
 class layer_norm : public detail::affine_norm<layer_norm<T, Device>, T, Device, layer_norm_options> {
   static_assert(std::is_floating_point_v<T>, "fluxion::nn::layer_norm<T>: T must be a floating-point type.");
@@ -107,14 +126,8 @@ class layer_norm : public detail::affine_norm<layer_norm<T, Device>, T, Device, 
                   "fluxion::nn::layer_norm: the input is on another device than the layer's variables; move it "
                   "with fluxion::to<Device>, or declare the layer as layer_norm<T, Device>.");
     const tensor<T, Device> xt = this->checked_input(e, "features");
-    const T eps = static_cast<T>(this->m_options.epsilon);
-    if (this->m_options.rms_scaling) {
-      const tensor<T, Device> mean_square = reduce_mean(square(xt), -1, keepdims);
-      return tensor<T, Device>(epilogue(xt * rsqrt(mean_square + eps) * *this->m_gamma));
-    }
-    const tensor<T, Device> mean = reduce_mean(xt, -1, keepdims);
-    const tensor<T, Device> variance = reduce_mean(square(xt - mean), -1, keepdims);
-    return tensor<T, Device>(epilogue((xt - mean) * rsqrt(variance + eps) * *this->m_gamma + *this->m_beta));
+    return detail::layer_normalize(xt, *this->m_gamma, *this->m_beta, static_cast<T>(this->m_options.epsilon),
+                                   this->m_options.rms_scaling, epilogue);
   }
 };
 

@@ -1,8 +1,10 @@
 // Prebuilt statements of the model layer: the float statements of dense, conv2d (with every
-// activation layer fused in), pooling, dropout, permute and LSTM layers (also with initial and final
-// states, call_with_state: 2-3 CPU s of library that save a program using it about 12), sparse softmax cross-entropy, the losses' sample weights and masks, reduce_logsumexp, the optimizers' update, the tape's sum of
-// gradients and the layers' initializers, compiled once in
-// src/nn_kernels.cpp instead of in every translation unit of a program that uses them.
+// activation layer fused in), pooling, dropout, permute, batch_norm and layer_norm (with nothing
+// or a relu after them), group_norm and LSTM layers (also with initial and final states,
+// call_with_state: 2-3 CPU s of library that save a program using it about 12), sparse softmax
+// cross-entropy, the losses' sample weights and masks, reduce_logsumexp, the optimizers' update,
+// the tape's sum of gradients and the layers' initializers, compiled once in src/nn_kernels.cpp
+// instead of in every translation unit of a program that uses them.
 //
 //   fluxion_target_prebuilt_kernels(app)     # CMake (cmake/build_time.cmake): both kernel sources
 //
@@ -27,6 +29,14 @@
   EXTERN template tensor<float> nn::detail::conv2d_forward<float, E>(const tensor<float>&, const variable<float>&, \
                                                                      const variable<float>&, spatial2d, padding,    \
                                                                      spatial2d, const E&);
+
+// batch_norm's and layer_norm's statements with the activation that follows them (stop 77).
+#define FLUXION_NN_NORM_SPECIALIZATIONS(EXTERN, E)                                                                \
+  EXTERN template tensor<float> nn::detail::batch_normalize<float, cpu, E>(                                      \
+      const tensor<float>&, int, bool, bool, variable<float>&, variable<float>&, variable<float>&,               \
+      variable<float>&, float, float, const E&);                                                                  \
+  EXTERN template tensor<float> nn::detail::layer_normalize<float, cpu, E>(const tensor<float>&, variable<float>&, \
+                                                                         variable<float>&, float, bool, const E&);
 
 // A recurrent layer's statements (nn::detail::NAME_forward, STATES states) for each
 // ReturnSequences, State (call_with_state) and Masked (Keras's mask).
@@ -60,6 +70,8 @@
   EXTERN template tensor<float> nn::detail::permute_forward<float>(const tensor<float>&, std::vector<int>);          \
   EXTERN template tensor<float> nn::detail::group_normalize<float, cpu>(const tensor<float>&, variable<float>&,     \
                                                                         variable<float>&, index_t, float);        \
+  FLUXION_NN_NORM_SPECIALIZATIONS(EXTERN, nn::detail::identity)                                                   \
+  FLUXION_NN_NORM_SPECIALIZATIONS(EXTERN, nn::relu)                                                               \
   FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, lstm, 2)                                                           \
   EXTERN template tensor<float> nn::detail::recurrent_input<float>(tensor<float>, const nn::recurrent_options&,     \
                                                                    const nn::detail::dropout_stream&, bool);        \
@@ -143,6 +155,7 @@ FLUXION_NN_GRU_SPECIALIZATIONS(extern)
 #undef FLUXION_NN_ACTIVATION_SPECIALIZATIONS
 #undef FLUXION_NN_SPECIALIZATIONS
 #undef FLUXION_NN_EPILOGUE_SPECIALIZATIONS
+#undef FLUXION_NN_NORM_SPECIALIZATIONS
 
 #endif
 

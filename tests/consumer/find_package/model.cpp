@@ -37,12 +37,14 @@ int main() {
     if (step == 0) first = last;
   }
   // Keras's other activations after dense and conv2d layers: a training step and inference each.
-  // The group normalization's statements are in the library's main set (nn/prebuilt.hpp).
+  // The normalizations' statements (batch_norm and layer_norm with and without a relu after them,
+  // group_norm) are in the library's main set (nn/prebuilt.hpp).
   // Built with ACTIVATIONS (the find_package consumer) every one of their declarations must link
   // to src/nn_activation_kernels.cpp; without (add_subdirectory) the program compiles them.
   auto activations = nn::sequential(gen, nn::input<4, 4, 2>{}, nn::conv2d<3, 3, nn::same>{}, nn::silu{},
-                                    nn::conv2d<3, 3, nn::same>{}, nn::leaky_relu{}, nn::global_avg_pool2d{},
-                                    nn::group_norm<3>{}, nn::dense<6>{}, nn::elu{}, nn::dense<6>{}, nn::selu{}, nn::dense<6>{},
+                                    nn::conv2d<3, 3, nn::same>{}, nn::leaky_relu{}, nn::batch_norm<>{}, nn::relu{},
+                                    nn::global_avg_pool2d{}, nn::group_norm<3>{}, nn::layer_norm{}, nn::relu{},
+                                    nn::batch_norm<>{}, nn::layer_norm{}, nn::dense<6>{}, nn::elu{}, nn::dense<6>{}, nn::selu{}, nn::dense<6>{},
                                     nn::leaky_relu{0.1}, nn::dense<6>{}, nn::relu6{}, nn::dense<6>{}, nn::silu{},
                                     nn::dense<6>{}, nn::softplus{}, nn::dense<6>{}, nn::softsign{}, nn::dense<6>{},
                                     nn::mish{}, nn::dense<3>{});
