@@ -138,3 +138,60 @@ TEST_CASE_TEMPLATE("evaluator: maximum, minimum and reduce_max propagate NaN in 
     CHECK(std::isnan(fx::tensor<T>(fx::reduce_min(b + T(1))).item()));
   }
 }
+
+TEST_CASE_TEMPLATE("evaluator: a reduction over a middle axis reads a contiguous tensor in place, and a sliced one "
+                   "through the buffer, as a naive loop", T, float, double) {
+  // (outer, rows, cols): group_norm's per-channel means over the positions. A contiguous tensor is
+  // read in place (no copy into the fill buffer); a slice of one goes through the buffer.
+  for (fx::index_t cols : {8, 16, 37, 128}) {
+    CAPTURE(cols);
+    const fx::index_t outer = 5, rows = 300;
+    auto whole = test::random_tensor<T>({outer, rows + 2, cols}, 41);
+    const fx::tensor<T> values(fx::slice(whole, {0, 1, 0}, {outer, rows, cols}));  // contiguous
+    auto check = [&](const fx::tensor<T>& sum, const fx::tensor<T>& mx) {
+      REQUIRE(mx.shape() == fx::shape{outer, 1, cols});
+      for (fx::index_t o = 0; o < outer; ++o)
+        for (fx::index_t c = 0; c < cols; ++c) {
+          double want = 0, want_max = -1e300;
+          for (fx::index_t r = 0; r < rows; ++r) {
+            const double v = values(o, r, c);
+            want += v;
+            want_max = std::max(want_max, v);
+          }
+          CHECK(sum(o, c) == doctest::Approx(want).epsilon(1e-5));
+          CHECK(mx(o, 0, c) == static_cast<T>(want_max));
+        }
+    };
+    check(fx::reduce_sum(values, {1}), fx::reduce_max(values, {1}, /*keepdims=*/true));
+    const auto sliced = fx::slice(whole, {0, 1, 0}, {outer, rows, cols});  // strided: through the buffer
+    check(fx::reduce_sum(sliced, {1}), fx::reduce_max(sliced, {1}, /*keepdims=*/true));
+  }
+}
+
+TEST_CASE("evaluator: statements over short broadcast rows (the row odometer across tasks) as a naive loop") {
+  // Rows of 1-16 values over several tasks (32768 values each), so that tasks start inside a row;
+  // a per-(batch, channel) operand broadcast over the positions, as a normalization's scale.
+  for (fx::index_t c : {1, 3, 4, 16}) {
+    CAPTURE(c);
+    const fx::index_t batch = 7, positions = 12289;
+    auto x = test::random_tensor<float>({batch, positions, c}, 51);
+    auto scale = test::random_tensor<float>({batch, 1, c}, 52);
+    auto shift = test::random_tensor<float>({c}, 53);
+    const fx::tensor<float> y = x * scale + shift;
+    const fx::tensor<float> v = fx::reduce_sum(fx::square(x - scale), {1});
+    for (fx::index_t b = 0; b < batch; ++b)
+      for (fx::index_t j = 0; j < c; ++j) {
+        double want_v = 0;
+        for (fx::index_t p = 0; p < positions; ++p) {
+          const float want = x(b, p, j) * scale(b, 0, j) + shift(j);
+          if (y(b, p, j) != doctest::Approx(want).epsilon(1e-6)) {
+            FAIL_CHECK("y(" << b << ", " << p << ", " << j << ") = " << y(b, p, j) << ", want " << want);
+            return;
+          }
+          const double d = static_cast<double>(x(b, p, j)) - scale(b, 0, j);
+          want_v += d * d;
+        }
+        CHECK(v(b, j) == doctest::Approx(want_v).epsilon(1e-4));
+      }
+  }
+}
