@@ -70,6 +70,10 @@ TEST_CASE("group_norm: values against a naive loop, for images, sequences, vecto
   check_values<1>({2, 2, 3, 4}, 1, 1e-3, gen);   // one group: all of an example (layer_norm over h, w, c)
   check_values<-1>({2, 3, 3, 5}, 5, 1e-5, gen);  // instance normalization
   check_values<32>({2, 2, 2, 64}, 32, 1e-3, gen);  // Keras's default groups
+  // The statements see rows of at most 512 values: tile positions at a time (the largest divisor).
+  check_values<8>({2, 12, 128}, 8, 1e-3, gen);  // 3 rows of 4 positions an example
+  check_values<4>({2, 11, 64}, 4, 1e-3, gen);   // 11 positions, prime: one position a row
+  check_values<4>({2, 3, 1024}, 4, 1e-3, gen);  // more channels than a row holds: one position a row
 }
 
 TEST_CASE("group_norm: gradients with respect to the input, gamma and beta") {
@@ -92,6 +96,8 @@ TEST_CASE("group_norm: gradients with respect to the input, gamma and beta") {
   check(nn::group_norm<2, double>{}, fx::shape{2, 3, 2, 4});
   check(nn::group_norm<3, double>{}, fx::shape{3, 6});
   check(nn::instance_norm<double>{}, fx::shape{2, 4, 3});
+  check(nn::group_norm<4, double>{}, fx::shape{1, 12, 64});  // 2 rows of 6 positions
+  check(nn::group_norm<4, double>{}, fx::shape{1, 11, 64});  // 11 positions, prime: one a row
 }
 
 TEST_CASE("group_norm: in a sequential model, checked at compile time, with an activation after it, Keras's names") {
