@@ -37,6 +37,11 @@
 //                          gradients of sum(y * w)): fluxion's nn::multi_head_attention under a
 //                          tape, LibTorch's MultiheadAttention ((time, batch, e) layout) with the same
 //                          weights, autograd
+//   batch_norm             a small CNN's batch normalization, (64, 28, 28, 32), a training call
+//                          and its backward pass (input, gamma and beta gradients of sum(y * w)),
+//                          and inference alone (batch_norm_inference_*): fluxion's nn::batch_norm<>
+//                          under a tape, LibTorch's BatchNorm2d (NCHW and channels_last) with the
+//                          same gamma and beta; the LibTorch case first checks the same output
 //   conv_transpose         a generator's upsampling layer, (64, 14, 14, 64) -> conv2d_transpose 32
 //                          filters 4x4, stride 2, valid -> (64, 30, 30, 32), forward and backward
 //                          (input, kernel and bias gradients of sum(y * w)): fluxion's
@@ -416,37 +421,51 @@ void conv_transpose_fluxion(benchmark::State& state) {
 constexpr fx::index_t gn_batch = 16, gn_hw = 32, gn_channels = 128, gn_groups = 32;
 using gn_layer = nn::group_norm<gn_groups>;
 
-/// A diffusion U-Net's group normalization (32 groups of 128 channels at 32x32, batch 16): the layer
-/// with random gamma and beta (seed 14), its input (seed 15) and output gradient (seed 16).
-struct gn_case {
-  gn_layer layer;
+/// A normalization layer over (Batch, Hw, Hw, Channels) with random gamma and beta (seed Seed), its
+/// input (Seed + 1) and output gradient (Seed + 2): the same numbers for fluxion and LibTorch.
+template <class Layer, fx::index_t Batch, fx::index_t Hw, fx::index_t Channels, std::uint64_t Seed>
+struct norm_case {
+  Layer layer;
   fx::tensor<float> x, w;
-  gn_case() {
-    fx::random::generator gen{14}, gx{15}, gw{16};
-    layer.build(fx::shape{gn_hw, gn_hw, gn_channels}, gen);
-    layer.gamma().assign(fx::random::uniform<float>({gn_channels}, gen, 0.5f, 1.5f));
-    layer.beta().assign(fx::random::normal<float>({gn_channels}, gen));
-    x = fx::random::normal<float>({gn_batch, gn_hw, gn_hw, gn_channels}, gx, 0.5f, 2.f);
-    w = fx::random::normal<float>({gn_batch, gn_hw, gn_hw, gn_channels}, gw);
+  norm_case() {
+    fx::random::generator gen{Seed}, gx{Seed + 1}, gw{Seed + 2};
+    layer.build(fx::shape{Hw, Hw, Channels}, gen);
+    layer.gamma().assign(fx::random::uniform<float>({Channels}, gen, 0.5f, 1.5f));
+    layer.beta().assign(fx::random::normal<float>({Channels}, gen));
+    x = fx::random::normal<float>({Batch, Hw, Hw, Channels}, gx, 0.5f, 2.f);
+    w = fx::random::normal<float>({Batch, Hw, Hw, Channels}, gw);
   }
 };
+/// A diffusion U-Net's group normalization (32 groups of 128 channels at 32x32, batch 16).
+using gn_case = norm_case<gn_layer, gn_batch, gn_hw, gn_channels, 14>;
+constexpr fx::index_t bn_batch = 64, bn_hw = 28, bn_channels = 32;
+/// A small CNN's batch normalization (32 channels at 28x28, batch 64).
+using bn_case = norm_case<nn::batch_norm<>, bn_batch, bn_hw, bn_channels, 17>;
 
-void group_norm_fluxion(benchmark::State& state) {
+/// A training call (batch_norm: the batch's statistics, the moving ones updated) and its backward
+/// pass; Inference: the call alone, not training (batch_norm: the moving statistics).
+template <class Case, bool Inference>
+void norm_fluxion(benchmark::State& state) {
   set_threads(static_cast<int>(state.range(0)));
-  gn_case c;
-  auto sources = c.layer.trainable_variables();
-  auto pass = [&] { return layer_pass(c, sources); };
-  const auto [dx, dvars] = pass();
-  // beta's gradient is the sum of w over every position: the pass is real.
-  const fx::tensor<float> want_db = fx::reduce_sum(c.w, {0, 1, 2});
-  if (!fx::all(fx::abs(dvars[1] - want_db) < 1e-2f)) state.SkipWithError("fluxion: the beta gradient is wrong");
-  for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
+  Case c;
+  if constexpr (Inference) {
+    for (auto _ : state) benchmark::DoNotOptimize(fx::tensor<float>(c.layer(c.x)).data());
+  } else {
+    auto sources = c.layer.trainable_variables();
+    auto pass = [&] {
+      return layer_pass(c, sources, [&](const fx::tensor<float>& x) { return c.layer(x, /*training=*/true); });
+    };
+    const auto [dx, dvars] = pass();
+    // beta's gradient is the sum of w over every position: the pass is real.
+    const fx::tensor<float> want_db = fx::reduce_sum(c.w, {0, 1, 2});
+    if (!fx::all(fx::abs(dvars[1] - want_db) < 1e-2f)) state.SkipWithError("fluxion: the beta gradient is wrong");
+    for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
+  }
 }
-void group_norm_forward_fluxion(benchmark::State& state) {
-  set_threads(static_cast<int>(state.range(0)));
-  gn_case c;
-  for (auto _ : state) benchmark::DoNotOptimize(fx::tensor<float>(c.layer(c.x)).data());
-}
+void group_norm_fluxion(benchmark::State& s) { norm_fluxion<gn_case, false>(s); }
+void group_norm_forward_fluxion(benchmark::State& s) { norm_fluxion<gn_case, true>(s); }
+void batch_norm_fluxion(benchmark::State& s) { norm_fluxion<bn_case, false>(s); }
+void batch_norm_inference_fluxion(benchmark::State& s) { norm_fluxion<bn_case, true>(s); }
 
 /// The layer with Keras's recurrent_dropout 0.2 in training (its step statements), against the fused
 /// cells of the same layer in training without it.
@@ -580,41 +599,68 @@ void attention_torch(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(torch::autograd::grad({forward()}, inputs, {w})[0].data_ptr());
 }
 
-/// torch::nn::GroupNorm on the same numbers, in PyTorch's layout (NCHW) or on an NHWC tensor
-/// (channels_last); Backward: the input's, gamma's and beta's gradients, as group_norm_fluxion.
-template <bool Nhwc, bool Backward>
-void torch_group_norm(benchmark::State& state) {
+/// A LibTorch normalization module (make_module(), holding gamma and beta as weight and bias) on a
+/// norm_case's numbers, in PyTorch's layout (NCHW) or on an NHWC tensor (channels_last); Training:
+/// a training call and the input's, gamma's and beta's gradients, as norm_fluxion; otherwise the
+/// call alone in eval mode. It first checks the same output as fluxion's call in the same mode,
+/// without the moving statistics' update.
+template <class Case, bool Nhwc, bool Training, class MakeModule>
+void torch_norm(benchmark::State& state, MakeModule make_module) {
   set_threads(static_cast<int>(state.range(0)));
-  gn_case c;
-  torch::nn::GroupNorm gn(torch::nn::GroupNormOptions(gn_groups, gn_channels).eps(1e-3));
+  Case c;
+  auto m = make_module();
+  const auto& xs = c.x.shape();
+  const fx::index_t channels = xs[3];
   {
     torch::NoGradGuard no_grad;
-    gn->weight.copy_(torch::from_blob(const_cast<float*>(c.layer.gamma().peek().data()), {gn_channels}));
-    gn->bias.copy_(torch::from_blob(const_cast<float*>(c.layer.beta().peek().data()), {gn_channels}));
+    m->weight.copy_(torch::from_blob(const_cast<float*>(c.layer.gamma().peek().data()), {channels}));
+    m->bias.copy_(torch::from_blob(const_cast<float*>(c.layer.beta().peek().data()), {channels}));
   }
+  m->train(Training);
   auto layout = [&](const fx::tensor<float>& t) {
-    auto nchw = torch::from_blob(const_cast<float*>(t.data()), {gn_batch, gn_hw, gn_hw, gn_channels}).permute({0, 3, 1, 2});
+    auto nchw = torch::from_blob(const_cast<float*>(t.data()), {xs[0], xs[1], xs[2], channels}).permute({0, 3, 1, 2});
     return Nhwc ? nchw.contiguous(torch::MemoryFormat::ChannelsLast) : nchw.contiguous();
   };
-  const auto x = layout(c.x).requires_grad_(Backward);
+  const auto x = layout(c.x).requires_grad_(Training);
   const auto w = layout(c.w);
-  const fx::tensor<float> want = c.layer(c.x);
-  const auto got = gn->forward(x).detach().permute({0, 2, 3, 1}).contiguous();
+  fx::tensor<float> want;
+  if constexpr (requires { c.layer.call(c.x, Training, false); }) want = c.layer.call(c.x, Training, /*update=*/false);
+  else want = c.layer(c.x);
+  const auto got = m->forward(x).detach().permute({0, 2, 3, 1}).contiguous();
   if (!torch::allclose(got, torch::from_blob(const_cast<float*>(want.data()), got.sizes()), 1e-3, 1e-3))
     state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
-  std::vector<torch::Tensor> inputs{x, gn->weight, gn->bias};
+  std::vector<torch::Tensor> inputs{x, m->weight, m->bias};
   for (auto _ : state) {
-    if constexpr (Backward) benchmark::DoNotOptimize(torch::autograd::grad({gn->forward(x)}, inputs, {w})[0].data_ptr());
+    if constexpr (Training) benchmark::DoNotOptimize(torch::autograd::grad({m->forward(x)}, inputs, {w})[0].data_ptr());
     else {
       torch::NoGradGuard no_grad;
-      benchmark::DoNotOptimize(gn->forward(x).data_ptr());
+      benchmark::DoNotOptimize(m->forward(x).data_ptr());
     }
   }
+}
+/// torch::nn::GroupNorm(32, 128).
+template <bool Nhwc, bool Backward>
+void torch_group_norm(benchmark::State& state) {
+  torch_norm<gn_case, Nhwc, Backward>(state, [] {
+    return torch::nn::GroupNorm(torch::nn::GroupNormOptions(gn_groups, gn_channels).eps(1e-3));
+  });
 }
 void group_norm_torch_nchw(benchmark::State& s) { torch_group_norm<false, true>(s); }
 void group_norm_torch_nhwc(benchmark::State& s) { torch_group_norm<true, true>(s); }
 void group_norm_forward_torch_nchw(benchmark::State& s) { torch_group_norm<false, false>(s); }
 void group_norm_forward_torch_nhwc(benchmark::State& s) { torch_group_norm<true, false>(s); }
+/// torch::nn::BatchNorm2d(32), momentum 0.01 (Keras's 0.99); inference with the initial moving
+/// statistics of both (zeros and ones).
+template <bool Nhwc, bool Training>
+void torch_batch_norm(benchmark::State& state) {
+  torch_norm<bn_case, Nhwc, Training>(state, [] {
+    return torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(bn_channels).eps(1e-3).momentum(0.01));
+  });
+}
+void batch_norm_torch_nchw(benchmark::State& s) { torch_batch_norm<false, true>(s); }
+void batch_norm_torch_nhwc(benchmark::State& s) { torch_batch_norm<true, true>(s); }
+void batch_norm_inference_torch_nchw(benchmark::State& s) { torch_batch_norm<false, false>(s); }
+void batch_norm_inference_torch_nhwc(benchmark::State& s) { torch_batch_norm<true, false>(s); }
 
 void conv_transpose_torch(benchmark::State& state) {
   set_threads(static_cast<int>(state.range(0)));
@@ -734,6 +780,8 @@ BENCHMARK(rnn_lstm_training_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_recurrent_dropout_fluxion)->Apply(threads);
 BENCHMARK(group_norm_fluxion)->Apply(threads);
 BENCHMARK(group_norm_forward_fluxion)->Apply(threads);
+BENCHMARK(batch_norm_fluxion)->Apply(threads);
+BENCHMARK(batch_norm_inference_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(global_avg_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_avg_pool_torch_nhwc)->Apply(threads);
@@ -743,6 +791,10 @@ BENCHMARK(rnn_gru_torch)->Apply(threads);
 BENCHMARK(conv_transpose_torch)->Apply(threads);
 BENCHMARK(group_norm_torch_nchw)->Apply(threads);
 BENCHMARK(group_norm_torch_nhwc)->Apply(threads);
+BENCHMARK(batch_norm_torch_nchw)->Apply(threads);
+BENCHMARK(batch_norm_torch_nhwc)->Apply(threads);
+BENCHMARK(batch_norm_inference_torch_nchw)->Apply(threads);
+BENCHMARK(batch_norm_inference_torch_nhwc)->Apply(threads);
 BENCHMARK(group_norm_forward_torch_nchw)->Apply(threads);
 BENCHMARK(group_norm_forward_torch_nhwc)->Apply(threads);
 BENCHMARK(attention_torch)->Apply(threads);

@@ -56,7 +56,9 @@ void check_all_close(const std::vector<double>& got, const std::vector<double>& 
 
 TEST_CASE("batch_norm: gradients and tangents with respect to the input, gamma and beta, in training and inference") {
   fx::random::generator gen{3};
-  for (const fx::shape& s : {fx::shape{5, 3}, fx::shape{2, 3, 2, 3}}) {
+  // The statements see rows of up to 512 values: (2, 200, 3) as 4 rows of 100 positions, (173,
+  // 3) as rows of one (173 is prime).
+  for (const fx::shape& s : {fx::shape{5, 3}, fx::shape{2, 3, 2, 3}, fx::shape{2, 200, 3}, fx::shape{173, 3}}) {
     CAPTURE(s);
     nn::batch_norm<-1, double> layer;
     layer.build(fx::shape(std::vector<fx::index_t>(s.begin() + 1, s.end())), gen);
@@ -107,6 +109,24 @@ TEST_CASE("batch_norm: training and inference values, and the moving averages, a
   layer(x, true);
   for (std::size_t c = 0; c < 4; ++c) mean_after[c] = mean_after[c] * 0.9 + st.mean[c] * 0.1;
   check_all_close(layer.moving_mean().peek().to_vector(), mean_after);
+}
+
+TEST_CASE("batch_norm: training values with rows of several positions and of one, against a naive loop") {
+  fx::random::generator gen{9};
+  for (const fx::shape& s : {fx::shape{2, 200, 3}, fx::shape{173, 3}, fx::shape{3, 7, 5, 64}, fx::shape{4, 600}}) {
+    CAPTURE(s);
+    const fx::index_t c = s[s.rank() - 1];
+    nn::batch_norm<-1, double> layer{0.5};
+    const fx::tensor<double> x = fx::random::normal<double>(s, gen, 1.0, 3.0);
+    const std::vector<double> xv = x.to_vector();
+    const fx::tensor<double> y = layer(x, /*training=*/true);
+    const channel_stats st = naive_stats(xv, static_cast<std::size_t>(c));
+    const std::vector<double> ones(static_cast<std::size_t>(c), 1.0), zeros(static_cast<std::size_t>(c), 0.0);
+    check_all_close(y.to_vector(), naive_normalize(xv, st.mean, st.variance, ones, zeros, 1e-3));
+    std::vector<double> variance_after(static_cast<std::size_t>(c));
+    for (std::size_t j = 0; j < variance_after.size(); ++j) variance_after[j] = 0.5 + st.variance[j] * 0.5;
+    check_all_close(layer.moving_variance().peek().to_vector(), variance_after);
+  }
 }
 
 TEST_CASE("batch_norm: the moving-average update can be switched off and is never recorded") {

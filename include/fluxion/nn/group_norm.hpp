@@ -70,8 +70,9 @@ namespace detail {
 /// group statistics over the positions and the group's channels, with a hand-written backward
 /// pass (fx::custom_gradient) of three passes over x: the tape's rules for the statements that
 /// compute it took eight, and the layer's training pass 1.7 times as long. A function of T and
-/// Device only, so that every group_norm<Groups> of a program shares its code.
-template <class T, class Device>
+/// Device only, so that every group_norm<Groups> of a program shares its code (Config keeps
+/// programs built with other autodiff settings, core/config.hpp, from linking another's copy).
+template <class T, class Device, int Config = fluxion::detail::autodiff_config>
 tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Device>& gamma_variable,
                                 variable<T, Device>& beta_variable, index_t groups, T eps) {
   const index_t batch = flat.shape()[0], positions = flat.shape()[1], channels = flat.shape()[2];

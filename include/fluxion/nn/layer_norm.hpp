@@ -50,8 +50,8 @@ namespace detail {
 
 /// layer_norm's statement on `x` over its last axis, the activation that follows applied in the
 /// same pass (with `rms`, x / rms(x) * gamma). A function of T, Device and the epilogue only, so
-/// that the library holds the float cpu ones (nn/prebuilt.hpp).
-template <class T, class Device, class Epilogue>
+/// that the library holds the float cpu ones (nn/prebuilt.hpp); Config as batch_normalize's.
+template <class T, class Device, class Epilogue, int Config = fluxion::detail::autodiff_config>
 tensor<T, Device> layer_normalize(const tensor<T, Device>& x, variable<T, Device>& gamma, variable<T, Device>& beta,
                                   T eps, bool rms, const Epilogue& epilogue) {
   if (rms) {
