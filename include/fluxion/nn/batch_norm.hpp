@@ -110,35 +110,43 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
     }
     std::vector<int> reduced;
     for (int d = 0; d < s.rank() - 1; ++d) reduced.push_back(d);
-    // A (1, tile * channels) sum over the rows -> (channels): the sum over the tile.
-    auto untile_sum = [tile, channels](const tensor<T, Device>& t) {
-      return tensor<T, Device>(reduce_sum(reshape(t, {tile, channels}), {0}));
-    };
     tensor<T, Device> mean, variance, y;
-#if FLUXION_MAX_DERIVATIVE_ORDER == 1
+#if FLUXION_MAX_DERIVATIVE_ORDER == 1 && !FLUXION_FORWARD_MODE
     // The backward pass written by hand (fx::custom_gradient), three passes over x and dy: the
     // per-channel sums of dy and dy x, then dx = dy scale + x a + c, with xhat = (x - mean) rstd:
     //   dx = gamma rstd (dy - sum(dy) / n - xhat sum(dy xhat) / n).
     // The tape's rules for the same statements took twice as long (5.7 against 2.7 ms at (64, 28,
     // 28, 32), one thread). It reads the batch's statistics as constants, so a gradient of this
-    // gradient would miss their terms: with FLUXION_MAX_DERIVATIVE_ORDER above 1 (or 0) the tape
-    // differentiates the statements instead.
+    // gradient would miss their terms: with FLUXION_MAX_DERIVATIVE_ORDER above 1 (or 0), or with
+    // forward mode, the tape differentiates the statements instead. Here nothing inside is offered
+    // to autodiff (custom_gradient records the whole), so its statements instantiate their kernels
+    // only, none of their backward functions.
+    auto eval = [](const auto& e) { return fluxion::detail::materialize_unrecorded(e); };
+    auto tiled_value = [tile, channels, eval](const tensor<T, Device>& c) {
+      return eval(reshape(broadcast_to(reshape(c, {1, channels}), {tile, channels}), {1, tile * channels}));
+    };
+    auto untile_sum_value = [tile, channels, eval](const tensor<T, Device>& t) {
+      return eval(reduce_sum(eval(reshape(t, {tile, channels})), {0}));
+    };
     const T inv_n = T(1) / static_cast<T>(positions);
+    const std::vector<index_t> dims = s.to_vector(), rows = {positions / tile, tile * channels};
     auto normalize = custom_gradient([&](const tensor<T, Device>& xin, const tensor<T, Device>& g,
                                          const tensor<T, Device>& b) {
-      const tensor<T, Device> x_rows = reshape(xin, {positions / tile, tile * channels});
-      mean = reduce_mean(xin, reduced);
-      variance = untile_sum(reduce_mean(square(x_rows - tiled(mean)), {0})) * (T(1) / static_cast<T>(tile));
-      const tensor<T, Device> rstd = rsqrt(variance + eps), scale = g * rsqrt(variance + eps), scale_t = tiled(scale);
-      tensor<T, Device> out = untiled(tensor<T, Device>(x_rows * scale_t + tiled(tensor<T, Device>(b - mean * scale))));
+      const tensor<T, Device> x_rows = eval(reshape(xin, rows));
+      mean = eval(reduce_mean(xin, reduced));
+      variance = eval(untile_sum_value(eval(reduce_mean(square(x_rows - tiled_value(mean)), {0}))) *
+                      (T(1) / static_cast<T>(tile)));
+      const tensor<T, Device> rstd = eval(rsqrt(variance + eps)), scale = eval(g * rsqrt(variance + eps));
+      const tensor<T, Device> scale_t = tiled_value(scale);
+      tensor<T, Device> out = eval(reshape(eval(x_rows * scale_t + tiled_value(eval(b - mean * scale))), dims));
       auto backward = [=, m = mean](const tensor<T, Device>& dy) {
-        const tensor<T, Device> dy_rows = reshape(dy, {positions / tile, tile * channels});
-        tensor<T, Device> sum_dy = untile_sum(reduce_sum(dy_rows, {0}));
-        const tensor<T, Device> sum_dyx = untile_sum(reduce_sum(dy_rows * x_rows, {0}));
-        tensor<T, Device> dgamma = (sum_dyx - m * sum_dy) * rstd;
-        const tensor<T, Device> a = -scale * rstd * dgamma * inv_n;
-        const tensor<T, Device> c = -scale * sum_dy * inv_n - m * a;
-        tensor<T, Device> dx = untiled(tensor<T, Device>(dy_rows * scale_t + x_rows * tiled(a) + tiled(c)));
+        const tensor<T, Device> dy_rows = eval(reshape(dy, rows));
+        tensor<T, Device> sum_dy = untile_sum_value(eval(reduce_sum(dy_rows, {0})));
+        const tensor<T, Device> sum_dyx = untile_sum_value(eval(reduce_sum(dy_rows * x_rows, {0})));
+        tensor<T, Device> dgamma = eval((sum_dyx - m * sum_dy) * rstd);
+        const tensor<T, Device> a = eval(-scale * rstd * dgamma * inv_n);
+        const tensor<T, Device> c = eval(-scale * sum_dy * inv_n - m * a);
+        tensor<T, Device> dx = eval(reshape(eval(dy_rows * scale_t + x_rows * tiled_value(a) + tiled_value(c)), dims));
         return std::tuple{std::move(dx), std::move(dgamma), std::move(sum_dy)};
       };
       return std::pair{std::move(out), backward};
@@ -147,6 +155,10 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
     if constexpr (!std::is_same_v<Epilogue, identity>) y = tensor<T, Device>(epilogue(y));
 #else
     // The same statements, recorded: the same values, bit for bit, as the hand-written pass's.
+    // A (1, tile * channels) sum over the rows -> (channels): the sum over the tile.
+    auto untile_sum = [tile, channels](const tensor<T, Device>& t) {
+      return tensor<T, Device>(reduce_sum(reshape(t, {tile, channels}), {0}));
+    };
     mean = reduce_mean(x, reduced);  // (channels)
     variance = untile_sum(reduce_mean(square(xt - tiled(mean)), {0})) * (T(1) / static_cast<T>(tile));  // biased, as Keras
     const tensor<T, Device> scale = gamma * rsqrt(variance + eps);
