@@ -69,7 +69,10 @@ namespace detail {
 /// gamma (x - mean) / sqrt(var + eps) + beta of x (batch, positions, channels), each example's
 /// group statistics over the positions and the group's channels, with a hand-written backward
 /// pass (fx::custom_gradient) of three passes over x: the tape's rules for the statements that
-/// compute it took eight, and the layer's training pass 1.7 times as long. A function of T and
+/// compute it took eight, and the layer's training pass 1.7 times as long. With the default
+/// autodiff settings only (order 1, no forward mode): otherwise the tape's rules, which give
+/// second derivatives and tangents (stop 77; until then the hand-written pass served every
+/// setting, and a gradient of a gradient missed the statistics' terms). A function of T and
 /// Device only, so that every group_norm<Groups> of a program shares its code (Config keeps
 /// programs built with other autodiff settings, core/config.hpp, from linking another's copy).
 template <class T, class Device, int Config = fluxion::detail::autodiff_config>
@@ -105,8 +108,9 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
   auto untile_mean = [=](const tensor<T, Device>& t) {
     return tensor<T, Device>(reduce_mean(reshape(t, {batch, tile, channels}), {1}, keepdims));
   };
-  auto f = custom_gradient([=](const tensor<T, Device>& x, const tensor<T, Device>& gamma,
-                               const tensor<T, Device>& beta) {
+  // The forward statements on x and gamma and beta (tensors, or the variables, which the tape then
+  // records): x as rows, each group's mean and rstd, gamma by group, the tiled scale, and y.
+  auto normalized = [=](const tensor<T, Device>& x, const auto& gamma, const auto& beta) {
     // Per-channel means over the positions (one vector pass with the channels kept), then each
     // group's: a reduction over positions and the group's channels at once, axes 1 and 3 of a
     // (batch, positions, groups, per_group) view, took 15 times longer.
@@ -120,6 +124,20 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
     const tensor<T, Device> shift = reshape(beta, {groups, per_group}) - mean * scale;
     const tensor<T, Device> scale_t = to_tiled(scale);  // read by the backward pass too
     tensor<T, Device> y = reshape(xt * scale_t + to_tiled(shift), {batch, positions, channels});
+    return std::tuple{xt, mean, rstd, gamma_g, scale_t, std::move(y)};
+  };
+#if FLUXION_MAX_DERIVATIVE_ORDER != 1 || FLUXION_FORWARD_MODE
+  // The same statements, recorded: the tape's rules differentiate them to any order (the
+  // hand-written pass below reads the statistics as constants, so a gradient of its gradient
+  // would miss their terms), and forward mode sees them. The same values, bit for bit.
+  return std::get<5>(normalized(flat, gamma_variable, beta_variable));
+#else
+  auto f = custom_gradient([=](const tensor<T, Device>& x, const tensor<T, Device>& gamma,
+                               const tensor<T, Device>& beta) {
+    auto values = normalized(x, gamma, beta);  // named one by one: clang before 16 cannot capture a binding
+    const tensor<T, Device> xt = std::get<0>(values), mean = std::get<1>(values), rstd = std::get<2>(values);
+    const tensor<T, Device> gamma_g = std::get<3>(values), scale_t = std::get<4>(values);
+    tensor<T, Device> y = std::move(std::get<5>(values));
     auto backward = [=](const tensor<T, Device>& dy) {
       // Per-channel sums over the positions of dy and dy x, then the group sums of
       // gamma dy and gamma dy x; dx = dy scale + x b + c per group (the usual formula, with
@@ -141,6 +159,7 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
     return std::pair{std::move(y), backward};
   });
   return f(flat, gamma_variable, beta_variable);
+#endif
 }
 }  // namespace detail
 
