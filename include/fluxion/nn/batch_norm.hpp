@@ -97,12 +97,13 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
         tile = k;
         break;
       }
-    const tensor<T, Device> xt = reshape(x, {positions / tile, tile * channels});
+    const tensor<T, Device> xt = fluxion::reshape(x, {positions / tile, tile * channels});
     // A per-channel tensor or variable -> (1, tile * channels); recorded as the statements are.
+    // (fluxion::reshape: in a generic lambda nvcc finds the layer nn::reshape first.)
     auto tiled = [tile, channels](const auto& c) {
-      return tensor<T, Device>(reshape(broadcast_to(reshape(c, {1, channels}), {tile, channels}), {1, tile * channels}));
+      return tensor<T, Device>(fluxion::reshape(fluxion::broadcast_to(fluxion::reshape(c, {1, channels}), {tile, channels}), {1, tile * channels}));
     };
-    auto untiled = [dims = s.to_vector()](const tensor<T, Device>& t) { return reshape(t, dims); };
+    auto untiled = [dims = s.to_vector()](const tensor<T, Device>& t) { return fluxion::reshape(t, dims); };
     if (!training) {
       const tensor<T, Device> scale = gamma * rsqrt(moving_variance.peek() + eps);
       const tensor<T, Device> shift = beta - moving_mean.peek() * scale;
@@ -123,30 +124,30 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
     // only, none of their backward functions.
     auto eval = [](const auto& e) { return fluxion::detail::materialize_unrecorded(e); };
     auto tiled_value = [tile, channels, eval](const tensor<T, Device>& c) {
-      return eval(reshape(broadcast_to(reshape(c, {1, channels}), {tile, channels}), {1, tile * channels}));
+      return eval(fluxion::reshape(fluxion::broadcast_to(fluxion::reshape(c, {1, channels}), {tile, channels}), {1, tile * channels}));
     };
     auto untile_sum_value = [tile, channels, eval](const tensor<T, Device>& t) {
-      return eval(reduce_sum(eval(reshape(t, {tile, channels})), {0}));
+      return eval(reduce_sum(eval(fluxion::reshape(t, {tile, channels})), {0}));
     };
     const T inv_n = T(1) / static_cast<T>(positions);
     const std::vector<index_t> dims = s.to_vector(), rows = {positions / tile, tile * channels};
     auto normalize = custom_gradient([&](const tensor<T, Device>& xin, const tensor<T, Device>& g,
                                          const tensor<T, Device>& b) {
-      const tensor<T, Device> x_rows = eval(reshape(xin, rows));
+      const tensor<T, Device> x_rows = eval(fluxion::reshape(xin, rows));
       mean = eval(reduce_mean(xin, reduced));
       variance = eval(untile_sum_value(eval(reduce_mean(square(x_rows - tiled_value(mean)), {0}))) *
                       (T(1) / static_cast<T>(tile)));
       const tensor<T, Device> rstd = eval(rsqrt(variance + eps)), scale = eval(g * rsqrt(variance + eps));
       const tensor<T, Device> scale_t = tiled_value(scale);
-      tensor<T, Device> out = eval(reshape(eval(x_rows * scale_t + tiled_value(eval(b - mean * scale))), dims));
+      tensor<T, Device> out = eval(fluxion::reshape(eval(x_rows * scale_t + tiled_value(eval(b - mean * scale))), dims));
       auto backward = [=, m = mean](const tensor<T, Device>& dy) {
-        const tensor<T, Device> dy_rows = eval(reshape(dy, rows));
+        const tensor<T, Device> dy_rows = eval(fluxion::reshape(dy, rows));
         tensor<T, Device> sum_dy = untile_sum_value(eval(reduce_sum(dy_rows, {0})));
         const tensor<T, Device> sum_dyx = untile_sum_value(eval(reduce_sum(dy_rows * x_rows, {0})));
         tensor<T, Device> dgamma = eval((sum_dyx - m * sum_dy) * rstd);
         const tensor<T, Device> a = eval(-scale * rstd * dgamma * inv_n);
         const tensor<T, Device> c = eval(-scale * sum_dy * inv_n - m * a);
-        tensor<T, Device> dx = eval(reshape(eval(dy_rows * scale_t + x_rows * tiled_value(a) + tiled_value(c)), dims));
+        tensor<T, Device> dx = eval(fluxion::reshape(eval(dy_rows * scale_t + x_rows * tiled_value(a) + tiled_value(c)), dims));
         return std::tuple{std::move(dx), std::move(dgamma), std::move(sum_dy)};
       };
       return std::pair{std::move(out), backward};
@@ -157,7 +158,7 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
     // The same statements, recorded: the same values, bit for bit, as the hand-written pass's.
     // A (1, tile * channels) sum over the rows -> (channels): the sum over the tile.
     auto untile_sum = [tile, channels](const tensor<T, Device>& t) {
-      return tensor<T, Device>(reduce_sum(reshape(t, {tile, channels}), {0}));
+      return tensor<T, Device>(reduce_sum(fluxion::reshape(t, {tile, channels}), {0}));
     };
     mean = reduce_mean(x, reduced);  // (channels)
     variance = untile_sum(reduce_mean(square(xt - tiled(mean)), {0})) * (T(1) / static_cast<T>(tile));  // biased, as Keras
@@ -175,19 +176,19 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
   if (!training) {
     const tensor<T, Device> scale = gamma * rsqrt(moving_variance.peek() + eps);
     const tensor<T, Device> shift = beta - moving_mean.peek() * scale;
-    return tensor<T, Device>(epilogue(x * reshape(scale, channel_shape) + reshape(shift, channel_shape)));
+    return tensor<T, Device>(epilogue(x * fluxion::reshape(scale, channel_shape) + fluxion::reshape(shift, channel_shape)));
   }
   std::vector<int> reduced;
   for (int d = 0; d < s.rank(); ++d)
     if (d != axis) reduced.push_back(d);
   const tensor<T, Device> mean = reduce_mean(x, reduced, keepdims);
   const tensor<T, Device> variance = reduce_mean(square(x - mean), reduced, keepdims);  // biased, as Keras
-  tensor<T, Device> y = epilogue((x - mean) * (rsqrt(variance + eps) * reshape(gamma, channel_shape)) +
-                                 reshape(beta, channel_shape));
+  tensor<T, Device> y = epilogue((x - mean) * (rsqrt(variance + eps) * fluxion::reshape(gamma, channel_shape)) +
+                                 fluxion::reshape(beta, channel_shape));
   if (update) {
     autodiff_paused quiet;
-    moving_mean.assign(moving_mean.peek() * momentum + reshape(mean, {channels}) * (T(1) - momentum));
-    moving_variance.assign(moving_variance.peek() * momentum + reshape(variance, {channels}) * (T(1) - momentum));
+    moving_mean.assign(moving_mean.peek() * momentum + fluxion::reshape(mean, {channels}) * (T(1) - momentum));
+    moving_variance.assign(moving_variance.peek() * momentum + fluxion::reshape(variance, {channels}) * (T(1) - momentum));
   }
   return y;
 }

@@ -82,7 +82,7 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
   const index_t per_group = channels / groups;
   // (batch, 1, channels) -> (batch, groups, 1): each group's mean of per-channel values.
   auto to_groups = [=](const tensor<T, Device>& c) {
-    return tensor<T, Device>(reduce_mean(reshape(c, {batch, groups, per_group}), {2}, keepdims));
+    return tensor<T, Device>(reduce_mean(fluxion::reshape(c, {batch, groups, per_group}), {2}, keepdims));
   };
   // The statements that read a per-(example, channel) value at every position see x as (batch,
   // positions / tile, tile * channels) and that value repeated tile times: rows of tile * channels
@@ -100,30 +100,31 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
   const std::vector<index_t> tiled_shape{batch, positions / tile, tile * channels};
   // (batch, groups, k) -> (batch, 1, tile * channels), k = 1 (repeated over the group) or per_group.
   auto to_tiled = [=](const tensor<T, Device>& g) {
-    return tensor<T, Device>(reshape(broadcast_to(reshape(g, {batch, 1, groups, g.shape()[2]}),
+    return tensor<T, Device>(fluxion::reshape(fluxion::broadcast_to(fluxion::reshape(g, {batch, 1, groups, g.shape()[2]}),
                                                   {batch, tile, groups, per_group}),
                                      {batch, 1, tile * channels}));
   };
   // A (batch, 1, tile * channels) mean over each row -> (batch, 1, channels): the mean over the tile.
   auto untile_mean = [=](const tensor<T, Device>& t) {
-    return tensor<T, Device>(reduce_mean(reshape(t, {batch, tile, channels}), {1}, keepdims));
+    return tensor<T, Device>(reduce_mean(fluxion::reshape(t, {batch, tile, channels}), {1}, keepdims));
   };
   // The forward statements on x and gamma and beta (tensors, or the variables, which the tape then
-  // records): x as rows, each group's mean and rstd, gamma by group, the tiled scale, and y.
+  // records): x as rows, each group's mean and rstd, gamma by group, the tiled scale, and y. Names
+  // qualified: in a generic lambda nvcc finds the layer nn::reshape first.
   auto normalized = [=](const tensor<T, Device>& x, const auto& gamma, const auto& beta) {
     // Per-channel means over the positions (one vector pass with the channels kept), then each
     // group's: a reduction over positions and the group's channels at once, axes 1 and 3 of a
     // (batch, positions, groups, per_group) view, took 15 times longer.
-    const tensor<T, Device> xt = reshape(x, tiled_shape);
+    const tensor<T, Device> xt = fluxion::reshape(x, tiled_shape);
     const tensor<T, Device> mean = to_groups(reduce_mean(x, {1}, keepdims));
     const tensor<T, Device> variance =
         to_groups(untile_mean(reduce_mean(square(xt - to_tiled(mean)), {1}, keepdims)));
     const tensor<T, Device> rstd = rsqrt(variance + eps);                                     // (batch, groups, 1)
-    const tensor<T, Device> gamma_g = reshape(gamma, {groups, per_group});
+    const tensor<T, Device> gamma_g = fluxion::reshape(gamma, {groups, per_group});
     const tensor<T, Device> scale = rstd * gamma_g;                                           // (batch, groups, per_group)
-    const tensor<T, Device> shift = reshape(beta, {groups, per_group}) - mean * scale;
+    const tensor<T, Device> shift = fluxion::reshape(beta, {groups, per_group}) - mean * scale;
     const tensor<T, Device> scale_t = to_tiled(scale);  // read by the backward pass too
-    tensor<T, Device> y = reshape(xt * scale_t + to_tiled(shift), {batch, positions, channels});
+    tensor<T, Device> y = fluxion::reshape(xt * scale_t + to_tiled(shift), {batch, positions, channels});
     return std::tuple{xt, mean, rstd, gamma_g, scale_t, std::move(y)};
   };
 #if FLUXION_MAX_DERIVATIVE_ORDER != 1 || FLUXION_FORWARD_MODE
@@ -143,17 +144,17 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
       // gamma dy and gamma dy x; dx = dy scale + x b + c per group (the usual formula, with
       // x_hat = (x - mean) rstd and M = positions * per_group values a group):
       //   dx = rstd (gamma dy - sum(gamma dy) / M - x_hat sum(gamma dy x_hat) / M).
-      const tensor<T, Device> sum_dy = reshape(reduce_sum(dy, {1}), {batch, groups, per_group});
-      const tensor<T, Device> sum_dyx = reshape(reduce_sum(dy * x, {1}), {batch, groups, per_group});
+      const tensor<T, Device> sum_dy = fluxion::reshape(reduce_sum(dy, {1}), {batch, groups, per_group});
+      const tensor<T, Device> sum_dyx = fluxion::reshape(reduce_sum(dy * x, {1}), {batch, groups, per_group});
       const tensor<T, Device> a = reduce_sum(gamma_g * sum_dy, {2}, keepdims);   // sum gamma dy
       const tensor<T, Device> b = reduce_sum(gamma_g * sum_dyx, {2}, keepdims);  // sum gamma dy x
       const T inv_m = T(1) / static_cast<T>(positions * per_group);
       const tensor<T, Device> x_coef = -(rstd * rstd * rstd) * (b - mean * a) * inv_m;
       const tensor<T, Device> offset = -rstd * a * inv_m - mean * x_coef;
-      tensor<T, Device> dx = reshape(reshape(dy, tiled_shape) * scale_t + xt * to_tiled(x_coef) + to_tiled(offset),
+      tensor<T, Device> dx = fluxion::reshape(fluxion::reshape(dy, tiled_shape) * scale_t + xt * to_tiled(x_coef) + to_tiled(offset),
                                      {batch, positions, channels});
-      tensor<T, Device> dgamma = reshape(reduce_sum((sum_dyx - mean * sum_dy) * rstd, {0}), {channels});
-      tensor<T, Device> dbeta = reshape(reduce_sum(sum_dy, {0}), {channels});
+      tensor<T, Device> dgamma = fluxion::reshape(reduce_sum((sum_dyx - mean * sum_dy) * rstd, {0}), {channels});
+      tensor<T, Device> dbeta = fluxion::reshape(reduce_sum(sum_dy, {0}), {channels});
       return std::tuple{std::move(dx), std::move(dgamma), std::move(dbeta)};
     };
     return std::pair{std::move(y), backward};
