@@ -91,12 +91,7 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
   // prime). At (16, 1024, 128) rows of 512 took 0.65-0.7 of the time of rows of 128 for the output
   // statement and 0.83-0.87 for the variances; rows of 4096 were slower than 128 (their operands
   // leave L1).
-  index_t tile = 1;
-  for (index_t k = std::min<index_t>(positions, 512 / std::max<index_t>(1, channels)); k > 1; --k)
-    if (positions % k == 0) {
-      tile = k;
-      break;
-    }
+  const index_t tile = row_tile(positions, channels);
   const std::vector<index_t> tiled_shape{batch, positions / tile, tile * channels};
   // (batch, groups, k) -> (batch, 1, tile * channels), k = 1 (repeated over the group) or per_group.
   auto to_tiled = [=](const tensor<T, Device>& g) {

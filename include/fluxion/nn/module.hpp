@@ -110,6 +110,16 @@ using input = typed_input<float, Dims...>;
 
 namespace detail {
 
+/// How many neighbouring positions of `channels` values a normalization's statements take as one
+/// row: the largest divisor of `positions` with at most 512 values a row (1 when none is, as for a
+/// prime count). A statement pays for each row, so per-channel operands read over rows of one
+/// position's channels cost more than the values (batch_norm, group_norm).
+inline index_t row_tile(index_t positions, index_t channels) {
+  for (index_t k = std::min<index_t>(positions, 512 / std::max<index_t>(1, channels)); k > 1; --k)
+    if (positions % k == 0) return k;
+  return 1;
+}
+
 /// The epilogue that leaves a layer's output as it is.
 struct identity {
   template <class X>
