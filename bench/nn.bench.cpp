@@ -42,6 +42,11 @@
 //                          and inference alone (batch_norm_inference_*): fluxion's nn::batch_norm<>
 //                          under a tape, LibTorch's BatchNorm2d (NCHW and channels_last) with the
 //                          same gamma and beta; the LibTorch case first checks the same output
+//   layer_norm             a transformer block's layer normalization, 4096 tokens of 256 features
+//                          ((16, 16, 16, 256)), a call and its backward pass (input, gamma and beta
+//                          gradients of sum(y * w)), and the call alone (layer_norm_forward_*):
+//                          fluxion's nn::layer_norm<> under a tape, LibTorch's LayerNorm({256}) with
+//                          the same gamma and beta; the LibTorch case first checks the same output
 //   conv_transpose         a generator's upsampling layer, (64, 14, 14, 64) -> conv2d_transpose 32
 //                          filters 4x4, stride 2, valid -> (64, 30, 30, 32), forward and backward
 //                          (input, kernel and bias gradients of sum(y * w)): fluxion's
@@ -441,6 +446,9 @@ using gn_case = norm_case<gn_layer, gn_batch, gn_hw, gn_channels, 14>;
 constexpr fx::index_t bn_batch = 64, bn_hw = 28, bn_channels = 32;
 /// A small CNN's batch normalization (32 channels at 28x28, batch 64).
 using bn_case = norm_case<nn::batch_norm<>, bn_batch, bn_hw, bn_channels, 17>;
+constexpr fx::index_t ln_batch = 16, ln_hw = 16, ln_features = 256;
+/// A transformer block's layer normalization: 4096 tokens of 256 features.
+using ln_case = norm_case<nn::layer_norm<>, ln_batch, ln_hw, ln_features, 20>;
 
 /// A training call (batch_norm: the batch's statistics, the moving ones updated) and its backward
 /// pass; Inference: the call alone, not training (batch_norm: the moving statistics).
@@ -466,6 +474,8 @@ void group_norm_fluxion(benchmark::State& s) { norm_fluxion<gn_case, false>(s); 
 void group_norm_forward_fluxion(benchmark::State& s) { norm_fluxion<gn_case, true>(s); }
 void batch_norm_fluxion(benchmark::State& s) { norm_fluxion<bn_case, false>(s); }
 void batch_norm_inference_fluxion(benchmark::State& s) { norm_fluxion<bn_case, true>(s); }
+void layer_norm_fluxion(benchmark::State& s) { norm_fluxion<ln_case, false>(s); }
+void layer_norm_forward_fluxion(benchmark::State& s) { norm_fluxion<ln_case, true>(s); }
 
 /// The layer with Keras's recurrent_dropout 0.2 in training (its step statements), against the fused
 /// cells of the same layer in training without it.
@@ -599,12 +609,15 @@ void attention_torch(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(torch::autograd::grad({forward()}, inputs, {w})[0].data_ptr());
 }
 
+/// How torch_norm hands a norm_case's (N, H, W, C) numbers to LibTorch: PyTorch's layout (NCHW), an
+/// NHWC tensor (channels_last), or as they are (a LayerNorm over the last axis).
+enum class torch_layout { nchw, nhwc, as_is };
 /// A LibTorch normalization module (make_module(), holding gamma and beta as weight and bias) on a
-/// norm_case's numbers, in PyTorch's layout (NCHW) or on an NHWC tensor (channels_last); Training:
+/// norm_case's numbers, laid out as Layout says; Training:
 /// a training call and the input's, gamma's and beta's gradients, as norm_fluxion; otherwise the
 /// call alone in eval mode. It first checks the same output as fluxion's call in the same mode,
 /// without the moving statistics' update.
-template <class Case, bool Nhwc, bool Training, class MakeModule>
+template <class Case, torch_layout Layout, bool Training, class MakeModule>
 void torch_norm(benchmark::State& state, MakeModule make_module) {
   set_threads(static_cast<int>(state.range(0)));
   Case c;
@@ -618,15 +631,18 @@ void torch_norm(benchmark::State& state, MakeModule make_module) {
   }
   m->train(Training);
   auto layout = [&](const fx::tensor<float>& t) {
-    auto nchw = torch::from_blob(const_cast<float*>(t.data()), {xs[0], xs[1], xs[2], channels}).permute({0, 3, 1, 2});
-    return Nhwc ? nchw.contiguous(torch::MemoryFormat::ChannelsLast) : nchw.contiguous();
+    const auto nhwc = torch::from_blob(const_cast<float*>(t.data()), {xs[0], xs[1], xs[2], channels});
+    if constexpr (Layout == torch_layout::as_is) return nhwc.clone();
+    const auto nchw = nhwc.permute({0, 3, 1, 2});
+    return Layout == torch_layout::nhwc ? nchw.contiguous(torch::MemoryFormat::ChannelsLast) : nchw.contiguous();
   };
   const auto x = layout(c.x).requires_grad_(Training);
   const auto w = layout(c.w);
   fx::tensor<float> want;
   if constexpr (requires { c.layer.call(c.x, Training, false); }) want = c.layer.call(c.x, Training, /*update=*/false);
   else want = c.layer(c.x);
-  const auto got = m->forward(x).detach().permute({0, 2, 3, 1}).contiguous();
+  auto got = m->forward(x).detach();
+  if constexpr (Layout != torch_layout::as_is) got = got.permute({0, 2, 3, 1}).contiguous();
   if (!torch::allclose(got, torch::from_blob(const_cast<float*>(want.data()), got.sizes()), 1e-3, 1e-3))
     state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
   std::vector<torch::Tensor> inputs{x, m->weight, m->bias};
@@ -641,7 +657,7 @@ void torch_norm(benchmark::State& state, MakeModule make_module) {
 /// torch::nn::GroupNorm(32, 128).
 template <bool Nhwc, bool Backward>
 void torch_group_norm(benchmark::State& state) {
-  torch_norm<gn_case, Nhwc, Backward>(state, [] {
+  torch_norm<gn_case, Nhwc ? torch_layout::nhwc : torch_layout::nchw, Backward>(state, [] {
     return torch::nn::GroupNorm(torch::nn::GroupNormOptions(gn_groups, gn_channels).eps(1e-3));
   });
 }
@@ -653,7 +669,7 @@ void group_norm_forward_torch_nhwc(benchmark::State& s) { torch_group_norm<true,
 /// statistics of both (zeros and ones).
 template <bool Nhwc, bool Training>
 void torch_batch_norm(benchmark::State& state) {
-  torch_norm<bn_case, Nhwc, Training>(state, [] {
+  torch_norm<bn_case, Nhwc ? torch_layout::nhwc : torch_layout::nchw, Training>(state, [] {
     return torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(bn_channels).eps(1e-3).momentum(0.01));
   });
 }
@@ -661,6 +677,14 @@ void batch_norm_torch_nchw(benchmark::State& s) { torch_batch_norm<false, true>(
 void batch_norm_torch_nhwc(benchmark::State& s) { torch_batch_norm<true, true>(s); }
 void batch_norm_inference_torch_nchw(benchmark::State& s) { torch_batch_norm<false, false>(s); }
 void batch_norm_inference_torch_nhwc(benchmark::State& s) { torch_batch_norm<true, false>(s); }
+/// torch::nn::LayerNorm over the 256 features.
+template <bool Training>
+void torch_layer_norm(benchmark::State& state) {
+  torch_norm<ln_case, torch_layout::as_is, Training>(
+      state, [] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({ln_features}).eps(1e-3)); });
+}
+void layer_norm_torch(benchmark::State& s) { torch_layer_norm<true>(s); }
+void layer_norm_forward_torch(benchmark::State& s) { torch_layer_norm<false>(s); }
 
 void conv_transpose_torch(benchmark::State& state) {
   set_threads(static_cast<int>(state.range(0)));
@@ -782,6 +806,8 @@ BENCHMARK(group_norm_fluxion)->Apply(threads);
 BENCHMARK(group_norm_forward_fluxion)->Apply(threads);
 BENCHMARK(batch_norm_fluxion)->Apply(threads);
 BENCHMARK(batch_norm_inference_fluxion)->Apply(threads);
+BENCHMARK(layer_norm_fluxion)->Apply(threads);
+BENCHMARK(layer_norm_forward_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(global_avg_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_avg_pool_torch_nhwc)->Apply(threads);
@@ -795,6 +821,8 @@ BENCHMARK(batch_norm_torch_nchw)->Apply(threads);
 BENCHMARK(batch_norm_torch_nhwc)->Apply(threads);
 BENCHMARK(batch_norm_inference_torch_nchw)->Apply(threads);
 BENCHMARK(batch_norm_inference_torch_nhwc)->Apply(threads);
+BENCHMARK(layer_norm_torch)->Apply(threads);
+BENCHMARK(layer_norm_forward_torch)->Apply(threads);
 BENCHMARK(group_norm_forward_torch_nchw)->Apply(threads);
 BENCHMARK(group_norm_forward_torch_nhwc)->Apply(threads);
 BENCHMARK(attention_torch)->Apply(threads);

@@ -1,5 +1,7 @@
 // fx::nn::layer_norm: gradients against finite differences (double), values against a naive loop,
-// variables, a sequential model with a fused activation, errors.
+// variables, a sequential model with a fused activation, errors. With these settings (first
+// order, no forward mode) the layer's backward pass is the hand-written one (layer_norm.hpp);
+// norm_second_order.test.cpp checks the tape's rules for the same statements at order 2.
 #define FLUXION_FORWARD_MODE 0  // layers are checked through the tape; the ops' tests check forward mode
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
@@ -8,6 +10,7 @@
 
 #include <cmath>
 #include <vector>
+#include "norm_checks.hpp"
 #include "reverse_only.hpp"
 
 namespace fx = fluxion;
@@ -31,13 +34,25 @@ std::vector<double> naive_layer_norm(const std::vector<double>& x, const std::ve
   return y;
 }
 
+/// check_gradients with respect to the input and gamma (assigned to the layer at each call).
+template <class Layer>
+void check_input_and_gamma_gradients(Layer& layer, const fx::tensor<double>& x, const fx::tensor<double>& g) {
+  auto r = fx::testing::check_gradients(
+      [&](const auto& xi, const auto& gi) {
+        layer.gamma().assign(gi);
+        return layer(xi);
+      },
+      reverse_only, x, g);
+  CHECK_MESSAGE(r.ok, r.report);
+}
+
 }  // namespace
 
 TEST_CASE("layer_norm: gradients with respect to the input, gamma and beta") {
   fx::random::generator gen{6};
   nn::layer_norm<double> layer;
   layer.build(fx::shape{4});
-  for (const fx::shape& s : {fx::shape{3, 4}, fx::shape{2, 3, 4}}) {
+  for (const fx::shape& s : {fx::shape{3, 4}, fx::shape{2, 3, 4}, fx::shape{1, 4}}) {
     CAPTURE(s);
     const fx::tensor<double> x = fx::random::normal<double>(s, gen, 0.5, 2.0);
     const fx::tensor<double> g = fx::random::uniform<double>({4}, gen, 0.5, 1.5), b = fx::random::normal<double>({4}, gen);
@@ -50,6 +65,60 @@ TEST_CASE("layer_norm: gradients with respect to the input, gamma and beta") {
         reverse_only, x, g, b);
     CHECK_MESSAGE(r.ok, r.report);
   }
+}
+
+TEST_CASE("layer_norm: the hand-written pass's values are the recorded statements', bit for bit, with long rows") {
+  // The statements the layer runs with other autodiff settings (layer_norm.hpp, after the #endif),
+  // written out here; rows of 40 and 300 features, float and double.
+  fx::random::generator gen{9};
+  auto check = [&]<class T>(T, const fx::shape& s) {
+    CAPTURE(s);
+    const fx::index_t n = s[s.rank() - 1];
+    const fx::tensor<T> x = fx::random::normal<T>(s, gen, T(0.5), T(2));
+    const fx::tensor<T> g = fx::random::uniform<T>({n}, gen, T(0.5), T(1.5)), b = fx::random::normal<T>({n}, gen);
+    nn::layer_norm<T> plain;
+    nn::layer_norm<T> rms{{.rms_scaling = true}};
+    plain.build(fx::shape{n});
+    rms.build(fx::shape{n});
+    plain.gamma().assign(g);
+    plain.beta().assign(b);
+    rms.gamma().assign(g);
+    const T eps = T(1e-3);
+    const fx::tensor<T> mean = fx::reduce_mean(x, -1, fx::keepdims);
+    const fx::tensor<T> variance = fx::reduce_mean(fx::square(x - mean), -1, fx::keepdims);
+    const fx::tensor<T> want = (x - mean) * fx::rsqrt(variance + eps) * g + b;
+    // RMS: the same statements with a mean of zeros and beta's zeros.
+    std::vector<fx::index_t> row_stats = s.to_vector();
+    row_stats.back() = 1;
+    const fx::tensor<T> zero_mean = fx::zeros<T>(fx::shape(row_stats));
+    const fx::tensor<T> mean_square = fx::reduce_mean(fx::square(x - zero_mean), -1, fx::keepdims);
+    const fx::tensor<T> want_rms = (x - zero_mean) * fx::rsqrt(mean_square + eps) * g + fx::zeros<T>({n});
+    fx::gradient_tape tape;  // under a tape: the custom gradient's forward pass
+    tape.watch(x);
+    CHECK(fx::tensor<T>(plain(x)).to_vector() == want.to_vector());
+    CHECK(fx::tensor<T>(rms(x)).to_vector() == want_rms.to_vector());
+  };
+  for (const fx::shape& s : {fx::shape{6, 40}, fx::shape{3, 5, 300}, fx::shape{1, 300}}) {
+    check(0.0f, s);
+    check(0.0, s);
+  }
+}
+
+TEST_CASE("layer_norm: gradients with long rows, and with a relu after it in a sequential model") {
+  fx::random::generator gen{10};
+  for (bool rms : {false, true}) {
+    CAPTURE(rms);
+    nn::layer_norm<double> layer{{.rms_scaling = rms}};
+    layer.build(fx::shape{37}, gen);
+    const fx::tensor<double> x = fx::random::normal<double>({2, 3, 37}, gen, 0.5, 2.0);
+    const fx::tensor<double> g = fx::random::uniform<double>({37}, gen, 0.5, 1.5);
+    check_input_and_gamma_gradients(layer, x, g);
+  }
+  auto net = nn::sequential(gen, nn::typed_input<double, 4, 6>{}, nn::layer_norm{}, nn::relu{});
+  const fx::tensor<double> x = fx::random::normal<double>({3, 4, 6}, gen, 0.5, 2.0);
+  auto r = fx::testing::check_gradients([&](const auto& xi) { return net(xi, /*training=*/true); }, reverse_only, x);
+  CHECK_MESSAGE(r.ok, r.report);
+  test::check_beta_counts_positive_outputs(net, x, 6);
 }
 
 TEST_CASE("layer_norm: values against a naive loop, the same in training and inference") {
@@ -128,13 +197,7 @@ TEST_CASE("layer_norm options: rms_scaling is RMS normalization, with gamma only
   CHECK(ignored.trainable_variables().size() == 1);
 
   const fx::tensor<double> g = fx::random::uniform<double>({5}, gen, 0.5, 1.5);
-  auto r = fx::testing::check_gradients(
-      [&](const auto& xi, const auto& gi) {
-        layer.gamma().assign(gi);
-        return layer(xi);
-      },
-      reverse_only, x, g);
-  CHECK_MESSAGE(r.ok, r.report);
+  check_input_and_gamma_gradients(layer, x, g);
   CHECK_THROWS_WITH_AS(nn::layer_norm<>({.rms_scaling = true, .beta_regularizer = nn::regularizers::l2(0.1), .name = "r"}),
                        "layer_norm 'r': a beta_regularizer or beta_constraint with rms_scaling = true has no beta to act on "
                        "(RMS normalization scales by gamma only)",

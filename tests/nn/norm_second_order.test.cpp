@@ -1,8 +1,9 @@
-// Second derivatives through batch_norm (training) and group_norm, which a program gets with
+// Second derivatives through batch_norm (training), group_norm and layer_norm, which a program gets with
 // FLUXION_MAX_DERIVATIVE_ORDER 2 (a gradient penalty, a Hessian-vector product): an outer tape's
 // gradient of the inner tape's gradient against central differences of the inner gradient
-// (double). With the default settings both layers use hand-written backward passes that read the
-// batch's or group's statistics as constants; at order 2 the tape differentiates their statements.
+// (double). With the default settings these layers use hand-written backward passes that read the
+// batch's, group's or row's statistics as constants; at order 2 the tape differentiates their
+// statements.
 #define FLUXION_MAX_DERIVATIVE_ORDER 2
 #define FLUXION_FORWARD_MODE 0
 #include <fluxion/fluxion.hpp>
@@ -68,4 +69,17 @@ TEST_CASE("batch_norm and group_norm: second derivatives at order 2 against diff
   gn.gamma().assign(fx::random::uniform<double>({4}, gen, 0.5, 1.5));
   check_second_derivative([&](const fx::tensor<double>& x) { return gn(x); },
                           fx::random::normal<double>({2, 3, 4}, gen, 0.5, 2.0), 13);
+}
+
+TEST_CASE("layer_norm: second derivatives at order 2, with and without rms_scaling") {
+  fx::random::generator gen{14};
+  for (bool rms : {false, true}) {
+    CAPTURE(rms);
+    nn::layer_norm<double> ln{{.rms_scaling = rms}};
+    ln.build(fx::shape{5}, gen);
+    ln.gamma().assign(fx::random::uniform<double>({5}, gen, 0.5, 1.5));
+    if (!rms) ln.beta().assign(fx::random::normal<double>({5}, gen));
+    check_second_derivative([&](const fx::tensor<double>& x) { return ln(x); },
+                            fx::random::normal<double>({2, 2, 5}, gen, 0.5, 2.0), 15);
+  }
 }

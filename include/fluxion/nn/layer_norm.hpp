@@ -6,22 +6,29 @@
 //
 // Each example's last axis is normalized with its own mean and biased variance, y = gamma (x -
 // mean) / sqrt(var + epsilon) + beta, the same in training and inference: two reductions, then one
-// fused statement (with the activation that follows in a sequential model as its epilogue).
+// fused statement (with the default autodiff settings the activation that follows in a sequential
+// model is a statement of its own; otherwise it is the statement's epilogue). With the default
+// settings the backward pass is written by hand (layer_normalize below).
 //
 // Keras's other arguments are nn::layer_norm_options: center = false leaves no beta and scale =
 // false no gamma (beta() and gamma() throw; the statement adds a constant 0 and multiplies by a
 // constant 1, which no tape watches), the two initializers, and gamma's and beta's regularizers and
 // constraints (kept on the variables). rms_scaling = true is Keras 3's RMS normalization (RMSNorm,
 // as LLaMA's): y = gamma x / sqrt(mean(x^2) + epsilon), with gamma only (center and scale are
-// ignored, as Keras ignores them: no beta variable), one reduction and one statement.
+// ignored, as Keras ignores them: no beta variable), one reduction and one statement: layer_norm's
+// statements with a mean of zeros.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
+#include "../autodiff/custom_gradient.hpp"
 #include "../expr/elementwise.hpp"
 #include "../expr/reduce.hpp"
+#include "../expr/remap.hpp"
 #include "../tensor/creation.hpp"
 #include "module.hpp"
 
@@ -54,13 +61,53 @@ namespace detail {
 template <class T, class Device, class Epilogue, int Config = fluxion::detail::autodiff_config>
 tensor<T, Device> layer_normalize(const tensor<T, Device>& x, variable<T, Device>& gamma, variable<T, Device>& beta,
                                   T eps, bool rms, const Epilogue& epilogue) {
-  if (rms) {
-    const tensor<T, Device> mean_square = reduce_mean(square(x), -1, keepdims);
-    return tensor<T, Device>(epilogue(x * rsqrt(mean_square + eps) * gamma));
+#if FLUXION_MAX_DERIVATIVE_ORDER == 1 && !FLUXION_FORWARD_MODE
+  if (x.size() == 0) return x;  // nothing to normalize (and no row length to divide by)
+  {
+    // The backward pass written by hand (fx::custom_gradient), as batch_norm's, over the rows of
+    // the last axis, with xhat = (x - mean) rstd and dxhat = dy gamma:
+    //   dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dgamma = sum(dy xhat),  dbeta = sum(dy):
+    // five passes over x and dy, where the tape's rules for the forward statements took about
+    // twice as long. RMS normalization is the same statements with a mean of zeros (x - 0 is x),
+    // the mean square as the variance, beta's zeros added and no mean(dxhat) term, so that a
+    // program compiles one set of kernels for both (a -0 output of RMS's is +0).
+    // It reads each row's statistics as constants, so with FLUXION_MAX_DERIVATIVE_ORDER above 1
+    // (or 0), or with forward mode, the tape differentiates the statements after the #else
+    // instead, the same statements, so that their values are the same, bit for bit. Nothing here is offered to autodiff: the statements compile their kernels only
+    // (had the recorded ones been compiled too, a program with the layer would take 8 CPU s more).
+    auto eval = [](const auto& e) { return fluxion::detail::materialize_unrecorded(e); };
+    const std::vector<index_t> dims = x.shape().to_vector();
+    const index_t features = dims.back();
+    const std::vector<index_t> flat = {x.size() / features, features};
+    auto normalize = custom_gradient([&](const tensor<T, Device>& xin, const tensor<T, Device>& g,
+                                         const tensor<T, Device>& b) {
+      const tensor<T, Device> x2 = eval(fluxion::reshape(xin, flat));
+      const tensor<T, Device> mean = rms ? zeros<T, Device>({flat[0], 1}) : eval(reduce_mean(x2, -1, keepdims));
+      const tensor<T, Device> variance = eval(reduce_mean(square(x2 - mean), -1, keepdims));
+      tensor<T, Device> out = eval(fluxion::reshape(eval((x2 - mean) * rsqrt(variance + eps) * g + b), dims));
+      auto backward = [=](const tensor<T, Device>& dy) {
+        const tensor<T, Device> dy2 = eval(fluxion::reshape(dy, flat));
+        const tensor<T, Device> rstd = eval(rsqrt(variance + eps));
+        const tensor<T, Device> a = rms ? mean : eval(reduce_mean(dy2 * g, -1, keepdims));
+        const tensor<T, Device> c = eval(eval(reduce_mean(dy2 * g * (x2 - mean), -1, keepdims)) * rstd * rstd);
+        tensor<T, Device> dx = eval(fluxion::reshape(eval((dy2 * g - a - (x2 - mean) * c) * rstd), dims));
+        tensor<T, Device> dg = eval(reduce_sum(dy2 * (x2 - mean) * rstd, {0}));
+        tensor<T, Device> db = rms ? zeros<T, Device>({features}) : eval(reduce_sum(dy2, {0}));
+        return std::tuple{std::move(dx), std::move(dg), std::move(db)};
+      };
+      return std::pair{std::move(out), backward};
+    });
+    tensor<T, Device> y = normalize(x, gamma, beta);
+    if constexpr (!std::is_same_v<Epilogue, identity>) y = tensor<T, Device>(epilogue(y));
+    return y;
   }
-  const tensor<T, Device> mean = reduce_mean(x, -1, keepdims);
+#else
+  std::vector<index_t> row_stats = x.shape().to_vector();  // (..., 1)
+  if (!row_stats.empty()) row_stats.back() = 1;
+  const tensor<T, Device> mean = rms ? zeros<T, Device>(fluxion::shape(row_stats)) : tensor<T, Device>(reduce_mean(x, -1, keepdims));
   const tensor<T, Device> variance = reduce_mean(square(x - mean), -1, keepdims);
   return tensor<T, Device>(epilogue((x - mean) * rsqrt(variance + eps) * gamma + beta));
+#endif
 }
 
 }  // namespace detail
