@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 #include "norm_checks.hpp"
 #include "reverse_only.hpp"
@@ -67,9 +68,10 @@ TEST_CASE("layer_norm: gradients with respect to the input, gamma and beta") {
   }
 }
 
-TEST_CASE("layer_norm: the hand-written pass's values are the recorded statements', bit for bit, with long rows") {
-  // The statements the layer runs with other autodiff settings (layer_norm.hpp, after the #endif),
-  // written out here; rows of 40 and 300 features, float and double.
+TEST_CASE("layer_norm: the cpu's row kernel agrees with the recorded statements, with long rows") {
+  // The statements the layer runs with other autodiff settings (layer_norm.hpp, after the #else),
+  // written out here, against the cpu's row kernel (layer_norm_rows), which sums in another order:
+  // within rounding. Rows of 40 and 300 features (vectors and a tail), float and double.
   fx::random::generator gen{9};
   auto check = [&]<class T>(T, const fx::shape& s) {
     CAPTURE(s);
@@ -95,12 +97,68 @@ TEST_CASE("layer_norm: the hand-written pass's values are the recorded statement
     const fx::tensor<T> want_rms = (x - zero_mean) * fx::rsqrt(mean_square + eps) * g + fx::zeros<T>({n});
     fx::gradient_tape tape;  // under a tape: the custom gradient's forward pass
     tape.watch(x);
-    CHECK(fx::tensor<T>(plain(x)).to_vector() == want.to_vector());
-    CHECK(fx::tensor<T>(rms(x)).to_vector() == want_rms.to_vector());
+    const double tolerance = std::is_same_v<T, float> ? 2e-5 : 1e-12;
+    auto agrees = [&](const fx::tensor<T>& got, const fx::tensor<T>& expected) {
+      REQUIRE(got.shape() == expected.shape());
+      const auto gv = got.to_vector(), ev = expected.to_vector();
+      for (std::size_t i = 0; i < gv.size(); ++i) CHECK(gv[i] == doctest::Approx(ev[i]).epsilon(tolerance).scale(1));
+    };
+    agrees(plain(x), want);
+    agrees(rms(x), want_rms);
   };
   for (const fx::shape& s : {fx::shape{6, 40}, fx::shape{3, 5, 300}, fx::shape{1, 300}}) {
     check(0.0f, s);
     check(0.0, s);
+  }
+}
+
+TEST_CASE("layer_norm: over many rows (several tasks of the row kernel), gradients against the formula") {
+  // (1000, 40): the row kernel splits the rows into 3 tasks and adds gamma's and beta's partial
+  // sums; too many elements for finite differences, so the gradients are checked against the
+  // formula written as statements: dx = rstd (dy g - mean(dy g) - xhat mean(dy g xhat)),
+  // dgamma = sum(dy xhat), dbeta = sum(dy) (RMS: no mean, no mean(dy g) term).
+  fx::random::generator gen{11};
+  const fx::tensor<double> x = fx::random::normal<double>({1000, 40}, gen, 0.5, 2.0);
+  const fx::tensor<double> w = fx::random::normal<double>({1000, 40}, gen);
+  const fx::tensor<double> g = fx::random::uniform<double>({40}, gen, 0.5, 1.5), b = fx::random::normal<double>({40}, gen);
+  for (bool rms : {false, true}) {
+    CAPTURE(rms);
+    nn::layer_norm<double> layer{{.rms_scaling = rms}};
+    layer.build(fx::shape{40});
+    layer.gamma().assign(g);
+    if (!rms) layer.beta().assign(b);
+    auto vars = layer.trainable_variables();
+    fx::gradient_tape tape;
+    tape.watch(x);
+    const fx::tensor<double> y = layer(x);
+    std::vector<const fx::tensor<double>*> sources{&x};
+    for (auto* v : vars) sources.push_back(&v->peek());
+    const auto grads = tape.gradient(fx::reduce_sum(y * w), sources);
+
+    const fx::tensor<double> mean = rms ? fx::zeros<double>({1000, 1}) : fx::tensor<double>(fx::reduce_mean(x, -1, fx::keepdims));
+    const fx::tensor<double> rstd = fx::rsqrt(fx::reduce_mean(fx::square(x - mean), -1, fx::keepdims) + 1e-3);
+    const fx::tensor<double> xhat = (x - mean) * rstd, dxhat = w * g;
+    const fx::tensor<double> a = rms ? fx::zeros<double>({1000, 1}) : fx::tensor<double>(fx::reduce_mean(dxhat, -1, fx::keepdims));
+    const fx::tensor<double> c = fx::reduce_mean(dxhat * xhat, -1, fx::keepdims);
+    const std::vector<fx::tensor<double>> want{rstd * (dxhat - a - xhat * c), fx::reduce_sum(w * xhat, {0}),
+                                               fx::reduce_sum(w, {0})};
+    REQUIRE(grads.size() == (rms ? 2u : 3u));
+    for (std::size_t k = 0; k < grads.size(); ++k) {
+      CAPTURE(k);
+      REQUIRE(grads[k].shape() == want[k].shape());
+      const auto got = grads[k].to_vector(), expected = want[k].to_vector();
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-10).scale(1));
+    }
+    // The same bits with one thread as with two: the tasks do not depend on the thread count.
+    const int threads = fx::get_num_threads();
+    fx::set_num_threads(1);
+    fx::gradient_tape tape1;
+    tape1.watch(x);
+    const fx::tensor<double> y1 = layer(x);
+    const auto grads1 = tape1.gradient(fx::reduce_sum(y1 * w), sources);
+    fx::set_num_threads(threads);
+    CHECK(y1.to_vector() == y.to_vector());
+    for (std::size_t k = 0; k < grads.size(); ++k) CHECK(grads1[k].to_vector() == grads[k].to_vector());
   }
 }
 
