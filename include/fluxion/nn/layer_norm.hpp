@@ -77,10 +77,9 @@ struct layer_norm_rows {
   index_t tasks() const { return (rows + rows_per_task() - 1) / rows_per_task(); }
   template <class Body>
   void for_tasks(Body&& body) const {
-    const index_t per = rows_per_task(), count = tasks();
-    auto run = [&](index_t task) { body(task, task * per, std::min(rows, (task + 1) * per)); };
-    if (count <= 1) return run(0);
-    fluxion::detail::parallel_for(count, run);
+    const index_t per = rows_per_task();  // one task runs on the calling thread (parallel_for)
+    fluxion::detail::parallel_for(tasks(),
+                                  [&](index_t task) { body(task, task * per, std::min(rows, (task + 1) * per)); });
   }
   /// The sum over a row of f(ops, i), a vector (or, at the tail, a value) of terms at i.
   template <class F>
