@@ -19,6 +19,11 @@
 // constant 1, which no tape watches), the four initializers, and gamma's and beta's regularizers and
 // constraints (kept on the variables, as a dense layer's kernel's).
 //
+// With the default autodiff settings (order 1, no forward mode) a training call on the cpu runs
+// one kernel (nn/channel_norm.hpp): x read once for the statistics (Welford's update down the
+// positions) and once for y, and a backward pass written by hand that reads x and dy once for the
+// per-channel sums and once for dx; elsewhere, statements (see batch_normalize).
+//
 // Inference is one fused statement over x: x * scale + shift, with scale = gamma * rsqrt(
 // moving_variance + epsilon) and shift = beta - moving_mean * scale computed first from the
 // per-channel vectors, as Keras's fused inference does.
@@ -29,6 +34,7 @@
 // bn.set_update_moving_averages(false) switch the updates off by hand.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +49,7 @@
 #include "../expr/reduce.hpp"
 #include "../expr/remap.hpp"
 #include "../tensor/creation.hpp"
+#include "channel_norm.hpp"
 #include "module.hpp"
 
 namespace fluxion::nn {
@@ -117,37 +124,47 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
     // forward mode, the tape differentiates the statements instead. Here nothing inside is offered
     // to autodiff (custom_gradient records the whole), so its statements instantiate their kernels
     // only, none of their backward functions.
-    auto eval = [](const auto& e) { return fluxion::detail::materialize_unrecorded(e); };
-    auto tiled_value = [tile, channels, eval](const tensor<T, Device>& c) {
-      return eval(fluxion::reshape(fluxion::broadcast_to(fluxion::reshape(c, {1, channels}), {tile, channels}), {1, tile * channels}));
-    };
-    auto untile_sum_value = [tile, channels, eval](const tensor<T, Device>& t) {
-      return eval(reduce_sum(eval(fluxion::reshape(t, {tile, channels})), {0}));
-    };
-    const T inv_n = T(1) / static_cast<T>(positions);
-    const std::vector<index_t> dims = s.to_vector(), rows = {positions / tile, tile * channels};
-    auto normalize = custom_gradient([&](const tensor<T, Device>& xin, const tensor<T, Device>& g,
-                                         const tensor<T, Device>& b) {
-      const tensor<T, Device> x_rows = eval(fluxion::reshape(xin, rows));
-      mean = eval(reduce_mean(xin, reduced));
-      variance = eval(untile_sum_value(eval(reduce_mean(square(x_rows - tiled_value(mean)), {0}))) *
-                      (T(1) / static_cast<T>(tile)));
-      const tensor<T, Device> rstd = eval(rsqrt(variance + eps)), scale = eval(g * rsqrt(variance + eps));
-      const tensor<T, Device> scale_t = tiled_value(scale);
-      tensor<T, Device> out = eval(fluxion::reshape(eval(x_rows * scale_t + tiled_value(eval(b - mean * scale))), dims));
-      auto backward = [=, m = mean](const tensor<T, Device>& dy) {
-        const tensor<T, Device> dy_rows = eval(fluxion::reshape(dy, rows));
-        tensor<T, Device> sum_dy = untile_sum_value(eval(reduce_sum(dy_rows, {0})));
-        const tensor<T, Device> sum_dyx = untile_sum_value(eval(reduce_sum(dy_rows * x_rows, {0})));
-        tensor<T, Device> dgamma = eval((sum_dyx - m * sum_dy) * rstd);
-        const tensor<T, Device> a = eval(-scale * rstd * dgamma * inv_n);
-        const tensor<T, Device> c = eval(-scale * sum_dy * inv_n - m * a);
-        tensor<T, Device> dx = eval(fluxion::reshape(eval(dy_rows * scale_t + x_rows * tiled_value(a) + tiled_value(c)), dims));
-        return std::tuple{std::move(dx), std::move(dgamma), std::move(sum_dy)};
+    if constexpr (std::is_same_v<Device, cpu>) {
+      // On the cpu one kernel (nn/channel_norm.hpp) runs each pass: x read once for the
+      // statistics and once for y, x and dy once for the sums and once for dx (the statements
+      // below read them eight times), within rounding of the statements' values.
+      // (One "example" of every position, a group per channel; mean and variance are (1, channels).)
+      y = channel_normalize(channel_norm<T>{1, positions, channels, channels}, x, gamma, beta, eps, &mean, &variance);
+      mean = fluxion::reshape(mean, {channels});
+      variance = fluxion::reshape(variance, {channels});
+    } else {
+      auto eval = [](const auto& e) { return fluxion::detail::materialize_unrecorded(e); };
+      auto tiled_value = [tile, channels, eval](const tensor<T, Device>& c) {
+        return eval(fluxion::reshape(fluxion::broadcast_to(fluxion::reshape(c, {1, channels}), {tile, channels}), {1, tile * channels}));
       };
-      return std::pair{std::move(out), backward};
-    });
-    y = normalize(x, gamma, beta);
+      auto untile_sum_value = [tile, channels, eval](const tensor<T, Device>& t) {
+        return eval(reduce_sum(eval(fluxion::reshape(t, {tile, channels})), {0}));
+      };
+      const T inv_n = T(1) / static_cast<T>(positions);
+      const std::vector<index_t> dims = s.to_vector(), rows = {positions / tile, tile * channels};
+      auto normalize = custom_gradient([&](const tensor<T, Device>& xin, const tensor<T, Device>& g,
+                                           const tensor<T, Device>& b) {
+        const tensor<T, Device> x_rows = eval(fluxion::reshape(xin, rows));
+        mean = eval(reduce_mean(xin, reduced));
+        variance = eval(untile_sum_value(eval(reduce_mean(square(x_rows - tiled_value(mean)), {0}))) *
+                        (T(1) / static_cast<T>(tile)));
+        const tensor<T, Device> rstd = eval(rsqrt(variance + eps)), scale = eval(g * rsqrt(variance + eps));
+        const tensor<T, Device> scale_t = tiled_value(scale);
+        tensor<T, Device> out = eval(fluxion::reshape(eval(x_rows * scale_t + tiled_value(eval(b - mean * scale))), dims));
+        auto backward = [=, m = mean](const tensor<T, Device>& dy) {
+          const tensor<T, Device> dy_rows = eval(fluxion::reshape(dy, rows));
+          tensor<T, Device> sum_dy = untile_sum_value(eval(reduce_sum(dy_rows, {0})));
+          const tensor<T, Device> sum_dyx = untile_sum_value(eval(reduce_sum(dy_rows * x_rows, {0})));
+          tensor<T, Device> dgamma = eval((sum_dyx - m * sum_dy) * rstd);
+          const tensor<T, Device> a = eval(-scale * rstd * dgamma * inv_n);
+          const tensor<T, Device> c = eval(-scale * sum_dy * inv_n - m * a);
+          tensor<T, Device> dx = eval(fluxion::reshape(eval(dy_rows * scale_t + x_rows * tiled_value(a) + tiled_value(c)), dims));
+          return std::tuple{std::move(dx), std::move(dgamma), std::move(sum_dy)};
+        };
+        return std::pair{std::move(out), backward};
+      });
+      y = normalize(x, gamma, beta);
+    }
     if constexpr (!std::is_same_v<Epilogue, identity>) y = tensor<T, Device>(epilogue(y));
 #else
     // The same statements, recorded: the same values, bit for bit, as the hand-written pass's.

@@ -18,21 +18,25 @@
 // normalization (instance_norm). Groups must divide the channels: in a sequential model that is a
 // static_assert naming both numbers; a layer used alone throws fluxion::shape_error when it builds.
 //
-// How it runs: per-channel means over the positions (a reduction over one axis with the channels
-// kept), then each group's mean and, centered on it, its variance; a small statement makes each
-// example's per-channel scale gamma / sqrt(var + epsilon) and shift beta - mean scale, and one fused
-// statement y = x scale + shift writes the output, its inner loop over the channels, as Keras and
-// PyTorch compute it (the statements that read per-channel values see rows of several positions,
-// up to 512 values, since a statement pays for each row). The backward pass is written by hand (fx::custom_gradient): two per-channel
-// sums over the positions, of dy and of dy x, and one statement dx = dy scale + x b + c, on the cpu
-// and on fx::cuda. The activation that
-// follows in a sequential model is applied to the output.
+// How it runs: with the default autodiff settings (order 1, no forward mode), on the cpu, one
+// kernel (nn/channel_norm.hpp) reads x once for each (example, group)'s mean and variance (Welford's
+// update down the positions, chunk by chunk) and once to write y = x scale + shift, its inner loop
+// over the channels, and the backward pass, written by hand (fx::custom_gradient), reads x and dy
+// once for the two per-channel sums, of dy and of dy (x - mean), and once for dx = dy scale + x b +
+// c. Elsewhere (fx::cuda, and other autodiff settings) statements compute the same: per-channel
+// means over the positions, then each group's mean and, centered on it, its variance, a small
+// statement for each example's per-channel scale gamma / sqrt(var + epsilon) and shift beta -
+// mean scale, and one fused statement for y (the statements that read per-channel values see rows
+// of several positions, up to 512 values, since a statement pays for each row); with other
+// autodiff settings the tape differentiates them. The activation that follows in a sequential
+// model is applied to the output.
 //
 // Keras's other arguments are nn::group_norm_options, as layer_norm's: center = false leaves no beta
 // and scale = false no gamma, the two initializers, and gamma's and beta's regularizers and
 // constraints. Only the last axis can be the channel axis (fluxion's layers are NHWC).
 #pragma once
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -43,6 +47,7 @@
 #include "../expr/reduce.hpp"
 #include "../expr/remap.hpp"
 #include "../tensor/creation.hpp"
+#include "channel_norm.hpp"
 #include "module.hpp"
 
 namespace fluxion::nn {
@@ -81,7 +86,10 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
   const index_t batch = flat.shape()[0], positions = flat.shape()[1], channels = flat.shape()[2];
   const index_t per_group = channels / groups;
   // (batch, 1, channels) -> (batch, groups, 1): each group's mean of per-channel values.
-  auto to_groups = [=](const tensor<T, Device>& c) {
+  // (The helpers are generic lambdas, instantiated only where called: the cpu's kernel path below
+  // compiles none of their statements.)
+  auto to_groups = [=](const auto& c_in) {
+    const tensor<T, Device> c = c_in;
     return tensor<T, Device>(reduce_mean(fluxion::reshape(c, {batch, groups, per_group}), {2}, keepdims));
   };
   // The statements that read a per-(example, channel) value at every position see x as (batch,
@@ -94,13 +102,15 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
   const index_t tile = row_tile(positions, channels);
   const std::vector<index_t> tiled_shape{batch, positions / tile, tile * channels};
   // (batch, groups, k) -> (batch, 1, tile * channels), k = 1 (repeated over the group) or per_group.
-  auto to_tiled = [=](const tensor<T, Device>& g) {
+  auto to_tiled = [=](const auto& g_in) {
+    const tensor<T, Device> g = g_in;
     return tensor<T, Device>(fluxion::reshape(fluxion::broadcast_to(fluxion::reshape(g, {batch, 1, groups, g.shape()[2]}),
                                                   {batch, tile, groups, per_group}),
                                      {batch, 1, tile * channels}));
   };
   // A (batch, 1, tile * channels) mean over each row -> (batch, 1, channels): the mean over the tile.
-  auto untile_mean = [=](const tensor<T, Device>& t) {
+  auto untile_mean = [=](const auto& t_in) {
+    const tensor<T, Device> t = t_in;
     return tensor<T, Device>(reduce_mean(fluxion::reshape(t, {batch, tile, channels}), {1}, keepdims));
   };
   // The forward statements on x and gamma and beta (tensors, or the variables, which the tape then
@@ -128,33 +138,41 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
   // would miss their terms), and forward mode sees them. The same values, bit for bit.
   return std::get<5>(normalized(flat, gamma_variable, beta_variable));
 #else
-  auto f = custom_gradient([=](const tensor<T, Device>& x, const tensor<T, Device>& gamma,
-                               const tensor<T, Device>& beta) {
-    auto values = normalized(x, gamma, beta);  // named one by one: clang before 16 cannot capture a binding
-    const tensor<T, Device> xt = std::get<0>(values), mean = std::get<1>(values), rstd = std::get<2>(values);
-    const tensor<T, Device> gamma_g = std::get<3>(values), scale_t = std::get<4>(values);
-    tensor<T, Device> y = std::move(std::get<5>(values));
-    auto backward = [=](const tensor<T, Device>& dy) {
-      // Per-channel sums over the positions of dy and dy x, then the group sums of
-      // gamma dy and gamma dy x; dx = dy scale + x b + c per group (the usual formula, with
-      // x_hat = (x - mean) rstd and M = positions * per_group values a group):
-      //   dx = rstd (gamma dy - sum(gamma dy) / M - x_hat sum(gamma dy x_hat) / M).
-      const tensor<T, Device> sum_dy = fluxion::reshape(reduce_sum(dy, {1}), {batch, groups, per_group});
-      const tensor<T, Device> sum_dyx = fluxion::reshape(reduce_sum(dy * x, {1}), {batch, groups, per_group});
-      const tensor<T, Device> a = reduce_sum(gamma_g * sum_dy, {2}, keepdims);   // sum gamma dy
-      const tensor<T, Device> b = reduce_sum(gamma_g * sum_dyx, {2}, keepdims);  // sum gamma dy x
-      const T inv_m = T(1) / static_cast<T>(positions * per_group);
-      const tensor<T, Device> x_coef = -(rstd * rstd * rstd) * (b - mean * a) * inv_m;
-      const tensor<T, Device> offset = -rstd * a * inv_m - mean * x_coef;
-      tensor<T, Device> dx = fluxion::reshape(fluxion::reshape(dy, tiled_shape) * scale_t + xt * to_tiled(x_coef) + to_tiled(offset),
-                                     {batch, positions, channels});
-      tensor<T, Device> dgamma = fluxion::reshape(reduce_sum((sum_dyx - mean * sum_dy) * rstd, {0}), {channels});
-      tensor<T, Device> dbeta = fluxion::reshape(reduce_sum(sum_dy, {0}), {channels});
-      return std::tuple{std::move(dx), std::move(dgamma), std::move(dbeta)};
-    };
-    return std::pair{std::move(y), backward};
-  });
-  return f(flat, gamma_variable, beta_variable);
+  if constexpr (std::is_same_v<Device, cpu>) {
+    // On the cpu one kernel (nn/channel_norm.hpp) runs each pass: x read once for the statistics
+    // and once for y, x and dy once for the sums and once for dx, within rounding of the
+    // statements' values below (which other devices run).
+    return channel_normalize(channel_norm<T>{batch, positions, channels, groups}, flat, gamma_variable, beta_variable,
+                             eps);
+  } else {
+    auto f = custom_gradient([=](const tensor<T, Device>& x, const tensor<T, Device>& gamma,
+                                 const tensor<T, Device>& beta) {
+      auto values = normalized(x, gamma, beta);  // named one by one: clang before 16 cannot capture a binding
+      const tensor<T, Device> xt = std::get<0>(values), mean = std::get<1>(values), rstd = std::get<2>(values);
+      const tensor<T, Device> gamma_g = std::get<3>(values), scale_t = std::get<4>(values);
+      tensor<T, Device> y = std::move(std::get<5>(values));
+      auto backward = [=](const tensor<T, Device>& dy) {
+        // Per-channel sums over the positions of dy and dy x, then the group sums of
+        // gamma dy and gamma dy x; dx = dy scale + x b + c per group (the usual formula, with
+        // x_hat = (x - mean) rstd and M = positions * per_group values a group):
+        //   dx = rstd (gamma dy - sum(gamma dy) / M - x_hat sum(gamma dy x_hat) / M).
+        const tensor<T, Device> sum_dy = fluxion::reshape(reduce_sum(dy, {1}), {batch, groups, per_group});
+        const tensor<T, Device> sum_dyx = fluxion::reshape(reduce_sum(dy * x, {1}), {batch, groups, per_group});
+        const tensor<T, Device> a = reduce_sum(gamma_g * sum_dy, {2}, keepdims);   // sum gamma dy
+        const tensor<T, Device> b = reduce_sum(gamma_g * sum_dyx, {2}, keepdims);  // sum gamma dy x
+        const T inv_m = T(1) / static_cast<T>(positions * per_group);
+        const tensor<T, Device> x_coef = -(rstd * rstd * rstd) * (b - mean * a) * inv_m;
+        const tensor<T, Device> offset = -rstd * a * inv_m - mean * x_coef;
+        tensor<T, Device> dx = fluxion::reshape(fluxion::reshape(dy, tiled_shape) * scale_t + xt * to_tiled(x_coef) + to_tiled(offset),
+                                       {batch, positions, channels});
+        tensor<T, Device> dgamma = fluxion::reshape(reduce_sum((sum_dyx - mean * sum_dy) * rstd, {0}), {channels});
+        tensor<T, Device> dbeta = fluxion::reshape(reduce_sum(sum_dy, {0}), {channels});
+        return std::tuple{std::move(dx), std::move(dgamma), std::move(dbeta)};
+      };
+      return std::pair{std::move(y), backward};
+    });
+    return f(flat, gamma_variable, beta_variable);
+  }
 #endif
 }
 }  // namespace detail

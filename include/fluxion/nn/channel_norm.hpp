@@ -1,0 +1,273 @@
+// fx::nn::detail::channel_norm<T>: the cpu kernel under batch_norm's training pass and group_norm
+// (and instance_norm), for channels-last input seen as (batch, positions, channels) with the
+// channels split into groups of neighbours: each (example, group)'s mean and biased variance over
+// its positions and channels, y = (x - mean) rstd gamma + beta, and the hand-written backward pass
+// (dx, gamma's and beta's gradients). batch_norm is one "example" (every position of the batch)
+// with a group per channel; group_norm is the batch with its groups; instance_norm a group per
+// channel of each example.
+//
+//   const nn::detail::channel_norm<float> k{batch, positions, channels, groups};
+//   k.statistics(x, mean, variance);                      // (batch, groups) each
+//   k.normalize(x, gamma, beta, mean, rstd, y);
+//   k.backward(x, dy, gamma, mean, rstd, dx, dgamma, dbeta);
+//   fx::tensor<float> y = nn::detail::channel_normalize(k, x, gamma, beta, eps);  // the layers' call
+//
+// Where the statements stream x once per statement (the mean, the variance, y: three passes
+// forward; the two sums and dx: five operand passes backward), this reads x once for the
+// statistics (Welford's update down each chunk's positions, the chunks combined with Chan et al.'s
+// formula), once for y, and x and dy once for the sums and once for dx.
+//
+// Work is split into chunks of whole positions of one example, about 16384 values each; chunks
+// depend on the shape only, and their partial results are combined in chunk order, so the results
+// are the same bits for any thread count.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "../autodiff/custom_gradient.hpp"
+#include "../backend/cpu/detail/simd_ops.hpp"
+#include "../backend/cpu/thread_pool.hpp"
+#include "../core/shape.hpp"
+#include "../tensor/variable.hpp"
+
+namespace fluxion::nn::detail {
+
+template <class T>
+struct channel_norm {
+  index_t batch, positions, channels, groups;
+
+  index_t per_group() const { return channels / groups; }
+  /// Positions a chunk: about 16384 values, at least one position, at most the example's.
+  index_t chunk_rows() const {
+    return std::clamp<index_t>(16384 / std::max<index_t>(1, channels), 1, std::max<index_t>(1, positions));
+  }
+  index_t chunks_per_example() const { return (positions + chunk_rows() - 1) / chunk_rows(); }
+  index_t chunks() const { return batch * chunks_per_example(); }
+
+  /// body(chunk, example, first position, positions): each chunk once, on the pool's threads.
+  template <class Body>
+  void for_chunks(Body&& body) const {
+    const index_t per = chunk_rows(), k = chunks_per_example();
+    fluxion::detail::parallel_for(chunks(), [&](index_t chunk) {
+      const index_t b = chunk / k, p0 = chunk % k * per;
+      body(chunk, b, p0, std::min(positions - p0, per));
+    });
+  }
+
+  /// outs[j][c] = the sum over `rows` positions of term(ops, r, c)[j] (vectors of channels, or one
+  /// channel at the tail), channel by channel down the positions, two positions a step into two
+  /// sets of accumulators.
+  template <std::size_t N, class Term>
+  void column_sums(index_t rows, const std::array<T*, N>& outs, Term&& term) const {
+    fluxion::detail::kernels::for_each_channel_chunk<T>(channels, [&](auto o, index_t c) {
+      using batch_t = typename decltype(o)::batch;
+      std::array<batch_t, N> a, b;
+      a.fill(o.splat(T(0)));
+      b.fill(o.splat(T(0)));
+      index_t r = 0;
+      for (; r + 2 <= rows; r += 2) {
+        const auto u = term(o, r, c), v = term(o, r + 1, c);
+        for (std::size_t j = 0; j < N; ++j) {
+          a[j] += u[j];
+          b[j] += v[j];
+        }
+      }
+      if (r < rows) {
+        const auto u = term(o, r, c);
+        for (std::size_t j = 0; j < N; ++j) a[j] += u[j];
+      }
+      for (std::size_t j = 0; j < N; ++j) o.storeu(outs[j] + c, a[j] + b[j]);
+    });
+  }
+
+  /// Adds a set of n values with mean m and sum of squared deviations m2 into (count, mean, M2)
+  /// (Chan, Golub and LeVeque's pairwise update).
+  static void merge(T& count, T& mean, T& m2, T n, T m, T s2) {
+    if (n == T(0)) return;
+    const T total = count + n, delta = m - mean;
+    mean += delta * (n / total);
+    m2 += s2 + delta * delta * (count * n / total);
+    count = total;
+  }
+
+  /// mean[c] and m2[c] (the sum of squared deviations) of `rows` positions of channels from xs, by
+  /// Welford's update down the positions: one read of the values, each in one step. The even and
+  /// odd positions go into two sets of accumulators (two chains of dependent steps at once), merged
+  /// at the end by Chan et al.'s formula. inv[i] = 1 / (i + 1).
+  void column_moments(const T* xs, index_t rows, const T* inv, T* mean, T* m2) const {
+    const index_t c = channels, odd = rows / 2, even = rows - odd;
+    fluxion::detail::kernels::for_each_channel_chunk<T>(c, [&](auto o, index_t ch) {
+      auto ma = o.splat(T(0)), sa = ma, mb = ma, sb = ma;
+      const T* p = xs + ch;
+      index_t i = 0;
+      for (; i < odd; ++i, p += 2 * c) {
+        const auto w = o.splat(inv[i]), xa = o.loadu(p), xb = o.loadu(p + c);
+        const auto da = xa - ma, db = xb - mb;
+        ma = ma + da * w;
+        mb = mb + db * w;
+        sa = sa + da * (xa - ma);
+        sb = sb + db * (xb - mb);
+      }
+      if (even > odd) {
+        const auto w = o.splat(inv[i]), xa = o.loadu(p), da = xa - ma;
+        ma = ma + da * w;
+        sa = sa + da * (xa - ma);
+      }
+      const auto delta = mb - ma;  // the odd positions' mean less the even ones'
+      const T ne = static_cast<T>(even), no = static_cast<T>(odd);
+      o.storeu(mean + ch, ma + delta * o.splat(no / (ne + no)));
+      o.storeu(m2 + ch, sa + sb + delta * delta * o.splat(ne * no / (ne + no)));
+    });
+  }
+
+  /// Each (example, group)'s mean and biased variance, (batch, groups) each.
+  void statistics(const T* x, T* mean, T* variance) const {
+    const index_t c = channels, k = chunks_per_example();
+    std::vector<T> inv(static_cast<std::size_t>(chunk_rows() / 2 + 1));
+    for (std::size_t i = 0; i < inv.size(); ++i) inv[i] = T(1) / static_cast<T>(i + 1);
+    std::vector<T> part(static_cast<std::size_t>(2 * chunks() * c));  // per chunk: means, then M2s
+    for_chunks([&](index_t chunk, index_t b, index_t p0, index_t rows) {
+      T* m = part.data() + 2 * chunk * c;
+      column_moments(x + (b * positions + p0) * c, rows, inv.data(), m, m + c);
+    });
+    const index_t per = chunk_rows(), pg = per_group();
+    for (index_t b = 0; b < batch; ++b)
+      for (index_t g = 0; g < groups; ++g) {
+        T count = 0, mu = 0, m2 = 0;
+        for (index_t ch = g * pg; ch < (g + 1) * pg; ++ch) {
+          T n = 0, mc = 0, s2 = 0;  // the channel over the example's chunks, in order
+          for (index_t j = 0; j < k; ++j) {
+            const T* m = part.data() + 2 * (b * k + j) * c;
+            merge(n, mc, s2, static_cast<T>(std::min(positions - j * per, per)), m[ch], m[c + ch]);
+          }
+          merge(count, mu, m2, n, mc, s2);
+        }
+        mean[b * groups + g] = count == T(0) ? T(NAN) : mu;
+        variance[b * groups + g] = count == T(0) ? T(NAN) : m2 / count;
+      }
+  }
+
+  /// (batch, channels) per-channel values from per-group ones and gamma: f(b, g, ch) each.
+  template <class F>
+  std::vector<T> per_channel(F&& f) const {
+    std::vector<T> out(static_cast<std::size_t>(batch * channels));
+    const index_t pg = per_group();
+    for (index_t b = 0; b < batch; ++b)
+      for (index_t ch = 0; ch < channels; ++ch) out[static_cast<std::size_t>(b * channels + ch)] = f(b, ch / pg, ch);
+    return out;
+  }
+
+  /// out = x a + b, a and b (batch, channels), plus dy s with WithDy (s (batch, channels)).
+  template <bool WithDy>
+  void affine(const T* x, const T* a, const T* b, const T* dy, const T* s, T* out) const {
+    const index_t c = channels;
+    for_chunks([&](index_t, index_t e, index_t p0, index_t rows) {
+      const T *ae = a + e * c, *be = b + e * c, *se = WithDy ? s + e * c : nullptr;
+      const index_t first = (e * positions + p0) * c;
+      for (index_t r = 0; r < rows; ++r) {
+        const index_t at = first + r * c;
+        fluxion::detail::kernels::for_each_channel_chunk<T>(c, [&](auto o, index_t ch) {
+          auto v = o.loadu(x + at + ch) * o.loadu(ae + ch) + o.loadu(be + ch);
+          if constexpr (WithDy) v = v + o.loadu(dy + at + ch) * o.loadu(se + ch);
+          o.storeu(out + at + ch, v);
+        });
+      }
+    });
+  }
+
+  /// y = (x - mean) rstd gamma + beta, mean and rstd (batch, groups), gamma and beta (channels).
+  void normalize(const T* x, const T* gamma, const T* beta, const T* mean, const T* rstd, T* y) const {
+    const std::vector<T> scale = per_channel([&](index_t b, index_t g, index_t ch) { return gamma[ch] * rstd[b * groups + g]; });
+    const std::vector<T> shift = per_channel([&](index_t b, index_t g, index_t ch) {
+      return beta[ch] - mean[b * groups + g] * scale[static_cast<std::size_t>(b * channels + ch)];
+    });
+    affine<false>(x, scale.data(), shift.data(), nullptr, nullptr, y);
+  }
+
+  /// dx, and gamma's and beta's gradients (channels each), from dy and the forward statistics:
+  ///   dx = rstd (gamma dy - sum(gamma dy) / M - xhat sum(gamma dy xhat) / M),
+  ///   dgamma = sum(dy xhat), dbeta = sum(dy),
+  /// with xhat = (x - mean) rstd and M = positions * channels a group, the sums over each
+  /// (example, group) for dx and over everything but the channel for gamma's and beta's.
+  void backward(const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma,
+                T* dbeta) const {
+    const index_t c = channels, k = chunks_per_example(), pg = per_group();
+    std::vector<T> part(static_cast<std::size_t>(2 * chunks() * c));  // per chunk: sum dy, sum dy (x - mean)
+    for_chunks([&](index_t chunk, index_t b, index_t p0, index_t rows) {
+      T* sd = part.data() + 2 * chunk * c;
+      const index_t first = (b * positions + p0) * c;
+      std::vector<T> m(static_cast<std::size_t>(c));
+      for (index_t ch = 0; ch < c; ++ch) m[static_cast<std::size_t>(ch)] = mean[b * groups + ch / pg];
+      column_sums<2>(rows, {sd, sd + c}, [&](auto o, index_t r, index_t ch) {
+        const auto d = o.loadu(dy + first + r * c + ch);
+        return std::array{d, d * (o.loadu(x + first + r * c + ch) - o.loadu(m.data() + ch))};
+      });
+    });
+    std::vector<T> sum_dy(static_cast<std::size_t>(batch * c), T(0)), sum_dyx(sum_dy);  // (batch, channels)
+    for (index_t b = 0; b < batch; ++b)
+      for (index_t j = 0; j < k; ++j) {
+        const T* sd = part.data() + 2 * (b * k + j) * c;
+        for (index_t ch = 0; ch < c; ++ch) {
+          sum_dy[static_cast<std::size_t>(b * c + ch)] += sd[ch];
+          sum_dyx[static_cast<std::size_t>(b * c + ch)] += sd[c + ch];
+        }
+      }
+    std::fill(dgamma, dgamma + c, T(0));
+    std::fill(dbeta, dbeta + c, T(0));
+    std::vector<T> group_a(static_cast<std::size_t>(batch * groups), T(0)), group_b(group_a);
+    for (index_t b = 0; b < batch; ++b)
+      for (index_t ch = 0; ch < c; ++ch) {
+        const std::size_t i = static_cast<std::size_t>(b * c + ch), g = static_cast<std::size_t>(b * groups + ch / pg);
+        group_a[g] += gamma[ch] * sum_dy[i];
+        group_b[g] += gamma[ch] * sum_dyx[i];
+        if (positions > 0) dgamma[ch] += sum_dyx[i] * rstd[g];  // no positions: 0, not 0 times a NaN rstd
+        dbeta[ch] += sum_dy[i];
+      }
+    // dx = dy (gamma rstd) + x x_coef + offset, per (example, channel).
+    const T inv_m = T(1) / static_cast<T>(positions * pg);
+    const std::vector<T> scale = per_channel([&](index_t b, index_t g, index_t ch) { return gamma[ch] * rstd[b * groups + g]; });
+    const std::vector<T> x_coef = per_channel([&](index_t b, index_t g, index_t) {
+      const T r = rstd[b * groups + g];
+      return -(r * r * r) * group_b[static_cast<std::size_t>(b * groups + g)] * inv_m;
+    });
+    const std::vector<T> offset = per_channel([&](index_t b, index_t g, index_t ch) {
+      const index_t i = b * groups + g;
+      return -rstd[i] * group_a[static_cast<std::size_t>(i)] * inv_m - mean[i] * x_coef[static_cast<std::size_t>(b * c + ch)];
+    });
+    affine<true>(x, x_coef.data(), offset.data(), dy, scale.data(), dx);
+  }
+};
+
+/// y = (x - mean) rstd gamma + beta by the kernel k, x (batch, positions, channels) in any shape,
+/// differentiable in x, gamma and beta through k's backward pass (fx::custom_gradient, which
+/// records the whole as one entry). The forward pass's (batch, groups) means and biased variances
+/// go to *mean and *variance when given (batch_norm's moving statistics).
+template <class T>
+tensor<T> channel_normalize(const channel_norm<T>& k, const tensor<T>& x, variable<T>& gamma, variable<T>& beta,
+                            T eps, tensor<T>* mean_out = nullptr, tensor<T>* variance_out = nullptr) {
+  auto f = custom_gradient([&](const tensor<T>& xin, const tensor<T>& g, const tensor<T>& b) {
+    const fluxion::shape stats{k.batch, k.groups};
+    tensor<T> mean{stats}, variance{stats}, rstd{stats}, y{xin.shape()};
+    k.statistics(xin.data(), mean.mutable_data(), variance.mutable_data());
+    for (index_t i = 0; i < rstd.size(); ++i) rstd.mutable_data()[i] = T(1) / std::sqrt(variance.data()[i] + eps);
+    k.normalize(xin.data(), g.data(), b.data(), mean.data(), rstd.data(), y.mutable_data());
+    if (mean_out) *mean_out = mean;
+    if (variance_out) *variance_out = variance;
+    auto backward = [k, xin, g, mean, rstd](const tensor<T>& dy) {
+      const fluxion::shape c{k.channels};
+      tensor<T> dx{xin.shape()}, dgamma{c}, dbeta{c};
+      k.backward(xin.data(), dy.data(), g.data(), mean.data(), rstd.data(), dx.mutable_data(), dgamma.mutable_data(),
+                 dbeta.mutable_data());
+      return std::tuple{std::move(dx), std::move(dgamma), std::move(dbeta)};
+    };
+    return std::pair{std::move(y), backward};
+  });
+  return f(x, gamma, beta);
+}
+
+}  // namespace fluxion::nn::detail
