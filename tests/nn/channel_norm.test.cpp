@@ -1,16 +1,19 @@
 // nn::detail::channel_norm, the cpu kernel under batch_norm's training pass and group_norm: its
 // statistics, output and backward pass against naive loops in double (the formulas written out),
 // over several chunks of an example, channels past the last full vector, one group a channel
-// (batch_norm) and groups of several; the same bits for one thread and two; no positions.
+// (batch_norm) and groups of several, with and without the relu after it fused; the same bits for
+// one thread and two; no positions.
 // (The layers' gradients against finite differences: batch_norm_backward.test.cpp and
 // group_norm.test.cpp.)
 #include <fluxion/nn/channel_norm.hpp>
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace fx = fluxion;
@@ -23,10 +26,13 @@ struct reference {
 };
 
 /// Each (example, group)'s statistics, y, and the backward pass, with the textbook formulas over
-/// x (batch, positions, channels) in double, two passes each.
+/// x (batch, positions, channels) in double, two passes each; with a relu mask, y = max(z, 0) of
+/// the normalization's z, and the gradient reaching z is dy where the mask is set, else 0 (the
+/// mask of the kernel's output, y > 0: a float z within rounding of 0 may take the other side
+/// of it in double).
 reference naive(const std::vector<double>& x, const std::vector<double>& dy, const std::vector<double>& gamma,
                 const std::vector<double>& beta, index_t batch, index_t positions, index_t channels, index_t groups,
-                double eps) {
+                double eps, const std::vector<bool>* relu_mask) {
   const index_t pg = channels / groups;
   const double m = static_cast<double>(positions * pg);
   reference r;
@@ -48,21 +54,24 @@ reference naive(const std::vector<double>& x, const std::vector<double>& dy, con
       r.variance.push_back(var);
       const double rstd = 1.0 / std::sqrt(var + eps);
       double sum_gdy = 0.0, sum_gdy_xhat = 0.0;
+      std::vector<double> dz(x.size(), 0.0);
       for (index_t p = 0; p < positions; ++p)
         for (index_t c = g * pg; c < (g + 1) * pg; ++c) {
           const std::size_t i = at(b, p, c);
           const double xhat = (x[i] - mu) * rstd;
-          r.y[i] = xhat * gamma[static_cast<std::size_t>(c)] + beta[static_cast<std::size_t>(c)];
-          sum_gdy += gamma[static_cast<std::size_t>(c)] * dy[i];
-          sum_gdy_xhat += gamma[static_cast<std::size_t>(c)] * dy[i] * xhat;
-          r.dgamma[static_cast<std::size_t>(c)] += dy[i] * xhat;
-          r.dbeta[static_cast<std::size_t>(c)] += dy[i];
+          const double z = xhat * gamma[static_cast<std::size_t>(c)] + beta[static_cast<std::size_t>(c)];
+          r.y[i] = relu_mask ? std::max(z, 0.0) : z;
+          dz[i] = relu_mask && !(*relu_mask)[i] ? 0.0 : dy[i];
+          sum_gdy += gamma[static_cast<std::size_t>(c)] * dz[i];
+          sum_gdy_xhat += gamma[static_cast<std::size_t>(c)] * dz[i] * xhat;
+          r.dgamma[static_cast<std::size_t>(c)] += dz[i] * xhat;
+          r.dbeta[static_cast<std::size_t>(c)] += dz[i];
         }
       for (index_t p = 0; p < positions; ++p)
         for (index_t c = g * pg; c < (g + 1) * pg; ++c) {
           const std::size_t i = at(b, p, c);
           const double xhat = (x[i] - mu) * rstd;
-          r.dx[i] = rstd * (gamma[static_cast<std::size_t>(c)] * dy[i] - sum_gdy / m - xhat * sum_gdy_xhat / m);
+          r.dx[i] = rstd * (gamma[static_cast<std::size_t>(c)] * dz[i] - sum_gdy / m - xhat * sum_gdy_xhat / m);
         }
     }
   return r;
@@ -73,7 +82,7 @@ struct run {
   std::vector<T> mean, variance, rstd, y, dx, dgamma, dbeta;
 };
 
-template <class T>
+template <bool Relu, class T>
 run<T> kernel(const fx::nn::detail::channel_norm<T>& k, const std::vector<T>& x, const std::vector<T>& dy,
               const std::vector<T>& gamma, const std::vector<T>& beta, T eps) {
   const std::size_t stats = static_cast<std::size_t>(k.batch * k.groups), c = static_cast<std::size_t>(k.channels);
@@ -81,15 +90,15 @@ run<T> kernel(const fx::nn::detail::channel_norm<T>& k, const std::vector<T>& x,
            std::vector<T>(x.size()), std::vector<T>(c), std::vector<T>(c)};
   k.statistics(x.data(), r.mean.data(), r.variance.data());
   for (std::size_t i = 0; i < stats; ++i) r.rstd[i] = T(1) / std::sqrt(r.variance[i] + eps);
-  k.normalize(x.data(), gamma.data(), beta.data(), r.mean.data(), r.rstd.data(), r.y.data());
-  k.backward(x.data(), dy.data(), gamma.data(), r.mean.data(), r.rstd.data(), r.dx.data(), r.dgamma.data(),
-             r.dbeta.data());
+  k.template normalize<Relu>(x.data(), gamma.data(), beta.data(), r.mean.data(), r.rstd.data(), r.y.data());
+  k.template backward<Relu>(x.data(), dy.data(), gamma.data(), beta.data(), r.mean.data(), r.rstd.data(),
+                            r.dx.data(), r.dgamma.data(), r.dbeta.data());
   return r;
 }
 
 /// Every element of a within tol * max(1, |b|) of b.
 template <class T>
-void check_close(const char* what, const std::vector<T>& a, const std::vector<double>& b, double tol) {
+void check_close(const std::string& what, const std::vector<T>& a, const std::vector<double>& b, double tol) {
   CAPTURE(what);
   REQUIRE(a.size() == b.size());
   double worst = 0.0;
@@ -102,7 +111,7 @@ struct case_shape {
   index_t batch, positions, channels, groups;
 };
 
-template <class T>
+template <class T, bool Relu>
 void check_against_naive(double tol) {
   // (3, 10000, 4) in 2 groups: 4096 positions a chunk, three chunks an example, the last short;
   // (1, 37, 19), a group a channel (batch_norm's), channels past the last full vector; (2, 5, 40)
@@ -126,9 +135,16 @@ void check_against_naive(double tol) {
     for (T& v : beta) v = static_cast<T>(normal(rng));
     const T eps = T(1e-3);
     auto wide = [](const std::vector<T>& v) { return std::vector<double>(v.begin(), v.end()); };
+    const run<T> got = kernel<Relu>(k, x, dy, gamma, beta, eps);
+    std::vector<bool> mask(n);
+    for (std::size_t i = 0; i < n; ++i) mask[i] = got.y[i] > T(0);
     const reference want = naive(wide(x), wide(dy), wide(gamma), wide(beta), s.batch, s.positions, s.channels,
-                                 s.groups, static_cast<double>(eps));
-    const run<T> got = kernel(k, x, dy, gamma, beta, eps);
+                                 s.groups, static_cast<double>(eps), Relu ? &mask : nullptr);
+    if (Relu) {  // the mask is relu's: about half the outputs are positive
+      const auto positive = std::count(mask.begin(), mask.end(), true);
+      CHECK(positive > static_cast<std::ptrdiff_t>(n / 4));
+      CHECK(positive < static_cast<std::ptrdiff_t>(3 * n / 4));
+    }
     check_close("mean", got.mean, want.mean, tol);
     check_close("variance", got.variance, want.variance, tol);
     check_close("y", got.y, want.y, 10 * tol);
@@ -139,7 +155,7 @@ void check_against_naive(double tol) {
     // The same bits with one thread as with two: chunks depend on the shape only.
     const int threads = fx::get_num_threads();
     fx::set_num_threads(threads == 1 ? 2 : 1);
-    const run<T> other = kernel(k, x, dy, gamma, beta, eps);
+    const run<T> other = kernel<Relu>(k, x, dy, gamma, beta, eps);
     fx::set_num_threads(threads);
     CHECK(other.mean == got.mean);
     CHECK(other.variance == got.variance);
@@ -153,11 +169,16 @@ void check_against_naive(double tol) {
 }  // namespace
 
 TEST_CASE("channel_norm: statistics, output and backward pass against naive loops, double") {
-  check_against_naive<double>(1e-11);
+  check_against_naive<double, false>(1e-11);
 }
 
 TEST_CASE("channel_norm: statistics, output and backward pass against naive loops, float") {
-  check_against_naive<float>(2e-5);
+  check_against_naive<float, false>(2e-5);
+}
+
+TEST_CASE("channel_norm: with the relu after it fused, against naive loops (relu's mask on the gradient)") {
+  check_against_naive<double, true>(1e-11);
+  check_against_naive<float, true>(2e-5);
 }
 
 TEST_CASE("channel_norm: chunks of whole positions of one example, about 16384 values each") {
@@ -180,7 +201,8 @@ TEST_CASE("channel_norm: no positions: NaN statistics, zero gradients for gamma 
   CHECK(std::isnan(mean[0]));
   CHECK(std::isnan(variance[1]));
   const std::vector<double> rstd(2, NAN);  // 1 / sqrt(NaN + eps)
-  k.backward(nullptr, nullptr, gamma.data(), mean.data(), rstd.data(), nullptr, dgamma.data(), dbeta.data());
+  k.backward(nullptr, nullptr, gamma.data(), gamma.data(), mean.data(), rstd.data(), nullptr, dgamma.data(),
+             dbeta.data());
   CHECK(dgamma == std::vector<double>(3, 0.0));
   CHECK(dbeta == std::vector<double>(3, 0.0));
 }

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <vector>
+#include "norm_checks.hpp"
 #include "reverse_only.hpp"
 
 namespace fx = fluxion;
@@ -124,6 +125,20 @@ TEST_CASE("group_norm: in a sequential model, checked at compile time, with an a
   CHECK(f.layer<0>().epsilon() == 0.25);
   CHECK(f.layer<0>().name() == "gn");
   CHECK(f.trainable_variables().size() == 1);
+}
+
+TEST_CASE("group_norm: with a relu after it in a sequential model (fused into the cpu kernel), against finite differences") {
+  fx::random::generator gen{7};
+  auto net = nn::sequential(gen, nn::typed_input<double, 5, 6>{}, nn::group_norm<2, double>{}, nn::relu{});
+  const fx::tensor<double> x = fx::random::normal<double>({3, 5, 6}, gen, 0.5, 2.0);
+  auto r = fx::testing::check_gradients([&](const auto& xi) { return net(xi, /*training=*/true); }, reverse_only, x);
+  CHECK_MESSAGE(r.ok, r.report);
+  test::check_beta_counts_positive_outputs(net, x, 6);
+  // The same output as the layer and a relu apart.
+  nn::group_norm<2, double> alone;
+  const auto want = fx::tensor<double>(fx::relu(alone(x))).to_vector(), y = net(x).to_vector();
+  REQUIRE(y.size() == want.size());
+  for (std::size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(want[i]).epsilon(1e-13));
 }
 
 TEST_CASE("group_norm options: center, scale, initializers, regularizers and constraints") {

@@ -129,7 +129,10 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
       // statistics and once for y, x and dy once for the sums and once for dx (the statements
       // below read them eight times), within rounding of the statements' values.
       // (One "example" of every position, a group per channel; mean and variance are (1, channels).)
-      y = channel_normalize(channel_norm<T>{1, positions, channels, channels}, x, gamma, beta, eps, &mean, &variance);
+      // A relu after the layer is applied by the kernel: no pass of its own forward or backward.
+      constexpr bool relu = is_relu_epilogue<Epilogue>();
+      y = channel_normalize<relu>(channel_norm<T>{1, positions, channels, channels}, x, gamma, beta, eps, &mean,
+                                  &variance);
       mean = fluxion::reshape(mean, {channels});
       variance = fluxion::reshape(variance, {channels});
     } else {
@@ -165,7 +168,8 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
       });
       y = normalize(x, gamma, beta);
     }
-    if constexpr (!std::is_same_v<Epilogue, identity>) y = tensor<T, Device>(epilogue(y));
+    if constexpr (!std::is_same_v<Epilogue, identity> && !(std::is_same_v<Device, cpu> && is_relu_epilogue<Epilogue>()))
+      y = tensor<T, Device>(epilogue(y));
 #else
     // The same statements, recorded: the same values, bit for bit, as the hand-written pass's.
     // A (1, tile * channels) sum over the rows -> (channels): the sum over the tile.

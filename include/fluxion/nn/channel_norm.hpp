@@ -8,8 +8,8 @@
 //
 //   const nn::detail::channel_norm<float> k{batch, positions, channels, groups};
 //   k.statistics(x, mean, variance);                      // (batch, groups) each
-//   k.normalize(x, gamma, beta, mean, rstd, y);
-//   k.backward(x, dy, gamma, mean, rstd, dx, dgamma, dbeta);
+//   k.normalize(x, gamma, beta, mean, rstd, y);          // normalize<true>: relu(y), fused
+//   k.backward(x, dy, gamma, beta, mean, rstd, dx, dgamma, dbeta);
 //   fx::tensor<float> y = nn::detail::channel_normalize(k, x, gamma, beta, eps);  // the layers' call
 //
 // Where the statements stream x once per statement (the mean, the variance, y: three passes
@@ -171,31 +171,61 @@ struct channel_norm {
     return out;
   }
 
-  /// out = x a + b, a and b (batch, channels), plus dy s with WithDy (s (batch, channels)).
-  template <bool WithDy>
-  void affine(const T* x, const T* a, const T* b, const T* dy, const T* s, T* out) const {
+  /// v where z > 0, else 0 (relu's gradient mask: 0 at z = 0 and for a NaN z, as fx::relu's).
+  template <class B>
+  static B where_positive(B z, B v) {
+    if constexpr (std::is_arithmetic_v<B>)
+      return z > B(0) ? v : B(0);
+    else
+      return xsimd::select(z > B(0), v, B(0));
+  }
+
+  /// The layer's output before a fused relu, x scale + shift, rounded once: the backward pass
+  /// recomputes it for relu's mask and gets the same bits as the forward pass.
+  template <class O>
+  static auto pre_activation(O o, const T* x, const T* scale, const T* shift) {
+    return o.fma(o.loadu(x), o.loadu(scale), o.loadu(shift));
+  }
+
+  /// out[i] = value(ops, i, pc) at every element i, pc its (example, channel) index in (batch,
+  /// channels): vectors of channels, or one channel at the tail.
+  template <class Value>
+  void elementwise(T* out, Value&& value) const {
     const index_t c = channels;
     for_chunks([&](index_t, index_t e, index_t p0, index_t rows) {
-      const T *ae = a + e * c, *be = b + e * c, *se = WithDy ? s + e * c : nullptr;
       const index_t first = (e * positions + p0) * c;
       for (index_t r = 0; r < rows; ++r) {
         const index_t at = first + r * c;
         fluxion::detail::kernels::for_each_channel_chunk<T>(c, [&](auto o, index_t ch) {
-          auto v = o.loadu(x + at + ch) * o.loadu(ae + ch) + o.loadu(be + ch);
-          if constexpr (WithDy) v = v + o.loadu(dy + at + ch) * o.loadu(se + ch);
-          o.storeu(out + at + ch, v);
+          o.storeu(out + at + ch, value(o, at + ch, e * c + ch));
         });
       }
     });
   }
 
-  /// y = (x - mean) rstd gamma + beta, mean and rstd (batch, groups), gamma and beta (channels).
-  void normalize(const T* x, const T* gamma, const T* beta, const T* mean, const T* rstd, T* y) const {
-    const std::vector<T> scale = per_channel([&](index_t b, index_t g, index_t ch) { return gamma[ch] * rstd[b * groups + g]; });
-    const std::vector<T> shift = per_channel([&](index_t b, index_t g, index_t ch) {
+  /// Each (example, channel)'s scale gamma rstd and shift beta - mean scale, (batch, channels).
+  std::pair<std::vector<T>, std::vector<T>> scale_shift(const T* gamma, const T* beta, const T* mean,
+                                                        const T* rstd) const {
+    std::vector<T> scale = per_channel([&](index_t b, index_t g, index_t ch) { return gamma[ch] * rstd[b * groups + g]; });
+    std::vector<T> shift = per_channel([&](index_t b, index_t g, index_t ch) {
       return beta[ch] - mean[b * groups + g] * scale[static_cast<std::size_t>(b * channels + ch)];
     });
-    affine<false>(x, scale.data(), shift.data(), nullptr, nullptr, y);
+    return {std::move(scale), std::move(shift)};
+  }
+
+  /// y = (x - mean) rstd gamma + beta (then relu with Relu), mean and rstd (batch, groups), gamma
+  /// and beta (channels).
+  template <bool Relu = false>
+  void normalize(const T* x, const T* gamma, const T* beta, const T* mean, const T* rstd, T* y) const {
+    const auto [scale, shift] = scale_shift(gamma, beta, mean, rstd);
+    const T *a = scale.data(), *b = shift.data();
+    elementwise(y, [&](auto o, index_t at, index_t pc) {
+      const auto z = pre_activation(o, x + at, a + pc, b + pc);
+      if constexpr (Relu)
+        return o.relu(z);
+      else
+        return z;
+    });
   }
 
   /// dx, and gamma's and beta's gradients (channels each), from dy and the forward statistics:
@@ -203,9 +233,22 @@ struct channel_norm {
   ///   dgamma = sum(dy xhat), dbeta = sum(dy),
   /// with xhat = (x - mean) rstd and M = positions * channels a group, the sums over each
   /// (example, group) for dx and over everything but the channel for gamma's and beta's.
-  void backward(const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma,
-                T* dbeta) const {
+  /// With Relu, the output was relu's of the normalization (normalize<true>): dy is first masked
+  /// where the normalization's output was not positive (recomputed from x, beta and the rest).
+  template <bool Relu = false>
+  void backward(const T* x, const T* dy, const T* gamma, const T* beta, const T* mean, const T* rstd, T* dx,
+                T* dgamma, T* dbeta) const {
     const index_t c = channels, k = chunks_per_example(), pg = per_group();
+    std::vector<T> fwd_scale, fwd_shift;  // with Relu: the forward pass's, for the mask
+    if constexpr (Relu) std::tie(fwd_scale, fwd_shift) = scale_shift(gamma, beta, mean, rstd);
+    // dy, masked with Relu, at element at + ch of example-channel pc (vectors or one value).
+    auto grad = [&](auto o, index_t at, index_t pc) {
+      const auto d = o.loadu(dy + at);
+      if constexpr (Relu)
+        return where_positive(pre_activation(o, x + at, fwd_scale.data() + pc, fwd_shift.data() + pc), d);
+      else
+        return d;
+    };
     std::vector<T> part(static_cast<std::size_t>(2 * chunks() * c));  // per chunk: sum dy, sum dy (x - mean)
     for_chunks([&](index_t chunk, index_t b, index_t p0, index_t rows) {
       T* sd = part.data() + 2 * chunk * c;
@@ -213,7 +256,7 @@ struct channel_norm {
       std::vector<T> m(static_cast<std::size_t>(c));
       for (index_t ch = 0; ch < c; ++ch) m[static_cast<std::size_t>(ch)] = mean[b * groups + ch / pg];
       column_sums<2>(rows, {sd, sd + c}, [&](auto o, index_t r, index_t ch) {
-        const auto d = o.loadu(dy + first + r * c + ch);
+        const auto d = grad(o, first + r * c + ch, b * c + ch);
         return std::array{d, d * (o.loadu(x + first + r * c + ch) - o.loadu(m.data() + ch))};
       });
     });
@@ -248,15 +291,19 @@ struct channel_norm {
       const index_t i = b * groups + g;
       return -rstd[i] * group_a[static_cast<std::size_t>(i)] * inv_m - mean[i] * x_coef[static_cast<std::size_t>(b * c + ch)];
     });
-    affine<true>(x, x_coef.data(), offset.data(), dy, scale.data(), dx);
+    const T *a = x_coef.data(), *o0 = offset.data(), *sc = scale.data();
+    elementwise(dx, [&](auto o, index_t at, index_t pc) {
+      return o.loadu(x + at) * o.loadu(a + pc) + o.loadu(o0 + pc) + grad(o, at, pc) * o.loadu(sc + pc);
+    });
   }
 };
 
-/// y = (x - mean) rstd gamma + beta by the kernel k, x (batch, positions, channels) in any shape,
+/// y = (x - mean) rstd gamma + beta by the kernel k (then relu with Relu: the activation that
+/// follows, without a pass of its own either way), x (batch, positions, channels) in any shape,
 /// differentiable in x, gamma and beta through k's backward pass (fx::custom_gradient, which
 /// records the whole as one entry). The forward pass's (batch, groups) means and biased variances
 /// go to *mean and *variance when given (batch_norm's moving statistics).
-template <class T>
+template <bool Relu = false, class T>
 tensor<T> channel_normalize(const channel_norm<T>& k, const tensor<T>& x, variable<T>& gamma, variable<T>& beta,
                             T eps, tensor<T>* mean_out = nullptr, tensor<T>* variance_out = nullptr) {
   auto f = custom_gradient([&](const tensor<T>& xin, const tensor<T>& g, const tensor<T>& b) {
@@ -264,14 +311,14 @@ tensor<T> channel_normalize(const channel_norm<T>& k, const tensor<T>& x, variab
     tensor<T> mean{stats}, variance{stats}, rstd{stats}, y{xin.shape()};
     k.statistics(xin.data(), mean.mutable_data(), variance.mutable_data());
     for (index_t i = 0; i < rstd.size(); ++i) rstd.mutable_data()[i] = T(1) / std::sqrt(variance.data()[i] + eps);
-    k.normalize(xin.data(), g.data(), b.data(), mean.data(), rstd.data(), y.mutable_data());
+    k.template normalize<Relu>(xin.data(), g.data(), b.data(), mean.data(), rstd.data(), y.mutable_data());
     if (mean_out) *mean_out = mean;
     if (variance_out) *variance_out = variance;
-    auto backward = [k, xin, g, mean, rstd](const tensor<T>& dy) {
+    auto backward = [k, xin, g, b, mean, rstd](const tensor<T>& dy) {
       const fluxion::shape c{k.channels};
       tensor<T> dx{xin.shape()}, dgamma{c}, dbeta{c};
-      k.backward(xin.data(), dy.data(), g.data(), mean.data(), rstd.data(), dx.mutable_data(), dgamma.mutable_data(),
-                 dbeta.mutable_data());
+      k.template backward<Relu>(xin.data(), dy.data(), g.data(), b.data(), mean.data(), rstd.data(), dx.mutable_data(),
+                                dgamma.mutable_data(), dbeta.mutable_data());
       return std::tuple{std::move(dx), std::move(dgamma), std::move(dbeta)};
     };
     return std::pair{std::move(y), backward};

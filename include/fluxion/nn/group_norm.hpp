@@ -80,9 +80,12 @@ namespace detail {
 /// setting, and a gradient of a gradient missed the statistics' terms). A function of T and
 /// Device only, so that every group_norm<Groups> of a program shares its code (Config keeps
 /// programs built with other autodiff settings, core/config.hpp, from linking another's copy).
+/// relu: the activation that follows is relu, applied here (on the cpu by the kernel, without a
+/// pass of its own).
 template <class T, class Device, int Config = fluxion::detail::autodiff_config>
 tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Device>& gamma_variable,
-                                variable<T, Device>& beta_variable, index_t groups, T eps) {
+                                variable<T, Device>& beta_variable, index_t groups, T eps, bool relu) {
+  auto activated = [relu](tensor<T, Device> y) { return relu ? tensor<T, Device>(fluxion::relu(y)) : y; };
   const index_t batch = flat.shape()[0], positions = flat.shape()[1], channels = flat.shape()[2];
   const index_t per_group = channels / groups;
   // (batch, 1, channels) -> (batch, groups, 1): each group's mean of per-channel values.
@@ -136,14 +139,15 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
   // The same statements, recorded: the tape's rules differentiate them to any order (the
   // hand-written pass below reads the statistics as constants, so a gradient of its gradient
   // would miss their terms), and forward mode sees them. The same values, bit for bit.
-  return std::get<5>(normalized(flat, gamma_variable, beta_variable));
+  return activated(std::get<5>(normalized(flat, gamma_variable, beta_variable)));
 #else
   if constexpr (std::is_same_v<Device, cpu>) {
     // On the cpu one kernel (nn/channel_norm.hpp) runs each pass: x read once for the statistics
     // and once for y, x and dy once for the sums and once for dx, within rounding of the
     // statements' values below (which other devices run).
-    return channel_normalize(channel_norm<T>{batch, positions, channels, groups}, flat, gamma_variable, beta_variable,
-                             eps);
+    const channel_norm<T> k{batch, positions, channels, groups};
+    return relu ? channel_normalize<true>(k, flat, gamma_variable, beta_variable, eps)
+                : channel_normalize<false>(k, flat, gamma_variable, beta_variable, eps);
   } else {
     auto f = custom_gradient([=](const tensor<T, Device>& x, const tensor<T, Device>& gamma,
                                  const tensor<T, Device>& beta) {
@@ -171,7 +175,7 @@ tensor<T, Device> group_normalize(const tensor<T, Device>& flat, variable<T, Dev
       };
       return std::pair{std::move(y), backward};
     });
-    return f(flat, gamma_variable, beta_variable);
+    return activated(f(flat, gamma_variable, beta_variable));
   }
 #endif
 }
@@ -248,7 +252,10 @@ class group_norm : public detail::affine_norm<group_norm<Groups, T, Device>, T, 
     const index_t positions = batch == 0 ? 0 : s.size() / (batch * channels);  // the axes between
     const T eps = static_cast<T>(this->m_options.epsilon);
     const tensor<T, Device> flat = reshape(xt, {batch, positions, channels});
-    const tensor<T, Device> y = epilogue(detail::group_normalize(flat, *this->m_gamma, *this->m_beta, groups, eps));
+    // A relu after the layer is applied by group_normalize (on the cpu, by the kernel's passes).
+    constexpr bool relu = detail::is_relu_epilogue<Epilogue>();
+    tensor<T, Device> y = detail::group_normalize(flat, *this->m_gamma, *this->m_beta, groups, eps, relu);
+    if constexpr (!relu) y = epilogue(y);
     return reshape(y, s.to_vector());
   }
 

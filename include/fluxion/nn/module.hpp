@@ -143,6 +143,15 @@ struct kernel_epilogue<identity> {
   static constexpr bool fusable = true;
   static constexpr auto activation = fluxion::detail::kernels::activation::none;
 };
+/// Whether the Epilogue is nn::relu (a layer's kernel may then apply it itself: batch_norm's and
+/// group_norm's on the cpu).
+template <class Epilogue>
+constexpr bool is_relu_epilogue() {
+  if constexpr (kernel_epilogue<Epilogue>::fusable)
+    return kernel_epilogue<Epilogue>::activation == fluxion::detail::kernels::activation::relu;
+  else
+    return false;
+}
 
 /// Layer R re-declared from `layer` (another element type or device): from the layer itself where
 /// R can be (keeping settings such as batch_norm's momentum), else by its name.

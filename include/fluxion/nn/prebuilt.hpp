@@ -69,7 +69,7 @@
   EXTERN template tensor<float> nn::detail::dropout_forward<float>(const tensor<float>&, double, random::generator&); \
   EXTERN template tensor<float> nn::detail::permute_forward<float>(const tensor<float>&, std::vector<int>);          \
   EXTERN template tensor<float> nn::detail::group_normalize<float, cpu>(const tensor<float>&, variable<float>&,     \
-                                                                        variable<float>&, index_t, float);        \
+                                                                        variable<float>&, index_t, float, bool);  \
   FLUXION_NN_NORM_SPECIALIZATIONS(EXTERN, nn::detail::identity)                                                   \
   FLUXION_NN_NORM_SPECIALIZATIONS(EXTERN, nn::relu)                                                               \
   FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, lstm, 2)                                                           \
