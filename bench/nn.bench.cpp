@@ -41,7 +41,9 @@
 //                          and its backward pass (input, gamma and beta gradients of sum(y * w)),
 //                          and inference alone (batch_norm_inference_*): fluxion's nn::batch_norm<>
 //                          under a tape, LibTorch's BatchNorm2d (NCHW and channels_last) with the
-//                          same gamma and beta; the LibTorch case first checks the same output
+//                          same gamma and beta; the LibTorch case first checks the same output;
+//                          batch_norm_relu_*: the training call with a relu after it (fluxion's
+//                          layer epilogue, as a sequential model passes it; torch::relu)
 //   layer_norm             a transformer block's layer normalization, 4096 tokens of 256 features
 //                          ((16, 16, 16, 256)), a call and its backward pass (input, gamma and beta
 //                          gradients of sum(y * w)), and the call alone (layer_norm_forward_*):
@@ -452,7 +454,8 @@ using ln_case = norm_case<nn::layer_norm<>, ln_batch, ln_hw, ln_features, 20>;
 
 /// A training call (batch_norm: the batch's statistics, the moving ones updated) and its backward
 /// pass; Inference: the call alone, not training (batch_norm: the moving statistics).
-template <class Case, bool Inference>
+/// Relu: the layer with a relu after it, as a sequential model passes it (the layer's epilogue).
+template <class Case, bool Inference, bool Relu = false>
 void norm_fluxion(benchmark::State& state) {
   set_threads(static_cast<int>(state.range(0)));
   Case c;
@@ -460,12 +463,21 @@ void norm_fluxion(benchmark::State& state) {
     for (auto _ : state) benchmark::DoNotOptimize(fx::tensor<float>(c.layer(c.x)).data());
   } else {
     auto sources = c.layer.trainable_variables();
-    auto pass = [&] {
-      return layer_pass(c, sources, [&](const fx::tensor<float>& x) { return c.layer(x, /*training=*/true); });
+    auto call = [&](const fx::tensor<float>& x) {
+      if constexpr (Relu)
+        return c.layer(x, /*training=*/true, nn::relu{});
+      else
+        return c.layer(x, /*training=*/true);
     };
+    auto pass = [&] { return layer_pass(c, sources, call); };
     const auto [dx, dvars] = pass();
-    // beta's gradient is the sum of w over every position: the pass is real.
-    const fx::tensor<float> want_db = fx::reduce_sum(c.w, {0, 1, 2});
+    // beta's gradient is the sum of w over every position (with a relu, where y is positive): the
+    // pass is real.
+    fx::tensor<float> want_db = fx::reduce_sum(c.w, {0, 1, 2});
+    if constexpr (Relu) {
+      const fx::tensor<float> y = call(c.x);
+      want_db = fx::reduce_sum(fx::where(y > 0.f, c.w, 0.f), {0, 1, 2});
+    }
     if (!fx::all(fx::abs(dvars[1] - want_db) < 1e-2f)) state.SkipWithError("fluxion: the beta gradient is wrong");
     for (auto _ : state) benchmark::DoNotOptimize(pass().first.data());
   }
@@ -474,6 +486,7 @@ void group_norm_fluxion(benchmark::State& s) { norm_fluxion<gn_case, false>(s); 
 void group_norm_forward_fluxion(benchmark::State& s) { norm_fluxion<gn_case, true>(s); }
 void batch_norm_fluxion(benchmark::State& s) { norm_fluxion<bn_case, false>(s); }
 void batch_norm_inference_fluxion(benchmark::State& s) { norm_fluxion<bn_case, true>(s); }
+void batch_norm_relu_fluxion(benchmark::State& s) { norm_fluxion<bn_case, false, true>(s); }
 void layer_norm_fluxion(benchmark::State& s) { norm_fluxion<ln_case, false>(s); }
 void layer_norm_forward_fluxion(benchmark::State& s) { norm_fluxion<ln_case, true>(s); }
 
@@ -617,7 +630,7 @@ enum class torch_layout { nchw, nhwc, as_is };
 /// a training call and the input's, gamma's and beta's gradients, as norm_fluxion; otherwise the
 /// call alone in eval mode. It first checks the same output as fluxion's call in the same mode,
 /// without the moving statistics' update.
-template <class Case, torch_layout Layout, bool Training, class MakeModule>
+template <class Case, torch_layout Layout, bool Training, class MakeModule, bool Relu = false>
 void torch_norm(benchmark::State& state, MakeModule make_module) {
   set_threads(static_cast<int>(state.range(0)));
   Case c;
@@ -639,18 +652,25 @@ void torch_norm(benchmark::State& state, MakeModule make_module) {
   const auto x = layout(c.x).requires_grad_(Training);
   const auto w = layout(c.w);
   fx::tensor<float> want;
-  if constexpr (requires { c.layer.call(c.x, Training, false); }) want = c.layer.call(c.x, Training, /*update=*/false);
+  if constexpr (Relu) want = c.layer.call(c.x, Training, /*update=*/false, nn::relu{});
+  else if constexpr (requires { c.layer.call(c.x, Training, false); }) want = c.layer.call(c.x, Training, /*update=*/false);
   else want = c.layer(c.x);
-  auto got = m->forward(x).detach();
+  auto forward = [&] {
+    if constexpr (Relu)
+      return torch::relu(m->forward(x));
+    else
+      return m->forward(x);
+  };
+  auto got = forward().detach();
   if constexpr (Layout != torch_layout::as_is) got = got.permute({0, 2, 3, 1}).contiguous();
   if (!torch::allclose(got, torch::from_blob(const_cast<float*>(want.data()), got.sizes()), 1e-3, 1e-3))
     state.SkipWithError("LibTorch's output differs from fluxion's with the same weights");
   std::vector<torch::Tensor> inputs{x, m->weight, m->bias};
   for (auto _ : state) {
-    if constexpr (Training) benchmark::DoNotOptimize(torch::autograd::grad({m->forward(x)}, inputs, {w})[0].data_ptr());
+    if constexpr (Training) benchmark::DoNotOptimize(torch::autograd::grad({forward()}, inputs, {w})[0].data_ptr());
     else {
       torch::NoGradGuard no_grad;
-      benchmark::DoNotOptimize(m->forward(x).data_ptr());
+      benchmark::DoNotOptimize(forward().data_ptr());
     }
   }
 }
@@ -667,16 +687,20 @@ void group_norm_forward_torch_nchw(benchmark::State& s) { torch_group_norm<false
 void group_norm_forward_torch_nhwc(benchmark::State& s) { torch_group_norm<true, false>(s); }
 /// torch::nn::BatchNorm2d(32), momentum 0.01 (Keras's 0.99); inference with the initial moving
 /// statistics of both (zeros and ones).
-template <bool Nhwc, bool Training>
+template <bool Nhwc, bool Training, bool Relu = false>
 void torch_batch_norm(benchmark::State& state) {
-  torch_norm<bn_case, Nhwc ? torch_layout::nhwc : torch_layout::nchw, Training>(state, [] {
+  auto make = [] {
     return torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(bn_channels).eps(1e-3).momentum(0.01));
-  });
+  };
+  torch_norm<bn_case, Nhwc ? torch_layout::nhwc : torch_layout::nchw, Training, decltype(make), Relu>(state, make);
 }
 void batch_norm_torch_nchw(benchmark::State& s) { torch_batch_norm<false, true>(s); }
 void batch_norm_torch_nhwc(benchmark::State& s) { torch_batch_norm<true, true>(s); }
 void batch_norm_inference_torch_nchw(benchmark::State& s) { torch_batch_norm<false, false>(s); }
 void batch_norm_inference_torch_nhwc(benchmark::State& s) { torch_batch_norm<true, false>(s); }
+/// BatchNorm2d then torch::relu, trained (fluxion's: batch_norm_relu_fluxion).
+void batch_norm_relu_torch_nchw(benchmark::State& s) { torch_batch_norm<false, true, true>(s); }
+void batch_norm_relu_torch_nhwc(benchmark::State& s) { torch_batch_norm<true, true, true>(s); }
 /// torch::nn::LayerNorm over the 256 features.
 template <bool Training>
 void torch_layer_norm(benchmark::State& state) {
@@ -806,6 +830,7 @@ BENCHMARK(group_norm_fluxion)->Apply(threads);
 BENCHMARK(group_norm_forward_fluxion)->Apply(threads);
 BENCHMARK(batch_norm_fluxion)->Apply(threads);
 BENCHMARK(batch_norm_inference_fluxion)->Apply(threads);
+BENCHMARK(batch_norm_relu_fluxion)->Apply(threads);
 BENCHMARK(layer_norm_fluxion)->Apply(threads);
 BENCHMARK(layer_norm_forward_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
@@ -821,6 +846,8 @@ BENCHMARK(batch_norm_torch_nchw)->Apply(threads);
 BENCHMARK(batch_norm_torch_nhwc)->Apply(threads);
 BENCHMARK(batch_norm_inference_torch_nchw)->Apply(threads);
 BENCHMARK(batch_norm_inference_torch_nhwc)->Apply(threads);
+BENCHMARK(batch_norm_relu_torch_nchw)->Apply(threads);
+BENCHMARK(batch_norm_relu_torch_nhwc)->Apply(threads);
 BENCHMARK(layer_norm_torch)->Apply(threads);
 BENCHMARK(layer_norm_forward_torch)->Apply(threads);
 BENCHMARK(group_norm_forward_torch_nchw)->Apply(threads);
