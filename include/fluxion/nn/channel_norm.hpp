@@ -26,6 +26,7 @@
 #include <array>
 #include <cmath>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -239,13 +240,12 @@ struct channel_norm {
   void backward(const T* x, const T* dy, const T* gamma, const T* beta, const T* mean, const T* rstd, T* dx,
                 T* dgamma, T* dbeta) const {
     const index_t c = channels, k = chunks_per_example(), pg = per_group();
-    std::vector<T> fwd_scale, fwd_shift;  // with Relu: the forward pass's, for the mask
-    if constexpr (Relu) std::tie(fwd_scale, fwd_shift) = scale_shift(gamma, beta, mean, rstd);
-    // dy, masked with Relu, at element at + ch of example-channel pc (vectors or one value).
-    auto grad = [&](auto o, index_t at, index_t pc) {
+    const auto [scale, shift] = scale_shift(gamma, beta, mean, rstd);  // the forward pass's
+    // dy at element `at` of (example, channel) pc, masked with Relu (vectors or one value).
+    auto grad = [&, sc = scale.data(), sh = shift.data()](auto o, index_t at, index_t pc) {
       const auto d = o.loadu(dy + at);
       if constexpr (Relu)
-        return where_positive(pre_activation(o, x + at, fwd_scale.data() + pc, fwd_shift.data() + pc), d);
+        return where_positive(pre_activation(o, x + at, sc + pc, sh + pc), d);
       else
         return d;
     };
@@ -280,9 +280,8 @@ struct channel_norm {
         if (positions > 0) dgamma[ch] += sum_dyx[i] * rstd[g];  // no positions: 0, not 0 times a NaN rstd
         dbeta[ch] += sum_dy[i];
       }
-    // dx = dy (gamma rstd) + x x_coef + offset, per (example, channel).
+    // dx = dy scale + x x_coef + offset, per (example, channel) (scale = gamma rstd).
     const T inv_m = T(1) / static_cast<T>(positions * pg);
-    const std::vector<T> scale = per_channel([&](index_t b, index_t g, index_t ch) { return gamma[ch] * rstd[b * groups + g]; });
     const std::vector<T> x_coef = per_channel([&](index_t b, index_t g, index_t) {
       const T r = rstd[b * groups + g];
       return -(r * r * r) * group_b[static_cast<std::size_t>(b * groups + g)] * inv_m;
