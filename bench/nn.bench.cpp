@@ -48,7 +48,8 @@
 //                          ((16, 16, 16, 256)), a call and its backward pass (input, gamma and beta
 //                          gradients of sum(y * w)), and the call alone (layer_norm_forward_*):
 //                          fluxion's nn::layer_norm<> under a tape, LibTorch's LayerNorm({256}) with
-//                          the same gamma and beta; the LibTorch case first checks the same output
+//                          the same gamma and beta; the LibTorch case first checks the same output;
+//                          layer_norm_relu_*: the call with a relu after it, trained
 //   conv_transpose         a generator's upsampling layer, (64, 14, 14, 64) -> conv2d_transpose 32
 //                          filters 4x4, stride 2, valid -> (64, 30, 30, 32), forward and backward
 //                          (input, kernel and bias gradients of sum(y * w)): fluxion's
@@ -489,6 +490,7 @@ void batch_norm_inference_fluxion(benchmark::State& s) { norm_fluxion<bn_case, t
 void batch_norm_relu_fluxion(benchmark::State& s) { norm_fluxion<bn_case, false, true>(s); }
 void layer_norm_fluxion(benchmark::State& s) { norm_fluxion<ln_case, false>(s); }
 void layer_norm_forward_fluxion(benchmark::State& s) { norm_fluxion<ln_case, true>(s); }
+void layer_norm_relu_fluxion(benchmark::State& s) { norm_fluxion<ln_case, false, true>(s); }
 
 /// The layer with Keras's recurrent_dropout 0.2 in training (its step statements), against the fused
 /// cells of the same layer in training without it.
@@ -652,7 +654,9 @@ void torch_norm(benchmark::State& state, MakeModule make_module) {
   const auto x = layout(c.x).requires_grad_(Training);
   const auto w = layout(c.w);
   fx::tensor<float> want;
-  if constexpr (Relu) want = c.layer.call(c.x, Training, /*update=*/false, nn::relu{});
+  if constexpr (Relu && requires { c.layer.call(c.x, Training, false); })
+    want = c.layer.call(c.x, Training, /*update=*/false, nn::relu{});
+  else if constexpr (Relu) want = c.layer(c.x, Training, nn::relu{});
   else if constexpr (requires { c.layer.call(c.x, Training, false); }) want = c.layer.call(c.x, Training, /*update=*/false);
   else want = c.layer(c.x);
   auto forward = [&] {
@@ -702,13 +706,15 @@ void batch_norm_inference_torch_nhwc(benchmark::State& s) { torch_batch_norm<tru
 void batch_norm_relu_torch_nchw(benchmark::State& s) { torch_batch_norm<false, true, true>(s); }
 void batch_norm_relu_torch_nhwc(benchmark::State& s) { torch_batch_norm<true, true, true>(s); }
 /// torch::nn::LayerNorm over the 256 features.
-template <bool Training>
+template <bool Training, bool Relu = false>
 void torch_layer_norm(benchmark::State& state) {
-  torch_norm<ln_case, torch_layout::as_is, Training>(
-      state, [] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({ln_features}).eps(1e-3)); });
+  auto make = [] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({ln_features}).eps(1e-3)); };
+  torch_norm<ln_case, torch_layout::as_is, Training, decltype(make), Relu>(state, make);
 }
 void layer_norm_torch(benchmark::State& s) { torch_layer_norm<true>(s); }
 void layer_norm_forward_torch(benchmark::State& s) { torch_layer_norm<false>(s); }
+/// LayerNorm then torch::relu, trained (fluxion's: layer_norm_relu_fluxion).
+void layer_norm_relu_torch(benchmark::State& s) { torch_layer_norm<true, true>(s); }
 
 void conv_transpose_torch(benchmark::State& state) {
   set_threads(static_cast<int>(state.range(0)));
@@ -833,6 +839,7 @@ BENCHMARK(batch_norm_inference_fluxion)->Apply(threads);
 BENCHMARK(batch_norm_relu_fluxion)->Apply(threads);
 BENCHMARK(layer_norm_fluxion)->Apply(threads);
 BENCHMARK(layer_norm_forward_fluxion)->Apply(threads);
+BENCHMARK(layer_norm_relu_fluxion)->Apply(threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(global_avg_pool_torch_nchw)->Apply(threads);
 BENCHMARK(global_avg_pool_torch_nhwc)->Apply(threads);
@@ -850,6 +857,7 @@ BENCHMARK(batch_norm_relu_torch_nchw)->Apply(threads);
 BENCHMARK(batch_norm_relu_torch_nhwc)->Apply(threads);
 BENCHMARK(layer_norm_torch)->Apply(threads);
 BENCHMARK(layer_norm_forward_torch)->Apply(threads);
+BENCHMARK(layer_norm_relu_torch)->Apply(threads);
 BENCHMARK(group_norm_forward_torch_nchw)->Apply(threads);
 BENCHMARK(group_norm_forward_torch_nhwc)->Apply(threads);
 BENCHMARK(attention_torch)->Apply(threads);

@@ -177,6 +177,24 @@ TEST_CASE("layer_norm: gradients with long rows, and with a relu after it in a s
   auto r = fx::testing::check_gradients([&](const auto& xi) { return net(xi, /*training=*/true); }, reverse_only, x);
   CHECK_MESSAGE(r.ok, r.report);
   test::check_beta_counts_positive_outputs(net, x, 6);
+  // Rows of 37 (vectors and a tail) with the relu in the cpu kernel's passes, and RMS normalization
+  // with it: gradients against finite differences, and the output of the layer and a relu apart.
+  for (bool rms : {false, true}) {
+    CAPTURE(rms);
+    auto long_rows = nn::sequential(gen, nn::typed_input<double, 3, 37>{},
+                                    nn::layer_norm<double>{{.rms_scaling = rms}}, nn::relu{});
+    const fx::tensor<double> xl = fx::random::normal<double>({2, 3, 37}, gen, 0.5, 2.0);
+    auto rl = fx::testing::check_gradients([&](const auto& xi) { return long_rows(xi, /*training=*/true); },
+                                           reverse_only, xl);
+    CHECK_MESSAGE(rl.ok, rl.report);
+    nn::layer_norm<double> alone{{.rms_scaling = rms}};
+    alone.build(fx::shape{37});
+    alone.gamma().assign(long_rows.layer<0>().gamma().peek());
+    if (!rms) alone.beta().assign(long_rows.layer<0>().beta().peek());
+    const auto want = fx::tensor<double>(fx::relu(alone(xl))).to_vector(), y = long_rows(xl).to_vector();
+    REQUIRE(y.size() == want.size());
+    for (std::size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(want[i]).epsilon(1e-13));
+  }
 }
 
 TEST_CASE("layer_norm: values against a naive loop, the same in training and inference") {

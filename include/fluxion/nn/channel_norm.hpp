@@ -172,15 +172,6 @@ struct channel_norm {
     return out;
   }
 
-  /// v where z > 0, else 0 (relu's gradient mask: 0 at z = 0 and for a NaN z, as fx::relu's).
-  template <class B>
-  static B where_positive(B z, B v) {
-    if constexpr (std::is_arithmetic_v<B>)
-      return z > B(0) ? v : B(0);
-    else
-      return xsimd::select(z > B(0), v, B(0));
-  }
-
   /// The layer's output before a fused relu, x scale + shift, rounded once: the backward pass
   /// recomputes it for relu's mask and gets the same bits as the forward pass.
   template <class O>
@@ -245,7 +236,7 @@ struct channel_norm {
     auto grad = [&, sc = scale.data(), sh = shift.data()](auto o, index_t at, index_t pc) {
       const auto d = o.loadu(dy + at);
       if constexpr (Relu)
-        return where_positive(pre_activation(o, x + at, sc + pc, sh + pc), d);
+        return fluxion::detail::kernels::where_positive(pre_activation(o, x + at, sc + pc, sh + pc), d);
       else
         return d;
     };

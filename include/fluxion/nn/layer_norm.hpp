@@ -6,8 +6,9 @@
 //
 // Each example's last axis is normalized with its own mean and biased variance, y = gamma (x -
 // mean) / sqrt(var + epsilon) + beta, the same in training and inference: two reductions, then one
-// fused statement (with the default autodiff settings the activation that follows in a sequential
-// model is a statement of its own; otherwise it is the statement's epilogue). With the default
+// fused statement (with the default autodiff settings a relu that follows in a sequential model
+// runs in the cpu kernel's passes and other activations are a statement of their own; otherwise
+// the activation is the statement's epilogue). With the default
 // settings the backward pass is written by hand, and on the cpu one kernel runs each pass over
 // the rows (layer_norm_rows and layer_normalize below).
 //
@@ -95,6 +96,15 @@ struct layer_norm_rows {
     return ops::sum(acc) + tail;
   }
 
+  /// A row's output before a fused relu at i, ((x - mean) rstd) gamma + beta, rounded once in its
+  /// last step: the backward pass recomputes it for relu's mask and gets the forward pass's bits.
+  template <class O>
+  static auto pre_activation(O o, const T* xr, const T* g, const T* b, index_t i, T m, T rs) {
+    return o.fma((o.loadu(xr + i) - o.splat(m)) * o.splat(rs), o.loadu(g + i), o.loadu(b + i));
+  }
+
+  /// y, and each row's mean and rstd; with Relu, y is relu's of the normalization.
+  template <bool Relu = false>
   void forward(const T* x, const T* g, const T* b, T eps, T* y, T* mean, T* rstd) const {
     const T inv_n = T(1) / static_cast<T>(n);
     for_tasks([&](index_t, index_t begin, index_t end) {
@@ -109,7 +119,11 @@ struct layer_norm_rows {
                     inv_n;
         const T rs = T(1) / std::sqrt(v + eps);
         fluxion::detail::kernels::for_each_channel_chunk<T>(n, [&](auto o, index_t i) {
-          o.storeu(yr + i, (o.loadu(xr + i) - o.splat(m)) * o.splat(rs) * o.loadu(g + i) + o.loadu(b + i));
+          const auto z = pre_activation(o, xr, g, b, i, m, rs);
+          if constexpr (Relu)
+            o.storeu(yr + i, o.relu(z));
+          else
+            o.storeu(yr + i, z);
         });
         mean[r] = m;
         rstd[r] = rs;
@@ -117,8 +131,11 @@ struct layer_norm_rows {
     });
   }
 
-  /// dx, and gamma's and beta's gradients (each n), from dy and the forward pass's statistics.
-  void backward(const T* x, const T* dy, const T* g, const T* mean, const T* rstd, T* dx, T* dg, T* db) const {
+  /// dx, and gamma's and beta's gradients (each n), from dy and the forward pass's statistics. With
+  /// Relu (forward<true>), dy is first masked where the recomputed pre-activation is not positive.
+  template <bool Relu = false>
+  void backward(const T* x, const T* dy, const T* g, const T* b, const T* mean, const T* rstd, T* dx, T* dg,
+                T* db) const {
     const T inv_n = T(1) / static_cast<T>(n);
     const index_t count = tasks();
     std::vector<T> partial(static_cast<std::size_t>(2 * count * n), T(0));  // per task: gamma's, beta's
@@ -130,13 +147,19 @@ struct layer_norm_rows {
         const T* dyr = dy + r * n;
         T* dxr = dx + r * n;
         const T m = mean[r], rs = rstd[r];
-        const T a = rms ? T(0) : row_sum([&](auto o, index_t i) { return o.loadu(dyr + i) * o.loadu(g + i); }) * inv_n;
+        auto grad = [&](auto o, index_t i) {  // dy, masked with Relu
+          if constexpr (Relu)
+            return fluxion::detail::kernels::where_positive(pre_activation(o, xr, g, b, i, m, rs), o.loadu(dyr + i));
+          else
+            return o.loadu(dyr + i);
+        };
+        const T a = rms ? T(0) : row_sum([&](auto o, index_t i) { return grad(o, i) * o.loadu(g + i); }) * inv_n;
         const T c = row_sum([&](auto o, index_t i) {
-                      return o.loadu(dyr + i) * o.loadu(g + i) * (o.loadu(xr + i) - o.splat(m));
+                      return grad(o, i) * o.loadu(g + i) * (o.loadu(xr + i) - o.splat(m));
                     }) *
                     inv_n * rs * rs;
         fluxion::detail::kernels::for_each_channel_chunk<T>(n, [&](auto o, index_t i) {
-          const auto d = o.loadu(dyr + i), xc = o.loadu(xr + i) - o.splat(m);
+          const auto d = grad(o, i), xc = o.loadu(xr + i) - o.splat(m);
           o.storeu(dxr + i, (d * o.loadu(g + i) - o.splat(a) - xc * o.splat(c)) * o.splat(rs));
           o.storeu(pg + i, o.loadu(pg + i) + d * xc * o.splat(rs));
           o.storeu(pb + i, o.loadu(pb + i) + d);
@@ -182,20 +205,23 @@ tensor<T, Device> layer_normalize(const tensor<T, Device>& x, variable<T, Device
     const std::vector<index_t> flat = {x.size() / features, features};
     if constexpr (std::is_same_v<Device, cpu>) {
       // The rows in one pass each way (layer_norm_rows), within rounding of the statements below.
+      // A relu after the layer runs in the kernel's passes (no pass of its own either way).
+      constexpr bool relu = is_relu_epilogue<Epilogue>();
       const layer_norm_rows<T> k{flat[0], features, rms};
       auto normalize = custom_gradient([&](const tensor<T>& xin, const tensor<T>& g, const tensor<T>& b) {
         tensor<T> out{xin.shape()}, mean{fluxion::shape{flat[0]}}, rstd{fluxion::shape{flat[0]}};
-        k.forward(xin.data(), g.data(), b.data(), eps, out.mutable_data(), mean.mutable_data(), rstd.mutable_data());
+        k.template forward<relu>(xin.data(), g.data(), b.data(), eps, out.mutable_data(), mean.mutable_data(),
+                                 rstd.mutable_data());
         auto backward = [=](const tensor<T>& dy) {
           tensor<T> dx{xin.shape()}, dg{fluxion::shape{features}}, db{fluxion::shape{features}};
-          k.backward(xin.data(), dy.data(), g.data(), mean.data(), rstd.data(), dx.mutable_data(), dg.mutable_data(),
-                     db.mutable_data());
+          k.template backward<relu>(xin.data(), dy.data(), g.data(), b.data(), mean.data(), rstd.data(),
+                                    dx.mutable_data(), dg.mutable_data(), db.mutable_data());
           return std::tuple{std::move(dx), std::move(dg), std::move(db)};
         };
         return std::pair{std::move(out), backward};
       });
       tensor<T> y = normalize(x, gamma, beta);
-      if constexpr (!std::is_same_v<Epilogue, identity>) y = tensor<T>(epilogue(y));
+      if constexpr (!std::is_same_v<Epilogue, identity> && !relu) y = tensor<T>(epilogue(y));
       return y;
     } else {
       auto eval = [](const auto& e) { return fluxion::detail::materialize_unrecorded(e); };

@@ -116,6 +116,16 @@ FLUXION_ALWAYS_INLINE void for_each_channel_chunk(index_t c, Body&& body) {
   for (; ch < c; ++ch) body(simd_ops<T, false>{}, ch);
 }
 
+/// v where z > 0, else 0, for vectors or values: relu's gradient mask (0 at z = 0 and for a NaN z,
+/// as fx::relu's gradient).
+template <class B>
+FLUXION_ALWAYS_INLINE B where_positive(B z, B v) {
+  if constexpr (std::is_arithmetic_v<B>)
+    return z > B(0) ? v : B(0);
+  else
+    return xsimd::select(z > B(0), v, B(0));
+}
+
 /// out[i] = a[i] + b[i] for i < n (out may be a or b), element by element: in vectors for float and
 /// double, where g++'s -O2 would leave the plain loop scalar (the arrays may overlap); a plain loop
 /// for other types.
