@@ -99,7 +99,7 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
     // tile: the largest divisor of the positions (1 when they are prime).
     const index_t positions = s.size() / channels;
     const index_t tile = row_tile(positions, channels);
-    const tensor<T, Device> xt = fluxion::reshape(x, {positions / tile, tile * channels});
+    const std::vector<index_t> row_dims = {positions / tile, tile * channels};  // x seen as rows
     // A per-channel tensor or variable -> (1, tile * channels); recorded as the statements are.
     // (fluxion::reshape: in a generic lambda nvcc finds the layer nn::reshape first.)
     auto tiled = [tile, channels](const auto& c) {
@@ -109,6 +109,7 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
     if (!training) {
       const tensor<T, Device> scale = gamma * rsqrt(moving_variance.peek() + eps);
       const tensor<T, Device> shift = beta - moving_mean.peek() * scale;
+      const tensor<T, Device> xt = fluxion::reshape(x, row_dims);
       return untiled(tensor<T, Device>(epilogue(xt * tiled(scale) + tiled(shift))));
     }
     std::vector<int> reduced;
@@ -144,10 +145,10 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
         return eval(reduce_sum(eval(fluxion::reshape(t, {tile, channels})), {0}));
       };
       const T inv_n = T(1) / static_cast<T>(positions);
-      const std::vector<index_t> dims = s.to_vector(), rows = {positions / tile, tile * channels};
+      const std::vector<index_t> dims = s.to_vector();
       auto normalize = custom_gradient([&](const tensor<T, Device>& xin, const tensor<T, Device>& g,
                                            const tensor<T, Device>& b) {
-        const tensor<T, Device> x_rows = eval(fluxion::reshape(xin, rows));
+        const tensor<T, Device> x_rows = eval(fluxion::reshape(xin, row_dims));
         mean = eval(reduce_mean(xin, reduced));
         variance = eval(untile_sum_value(eval(reduce_mean(square(x_rows - tiled_value(mean)), {0}))) *
                         (T(1) / static_cast<T>(tile)));
@@ -155,7 +156,7 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
         const tensor<T, Device> scale_t = tiled_value(scale);
         tensor<T, Device> out = eval(fluxion::reshape(eval(x_rows * scale_t + tiled_value(eval(b - mean * scale))), dims));
         auto backward = [=, m = mean](const tensor<T, Device>& dy) {
-          const tensor<T, Device> dy_rows = eval(fluxion::reshape(dy, rows));
+          const tensor<T, Device> dy_rows = eval(fluxion::reshape(dy, row_dims));
           tensor<T, Device> sum_dy = untile_sum_value(eval(reduce_sum(dy_rows, {0})));
           const tensor<T, Device> sum_dyx = untile_sum_value(eval(reduce_sum(dy_rows * x_rows, {0})));
           tensor<T, Device> dgamma = eval((sum_dyx - m * sum_dy) * rstd);
@@ -176,6 +177,7 @@ tensor<T, Device> batch_normalize(const tensor<T, Device>& x, int axis, bool tra
     auto untile_sum = [tile, channels](const tensor<T, Device>& t) {
       return tensor<T, Device>(reduce_sum(fluxion::reshape(t, {tile, channels}), {0}));
     };
+    const tensor<T, Device> xt = fluxion::reshape(x, row_dims);
     mean = reduce_mean(x, reduced);  // (channels)
     variance = untile_sum(reduce_mean(square(xt - tiled(mean)), {0})) * (T(1) / static_cast<T>(tile));  // biased, as Keras
     const tensor<T, Device> scale = gamma * rsqrt(variance + eps);

@@ -240,15 +240,16 @@ struct channel_norm {
       else
         return d;
     };
+    // Each (example, channel)'s group mean, (batch, channels).
+    const std::vector<T> mean_c = per_channel([&](index_t b, index_t g, index_t) { return mean[b * groups + g]; });
     std::vector<T> part(static_cast<std::size_t>(2 * chunks() * c));  // per chunk: sum dy, sum dy (x - mean)
     for_chunks([&](index_t chunk, index_t b, index_t p0, index_t rows) {
       T* sd = part.data() + 2 * chunk * c;
       const index_t first = (b * positions + p0) * c;
-      std::vector<T> m(static_cast<std::size_t>(c));
-      for (index_t ch = 0; ch < c; ++ch) m[static_cast<std::size_t>(ch)] = mean[b * groups + ch / pg];
+      const T* m = mean_c.data() + b * c;
       column_sums<2>(rows, {sd, sd + c}, [&](auto o, index_t r, index_t ch) {
         const auto d = grad(o, first + r * c + ch, b * c + ch);
-        return std::array{d, d * (o.loadu(x + first + r * c + ch) - o.loadu(m.data() + ch))};
+        return std::array{d, d * (o.loadu(x + first + r * c + ch) - o.loadu(m + ch))};
       });
     });
     std::vector<T> sum_dy(static_cast<std::size_t>(batch * c), T(0)), sum_dyx(sum_dy);  // (batch, channels)
