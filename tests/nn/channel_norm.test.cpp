@@ -115,11 +115,13 @@ template <class T, bool Relu>
 void check_against_naive(double tol) {
   // (3, 10000, 4) in 2 groups: 4096 positions a chunk, three chunks an example, the last short;
   // (1, 37, 19), a group a channel (batch_norm's), channels past the last full vector; (2, 5, 40)
-  // in 8 groups of 5; (1, 3000, 33), a group a channel, over one chunk and a short one.
+  // in 8 groups of 5; (1, 3000, 33), a group a channel, over one chunk and a short one; (2, 1001,
+  // 40) in 8 groups: chunks of 409, 409 and 183 positions, each an odd count over several of the
+  // statistics' and the backward sums' blocks of positions.
   std::mt19937 rng(11);
   std::normal_distribution<double> normal(0.0, 1.0);
   for (const case_shape s : {case_shape{3, 10000, 4, 2}, case_shape{1, 37, 19, 19}, case_shape{2, 5, 40, 8},
-                             case_shape{1, 3000, 33, 33}}) {
+                             case_shape{1, 3000, 33, 33}, case_shape{2, 1001, 40, 8}}) {
     CAPTURE(s.batch);
     CAPTURE(s.positions);
     CAPTURE(s.channels);
