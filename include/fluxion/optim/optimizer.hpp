@@ -189,33 +189,38 @@ FLUXION_ALWAYS_INLINE V sign_of(const V& x) {
 /// the same in every file of a program, nvcc's included.
 template <std::size_t Slots, class T, class Step>
 void host_fused_update(const update_buffers<T>& b, const step_constants& c, const Step& step) {
-  const bool decay = c.weight_decay != 0;
-  const T weight_decay = static_cast<T>(c.weight_decay), learning_rate = static_cast<T>(c.learning_rate);
   auto run = [&](index_t begin, index_t end) {
+    // Locals, not captures: a store through xsimd may alias anything, so pointers and constants
+    // read through references would be read again after every store (Adam over 1M floats, one
+    // thread: 0.61 -> 0.37 ms).
+    const update_buffers<T> buffers = b;
+    const Step st = step;
+    const bool decay = c.weight_decay != 0;
+    const T weight_decay = static_cast<T>(c.weight_decay), learning_rate = static_cast<T>(c.learning_rate);
     index_t i = begin;
     if constexpr (!std::is_same_v<::fluxion::detail::simd_arch, xsimd::unavailable>) {
       using batch = xsimd::batch<T, ::fluxion::detail::simd_arch>;
       constexpr index_t width = static_cast<index_t>(batch::size);
       for (; i + width <= end; i += width) {
-        const batch g = batch::load_unaligned(b.gradient + i);
-        batch w = batch::load_unaligned(b.value + i);
+        const batch g = batch::load_unaligned(buffers.gradient + i);
+        batch w = batch::load_unaligned(buffers.value + i);
         std::array<batch, Slots> s;
-        if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) s[k] = batch::load_unaligned(b.slots[k] + i);
+        if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) s[k] = batch::load_unaligned(buffers.slots[k] + i);
         if (decay) w = w - w * batch(weight_decay) * batch(learning_rate);
-        step(g, w, s);
-        w.store_unaligned(b.new_value + i);
-        if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) s[k].store_unaligned(b.new_slots[k] + i);
+        st(g, w, s);
+        w.store_unaligned(buffers.new_value + i);
+        if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) s[k].store_unaligned(buffers.new_slots[k] + i);
       }
     }
     for (; i < end; ++i) {
-      const T g = b.gradient[i];
-      T w = b.value[i];
+      const T g = buffers.gradient[i];
+      T w = buffers.value[i];
       std::array<T, Slots> s;
-      if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) s[k] = b.slots[k][i];
+      if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) s[k] = buffers.slots[k][i];
       if (decay) w = w - w * weight_decay * learning_rate;
-      step(g, w, s);
-      b.new_value[i] = w;
-      if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) b.new_slots[k][i] = s[k];
+      st(g, w, s);
+      buffers.new_value[i] = w;
+      if constexpr (Slots > 0) for (std::size_t k = 0; k < Slots; ++k) buffers.new_slots[k][i] = s[k];
     }
   };
   const index_t n = b.size;
