@@ -167,6 +167,14 @@ TEST_CASE_TEMPLATE("depthwise_conv2d: the sliding window (stride 1, filters 3, 5
         if (width >= filter)
           check(k::depthwise2d_tf_shape(1, 6, width, channels, 3, filter, 1, k::padding_mode::valid));
       }
+  // A pixel of 2 KiB (MobileNet's 512 floats): on AVX2 the 3-wide window's blocks of two vectors
+  // (slide_row), a whole block and one left over along the row.
+  const auto line_channels = static_cast<fx::index_t>(2048 / sizeof(T));
+  for (fx::index_t width : {3, 4, 6, 14})
+    for (fx::index_t channels : {line_channels, 2 * line_channels}) {
+      check(k::depthwise2d_tf_shape(1, 4, width, channels, 3, 3, 1, k::padding_mode::same));
+      check(k::depthwise2d_tf_shape(1, 5, width, channels, 3, 3, 1, k::padding_mode::valid));
+    }
 }
 
 TEST_CASE("separable_conv2d is a depthwise convolution, then a 1x1 conv2d") {

@@ -230,30 +230,35 @@ void sum_interior(index_t c, index_t p0, index_t p1, index_t step, index_t base,
   for (; ch < c; ++ch) pixels.template operator()<1>(simd_ops<T, false>{}, ch);
 }
 
-/// P outputs of one row at stride 1 and dilation 1, [p, p + P), of one vector of channels (at ch),
-/// for a filter K taps wide: out[p + i] = the sum over tap rows a < rows, then taps kw < K whose
-/// source position lies in [0, src_width), of src[a][q * c + ch] * w[a][kw * c + ch], where q = q0 +
-/// i + kw, or q = q0 + i + (K - 1) - kw with Reverse (the input gradient, whose taps run backwards
-/// along the source). The window slides: each source vector is loaded once and meets every output
-/// of the block it reaches, with the K weight vectors held in registers, so a block of P * K fused
-/// multiply-adds loads K + P + K - 1 vectors (sum_interior loads P + 1 for every P of them: 1.25
-/// loads a multiply-add at P = 4, the bound of ConvNeXt's 7x7 layer). Each output still adds its
-/// taps in (a, kw) order, from zero, so the sums are bitwise those of sum_interior. Only the first
-/// `valid` outputs are stored (the last block of a row).
-template <int K, int P, bool Reverse, class O, class T>
+/// P outputs of one row at stride 1 and dilation 1, [p, p + P), of V neighbouring vectors of
+/// channels (from ch), for a filter K taps wide: out[p + i] = the sum over tap rows a < rows, then
+/// taps kw < K whose source position lies in [0, src_width), of src[a][q * c + ch] * w[a][kw * c +
+/// ch], where q = q0 + i + kw, or q = q0 + i + (K - 1) - kw with Reverse (the input gradient, whose
+/// taps run backwards along the source). The window slides: each source vector is loaded once and
+/// meets every output of the block it reaches, with the K weight vectors held in registers, so a
+/// block of P * K fused multiply-adds loads K + P + K - 1 vectors (sum_interior loads P + 1 for
+/// every P of them: 1.25 loads a multiply-add at P = 4, the bound of ConvNeXt's 7x7 layer). Each
+/// output still adds its taps in (a, kw) order, from zero, so the sums are bitwise those of
+/// sum_interior. Only the first `valid` outputs are stored (the last block of a row).
+template <int K, int P, int V, bool Reverse, class O, class T>
 FLUXION_DEPTHWISE_O3 FLUXION_ALWAYS_INLINE void slide_block(index_t c, index_t ch, index_t rows, const T* const* src, const T* const* w,
                                        index_t q0, index_t src_width, index_t valid, T* out) {
   using batch = typename O::batch;
+  constexpr index_t lanes = O::width;
   // Loops of constant counts: unrolled (FLUXION_DEPTHWISE_O3), every index is a constant, the
   // accumulators are registers and the tests on kw vanish.
-  batch acc[P];
+  batch acc[P][V];
 #pragma GCC unroll 16
-  for (int i = 0; i < P; ++i) acc[i] = O::splat(T(0));
+  for (int i = 0; i < P; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[i][v] = O::splat(T(0));
   for (index_t a = 0; a < rows; ++a) {
-    batch wv[K];
+    batch wv[K][V];
     const T* wa = w[a] + ch;
 #pragma GCC unroll 16
-    for (int kw = 0; kw < K; ++kw) wv[kw] = O::loadu(wa + kw * c);
+    for (int kw = 0; kw < K; ++kw)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) wv[kw][v] = O::loadu(wa + kw * c + v * lanes);
     const T* row = src[a] + ch;
     // Source position q0 + j meets output i through tap kw = j - i (Reverse: i + K - 1 - j). With
     // Reverse the positions are taken from the last, so that each output's taps still come in kw
@@ -263,40 +268,71 @@ FLUXION_DEPTHWISE_O3 FLUXION_ALWAYS_INLINE void slide_block(index_t c, index_t c
       const int j = Reverse ? P + K - 2 - jj : jj;
       const index_t q = q0 + j;
       if (q < 0 || q >= src_width) continue;
-      const batch x = O::loadu(row + q * c);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        const batch x = O::loadu(row + q * c + v * lanes);
 #pragma GCC unroll 16
-      for (int i = 0; i < P; ++i) {
-        const int kw = Reverse ? i + K - 1 - j : j - i;
-        if (kw >= 0 && kw < K) acc[i] = O::fma(x, wv[kw], acc[i]);
+        for (int i = 0; i < P; ++i) {
+          const int kw = Reverse ? i + K - 1 - j : j - i;
+          if (kw >= 0 && kw < K) acc[i][v] = O::fma(x, wv[kw][v], acc[i][v]);
+        }
       }
     }
   }
   if (valid == P) {
 #pragma GCC unroll 16
-    for (int i = 0; i < P; ++i) O::storeu(out + i * c + ch, acc[i]);
+    for (int i = 0; i < P; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) O::storeu(out + i * c + ch + v * lanes, acc[i][v]);
     return;
   }
-  for (int i = 0; i < P && i < valid; ++i) O::storeu(out + i * c + ch, acc[i]);
+  for (int i = 0; i < P && i < valid; ++i)
+    for (int v = 0; v < V; ++v) O::storeu(out + i * c + ch + v * lanes, acc[i][v]);
 }
 
-/// One row of slide_block's, P outputs at a time, and within them every vector of channels, then
-/// each channel left over (a block's P pixels x rows lines stay in L1 for the next vector of
-/// channels: 12-14% faster on 14x14 layers than each vector of channels along the whole row). Source
-/// position of output p's tap kw: p + base + kw * spacing, spacing 1 or -1.
-template <int K, class T>
-FLUXION_DEPTHWISE_O3 void slide_row(index_t c, index_t width, index_t base, index_t spacing, index_t src_width, index_t rows,
-               const T* const* src, const T* const* w, T* out) {
-  // 8 outputs: K + 8 + 1 vector registers (16 at K = 7), of AVX-512's 32 and AVX2's 16.
-  constexpr int P = 8;
+/// One row of slide_block's, P outputs at a time, and within them every V vectors of channels, then
+/// each vector and each channel left over (a block's P pixels x rows lines stay in L1 for the next
+/// vectors of channels: 12-14% faster on 14x14 layers than each vector of channels along the whole
+/// row). Source position of output p's tap kw: p + base + kw * spacing, spacing 1 or -1.
+template <int K, int P, int V, class T>
+FLUXION_DEPTHWISE_O3 void slide_row_blocks(index_t c, index_t width, index_t base, index_t spacing, index_t src_width,
+                                           index_t rows, const T* const* src, const T* const* w, T* out) {
+  using vector_ops = simd_ops<T>;
+  constexpr index_t lanes = vector_ops::width;
   for (index_t p = 0; p < width; p += P) {
     const index_t valid = std::min<index_t>(P, width - p);
-    for_each_channel_chunk<T>(c, [&]<class O>(O, index_t ch) FLUXION_ALWAYS_INLINE_LAMBDA {
+    auto block = [&]<int N, class O>(O, index_t ch) FLUXION_ALWAYS_INLINE_LAMBDA {
       if (spacing > 0)
-        slide_block<K, P, false, O>(c, ch, rows, src, w, p + base, src_width, valid, out + p * c);
+        slide_block<K, P, N, false, O>(c, ch, rows, src, w, p + base, src_width, valid, out + p * c);
       else
-        slide_block<K, P, true, O>(c, ch, rows, src, w, p + base - (K - 1), src_width, valid, out + p * c);
-    });
+        slide_block<K, P, N, true, O>(c, ch, rows, src, w, p + base - (K - 1), src_width, valid, out + p * c);
+    };
+    index_t ch = 0;
+    if constexpr (V > 1) {  // slide_row calls it for channels that are whole blocks of V vectors
+      for (; ch < c; ch += V * lanes) block.template operator()<V>(vector_ops{}, ch);
+    } else {
+      for (; ch + lanes <= c; ch += lanes) block.template operator()<1>(vector_ops{}, ch);
+      for (; ch < c; ++ch) block.template operator()<1>(simd_ops<T, false>{}, ch);
+    }
   }
+}
+
+/// slide_row_blocks with the block that fits the registers: 8 outputs of one vector of channels
+/// (K + 8 + 1 vector registers, 16 at K = 7, of AVX-512's 32 and AVX2's 16). With one vector a
+/// block's rows x (P + K - 1) source lines must stay in L1 until the next vector of channels reads
+/// them again, which holds unless a pixel's channels take a multiple of 2 KiB (MobileNet's 512
+/// floats): then those lines fall in two of L1's 64 sets, 16 ways for 30 lines. Where a vector is
+/// half a line (AVX2's floats) each line was read twice from L2 (14x14x512 took 1.8x the time per
+/// output of 14x14x520); there, for K = 3, a block is 4 outputs of two vectors, so each line is read
+/// whole at once (elsewhere that block was 5-10% slower: more loads a multiply-add).
+template <int K, class T>
+void slide_row(index_t c, index_t width, index_t base, index_t spacing, index_t src_width, index_t rows,
+               const T* const* src, const T* const* w, T* out) {
+  constexpr bool half_lines = simd_ops<T>::width * static_cast<index_t>(sizeof(T)) == 32;
+  if constexpr (K == 3 && half_lines)
+    if (c * static_cast<index_t>(sizeof(T)) % 2048 == 0)  // whole blocks of two vectors
+      return slide_row_blocks<K, 4, 2>(c, width, base, spacing, src_width, rows, src, w, out);
+  slide_row_blocks<K, 8, 1>(c, width, base, spacing, src_width, rows, src, w, out);
 }
 
 /// The positions p in [0, n) whose tap list holds every one of the filter's `width` taps: a
