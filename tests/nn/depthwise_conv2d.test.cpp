@@ -132,6 +132,85 @@ TEST_CASE("depthwise_conv2d and separable_conv2d: Keras's shapes, parameters, na
                        fx::error);
 }
 
+TEST_CASE("depthwise_conv2d and separable_conv2d take Keras's depthwise_* and pointwise_* options") {
+  namespace init = nn::initializers;
+  namespace reg = nn::regularizers;
+  namespace con = nn::constraints;
+  // A double input: sequential makes each layer again for double from its options, which must keep
+  // every one of them, the pointwise ones too.
+  auto net = nn::sequential(
+      nn::typed_input<double, 6, 6, 4>{},
+      nn::depthwise_conv2d<3, nn::same>{{.depthwise_initializer = init::constant(0.25),
+                                          .bias_initializer = init::constant(-1),
+                                          .depthwise_regularizer = reg::l1(0.1),
+                                          .bias_regularizer = reg::l2(0.2),
+                                          .depthwise_constraint = con::max_norm(3),
+                                          .name = "dw"}},
+      nn::separable_conv2d<5, 3, nn::same>{{.use_bias = false,
+                                            .depthwise_initializer = init::constant(0.5),
+                                            .pointwise_initializer = init::constant(2),
+                                            .depthwise_regularizer = reg::l2(0.3),
+                                            .pointwise_regularizer = reg::l1_l2(0.4, 0.5),
+                                            .depthwise_constraint = con::unit_norm(),
+                                            .pointwise_constraint = con::non_neg(),
+                                            .name = "sep"}});
+  auto& dw = net.layer<0>();
+  auto& sep = net.layer<1>();
+  CHECK(dw.depthwise_kernel().peek().to_vector() == std::vector<double>(36, 0.25));
+  CHECK(dw.bias().peek().to_vector() == std::vector<double>(4, -1.0));
+  CHECK(sep.depthwise_kernel().peek().to_vector() == std::vector<double>(36, 0.5));
+  CHECK(sep.pointwise_kernel().peek().to_vector() == std::vector<double>(20, 2.0));
+  std::vector<std::string> names;
+  for (auto* v : net.trainable_variables()) names.push_back(v->name());
+  CHECK(names == std::vector<std::string>{"dw/depthwise_kernel", "dw/bias", "sep/depthwise_kernel",
+                                          "sep/pointwise_kernel"});
+  CHECK(dw.depthwise_kernel().regularizer() == fx::regularizer{0.1, 0});
+  CHECK(dw.bias().regularizer() == fx::regularizer{0, 0.2});
+  CHECK(sep.depthwise_kernel().regularizer() == fx::regularizer{0, 0.3});
+  CHECK(sep.pointwise_kernel().regularizer() == fx::regularizer{0.4, 0.5});
+  CHECK(dw.depthwise_kernel().constraint() == con::max_norm(3));
+  CHECK(!dw.bias().constraint());
+  CHECK(sep.depthwise_kernel().constraint() == con::unit_norm());
+  CHECK(sep.pointwise_kernel().constraint() == con::non_neg());
+  // The penalty: each variable's l1 sum|w| + l2 sum w^2, added up by a loop.
+  double want = 0;
+  for (auto* v : net.trainable_variables())
+    for (double w : v->peek().to_vector()) want += v->regularizer().l1 * std::abs(w) + v->regularizer().l2 * w * w;
+  CHECK(net.regularization_loss().item() == doctest::Approx(want).epsilon(1e-12));
+  // The options come back as they went in, under the layer's name.
+  const nn::separable_conv2d_options o = sep.options();
+  CHECK(!o.use_bias);
+  CHECK(o.pointwise_regularizer == fx::regularizer{0.4, 0.5});
+  CHECK(o.pointwise_constraint == con::non_neg());
+  CHECK(o.depthwise_constraint == con::unit_norm());
+  CHECK(o.name == "sep");
+  CHECK(dw.options().depthwise_regularizer == fx::regularizer{0.1, 0});
+  // The optimizer applies the pointwise constraint after its update: a step that pushes every
+  // pointwise weight below zero leaves them at zero (non_neg), not negative.
+  fx::optim::sgd opt{10.0};
+  const fx::tensor<double> x = fx::ones<double>({1, 6, 6, 4});
+  {
+    fx::gradient_tape tape;
+    const fx::tensor<double> loss = fx::reduce_sum(net(x, true));
+    opt.apply_gradients(tape.gradient(loss, net.trainable_variables()), net.trainable_variables());
+  }
+  CHECK(sep.pointwise_kernel().peek().to_vector() == std::vector<double>(20, 0.0));
+  // Bad options name the option by Keras's name.
+  using depthwise = nn::depthwise_conv2d<3>;
+  using separable = nn::separable_conv2d<4, 3>;
+  CHECK_THROWS_WITH_AS(depthwise({.depthwise_regularizer = {0, -2}}),
+                       "depthwise_conv2d 'depthwise_conv2d': depthwise_regularizer.l2 = -2.000000 must be finite and "
+                       "not negative",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(separable({.pointwise_regularizer = {-1, 0}, .name = "block"}),
+                       "separable_conv2d 'block': pointwise_regularizer.l1 = -1.000000 must be finite and not negative",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS(separable({.use_bias = false, .bias_constraint = con::non_neg()}),
+                       "separable_conv2d 'separable_conv2d': a bias_constraint with use_bias = false has no bias to "
+                       "act on",
+                       fx::invalid_argument);
+}
+
 TEST_CASE("depthwise_conv2d: a small MobileNet-style model learns, and initialize redraws every kernel") {
   fx::random::generator gen{7};
   auto net = nn::sequential(gen, nn::input<8, 8, 3>{}, nn::conv2d<8, 3, nn::same>{}, nn::relu{},

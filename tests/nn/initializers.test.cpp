@@ -145,13 +145,16 @@ TEST_CASE("initializers: each layer draws its kernel and bias from its options")
   nn::conv2d_transpose<3, 2> ct{options};
   ct.build(fx::shape{6, 6, 4});
   check(ct, 48, 3);
-  nn::depthwise_conv2d<3> dw{options};
+  // Keras's names for the depthwise layers' kernels (depthwise_conv2d_options, separable_conv2d_options).
+  nn::depthwise_conv2d<3> dw{{.depthwise_initializer = init::constant(0.5), .bias_initializer = init::constant(-1)}};
   dw.build(fx::shape{6, 6, 4});
   check(dw, 36, 4);
-  nn::separable_conv2d<5, 3> sep{options};
+  nn::separable_conv2d<5, 3> sep{{.depthwise_initializer = init::constant(0.5),
+                                  .pointwise_initializer = init::constant(2),
+                                  .bias_initializer = init::constant(-1)}};
   sep.build(fx::shape{6, 6, 4});
   check(sep, 36, 5);
-  CHECK(sep.pointwise_kernel().peek().to_vector() == std::vector<float>(20, 0.5f));
+  CHECK(sep.pointwise_kernel().peek().to_vector() == std::vector<float>(20, 2.f));
   // initialize() draws them again from the same options.
   fc.kernel().assign(fx::zeros<float>({4, 3}));
   fx::random::generator gen{1};

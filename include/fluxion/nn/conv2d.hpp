@@ -122,7 +122,7 @@ class kernel_bias_layer : public layer_base<Derived, T, Device> {
   /// Keras's use_bias, initializers and regularizers: conv2d<32, 3, same>{{.use_bias = false}}.
   explicit kernel_bias_layer(layer_options options)
       : base(options.name.empty() ? Derived::base_name : options.name), m_options(std::move(options)) {
-    detail::check_layer_options(Derived::base_name, this->m_name, m_options);
+    detail::check_layer_options(Derived::base_name, this->m_name, m_options, kernel_option_name());
   }
   /// The same layer for another element type or device (a sequential model's input decides them).
   template <class Other>
@@ -141,6 +141,12 @@ class kernel_bias_layer : public layer_base<Derived, T, Device> {
     return detail::draw_weight<T, Device>(m_options.bias_initializer, {bias_extent()}, gen);
   }
 
+  /// Keras's name of the kernel's options: `kernel` (kernel_initializer, ...), or
+  /// Derived::kernel_option (`depthwise`: depthwise_initializer, ...).
+  static constexpr const char* kernel_option_name() {
+    if constexpr (requires { Derived::kernel_option; }) return Derived::kernel_option;
+    else return "kernel";
+  }
   /// Keras's name of the kernel variable: `kernel`, or Derived::kernel_variable
   /// (`depthwise_kernel`).
   static constexpr const char* kernel_name() {

@@ -15,7 +15,11 @@
 //   - separable_conv2d<Filters, Kernel, Padding, Stride, Dilation, Multiplier>: variables
 //     depthwise_kernel (Kernel, Kernel, in, Multiplier), pointwise_kernel (1, 1, in * Multiplier,
 //     Filters) and bias (Filters);
-//   - every kernel glorot-uniform with Keras's fans of its shape, the bias zeros.
+//   - every kernel glorot-uniform with Keras's fans of its shape, the bias zeros;
+//   - Keras's other arguments under Keras's names: nn::depthwise_conv2d_options (use_bias,
+//     depthwise_initializer, bias_initializer, depthwise_regularizer, ...) and
+//     nn::separable_conv2d_options (the same and pointwise_initializer, pointwise_regularizer,
+//     pointwise_constraint).
 // The statements are fx::depthwise_conv2d(x, W) + b and fx::separable_conv2d(x, D, P) + b, with the
 // activation that follows in a sequential model fused into the same pass; the depthwise kernels are
 // backend/cpu/depthwise_conv.hpp's (backend/cuda/window.hpp's on fx::cuda).
@@ -25,7 +29,72 @@
 
 namespace fluxion::nn {
 
+/// Keras's DepthwiseConv2D arguments beyond its shape, in Keras's order, as designated initializers:
+///
+///   fx::nn::depthwise_conv2d<3, fx::nn::same>{{.use_bias = false,
+///                                              .depthwise_initializer = fx::nn::initializers::he_normal(),
+///                                              .depthwise_regularizer = fx::nn::regularizers::l2(4e-5)}}
+///
+/// The depthwise_* options act on the depthwise kernel as dense's kernel_* on its kernel
+/// (nn::layer_options); Keras's activity_regularizer is not built.
+struct depthwise_conv2d_options {
+  bool use_bias = true;
+  initializer depthwise_initializer = initializers::glorot_uniform();
+  initializer bias_initializer = initializers::zeros();
+  regularizer depthwise_regularizer = {};
+  regularizer bias_regularizer = {};
+  constraint depthwise_constraint = {};
+  constraint bias_constraint = {};
+  std::string name = {};
+};
+
+/// Keras's SeparableConv2D arguments beyond its shape, in Keras's order: the depthwise_* options act
+/// on the depthwise kernel, the pointwise_* on the 1x1 kernel that mixes the channels.
+///
+///   fx::nn::separable_conv2d<64, 3, fx::nn::same>{{.pointwise_initializer = fx::nn::initializers::he_uniform(),
+///                                                  .pointwise_constraint = fx::nn::constraints::max_norm(3)}}
+struct separable_conv2d_options {
+  bool use_bias = true;
+  initializer depthwise_initializer = initializers::glorot_uniform();
+  initializer pointwise_initializer = initializers::glorot_uniform();
+  initializer bias_initializer = initializers::zeros();
+  regularizer depthwise_regularizer = {};
+  regularizer pointwise_regularizer = {};
+  regularizer bias_regularizer = {};
+  constraint depthwise_constraint = {};
+  constraint pointwise_constraint = {};
+  constraint bias_constraint = {};
+  std::string name = {};
+};
+
 namespace detail {
+/// The options of the depthwise kernel and the bias in kernel_bias_layer's terms: its kernel_* are
+/// the depthwise_*.
+template <class Options>
+layer_options depthwise_layer_options(const Options& o) {
+  return {.use_bias = o.use_bias,
+          .kernel_initializer = o.depthwise_initializer,
+          .bias_initializer = o.bias_initializer,
+          .kernel_regularizer = o.depthwise_regularizer,
+          .bias_regularizer = o.bias_regularizer,
+          .kernel_constraint = o.depthwise_constraint,
+          .bias_constraint = o.bias_constraint,
+          .name = o.name};
+}
+/// The other way: `o`'s depthwise_* and bias options from kernel_bias_layer's, under `name`.
+template <class Options>
+Options depthwise_options_of(const layer_options& l, const std::string& name, Options o = {}) {
+  o.use_bias = l.use_bias;
+  o.depthwise_initializer = l.kernel_initializer;
+  o.bias_initializer = l.bias_initializer;
+  o.depthwise_regularizer = l.kernel_regularizer;
+  o.bias_regularizer = l.bias_regularizer;
+  o.depthwise_constraint = l.kernel_constraint;
+  o.bias_constraint = l.bias_constraint;
+  o.name = name;
+  return o;
+}
+
 /// The statement of every depthwise_conv2d layer of element type T: epilogue(depthwise_conv2d(x, W) + b).
 template <class T, class Epilogue, int Config = fluxion::detail::autodiff_config, class Device = cpu>
 tensor<T, Device> depthwise_conv2d_forward(const tensor<T, Device>& x, const variable<T, Device>& kernel,
@@ -55,11 +124,13 @@ class depthwise_conv2d
   static_assert(Stride == 1 || Dilation == 1,
                 "fluxion::nn::depthwise_conv2d: a stride and a dilation both above 1 are not supported (as in "
                 "Keras).");
+  using base = detail::kernel_bias_layer<depthwise_conv2d, Multiplier, T, Device>;
 
  public:
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "depthwise_conv2d";
   static constexpr const char* kernel_variable = "depthwise_kernel";
+  static constexpr const char* kernel_option = "depthwise";
   template <class U, class D = cpu>
   using rebind = depthwise_conv2d<Kernel, Padding, Stride, Dilation, Multiplier, U, D>;
 
@@ -88,11 +159,31 @@ class depthwise_conv2d
     }
   }
 
-  /// depthwise_conv2d(), depthwise_conv2d("name"), depthwise_conv2d({.use_bias = false, ...})
-  /// (nn::layer_options: kernel_initializer and kernel_regularizer act on the depthwise kernel, Keras's
-  /// depthwise_initializer and depthwise_regularizer), and the same layer for another element type or
-  /// device.
-  using depthwise_conv2d::kernel_bias_layer::kernel_bias_layer;
+  depthwise_conv2d() : depthwise_conv2d(depthwise_conv2d_options{}) {}
+  template <layer_name S>
+  explicit depthwise_conv2d(S&& name)
+      : depthwise_conv2d(depthwise_conv2d_options{.name = std::string(std::forward<S>(name))}) {}
+  /// Keras's arguments: depthwise_conv2d<3, same>{{.use_bias = false, .depthwise_initializer = ...}}.
+  explicit depthwise_conv2d(const depthwise_conv2d_options& options) : base(detail::depthwise_layer_options(options)) {}
+  /// nn::layer_options, which these layers took before stop 81: one error that names the right type.
+  template <class O>
+    requires std::is_same_v<O, layer_options>
+  explicit depthwise_conv2d(const O&) {
+    static_assert(!std::is_same_v<O, layer_options>,
+                  "fluxion::nn::depthwise_conv2d takes fluxion::nn::depthwise_conv2d_options, with Keras's names "
+                  "(.depthwise_initializer, .depthwise_regularizer, .depthwise_constraint), not "
+                  "fluxion::nn::layer_options.");
+  }
+  /// The same layer for another element type or device (a sequential model's input decides them).
+  template <class U, class D>
+    requires(!std::is_same_v<depthwise_conv2d<Kernel, Padding, Stride, Dilation, Multiplier, U, D>, depthwise_conv2d>)
+  explicit depthwise_conv2d(const depthwise_conv2d<Kernel, Padding, Stride, Dilation, Multiplier, U, D>& other)
+      : depthwise_conv2d(other.options()) {}
+
+  /// The options the layer was made with, under its current name.
+  depthwise_conv2d_options options() const {
+    return detail::depthwise_options_of<depthwise_conv2d_options>(this->m_options, this->m_name);
+  }
 
   /// Keras's name for kernel(): (Kernel, Kernel, in, Multiplier).
   variable<T, Device>& depthwise_kernel() { return this->kernel(); }
@@ -144,6 +235,7 @@ class separable_conv2d
   static constexpr bool takes_epilogue = true;
   static constexpr const char* base_name = "separable_conv2d";
   static constexpr const char* kernel_variable = "depthwise_kernel";
+  static constexpr const char* kernel_option = "depthwise";
   template <class U, class D = cpu>
   using rebind = separable_conv2d<Filters, Kernel, Padding, Stride, Dilation, Multiplier, U, D>;
 
@@ -169,17 +261,49 @@ class separable_conv2d
     }
   }
 
-  /// separable_conv2d(), separable_conv2d("name"), separable_conv2d({.use_bias = false, ...})
-  /// (nn::layer_options: kernel_initializer and kernel_regularizer act on both kernels, Keras's
-  /// depthwise_* and pointwise_* options, one choice for the two), and the same layer for another
-  /// element type or device.
-  using base::base;
+  separable_conv2d() : separable_conv2d(separable_conv2d_options{}) {}
+  template <layer_name S>
+  explicit separable_conv2d(S&& name)
+      : separable_conv2d(separable_conv2d_options{.name = std::string(std::forward<S>(name))}) {}
+  /// Keras's arguments: separable_conv2d<64, 3, same>{{.depthwise_initializer = ...,
+  /// .pointwise_initializer = ...}}.
+  explicit separable_conv2d(const separable_conv2d_options& options)
+      : base(detail::depthwise_layer_options(options)),
+        m_pointwise_initializer(options.pointwise_initializer),
+        m_pointwise_regularizer(options.pointwise_regularizer),
+        m_pointwise_constraint(options.pointwise_constraint) {
+    detail::check_regularizer(std::string(base_name) + " '" + this->m_name + "'", "pointwise_regularizer",
+                              m_pointwise_regularizer);
+  }
+  /// nn::layer_options, which these layers took before stop 81: one error that names the right type.
+  template <class O>
+    requires std::is_same_v<O, layer_options>
+  explicit separable_conv2d(const O&) {
+    static_assert(!std::is_same_v<O, layer_options>,
+                  "fluxion::nn::separable_conv2d takes fluxion::nn::separable_conv2d_options, with Keras's names "
+                  "(.depthwise_initializer, .pointwise_initializer, ...), not fluxion::nn::layer_options.");
+  }
+  /// The same layer for another element type or device (a sequential model's input decides them).
+  template <class U, class D>
+    requires(!std::is_same_v<separable_conv2d<Filters, Kernel, Padding, Stride, Dilation, Multiplier, U, D>,
+                             separable_conv2d>)
+  explicit separable_conv2d(const separable_conv2d<Filters, Kernel, Padding, Stride, Dilation, Multiplier, U, D>& other)
+      : separable_conv2d(other.options()) {}
+
+  /// The options the layer was made with, under its current name.
+  separable_conv2d_options options() const {
+    return detail::depthwise_options_of<separable_conv2d_options>(
+        this->m_options, this->m_name,
+        {.pointwise_initializer = m_pointwise_initializer,
+         .pointwise_regularizer = m_pointwise_regularizer,
+         .pointwise_constraint = m_pointwise_constraint});
+  }
 
   /// Builds the depthwise kernel and the bias (kernel_bias_layer) and the pointwise kernel.
   void build(const fluxion::shape& per_example, random::generator& gen = random::global_generator()) {
     base::build(per_example, gen);
     m_pointwise.emplace(initial_pointwise(gen), this->m_name + "/pointwise_kernel");
-    detail::attach(*m_pointwise, this->m_options.kernel_regularizer, this->m_options.kernel_constraint);
+    detail::attach(*m_pointwise, m_pointwise_regularizer, m_pointwise_constraint);
   }
   void initialize(random::generator& gen) {
     if (!this->built()) return;
@@ -229,11 +353,15 @@ class separable_conv2d
   }
 
  private:
-  /// Keras's glorot-uniform pointwise kernel (1, 1, in * Multiplier, Filters).
+  /// The pointwise kernel (1, 1, in * Multiplier, Filters) from its initializer (Keras's glorot-uniform
+  /// by default).
   tensor<T, Device> initial_pointwise(random::generator& gen) const {
     const index_t mid = this->m_in * Multiplier;
-    return this->draw_kernel({1, 1, mid, Filters}, gen);
+    return detail::draw_weight<T, Device>(m_pointwise_initializer, {1, 1, mid, Filters}, gen);
   }
+  initializer m_pointwise_initializer;
+  regularizer m_pointwise_regularizer;
+  constraint m_pointwise_constraint;
   std::optional<variable<T, Device>> m_pointwise;
 };
 

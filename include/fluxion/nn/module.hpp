@@ -285,9 +285,12 @@ inline void check_regularizer(const std::string& layer, const char* what, const 
       throw invalid_argument(layer + ": " + what + "." + term + " = " + fluxion::detail::value_text(v) +
                              " must be finite and not negative");
 }
-inline void check_layer_options(const char* layer, const std::string& name, const layer_options& o) {
+/// `kernel` names the kernel's options in the messages: "depthwise" for depthwise_conv2d's, whose
+/// options (depthwise_conv2d_options) carry Keras's names.
+inline void check_layer_options(const char* layer, const std::string& name, const layer_options& o,
+                                const char* kernel = "kernel") {
   const std::string text = std::string(layer) + " '" + name + "'";
-  check_regularizer(text, "kernel_regularizer", o.kernel_regularizer);
+  check_regularizer(text, (std::string(kernel) + "_regularizer").c_str(), o.kernel_regularizer);
   check_regularizer(text, "bias_regularizer", o.bias_regularizer);
   if (!o.use_bias && o.bias_regularizer)
     throw invalid_argument(text + ": a bias_regularizer with use_bias = false has no bias to act on");

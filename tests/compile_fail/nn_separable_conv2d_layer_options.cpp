@@ -1,0 +1,4 @@
+// expect-error: fluxion::nn::separable_conv2d takes fluxion::nn::separable_conv2d_options, with Keras's names
+// not-expected: error:.*error:|errors generated
+#include <fluxion/fluxion.hpp>
+int main() { const fluxion::nn::layer_options o{.use_bias = false}; fluxion::nn::separable_conv2d<4, 3> layer{o}; (void)layer; }
