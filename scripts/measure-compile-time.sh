@@ -24,7 +24,8 @@
 #     and fx::tensor_scatter_nd_update, and the same step without them (stop 61);
 #   - bench/compile/contraction.cpp: an MLP step whose loss reads fx::einsum over three operands and
 #     a trace, fx::linear_recurrence from an initial state and fx::gather_nd with batch_dims, and
-#     the same step without them (stop 63);
+#     the same step without them (stop 63), and with fx::linalg's trace, band_part and set_diag
+#     in their place (stop 81);
 #   - bench/compile/recurrent.cpp: Keras's text classifier with nn::gru, then with nn::lstm, each
 #     header-only and with prebuilt kernels, the GRU also with the library's GRU set (what each
 #     recurrent layer costs a program), then the LSTM with an encoder-decoder beside it
@@ -208,6 +209,9 @@ variant_row "bench/compile/recurrence.cpp, without them" bench/compile/recurrenc
 variant_row "bench/compile/contraction.cpp, einsum (3 operands, trace), h0, batch_dims" bench/compile/contraction.cpp \
   -DFLUXION_CONTRACTION=1
 variant_row "bench/compile/contraction.cpp, without them" bench/compile/contraction.cpp -DFLUXION_CONTRACTION=0
+# fx::linalg's trace, band_part and set_diag (stop 81) in the same step, against the row above.
+variant_row "bench/compile/contraction.cpp, fx::linalg trace, band_part, set_diag" bench/compile/contraction.cpp \
+  -DFLUXION_CONTRACTION=2
 
 # The recurrent layers in a text classifier, header-only and with prebuilt kernels (the GRU's with
 # the library's GRU set, FLUXION_PREBUILT_GRU, in by default since stop 53, and without it: NO_GRU).

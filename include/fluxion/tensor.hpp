@@ -25,3 +25,4 @@
 #include "expr/gather_nd.hpp"       // gather_nd, scatter_nd: ops of the ops above, last
 #include "expr/segment_reduce.hpp"  // unsorted_segment_max and _min
 #include "autodiff/recurrence.hpp"  // cumprod, linear_recurrence and their derivatives
+#include "expr/linalg.hpp"            // band_part, diag_part, trace, diag, set_diag (compositions)

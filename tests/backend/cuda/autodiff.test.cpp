@@ -1,5 +1,5 @@
 // The gradient tape on fx::cuda: the backward statements run on the device and give the cpu's
-// gradients, through fused elementwise ops, broadcasting, reductions, matmul and gather.
+// gradients, through fused elementwise ops, broadcasting, reductions, matmul, gather and fx::linalg.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -64,6 +64,27 @@ std::vector<double> recurrence_gradient(const fx::tensor<double>& x, const fx::t
   std::vector<double> g = tape.gradient(y, xd).to_vector(), ga = tape.gradient(y, ad).to_vector();
   g.insert(g.end(), ga.begin(), ga.end());
   return g;
+}
+
+/// fx::linalg's ops on Device: the values of band_part, diag_part, trace, diag and set_diag of x, then
+/// the gradient with respect to x and d of a loss that reads them all.
+template <class Device>
+std::vector<double> linalg_values_and_gradient(const fx::tensor<double>& x, const fx::tensor<double>& d) {
+  fx::tensor<double, Device> xd = fx::to<Device>(x), dd = fx::to<Device>(d);
+  fx::gradient_tape tape(fx::persistent);
+  tape.watch(xd);
+  tape.watch(dd);
+  const fx::tensor<double, Device> band = fx::linalg::band_part(xd, 1, 0), diagonal = fx::linalg::diag_part(xd);
+  const fx::tensor<double, Device> trace = fx::linalg::trace(xd * xd), square = fx::linalg::diag(dd);
+  const fx::tensor<double, Device> replaced = fx::linalg::set_diag(xd, fx::sin(dd));
+  fx::tensor<double, Device> y = fx::reduce_sum(band * replaced) + fx::reduce_sum(trace) +
+                                 fx::reduce_sum(diagonal * dd) + fx::reduce_sum(fx::square(square));
+  std::vector<double> out;
+  for (const auto& t : {band, diagonal, trace, square, replaced, tape.gradient(y, xd), tape.gradient(y, dd)}) {
+    const auto v = t.to_vector();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
 }
 
 /// The gradient of a loss through gather_nd, scatter_nd and a gather whose output is squared, with
@@ -143,6 +164,11 @@ TEST_CASE("cuda autodiff: through cumprod and linear_recurrence, the cpu's gradi
   x.mutable_data()[6] = 0.0;
   const auto a = filled<double>({4, 5}, 9, -1, 1);
   check_values(recurrence_gradient<fx::cuda>(x, a), recurrence_gradient<fx::cpu>(x, a), 1e-12);
+}
+
+TEST_CASE("cuda autodiff: fx::linalg's band_part, diag_part, trace, diag and set_diag and their gradients, the cpu's") {
+  const auto x = filled<double>({2, 3, 4}, 10), d = filled<double>({2, 3}, 11);
+  check_values(linalg_values_and_gradient<fx::cuda>(x, d), linalg_values_and_gradient<fx::cpu>(x, d), 1e-12);
 }
 
 TEST_CASE("cuda autodiff: gather's adjoint runs on the device, bitwise the cpu's, along any axis") {
