@@ -1,7 +1,8 @@
 #include "gradient_checks.hpp"
 
-// fx::linalg's band_part, diag_part, trace, diag and set_diag against finite differences in reverse
-// and forward mode, over a batch of wide and of tall matrices, and of expressions.
+// fx::linalg's band_part, diag_part, trace, diag, set_diag and l2_normalize against finite
+// differences in reverse and forward mode, over a batch of wide and of tall matrices, and of
+// expressions.
 
 using test::check_op;
 using test::random_tensor;
@@ -27,4 +28,18 @@ TEST_CASE("rules: diag and set_diag, in the matrices and in the diagonal") {
   check_op("set_diag, tall, of expressions",
            [](const auto& x, const auto& d) { return fx::linalg::set_diag(x * 2.0, fx::tanh(d)); }, tall,
            random_tensor<double>({3}, 45));
+}
+
+TEST_CASE("rules: l2_normalize along the last axis and along the first") {
+  check_op("l2_normalize", [](const auto& x) { return fx::linalg::l2_normalize(x); }, wide);
+  check_op("l2_normalize along axis 0, of an expression", [](const auto& x) { return fx::linalg::l2_normalize(x * x + 0.5, 0); },
+           tall);
+}
+
+TEST_CASE("rules: l2_normalize's gradient at a zero vector is the incoming one over sqrt(epsilon), finite") {
+  const fx::tensor<double> zero = {{0.0, 0.0, 0.0}}, w = {{1.0, -2.0, 0.5}};
+  fx::gradient_tape tape;
+  tape.watch(zero);
+  const fx::tensor<double> y = fx::reduce_sum(fx::linalg::l2_normalize(zero) * w);
+  CHECK(tape.gradient(y, zero).to_vector() == std::vector<double>{1e6, -2e6, 0.5e6});
 }

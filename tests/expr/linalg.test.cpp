@@ -98,7 +98,40 @@ TEST_CASE("linalg: TensorFlow's examples; expressions and variables; one matrix;
   CHECK(fx::tensor<float>(fx::linalg::trace(fx::zeros<float>({2, 3, 0}))).to_vector() == std::vector<float>{0, 0});
 }
 
+TEST_CASE_TEMPLATE("linalg: l2_normalize along each axis against a naive loop; a zero vector stays zero", T, float,
+                   double) {
+  fx::tensor<T> x = test::random_tensor<T>({3, 4}, 9);
+  x.mutable_data()[4] = x.mutable_data()[5] = x.mutable_data()[6] = x.mutable_data()[7] = T(0);  // row 1: zeros
+  const auto xv = x.to_vector();
+  for (int axis : {0, 1, -1}) {
+    CAPTURE(axis);
+    const int a = axis < 0 ? axis + 2 : axis;
+    std::vector<T> want(xv.size());
+    for (fx::index_t i = 0; i < 3; ++i)
+      for (fx::index_t j = 0; j < 4; ++j) {
+        double sum = 0;
+        for (fx::index_t k = 0; k < (a == 0 ? 3 : 4); ++k) {
+          const double v = xv[static_cast<std::size_t>(a == 0 ? k * 4 + j : i * 4 + k)];
+          sum += v * v;
+        }
+        want[static_cast<std::size_t>(i * 4 + j)] =
+            static_cast<T>(xv[static_cast<std::size_t>(i * 4 + j)] / std::sqrt(std::max(sum, 1e-12)));
+      }
+    const auto got = fx::tensor<T>(fx::linalg::l2_normalize(x, axis)).to_vector();
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+  }
+  const auto rows = fx::tensor<T>(fx::linalg::l2_normalize(x)).to_vector();
+  CHECK(std::vector<T>(rows.begin() + 4, rows.begin() + 8) == std::vector<T>(4, T(0)));
+  // A larger epsilon floors the norm: tf's epsilon is on the squared sum.
+  const fx::tensor<T> small = {{T(0.001), T(0)}};
+  CHECK(fx::tensor<T>(fx::linalg::l2_normalize(small, -1, 1e-4)).to_vector()[0] == doctest::Approx(0.1));
+}
+
 TEST_CASE("linalg: errors name the op and the shapes") {
+  CHECK_THROWS_WITH_AS((void)fx::linalg::l2_normalize(fx::zeros<float>({2, 3}), 2),
+                       "linalg::l2_normalize: axis 2 is out of range [-2, 2) for rank 2", fx::out_of_range);
+  CHECK_THROWS_WITH_AS((void)fx::linalg::l2_normalize(fx::zeros<float>({2, 3}), -1, 0.0),
+                       "linalg::l2_normalize: epsilon = 0.000000 must be positive and finite", fx::invalid_argument);
   const fx::tensor<float> v = {1.f, 2.f, 3.f};
   CHECK_THROWS_WITH_AS((void)fx::linalg::band_part(v, 0, 0),
                        "linalg::band_part: expects a batch of matrices (..., M, N) of rank 2 or more, got shape (3,)",

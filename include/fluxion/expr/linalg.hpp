@@ -6,6 +6,7 @@
 //   auto t = fx::linalg::trace(x);                     // (...): the sum of the diagonal
 //   auto m = fx::linalg::diag(v);                      // (..., K, K) from v (..., K): v on the diagonal
 //   auto y = fx::linalg::set_diag(x, d);               // x with its diagonal replaced by d
+//   auto u = fx::linalg::l2_normalize(x);              // each row (the last axis) of length 1
 //
 // band_part, diag and set_diag are lazy elementwise statements (a where over the row and column
 // coordinates), so they fuse with what reads and feeds them; diag_part is a gather of the
@@ -17,6 +18,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -134,6 +136,24 @@ auto set_diag(A&& x, B&& d) {
   auto [i, j] = detail::rows_and_columns<device_t<E>>(s);
   // d[..., k] meets row k (M <= N: one value a row) or column k (M > N).
   return where(i == j, expand_dims(std::move(f), m <= n ? -1 : -2), std::move(e));
+}
+
+/// tf.linalg.l2_normalize (tf.math.l2_normalize): x / sqrt(max(sum(x^2), epsilon)) along `axis`
+/// (the last by default), so each vector along it has length 1; a zero vector stays zero, with a
+/// finite gradient (1 / sqrt(epsilon) times the incoming one). Floating-point x only; TensorFlow's
+/// list of axes is not built.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto l2_normalize(A&& x, int axis = -1, double epsilon = 1e-12) {
+  using E = fluxion::detail::expr_t<A>;
+  using T = value_type_t<E>;
+  static_assert(std::is_floating_point_v<T>, "fluxion::linalg::l2_normalize: x must be float or double.");
+  E e = fluxion::detail::as_expr<A>(std::forward<A>(x));
+  const int ax = normalize_axis(axis, e.shape().rank(), "linalg::l2_normalize");
+  if (!(epsilon > 0) || !std::isfinite(epsilon))
+    throw invalid_argument("linalg::l2_normalize: epsilon = " + std::to_string(epsilon) + " must be positive and finite");
+  auto norms = reduce_sum(square(e), ax, keepdims);
+  return std::move(e) * rsqrt(maximum(std::move(norms), static_cast<T>(epsilon)));
 }
 
 }  // namespace fluxion::linalg

@@ -66,7 +66,8 @@ std::vector<double> recurrence_gradient(const fx::tensor<double>& x, const fx::t
   return g;
 }
 
-/// fx::linalg's ops on Device: the values of band_part, diag_part, trace, diag and set_diag of x, then
+/// fx::linalg's ops on Device: the values of band_part, diag_part, trace, diag, set_diag and
+/// l2_normalize of x, then
 /// the gradient with respect to x and d of a loss that reads them all.
 template <class Device>
 std::vector<double> linalg_values_and_gradient(const fx::tensor<double>& x, const fx::tensor<double>& d) {
@@ -77,10 +78,12 @@ std::vector<double> linalg_values_and_gradient(const fx::tensor<double>& x, cons
   const fx::tensor<double, Device> band = fx::linalg::band_part(xd, 1, 0), diagonal = fx::linalg::diag_part(xd);
   const fx::tensor<double, Device> trace = fx::linalg::trace(xd * xd), square = fx::linalg::diag(dd);
   const fx::tensor<double, Device> replaced = fx::linalg::set_diag(xd, fx::sin(dd));
+  const fx::tensor<double, Device> unit = fx::linalg::l2_normalize(xd);
   fx::tensor<double, Device> y = fx::reduce_sum(band * replaced) + fx::reduce_sum(trace) +
-                                 fx::reduce_sum(diagonal * dd) + fx::reduce_sum(fx::square(square));
+                                 fx::reduce_sum(diagonal * dd) + fx::reduce_sum(fx::square(square)) +
+                                 fx::reduce_sum(unit * xd);
   std::vector<double> out;
-  for (const auto& t : {band, diagonal, trace, square, replaced, tape.gradient(y, xd), tape.gradient(y, dd)}) {
+  for (const auto& t : {band, diagonal, trace, square, replaced, unit, tape.gradient(y, xd), tape.gradient(y, dd)}) {
     const auto v = t.to_vector();
     out.insert(out.end(), v.begin(), v.end());
   }
