@@ -15,14 +15,17 @@
 //   einsum_chain     "ij,jk,k->i" over (512, 512), (512, 512), (512): fluxion's greedy order multiplies
 //                    the matrix by the vector first; peers torch::einsum (left to right, LibTorch's C++
 //                    default) and torch_matmul, the same order written by hand (stop 63)
-//   einsum_trace     "bii->b" over (64, 256, 256): batched traces (stop 63)
+//   einsum_trace     "bii->b" over (64, 256, 256): batched traces (stop 63; the diagonal a strided
+//                    view since stop 82, a gather of an index tensor before)
+//   trace_train      fx::linalg::trace of the same under a tape, then the gradient of sum(traces * dy)
+//                    (the diagonal's gradient padded onto zeros; stop 82)
 //   segment_sum      unsorted_segment_sum of (16384, 64) rows into 1024 segments
 //   segment_max      unsorted_segment_max of the same (stop 60)
 //   gather_rows      16384 rows of 64 picked from (65536, 64) by index: an embedding lookup (stop 60)
 //   gather_nd        16384 rows of 64 picked from (256, 256, 64) by (row, column) pairs (stop 60)
 //
-// LibTorch: torch::cumsum, torch::cumprod, torch::sort, torch::topk, x.norm, repeat, torch::einsum, index_add_,
-// scatter_reduce("amax"), index_select, and indexing by two index tensors.
+// LibTorch: torch::cumsum, torch::cumprod, torch::sort, torch::topk, x.norm, repeat, torch::einsum,
+// torch::diagonal, index_add_, scatter_reduce("amax"), index_select, and indexing by two index tensors.
 //
 //   ./ordering.bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -213,6 +216,26 @@ const int registered = [] {
   add("einsum_trace", "torch", [] {
     auto x = torch::rand({64, 256, 256});
     return [x] { benchmark::DoNotOptimize(torch::einsum("bii->b", {x}).data_ptr()); };
+  });
+#endif
+  add("trace_train", "fluxion", [] {
+    fx::tensor<float> x = uniform({64, 256, 256}, 16);
+    fx::tensor<float> dy = uniform({64}, 17);
+    return [x, dy] {
+      fx::gradient_tape tape;
+      tape.watch(x);
+      fx::tensor<float> y = fx::reduce_sum(fx::linalg::trace(x) * dy);
+      benchmark::DoNotOptimize(tape.gradient(y, x).data());
+    };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("trace_train", "torch", [] {
+    auto x = torch::rand({64, 256, 256}).requires_grad_(true);
+    auto dy = 2 * torch::rand({64}) - 1;
+    return [x, dy] {
+      auto y = (torch::diagonal(x, 0, -2, -1).sum(-1) * dy).sum();
+      benchmark::DoNotOptimize(torch::autograd::grad({y}, {x})[0].data_ptr());
+    };
   });
 #endif
   add("segment_sum", "fluxion", [] {

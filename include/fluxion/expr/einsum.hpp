@@ -10,7 +10,7 @@
 // Each operand's labels name its axes (letters; "..." stands for the leading axes, which broadcast
 // between the operands as in NumPy). Labels missing from the output are summed. Without "->" the
 // output is the ellipsis followed by the labels that appear once, in alphabetical order. A label
-// repeated within one operand takes its diagonal first (a gather). Operands are then multiplied in
+// repeated within one operand takes its diagonal first (a strided slice). Operands are then multiplied in
 // pairs, in opt_einsum's greedy order (TensorFlow's): of the pairs that share a label, the one with
 // the smallest product first. Each pair runs as one batched matmul: labels of one operand alone
 // that no later step needs are summed first, the rest of each operand is transposed to (batch,
@@ -194,8 +194,9 @@ tensor<T, D> einsum_permute(const einsum_operand<T, D>& t, const std::vector<int
 }
 
 /// A label repeated within operand `k` ("ii->i", "bii->b") takes the diagonal: its axes move to
-/// the end, are reshaped to one of n^c elements and gathered at multiples of 1 + n + ... + n^(c-1),
-/// leaving the label once, last. Differentiable through the transpose, reshape and gather.
+/// the end, are reshaped to one of n^c elements and read at multiples of 1 + n + ... + n^(c-1) (a
+/// strided slice, take_every_last), leaving the label once, last. Differentiable through the
+/// transpose, reshape and slice.
 template <class T, class D>
 void einsum_take_diagonals(const std::string& spec, einsum_operand<T, D>& x, std::size_t k) {
   for (;;) {
@@ -229,9 +230,7 @@ void einsum_take_diagonals(const std::string& spec, einsum_operand<T, D>& x, std
     perm.insert(perm.end(), repeated.begin(), repeated.end());
     dims.push_back(size);
     rest.push_back(l);
-    const tensor<T, D> moved(reshape(einsum_transpose(x.value, perm), dims));
-    const auto at = materialize_unrecorded(iota_expr<std::int64_t, D>{{}, shape{n}, 0} * static_cast<std::int64_t>(stride));
-    x.value = tensor<T, D>(gather(moved, at, static_cast<int>(dims.size()) - 1, checked_indices));
+    x.value = tensor<T, D>(take_every_last(reshape(einsum_transpose(x.value, perm), dims), n, stride));
     x.labels = std::move(rest);
   }
 }

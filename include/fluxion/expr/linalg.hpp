@@ -9,11 +9,11 @@
 //   auto u = fx::linalg::l2_normalize(x);              // each row (the last axis) of length 1
 //
 // band_part, diag and set_diag are lazy elementwise statements (a where over the row and column
-// coordinates), so they fuse with what reads and feeds them; diag_part is a gather of the
-// flattened matrices at multiples of N + 1, and trace its sum. All are compositions of
-// differentiable ops, so their gradients (either mode, any order) and the GPU's path are theirs:
-// band_part's and set_diag's gradients mask the incoming gradient, diag_part's scatters it onto the
-// diagonal, diag's reads the diagonal back. Each throws a shape_error naming the op and the shape
+// coordinates), so they fuse with what reads and feeds them; diag_part is a strided slice of the
+// flattened matrices at multiples of N + 1 (a view: nothing is copied), and trace its sum. All are
+// compositions of differentiable ops, so their gradients (either mode, any order) and the GPU's
+// path are theirs: band_part's and set_diag's gradients mask the incoming gradient, diag_part's
+// pads it onto the diagonal, diag's reads the diagonal back. Each throws a shape_error naming the op and the shape
 // for an operand of rank below 2 (diag: below 1), and set_diag for a diagonal of the wrong shape.
 #pragma once
 
@@ -71,7 +71,6 @@ template <class A>
   requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
 auto diag_part(A&& x) {
   using E = fluxion::detail::expr_t<A>;
-  using D = device_t<E>;
   E e = fluxion::detail::as_expr<A>(std::forward<A>(x));
   const shape s = e.shape();
   detail::check_matrices("diag_part", s);
@@ -79,9 +78,7 @@ auto diag_part(A&& x) {
   const index_t m = s[r - 2], n = s[r - 1], k = std::min(m, n);
   std::vector<index_t> flat(s.begin(), s.end() - 2);
   flat.push_back(m * n);
-  const tensor<std::int64_t, D> at = fluxion::detail::materialize_unrecorded(
-      iota_expr<std::int64_t, D>{{}, shape{k}, 0} * static_cast<std::int64_t>(n + 1));
-  return gather(reshape(std::move(e), flat), at, r - 2, fluxion::detail::checked_indices);
+  return fluxion::detail::take_every_last(reshape(std::move(e), flat), k, n + 1);
 }
 
 /// tf.linalg.trace: (..., M, N) -> (...), the sum of the diagonal.

@@ -288,6 +288,22 @@ auto reverse(A&& a, Axis axis) {
   return reverse(std::forward<A>(a), std::vector<int>{static_cast<int>(axis)});
 }
 
+namespace detail {
+/// The first `count` elements of the last axis at multiples of `stride`, a[..., 0 : (count-1)*stride+1 : stride]:
+/// a diagonal of axes flattened into the last one (einsum's repeated labels, linalg::diag_part). A
+/// strided slice, so a view: no index tensor and no gather forward, a strided pad backward.
+template <class A>
+  requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
+auto take_every_last(A&& a, index_t count, index_t stride) {
+  auto&& e = as_expr<A>(a);  // a temporary for expressions: keep it alive while its shape is used
+  const auto r = static_cast<std::size_t>(e.shape().rank());
+  std::vector<index_t> begin(r, 0), stop(r, fluxion::end), steps(r, 1);
+  stop[r - 1] = count > 0 ? (count - 1) * stride + 1 : 0;
+  steps[r - 1] = stride;
+  return strided_slice(std::forward<A>(a), begin, stop, steps);
+}
+}  // namespace detail
+
 /// Reshape; one extent may be -1 and is inferred. Shares the buffer when the operand is a tensor.
 template <class A>
 struct reshape_expr : detail::boundary_expr<reshape_expr<A>, value_type_t<A>, device_t<A>> {
