@@ -10,13 +10,13 @@
 // Each operand's labels name its axes (letters; "..." stands for the leading axes, which broadcast
 // between the operands as in NumPy). Labels missing from the output are summed. Without "->" the
 // output is the ellipsis followed by the labels that appear once, in alphabetical order. A label
-// repeated within one operand takes its diagonal first (a strided slice). Operands are then multiplied in
-// pairs, in opt_einsum's greedy order (TensorFlow's): of the pairs that share a label, the one with
-// the smallest product first. Each pair runs as one batched matmul: labels of one operand alone
-// that no later step needs are summed first, the rest of each operand is transposed to (batch,
-// free, contracted) or (batch, contracted, free) and reshaped to a matrix. The last product is
-// transposed to the output's order. The result is a tensor (einsum is a kernel boundary),
-// differentiable to any order through those ops.
+// repeated within one operand takes its diagonal first (a strided slice). Operands are then
+// multiplied in pairs, in opt_einsum's greedy order (TensorFlow's): of the pairs that share a
+// label, the one with the smallest product first. Each pair runs as one batched matmul: labels of
+// one operand alone that no later step needs are summed first, the rest of each operand is
+// transposed to (batch, free, contracted) or (batch, contracted, free) and reshaped to a matrix.
+// The last product is transposed to the output's order. The result is a tensor (einsum is a
+// kernel boundary), differentiable to any order through those ops.
 #pragma once
 
 #include <algorithm>

@@ -13,8 +13,9 @@
 // flattened matrices at multiples of N + 1 (a view: nothing is copied), and trace its sum. All are
 // compositions of differentiable ops, so their gradients (either mode, any order) and the GPU's
 // path are theirs: band_part's and set_diag's gradients mask the incoming gradient, diag_part's
-// pads it onto the diagonal, diag's reads the diagonal back. Each throws a shape_error naming the op and the shape
-// for an operand of rank below 2 (diag: below 1), and set_diag for a diagonal of the wrong shape.
+// pads it onto the diagonal, diag's reads the diagonal back. Each throws a shape_error naming the
+// op and the shape for an operand of rank below 2 (diag: below 1), and set_diag for a diagonal of
+// the wrong shape.
 #pragma once
 
 #include <algorithm>

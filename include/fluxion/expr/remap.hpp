@@ -289,9 +289,10 @@ auto reverse(A&& a, Axis axis) {
 }
 
 namespace detail {
-/// The first `count` elements of the last axis at multiples of `stride`, a[..., 0 : (count-1)*stride+1 : stride]:
-/// a diagonal of axes flattened into the last one (einsum's repeated labels, linalg::diag_part). A
-/// strided slice, so a view: no index tensor and no gather forward, a strided pad backward.
+/// The first `count` elements of the last axis at multiples of `stride`,
+/// a[..., 0 : (count - 1) * stride + 1 : stride]: a diagonal of axes flattened into the last one
+/// (einsum's repeated labels, linalg::diag_part). A strided slice, so a view: no index tensor and no
+/// gather forward, a strided pad backward.
 template <class A>
   requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
 auto take_every_last(A&& a, index_t count, index_t stride) {
