@@ -18,7 +18,9 @@
 //   einsum_trace     "bii->b" over (64, 256, 256): batched traces (stop 63; the diagonal a strided
 //                    view since stop 82, a gather of an index tensor before)
 //   trace_train      fx::linalg::trace of the same under a tape, then the gradient of sum(traces * dy)
-//                    (the diagonal's gradient padded onto zeros; stop 82)
+//                    (stop 82)
+//   trace_of_exp     fx::linalg::trace(exp(x)) of the same: the diagonal a view of the expression,
+//                    computed at the diagonal only (stop 82); LibTorch exponentiates every element
 //   segment_sum      unsorted_segment_sum of (16384, 64) rows into 1024 segments
 //   segment_max      unsorted_segment_max of the same (stop 60)
 //   gather_rows      16384 rows of 64 picked from (65536, 64) by index: an embedding lookup (stop 60)
@@ -236,6 +238,16 @@ const int registered = [] {
       auto y = (torch::diagonal(x, 0, -2, -1).sum(-1) * dy).sum();
       benchmark::DoNotOptimize(torch::autograd::grad({y}, {x})[0].data_ptr());
     };
+  });
+#endif
+  add("trace_of_exp", "fluxion", [] {
+    auto x = uniform({64, 256, 256}, 16);
+    return [x] { benchmark::DoNotOptimize(fx::tensor<float>(fx::linalg::trace(fx::exp(x))).data()); };
+  });
+#if FLUXION_BENCH_HAVE_TORCH
+  add("trace_of_exp", "torch", [] {
+    auto x = torch::rand({64, 256, 256});
+    return [x] { benchmark::DoNotOptimize(torch::diagonal(torch::exp(x), 0, -2, -1).sum(-1).data_ptr()); };
   });
 #endif
   add("segment_sum", "fluxion", [] {

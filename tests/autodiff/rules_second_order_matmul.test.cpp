@@ -23,6 +23,20 @@ TEST_CASE("second order: shape ops") {
   check_second("strided_slice", [](const auto& v) { return fx::sin(fx::strided_slice(v, {1, fx::end}, {fx::end, 0}, {-1, -2})); }, x);
 }
 
+// linalg::diag_part is a view since stop 82: of a tensor a strided slice of the flattened matrices,
+// of an expression a remap whose one axis steps by N + 1. The statements of either gradient (the
+// gradient on a diagonal of zeros) differentiated again, wide and tall.
+TEST_CASE("second order: linalg::diag_part and trace") {
+  check_second("diag_part of a tensor, tall", [](const auto& x) {
+    const auto d = fx::linalg::diag_part(x);
+    return d * d * d;
+  }, random_tensor<double>({4, 3}, 40, -1.5, 1.5));
+  check_second("diag_part of an expression, wide", [](const auto& x) { return fx::linalg::diag_part(x * x * x); },
+               random_tensor<double>({2, 3, 4}, 41, -1.5, 1.5));
+  check_second("trace of an expression, tall", [](const auto& x) { return fx::linalg::trace(fx::sin(x) * x); },
+               random_tensor<double>({4, 3}, 42, -1.5, 1.5));
+}
+
 TEST_CASE("second order: gradients summed down to a broadcast operand's shape") {
   // reduce_to's two paths at order 2: a kernel boundary's gradient (a batched matmul whose weights
   // are broadcast over the batch) is computed into a tensor and then summed; an elementwise one (a

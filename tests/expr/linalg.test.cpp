@@ -51,6 +51,11 @@ TEST_CASE_TEMPLATE("linalg: band_part, diag_part, trace, diag and set_diag again
     const fx::tensor<T> t = fx::linalg::trace(x);
     CHECK(t.shape() == fx::shape{batch});
     CHECK(t.to_vector() == traces);
+    // Of an expression (a view of it that computes the diagonal only, stop 82): the same numbers.
+    std::vector<T> shifted = diagonal;
+    for (T& e : shifted) e = e * T(2) + T(1);
+    CHECK(fx::tensor<T>(fx::linalg::diag_part(x * T(2) + T(1))).to_vector() == shifted);
+    CHECK(fx::tensor<T>(fx::linalg::diag_part(fx::transpose(x, {0, 2, 1}))).to_vector() == diagonal);
     // set_diag: x with diagonal element (b, k) replaced by 100 b + k.
     std::vector<T> fresh, want;
     for (fx::index_t b = 0; b < batch; ++b)

@@ -13,6 +13,7 @@
 #define FLUXION_AUTODIFF_BACKPROP_HPP
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -266,6 +267,13 @@ struct backward<remap_expr<Map, A>> {
       if constexpr (is_tensor_v<A> && requires { sink.add_scattered(e.a, scattered); })
         if (sink.add_scattered(e.a, scattered)) return;
       backward<A>::run(e.a, step(keep_order<G>(detail::materialize(scattered))), sink);
+    } else if constexpr (std::is_same_v<Map, detail::diagonal_map>) {
+      // g on the diagonal and zeros elsewhere, as linalg::set_diag composes it: g[..., k] meets
+      // row k (M <= N: one value a row) or column k (M > N).
+      using T = value_type_t<G>;
+      const int r = as.rank();
+      const iota_expr<std::int64_t, device_t<G>> i{{}, as, r - 2}, j{{}, as, r - 1};
+      backward<A>::run(e.a, step(where(i == j, expand_dims(g, as[r - 2] <= as[r - 1] ? -1 : -2), T(0))), sink);
     } else if constexpr (std::is_same_v<Map, detail::unreduce_map>) {  // appears in gradients of gradients
       std::vector<int> ax;
       for (int d = 0; d < e.map.rank; ++d)

@@ -90,6 +90,17 @@ struct slice_map {
   }
 };
 
+/// The diagonal of the last two axes, (..., M, N) -> (..., min(M, N)): one axis whose stride is the
+/// sum of theirs, as LibTorch's diagonal view (linalg::diag_part of an expression, which is then
+/// computed at the diagonal's positions only).
+struct diagonal_map {
+  static constexpr const char* name = "diag_part";
+  void apply(leaf_layout& l) const {
+    l.strides[l.rank - 2] += l.strides[l.rank - 1];
+    --l.rank;
+  }
+};
+
 }  // namespace detail
 
 template <class Map, class A>
@@ -291,8 +302,8 @@ auto reverse(A&& a, Axis axis) {
 namespace detail {
 /// The first `count` elements of the last axis at multiples of `stride`,
 /// a[..., 0 : (count - 1) * stride + 1 : stride]: a diagonal of axes flattened into the last one
-/// (einsum's repeated labels, linalg::diag_part). A strided slice, so a view: no index tensor and no
-/// gather forward, a strided pad backward.
+/// (einsum's labels repeated in an operand, any number of times). A strided slice, so a view: no
+/// index tensor and no gather forward, a strided pad backward.
 template <class A>
   requires(is_expression_v<A> || is_variable_v<std::remove_cvref_t<A>>)
 auto take_every_last(A&& a, index_t count, index_t stride) {
