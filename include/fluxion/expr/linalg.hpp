@@ -14,9 +14,9 @@
 // axis steps by N + 1, so that only the diagonal's elements are computed), and trace its sum. All
 // are differentiable in either mode and to any order, and run on the GPU: band_part's and
 // set_diag's gradients mask the incoming gradient, diag_part's puts it on a diagonal of zeros (a
-// strided pad, or set_diag's where), diag's reads the diagonal back. Each throws a shape_error naming the
-// op and the shape for an operand of rank below 2 (diag: below 1), and set_diag for a diagonal of
-// the wrong shape.
+// strided pad, or set_diag's where), diag's reads the diagonal back. Each throws a shape_error
+// naming the op and the shape for an operand of rank below 2 (diag: below 1), and set_diag for a
+// diagonal of the wrong shape.
 #pragma once
 
 #include <algorithm>
