@@ -13,7 +13,6 @@
 #define FLUXION_AUTODIFF_BACKPROP_HPP
 #pragma once
 
-#include <cstdint>
 #include <type_traits>
 #include <vector>
 
@@ -268,12 +267,8 @@ struct backward<remap_expr<Map, A>> {
         if (sink.add_scattered(e.a, scattered)) return;
       backward<A>::run(e.a, step(keep_order<G>(detail::materialize(scattered))), sink);
     } else if constexpr (std::is_same_v<Map, detail::diagonal_map>) {
-      // g on the diagonal and zeros elsewhere, as linalg::set_diag composes it: g[..., k] meets
-      // row k (M <= N: one value a row) or column k (M > N).
-      using T = value_type_t<G>;
-      const int r = as.rank();
-      const iota_expr<std::int64_t, device_t<G>> i{{}, as, r - 2}, j{{}, as, r - 1};
-      backward<A>::run(e.a, step(where(i == j, expand_dims(g, as[r - 2] <= as[r - 1] ? -1 : -2), T(0))), sink);
+      // g on a diagonal of zeros, as linalg::set_diag composes it.
+      backward<A>::run(e.a, step(detail::on_diagonal<device_t<G>>(g, as, value_type_t<G>(0))), sink);
     } else if constexpr (std::is_same_v<Map, detail::unreduce_map>) {  // appears in gradients of gradients
       std::vector<int> ax;
       for (int d = 0; d < e.map.rank; ++d)

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -392,6 +393,19 @@ struct iota_expr : expression_base {
   /// The value of a one-element expression (it is computed first); throws for any other size.
   value_type item() const { return detail::item_of(*this); }
 };
+
+namespace detail {
+/// d (..., min(M, N)) on the diagonal of matrices of shape s (..., M, N) and `other` elsewhere, lazily:
+/// d[..., k] meets row k (M <= N: one value a row) or column k (M > N). linalg::diag and set_diag,
+/// and the gradient of linalg::diag_part's remap (autodiff/backprop.hpp).
+template <class Device, class Diagonal, class Other>
+auto on_diagonal(Diagonal&& d, const fluxion::shape& s, Other&& other) {
+  const int r = s.rank();
+  const iota_expr<std::int64_t, Device> i{{}, s, r - 2}, j{{}, s, r - 1};
+  return where(i == j, expand_dims(std::forward<Diagonal>(d), s[r - 2] <= s[r - 1] ? -1 : -2),
+               std::forward<Other>(other));
+}
+}  // namespace detail
 
 /// one_hot(indices, depth): `on` where the new axis's coordinate equals the index, `off`
 /// elsewhere (so an index outside [0, depth) gives a row of `off`, as in TensorFlow).

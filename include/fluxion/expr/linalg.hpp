@@ -115,8 +115,7 @@ auto diag(A&& v) {
     throw shape_error("linalg::diag: expects a batch of diagonals (..., K) of rank 1 or more, got shape " + to_string(s));
   shape out = s;
   out.push_back(s[s.rank() - 1]);
-  auto [i, j] = detail::rows_and_columns<device_t<E>>(out);
-  return where(i == j, expand_dims(std::move(e), -1), T(0));
+  return fluxion::detail::on_diagonal<device_t<E>>(std::move(e), out, T(0));
 }
 
 /// tf.linalg.set_diag: x (..., M, N) with x[..., k, k] replaced by d[..., k], where d is
@@ -142,9 +141,7 @@ auto set_diag(A&& x, B&& d) {
   if (f.shape() != want)
     throw shape_error("linalg::set_diag: the diagonal of matrices " + to_string(s) + " must have shape " +
                       to_string(want) + ", got " + to_string(f.shape()));
-  auto [i, j] = detail::rows_and_columns<device_t<E>>(s);
-  // d[..., k] meets row k (M <= N: one value a row) or column k (M > N).
-  return where(i == j, expand_dims(std::move(f), m <= n ? -1 : -2), std::move(e));
+  return fluxion::detail::on_diagonal<device_t<E>>(std::move(f), s, std::move(e));
 }
 
 /// tf.linalg.l2_normalize (tf.math.l2_normalize): x / sqrt(max(sum(x^2), epsilon)) along `axis`
