@@ -45,7 +45,8 @@
 #     and with a top-3 metric and early stopping on it (-DFIT_PROGRAM_METRICS, stop 57), header-only
 #     and with prebuilt kernels, and with a mean IoU besides (-DFIT_PROGRAM_IOU, stop 58) with
 #     prebuilt kernels; with a he_normal kernel and an l2 regularizer (-DFIT_PROGRAM_REGULARIZED,
-#     stop 74), header-only and with prebuilt kernels;
+#     stop 74), header-only and with prebuilt kernels; with an nn::activity_regularization after the
+#     hidden layer (-DFIT_PROGRAM_ACTIVITY, stop 83), header-only and with prebuilt kernels;
 #   - bench/compile/newcomer_gru.cpp, the program a newcomer writes with a GRU (stop 53):
 #     header-only, with prebuilt kernels alone (NO_GRU) and with the GRU's set;
 #   - the README's "Gradients" program (stop 54), at derivative order 2 as written and at 1;
@@ -309,6 +310,12 @@ row "  ... with an initializer and a regularizer (FIT_PROGRAM_REGULARIZED)" \
   "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_REGULARIZED "${fit[@]}")"
 row "  ... with both and FLUXION_PREBUILT_KERNELS" \
   "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_REGULARIZED -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
+# Keras's ActivityRegularization after the hidden layer (stop 83): what the penalty on the activity,
+# a recorded statement and its backward rule, costs the program.
+row "  ... with an activity_regularization (FIT_PROGRAM_ACTIVITY)" \
+  "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_ACTIVITY "${fit[@]}")"
+row "  ... with it and FLUXION_PREBUILT_KERNELS" \
+  "$(best "$cxx" "${flags[@]}" -DFIT_PROGRAM_ACTIVITY -DFLUXION_PREBUILT_KERNELS "${fit[@]}")"
 
 # The program a newcomer writes with a GRU (stop 53): header-only, with prebuilt kernels alone
 # (NO_GRU) and with the GRU's set (fluxion_target_prebuilt_kernels's default).

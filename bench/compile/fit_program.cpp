@@ -5,7 +5,8 @@
 // a top-3 metric and early stopping on it (-DFIT_PROGRAM_METRICS, stop 57: what using them costs;
 // with -DFIT_PROGRAM_IOU too, stop 58, a mean IoU as well; with -DFIT_PROGRAM_OPTIMIZER=nadam, stop
 // 64, another optimizer than Adam; with -DFIT_PROGRAM_REGULARIZED, stop 74, a he_normal kernel and
-// an l2 regularizer on the hidden layer);
+// an l2 regularizer on the hidden layer; with -DFIT_PROGRAM_ACTIVITY, stop 83, an
+// nn::activity_regularization after it);
 // README "Your own program" quotes the figures. It runs too (link fluxion::zlib, -DFLUXION_HAS_ZLIB=1),
 // and trains for 2 epochs in a few seconds.
 #include <fluxion/data.hpp>
@@ -24,6 +25,9 @@ int main() {
   auto net = nn::sequential(nn::input<28, 28, 1>{}, nn::flatten{},
                             nn::dense<128>{{.kernel_initializer = "he_normal", .kernel_regularizer = nn::regularizers::l2(1e-4)}},
                             nn::relu{}, nn::dropout{0.2}, nn::dense<10>{});
+#elif defined(FIT_PROGRAM_ACTIVITY)  // stop 83: Keras's ActivityRegularization after the hidden layer
+  auto net = nn::sequential(nn::input<28, 28, 1>{}, nn::flatten{}, nn::dense<128>{}, nn::relu{},
+                            nn::activity_regularization{1e-5}, nn::dropout{0.2}, nn::dense<10>{});
 #else
   auto net = nn::sequential(nn::input<28, 28, 1>{}, nn::flatten{}, nn::dense<128>{}, nn::relu{},
                             nn::dropout{0.2}, nn::dense<10>{});

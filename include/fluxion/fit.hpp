@@ -806,7 +806,13 @@ struct unmasked_output {
 };
 template <class Model, class X>
 auto run_model(Model& model, const X& x, bool training) {
-  if constexpr (requires { model.output_and_mask(x, training); }) return model.output_and_mask(x, training);
+  if constexpr (requires { model.output_and_mask(x, training); }) {
+    // A composite model's own output_and_mask keeps what its layers add as a call does.
+    if constexpr (requires { model.collecting_losses([] { return 0; }); })
+      return model.collecting_losses([&] { return model.output_and_mask(x, training); });
+    else
+      return model.output_and_mask(x, training);
+  }
   else return unmasked_output<decltype(model(x, training))>{model(x, training)};
 }
 template <class Out>
@@ -1039,6 +1045,17 @@ auto checked_loss(Model& model, LossFn& loss_fn, const Out& out, const Element& 
   using LT = value_type_t<L>;
   using LD = device_t<L>;
   tensor<LT, LD> loss(std::move(data_loss));
+  if constexpr (requires { model.added_losses(); }) {
+    // What the layers added in this call (nn::add_loss, nn::activity_regularization): in the loss
+    // the tape differentiates.
+    const auto& added = model.added_losses();
+    for (const auto& a : added) {
+      static_assert(std::is_same_v<device_t<std::remove_cvref_t<decltype(a)>>, LD>,
+                    "fluxion::fit / evaluate: the loss is on another device than the model's variables.");
+      if constexpr (std::is_same_v<value_type_t<std::remove_cvref_t<decltype(a)>>, LT>) loss = tensor<LT, LD>(loss + a);
+      else loss = tensor<LT, LD>(loss + cast<LT>(a));
+    }
+  }
   tensor<LT, LD> total = loss;
   if constexpr (requires { model.trainable_variables(); }) {
     const auto vars = model.trainable_variables();
@@ -1052,7 +1069,19 @@ auto checked_loss(Model& model, LossFn& loss_fn, const Out& out, const Element& 
     }
   }
   const double value = static_cast<double>(total.item());
-  if (!std::isfinite(value)) throw error_for(value, "");
+  if (!std::isfinite(value)) {
+    if constexpr (requires { model.added_losses(); }) {
+      std::size_t i = 0;
+      for (const auto& a : model.added_losses()) {
+        const double v = static_cast<double>(a.item());
+        if (!std::isfinite(v))
+          throw error_for(value, " (loss " + std::to_string(i) + " of those the model's layers added, nn::add_loss or "
+                                     "activity_regularization, is " + fluxion::detail::value_text(v) + ")");
+        ++i;
+      }
+    }
+    throw error_for(value, "");
+  }
   return std::pair{std::move(loss), value};
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "nn/activations.hpp"
+#include "nn/activity_regularization.hpp"
 #include "nn/attention.hpp"
 #include "nn/batch_norm.hpp"
 #include "nn/bidirectional.hpp"

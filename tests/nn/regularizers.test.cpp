@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "penalty_data.hpp"
 #include "reverse_only.hpp"
 
 namespace regularizers_test {
@@ -31,22 +32,8 @@ double naive_penalty(const std::vector<T>& w, double l1, double l2) {
   return l1 * a + l2 * b;
 }
 
-auto cross_entropy = [](const auto& logits, const auto& labels) {
-  return fx::losses::sparse_softmax_cross_entropy(logits, labels);
-};
-
-using batch = std::pair<fx::tensor<double>, fx::tensor<std::int32_t>>;
-
-std::vector<batch> batches(int n, std::uint64_t seed) {
-  fx::random::generator gen{seed};
-  std::vector<batch> out;
-  for (int i = 0; i < n; ++i) {
-    std::vector<std::int32_t> y;
-    for (int r = 0; r < 6; ++r) y.push_back((r + i) % 3);
-    out.emplace_back(fx::random::normal<double>({6, 5}, gen), fx::from_vector(y, {6}));
-  }
-  return out;
-}
+using penalty_data::batches;
+using penalty_data::cross_entropy;
 
 auto make_net() {
   fx::random::generator gen{17};
@@ -146,24 +133,12 @@ TEST_CASE("regularizers: fit trains on, and reports, the loss plus the penalty; 
   auto net = make_net(), twin = make_net();
   // One SGD step by hand: the gradient of cross-entropy + penalty.
   fx::optim::sgd opt_hand{0.1};
-  double hand_loss = 0;
-  {
-    fx::gradient_tape tape;
-    const fx::tensor<double> loss = cross_entropy(twin(data[0].first, true), data[0].second) + twin.regularization_loss();
-    hand_loss = loss.item();
-    auto vars = twin.trainable_variables();
-    opt_hand.apply_gradients(tape.gradient(loss, vars), vars);
-  }
+  const double hand_loss = penalty_data::step_by_hand(twin, opt_hand, data[0]);
   fx::optim::sgd opt{0.1};
   std::ostringstream log;
   const auto history = fx::fit(net, opt, cross_entropy, data, {.epochs = 1, .out = &log});
   CHECK(history.loss[0] == doctest::Approx(hand_loss).epsilon(1e-14));
-  const auto va = net.variables(), vb = twin.variables();
-  for (std::size_t i = 0; i < va.size(); ++i) {
-    CAPTURE(va[i]->name());
-    const auto a = va[i]->peek().to_vector(), b = vb[i]->peek().to_vector();
-    for (std::size_t j = 0; j < a.size(); ++j) CHECK(a[j] == doctest::Approx(b[j]).epsilon(1e-14));
-  }
+  penalty_data::check_same_variables(net.variables(), twin.variables(), 1e-14);
   // evaluate: the same sum, after the step.
   const fx::evaluation e = fx::evaluate(net, cross_entropy, data);
   const double want = fx::tensor<double>(cross_entropy(net(data[0].first), data[0].second)).item() +
@@ -172,24 +147,8 @@ TEST_CASE("regularizers: fit trains on, and reports, the loss plus the penalty; 
 }
 
 TEST_CASE("regularizers: nn::compile_step adds the penalty's value and gradient as the tape-based step does") {
-  const auto data = batches(3, 8);
   auto a = make_net(), b = make_net();
-  fx::optim::adam opt_a{1e-2}, opt_b{1e-2};
-  auto step = nn::compile_step(b, opt_b, cross_entropy);
-  for (const auto& [x, y] : data) {
-    fx::gradient_tape tape;
-    const fx::tensor<double> la = cross_entropy(a(x, true), y) + a.regularization_loss();
-    auto vars = a.trainable_variables();
-    opt_a.apply_gradients(tape.gradient(la, vars), vars);
-    const fx::tensor<double> lb = step(x, y);
-    CHECK(lb.item() == doctest::Approx(la.item()).epsilon(1e-14));
-  }
-  const auto va = a.variables(), vb = b.variables();
-  for (std::size_t i = 0; i < va.size(); ++i) {
-    CAPTURE(va[i]->name());
-    const auto x = va[i]->peek().to_vector(), y = vb[i]->peek().to_vector();
-    for (std::size_t j = 0; j < x.size(); ++j) CHECK(x[j] == doctest::Approx(y[j]).epsilon(1e-12));
-  }
+  penalty_data::check_compiled_step(a, b);
 }
 
 TEST_CASE("regularizers: bad penalties are refused, naming the factory, the layer or the variable") {

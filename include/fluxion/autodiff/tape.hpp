@@ -314,6 +314,9 @@ class gradient_tape {
   bool persistent() const noexcept { return m_persistent; }
   bool recording() const noexcept { return m_paused == 0; }
   std::size_t entries() const noexcept { return m_entries.size(); }
+  /// A number no other tape of this thread has had (1, 2, ... in the order they were made), where
+  /// an address could be a later tape's: what nn models note of the tape their call ran under.
+  std::uint64_t serial() const noexcept { return m_serial; }
 
   /// A scope inside the tape's scope that does not record.
   class stop_recording_scope {
@@ -371,6 +374,15 @@ class gradient_tape {
                 unconnected_gradients unconnected = unconnected_gradients::none) {
     std::vector<const std::remove_const_t<Source>*> p(sources.begin(), sources.end());
     return gradient(target, p, &output_gradients, unconnected);
+  }
+  /// TensorFlow's tape.gradient([target, *also], sources, output_gradients=[output_gradients, 1,
+  /// ...]): target's vector-Jacobian product with output_gradients plus the gradient of each tensor
+  /// of `also` (a layer's output and the losses it added: nn::recompute's backward pass).
+  template <class T, class D, class Source>
+  auto gradient(const tensor<T, D>& target, const std::vector<Source*>& sources, const tensor<T, D>& output_gradients,
+                const std::vector<tensor<T, D>>& also, unconnected_gradients unconnected = unconnected_gradients::none) {
+    std::vector<const std::remove_const_t<Source>*> p(sources.begin(), sources.end());
+    return gradient(target, p, &output_gradients, unconnected, &also);
   }
   template <class T, class D, class Source>
   auto gradient(const tensor<T, D>& target, const std::vector<std::reference_wrapper<Source>>& sources,
@@ -560,7 +572,8 @@ class gradient_tape {
   template <class T, class D, class Source>
   std::vector<tensor<value_type_t<Source>, D>> gradient(const tensor<T, D>& target, const std::vector<const Source*>& sources,
                                                         const std::type_identity_t<tensor<T, D>>* output_gradients,
-                                                        unconnected_gradients unconnected) {
+                                                        unconnected_gradients unconnected,
+                                                        const std::vector<tensor<T, D>>* also = nullptr) {
     using S = value_type_t<Source>;
     static_assert(std::is_floating_point_v<S>,
                   "fluxion::gradient_tape::gradient: a source of integer or bool elements has no gradient "
@@ -577,6 +590,8 @@ class gradient_tape {
       stop_recording_scope quiet(*this);  // the backward pass is not recorded on this tape
       store.put(target.id(), output_gradients ? *output_gradients
                                               : tensor<T, D>(broadcast_to(scalar_expr<T, D>(T(1)), target.shape())));
+      if (also)
+        for (const tensor<T, D>& a : *also) store.add<0>(a.id(), tensor<T, D>(broadcast_to(scalar_expr<T, D>(T(1)), a.shape())));
       // A one-shot tape frees as it goes, as PyTorch's backward without retain_graph: once an
       // entry has run, nothing adds to its output's gradient any more (the entries that read the
       // output were recorded after it, so they ran before it), so that gradient is dropped unless
@@ -647,6 +662,12 @@ class gradient_tape {
   bool m_keep = false;
   int m_paused = 0;
   std::uint64_t m_unrecorded = 0;  // statements that ran while this tape recorded, but could not be recorded
+  std::uint64_t m_serial = next_serial();
+
+  static std::uint64_t next_serial() noexcept {
+    static thread_local std::uint64_t made = 0;
+    return ++made;
+  }
 };
 #undef FLUXION_TAPE_SOURCE_LISTS
 #undef FLUXION_TAPE_SOURCE_LIST

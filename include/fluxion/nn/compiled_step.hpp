@@ -23,7 +23,9 @@
 // statements and rules in the same order; tests/nn/compiled_step.test.cpp checks it). The
 // variables' regularizers (nn/regularizers.hpp) add their penalty to the loss returned and
 // l1 sign(w) + 2 l2 w to each gradient, as the tape's rules give them (summed in another order:
-// equal to rounding, tests/nn/regularizers.test.cpp).
+// equal to rounding, tests/nn/regularizers.test.cpp). A layer that adds a loss (nn::add_loss:
+// nn::activity_regularization) runs as a recomputed segment, whose backward pass differentiates
+// its output and its loss together; the loss returned includes it.
 //
 // Layers with one statement: dense (on rank-2 input), conv2d, max_pool2d, avg_pool2d, the
 // activation layers, flatten and reshape. Any other layer (batch_norm, dropout, lstm, embedding,
@@ -242,7 +244,9 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
  private:
   template <class In, class Y>
   tensor<T, Device> run(const tensor<In, Device>& in, const Y& labels, bool training) {
-    tensor<T, Device> logits = first_forward(in, training);
+    // What the layers add (nn::add_loss: activity_regularization) is the model's added_losses();
+    // their gradients come from the backward passes of the recomputed layers that added them.
+    tensor<T, Device> logits = m_model.collecting_losses([&] { return first_forward(in, training); });
     const bool penalized = has_regularizers(m_model.trainable_variables());
 
     tensor<T, Device> loss, dlogits;
@@ -265,6 +269,11 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
       const double value = static_cast<double>(loss.item());
       if (!std::isfinite(value)) throw nonfinite(value, "");
       dlogits = tape.gradient(loss, logits, unconnected_gradients::zero);
+    }
+    if (!m_model.added_losses().empty()) {
+      for (const tensor<T, Device>& a : m_model.added_losses()) loss = fluxion::detail::materialize_unrecorded(loss + a);
+      const double value = static_cast<double>(loss.item());
+      if (!std::isfinite(value)) throw nonfinite(value, " (the losses the model's layers added: nn::add_loss, activity_regularization)");
     }
     // The variables' penalties (Keras's model.losses): their value here, their gradient below.
     if (penalized) {
@@ -294,7 +303,7 @@ class compiled_step<sequential_model<T, InShape, Device, Layers...>, Optimizer, 
   static constexpr std::size_t last_start() {
     return []<std::size_t... I>(std::index_sequence<I...>) {
       std::size_t last = 0;
-      ((unit_start<I>() ? (last = I, 0) : 0), ...);
+      ((unit_start<I>() ? void(last = I) : void()), ...);
       return last;
     }(std::make_index_sequence<count>{});
   }

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -57,7 +58,7 @@ concept layer_name = std::is_convertible_v<S, std::string>;
 /// The regularizers are the variables' (variable::regularizer()); the model's regularization_loss()
 /// sums them and fx::fit adds it to the loss. The constraints are the variables' too
 /// (variable::constraint()); the optimizers apply them after each update. Keras's activity
-/// regularizer is not built.
+/// regularizer is the layer nn::activity_regularization, put after the layer (and its activation).
 struct layer_options {
   bool use_bias = true;
   initializer kernel_initializer = initializers::glorot_uniform();
@@ -438,9 +439,50 @@ class layer_base {
   std::vector<variable<T, Device>*> trainable_variables() { return collect(1); }
   std::vector<variable<T, Device>*> non_trainable_variables() { return collect(2); }
   /// Keras's `sum(model.losses)`: the penalties of the trainable variables (a layer's
-  /// kernel_regularizer and bias_regularizer, variable::set_regularizer), a scalar that a tape
-  /// differentiates; 0 when no variable has one. fx::fit and fx::evaluate add it to the loss.
-  tensor<T, Device> regularization_loss() { return nn::regularization_loss(trainable_variables()); }
+  /// kernel_regularizer and bias_regularizer, variable::set_regularizer) and the losses the layers
+  /// added during the model's last call (added_losses()), a scalar that a tape differentiates; 0
+  /// when there are none. fx::fit, fx::evaluate and nn::compile_step add both to the loss.
+  ///
+  /// Call the model in a statement before the one that reads this: C++ evaluates the operands of
+  /// `loss_fn(net(x, true), y) + net.regularization_loss()` in either order, and g++ reads the
+  /// second first, which would add the previous call's losses. Under a gradient tape that mistake
+  /// throws (the losses were added under no tape that records now); without one it cannot be told.
+  tensor<T, Device> regularization_loss() {
+    if (!m_added_losses.empty() && !fluxion::detail::tape_stack::tapes.empty()) {
+      bool recording = false, same = false;
+      for (const gradient_tape* t : fluxion::detail::tape_stack::tapes)
+        if (t->recording()) {
+          recording = true;
+          same = same || t->serial() == m_added_under;
+        }
+      if (recording && !same)
+        throw error("'" + m_name + "'.regularization_loss(): the losses its layers added (nn::add_loss, "
+                    "activity_regularization) come from a call made before the gradient tape that records now "
+                    "started, so they would add no gradient; call the model in a statement of its own first "
+                    "(fx::tensor<float> y = net(x, true); loss = loss_fn(y, labels) + net.regularization_loss();): "
+                    "C++ evaluates the operands of + in either order");
+    }
+    tensor<T, Device> total = nn::regularization_loss(trainable_variables());
+    for (const tensor<T, Device>& l : m_added_losses) total = tensor<T, Device>(total + l);
+    return total;
+  }
+  /// Keras's model.losses without the penalties: what the layers added with nn::add_loss
+  /// (nn::activity_regularization's penalty) during the model's last call, each one value;
+  /// empty before the first call and for a layer that is not a model.
+  const std::vector<tensor<T, Device>>& added_losses() const noexcept { return m_added_losses; }
+  /// f() as a call of this model: what the layers add with nn::add_loss while it runs becomes
+  /// added_losses() and goes on to the scope around it (sequential and model calls run in it, and
+  /// fx::fit runs a composite model's own output_and_mask in it).
+  template <class F>
+  decltype(auto) collecting_losses(F&& f) {
+    m_added_under = 0;
+    for (auto it = fluxion::detail::tape_stack::tapes.rbegin(); it != fluxion::detail::tape_stack::tapes.rend(); ++it)
+      if ((*it)->recording()) {
+        m_added_under = (*it)->serial();
+        break;
+      }
+    return detail::collecting_losses<T, Device>(m_added_losses, std::forward<F>(f));
+  }
   /// The number of scalars in the trainable variables.
   index_t count_params() {
     index_t n = 0;
@@ -480,6 +522,8 @@ class layer_base {
   /// its variables `dense/kernel`; a model names them by its sublayers.
   std::string root_prefix() const { return Derived::names_itself ? m_name + "/" : std::string{}; }
   std::string m_name;
+  std::vector<tensor<T, Device>> m_added_losses;  // added_losses(): the last call's
+  std::uint64_t m_added_under = 0;                 // the serial of the tape that recorded that call, or 0
 
  private:
   std::vector<variable<T, Device>*> collect(int which) {
@@ -613,7 +657,7 @@ class model : public layer_base<Derived, T, Device> {
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {
     name_members();
-    return static_cast<Derived&>(*this).call(std::forward<Args>(args)...);
+    return this->collecting_losses([&]() -> decltype(auto) { return static_cast<Derived&>(*this).call(std::forward<Args>(args)...); });
   }
 
   template <class F>

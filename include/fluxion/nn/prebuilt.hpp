@@ -3,7 +3,8 @@
 // or a relu after them), group_norm and LSTM layers (also with initial and final states,
 // call_with_state: 2-3 CPU s of library that save a program using it about 12), sparse softmax
 // cross-entropy, the losses' sample weights and masks, reduce_logsumexp, the optimizers' update,
-// the tape's sum of gradients and the layers' initializers, compiled once in src/nn_kernels.cpp
+// the tape's sum of gradients, the layers' initializers and activity_regularization's penalty
+// (stop 83), compiled once in src/nn_kernels.cpp
 // instead of in every translation unit of a program that uses them.
 //
 //   fluxion_target_prebuilt_kernels(app)     # CMake (cmake/build_time.cmake): both kernel sources
@@ -91,11 +92,12 @@
   EXTERN template void autodiff::gradient_store::add<1, float, cpu>(std::uint64_t, tensor<float, cpu>);              \
   EXTERN template std::vector<tensor<float, cpu>> gradient_tape::gradient<float, cpu, variable<float, cpu>>(          \
       const tensor<float, cpu>&, const std::vector<const variable<float, cpu>*>&, const tensor<float, cpu>*,         \
-      unconnected_gradients);                                                                                        \
+      unconnected_gradients, const std::vector<tensor<float, cpu>>*);                                                \
   EXTERN template std::vector<tensor<float, cpu>> gradient_tape::gradient<float, cpu, tensor<float, cpu>>(            \
       const tensor<float, cpu>&, const std::vector<const tensor<float, cpu>*>&, const tensor<float, cpu>*,           \
-      unconnected_gradients);                                                                                        \
+      unconnected_gradients, const std::vector<tensor<float, cpu>>*);                                                \
   EXTERN template tensor<float> nn::initializers::orthogonal<float>(const shape&, random::generator&, double);        \
+  EXTERN template tensor<float> nn::detail::activity_penalty<float, cpu>(const tensor<float>&, double, double);      \
   EXTERN template tensor<float> nn::initializer::operator()<float>(const shape&, random::generator&) const;          \
   EXTERN template tensor<float> nn::detail::with_penalties<float, cpu>(tensor<float>, const std::vector<variable<float, cpu>*>&); \
   EXTERN template void nn::detail::add_penalty_gradients<float, cpu>(std::vector<tensor<float>>&,                    \

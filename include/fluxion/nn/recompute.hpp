@@ -94,7 +94,8 @@ std::vector<variable<T, Device>*> trainable_of(L& layer) {
 }
 
 /// out = layer(x) under a tape of its own, and the vector-Jacobian products of dout with respect to
-/// x (first) and to the layer's trainable variables (then, in their order). Integer x (the indices
+/// x (first) and to the layer's trainable variables (then, in their order), plus the gradients of
+/// the losses the layer added (nn::add_loss). Integer x (the indices
 /// of an embedding) has no gradient, nor has x with input_gradient false (a model's input, whose
 /// gradient nobody reads): its place holds the empty tensor.
 template <class T, class L, class D, class In>
@@ -112,9 +113,13 @@ std::pair<tensor<T, D>, std::vector<tensor<T, D>>> run_and_differentiate(L& laye
       sources.push_back(&x);
     }
   }
+  // The losses the layer adds (nn::add_loss: an activity_regularization inside it) count in the
+  // gradients too: their value was counted where the layer first ran.
+  loss_scope<T, D> added;
   tensor<T, D> out(layer(x, training));
   for (variable<T, D>* v : vars) sources.push_back(&v->peek());
-  auto grads = tape.gradient(out, sources, dout, unconnected_gradients::zero);
+  auto grads = added.empty() ? tape.gradient(out, sources, dout, unconnected_gradients::zero)
+                             : tape.gradient(out, sources, dout, added.losses(), unconnected_gradients::zero);
   if (!watched) grads.insert(grads.begin(), tensor<T, D>());
   return {std::move(out), std::move(grads)};
 }

@@ -3,9 +3,11 @@
 //   fx::nn::dense<256> fc{{.kernel_regularizer = fx::nn::regularizers::l2(1e-4)}};
 //   fx::fit(net, opt, loss_fn, data);                    // the loss is loss_fn's + 1e-4 sum(W^2)
 //
-//   // A loop of your own adds it, as Keras's `loss + sum(model.losses)`:
+//   // A loop of your own adds it, as Keras's `loss + sum(model.losses)`, after the call (which
+//   // regularization_loss() also reads the layers' added losses of: nn::add_loss below):
 //   fx::gradient_tape tape;
-//   fx::tensor<float> loss = loss_fn(net(x, true), y) + net.regularization_loss();
+//   fx::tensor<float> out = net(x, true);
+//   fx::tensor<float> loss = loss_fn(out, y) + net.regularization_loss();
 //
 // l1(a) is a sum(|w|), l2(a) a sum(w^2) (no 1/2: Keras's), l1_l2(a, b) both; Keras's defaults
 // (0.01, and 0 for l1_l2's). The penalty is a fluxion::regularizer kept on the variable
@@ -19,6 +21,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../tensor.hpp"
@@ -90,6 +93,103 @@ void add_penalty_gradients(std::vector<tensor<T, Device>>& gradients, const std:
       gradients[i] = fluxion::detail::materialize_unrecorded(l1 * sign(w) + l2x2 * w);
     else
       gradients[i] = fluxion::detail::materialize_unrecorded(gradients[i] + (l1 * sign(w) + l2x2 * w));
+  }
+}
+}  // namespace detail
+
+/// Keras's add_loss: the losses a model's layers add to the training loss while the model runs
+/// (nn::activity_regularization's penalty, a variational autoencoder's KL term), gathered by the
+/// innermost loss_scope of the thread for their element type and device. Every model's call opens
+/// one (nn::sequential, nn::model), keeps what its layers added as its added_losses() and passes it
+/// on to the scope around it; fx::fit, fx::evaluate and nn::compile_step add the model's to the
+/// loss, and a loop of your own adds them with the model's regularization_loss():
+///
+///   struct vae : fx::nn::model<vae> {
+///     ...
+///     auto call(const fx::tensor<float>& x, bool training) {
+///       ...
+///       fx::nn::add_loss(fx::tensor<float>(-0.5f * fx::reduce_mean(1 + log_var - square(mu) - exp(log_var))));
+///       return decoder(z, training);
+///     }
+///   };
+///   fx::tensor<float> out = net(x, true);                    // first: the call adds the KL term
+///   fx::tensor<float> loss = loss_fn(out, x) + net.regularization_loss();  // the KL term too
+///
+/// Call the model in a statement before the one that reads regularization_loss(): C++ evaluates
+/// the operands of `loss_fn(net(x, true), y) + net.regularization_loss()` in either order (g++
+/// reads the second first), and the last call's losses would be added. Under a gradient tape that
+/// throws, naming the model; fit, evaluate and compile_step read them in order.
+template <class T, class Device = cpu>
+class loss_scope {
+ public:
+  loss_scope() { stack().push_back(&m_losses); }
+  ~loss_scope() { stack().pop_back(); }
+  loss_scope(const loss_scope&) = delete;
+  loss_scope& operator=(const loss_scope&) = delete;
+
+  /// The losses added while this scope was the innermost, in the order they were added.
+  const std::vector<tensor<T, Device>>& losses() const noexcept { return m_losses; }
+  bool empty() const noexcept { return m_losses.empty(); }
+  /// Their sum, as a tape sees it (differentiable); 0 when none was added.
+  tensor<T, Device> total() const {
+    if (m_losses.empty()) return zeros<T, Device>(shape{});
+    tensor<T, Device> sum = m_losses[0];
+    for (std::size_t i = 1; i < m_losses.size(); ++i) sum = tensor<T, Device>(sum + m_losses[i]);
+    return sum;
+  }
+  /// The innermost scope's list on this thread, or null where none is open.
+  static std::vector<tensor<T, Device>>* innermost() noexcept { return stack().empty() ? nullptr : stack().back(); }
+  /// The list of the scope this one is inside of (the innermost before it opened), or null.
+  std::vector<tensor<T, Device>>* outer() const noexcept {
+    const auto& s = stack();
+    return s.size() >= 2 && s.back() == &m_losses ? s[s.size() - 2] : nullptr;
+  }
+
+ private:
+  struct scopes {
+    static inline thread_local std::vector<std::vector<tensor<T, Device>>*> open;
+  };
+  static std::vector<std::vector<tensor<T, Device>>*>& stack() noexcept { return scopes::open; }
+  std::vector<tensor<T, Device>> m_losses;
+};
+
+/// Adds `loss`, one value, to the losses of the model that is running (Keras's layer.add_loss). A
+/// shape_error when it holds more than one value (reduce it first); an fx::error outside every
+/// model's call, fx::fit's or an open loss_scope of its element type and device, where the loss
+/// would count nowhere.
+template <class T, class Device>
+void add_loss(const tensor<T, Device>& loss) {
+  if (loss.size() != 1)
+    throw shape_error("nn::add_loss: the loss must be one value, got shape " + to_string(loss.shape()) +
+                      "; reduce it with fx::reduce_sum or fx::reduce_mean first");
+  std::vector<tensor<T, Device>>* into = loss_scope<T, Device>::innermost();
+  if (!into)
+    throw error("nn::add_loss: no model's call is running on this thread (none of the loss's element type and "
+                "device), so the loss would count nowhere; add it inside the call of an nn::sequential or nn::model "
+                "(fx::fit, fx::evaluate and nn::compile_step then add it to the loss, and net.regularization_loss() "
+                "holds it), or open an fx::nn::loss_scope<T, Device> around the code and add its total()");
+  into->push_back(loss.rank() == 0 ? loss : tensor<T, Device>(reshape(loss, std::vector<index_t>{})));
+}
+
+namespace detail {
+/// Runs f() inside a loss_scope; stores what was added into `kept` (the model's added_losses(),
+/// replaced at each call) and passes it on to the scope around it, if one is open.
+template <class T, class Device, class F>
+decltype(auto) collecting_losses(std::vector<tensor<T, Device>>& kept, F&& f) {
+  kept.clear();
+  loss_scope<T, Device> scope;
+  auto keep = [&] {
+    if (scope.empty()) return;
+    kept = scope.losses();
+    if (std::vector<tensor<T, Device>>* outer = scope.outer()) outer->insert(outer->end(), kept.begin(), kept.end());
+  };
+  if constexpr (std::is_void_v<decltype(f())>) {
+    f();
+    keep();
+  } else {
+    decltype(auto) out = f();
+    keep();
+    return out;
   }
 }
 }  // namespace detail

@@ -202,7 +202,8 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   template <class X>
   tensor<T, Device> operator()(X&& x, bool training = false) {
     auto e = checked_input(std::forward<X>(x));
-    if constexpr (input_fits<decltype(e)>) return run<0, false>(std::move(e), training, nullptr);
+    if constexpr (input_fits<decltype(e)>)
+      return this->collecting_losses([&] { return run<0, false>(std::move(e), training, nullptr); });
     else return {};  // checked_input's message, and no other
   }
 
@@ -225,7 +226,8 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   masked_output<T, Device> output_and_mask(X&& x, bool training = false) {
     masked_output<T, Device> out;
     auto e = checked_input(std::forward<X>(x));
-    if constexpr (input_fits<decltype(e)>) out.output = run<0, true>(std::move(e), training, &out.mask);
+    if constexpr (input_fits<decltype(e)>)
+      out.output = this->collecting_losses([&] { return run<0, true>(std::move(e), training, &out.mask); });
     return out;
   }
 

@@ -1,8 +1,8 @@
 // fx::nn models on fx::cuda: a sequential model declared with input<...>::on<fx::cuda> holds its
 // variables on the device and runs there. From the same generator it starts from the cpu model's
 // values, and its forward pass, gradients, optimizer steps, fx::fit over a dataset prefetched to
-// the device (with validation data, and fx::evaluate), and checkpoints agree with the same model
-// on the cpu.
+// the device (with validation data, and fx::evaluate), checkpoints and an activity
+// regularization's penalty agree with the same model on the cpu.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -240,6 +240,46 @@ TEST_CASE("cuda nn: multi-head attention (causal, and with an attention mask) on
   const auto gh = th.gradient(fx::tensor<float>(fx::reduce_sum(fx::square(yh))), q);
   const auto gd = td.gradient(fx::tensor<float, fx::cuda>(fx::reduce_sum(fx::square(yd))), qd);
   check_values(fx::to<fx::cpu>(gd).to_vector(), gh.to_vector(), 1e-5);
+}
+
+namespace {
+/// An MLP with Keras's ActivityRegularization after its hidden layer's activation.
+template <class Device>
+auto activity_mlp(std::uint64_t seed) {
+  fx::random::generator gen{seed};
+  return nn::sequential(gen, typename nn::input<6>::template on<Device>{}, nn::dense<8>{}, nn::tanh{},
+                        nn::activity_regularization{0.01, 0.02}, nn::dense<5>{});
+}
+}  // namespace
+
+TEST_CASE("cuda nn: activity_regularization's penalty and its gradient on the device, as on the cpu (tape, compile_step)") {
+  auto host = activity_mlp<fx::cpu>(31);
+  auto dev = activity_mlp<fx::cuda>(31);
+  const fx::tensor<float> x = filled<float>({8, 6}, 27);
+  const fx::tensor<std::int32_t> y = fx::from_vector(std::vector<std::int32_t>{0, 1, 2, 3, 4, 0, 1, 2}, {8});
+  const auto xd = fx::to<fx::cuda>(x);
+  const auto yd = fx::to<fx::cuda>(y);
+  fx::optim::adam host_opt{1e-2}, dev_opt{1e-2};
+  for (int step = 0; step < 2; ++step) {
+    fx::gradient_tape host_tape, dev_tape;
+    const fx::tensor<float> host_out = host(x, true);
+    const fx::tensor<float, fx::cuda> dev_out = dev(xd, true);
+    REQUIRE(dev.added_losses().size() == 1);
+    check_values(std::vector<float>{dev.added_losses()[0].item()}, std::vector<float>{host.added_losses()[0].item()}, 1e-5);
+    const fx::tensor<float> host_loss = fx::losses::sparse_softmax_cross_entropy(host_out, y) + host.regularization_loss();
+    const fx::tensor<float, fx::cuda> dev_loss = fx::losses::sparse_softmax_cross_entropy(dev_out, yd) + dev.regularization_loss();
+    check_values(std::vector<float>{dev_loss.item()}, std::vector<float>{host_loss.item()}, 1e-5);
+    auto [hv, hg, dv, dg] = check_same_gradients(host_tape, host_loss, host, dev_tape, dev_loss, dev);
+    host_opt.apply_gradients(hg, hv);
+    dev_opt.apply_gradients(dg, dv);
+  }
+  // The compiled step recomputes the layer in its backward pass, on the device too.
+  auto host_step = nn::compile_step(host, host_opt, [](const auto& l, const auto& t) { return fx::losses::sparse_softmax_cross_entropy(l, t); });
+  auto dev_step = nn::compile_step(dev, dev_opt, [](const auto& l, const auto& t) { return fx::losses::sparse_softmax_cross_entropy(l, t); });
+  const fx::tensor<float> hl = host_step(x, y);
+  const fx::tensor<float, fx::cuda> dl = dev_step(xd, yd);
+  check_values(std::vector<float>{dl.item()}, std::vector<float>{hl.item()}, 1e-5);
+  check_same(values_of(dev), values_of(host), 1e-4);
 }
 
 TEST_CASE("cuda nn: a decoder (upsampling2d nearest and bilinear, zero_padding2d, cropping2d, conv2d_transpose) on the device trains as on the cpu") {
