@@ -446,7 +446,8 @@ class layer_base {
   /// Call the model in a statement before the one that reads this: C++ evaluates the operands of
   /// `loss_fn(net(x, true), y) + net.regularization_loss()` in either order, and g++ reads the
   /// second first, which would add the previous call's losses. Under a gradient tape that mistake
-  /// throws (the losses were added under no tape that records now); without one it cannot be told.
+  /// throws (the losses were added under no tape that records now); before the first call and
+  /// without a tape it cannot be told.
   tensor<T, Device> regularization_loss() {
     if (!m_added_losses.empty() && !fluxion::detail::tape_stack::tapes.empty()) {
       bool recording = false, same = false;
