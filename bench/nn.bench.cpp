@@ -7,6 +7,9 @@
 //                (49, 64) -> transpose -> LSTM 128 -> dense 10               batch 64, Adam
 //   infer_mlp, infer_cnn   the MLP and the CNN in inference, batch 1 (latency)
 //   train_*_compiled       the MLP's and the CNN's steps as one nn::compiled_step (no tape)
+//   train_mlp_activity     the MLP with Keras's ActivityRegularization (L1 1e-5) after each hidden
+//                          relu, by a tape (the call, then loss + regularization_loss()) and by
+//                          nn::compile_step; LibTorch's step adds 1e-5 sum|h| of each (stop 83)
 //   train_*_floor          only the GEMMs, convolution kernels and Adam update of the MLP's and
 //                          the CNN's steps: the floor under any step built from these kernels,
 //                          however fused (issue 13's compiled step)
@@ -250,6 +253,45 @@ void fluxion_train_split(benchmark::State& state, bool images) {
   if (!(step() < first)) state.SkipWithError("fluxion: the loss did not fall");
   for (auto _ : state) benchmark::DoNotOptimize(step());
 }
+
+/// Keras's ActivityRegularization (stop 83): the MLP with an L1 penalty of 1e-5 on each hidden
+/// layer's activity (after its relu), trained by a tape as a loop of one's own writes it (the call,
+/// then the loss plus regularization_loss(), which holds the two penalties) or by nn::compile_step
+/// (which recomputes each penalty's layer in its backward pass).
+auto activity_mlp() {
+  fx::random::generator gen{0};
+  return nn::sequential(gen, nn::input<784>{}, nn::dense<256>{}, nn::relu{}, nn::activity_regularization{1e-5},
+                        nn::dense<256>{}, nn::relu{}, nn::activity_regularization{1e-5}, nn::dense<10>{});
+}
+template <bool Compiled>
+void train_mlp_activity(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  auto model = activity_mlp();
+  fx::optim::adam opt{1e-3};
+  auto compiled = nn::compile_step(model, opt, [](const auto& logits, const auto& labels) {
+    return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+  });
+  const batch_data d = make_batch(train_batch);
+  auto step = [&] {
+    if constexpr (Compiled) {
+      return compiled(d.images, d.labels).item();
+    } else {
+      fx::gradient_tape tape;
+      const fx::tensor<float> out = model(d.images, true);
+      const fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(out, d.labels) + model.regularization_loss();
+      auto vars = model.trainable_variables();
+      opt.apply_gradients(tape.gradient(loss, vars), vars);
+      return loss.item();
+    }
+  };
+  const float first = step();
+  step();
+  if (!(step() < first)) state.SkipWithError("fluxion: the loss did not fall");
+  if (model.added_losses().size() != 2) state.SkipWithError("fluxion: the penalties are not in the model's losses");
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+}
+void train_mlp_activity_fluxion(benchmark::State& s) { train_mlp_activity<false>(s); }
+void train_mlp_activity_compiled(benchmark::State& s) { train_mlp_activity<true>(s); }
 
 void train_mlp_fluxion(benchmark::State& s) { fluxion_train<mlp_t>(s, false); }
 void train_mlp_split(benchmark::State& s) { fluxion_train_split<mlp_t>(s, false); }
@@ -786,6 +828,29 @@ void torch_train(benchmark::State& state, bool images) {
   for (auto _ : state) benchmark::DoNotOptimize(step());
 }
 void train_mlp_torch(benchmark::State& s) { torch_train<torch_mlp>(s, false); }
+/// The same MLP with the penalty as PyTorch writes it: 1e-5 sum|h| of each hidden activity added to
+/// the loss.
+void train_mlp_activity_torch(benchmark::State& state) {
+  set_threads(static_cast<int>(state.range(0)));
+  torch::manual_seed(0);
+  torch_mlp model;
+  torch::optim::Adam opt(model.parameters(), torch::optim::AdamOptions(1e-3).eps(1e-7));
+  const batch_data d = make_batch(train_batch);
+  const auto x = to_torch(d.images, {train_batch, 784});
+  const auto y = labels_to_torch(d.labels);
+  auto step = [&] {
+    opt.zero_grad();
+    const auto h1 = torch::relu(model.l1(x)), h2 = torch::relu(model.l2(h1));
+    auto loss = torch::nn::functional::cross_entropy(model.l3(h2), y) + 1e-5 * (h1.abs().sum() + h2.abs().sum());
+    loss.backward();
+    opt.step();
+    return loss.template item<float>();
+  };
+  const float first = step();
+  step();
+  if (!(step() < first)) state.SkipWithError("LibTorch: the loss did not fall");
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+}
 void train_cnn_torch(benchmark::State& s) { torch_train<torch_cnn>(s, true); }
 void train_lstm_torch(benchmark::State& s) { torch_train<torch_lstm>(s, true); }
 
@@ -812,6 +877,8 @@ void threads(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(train_mlp_fluxion)->Apply(threads);
+BENCHMARK(train_mlp_activity_fluxion)->Apply(threads);
+BENCHMARK(train_mlp_activity_compiled)->Apply(threads);
 BENCHMARK(train_mlp_compiled)->Apply(threads);
 BENCHMARK(train_mlp_floor)->Apply(threads);
 BENCHMARK(train_cnn_fluxion)->Apply(threads);
@@ -865,6 +932,7 @@ BENCHMARK(rnn_lstm_torch)->Apply(threads);
 BENCHMARK(rnn_gru_masked_torch)->Apply(threads);
 BENCHMARK(rnn_lstm_masked_torch)->Apply(threads);
 BENCHMARK(train_mlp_torch)->Apply(threads);
+BENCHMARK(train_mlp_activity_torch)->Apply(threads);
 BENCHMARK(train_cnn_torch)->Apply(threads);
 BENCHMARK(train_lstm_torch)->Apply(threads);
 BENCHMARK(infer_mlp_torch)->Apply(threads);
