@@ -106,6 +106,16 @@ using lstm_t = nn::sequential_t<nn::input<28, 28, 1>, nn::conv2d<32, 5, nn::same
                                 nn::conv2d<64, 5, nn::same>, nn::max_pool2d<2, 2, nn::same>, nn::reshape<49, 64>,
                                 nn::permute<2, 1>, nn::lstm<128>, nn::dense<10>>;
 
+/// Three steps that must lower the loss (else the case is skipped with `failure`), then the timed
+/// steps: every training-step case of this file, fluxion's and LibTorch's.
+template <class Step>
+void time_steps(benchmark::State& state, Step&& step, const char* failure) {
+  const float first = step();
+  step();
+  if (!(step() < first)) state.SkipWithError(failure);
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+}
+
 template <class Model>
 float fluxion_step(Model& model, fx::optim::adam& opt, const fx::tensor<float>& x, const fx::tensor<std::int32_t>& y) {
   fx::gradient_tape tape;
@@ -131,10 +141,7 @@ void fluxion_train(benchmark::State& state, bool images) {
     if constexpr (Compiled) return compiled(x, d.labels).item();
     else return fluxion_step(model, opt, x, d.labels);
   };
-  const float first = step();
-  step();
-  if (!(step() < first)) state.SkipWithError("fluxion: the loss did not fall");
-  for (auto _ : state) benchmark::DoNotOptimize(step());
+  time_steps(state, step, "fluxion: the loss did not fall");
 }
 
 /// The floor under any MLP training step built from these kernels, compiled or not (issue 13): the
@@ -248,10 +255,7 @@ void fluxion_train_split(benchmark::State& state, bool images) {
     opt.apply_gradients(mean, vars);
     return 0.5f * (losses[0] + losses[1]);
   };
-  const float first = step();
-  step();
-  if (!(step() < first)) state.SkipWithError("fluxion: the loss did not fall");
-  for (auto _ : state) benchmark::DoNotOptimize(step());
+  time_steps(state, step, "fluxion: the loss did not fall");
 }
 
 /// Keras's ActivityRegularization (stop 83): the MLP with an L1 penalty of 1e-5 on each hidden
@@ -284,11 +288,9 @@ void train_mlp_activity(benchmark::State& state) {
       return loss.item();
     }
   };
-  const float first = step();
   step();
-  if (!(step() < first)) state.SkipWithError("fluxion: the loss did not fall");
   if (model.added_losses().size() != 2) state.SkipWithError("fluxion: the penalties are not in the model's losses");
-  for (auto _ : state) benchmark::DoNotOptimize(step());
+  time_steps(state, step, "fluxion: the loss did not fall");
 }
 void train_mlp_activity_fluxion(benchmark::State& s) { train_mlp_activity<false>(s); }
 void train_mlp_activity_compiled(benchmark::State& s) { train_mlp_activity<true>(s); }
@@ -806,8 +808,13 @@ torch::Tensor labels_to_torch(const fx::tensor<std::int32_t>& t) {
   return torch::tensor(v, torch::kInt64);
 }
 
-template <class Module>
-void torch_train(benchmark::State& state, bool images) {
+/// LibTorch's training step of Module: Adam on loss_of(model, x, y), by default the cross-entropy of
+/// its output.
+inline constexpr auto torch_cross_entropy = [](auto& model, const torch::Tensor& x, const torch::Tensor& y) {
+  return torch::nn::functional::cross_entropy(model.forward(x), y);
+};
+template <class Module, class LossOf = decltype(torch_cross_entropy)>
+void torch_train(benchmark::State& state, bool images, LossOf loss_of = torch_cross_entropy) {
   set_threads(static_cast<int>(state.range(0)));
   torch::manual_seed(0);
   Module model;
@@ -817,39 +824,21 @@ void torch_train(benchmark::State& state, bool images) {
   const auto y = labels_to_torch(d.labels);
   auto step = [&] {
     opt.zero_grad();
-    auto loss = torch::nn::functional::cross_entropy(model.forward(x), y);
+    auto loss = loss_of(model, x, y);
     loss.backward();
     opt.step();
     return loss.template item<float>();
   };
-  const float first = step();
-  step();
-  if (!(step() < first)) state.SkipWithError("LibTorch: the loss did not fall");
-  for (auto _ : state) benchmark::DoNotOptimize(step());
+  time_steps(state, step, "LibTorch: the loss did not fall");
 }
 void train_mlp_torch(benchmark::State& s) { torch_train<torch_mlp>(s, false); }
 /// The same MLP with the penalty as PyTorch writes it: 1e-5 sum|h| of each hidden activity added to
 /// the loss.
-void train_mlp_activity_torch(benchmark::State& state) {
-  set_threads(static_cast<int>(state.range(0)));
-  torch::manual_seed(0);
-  torch_mlp model;
-  torch::optim::Adam opt(model.parameters(), torch::optim::AdamOptions(1e-3).eps(1e-7));
-  const batch_data d = make_batch(train_batch);
-  const auto x = to_torch(d.images, {train_batch, 784});
-  const auto y = labels_to_torch(d.labels);
-  auto step = [&] {
-    opt.zero_grad();
+void train_mlp_activity_torch(benchmark::State& s) {
+  torch_train<torch_mlp>(s, false, [](torch_mlp& model, const torch::Tensor& x, const torch::Tensor& y) {
     const auto h1 = torch::relu(model.l1(x)), h2 = torch::relu(model.l2(h1));
-    auto loss = torch::nn::functional::cross_entropy(model.l3(h2), y) + 1e-5 * (h1.abs().sum() + h2.abs().sum());
-    loss.backward();
-    opt.step();
-    return loss.template item<float>();
-  };
-  const float first = step();
-  step();
-  if (!(step() < first)) state.SkipWithError("LibTorch: the loss did not fall");
-  for (auto _ : state) benchmark::DoNotOptimize(step());
+    return torch::nn::functional::cross_entropy(model.l3(h2), y) + 1e-5 * (h1.abs().sum() + h2.abs().sum());
+  });
 }
 void train_cnn_torch(benchmark::State& s) { torch_train<torch_cnn>(s, true); }
 void train_lstm_torch(benchmark::State& s) { torch_train<torch_lstm>(s, true); }
