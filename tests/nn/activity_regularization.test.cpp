@@ -254,6 +254,18 @@ TEST_CASE("activity_regularization and add_loss: bad input fails cleanly, naming
                          fx::shape_error);
     CHECK(scope.losses().size() == 2);
   }
+  {
+    // A loss of shape (1,) is one value: kept as a scalar, and differentiable through the reshape.
+    const fx::tensor<double> w = fx::from_vector(std::vector<double>{1, -2, 3}, {3});
+    fx::gradient_tape tape;
+    tape.watch(w);
+    nn::loss_scope<double> scope;
+    nn::add_loss(fx::tensor<double>(fx::reshape(fx::reduce_sum(w * w), {1})));
+    REQUIRE(scope.losses().size() == 1);
+    CHECK(scope.losses()[0].rank() == 0);
+    const fx::tensor<double> g = tape.gradient(scope.total(), w);
+    CHECK(g.to_vector() == std::vector<double>{2, -4, 6});
+  }
   CHECK(nn::loss_scope<double>::innermost() == nullptr);
 
   // Reading regularization_loss() before the call (what g++ does with `loss_fn(net(x), y) +
