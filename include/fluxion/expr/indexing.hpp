@@ -395,13 +395,20 @@ struct iota_expr : expression_base {
 };
 
 namespace detail {
+/// The row (axis rank - 2) and column (axis rank - 1) coordinates over shape s, lazily
+/// (linalg::band_part, on_diagonal).
+template <class Device>
+auto rows_and_columns(const fluxion::shape& s) {
+  const int r = s.rank();
+  return std::pair{iota_expr<std::int64_t, Device>{{}, s, r - 2}, iota_expr<std::int64_t, Device>{{}, s, r - 1}};
+}
 /// d (..., min(M, N)) on the diagonal of matrices of shape s (..., M, N) and `other` elsewhere, lazily:
 /// d[..., k] meets row k (M <= N: one value a row) or column k (M > N). linalg::diag and set_diag,
 /// and the gradient of linalg::diag_part's remap (autodiff/backprop.hpp).
 template <class Device, class Diagonal, class Other>
 auto on_diagonal(Diagonal&& d, const fluxion::shape& s, Other&& other) {
   const int r = s.rank();
-  const iota_expr<std::int64_t, Device> i{{}, s, r - 2}, j{{}, s, r - 1};
+  auto [i, j] = rows_and_columns<Device>(s);
   return where(i == j, expand_dims(std::forward<Diagonal>(d), s[r - 2] <= s[r - 1] ? -1 : -2),
                std::forward<Other>(other));
 }

@@ -41,12 +41,6 @@ inline void check_matrices(const char* op, const shape& s) {
     throw shape_error(std::string("linalg::") + op + ": expects a batch of matrices (..., M, N) of rank 2 or more, got shape " +
                       to_string(s));
 }
-/// The row (axis rank - 2) and column (axis rank - 1) coordinates over shape s, lazily.
-template <class D>
-auto rows_and_columns(const shape& s) {
-  const int r = s.rank();
-  return std::pair{iota_expr<std::int64_t, D>{{}, s, r - 2}, iota_expr<std::int64_t, D>{{}, s, r - 1}};
-}
 }  // namespace detail
 
 /// tf.linalg.band_part: x[..., i, j] where (num_lower < 0 or i - j <= num_lower) and (num_upper < 0
@@ -64,7 +58,7 @@ auto band_part(A&& x, index_t num_lower, index_t num_upper) {
   // A negative bound keeps the whole side: M - 1 below and N - 1 above are every element's.
   const auto lower = static_cast<std::int64_t>(num_lower < 0 ? s[r - 2] : num_lower);
   const auto upper = static_cast<std::int64_t>(num_upper < 0 ? s[r - 1] : num_upper);
-  auto [i, j] = detail::rows_and_columns<device_t<E>>(s);
+  auto [i, j] = fluxion::detail::rows_and_columns<device_t<E>>(s);
   return where((i - j <= lower) && (j - i <= upper), std::move(e), T(0));
 }
 

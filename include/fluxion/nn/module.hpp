@@ -463,9 +463,7 @@ class layer_base {
                     "(fx::tensor<float> y = net(x, true); loss = loss_fn(y, labels) + net.regularization_loss();): "
                     "C++ evaluates the operands of + in either order");
     }
-    tensor<T, Device> total = nn::regularization_loss(trainable_variables());
-    for (const tensor<T, Device>& l : m_added_losses) total = tensor<T, Device>(total + l);
-    return total;
+    return detail::plus_losses(nn::regularization_loss(trainable_variables()), m_added_losses);
   }
   /// Keras's model.losses without the penalties: what the layers added with nn::add_loss
   /// (nn::activity_regularization's penalty) during the model's last call, each one value;
@@ -482,7 +480,22 @@ class layer_base {
         m_added_under = (*it)->serial();
         break;
       }
-    return detail::collecting_losses<T, Device>(m_added_losses, std::forward<F>(f));
+    m_added_losses.clear();
+    loss_scope<T, Device> scope;
+    auto keep = [&] {  // after the call, and only if it returns
+      if (scope.empty()) return;
+      m_added_losses = scope.losses();
+      if (std::vector<tensor<T, Device>>* outer = scope.outer())
+        outer->insert(outer->end(), m_added_losses.begin(), m_added_losses.end());
+    };
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      keep();
+    } else {
+      decltype(auto) out = f();
+      keep();
+      return out;
+    }
   }
   /// The number of scalars in the trainable variables.
   index_t count_params() {

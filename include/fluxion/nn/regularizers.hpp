@@ -21,7 +21,6 @@
 
 #include <cmath>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "../tensor.hpp"
@@ -119,6 +118,15 @@ void add_penalty_gradients(std::vector<tensor<T, Device>>& gradients, const std:
 /// the operands of `loss_fn(net(x, true), y) + net.regularization_loss()` in either order (g++
 /// reads the second first), and the last call's losses would be added. Under a gradient tape that
 /// throws, naming the model; fit, evaluate and compile_step read them in order.
+namespace detail {
+/// first + each of `losses`, as a tape sees it: a model's regularization_loss(), a scope's total().
+template <class T, class Device>
+tensor<T, Device> plus_losses(tensor<T, Device> first, const std::vector<tensor<T, Device>>& losses) {
+  for (const tensor<T, Device>& l : losses) first = tensor<T, Device>(first + l);
+  return first;
+}
+}  // namespace detail
+
 template <class T, class Device = cpu>
 class loss_scope {
  public:
@@ -131,12 +139,7 @@ class loss_scope {
   const std::vector<tensor<T, Device>>& losses() const noexcept { return m_losses; }
   bool empty() const noexcept { return m_losses.empty(); }
   /// Their sum, as a tape sees it (differentiable); 0 when none was added.
-  tensor<T, Device> total() const {
-    if (m_losses.empty()) return zeros<T, Device>(shape{});
-    tensor<T, Device> sum = m_losses[0];
-    for (std::size_t i = 1; i < m_losses.size(); ++i) sum = tensor<T, Device>(sum + m_losses[i]);
-    return sum;
-  }
+  tensor<T, Device> total() const { return detail::plus_losses(zeros<T, Device>(shape{}), m_losses); }
   /// The innermost scope's list on this thread, or null where none is open.
   static std::vector<tensor<T, Device>>* innermost() noexcept { return stack().empty() ? nullptr : stack().back(); }
   /// The list of the scope this one is inside of (the innermost before it opened), or null.
@@ -171,28 +174,6 @@ void add_loss(const tensor<T, Device>& loss) {
   into->push_back(loss.rank() == 0 ? loss : tensor<T, Device>(reshape(loss, std::vector<index_t>{})));
 }
 
-namespace detail {
-/// Runs f() inside a loss_scope; stores what was added into `kept` (the model's added_losses(),
-/// replaced at each call) and passes it on to the scope around it, if one is open.
-template <class T, class Device, class F>
-decltype(auto) collecting_losses(std::vector<tensor<T, Device>>& kept, F&& f) {
-  kept.clear();
-  loss_scope<T, Device> scope;
-  auto keep = [&] {
-    if (scope.empty()) return;
-    kept = scope.losses();
-    if (std::vector<tensor<T, Device>>* outer = scope.outer()) outer->insert(outer->end(), kept.begin(), kept.end());
-  };
-  if constexpr (std::is_void_v<decltype(f())>) {
-    f();
-    keep();
-  } else {
-    decltype(auto) out = f();
-    keep();
-    return out;
-  }
-}
-}  // namespace detail
 
 /// The sum of the penalties of `vars` (a model's trainable_variables()), a scalar: l1 sum(|w|) +
 /// l2 sum(w^2) for each variable that has one, read as a tape sees it (differentiable), 0 when none
