@@ -28,4 +28,5 @@
 #include "nn/reshape.hpp"
 #include "nn/reversible.hpp"
 #include "nn/sequential.hpp"
+#include "nn/simple_rnn.hpp"
 #include "nn/upsampling.hpp"

@@ -1,5 +1,5 @@
 // What nn/recurrent.hpp gives every recurrent layer: Keras's initial_state and return_state
-// (call_with_state) for nn::lstm and nn::gru. The final states are checked against the output and
+// (call_with_state) for nn::lstm, nn::gru and nn::simple_rnn. The final states are checked against the output and
 // against a sequence cut in two (the second half started from the first half's final states gives
 // the whole sequence's outputs and states); the gradients with respect to the input, the initial
 // states and every variable, through the output and the final states, against finite differences
@@ -41,10 +41,10 @@ std::vector<double> flat(const fx::tensor<double>& t) { return t.to_vector(); }
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("lstm, gru: call_with_state gives the output and the final states, and an initial state continues "
+TEST_CASE_TEMPLATE("lstm, gru, simple_rnn: call_with_state gives the output and the final states, and an initial state continues "
                    "a sequence",
                    L, nn::lstm<4, false, double>, nn::lstm<4, true, double>, nn::gru<4, false, double>,
-                   nn::gru<4, true, double>) {
+                   nn::gru<4, true, double>, nn::simple_rnn<4, false, double>, nn::simple_rnn<4, true, double>) {
   fx::random::generator gen{41};
   L layer;
   layer.build(fx::shape{5, 3}, gen);
@@ -76,10 +76,10 @@ TEST_CASE_TEMPLATE("lstm, gru: call_with_state gives the output and the final st
   }
 }
 
-TEST_CASE_TEMPLATE("lstm, gru: gradients through the final states and from the initial states against finite "
+TEST_CASE_TEMPLATE("lstm, gru, simple_rnn: gradients through the final states and from the initial states against finite "
                    "differences",
                    L, nn::lstm<3, false, double>, nn::lstm<3, true, double>, nn::gru<3, false, double>,
-                   nn::gru<3, true, double>) {
+                   nn::gru<3, true, double>, nn::simple_rnn<3, false, double>, nn::simple_rnn<3, true, double>) {
   fx::random::generator gen{42};
   L layer;
   layer.build(fx::shape{4, 2}, gen);

@@ -1,4 +1,4 @@
-// Keras's mask for nn::lstm, nn::gru and nn::bidirectional (`rnn.call(x, {.mask = &m})`), and
+// Keras's mask for nn::lstm, nn::gru, nn::simple_rnn and nn::bidirectional (`rnn.call(x, {.mask = &m})`), and
 // nn::embedding::compute_mask. The reference is independent of the mask's code: each example run
 // alone on only the steps its mask keeps (a row with holes as well as right padding), from which
 // the masked batch's final states, last output and every-step output (zeros where skipped) follow.
@@ -69,9 +69,9 @@ typename L::state_type row_state(const typename L::state_type& s, fx::index_t b)
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("lstm, gru: a masked batch is each example run alone on the steps its mask keeps", L,
+TEST_CASE_TEMPLATE("lstm, gru, simple_rnn: a masked batch is each example run alone on the steps its mask keeps", L,
                    nn::lstm<4, false, double>, nn::lstm<4, true, double>, nn::gru<4, false, double>,
-                   nn::gru<4, true, double>) {
+                   nn::gru<4, true, double>, nn::simple_rnn<4, false, double>, nn::simple_rnn<4, true, double>) {
   drawn<L> d(51);
   auto& layer = d.layer;
   const fx::tensor<double>& x = d.x;
@@ -124,9 +124,9 @@ TEST_CASE_TEMPLATE("lstm, gru: a masked batch is each example run alone on the s
   }
 }
 
-TEST_CASE_TEMPLATE("lstm, gru: gradients with a mask against finite differences; fused and statements agree", L,
+TEST_CASE_TEMPLATE("lstm, gru, simple_rnn: gradients with a mask against finite differences; fused and statements agree", L,
                    nn::lstm<3, false, double>, nn::lstm<3, true, double>, nn::gru<3, false, double>,
-                   nn::gru<3, true, double>) {
+                   nn::gru<3, true, double>, nn::simple_rnn<3, false, double>, nn::simple_rnn<3, true, double>) {
   drawn<L> d(52);
   auto& layer = d.layer;
   const fx::tensor<double>& x = d.x;

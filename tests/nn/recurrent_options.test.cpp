@@ -3,7 +3,7 @@
 // input), dropout (one mask per sequence over the input's features, in training only: against the
 // same layer on the input times a mask drawn from the same seed; replayed inside a
 // recompute_scope; gradients against finite differences there), recurrent_dropout (the step reads
-// h * mask: against a naive LSTM and GRU that do so, with the mask drawn from the layer's stream;
+// h * mask: against a naive LSTM, GRU and SimpleRNN that do so, with the mask drawn from the layer's stream;
 // gradients against finite differences), options carried into a double
 // model and a bidirectional's backward copy, the mask after a go_backwards tagger, and the errors.
 #define FLUXION_FORWARD_MODE 0  // layers are checked through the tape; the ops' tests check forward mode
@@ -113,9 +113,9 @@ void check_dropout() {
 
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
 
-/// Keras's LSTM (gates = 4) or GRU (gates = 3, reset_after) step by step from zero states, with
-/// recurrent dropout: the step reads h * keep[n] in place of the previous h (the LSTM's product;
-/// the GRU's product and its z h term). Every output, (batch, time, units) row-major.
+/// Keras's LSTM (gates = 4), GRU (gates = 3, reset_after) or SimpleRNN (gates = 1) step by step from
+/// zero states, with recurrent dropout: the step reads h * keep[n] in place of the previous h (the
+/// LSTM's and the SimpleRNN's product; the GRU's product and its z h term). Every output, (batch, time, units) row-major.
 std::vector<double> naive_recurrent(int gates, const std::vector<double>& x, const std::vector<double>& k,
                                     const std::vector<double>& r, const std::vector<double>& b,
                                     const std::vector<double>& keep, std::size_t units) {
@@ -138,6 +138,8 @@ std::vector<double> naive_recurrent(int gates, const std::vector<double>& x, con
           const auto z = [&](std::size_t q) { return xz[q * units + u] + hz[q * units + u]; };
           c[u] = sigmoid(z(1)) * c[u] + sigmoid(z(0)) * std::tanh(z(2));
           h[u] = sigmoid(z(3)) * std::tanh(c[u]);
+        } else if (gates == 1) {
+          h[u] = std::tanh(xz[u] + hz[u]);
         } else {
           const double zg = sigmoid(xz[u] + hz[u]), reset = sigmoid(xz[units + u] + hz[units + u]);
           h[u] = zg * hr[u] + (1 - zg) * std::tanh(xz[2 * units + u] + reset * hz[2 * units + u]);
@@ -167,7 +169,7 @@ void check_recurrent_dropout() {
   const fx::tensor<double> keep = fx::where(u >= rate, fx::full<double>({batch, Layer::units}, 1 / (1 - rate)), 0.0);
   const auto kept = keep.to_vector();
   CHECK(std::count(kept.begin(), kept.end(), 0.0) > 0);
-  const int gates = Layer::state_count == 2 ? 4 : 3;
+  const int gates = static_cast<int>(layer.kernel().shape()[1] / Layer::units);
   const auto want = naive_recurrent(gates, x.to_vector(), layer.kernel().peek().to_vector(),
                                     layer.recurrent_kernel().peek().to_vector(), layer.bias().peek().to_vector(), kept,
                                     static_cast<std::size_t>(Layer::units));
@@ -201,6 +203,8 @@ TEST_CASE("recurrent layers: recurrent_dropout masks the state each step reads, 
   check_recurrent_dropout<nn::lstm<3, true>>();
   check_recurrent_dropout<nn::lstm<3>>();
   check_recurrent_dropout<nn::gru<2, true>>();
+  check_recurrent_dropout<nn::simple_rnn<3, true>>();
+  check_recurrent_dropout<nn::simple_rnn<2>>();
 }
 
 TEST_CASE("recurrent layers: go_backwards reads the sequence from its end, as Keras's") {
@@ -208,11 +212,14 @@ TEST_CASE("recurrent layers: go_backwards reads the sequence from its end, as Ke
   check_go_backwards<nn::lstm<3, true>>();
   check_go_backwards<nn::gru<2>>();
   check_go_backwards<nn::gru<2, true>>();
+  check_go_backwards<nn::simple_rnn<3>>();
+  check_go_backwards<nn::simple_rnn<3, true>>();
 }
 
 TEST_CASE("recurrent layers: dropout drops input features with one mask per sequence, in training only") {
   check_dropout<nn::lstm<3>>();
   check_dropout<nn::gru<2, true>>();
+  check_dropout<nn::simple_rnn<3, true>>();
 }
 
 TEST_CASE("recurrent layers: options carry into another element type and a bidirectional's backward copy") {

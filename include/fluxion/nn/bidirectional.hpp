@@ -1,5 +1,5 @@
 // fx::nn::bidirectional<Layer, Merge>: Keras's Bidirectional wrapper around a recurrent layer
-// (nn::lstm or nn::gru). One copy of the layer reads the sequence forward, a second copy (its own
+// (nn::lstm, nn::gru or nn::simple_rnn). One copy of the layer reads the sequence forward, a second copy (its own
 // variables) reads it backward, and their outputs are merged.
 //
 //   fx::nn::bidirectional<fx::nn::lstm<32>> rnn;             // (batch, time, features) -> (batch, 64)
@@ -62,7 +62,7 @@ class bidirectional : public layer_base<bidirectional<Layer, Merge>, typename La
                                         typename Layer::device_type> {
   static_assert(detail::recurrent_layer_type<Layer>,
                 "fluxion::nn::bidirectional<Layer>: Layer must be a recurrent layer, nn::lstm<Units, "
-                "ReturnSequences> or nn::gru<Units, ReturnSequences>.");
+                "ReturnSequences>, nn::gru<Units, ReturnSequences> or nn::simple_rnn<Units, ReturnSequences>.");
   using T = typename Layer::value_type;
   using Device = typename Layer::device_type;
   using base = layer_base<bidirectional<Layer, Merge>, T, Device>;

@@ -332,7 +332,7 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
         static_assert(!masked || detail::passes_mask<L>,
                       "fluxion::nn::sequential: this layer cannot take the mask of an embedding<...>::mask_zero or "
                       "masking before it: only dense, dropout, layer_norm and activations pass a mask on (they keep "
-                      "the time axis), and a recurrent layer (lstm, gru, bidirectional), multi_head_attention or "
+                      "the time axis), and a recurrent layer (lstm, gru, simple_rnn, bidirectional), multi_head_attention or "
                       "global_avg_pool1d uses it. "
                       "Put such a layer first, or drop mask_zero / masking (the layer's type is in the "
                       "instantiation context below).");
