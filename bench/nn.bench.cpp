@@ -20,13 +20,13 @@
 //                          nn::global_avg_pool2d / global_max_pool2d under a tape, LibTorch's
 //                          mean / amax over dims (2, 3) of NCHW (its layout, as a ResNet's
 //                          adaptive_avg_pool2d) and over dims (1, 2) of NHWC (fluxion's), autograd
-//   rnn_{gru,lstm}         a recurrent layer alone, (64, 32, 64) -> GRU or LSTM 128 -> the last
-//                          state, forward and backward (the gradients of sum(h * w) with respect to
-//                          the input and every weight): fluxion's nn::gru / nn::lstm under a tape
-//                          (the fused cells), LibTorch's torch::nn::GRU / LSTM (batch_first) with
-//                          the same weights, autograd; the LibTorch case first checks that both
-//                          give the same output
-//   rnn_{gru,lstm}_masked  the same with Keras's mask: right padding, each example of a random
+//   rnn_{gru,lstm,simple_rnn}  a recurrent layer alone, (64, 32, 64) -> GRU, LSTM or SimpleRNN 128
+//                          -> the last state, forward and backward (the gradients of sum(h * w)
+//                          with respect to the input and every weight): fluxion's nn::gru /
+//                          nn::lstm / nn::simple_rnn under a tape (the fused cells), LibTorch's
+//                          torch::nn::GRU / LSTM / RNN (tanh; batch_first) with the same weights,
+//                          autograd; the LibTorch case first checks that both give the same output
+//   rnn_{gru,lstm,simple_rnn}_masked  the same with Keras's mask: right padding, each example of a random
 //                          length in [1, 32] (seed 8): fluxion's call(x, {.mask}) (the fused cells
 //                          skip the padding steps), LibTorch's pack_padded_sequence
 //                          (enforce_sorted = false) and its final state h_n; the LibTorch case
@@ -559,6 +559,8 @@ void rnn_lstm_recurrent_dropout_fluxion(benchmark::State& s) {
 }
 void rnn_lstm_fluxion(benchmark::State& s) { fluxion_rnn<nn::lstm<rnn_units>>(s); }
 void rnn_gru_masked_fluxion(benchmark::State& s) { fluxion_rnn<nn::gru<rnn_units>, true>(s); }
+void rnn_simple_rnn_fluxion(benchmark::State& s) { fluxion_rnn<nn::simple_rnn<rnn_units>>(s); }
+void rnn_simple_rnn_masked_fluxion(benchmark::State& s) { fluxion_rnn<nn::simple_rnn<rnn_units>, true>(s); }
 void rnn_lstm_masked_fluxion(benchmark::State& s) { fluxion_rnn<nn::lstm<rnn_units>, true>(s); }
 
 #if FLUXION_BENCH_HAVE_TORCH
@@ -622,7 +624,7 @@ void torch_rnn(benchmark::State& state) {
       const auto packed = torch::nn::utils::rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true,
                                                                       /*enforce_sorted=*/false);
       const auto h = std::get<1>(rnn->forward_with_packed_input(packed));
-      if constexpr (gru) return h[0];
+      if constexpr (Layer::state_count == 1) return h[0];  // GRU, RNN: h_n; LSTM: (h_n, c_n)
       else return std::get<0>(h)[0];
     } else {
       auto out = std::get<0>(rnn->forward(x));
@@ -793,6 +795,12 @@ void rnn_gru_masked_torch(benchmark::State& s) {
 void rnn_lstm_masked_torch(benchmark::State& s) {
   torch_rnn<nn::lstm<rnn_units>, torch::nn::LSTM, torch::nn::LSTMOptions, true>(s);
 }
+void rnn_simple_rnn_torch(benchmark::State& s) {
+  torch_rnn<nn::simple_rnn<rnn_units>, torch::nn::RNN, torch::nn::RNNOptions>(s);
+}
+void rnn_simple_rnn_masked_torch(benchmark::State& s) {
+  torch_rnn<nn::simple_rnn<rnn_units>, torch::nn::RNN, torch::nn::RNNOptions, true>(s);
+}
 
 void global_avg_pool_torch_nchw(benchmark::State& s) { torch_global_pool<false, false>(s); }
 void global_avg_pool_torch_nhwc(benchmark::State& s) { torch_global_pool<false, true>(s); }
@@ -886,6 +894,8 @@ BENCHMARK(attention_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_fluxion)->Apply(threads);
 BENCHMARK(rnn_gru_masked_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_masked_fluxion)->Apply(threads);
+BENCHMARK(rnn_simple_rnn_fluxion)->Apply(threads);
+BENCHMARK(rnn_simple_rnn_masked_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_training_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_recurrent_dropout_fluxion)->Apply(threads);
 BENCHMARK(group_norm_fluxion)->Apply(threads);
@@ -920,6 +930,8 @@ BENCHMARK(attention_torch)->Apply(threads);
 BENCHMARK(rnn_lstm_torch)->Apply(threads);
 BENCHMARK(rnn_gru_masked_torch)->Apply(threads);
 BENCHMARK(rnn_lstm_masked_torch)->Apply(threads);
+BENCHMARK(rnn_simple_rnn_torch)->Apply(threads);
+BENCHMARK(rnn_simple_rnn_masked_torch)->Apply(threads);
 BENCHMARK(train_mlp_torch)->Apply(threads);
 BENCHMARK(train_mlp_activity_torch)->Apply(threads);
 BENCHMARK(train_cnn_torch)->Apply(threads);

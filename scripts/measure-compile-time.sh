@@ -31,7 +31,8 @@
 #     recurrent layer costs a program), then the LSTM with an encoder-decoder beside it
 #     (call_with_state: what initial_state and return_state cost), and after an
 #     embedding<...>::mask_zero (what Keras's mask costs), and as a tagger whose mask reaches a
-#     masked per-step loss (output_and_mask);
+#     masked per-step loss (output_and_mask); and with nn::simple_rnn (stop 84), header-only and
+#     with prebuilt kernels;
 #   - bench/compile/decoder.cpp: an autoencoder whose decoder has nn::upsampling2d, zero_padding2d,
 #     cropping2d and conv2d_transpose, then the same with conv2d in their place;
 #   - bench/compile/mobilenet.cpp: a MobileNet-style CNN with nn::depthwise_conv2d and
@@ -238,6 +239,11 @@ variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -D
 # A tagger: the mask reaches the output, and a per-step loss leaves the padding out (stop 47).
 variant_row "bench/compile/recurrent.cpp, a tagger: the mask to a masked per-step loss" bench/compile/recurrent.cpp \
   -DFLUXION_RECURRENT_GRU=0 -DFLUXION_RECURRENT_TAGGER=1
+# Keras's SimpleRNN in the classifier (stop 84): its fused cell and statements are not in the
+# prebuilt library, so both rows compile them.
+variant_row "bench/compile/recurrent.cpp, nn::simple_rnn" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_SIMPLE=1
+variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_SIMPLE=1 \
+  -DFLUXION_PREBUILT_KERNELS
 variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0 \
   -DFLUXION_RECURRENT_TAGGER=1 -DFLUXION_PREBUILT_KERNELS
 

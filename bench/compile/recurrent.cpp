@@ -7,6 +7,8 @@
 // embedded ids, whose last step the dense layer reads (what initial_state and return_state cost).
 // FLUXION_RECURRENT_MASK=1 makes the classifier's embedding embedding<...>::mask_zero (Keras's
 // mask_zero = True: the recurrent layer skips the padding steps; what the mask costs).
+// FLUXION_RECURRENT_SIMPLE=1 puts nn::simple_rnn in the classifier instead (stop 84: what Keras's
+// SimpleRNN costs a program).
 // FLUXION_RECURRENT_TAGGER=1 (with FLUXION_RECURRENT_GRU=0) makes it a tagger instead: mask_zero,
 // an LSTM with ReturnSequences and a dense layer per step, whose mask reaches the output
 // (output_and_mask) and a per-step loss that leaves the padding out (what a masked loss costs).
@@ -23,6 +25,9 @@
 #ifndef FLUXION_RECURRENT_MASK
 #define FLUXION_RECURRENT_MASK 0
 #endif
+#ifndef FLUXION_RECURRENT_SIMPLE
+#define FLUXION_RECURRENT_SIMPLE 0
+#endif
 #ifndef FLUXION_RECURRENT_TAGGER
 #define FLUXION_RECURRENT_TAGGER 0
 #endif
@@ -32,7 +37,9 @@ namespace nn = fluxion::nn;
 
 int main() {
   fx::random::generator gen{1};
-#if FLUXION_RECURRENT_GRU
+#if FLUXION_RECURRENT_SIMPLE
+  using recurrent = nn::simple_rnn<32>;
+#elif FLUXION_RECURRENT_GRU
   using recurrent = nn::gru<32>;
 #else
   using recurrent = nn::lstm<32>;

@@ -1,12 +1,14 @@
-// fx::nn::lstm and fx::nn::gru against PyTorch's LSTM and GRU (float; weights converted to Keras's
-// layout), returning the last state and the whole sequence: outputs and the gradients with respect
+// fx::nn::lstm, fx::nn::gru and fx::nn::simple_rnn against PyTorch's LSTM, GRU and RNN (float;
+// weights converted to Keras's layout), returning the last state and the whole sequence: outputs and the gradients with respect
 // to the input, kernel, recurrent kernel and bias (tests/fixtures/nn/make_fixtures_norm_lstm.py),
 // through the statements and through the fused cell; from an initial state, with the final states
 // (call_with_state); and with Keras's mask against PyTorch's packed sequences
-// (tests/fixtures/nn/make_fixtures_masked_rnn.py).
+// (tests/fixtures/nn/make_fixtures_masked_rnn.py; the SimpleRNN's cases from
+// tests/fixtures/nn/make_fixtures_recurrent.py).
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fluxion/fluxion.hpp>
@@ -27,8 +29,9 @@ void load_variables(L& layer, const std::string& name) {
 }
 }  // namespace
 
-TEST_CASE_TEMPLATE("lstm, gru: forward and backward equal PyTorch's", L, nn::lstm<5, false>, nn::lstm<5, true>,
-                   nn::gru<5, false>, nn::gru<5, true>) {
+TEST_CASE_TEMPLATE("lstm, gru, simple_rnn: forward and backward equal PyTorch's", L, nn::lstm<5, false>,
+                   nn::lstm<5, true>, nn::gru<5, false>, nn::gru<5, true>, nn::simple_rnn<5, false>,
+                   nn::simple_rnn<5, true>) {
   const std::string name = L::base_name, prefix = name + (L::return_sequences ? "_seq" : "_last");
   L layer;
   load_variables(layer, name);
@@ -52,7 +55,9 @@ TEST_CASE_TEMPLATE("lstm, gru: forward and backward equal PyTorch's", L, nn::lst
       if (pass == 0) dx = tape.gradient(s, x);
       else g = tape.gradient(s, layer.trainable_variables());
     }
-    CHECK((nested ? entries > 3 * 4 : entries < 6));  // three or more statements a step (4 steps), or one entry
+    // Three or more statements a step (4 steps; the SimpleRNN's two), or one entry.
+    constexpr std::size_t per_step = std::string_view(L::base_name) == "simple_rnn" ? 2 : 3;
+    CHECK((nested ? entries > per_step * 4 : entries < 6));
     peer::check_close(y, peer::load(prefix + "_y"), "y");
     peer::check_close(dx, peer::load(prefix + "_dx"), "d x");
     peer::check_close(g[0], peer::load(prefix + "_dkernel"), "d kernel");
@@ -115,16 +120,16 @@ void check_from_initial_state(const std::string& name, bool masked) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("lstm, gru: from an initial state, the sequence, the final states and every gradient equal "
-                   "PyTorch's",
-                   L, nn::lstm<5, true>, nn::gru<5, true>) {
+TEST_CASE_TEMPLATE("lstm, gru, simple_rnn: from an initial state, the sequence, the final states and every "
+                   "gradient equal PyTorch's",
+                   L, nn::lstm<5, true>, nn::gru<5, true>, nn::simple_rnn<5, true>) {
   // Keras's initial_state and return_state (call_with_state) against PyTorch's LSTM(x, (h0, c0)) and
   // GRU(x, h0).
   check_from_initial_state<L>(std::string(L::base_name) + "_state", false);
 }
 
-TEST_CASE_TEMPLATE("lstm, gru: a masked batch equals PyTorch's packed sequence (pack_padded_sequence)", L,
-                   nn::lstm<5, true>, nn::gru<5, true>) {
+TEST_CASE_TEMPLATE("lstm, gru, simple_rnn: a masked batch equals PyTorch's packed sequence (pack_padded_sequence)",
+                   L, nn::lstm<5, true>, nn::gru<5, true>, nn::simple_rnn<5, true>) {
   // Keras's mask "step < length" for right-padded examples of lengths 4, 1 and 3 against PyTorch's
   // packed sequence from initial states: the padded output (zeros at padding) and the final states
   // (each example's after its last step).

@@ -7,6 +7,10 @@
 
 #include "recurrent_check.hpp"
 
+// Test files are compiled a few to a program (cmake/tests.cmake, FLUXION_TEST_BATCHES): this one's
+// helpers live in a namespace of its own.
+namespace simple_rnn_cell_test {
+
 namespace {
 
 namespace fx = fluxion;
@@ -46,3 +50,5 @@ TEST_CASE("simple_rnn cell: second derivatives through a SimpleRNN take the stat
 TEST_CASE("simple_rnn cell: second derivatives through a masked SimpleRNN (Keras's mask) take the statements") {
   recurrent_check::check_masked_second_derivative<nn::simple_rnn>(74);
 }
+
+}  // namespace simple_rnn_cell_test

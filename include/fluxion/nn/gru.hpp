@@ -108,6 +108,7 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
   } else {
     tape->record(out_id, [tape, out_id, h_id, projected, r, rbias, hs, gates, h0, keep, batch, steps, units,
                           zero_start](autodiff::gradient_store& store) {
+      (void)zero_start;  // read only with State: clang's -Wunused-lambda-capture otherwise
       // The store may rehash while we add to it: what it holds is copied out first. Under a mask,
       // the carried h gradient starts dh_direct, which every step then reads.
       auto [dy, carry, final_h] = sequence_output_gradients<State, T, Device>(

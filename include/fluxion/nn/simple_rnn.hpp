@@ -181,6 +181,7 @@ recurrent_result<T, Device, 1> simple_rnn_fused(const tensor<T, Device>& project
   } else {
     tape->record(out_id, [tape, out_id, h_id, projected, r, hs, h0, keep, batch, steps, units,
                           zero_start](autodiff::gradient_store& store) {
+      (void)zero_start;  // read only with State: clang's -Wunused-lambda-capture otherwise
       auto [dy, carry, final_h] = sequence_output_gradients<State, T, Device>(
           store, out_id, h_id, ReturnSequences, !keep.empty(), batch, steps, units);
       if (dy.empty() && !final_h) return;

@@ -1,10 +1,10 @@
-// The LSTM's and the GRU's fused cells on fx::cuda (backend/cuda/recurrent.hpp, nn/lstm_cell.hpp,
-// nn/gru_cell.hpp), and nn::bidirectional around them. A sequence that one tape records (one-shot
+// The LSTM's, the GRU's and the SimpleRNN's fused cells on fx::cuda (backend/cuda/recurrent.hpp,
+// nn/lstm_cell.hpp, nn/gru_cell.hpp, nn/simple_rnn.hpp), and nn::bidirectional around them. A sequence that one tape records (one-shot
 // or persistent) runs as one cell kernel per step and one tape entry; under two tapes it takes
 // nn/lstm.hpp's or nn/gru.hpp's statements. Either way the output and the gradient of every
 // variable (kernel, recurrent kernel and bias of both layers, and the dense layer after them) agree
 // with the same model's statements on the cpu, which are checked against a hand-written LSTM and
-// GRU and PyTorch (tests/nn/{lstm,gru,bidirectional}.test.cpp, tests/nn/peer_recurrent.test.cpp);
+// GRU and SimpleRNN and PyTorch (tests/nn/{lstm,gru,simple_rnn,bidirectional}.test.cpp, tests/nn/peer_recurrent.test.cpp);
 // so do initial and final states and Keras's mask (tests/nn/recurrent{,_mask}.test.cpp).
 #include <doctest/doctest.h>
 
@@ -123,7 +123,8 @@ void check_fused_against_cpu(double rtol, std::size_t per_step, std::size_t vari
 
 }  // namespace
 
-// Statements a step: the LSTM's z, c and h; the GRU's x's rows, h R + b, z and r, and h.
+// Statements a step: the LSTM's z, c and h; the GRU's x's rows, h R + b, z and r, and h; the
+// SimpleRNN's x's rows and tanh(p + h R).
 TEST_CASE("cuda lstm: the fused sequence gives the cpu's output and gradients, double") {
   check_fused_against_cpu<nn::lstm, double>(1e-12, 3);
 }
@@ -138,6 +139,14 @@ TEST_CASE("cuda gru: the fused sequence gives the cpu's output and gradients, do
 
 TEST_CASE("cuda gru: the fused sequence gives the cpu's output and gradients, float") {
   check_fused_against_cpu<nn::gru, float>(1e-5, 4);
+}
+
+TEST_CASE("cuda simple_rnn: the fused sequence gives the cpu's output and gradients, double") {
+  check_fused_against_cpu<nn::simple_rnn, double>(1e-12, 2);  // x's rows, then tanh(p + h R)
+}
+
+TEST_CASE("cuda simple_rnn: the fused sequence gives the cpu's output and gradients, float") {
+  check_fused_against_cpu<nn::simple_rnn, float>(1e-5, 2);
 }
 
 TEST_CASE("cuda bidirectional gru: both halves fused, the same output and gradients as the cpu's, double") {
@@ -222,14 +231,18 @@ void check_states_against_cpu(bool masked) {
 
 }  // namespace
 
-TEST_CASE("cuda lstm, gru: initial and final states (call_with_state) give the cpu's values and gradients, double") {
+TEST_CASE("cuda lstm, gru, simple_rnn: initial and final states (call_with_state) give the cpu's values and gradients, "
+          "double") {
   check_states_against_cpu<nn::lstm>(false);
   check_states_against_cpu<nn::gru>(false);
+  check_states_against_cpu<nn::simple_rnn>(false);
 }
 
-TEST_CASE("cuda lstm, gru: Keras's mask gives the cpu's values and gradients, fused and as statements, double") {
+TEST_CASE("cuda lstm, gru, simple_rnn: Keras's mask gives the cpu's values and gradients, fused and as statements, "
+          "double") {
   check_states_against_cpu<nn::lstm>(true);
   check_states_against_cpu<nn::gru>(true);
+  check_states_against_cpu<nn::simple_rnn>(true);
 }
 
 TEST_CASE("cuda sequential: embedding<...>::mask_zero's mask reaches the LSTM, attention and global_avg_pool1d on "
