@@ -1,6 +1,6 @@
 # Levers on the compile time of programs that use fluxion (docs/benchmarks.md, "Compile time"):
 #
-#   fluxion_target_prebuilt_kernels(app [LIBRARY name] [ACTIVATIONS] [NO_GRU])
+#   fluxion_target_prebuilt_kernels(app [LIBRARY name] [ACTIVATIONS] [SIMPLE_RNN] [NO_GRU])
 #                                           compile fluxion's GEMM, convolution and pooling kernels
 #                                           (src/kernels.cpp), the model layer's float statements
 #                                           (src/nn_kernels.cpp: dense, conv2d, pooling, LSTM, sparse
@@ -8,7 +8,9 @@
 #                                           nn::gru, unless NO_GRU; with ACTIVATIONS also
 #                                           src/nn_activation_kernels.cpp: dense and conv2d with elu,
 #                                           selu, leaky_relu, relu6, silu, softplus, softsign and
-#                                           mish, 13 CPU s more) and the checkpoint and safetensors
+#                                           mish, 13 CPU s more; with SIMPLE_RNN also
+#                                           src/nn_simple_rnn_kernels.cpp: nn::simple_rnn, stop
+#                                           84) and the checkpoint and safetensors
 #                                           code (src/io.cpp) once, in a static library of app's
 #                                           own, instead of in every translation unit
 #                                           (FLUXION_PREBUILT_KERNELS). With LIBRARY, every target
@@ -35,10 +37,11 @@ get_filename_component(FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}" ABSOLU
 set_property(GLOBAL PROPERTY FLUXION_KERNELS_SOURCE "${FLUXION_KERNELS_SOURCE}")
 
 function(fluxion_target_prebuilt_kernels target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "ACTIVATIONS;GRU;NO_GRU" "LIBRARY" "")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "ACTIVATIONS;SIMPLE_RNN;GRU;NO_GRU" "LIBRARY" "")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "fluxion_target_prebuilt_kernels: unexpected arguments `${arg_UNPARSED_ARGUMENTS}` "
-                        "(usage: fluxion_target_prebuilt_kernels(<target> [LIBRARY <name>] [ACTIVATIONS] [NO_GRU]))")
+                        "(usage: fluxion_target_prebuilt_kernels(<target> [LIBRARY <name>] [ACTIVATIONS] [SIMPLE_RNN] "
+                        "[NO_GRU]))")
   endif()
   if(arg_GRU AND arg_NO_GRU)
     message(FATAL_ERROR "fluxion_target_prebuilt_kernels(${target} ...): GRU and NO_GRU contradict each other "
@@ -71,7 +74,8 @@ function(fluxion_target_prebuilt_kernels target)
   endif()
   # The optional sets: keyword, source, and the definition that makes the program's declarations
   # of them extern.
-  foreach(set IN ITEMS "ACTIVATIONS;nn_activation_kernels.cpp" "GRU;nn_gru_kernels.cpp")
+  foreach(set IN ITEMS "ACTIVATIONS;nn_activation_kernels.cpp" "GRU;nn_gru_kernels.cpp"
+                       "SIMPLE_RNN;nn_simple_rnn_kernels.cpp")
     list(GET set 0 keyword)
     list(GET set 1 file)
     if(arg_${keyword})

@@ -239,11 +239,13 @@ variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -D
 # A tagger: the mask reaches the output, and a per-step loss leaves the padding out (stop 47).
 variant_row "bench/compile/recurrent.cpp, a tagger: the mask to a masked per-step loss" bench/compile/recurrent.cpp \
   -DFLUXION_RECURRENT_GRU=0 -DFLUXION_RECURRENT_TAGGER=1
-# Keras's SimpleRNN in the classifier (stop 84): its fused cell and statements are not in the
-# prebuilt library, so both rows compile them.
+# Keras's SimpleRNN in the classifier (stop 84): header-only, with prebuilt kernels alone (the
+# program compiles its statements), and with the library's SimpleRNN set (SIMPLE_RNN, on request).
 variant_row "bench/compile/recurrent.cpp, nn::simple_rnn" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_SIMPLE=1
-variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_SIMPLE=1 \
+variant_row "  ... with FLUXION_PREBUILT_KERNELS alone" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_SIMPLE=1 \
   -DFLUXION_PREBUILT_KERNELS
+variant_row "  ... with FLUXION_PREBUILT_KERNELS and FLUXION_PREBUILT_SIMPLE_RNN (SIMPLE_RNN)" bench/compile/recurrent.cpp \
+  -DFLUXION_RECURRENT_SIMPLE=1 -DFLUXION_PREBUILT_KERNELS -DFLUXION_PREBUILT_SIMPLE_RNN
 variant_row "  ... with FLUXION_PREBUILT_KERNELS" bench/compile/recurrent.cpp -DFLUXION_RECURRENT_GRU=0 \
   -DFLUXION_RECURRENT_TAGGER=1 -DFLUXION_PREBUILT_KERNELS
 
@@ -284,6 +286,7 @@ row "src/kernels.cpp (the prebuilt library: the core, once per build)" "$(best "
 row "src/nn_kernels.cpp (the prebuilt library: the model layer)" "$(best "$cxx" "${flags[@]}" -c src/nn_kernels.cpp -o "$scratch/nn_kernels.o")"
 row "src/nn_activation_kernels.cpp (the prebuilt library: more activations)" "$(best "$cxx" "${flags[@]}" -c src/nn_activation_kernels.cpp -o "$scratch/nn_activation_kernels.o")"
 row "src/nn_gru_kernels.cpp (the prebuilt library: nn::gru, unless NO_GRU)" "$(best "$cxx" "${flags[@]}" -c src/nn_gru_kernels.cpp -o "$scratch/nn_gru_kernels.o")"
+row "src/nn_simple_rnn_kernels.cpp (the prebuilt library: nn::simple_rnn, with SIMPLE_RNN)" "$(best "$cxx" "${flags[@]}" -c src/nn_simple_rnn_kernels.cpp -o "$scratch/nn_simple_rnn_kernels.o")"
 row "src/io.cpp (the prebuilt library: checkpoints, summaries)" "$(best "$cxx" "${flags[@]}" -c src/io.cpp -o "$scratch/io.o")"
 
 # The first program a user writes with the model layer (README, "Your own program"): header-only,

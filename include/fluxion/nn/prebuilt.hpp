@@ -135,6 +135,14 @@
 #define FLUXION_NN_GRU_SPECIALIZATIONS(EXTERN)                                                                    \
   FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, gru, 1)
 
+// nn::simple_rnn's statements and fused cell (stop 84), in a source of their own
+// (src/nn_simple_rnn_kernels.cpp) that the library holds only on request, as the activations'
+// (fluxion_target_prebuilt_kernels(app SIMPLE_RNN), which defines FLUXION_PREBUILT_SIMPLE_RNN): a
+// program with a SimpleRNN and prebuilt kernels otherwise compiles them itself
+// (bench/compile/recurrent.cpp, bench/RESULTS-compile.md, stop 84).
+#define FLUXION_NN_SIMPLE_RNN_SPECIALIZATIONS(EXTERN)                                                             \
+  FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, simple_rnn, 1)
+
 namespace fluxion {
 #if defined(FLUXION_PREBUILT_NN_SOURCE)
 FLUXION_NN_SPECIALIZATIONS()
@@ -151,8 +159,14 @@ FLUXION_NN_GRU_SPECIALIZATIONS()
 #elif defined(FLUXION_PREBUILT_GRU)
 FLUXION_NN_GRU_SPECIALIZATIONS(extern)
 #endif
+#if defined(FLUXION_PREBUILT_NN_SIMPLE_RNN_SOURCE)
+FLUXION_NN_SIMPLE_RNN_SPECIALIZATIONS()
+#elif defined(FLUXION_PREBUILT_SIMPLE_RNN)
+FLUXION_NN_SIMPLE_RNN_SPECIALIZATIONS(extern)
+#endif
 }  // namespace fluxion
 
+#undef FLUXION_NN_SIMPLE_RNN_SPECIALIZATIONS
 #undef FLUXION_NN_GRU_SPECIALIZATIONS
 #undef FLUXION_NN_ACTIVATION_SPECIALIZATIONS
 #undef FLUXION_NN_SPECIALIZATIONS

@@ -23,6 +23,9 @@
 // (nested tapes, for second derivatives), a forward accumulator sees it, the batch is empty or
 // recurrent_dropout is on, the steps run as statements instead, differentiable to any order.
 //
+// Its float statements are in the prebuilt kernels library on request
+// (fluxion_target_prebuilt_kernels(app SIMPLE_RNN), nn/prebuilt.hpp).
+//
 // Not Keras's: another activation than tanh (Keras's activation=, PyTorch's nonlinearity="relu"),
 // stateful, and unroll (which changes nothing but speed).
 #pragma once

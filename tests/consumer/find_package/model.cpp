@@ -62,9 +62,10 @@ int main() {
       std::isfinite(activations_loss) && std::isfinite(fx::reduce_sum(activations(small)).item());
   // A GRU (both forms: the whole sequence and the last state) inside a bidirectional wrapper and
   // alone: by default (find_package) they link to src/nn_gru_kernels.cpp; with NO_GRU
-  // (add_subdirectory) the program compiles them itself.
-  auto recurrent = nn::sequential(gen, nn::input<5, 3>{}, nn::bidirectional<nn::gru<4, true>>{}, nn::gru<3>{},
-                                  nn::dense<3>{});
+  // (add_subdirectory) the program compiles them itself. A SimpleRNN between them: find_package's
+  // program asks for its set (SIMPLE_RNN, src/nn_simple_rnn_kernels.cpp), add_subdirectory's not.
+  auto recurrent = nn::sequential(gen, nn::input<5, 3>{}, nn::bidirectional<nn::gru<4, true>>{},
+                                  nn::simple_rnn<4, true>{}, nn::gru<3>{}, nn::dense<3>{});
   const fx::tensor<float> sequences = fx::random::normal<float>({4, 5, 3}, gen);
   float recurrent_loss = 0;
   {
@@ -154,7 +155,7 @@ int main() {
                   std::isfinite(fx::tensor<double>(fx::reduce_sum(noise_d)).item()) && ints.size() == 3 && restored &&
                   logged && activations_ok && recurrent_ok;
   std::printf("consumer model: loss %g -> %g, inference gap %g, dx %g, checkpoint %s, summaries %s, activations %s, "
-              "gru %s: %s\n",
+              "gru and simple_rnn %s: %s\n",
               static_cast<double>(first), static_cast<double>(last), static_cast<double>(gap), static_cast<double>(dx_sum),
               restored ? "restored" : "NOT restored", logged ? "written" : "NOT written",
               activations_ok ? "ok" : "NOT finite", recurrent_ok ? "ok" : "NOT finite", ok ? "ok" : "FAILED");
