@@ -687,7 +687,8 @@ class model : public layer_base<Derived, T, Device> {
   /// trainable parameters; the layers of a member that is a model (sequential or composite) are
   /// indented below it. A layer built on its first call (a dense or conv2d member) has no variables
   /// before the model's first call, and its row says "not built" until then.
-  std::string summary() {
+  /// Returned, not printed (Keras's summary() prints): `std::cout << net.summary();`.
+  [[nodiscard("summary() returns the table; print it: std::cout << net.summary()")]] std::string summary() {
     std::string out = detail::summary_header;
     summary_rows(out, 0);
     out += this->summary_totals();

@@ -249,7 +249,8 @@ class sequential_model : public layer_base<sequential_model<T, InShape, Device, 
   }
 
   /// A table of the layers, their per-example output shapes and parameter counts, as Keras's.
-  std::string summary() {
+  /// Returned, not printed (Keras's summary() prints): `std::cout << net.summary();`.
+  [[nodiscard("summary() returns the table; print it: std::cout << net.summary()")]] std::string summary() {
     std::string out = detail::summary_header;
     summary_rows(out, 0);
     out += this->summary_totals();
