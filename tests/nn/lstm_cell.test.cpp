@@ -18,29 +18,14 @@ namespace {
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
-/// Two LSTMs (the first returns its sequence) and a dense layer, with Units chosen so that the
-/// cells' vector loop has a scalar tail (3, 17, 33: not multiples of 4, 8 or 16 lanes).
-template <class T, fx::index_t Steps, fx::index_t Units1, fx::index_t Units2>
-void check_fused(fx::index_t batch, double rtol) {
-  CAPTURE(batch);
-  CAPTURE(Units1);
-  fx::random::generator gen{41};
-  auto model = nn::sequential(gen, nn::typed_input<T, Steps, 3>{}, nn::lstm<Units1, true>{}, nn::lstm<Units2>{},
-                              nn::dense<2>{});
-  const fx::tensor<T> x = fx::random::normal<T>({batch, Steps, 3}, gen);
-  recurrent_check::check_fused_model<T>(model, x, 8, Steps, 3, rtol);  // z, c and h: three statements a step
-}
-
 }  // namespace
 
 TEST_CASE("lstm cell: the fused sequence gives the statements' output and gradients, double") {
-  check_fused<double, 5, 3, 4>(2, 1e-12);
-  check_fused<double, 4, 17, 9>(300, 1e-12);  // 4096 / 17 = 240 rows a task: the thread pool's path
+  recurrent_check::check_fused_cases<nn::lstm, double>(3);  // z, c and h: three statements a step
 }
 
 TEST_CASE("lstm cell: the fused sequence gives the statements' output and gradients, float") {
-  check_fused<float, 5, 33, 7>(3, 2e-5);
-  check_fused<float, 3, 16, 16>(260, 2e-5);  // whole vectors only, and 256 rows a task
+  recurrent_check::check_fused_cases<nn::lstm, float>(3);
 }
 
 TEST_CASE("lstm cell: second derivatives through an LSTM take the statements") {

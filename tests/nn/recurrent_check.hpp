@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include <fluxion/fluxion.hpp>
@@ -86,6 +87,34 @@ void check_fused_model(Model& model, const fx::tensor<T>& x, std::size_t variabl
   // Inference records nothing and gives the same output.
   const std::vector<T> y = fx::tensor<T>(model(x)).to_vector();
   check_close(y, want.output, rtol, rtol);
+}
+
+/// check_fused_model on two Layer<...> (the first returns its sequence) and a dense layer, with
+/// Units chosen so that the cells' vector loop has a scalar tail (3, 17, 33: not multiples of 4, 8
+/// or 16 lanes); the statements record per_step entries a step.
+template <template <fx::index_t, bool, class, class> class Layer, class T, fx::index_t Steps, fx::index_t Units1,
+          fx::index_t Units2>
+void check_fused_stack(fx::index_t batch, std::size_t per_step, double rtol) {
+  CAPTURE(batch);
+  CAPTURE(Units1);
+  fx::random::generator gen{41};
+  auto model = fx::nn::sequential(gen, fx::nn::typed_input<T, Steps, 3>{}, Layer<Units1, true, float, fx::cpu>{},
+                                  Layer<Units2, false, float, fx::cpu>{}, fx::nn::dense<2>{});
+  const fx::tensor<T> x = fx::random::normal<T>({batch, Steps, 3}, gen);
+  check_fused_model<T>(model, x, 8, Steps, per_step, rtol);
+}
+
+/// The fused cells' cases of each layer, in T: small batches, and batches that take the thread
+/// pool's path (4096 / 17 = 240 rows a task; whole vectors only and 256 rows a task).
+template <template <fx::index_t, bool, class, class> class Layer, class T>
+void check_fused_cases(std::size_t per_step) {
+  if constexpr (std::is_same_v<T, double>) {
+    check_fused_stack<Layer, double, 5, 3, 4>(2, per_step, 1e-12);
+    check_fused_stack<Layer, double, 4, 17, 9>(300, per_step, 1e-12);
+  } else {
+    check_fused_stack<Layer, float, 5, 33, 7>(3, per_step, 2e-5);
+    check_fused_stack<Layer, float, 3, 16, 16>(260, per_step, 2e-5);
+  }
 }
 
 /// d/dx of sum(d sum(model(x)^2) / dx * w) through nested tapes against central differences of the

@@ -16,29 +16,14 @@ namespace {
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
 
-/// Two SimpleRNNs (the first returns its sequence) and a dense layer, with Units chosen so that the
-/// cells' vector loop has a scalar tail (3, 17, 33: not multiples of 4, 8 or 16 lanes).
-template <class T, fx::index_t Steps, fx::index_t Units1, fx::index_t Units2>
-void check_fused(fx::index_t batch, double rtol) {
-  CAPTURE(batch);
-  CAPTURE(Units1);
-  fx::random::generator gen{71};
-  auto model = nn::sequential(gen, nn::typed_input<T, Steps, 3>{}, nn::simple_rnn<Units1, true>{},
-                              nn::simple_rnn<Units2>{}, nn::dense<2>{});
-  const fx::tensor<T> x = fx::random::normal<T>({batch, Steps, 3}, gen);
-  recurrent_check::check_fused_model<T>(model, x, 8, Steps, 2, rtol);  // p, then tanh(p + h R): two statements a step
-}
-
 }  // namespace
 
 TEST_CASE("simple_rnn cell: the fused sequence gives the statements' output and gradients, double") {
-  check_fused<double, 5, 3, 4>(2, 1e-12);
-  check_fused<double, 4, 17, 9>(300, 1e-12);  // 4096 / 17 = 240 rows a task: the thread pool's path
+  recurrent_check::check_fused_cases<nn::simple_rnn, double>(2);  // p, then tanh(p + h R): two statements a step
 }
 
 TEST_CASE("simple_rnn cell: the fused sequence gives the statements' output and gradients, float") {
-  check_fused<float, 5, 33, 7>(3, 2e-5);
-  check_fused<float, 3, 16, 16>(260, 2e-5);  // whole vectors only, and 256 rows a task
+  recurrent_check::check_fused_cases<nn::simple_rnn, float>(2);
 }
 
 TEST_CASE("simple_rnn cell: second derivatives through a SimpleRNN take the statements") {

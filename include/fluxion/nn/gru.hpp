@@ -25,7 +25,6 @@
 
 #include <array>
 #include <string>
-#include <vector>
 
 #include "../expr/elementwise.hpp"
 #include "../expr/indexing.hpp"
@@ -171,32 +170,17 @@ recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const var
     if (batch > 0 && !state_keep && fused_recurrent_applies(tape, projected, r, rbias, h0))
       return gru_fused<T, ReturnSequences, State, Device, Config>(projected, r, rbias, batch, steps, units, tape, initial, keep);
   }
-  tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units});
-  std::vector<tensor<T, Device>> outputs;
-  for (index_t t = 0; t < steps; ++t) {
-    const tensor<T, Device> p = strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1});
-    // Keras's recurrent_dropout: the step reads h * mask (the product and the z h term, as Keras's cell).
-    const tensor<T, Device> hr = state_keep ? tensor<T, Device>(h * *state_keep) : h;
-    const tensor<T, Device> rec = matmul(hr, recurrent_kernel) + rbias;
-    const tensor<T, Device> zr = fluxion::sigmoid(slice(p, {0, 0}, {batch, 2 * units}) +
-                                                  slice(rec, {0, 0}, {batch, 2 * units}));
-    auto block = [&](const tensor<T, Device>& a, index_t k) { return slice(a, {0, k * units}, {batch, units}); };
-    const auto z = block(zr, 0);
-    const tensor<T, Device> h_next = z * hr + (T(1) - z) * fluxion::tanh(block(p, 2) + block(zr, 1) * block(rec, 2));
-    if constexpr (Masked) {  // a row that skips the step keeps its state; its output is zeros
-      const tensor<T, Device> m = step_keep(*keep, batch, t);
-      h = h + m * (h_next - h);
-      if constexpr (ReturnSequences) outputs.push_back(m * h_next);
-    } else {
-      h = h_next;
-      if constexpr (ReturnSequences) outputs.push_back(h);
-    }
-  }
-  recurrent_result<T, Device, 1> result;
-  if constexpr (ReturnSequences) result.output = tensor<T, Device>(stack(std::move(outputs), 1));
-  else result.output = h;
-  if constexpr (State) result.state = {h};
-  return result;
+  // Keras's recurrent_dropout: the step reads h * mask (hr: the product and the z h term, as Keras's cell).
+  return single_state_steps<T, ReturnSequences, State, Masked>(
+      batch, steps, units, initial, keep, state_keep, [&](index_t t, const tensor<T, Device>& hr) {
+        const tensor<T, Device> p = strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1});
+        const tensor<T, Device> rec = matmul(hr, recurrent_kernel) + rbias;
+        const tensor<T, Device> zr = fluxion::sigmoid(slice(p, {0, 0}, {batch, 2 * units}) +
+                                                      slice(rec, {0, 0}, {batch, 2 * units}));
+        auto block = [&](const tensor<T, Device>& a, index_t k) { return slice(a, {0, k * units}, {batch, units}); };
+        const auto z = block(zr, 0);
+        return tensor<T, Device>(z * hr + (T(1) - z) * fluxion::tanh(block(p, 2) + block(zr, 1) * block(rec, 2)));
+      });
 }
 }  // namespace detail
 

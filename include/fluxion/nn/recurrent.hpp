@@ -7,6 +7,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "../expr/elementwise.hpp"
 #include "../expr/indexing.hpp"
@@ -284,6 +285,37 @@ struct recurrent_result {
   tensor<T, Device> output;
   std::array<tensor<T, Device>, States> state;
 };
+
+/// The step statements of a layer whose one state is h (the GRU's, the SimpleRNN's): h starts at
+/// `initial` (nullptr: zeros), and step t's new state is next(t, hr), hr being h, or h times Keras's
+/// recurrent_dropout mask state_keep (batch, units). Under Masked (keep: (batch, steps) of T) a row
+/// that skips the step keeps its state, and its output there is zeros. Each statement is a tape
+/// entry, so the loop is differentiated as it ran, to any order.
+template <class T, bool ReturnSequences, bool State, bool Masked, class Device, class Next>
+recurrent_result<T, Device, 1> single_state_steps(index_t batch, index_t steps, index_t units,
+                                                  const std::array<tensor<T, Device>, 1>* initial,
+                                                  const tensor<T, Device>* keep, const tensor<T, Device>* state_keep,
+                                                  const Next& next) {
+  tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units});
+  std::vector<tensor<T, Device>> outputs;
+  for (index_t t = 0; t < steps; ++t) {
+    const tensor<T, Device> hr = state_keep ? tensor<T, Device>(h * *state_keep) : h;
+    const tensor<T, Device> h_next = next(t, hr);
+    if constexpr (Masked) {  // a row that skips the step keeps its state; its output is zeros
+      const tensor<T, Device> m = step_keep(*keep, batch, t);
+      h = h + m * (h_next - h);
+      if constexpr (ReturnSequences) outputs.push_back(m * h_next);
+    } else {
+      h = h_next;
+      if constexpr (ReturnSequences) outputs.push_back(h);
+    }
+  }
+  recurrent_result<T, Device, 1> result;
+  if constexpr (ReturnSequences) result.output = tensor<T, Device>(stack(std::move(outputs), 1));
+  else result.output = h;
+  if constexpr (State) result.state = {h};
+  return result;
+}
 
 /// The variables, building, checks and accessors of a recurrent layer with Gates gate blocks.
 /// Derived gives base_name, initial_bias(options, gen) and run<State>(x, kernel, recurrent_kernel, bias,

@@ -32,7 +32,6 @@
 
 #include <array>
 #include <string>
-#include <vector>
 
 #include "../expr/elementwise.hpp"
 #include "../expr/indexing.hpp"
@@ -243,27 +242,12 @@ recurrent_result<T, Device, 1> simple_rnn_forward(const tensor<T, Device>& e, co
       return simple_rnn_fused<T, ReturnSequences, State, Device, Config>(projected, r, batch, steps, units, tape,
                                                                          initial, keep);
   }
-  tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units});
-  std::vector<tensor<T, Device>> outputs;
-  for (index_t t = 0; t < steps; ++t) {
-    const tensor<T, Device> p = strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1});
-    // Keras's recurrent_dropout: the product reads h * mask, as Keras's SimpleRNNCell.
-    const tensor<T, Device> hr = state_keep ? tensor<T, Device>(h * *state_keep) : h;
-    const tensor<T, Device> h_next = fluxion::tanh(p + matmul(hr, recurrent_kernel));
-    if constexpr (Masked) {  // a row that skips the step keeps its state; its output is zeros
-      const tensor<T, Device> m = step_keep(*keep, batch, t);
-      h = h + m * (h_next - h);
-      if constexpr (ReturnSequences) outputs.push_back(m * h_next);
-    } else {
-      h = h_next;
-      if constexpr (ReturnSequences) outputs.push_back(h);
-    }
-  }
-  recurrent_result<T, Device, 1> result;
-  if constexpr (ReturnSequences) result.output = tensor<T, Device>(stack(std::move(outputs), 1));
-  else result.output = h;
-  if constexpr (State) result.state = {h};
-  return result;
+  // Keras's recurrent_dropout: the product reads hr = h * mask, as Keras's SimpleRNNCell.
+  return single_state_steps<T, ReturnSequences, State, Masked>(
+      batch, steps, units, initial, keep, state_keep, [&](index_t t, const tensor<T, Device>& hr) {
+        const tensor<T, Device> p = strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1});
+        return tensor<T, Device>(fluxion::tanh(p + matmul(hr, recurrent_kernel)));
+      });
 }
 }  // namespace detail
 
