@@ -4,7 +4,8 @@
 // through the statements and through the fused cell; from an initial state, with the final states
 // (call_with_state); and with Keras's mask against PyTorch's packed sequences
 // (tests/fixtures/nn/make_fixtures_masked_rnn.py; the SimpleRNN's cases from
-// tests/fixtures/nn/make_fixtures_recurrent.py).
+// tests/fixtures/nn/make_fixtures_recurrent.py); the SimpleRNN with relu against nn.RNN's
+// nonlinearity "relu".
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -72,11 +73,11 @@ namespace {
 /// "step < length" of its lengths) through call_with_state, under nested tapes (the statements)
 /// and under one (the fused sequence): the sequence, the final states, and the gradients of
 /// sum(y * w) + sum(h * w_h) (+ sum(c * w_c)) with respect to x, the initial states and the
-/// variables, against PyTorch's.
+/// variables, against PyTorch's. options: the layer's (the SimpleRNN's activation).
 template <class L>
-void check_from_initial_state(const std::string& name, bool masked) {
+void check_from_initial_state(const std::string& name, bool masked, const nn::recurrent_options& options = {}) {
   constexpr bool lstm = L::state_count == 2;
-  L layer;
+  L layer{options};
   load_variables(layer, name);
   const fx::tensor<float> x = peer::load(name + "_x");
   fx::tensor<bool> mask;
@@ -134,4 +135,13 @@ TEST_CASE_TEMPLATE("lstm, gru, simple_rnn: a masked batch equals PyTorch's packe
   // packed sequence from initial states: the padded output (zeros at padding) and the final states
   // (each example's after its last step).
   check_from_initial_state<L>(std::string(L::base_name) + "_masked", true);
+}
+
+TEST_CASE("simple_rnn with activation relu: from an initial state, and masked, equals PyTorch's nn.RNN with "
+          "nonlinearity \"relu\"") {
+  // Keras's SimpleRNN(activation="relu"): the statements and the fused sequence, every output and
+  // gradient, with and without a mask.
+  const nn::recurrent_options relu{.activation = nn::rnn_activation::relu};
+  check_from_initial_state<nn::simple_rnn<5, true>>("simple_rnn_relu_state", false, relu);
+  check_from_initial_state<nn::simple_rnn<5, true>>("simple_rnn_relu_masked", true, relu);
 }

@@ -91,15 +91,15 @@ void check_fused_model(Model& model, const fx::tensor<T>& x, std::size_t variabl
 
 /// check_fused_model on two Layer<...> (the first returns its sequence) and a dense layer, with
 /// Units chosen so that the cells' vector loop has a scalar tail (3, 17, 33: not multiples of 4, 8
-/// or 16 lanes); the statements record per_step entries a step.
+/// or 16 lanes); the statements record per_step entries a step. options: both layers'.
 template <template <fx::index_t, bool, class, class> class Layer, class T, fx::index_t Steps, fx::index_t Units1,
           fx::index_t Units2>
-void check_fused_stack(fx::index_t batch, std::size_t per_step, double rtol) {
+void check_fused_stack(fx::index_t batch, std::size_t per_step, double rtol, const fx::nn::recurrent_options& options) {
   CAPTURE(batch);
   CAPTURE(Units1);
   fx::random::generator gen{41};
-  auto model = fx::nn::sequential(gen, fx::nn::typed_input<T, Steps, 3>{}, Layer<Units1, true, float, fx::cpu>{},
-                                  Layer<Units2, false, float, fx::cpu>{}, fx::nn::dense<2>{});
+  auto model = fx::nn::sequential(gen, fx::nn::typed_input<T, Steps, 3>{}, Layer<Units1, true, float, fx::cpu>{options},
+                                  Layer<Units2, false, float, fx::cpu>{options}, fx::nn::dense<2>{});
   const fx::tensor<T> x = fx::random::normal<T>({batch, Steps, 3}, gen);
   check_fused_model<T>(model, x, 8, Steps, per_step, rtol);
 }
@@ -107,13 +107,13 @@ void check_fused_stack(fx::index_t batch, std::size_t per_step, double rtol) {
 /// The fused cells' cases of each layer, in T: small batches, and batches that take the thread
 /// pool's path (4096 / 17 = 240 rows a task; whole vectors only and 256 rows a task).
 template <template <fx::index_t, bool, class, class> class Layer, class T>
-void check_fused_cases(std::size_t per_step) {
+void check_fused_cases(std::size_t per_step, const fx::nn::recurrent_options& options = {}) {
   if constexpr (std::is_same_v<T, double>) {
-    check_fused_stack<Layer, double, 5, 3, 4>(2, per_step, 1e-12);
-    check_fused_stack<Layer, double, 4, 17, 9>(300, per_step, 1e-12);
+    check_fused_stack<Layer, double, 5, 3, 4>(2, per_step, 1e-12, options);
+    check_fused_stack<Layer, double, 4, 17, 9>(300, per_step, 1e-12, options);
   } else {
-    check_fused_stack<Layer, float, 5, 33, 7>(3, per_step, 2e-5);
-    check_fused_stack<Layer, float, 3, 16, 16>(260, per_step, 2e-5);
+    check_fused_stack<Layer, float, 5, 33, 7>(3, per_step, 2e-5, options);
+    check_fused_stack<Layer, float, 3, 16, 16>(260, per_step, 2e-5, options);
   }
 }
 

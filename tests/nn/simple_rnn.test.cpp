@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -28,10 +29,11 @@ namespace {
 
 using test::reverse_only;
 
-/// Keras's SimpleRNN step by step: every hidden state, (batch, time, units) row-major.
+/// Keras's SimpleRNN step by step: every hidden state, (batch, time, units) row-major; relu: the
+/// activation (else tanh).
 std::vector<double> naive_simple_rnn(const std::vector<double>& x, const std::vector<double>& k,
                                      const std::vector<double>& r, const std::vector<double>& b, std::size_t batch,
-                                     std::size_t time, std::size_t features, std::size_t units) {
+                                     std::size_t time, std::size_t features, std::size_t units, bool relu) {
   std::vector<double> out(batch * time * units);
   for (std::size_t n = 0; n < batch; ++n) {
     std::vector<double> h(units, 0.0);
@@ -42,7 +44,7 @@ std::vector<double> naive_simple_rnn(const std::vector<double>& x, const std::ve
         for (std::size_t i = 0; i < units; ++i) a[j] += h[i] * r[i * units + j];
       }
       for (std::size_t u = 0; u < units; ++u) {
-        h[u] = std::tanh(a[u]);
+        h[u] = relu ? std::max(a[u], 0.0) : std::tanh(a[u]);
         out[(n * time + t) * units + u] = h[u];
       }
     }
@@ -65,51 +67,64 @@ TEST_CASE_TEMPLATE("simple_rnn: the forward pass equals the SimpleRNN written by
                    nn::simple_rnn<19, true, double>) {  // 19: whole vectors and a scalar tail
   constexpr std::size_t units = L::units;
   fx::random::generator gen{61};
-  L layer;
-  layer.build(fx::shape{4, 5}, gen);
-  layer.bias().assign(fx::random::normal<double>({L::units}, gen));  // not the initial zeros
-  auto naive = [&](const fx::tensor<double>& in) {
-    const fx::shape& s = in.shape();
-    const auto all = naive_simple_rnn(in.to_vector(), layer.kernel().peek().to_vector(),
-                                      layer.recurrent_kernel().peek().to_vector(), layer.bias().peek().to_vector(),
-                                      static_cast<std::size_t>(s[0]), static_cast<std::size_t>(s[1]), 5, units);
-    return L::return_sequences ? all
-                               : last_steps(all, static_cast<std::size_t>(s[0]), static_cast<std::size_t>(s[1]), units);
-  };
-  for (const fx::index_t batch : {2, 1, 40}) {
-    CAPTURE(batch);
-    const fx::tensor<double> x = fx::random::normal<double>({batch, 4, 5}, gen);
-    const fx::tensor<double> y = layer(x);  // no tape: the fused cells
-    CHECK(y.shape() == (L::return_sequences ? fx::shape{batch, 4, L::units} : fx::shape{batch, L::units}));
-    const auto want = naive(x);
-    test::check_close(y.to_vector(), want, 1e-13, 1e-13);
-    {
-      fx::gradient_tape outer, inner;  // two tapes: the statements
-      outer.watch(x);
-      test::check_close(fx::tensor<double>(layer(x)).to_vector(), want, 1e-13, 1e-13);
+  for (const nn::rnn_activation activation : {nn::rnn_activation::tanh, nn::rnn_activation::relu}) {
+    const bool relu = activation == nn::rnn_activation::relu;
+    CAPTURE(relu);
+    L layer{{.activation = activation}};
+    layer.build(fx::shape{4, 5}, gen);
+    layer.bias().assign(fx::random::normal<double>({L::units}, gen));  // not the initial zeros
+    auto naive = [&](const fx::tensor<double>& in) {
+      const fx::shape& s = in.shape();
+      const auto all = naive_simple_rnn(in.to_vector(), layer.kernel().peek().to_vector(),
+                                        layer.recurrent_kernel().peek().to_vector(), layer.bias().peek().to_vector(),
+                                        static_cast<std::size_t>(s[0]), static_cast<std::size_t>(s[1]), 5, units,
+                                        relu);
+      return L::return_sequences ? all
+                                 : last_steps(all, static_cast<std::size_t>(s[0]),
+                                              static_cast<std::size_t>(s[1]), units);
+    };
+    for (const fx::index_t batch : {2, 1, 40}) {
+      CAPTURE(batch);
+      const fx::tensor<double> x = fx::random::normal<double>({batch, 4, 5}, gen);
+      const fx::tensor<double> y = layer(x);  // no tape: the fused cells
+      CHECK(y.shape() == (L::return_sequences ? fx::shape{batch, 4, L::units} : fx::shape{batch, L::units}));
+      const auto want = naive(x);
+      test::check_close(y.to_vector(), want, 1e-13, 1e-13);
+      {
+        fx::gradient_tape outer, inner;  // two tapes: the statements
+        outer.watch(x);
+        test::check_close(fx::tensor<double>(layer(x)).to_vector(), want, 1e-13, 1e-13);
+      }
+      const fx::tensor<double> x1 = fx::random::normal<double>({batch, 1, 5}, gen);  // one step
+      test::check_close(fx::tensor<double>(layer(x1)).to_vector(), naive(x1), 1e-13, 1e-13);
+      if (relu && batch == 40) {  // both sides of the kink are taken
+        CHECK(std::count(want.begin(), want.end(), 0.0) > 0);
+        CHECK(*std::max_element(want.begin(), want.end()) > 0.0);
+      }
     }
-    const fx::tensor<double> x1 = fx::random::normal<double>({batch, 1, 5}, gen);  // one step
-    test::check_close(fx::tensor<double>(layer(x1)).to_vector(), naive(x1), 1e-13, 1e-13);
   }
 }
 
 TEST_CASE_TEMPLATE("simple_rnn: gradients with respect to the input, kernel, recurrent kernel and bias", L,
                    nn::simple_rnn<3, false, double>, nn::simple_rnn<3, true, double>) {
   fx::random::generator gen{62};
-  L layer;
-  layer.build(fx::shape{4, 2}, gen);
-  const fx::tensor<double> x = fx::random::normal<double>({2, 4, 2}, gen);
-  const fx::tensor<double> k = layer.kernel().peek(), r = layer.recurrent_kernel().peek();
-  const fx::tensor<double> b = fx::random::normal<double>(layer.bias().shape(), gen, 0.0, 0.5);
-  auto report = fx::testing::check_gradients(
-      [&](const auto& xi, const auto& ki, const auto& ri, const auto& bi) {
-        layer.kernel().assign(ki);
-        layer.recurrent_kernel().assign(ri);
-        layer.bias().assign(bi);
-        return layer(xi);
-      },
-      reverse_only, x, k, r, b);
-  CHECK_MESSAGE(report.ok, report.report);
+  for (const nn::rnn_activation activation : {nn::rnn_activation::tanh, nn::rnn_activation::relu}) {
+    CAPTURE(activation == nn::rnn_activation::relu);
+    L layer{{.activation = activation}};
+    layer.build(fx::shape{4, 2}, gen);
+    const fx::tensor<double> x = fx::random::normal<double>({2, 4, 2}, gen);
+    const fx::tensor<double> k = layer.kernel().peek(), r = layer.recurrent_kernel().peek();
+    const fx::tensor<double> b = fx::random::normal<double>(layer.bias().shape(), gen, 0.0, 0.5);
+    auto report = fx::testing::check_gradients(
+        [&](const auto& xi, const auto& ki, const auto& ri, const auto& bi) {
+          layer.kernel().assign(ki);
+          layer.recurrent_kernel().assign(ri);
+          layer.bias().assign(bi);
+          return layer(xi);
+        },
+        reverse_only, x, k, r, b);
+    CHECK_MESSAGE(report.ok, report.report);
+  }
 }
 
 TEST_CASE("simple_rnn: Keras's initializers and variable names") {
@@ -183,6 +198,16 @@ TEST_CASE("simple_rnn: static shapes in a sequential model, gradients through it
                        fx::error);
   CHECK_THROWS_WITH_AS((nn::simple_rnn<3>{{.recurrent_dropout = 1.0}}),
                        "simple_rnn 'simple_rnn': recurrent_dropout = 1 is not in [0, 1)", fx::invalid_argument);
+  // Keras's activation= is the SimpleRNN's here: the LSTM's and the GRU's stay tanh.
+  CHECK(nn::simple_rnn<3>{{.activation = nn::rnn_activation::relu}}.options().activation == nn::rnn_activation::relu);
+  CHECK_THROWS_WITH_AS((nn::lstm<3>{{.activation = nn::rnn_activation::relu}}),
+                       "lstm 'lstm': activation = relu is the SimpleRNN's option (fx::nn::simple_rnn); the lstm's "
+                       "activation is tanh",
+                       fx::invalid_argument);
+  CHECK_THROWS_WITH_AS((nn::gru<3, true>{{.activation = nn::rnn_activation::relu}, "encoder"}),
+                       "gru 'encoder': activation = relu is the SimpleRNN's option (fx::nn::simple_rnn); the gru's "
+                       "activation is tanh",
+                       fx::invalid_argument);
   // An empty batch takes the statements and gives an empty output.
   CHECK(fx::tensor<float>(layer(fx::zeros<float>({0, 6, 3}))).shape() == fx::shape{0, 6, 4});
 }
@@ -213,29 +238,37 @@ TEST_CASE("simple_rnn: a compiled training step equals the tape-based step, bitw
   compiled_check::against_tape(a, b, x, fx::tensor<std::int32_t>{0, 1, 1}, 3);
 }
 
-TEST_CASE("simple_rnn: training steps learn to tell a rising sequence from a falling one") {
+TEST_CASE("simple_rnn: training steps learn to tell a rising sequence from a falling one, with tanh and with relu") {
   // 64 sequences of 6 steps, each rising or falling from a random start: the last state must tell.
-  fx::random::generator gen{67};
-  std::vector<float> xs;
-  std::vector<std::int32_t> ys;
-  for (int n = 0; n < 64; ++n) {
-    const float start = static_cast<float>(fx::random::uniform<double>({1}, gen).item()), dir = n % 2 ? 0.3f : -0.3f;
-    for (int t = 0; t < 6; ++t) xs.push_back(start + dir * static_cast<float>(t));
-    ys.push_back(n % 2);
+  // With relu, Le, Jaitly and Hinton's IRNN: an identity recurrent kernel.
+  for (const bool relu : {false, true}) {
+    CAPTURE(relu);
+    fx::random::generator gen{67};
+    std::vector<float> xs;
+    std::vector<std::int32_t> ys;
+    for (int n = 0; n < 64; ++n) {
+      const float start = static_cast<float>(fx::random::uniform<double>({1}, gen).item()), dir = n % 2 ? 0.3f : -0.3f;
+      for (int t = 0; t < 6; ++t) xs.push_back(start + dir * static_cast<float>(t));
+      ys.push_back(n % 2);
+    }
+    const fx::tensor<float> x = fx::from_vector(xs, {64, 6, 1});
+    const fx::tensor<std::int32_t> y = fx::from_vector(ys, {64});
+    const nn::recurrent_options options =
+        relu ? nn::recurrent_options{.recurrent_initializer = nn::initializers::identity(),
+                                     .activation = nn::rnn_activation::relu}
+             : nn::recurrent_options{};
+    auto net = nn::sequential(gen, nn::input<6, 1>{}, nn::simple_rnn<8>{options}, nn::dense<2>{});
+    fx::optim::adam opt{0.02};
+    auto loss_fn = [](const auto& logits, const auto& labels) {
+      return fx::losses::sparse_softmax_cross_entropy(logits, labels);
+    };
+    const float before = fx::tensor<float>(loss_fn(net(x), y)).item();
+    for (int step = 0; step < 60; ++step) compiled_check::tape_step(net, opt, loss_fn, x, y);
+    const float after = fx::tensor<float>(loss_fn(net(x), y)).item();
+    CHECK(after < 0.2f * before);
+    const auto predicted = fx::tensor<std::int64_t>(fx::argmax(net(x), 1)).to_vector();
+    CHECK(predicted == std::vector<std::int64_t>(ys.begin(), ys.end()));
   }
-  const fx::tensor<float> x = fx::from_vector(xs, {64, 6, 1});
-  const fx::tensor<std::int32_t> y = fx::from_vector(ys, {64});
-  auto net = nn::sequential(gen, nn::input<6, 1>{}, nn::simple_rnn<8>{}, nn::dense<2>{});
-  fx::optim::adam opt{0.02};
-  auto loss_fn = [](const auto& logits, const auto& labels) {
-    return fx::losses::sparse_softmax_cross_entropy(logits, labels);
-  };
-  const float before = fx::tensor<float>(loss_fn(net(x), y)).item();
-  for (int step = 0; step < 60; ++step) compiled_check::tape_step(net, opt, loss_fn, x, y);
-  const float after = fx::tensor<float>(loss_fn(net(x), y)).item();
-  CHECK(after < 0.2f * before);
-  const auto predicted = fx::tensor<std::int64_t>(fx::argmax(net(x), 1)).to_vector();
-  CHECK(predicted == std::vector<std::int64_t>(ys.begin(), ys.end()));
 }
 
 }  // namespace simple_rnn_test

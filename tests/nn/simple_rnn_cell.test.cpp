@@ -2,7 +2,8 @@
 // one tape records (one-shot or persistent) is one tape entry over the fused cell; nested tapes give
 // the reference: the same steps as statements, which tests/nn/simple_rnn.test.cpp checks against a
 // hand-written SimpleRNN and tests/nn/peer_recurrent.test.cpp against PyTorch. Second derivatives
-// through a SimpleRNN, and through a masked one (the last two test cases).
+// through a SimpleRNN, and through a masked one (the last two test cases). The same fused checks
+// with Keras's activation="relu".
 #define FLUXION_MAX_DERIVATIVE_ORDER 2
 
 #include "recurrent_check.hpp"
@@ -24,6 +25,12 @@ TEST_CASE("simple_rnn cell: the fused sequence gives the statements' output and 
 
 TEST_CASE("simple_rnn cell: the fused sequence gives the statements' output and gradients, float") {
   recurrent_check::check_fused_cases<nn::simple_rnn, float>(2);
+}
+
+TEST_CASE("simple_rnn cell: with activation relu, the fused sequence gives the statements' output and gradients") {
+  const nn::recurrent_options relu{.activation = nn::rnn_activation::relu};
+  recurrent_check::check_fused_cases<nn::simple_rnn, double>(2, relu);  // p, then relu(p + h R)
+  recurrent_check::check_fused_cases<nn::simple_rnn, float>(2, relu);
 }
 
 TEST_CASE("simple_rnn cell: second derivatives through a SimpleRNN take the statements") {

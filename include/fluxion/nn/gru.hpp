@@ -190,7 +190,8 @@ class gru : public detail::recurrent_layer<gru<Units, ReturnSequences, T, Device
 
   /// The checked input through the layer (detail::recurrent_layer::checked_run).
   template <bool State, bool Masked>
-  static detail::recurrent_result<T, Device, 1> run(const tensor<T, Device>& x, const variable<T, Device>& kernel,
+  static detail::recurrent_result<T, Device, 1> run(const recurrent_options&, const tensor<T, Device>& x,
+                                                     const variable<T, Device>& kernel,
                                                      const variable<T, Device>& recurrent_kernel,
                                                      const variable<T, Device>& bias,
                                                      const std::array<tensor<T, Device>, 1>* initial,

@@ -202,6 +202,10 @@ struct recurrent_call {
 
 }  // namespace detail
 
+/// The activation of a SimpleRNN's state (Keras's SimpleRNN activation=, PyTorch's nn.RNN
+/// nonlinearity=): tanh (the default) or relu.
+enum class rnn_activation : unsigned char { tanh, relu };
+
 /// Keras's constructor arguments of LSTM and GRU beyond the units and return_sequences, given as
 /// `fx::nn::lstm<64>{{.dropout = 0.2, .recurrent_dropout = 0.2, .go_backwards = true}}` or
 /// `{{.kernel_initializer = fx::nn::initializers::he_uniform(), .kernel_regularizer = fx::nn::regularizers::l2(1e-4)}}`
@@ -240,6 +244,9 @@ struct recurrent_options {
   bool go_backwards = false;
   /// The seed of the dropout masks' generator.
   std::uint64_t seed = 0;
+  /// Keras's SimpleRNN activation (PyTorch's nn.RNN nonlinearity): h_t+1 = activation(x_t W + b +
+  /// h_t R), tanh or relu. The SimpleRNN's only: the LSTM and the GRU refuse another than tanh.
+  rnn_activation activation = rnn_activation::tanh;
 };
 
 namespace detail {
@@ -318,11 +325,11 @@ recurrent_result<T, Device, 1> single_state_steps(index_t batch, index_t steps, 
 }
 
 /// The variables, building, checks and accessors of a recurrent layer with Gates gate blocks.
-/// Derived gives base_name, initial_bias(options, gen) and run<State>(x, kernel, recurrent_kernel, bias,
-/// initial_state), which maps the checked (batch, time >= 1, features) input and the checked
-/// initial states (nullptr: zeros) to the output and, with State (call_with_state), the final
-/// states. State is a template argument so that a program which never asks for states does not
-/// compile their statements.
+/// Derived gives base_name, initial_bias(options, gen) and run<State>(options, x, kernel,
+/// recurrent_kernel, bias, initial_state), which maps the checked (batch, time >= 1, features)
+/// input and the checked initial states (nullptr: zeros) to the output and, with State
+/// (call_with_state), the final states. State is a template argument so that a program which
+/// never asks for states does not compile their statements.
 template <class Derived, index_t Gates, index_t Units, class T, class Device>
 class recurrent_layer : public layer_base<Derived, T, Device> {
   using base = layer_base<Derived, T, Device>;
@@ -392,6 +399,9 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
     check_regularizer(layer, "kernel_regularizer", options.kernel_regularizer);
     check_regularizer(layer, "recurrent_regularizer", options.recurrent_regularizer);
     check_regularizer(layer, "bias_regularizer", options.bias_regularizer);
+    if (Gates != 1 && options.activation != rnn_activation::tanh)
+      throw invalid_argument(layer + ": activation = relu is the SimpleRNN's option (fx::nn::simple_rnn); the " +
+                             Derived::base_name + "'s activation is tanh");
   }
 
   /// Checks the (batch, time, features) input e, the initial states (nullptr: zeros) and, with
@@ -436,10 +446,12 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
             : tensor<T, Device>();
     const tensor<T, Device>* rk = state_keep.empty() ? nullptr : &state_keep;
     if constexpr (!Masked) {
-      return Derived::template run<State, false>(x, *m_kernel, *m_recurrent_kernel, *m_bias, initial, nullptr, rk);
+      return Derived::template run<State, false>(m_options, x, *m_kernel, *m_recurrent_kernel, *m_bias, initial,
+                                                 nullptr, rk);
     } else {
       const tensor<T, Device> keep = recurrent_keep<T>(*mask, m_options.go_backwards);
-      return Derived::template run<State, true>(x, *m_kernel, *m_recurrent_kernel, *m_bias, initial, &keep, rk);
+      return Derived::template run<State, true>(m_options, x, *m_kernel, *m_recurrent_kernel, *m_bias, initial,
+                                                &keep, rk);
     }
   }
 

@@ -39,6 +39,17 @@ template <class V>
 FLUXION_HOST_DEVICE V cell_tanh(const V& x) {
   return ops::tanh::apply(x);
 }
+template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V cell_relu(const V& x) {
+  return ops::relu::apply(x);
+}
+/// relu's gradient from its output h = relu(a): g where h > 0 (a > 0), else 0, as the rule table's.
+template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V cell_relu_backward(const V& g, const V& h) {
+  return h > V(0) ? g : V(0);
+}
 template <class V, class T>
   requires(!std::is_floating_point_v<V>)
 FLUXION_ALWAYS_INLINE V cell_load(const T* p) {
@@ -58,6 +69,16 @@ template <class V>
   requires(!std::is_floating_point_v<V>)
 FLUXION_ALWAYS_INLINE V cell_tanh(const V& x) {
   return fluxion::detail::simd::op<ops::tanh>::apply(x);
+}
+template <class V>
+  requires(!std::is_floating_point_v<V>)
+FLUXION_ALWAYS_INLINE V cell_relu(const V& x) {
+  return fluxion::detail::simd::op<ops::relu>::apply(x);
+}
+template <class V>
+  requires(!std::is_floating_point_v<V>)
+FLUXION_ALWAYS_INLINE V cell_relu_backward(const V& g, const V& h) {
+  return xsimd::select(h > V(0), g, V(0));
 }
 
 /// Defines a member function template over V from one body (`signature` names V): host-only for

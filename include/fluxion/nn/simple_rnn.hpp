@@ -1,16 +1,19 @@
-// fx::nn::simple_rnn<Units, ReturnSequences>: Keras's SimpleRNN with its default tanh activation,
-// which is also PyTorch's nn.RNN (nonlinearity "tanh", its two biases summed into Keras's one).
+// fx::nn::simple_rnn<Units, ReturnSequences>: Keras's SimpleRNN, with its tanh activation or relu,
+// which is also PyTorch's nn.RNN (nonlinearity "tanh" or "relu", its two biases summed into Keras's
+// one).
 //
 //   fx::nn::simple_rnn<32> rnn;                      // the last output: (batch, time, features) -> (batch, 32)
 //   fx::tensor<float> h = rnn(x);
 //   fx::nn::simple_rnn<32, true> seq;                // every output: -> (batch, time, 32)
+//   fx::nn::simple_rnn<32> irnn{{.activation = fx::nn::rnn_activation::relu,   // Keras's activation="relu"
+//                                .recurrent_initializer = fx::nn::initializers::identity()}};
 //   rnn.kernel().shape();                            // (features, 32): glorot-uniform
 //   rnn.recurrent_kernel().shape();                  // (32, 32): orthogonal
 //   rnn.bias().shape();                              // (32): zeros
 //   auto [y, h] = rnn.call_with_state(x);            // Keras's return_state; seq.call_with_state(x2, {h}):
 //                                                    // its initial_state
 //
-//   h_t+1 = tanh(x_t W + b + h_t R)
+//   h_t+1 = tanh(x_t W + b + h_t R), or relu(x_t W + b + h_t R)
 //
 // As the LSTM and the GRU (nn/lstm.hpp, nn/gru.hpp), with their options (recurrent_options: the
 // initializers, regularizers and constraints, dropout, recurrent_dropout, go_backwards), Keras's
@@ -26,8 +29,8 @@
 // Its float statements are in the prebuilt kernels library on request
 // (fluxion_target_prebuilt_kernels(app SIMPLE_RNN), nn/prebuilt.hpp).
 //
-// Not Keras's: another activation than tanh (Keras's activation=, PyTorch's nonlinearity="relu"),
-// stateful, and unroll (which changes nothing but speed).
+// Not Keras's: an activation other than tanh and relu (Keras's activation= takes any; PyTorch's
+// nonlinearity= takes these two), stateful, and unroll (which changes nothing but speed).
 #pragma once
 
 #include <array>
@@ -45,7 +48,7 @@ namespace fluxion::nn {
 
 namespace detail {
 
-/// Step t of the forward pass: h_{t+1} = tanh(projected_t + h_t R) over (batch, units).
+/// Step t of the forward pass: h_{t+1} = tanh(projected_t + h_t R), or relu, over (batch, units).
 template <class T, class P = row_product<T>>
 struct simple_rnn_cell_forward {
   using value_type = T;
@@ -59,6 +62,7 @@ struct simple_rnn_cell_forward {
   // zeros (zero_skipped: every step's output) or h_prev (the last output).
   const T* keep = nullptr;
   bool zero_skipped = false;
+  bool relu = false;  // the activation: relu, else tanh
 
   FLUXION_RECURRENT_CELL(
       const index_t k = b * units + u;
@@ -74,7 +78,7 @@ struct simple_rnn_cell_forward {
         recurrent.template columns<V>(b, u, units, 1, &hr);
         a = a + hr;
       }
-      const V h = cell_tanh(a);
+      const V h = relu ? cell_relu(a) : cell_tanh(a);
       cell_store(h_next + k, h);
       if (y) cell_store(y + (b * y_steps + y_t) * units + u, h);)
 };
@@ -96,6 +100,7 @@ struct simple_rnn_cell_backward {
   index_t units, steps, t, dy_steps, dy_t;
   const T* keep = nullptr;  // Keras's mask, as the forward pass's
   bool zero_skipped = false;
+  bool relu = false;  // the activation, as the forward pass's
 
   FLUXION_RECURRENT_CELL(
       const index_t k = b * units + u;
@@ -112,7 +117,7 @@ struct simple_rnn_cell_backward {
         return;
       }
       const V h = cell_load<V>(h_next + k);
-      const V da = dh * (V(T(1)) - h * h);
+      const V da = relu ? cell_relu_backward(dh, h) : dh * (V(T(1)) - h * h);
       if (keep) cell_store(dh_direct + k, V(T(0)));
       cell_store(drecurrent + k, da);
       cell_store(outp, da);)
@@ -126,12 +131,13 @@ struct simple_rnn_forward_steps {
   T *h, *y;  // h: h_0 .. h_steps, each (batch, units)
   index_t batch, units, steps;
   bool every_step;  // ReturnSequences
+  bool relu;
 
   template <class P>
   FLUXION_HOST_DEVICE simple_rnn_cell_forward<T, P> operator()(index_t t, const P& product) const {
     const index_t bu = batch * units;
     return {product, projected, h + t * bu, h + (t + 1) * bu, every_step || t == steps - 1 ? y : nullptr,
-            units, steps, t, every_step ? steps : 1, every_step ? t : 0, keep, every_step};
+            units, steps, t, every_step ? steps : 1, every_step ? t : 0, keep, every_step, relu};
   }
 };
 
@@ -142,24 +148,25 @@ struct simple_rnn_backward_steps {
   T *dh_direct, *drecurrent, *dprojected;
   index_t batch, units, steps;
   bool every_step;
+  bool relu;
 
   template <class P>
   FLUXION_HOST_DEVICE simple_rnn_cell_backward<T, P> operator()(index_t t, const P& product) const {
     const index_t bu = batch * units;
     return {h + (t + 1) * bu, dy && (every_step || t == steps - 1) ? dy : nullptr, product, dh_direct,
             drecurrent + t * bu, dprojected, units, steps, t, every_step ? steps : 1, every_step ? t : 0,
-            keep, every_step};
+            keep, every_step, relu};
   }
 };
 
 /// The whole sequence through the fused cell: projected is (batch * steps, units), row b * steps +
-/// t; r the recurrent kernel's value (units, units).
+/// t; r the recurrent kernel's value (units, units); relu the activation (else tanh).
 // Config: the autodiff settings (core/config.hpp), so that a unit without autodiff has its own copy.
 template <class T, bool ReturnSequences, bool State, class Device, int Config = fluxion::detail::autodiff_config>
 recurrent_result<T, Device, 1> simple_rnn_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
                                                 index_t batch, index_t steps, index_t units, gradient_tape* tape,
                                                 const std::array<tensor<T, Device>, 1>* initial,
-                                                const tensor<T, Device>* keep_mask) {
+                                                const tensor<T, Device>* keep_mask, bool relu) {
   using eval = fluxion::detail::evaluator<Device>;
   tensor<T, Device> hs = state_sequence<State>(initial ? &(*initial)[0] : nullptr, steps, batch, units);
   tensor<T, Device> y(ReturnSequences ? fluxion::shape{batch, steps, units} : fluxion::shape{batch, units});
@@ -168,7 +175,7 @@ recurrent_result<T, Device, 1> simple_rnn_fused(const tensor<T, Device>& project
   run_forward_sequence<Device>(batch, units, steps, 1, hs.mutable_data(), r.data(), zero_start,
                                simple_rnn_forward_steps<T>{projected.data(), keep_mask ? keep.data() : nullptr,
                                                            hs.mutable_data(), y.mutable_data(), batch, units, steps,
-                                                           ReturnSequences});
+                                                           ReturnSequences, relu});
   recurrent_result<T, Device, 1> result{y, {}};
   if constexpr (State) result.state = {final_state(hs, steps, batch, units)};
   if (!tape) return result;
@@ -181,8 +188,8 @@ recurrent_result<T, Device, 1> simple_rnn_fused(const tensor<T, Device>& project
       if (store.find<T, Device>(out_id)) autodiff::throw_order_exceeded("gradient_tape", 0);
     });
   } else {
-    tape->record(out_id, [tape, out_id, h_id, projected, r, hs, h0, keep, batch, steps, units,
-                          zero_start](autodiff::gradient_store& store) {
+    tape->record(out_id, [tape, out_id, h_id, projected, r, hs, h0, keep, batch, steps, units, zero_start,
+                          relu](autodiff::gradient_store& store) {
       (void)zero_start;  // read only with State: clang's -Wunused-lambda-capture otherwise
       auto [dy, carry, final_h] = sequence_output_gradients<State, T, Device>(
           store, out_id, h_id, ReturnSequences, !keep.empty(), batch, steps, units);
@@ -198,7 +205,7 @@ recurrent_result<T, Device, 1> simple_rnn_fused(const tensor<T, Device>& project
                                                                  keep.empty() ? nullptr : keep.data(),
                                                                  dh_direct.mutable_data(), drecurrent.mutable_data(),
                                                                  dprojected.mutable_data(), batch, units, steps,
-                                                                 ReturnSequences});
+                                                                 ReturnSequences, relu});
       // dR = sum over t of h_t^T d recurrent_t: h_0 .. h_{steps-1} and d recurrent are both (steps * batch) rows.
       eval::matmul(true, false, 1, units, units, steps * batch, hs.data(), &origin, drecurrent.data(), &origin,
                    dr.mutable_data());
@@ -221,15 +228,15 @@ recurrent_result<T, Device, 1> simple_rnn_fused(const tensor<T, Device>& project
 /// The statements of every SimpleRNN layer of element type T (see gru_forward in nn/gru.hpp): x is
 /// (batch, time, features), already checked; initial the initial state {h} (nullptr: zeros; only
 /// with State); keep Keras's mask as T (batch, time), state_keep Keras's recurrent_dropout mask
-/// (batch, units), which the step's product reads h through.
+/// (batch, units), which the step's product reads h through; activation Keras's.
 template <class T, bool ReturnSequences, bool State = false, bool Masked = false,
           int Config = fluxion::detail::autodiff_config, class Device = cpu>
 recurrent_result<T, Device, 1> simple_rnn_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
                                                   const variable<T, Device>& recurrent_kernel,
                                                   const variable<T, Device>& bias, index_t units,
                                                   const std::array<tensor<T, Device>, 1>* initial,
-                                                  const tensor<T, Device>* keep = nullptr,
-                                                  const tensor<T, Device>* state_keep = nullptr) {
+                                                  const tensor<T, Device>* keep, const tensor<T, Device>* state_keep,
+                                                  rnn_activation activation) {
   const fluxion::shape& s = e.shape();
   const index_t batch = s[0], steps = s[1], features = s[2];
   // Row b * steps + t holds example b at step t.
@@ -240,12 +247,15 @@ recurrent_result<T, Device, 1> simple_rnn_forward(const tensor<T, Device>& e, co
     const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
     if (batch > 0 && !state_keep && fused_recurrent_applies(tape, projected, r, h0))
       return simple_rnn_fused<T, ReturnSequences, State, Device, Config>(projected, r, batch, steps, units, tape,
-                                                                         initial, keep);
+                                                                         initial, keep,
+                                                                         activation == rnn_activation::relu);
   }
   // Keras's recurrent_dropout: the product reads hr = h * mask, as Keras's SimpleRNNCell.
   return single_state_steps<T, ReturnSequences, State, Masked>(
       batch, steps, units, initial, keep, state_keep, [&](index_t t, const tensor<T, Device>& hr) {
         const tensor<T, Device> p = strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1});
+        if (activation == rnn_activation::relu)
+          return tensor<T, Device>(fluxion::relu(p + matmul(hr, recurrent_kernel)));
         return tensor<T, Device>(fluxion::tanh(p + matmul(hr, recurrent_kernel)));
       });
 }
@@ -258,13 +268,14 @@ class simple_rnn
 
   /// The checked input through the layer (detail::recurrent_layer::checked_run).
   template <bool State, bool Masked>
-  static detail::recurrent_result<T, Device, 1> run(const tensor<T, Device>& x, const variable<T, Device>& kernel,
+  static detail::recurrent_result<T, Device, 1> run(const recurrent_options& options, const tensor<T, Device>& x,
+                                                     const variable<T, Device>& kernel,
                                                      const variable<T, Device>& recurrent_kernel,
                                                      const variable<T, Device>& bias,
                                                      const std::array<tensor<T, Device>, 1>* initial,
                                                      const tensor<T, Device>* keep, const tensor<T, Device>* state_keep) {
     return detail::simple_rnn_forward<T, ReturnSequences, State, Masked>(x, kernel, recurrent_kernel, bias, Units,
-                                                                         initial, keep, state_keep);
+                                                                         initial, keep, state_keep, options.activation);
   }
   /// Keras's bias (units): zeros unless bias_initializer says otherwise.
   static tensor<T, Device> initial_bias(const recurrent_options& options, random::generator& gen) {

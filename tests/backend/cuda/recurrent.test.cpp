@@ -26,12 +26,14 @@ using fluxion_test::scoped_setting;
 constexpr fx::index_t steps = 5;
 
 /// Two recurrent layers (nn::lstm or nn::gru), the first returning its sequence, then a dense
-/// layer: (batch, 5, 3) -> (batch, 2).
-template <template <fx::index_t, bool, class, class> class Recurrent, class T, class Device>
-auto stacked(std::uint64_t seed) {
+/// layer: (batch, 5, 3) -> (batch, 2). options: both recurrent layers' (none, or their
+/// recurrent_options).
+template <template <fx::index_t, bool, class, class> class Recurrent, class T, class Device, class... Options>
+auto stacked(std::uint64_t seed, const Options&... options) {
   fx::random::generator gen{seed};
   return nn::sequential(gen, typename nn::typed_input<T, steps, 3>::template on<Device>{},
-                        Recurrent<6, true, float, fx::cpu>{}, Recurrent<4, false, float, fx::cpu>{}, nn::dense<2>{});
+                        Recurrent<6, true, float, fx::cpu>{options...}, Recurrent<4, false, float, fx::cpu>{options...},
+                        nn::dense<2>{});
 }
 
 /// nn::bidirectional around nn::gru, for stacked<>: each half on the device, the reversals and the
@@ -87,10 +89,10 @@ struct path_setting {
         persistent(fx::nn::detail::recurrent_persistent(), path == sequence_path::persistent) {}
 };
 
-template <template <fx::index_t, bool, class, class> class Recurrent, class T>
-void check_fused_against_cpu(double rtol, std::size_t per_step, std::size_t variables = 8) {
-  auto host = stacked<Recurrent, T, fx::cpu>(31);
-  auto dev = stacked<Recurrent, T, fx::cuda>(31);
+template <template <fx::index_t, bool, class, class> class Recurrent, class T, class... Options>
+void check_fused_against_cpu(double rtol, std::size_t per_step, std::size_t variables = 8, const Options&... options) {
+  auto host = stacked<Recurrent, T, fx::cpu>(31, options...);
+  auto dev = stacked<Recurrent, T, fx::cuda>(31, options...);
   const fx::tensor<T> x = filled<T>({4, steps, 3}, 32);
   const auto xd = fx::to<fx::cuda>(x);
   const result<T> want = run<T>(host, x, taping::two_tapes);  // the cpu's statements
@@ -147,6 +149,12 @@ TEST_CASE("cuda simple_rnn: the fused sequence gives the cpu's output and gradie
 
 TEST_CASE("cuda simple_rnn: the fused sequence gives the cpu's output and gradients, float") {
   check_fused_against_cpu<nn::simple_rnn, float>(1e-5, 2);
+}
+
+TEST_CASE("cuda simple_rnn with activation relu: the fused sequence gives the cpu's output and gradients") {
+  const nn::recurrent_options relu{.activation = nn::rnn_activation::relu};
+  check_fused_against_cpu<nn::simple_rnn, double>(1e-12, 2, 8, relu);  // x's rows, then relu(p + h R)
+  check_fused_against_cpu<nn::simple_rnn, float>(1e-5, 2, 8, relu);
 }
 
 TEST_CASE("cuda bidirectional gru: both halves fused, the same output and gradients as the cpu's, double") {
