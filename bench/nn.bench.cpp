@@ -26,6 +26,7 @@
 //                          nn::lstm / nn::simple_rnn under a tape (the fused cells), LibTorch's
 //                          torch::nn::GRU / LSTM / RNN (tanh; batch_first) with the same weights,
 //                          autograd; the LibTorch case first checks that both give the same output
+//   rnn_simple_rnn_relu    the SimpleRNN case with activation relu (LibTorch's nonlinearity kReLU)
 //   rnn_{gru,lstm,simple_rnn}_masked  the same with Keras's mask: right padding, each example of a random
 //                          length in [1, 32] (seed 8): fluxion's call(x, {.mask}) (the fused cells
 //                          skip the padding steps), LibTorch's pack_padded_sequence
@@ -395,9 +396,9 @@ fx::tensor<bool> rnn_mask() {
 }
 
 template <class Layer, bool Masked = false>
-void fluxion_rnn(benchmark::State& state) {
+void fluxion_rnn(benchmark::State& state, nn::rnn_activation activation = nn::rnn_activation::tanh) {
   set_threads(static_cast<int>(state.range(0)));
-  rnn_case<Layer> c;
+  rnn_case<Layer> c({.activation = activation});
   auto sources = c.layer.trainable_variables();
   const fx::tensor<bool> mask = rnn_mask();
   auto pass = [&] {
@@ -561,6 +562,9 @@ void rnn_lstm_fluxion(benchmark::State& s) { fluxion_rnn<nn::lstm<rnn_units>>(s)
 void rnn_gru_masked_fluxion(benchmark::State& s) { fluxion_rnn<nn::gru<rnn_units>, true>(s); }
 void rnn_simple_rnn_fluxion(benchmark::State& s) { fluxion_rnn<nn::simple_rnn<rnn_units>>(s); }
 void rnn_simple_rnn_masked_fluxion(benchmark::State& s) { fluxion_rnn<nn::simple_rnn<rnn_units>, true>(s); }
+void rnn_simple_rnn_relu_fluxion(benchmark::State& s) {
+  fluxion_rnn<nn::simple_rnn<rnn_units>>(s, nn::rnn_activation::relu);
+}
 void rnn_lstm_masked_fluxion(benchmark::State& s) { fluxion_rnn<nn::lstm<rnn_units>, true>(s); }
 
 #if FLUXION_BENCH_HAVE_TORCH
@@ -593,11 +597,15 @@ torch::Tensor torch_weight(const fx::tensor<float>& keras, bool gru) {
 }
 
 template <class Layer, class Module, class Options, bool Packed = false>
-void torch_rnn(benchmark::State& state) {
+void torch_rnn(benchmark::State& state, nn::rnn_activation activation = nn::rnn_activation::tanh) {
   constexpr bool gru = std::is_same_v<Layer, nn::gru<rnn_units>>;
   set_threads(static_cast<int>(state.range(0)));
-  rnn_case<Layer> c;
-  Module rnn(Options(rnn_features, rnn_units).batch_first(true));
+  rnn_case<Layer> c({.activation = activation});
+  Options options(rnn_features, rnn_units);
+  options.batch_first(true);
+  if constexpr (std::is_same_v<Options, torch::nn::RNNOptions>)
+    if (activation == nn::rnn_activation::relu) options.nonlinearity(torch::kReLU);
+  Module rnn(options);
   {
     torch::NoGradGuard no_grad;
     auto p = rnn->named_parameters();
@@ -798,6 +806,9 @@ void rnn_lstm_masked_torch(benchmark::State& s) {
 void rnn_simple_rnn_torch(benchmark::State& s) {
   torch_rnn<nn::simple_rnn<rnn_units>, torch::nn::RNN, torch::nn::RNNOptions>(s);
 }
+void rnn_simple_rnn_relu_torch(benchmark::State& s) {
+  torch_rnn<nn::simple_rnn<rnn_units>, torch::nn::RNN, torch::nn::RNNOptions>(s, nn::rnn_activation::relu);
+}
 void rnn_simple_rnn_masked_torch(benchmark::State& s) {
   torch_rnn<nn::simple_rnn<rnn_units>, torch::nn::RNN, torch::nn::RNNOptions, true>(s);
 }
@@ -896,6 +907,7 @@ BENCHMARK(rnn_gru_masked_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_masked_fluxion)->Apply(threads);
 BENCHMARK(rnn_simple_rnn_fluxion)->Apply(threads);
 BENCHMARK(rnn_simple_rnn_masked_fluxion)->Apply(threads);
+BENCHMARK(rnn_simple_rnn_relu_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_training_fluxion)->Apply(threads);
 BENCHMARK(rnn_lstm_recurrent_dropout_fluxion)->Apply(threads);
 BENCHMARK(group_norm_fluxion)->Apply(threads);
@@ -932,6 +944,7 @@ BENCHMARK(rnn_gru_masked_torch)->Apply(threads);
 BENCHMARK(rnn_lstm_masked_torch)->Apply(threads);
 BENCHMARK(rnn_simple_rnn_torch)->Apply(threads);
 BENCHMARK(rnn_simple_rnn_masked_torch)->Apply(threads);
+BENCHMARK(rnn_simple_rnn_relu_torch)->Apply(threads);
 BENCHMARK(train_mlp_torch)->Apply(threads);
 BENCHMARK(train_mlp_activity_torch)->Apply(threads);
 BENCHMARK(train_cnn_torch)->Apply(threads);

@@ -254,8 +254,8 @@ TEST_CASE("simple_rnn: training steps learn to tell a rising sequence from a fal
     const fx::tensor<float> x = fx::from_vector(xs, {64, 6, 1});
     const fx::tensor<std::int32_t> y = fx::from_vector(ys, {64});
     const nn::recurrent_options options =
-        relu ? nn::recurrent_options{.recurrent_initializer = nn::initializers::identity(),
-                                     .activation = nn::rnn_activation::relu}
+        relu ? nn::recurrent_options{.activation = nn::rnn_activation::relu,
+                                     .recurrent_initializer = nn::initializers::identity()}
              : nn::recurrent_options{};
     auto net = nn::sequential(gen, nn::input<6, 1>{}, nn::simple_rnn<8>{options}, nn::dense<2>{});
     fx::optim::adam opt{0.02};

@@ -206,11 +206,14 @@ struct recurrent_call {
 /// nonlinearity=): tanh (the default) or relu.
 enum class rnn_activation : unsigned char { tanh, relu };
 
-/// Keras's constructor arguments of LSTM and GRU beyond the units and return_sequences, given as
-/// `fx::nn::lstm<64>{{.dropout = 0.2, .recurrent_dropout = 0.2, .go_backwards = true}}` or
+/// Keras's constructor arguments of LSTM, GRU and SimpleRNN beyond the units and return_sequences,
+/// given as `fx::nn::lstm<64>{{.dropout = 0.2, .recurrent_dropout = 0.2, .go_backwards = true}}` or
 /// `{{.kernel_initializer = fx::nn::initializers::he_uniform(), .kernel_regularizer = fx::nn::regularizers::l2(1e-4)}}`
 /// (Keras's order).
 struct recurrent_options {
+  /// Keras's SimpleRNN activation (PyTorch's nn.RNN nonlinearity): h_t+1 = activation(x_t W + b +
+  /// h_t R), tanh or relu. The SimpleRNN's only: the LSTM and the GRU refuse another than tanh.
+  rnn_activation activation = rnn_activation::tanh;
   /// Keras's kernel_initializer (the input projection (features, gates * units)): glorot-uniform.
   initializer kernel_initializer = initializers::glorot_uniform();
   /// Keras's recurrent_initializer ((units, gates * units)): orthogonal.
@@ -244,9 +247,6 @@ struct recurrent_options {
   bool go_backwards = false;
   /// The seed of the dropout masks' generator.
   std::uint64_t seed = 0;
-  /// Keras's SimpleRNN activation (PyTorch's nn.RNN nonlinearity): h_t+1 = activation(x_t W + b +
-  /// h_t R), tanh or relu. The SimpleRNN's only: the LSTM and the GRU refuse another than tanh.
-  rnn_activation activation = rnn_activation::tanh;
 };
 
 namespace detail {
