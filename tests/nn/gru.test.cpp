@@ -1,12 +1,13 @@
 // fx::nn::gru: the forward pass against a naive loop, gradients with respect to the input and every
-// variable against finite differences (double; the LSTM's too), Keras's initializers and variable names, static
-// shapes in a sequential model, errors.
+// variable against finite differences (double; the LSTM's and the SimpleRNN's too, with tanh and
+// relu), Keras's initializers and variable names, static shapes in a sequential model, errors.
 #define FLUXION_FORWARD_MODE 0  // layers are checked through the tape; the ops' tests check forward mode
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 #include "reverse_only.hpp"
@@ -21,10 +22,11 @@ using test::reverse_only;
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
 
 /// Keras's GRU (reset_after = true) step by step: every hidden state, (batch, time, units)
-/// row-major. b is (2, 3 units): the input bias, then the recurrent bias.
+/// row-major. b is (2, 3 units): the input bias, then the recurrent bias. relu: Keras's activation
+/// (else tanh).
 std::vector<double> naive_gru(const std::vector<double>& x, const std::vector<double>& k, const std::vector<double>& r,
                               const std::vector<double>& b, std::size_t batch, std::size_t time, std::size_t features,
-                              std::size_t units) {
+                              std::size_t units, bool relu) {
   const std::size_t g = 3 * units;
   std::vector<double> out(batch * time * units);
   for (std::size_t n = 0; n < batch; ++n) {
@@ -37,7 +39,7 @@ std::vector<double> naive_gru(const std::vector<double>& x, const std::vector<do
       }
       for (std::size_t u = 0; u < units; ++u) {
         const double z = sigmoid(xz[u] + hz[u]), reset = sigmoid(xz[units + u] + hz[units + u]);
-        const double c = std::tanh(xz[2 * units + u] + reset * hz[2 * units + u]);
+        const double a = xz[2 * units + u] + reset * hz[2 * units + u], c = relu ? std::max(a, 0.0) : std::tanh(a);
         h[u] = z * h[u] + (1 - z) * c;
         out[(n * time + t) * units + u] = h[u];
       }
@@ -48,61 +50,68 @@ std::vector<double> naive_gru(const std::vector<double>& x, const std::vector<do
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("gru: the forward pass equals the GRU written by hand", L, nn::gru<3, false, double>,
-                   nn::gru<3, true, double>) {
+TEST_CASE_TEMPLATE("gru: the forward pass equals the GRU written by hand, with tanh and with relu", L,
+                   nn::gru<3, false, double>, nn::gru<3, true, double>) {
   fx::random::generator gen{21};
-  L layer;
-  const fx::tensor<double> x = fx::random::normal<double>({2, 4, 5}, gen);
-  layer.build(fx::shape{4, 5}, gen);
-  layer.bias().assign(fx::random::normal<double>({2, 9}, gen));  // not the initial zeros
-  auto naive = [&](const fx::tensor<double>& in) {
-    const fx::shape& s = in.shape();
-    return naive_gru(in.to_vector(), layer.kernel().peek().to_vector(), layer.recurrent_kernel().peek().to_vector(),
-                     layer.bias().peek().to_vector(), static_cast<std::size_t>(s[0]), static_cast<std::size_t>(s[1]),
-                     5, 3);
-  };
-  const fx::tensor<double> y = layer(x);
-  const std::vector<double> all = naive(x);
-  std::vector<double> want = all;
-  if (!L::return_sequences) {
-    REQUIRE(y.shape() == fx::shape{2, 3});
-    want.clear();
-    for (std::size_t n = 0; n < 2; ++n)
-      for (std::size_t u = 0; u < 3; ++u) want.push_back(all[(n * 4 + 3) * 3 + u]);
-  } else {
-    REQUIRE(y.shape() == fx::shape{2, 4, 3});
+  for (const bool relu : {false, true}) {
+    CAPTURE(relu);
+    L layer{{.activation = relu ? nn::rnn_activation::relu : nn::rnn_activation::tanh}};
+    const fx::tensor<double> x = fx::random::normal<double>({2, 4, 5}, gen);
+    layer.build(fx::shape{4, 5}, gen);
+    layer.bias().assign(fx::random::normal<double>({2, 9}, gen));  // not the initial zeros
+    auto naive = [&](const fx::tensor<double>& in) {
+      const fx::shape& s = in.shape();
+      return naive_gru(in.to_vector(), layer.kernel().peek().to_vector(), layer.recurrent_kernel().peek().to_vector(),
+                       layer.bias().peek().to_vector(), static_cast<std::size_t>(s[0]), static_cast<std::size_t>(s[1]),
+                       5, 3, relu);
+    };
+    const fx::tensor<double> y = layer(x);
+    const std::vector<double> all = naive(x);
+    std::vector<double> want = all;
+    if (!L::return_sequences) {
+      REQUIRE(y.shape() == fx::shape{2, 3});
+      want.clear();
+      for (std::size_t n = 0; n < 2; ++n)
+        for (std::size_t u = 0; u < 3; ++u) want.push_back(all[(n * 4 + 3) * 3 + u]);
+    } else {
+      REQUIRE(y.shape() == fx::shape{2, 4, 3});
+    }
+    const auto got = y.to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+    // One time step, and the same sequence under a tape (the fused cell; without one, the statements).
+    const fx::tensor<double> x1 = fx::random::normal<double>({3, 1, 5}, gen);
+    const auto got1 = fx::tensor<double>(layer(x1)).to_vector(), want1 = naive(x1);
+    REQUIRE(got1.size() == want1.size());
+    for (std::size_t i = 0; i < got1.size(); ++i) CHECK(got1[i] == doctest::Approx(want1[i]).epsilon(1e-12));
+    fx::gradient_tape tape;
+    tape.watch(x);
+    const auto taped = fx::tensor<double>(layer(x)).to_vector();
+    for (std::size_t i = 0; i < taped.size(); ++i) CHECK(taped[i] == doctest::Approx(want[i]).epsilon(1e-12));
   }
-  const auto got = y.to_vector();
-  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
-  // One time step, and the same sequence under a tape (the fused cell; without one, the statements).
-  const fx::tensor<double> x1 = fx::random::normal<double>({3, 1, 5}, gen);
-  const auto got1 = fx::tensor<double>(layer(x1)).to_vector(), want1 = naive(x1);
-  REQUIRE(got1.size() == want1.size());
-  for (std::size_t i = 0; i < got1.size(); ++i) CHECK(got1[i] == doctest::Approx(want1[i]).epsilon(1e-12));
-  fx::gradient_tape tape;
-  tape.watch(x);
-  const auto taped = fx::tensor<double>(layer(x)).to_vector();
-  for (std::size_t i = 0; i < taped.size(); ++i) CHECK(taped[i] == doctest::Approx(want[i]).epsilon(1e-12));
 }
 
-TEST_CASE_TEMPLATE("gru, lstm: gradients with respect to the input, kernel, recurrent kernel and bias", L,
-                   nn::gru<3, false, double>, nn::gru<3, true, double>, nn::lstm<3, false, double>,
-                   nn::lstm<3, true, double>) {
+TEST_CASE_TEMPLATE("gru, lstm, simple_rnn: gradients with respect to the input, kernel, recurrent kernel and bias, "
+                   "with tanh and with relu",
+                   L, nn::gru<3, false, double>, nn::gru<3, true, double>, nn::lstm<3, false, double>,
+                   nn::lstm<3, true, double>, nn::simple_rnn<3, false, double>, nn::simple_rnn<3, true, double>) {
   fx::random::generator gen{22};
-  L layer;
-  layer.build(fx::shape{3, 2}, gen);
-  const fx::tensor<double> x = fx::random::normal<double>({2, 3, 2}, gen);
-  const fx::tensor<double> k = layer.kernel().peek(), r = layer.recurrent_kernel().peek();
-  const fx::tensor<double> b = fx::random::normal<double>(layer.bias().shape(), gen, 0.0, 0.5);
-  auto report = fx::testing::check_gradients(
-      [&](const auto& xi, const auto& ki, const auto& ri, const auto& bi) {
-        layer.kernel().assign(ki);
-        layer.recurrent_kernel().assign(ri);
-        layer.bias().assign(bi);
-        return layer(xi);
-      },
-      reverse_only, x, k, r, b);
-  CHECK_MESSAGE(report.ok, report.report);
+  for (const bool relu : {false, true}) {
+    CAPTURE(relu);
+    L layer{{.activation = relu ? nn::rnn_activation::relu : nn::rnn_activation::tanh}};
+    layer.build(fx::shape{3, 2}, gen);
+    const fx::tensor<double> x = fx::random::normal<double>({2, 3, 2}, gen);
+    const fx::tensor<double> k = layer.kernel().peek(), r = layer.recurrent_kernel().peek();
+    const fx::tensor<double> b = fx::random::normal<double>(layer.bias().shape(), gen, 0.0, 0.5);
+    auto report = fx::testing::check_gradients(
+        [&](const auto& xi, const auto& ki, const auto& ri, const auto& bi) {
+          layer.kernel().assign(ki);
+          layer.recurrent_kernel().assign(ri);
+          layer.bias().assign(bi);
+          return layer(xi);
+        },
+        reverse_only, x, k, r, b);
+    CHECK_MESSAGE(report.ok, report.report);
+  }
 }
 
 TEST_CASE("gru: Keras's initializers and variable names") {

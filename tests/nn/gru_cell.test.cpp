@@ -24,6 +24,12 @@ TEST_CASE("gru cell: the fused sequence gives the statements' output and gradien
   recurrent_check::check_fused_cases<nn::gru, float>(4);
 }
 
+TEST_CASE("gru cell: with activation relu, the fused sequence gives the statements' output and gradients") {
+  const nn::recurrent_options relu{.activation = nn::rnn_activation::relu};
+  recurrent_check::check_fused_cases<nn::gru, double>(4, relu);
+  recurrent_check::check_fused_cases<nn::gru, float>(4, relu);
+}
+
 TEST_CASE("gru cell: second derivatives through a GRU take the statements") {
   fx::random::generator gen{43};
   auto model = nn::sequential(gen, nn::typed_input<double, 3, 2>{}, nn::gru<4>{}, nn::dense<1>{});

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -17,10 +18,12 @@ namespace {
 
 double logistic(double v) { return 1 / (1 + std::exp(-v)); }
 
-/// Keras's LSTM step by step: every hidden state, (batch, time, units) row-major.
+/// Keras's LSTM step by step: every hidden state, (batch, time, units) row-major; relu: Keras's
+/// activation (else tanh).
 std::vector<double> naive_lstm(const std::vector<double>& x, const std::vector<double>& k, const std::vector<double>& r,
                                const std::vector<double>& b, std::size_t batch, std::size_t time, std::size_t features,
-                               std::size_t units) {
+                               std::size_t units, bool relu = false) {
+  auto act = [relu](double v) { return relu ? std::max(v, 0.0) : std::tanh(v); };
   std::vector<double> out(batch * time * units);
   for (std::size_t n = 0; n < batch; ++n) {
     std::vector<double> h(units, 0.0), c(units, 0.0);
@@ -31,10 +34,10 @@ std::vector<double> naive_lstm(const std::vector<double>& x, const std::vector<d
         for (std::size_t i = 0; i < units; ++i) z[j] += h[i] * r[i * 4 * units + j];
       }
       for (std::size_t u = 0; u < units; ++u) {
-        const double in = logistic(z[u]), forget = logistic(z[units + u]), cand = std::tanh(z[2 * units + u]),
+        const double in = logistic(z[u]), forget = logistic(z[units + u]), cand = act(z[2 * units + u]),
                      o = logistic(z[3 * units + u]);
         c[u] = forget * c[u] + in * cand;
-        h[u] = o * std::tanh(c[u]);
+        h[u] = o * act(c[u]);
         out[(n * time + t) * units + u] = h[u];
       }
     }
@@ -59,36 +62,46 @@ std::vector<double> gram_schmidt(std::vector<double> a, std::size_t m, std::size
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("lstm: the forward pass equals the LSTM written by hand", L, nn::lstm<3, false, double>,
-                   nn::lstm<3, true, double>) {
+TEST_CASE_TEMPLATE("lstm: the forward pass equals the LSTM written by hand, with tanh and with relu", L,
+                   nn::lstm<3, false, double>, nn::lstm<3, true, double>) {
   fx::random::generator gen{21};
-  L layer;
-  const fx::tensor<double> x = fx::random::normal<double>({2, 4, 5}, gen);
-  layer.build(fx::shape{4, 5}, gen);
-  layer.bias().assign(fx::random::normal<double>({12}, gen));  // not the initial zeros and ones
-  const fx::tensor<double> y = layer(x);
-  const std::vector<double> all = naive_lstm(x.to_vector(), layer.kernel().peek().to_vector(),
-                                             layer.recurrent_kernel().peek().to_vector(),
-                                             layer.bias().peek().to_vector(), 2, 4, 5, 3);
-  std::vector<double> want = all;
-  if (!L::return_sequences) {
-    REQUIRE(y.shape() == fx::shape{2, 3});
-    want.clear();
-    for (std::size_t n = 0; n < 2; ++n)
-      for (std::size_t u = 0; u < 3; ++u) want.push_back(all[(n * 4 + 3) * 3 + u]);
-  } else {
-    REQUIRE(y.shape() == fx::shape{2, 4, 3});
+  for (const bool relu : {false, true}) {
+    CAPTURE(relu);
+    L layer{{.activation = relu ? nn::rnn_activation::relu : nn::rnn_activation::tanh}};
+    const fx::tensor<double> x = fx::random::normal<double>({2, 4, 5}, gen);
+    layer.build(fx::shape{4, 5}, gen);
+    layer.bias().assign(fx::random::normal<double>({12}, gen));  // not the initial zeros and ones
+    const fx::tensor<double> y = layer(x);
+    const std::vector<double> all = naive_lstm(x.to_vector(), layer.kernel().peek().to_vector(),
+                                               layer.recurrent_kernel().peek().to_vector(),
+                                               layer.bias().peek().to_vector(), 2, 4, 5, 3, relu);
+    std::vector<double> want = all;
+    if (!L::return_sequences) {
+      REQUIRE(y.shape() == fx::shape{2, 3});
+      want.clear();
+      for (std::size_t n = 0; n < 2; ++n)
+        for (std::size_t u = 0; u < 3; ++u) want.push_back(all[(n * 4 + 3) * 3 + u]);
+    } else {
+      REQUIRE(y.shape() == fx::shape{2, 4, 3});
+    }
+    const auto got = y.to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+    {
+      fx::gradient_tape outer, inner;  // two tapes: the statements
+      outer.watch(x);
+      const auto statements = fx::tensor<double>(layer(x)).to_vector();
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(statements[i] == doctest::Approx(want[i]).epsilon(1e-12));
+    }
+    // One time step.
+    const fx::tensor<double> x1 = fx::random::normal<double>({3, 1, 5}, gen);
+    const fx::tensor<double> y1 = layer(x1);
+    const auto want1 = naive_lstm(x1.to_vector(), layer.kernel().peek().to_vector(),
+                                  layer.recurrent_kernel().peek().to_vector(), layer.bias().peek().to_vector(), 3, 1, 5, 3,
+                                  relu);
+    const auto got1 = y1.to_vector();
+    REQUIRE(got1.size() == want1.size());
+    for (std::size_t i = 0; i < got1.size(); ++i) CHECK(got1[i] == doctest::Approx(want1[i]).epsilon(1e-12));
   }
-  const auto got = y.to_vector();
-  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
-  // One time step.
-  const fx::tensor<double> x1 = fx::random::normal<double>({3, 1, 5}, gen);
-  const fx::tensor<double> y1 = layer(x1);
-  const auto want1 = naive_lstm(x1.to_vector(), layer.kernel().peek().to_vector(),
-                                layer.recurrent_kernel().peek().to_vector(), layer.bias().peek().to_vector(), 3, 1, 5, 3);
-  const auto got1 = y1.to_vector();
-  REQUIRE(got1.size() == want1.size());
-  for (std::size_t i = 0; i < got1.size(); ++i) CHECK(got1[i] == doctest::Approx(want1[i]).epsilon(1e-12));
 }
 
 TEST_CASE("lstm: Keras's initializers") {

@@ -28,6 +28,12 @@ TEST_CASE("lstm cell: the fused sequence gives the statements' output and gradie
   recurrent_check::check_fused_cases<nn::lstm, float>(3);
 }
 
+TEST_CASE("lstm cell: with activation relu, the fused sequence gives the statements' output and gradients") {
+  const nn::recurrent_options relu{.activation = nn::rnn_activation::relu};
+  recurrent_check::check_fused_cases<nn::lstm, double>(3, relu);
+  recurrent_check::check_fused_cases<nn::lstm, float>(3, relu);
+}
+
 TEST_CASE("lstm cell: second derivatives through an LSTM take the statements") {
   fx::random::generator gen{43};
   auto model = nn::sequential(gen, nn::typed_input<double, 3, 2>{}, nn::lstm<4>{}, nn::dense<1>{});

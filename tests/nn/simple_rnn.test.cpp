@@ -1,11 +1,12 @@
-// fx::nn::simple_rnn: the forward pass against a naive loop, gradients with respect to the input
-// and every variable against finite differences (double; the fused sequence, which one tape
-// records), Keras's initializers and variable names, static shapes in a sequential model,
+// fx::nn::simple_rnn: the forward pass against a naive loop (tanh and relu), Keras's initializers
+// and variable names, static shapes in a sequential model,
 // nn::bidirectional around it, a compiled training step against the tape-based one, and errors.
 // Masks, states, dropout and go_backwards are in the recurrent layers' shared tests
 // (recurrent.test.cpp, recurrent_mask.test.cpp, recurrent_options.test.cpp); the fused sequence
 // against the statements and second derivatives in simple_rnn_cell.test.cpp; PyTorch's nn.RNN in
-// peer_recurrent.test.cpp.
+// peer_recurrent.test.cpp; gradients with respect to the input and every variable against finite
+// differences (double; the fused sequence, which one tape records) in gru.test.cpp, with the GRU's
+// and the LSTM's.
 #define FLUXION_FORWARD_MODE 0  // layers are checked through the tape; the ops' tests check forward mode
 #include <fluxion/testing/check_gradients.hpp>
 #include <fluxion/fluxion.hpp>
@@ -105,28 +106,6 @@ TEST_CASE_TEMPLATE("simple_rnn: the forward pass equals the SimpleRNN written by
   }
 }
 
-TEST_CASE_TEMPLATE("simple_rnn: gradients with respect to the input, kernel, recurrent kernel and bias", L,
-                   nn::simple_rnn<3, false, double>, nn::simple_rnn<3, true, double>) {
-  fx::random::generator gen{62};
-  for (const nn::rnn_activation activation : {nn::rnn_activation::tanh, nn::rnn_activation::relu}) {
-    CAPTURE(activation == nn::rnn_activation::relu);
-    L layer{{.activation = activation}};
-    layer.build(fx::shape{4, 2}, gen);
-    const fx::tensor<double> x = fx::random::normal<double>({2, 4, 2}, gen);
-    const fx::tensor<double> k = layer.kernel().peek(), r = layer.recurrent_kernel().peek();
-    const fx::tensor<double> b = fx::random::normal<double>(layer.bias().shape(), gen, 0.0, 0.5);
-    auto report = fx::testing::check_gradients(
-        [&](const auto& xi, const auto& ki, const auto& ri, const auto& bi) {
-          layer.kernel().assign(ki);
-          layer.recurrent_kernel().assign(ri);
-          layer.bias().assign(bi);
-          return layer(xi);
-        },
-        reverse_only, x, k, r, b);
-    CHECK_MESSAGE(report.ok, report.report);
-  }
-}
-
 TEST_CASE("simple_rnn: Keras's initializers and variable names") {
   fx::random::generator gen{63};
   nn::simple_rnn<4> layer;
@@ -198,16 +177,7 @@ TEST_CASE("simple_rnn: static shapes in a sequential model, gradients through it
                        fx::error);
   CHECK_THROWS_WITH_AS((nn::simple_rnn<3>{{.recurrent_dropout = 1.0}}),
                        "simple_rnn 'simple_rnn': recurrent_dropout = 1 is not in [0, 1)", fx::invalid_argument);
-  // Keras's activation= is the SimpleRNN's here: the LSTM's and the GRU's stay tanh.
   CHECK(nn::simple_rnn<3>{{.activation = nn::rnn_activation::relu}}.options().activation == nn::rnn_activation::relu);
-  CHECK_THROWS_WITH_AS((nn::lstm<3>{{.activation = nn::rnn_activation::relu}}),
-                       "lstm 'lstm': activation = relu is the SimpleRNN's option (fx::nn::simple_rnn); the lstm's "
-                       "activation is tanh",
-                       fx::invalid_argument);
-  CHECK_THROWS_WITH_AS((nn::gru<3, true>{{.activation = nn::rnn_activation::relu}, "encoder"}),
-                       "gru 'encoder': activation = relu is the SimpleRNN's option (fx::nn::simple_rnn); the gru's "
-                       "activation is tanh",
-                       fx::invalid_argument);
   // An empty batch takes the statements and gives an empty output.
   CHECK(fx::tensor<float>(layer(fx::zeros<float>({0, 6, 3}))).shape() == fx::shape{0, 6, 4});
 }

@@ -1,6 +1,7 @@
 // fx::nn::gru<Units, ReturnSequences>: Keras's GRU with its defaults (tanh activation, sigmoid
 // recurrent activation, reset_after = true, gates in Keras's order z, r, h), which is also cuDNN's
-// and PyTorch's GRU.
+// and PyTorch's GRU; or with Keras's activation="relu" ({.activation = fx::nn::rnn_activation::relu}:
+// the candidate's).
 //
 //   fx::nn::gru<32> rnn;                             // the last output: (batch, time, features) -> (batch, 32)
 //   fx::tensor<float> h = rnn(x);
@@ -46,13 +47,14 @@ struct gru_forward_steps {
   T *h, *gates, *y;  // h: h_0 .. h_steps, each (batch, units)
   index_t batch, units, steps;
   bool every_step;  // ReturnSequences
+  bool relu;        // Keras's activation: relu, else tanh
 
   template <class P>
   FLUXION_HOST_DEVICE gru_cell_forward<T, P> operator()(index_t t, const P& product) const {
     const index_t bu = batch * units;
     return {product, rbias, projected, h + t * bu, gates + t * batch * 4 * units, h + (t + 1) * bu,
             every_step || t == steps - 1 ? y : nullptr, units, steps, t, every_step ? steps : 1, every_step ? t : 0,
-            keep, every_step};
+            keep, every_step, relu};
   }
 };
 
@@ -63,23 +65,25 @@ struct gru_backward_steps {
   T *dh_direct, *drecurrent, *dprojected;
   index_t batch, units, steps;
   bool every_step;
+  bool relu;
 
   template <class P>
   FLUXION_HOST_DEVICE gru_cell_backward<T, P> operator()(index_t t, const P& product) const {
     return {gates + t * batch * 4 * units, h + t * batch * units, dy && (every_step || t == steps - 1) ? dy : nullptr,
             product, dh_direct, drecurrent + t * batch * 3 * units, dprojected, units, steps, t,
-            every_step ? steps : 1, every_step ? t : 0, keep, every_step};
+            every_step ? steps : 1, every_step ? t : 0, keep, every_step, relu};
   }
 };
 
 /// The whole sequence through the fused cell: projected is (batch * steps, 3 units), row b * steps
-/// + t; r the recurrent kernel's value (units, 3 units); rbias the recurrent bias (1, 3 units).
+/// + t; r the recurrent kernel's value (units, 3 units); rbias the recurrent bias (1, 3 units);
+/// relu Keras's activation (else tanh).
 // Config: the autodiff settings (core/config.hpp), so that a unit without autodiff has its own copy.
 template <class T, bool ReturnSequences, bool State, class Device, int Config = fluxion::detail::autodiff_config>
 recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
                                          const tensor<T, Device>& rbias, index_t batch, index_t steps, index_t units,
                                          gradient_tape* tape, const std::array<tensor<T, Device>, 1>* initial,
-                                         const tensor<T, Device>* keep_mask) {
+                                         const tensor<T, Device>* keep_mask, bool relu) {
   using eval = fluxion::detail::evaluator<Device>;
   // h_0 .. h_steps, each (batch, units); h_0 zeros or the initial state.
   tensor<T, Device> hs = state_sequence<State>(initial ? &(*initial)[0] : nullptr, steps, batch, units);
@@ -90,7 +94,7 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
   run_forward_sequence<Device>(batch, units, steps, 3, hs.mutable_data(), r.data(), zero_start,
                                gru_forward_steps<T>{rbias.data(), projected.data(), keep_mask ? keep.data() : nullptr,
                                                     hs.mutable_data(), gates.mutable_data(), y.mutable_data(), batch,
-                                                    units, steps, ReturnSequences});
+                                                    units, steps, ReturnSequences, relu});
   recurrent_result<T, Device, 1> result{y, {}};
   if constexpr (State) result.state = {final_state(hs, steps, batch, units)};
   if (!tape) return result;
@@ -106,7 +110,7 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
     });
   } else {
     tape->record(out_id, [tape, out_id, h_id, projected, r, rbias, hs, gates, h0, keep, batch, steps, units,
-                          zero_start](autodiff::gradient_store& store) {
+                          zero_start, relu](autodiff::gradient_store& store) {
       (void)zero_start;  // read only with State: clang's -Wunused-lambda-capture otherwise
       // The store may rehash while we add to it: what it holds is copied out first. Under a mask,
       // the carried h gradient starts dh_direct, which every step then reads.
@@ -124,7 +128,7 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
                                                           keep.empty() ? nullptr : keep.data(),
                                                           dh_direct.mutable_data(), drecurrent.mutable_data(),
                                                           dprojected.mutable_data(), batch, units, steps,
-                                                          ReturnSequences});
+                                                          ReturnSequences, relu});
       // dR = sum over t of h_t^T d recurrent_t: h_0 .. h_{steps-1} and d recurrent are both (steps * batch) rows.
       eval::matmul(true, false, 1, units, g3, steps * batch, h, &origin, drecurrent.data(), &origin,
                    dr.mutable_data());
@@ -149,15 +153,15 @@ recurrent_result<T, Device, 1> gru_fused(const tensor<T, Device>& projected, con
 /// dense_forward in nn/dense.hpp). x is (batch, time, features), already checked; initial the
 /// initial state {h} (nullptr: zeros; only with State), already checked; with State the final h
 /// comes back too (Keras's return_state). keep is Keras's mask as T (batch, time), and state_keep Keras's
-/// recurrent_dropout mask (batch, units), as lstm_forward's.
+/// recurrent_dropout mask (batch, units), and activation Keras's, as lstm_forward's.
 template <class T, bool ReturnSequences, bool State = false, bool Masked = false,
           int Config = fluxion::detail::autodiff_config, class Device = cpu>
 recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
                                            const variable<T, Device>& recurrent_kernel,
                                            const variable<T, Device>& bias, index_t units,
                                            const std::array<tensor<T, Device>, 1>* initial,
-                                           const tensor<T, Device>* keep = nullptr,
-                                           const tensor<T, Device>* state_keep = nullptr) {
+                                           const tensor<T, Device>* keep, const tensor<T, Device>* state_keep,
+                                           rnn_activation activation) {
   const fluxion::shape& s = e.shape();
   const index_t batch = s[0], steps = s[1], features = s[2], g3 = 3 * units;
   // Row b * steps + t holds example b at step t.
@@ -168,7 +172,8 @@ recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const var
     gradient_tape* tape = nullptr;
     const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
     if (batch > 0 && !state_keep && fused_recurrent_applies(tape, projected, r, rbias, h0))
-      return gru_fused<T, ReturnSequences, State, Device, Config>(projected, r, rbias, batch, steps, units, tape, initial, keep);
+      return gru_fused<T, ReturnSequences, State, Device, Config>(projected, r, rbias, batch, steps, units, tape, initial,
+                                                                  keep, activation == rnn_activation::relu);
   }
   // Keras's recurrent_dropout: the step reads h * mask (hr: the product and the z h term, as Keras's cell).
   return single_state_steps<T, ReturnSequences, State, Masked>(
@@ -179,7 +184,9 @@ recurrent_result<T, Device, 1> gru_forward(const tensor<T, Device>& e, const var
                                                       slice(rec, {0, 0}, {batch, 2 * units}));
         auto block = [&](const tensor<T, Device>& a, index_t k) { return slice(a, {0, k * units}, {batch, units}); };
         const auto z = block(zr, 0);
-        return tensor<T, Device>(z * hr + (T(1) - z) * fluxion::tanh(block(p, 2) + block(zr, 1) * block(rec, 2)));
+        return with_activation(activation, [&](auto act) {
+          return tensor<T, Device>(z * hr + (T(1) - z) * act(block(p, 2) + block(zr, 1) * block(rec, 2)));
+        });
       });
 }
 }  // namespace detail
@@ -190,14 +197,14 @@ class gru : public detail::recurrent_layer<gru<Units, ReturnSequences, T, Device
 
   /// The checked input through the layer (detail::recurrent_layer::checked_run).
   template <bool State, bool Masked>
-  static detail::recurrent_result<T, Device, 1> run(const recurrent_options&, const tensor<T, Device>& x,
+  static detail::recurrent_result<T, Device, 1> run(const recurrent_options& options, const tensor<T, Device>& x,
                                                      const variable<T, Device>& kernel,
                                                      const variable<T, Device>& recurrent_kernel,
                                                      const variable<T, Device>& bias,
                                                      const std::array<tensor<T, Device>, 1>* initial,
                                                      const tensor<T, Device>* keep, const tensor<T, Device>* state_keep) {
     return detail::gru_forward<T, ReturnSequences, State, Masked>(x, kernel, recurrent_kernel, bias, Units, initial,
-                                                                  keep, state_keep);
+                                                                  keep, state_keep, options.activation);
   }
   /// Keras's reset_after bias (2, 3 units): the input's and the recurrent product's, zeros unless
   /// bias_initializer says otherwise.

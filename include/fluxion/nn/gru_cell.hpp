@@ -3,7 +3,7 @@
 // (reset), h (candidate), with Keras's reset_after = true (the default since Keras 2.3, cuDNN's
 // and PyTorch's GRU): the reset gate multiplies the candidate's recurrent term after its GEMM,
 //   x_z, x_r, x_h = x W + b_in              h_z, h_r, h_h = h R + b_rec
-//   z = sigmoid(x_z + h_z)   r = sigmoid(x_r + h_r)   c = tanh(x_h + r h_h)
+//   z = sigmoid(x_z + h_z)   r = sigmoid(x_r + h_r)   c = tanh(x_h + r h_h)   (tanh: or relu)
 //   h' = z h + (1 - z) c
 // so a step is one GEMM h R and one cell pass, or on a device, for a small layer, one cell pass
 // that computes h R itself (row_product, nn/recurrent_cell.hpp; as the LSTM's, nn/lstm.hpp). The forward pass keeps z, r, c and h_h for the
@@ -30,6 +30,7 @@ struct gru_cell_forward {
   // zeros (zero_skipped: every step's output) or h_prev (the last output).
   const T* keep = nullptr;
   bool zero_skipped = false;
+  bool relu = false;  // Keras's activation (the candidate's): relu, else tanh
 
   FLUXION_RECURRENT_CELL(
       if (step_skipped(keep, b, steps, t)) {
@@ -50,7 +51,7 @@ struct gru_cell_forward {
       const V z = cell_sigmoid(V(cell_load<V>(p) + rz(0)));
       const V reset = cell_sigmoid(V(cell_load<V>(p + units) + rz(1)));
       const V hh = rz(2);
-      const V c = cell_tanh(V(cell_load<V>(p + 2 * units) + reset * hh));
+      const V c = cell_activation(relu, V(cell_load<V>(p + 2 * units) + reset * hh));
       const index_t k = b * units + u;
       const V h = z * cell_load<V>(h_prev + k) + (V(T(1)) - z) * c;
       T* row = gates + b * 4 * units + u;
@@ -80,6 +81,7 @@ struct gru_cell_backward {
   index_t units, steps, t, dy_steps, dy_t;
   const T* keep = nullptr;  // Keras's mask, as the forward pass's
   bool zero_skipped = false;
+  bool relu = false;  // the activation, as the forward pass's
 
   FLUXION_RECURRENT_CELL(
       const index_t k = b * units + u;
@@ -102,7 +104,7 @@ struct gru_cell_backward {
       const V z = cell_load<V>(row), reset = cell_load<V>(row + units), c = cell_load<V>(row + 2 * units),
               hh = cell_load<V>(row + 3 * units);
       const V one(T(1));
-      const V dc = dh * (one - z) * (one - c * c);  // through tanh: the candidate's pre-activation
+      const V dc = cell_activation_backward(relu, V(dh * (one - z)), c);  // the candidate's pre-activation
       const V dz = dh * (cell_load<V>(h_prev + k) - c) * z * (one - z);
       const V dr = dc * hh * reset * (one - reset);
       cell_store(dh_direct + k, V(dh * z));

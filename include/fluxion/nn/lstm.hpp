@@ -1,5 +1,6 @@
-// fx::nn::lstm<Units, ReturnSequences>: Keras's LSTM (tanh activation, sigmoid recurrent
-// activation, gates in Keras's order i, f, c, o).
+// fx::nn::lstm<Units, ReturnSequences>: Keras's LSTM (tanh activation, or relu with
+// {.activation = fx::nn::rnn_activation::relu}; sigmoid recurrent activation; gates in Keras's
+// order i, f, c, o).
 //
 //   fx::nn::lstm<32> rnn;                            // the last output: (batch, time, features) -> (batch, 32)
 //   fx::tensor<float> h = rnn(x);
@@ -13,7 +14,7 @@
 // projection of every time step is one GEMM up front, x (batch * time, features) times the kernel
 // plus the bias. Each step is then one GEMM h @ recurrent_kernel and one fused cell pass
 // (nn/lstm_cell.hpp) that adds that step's rows and computes
-//   c = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_c),   h = sigmoid(z_o) * tanh(c)
+//   c = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_c),   h = sigmoid(z_o) * tanh(c)   (tanh: or relu)
 // from the pre-activation z (batch, 4 units), keeping the gates for the backward pass. The state
 // starts at zeros, or at call_with_state's initial h and c (then the first step has its product
 // too, and the backward pass sends dz_0 R^T to h_0 and the carried cell gradient to c_0); the final
@@ -61,13 +62,14 @@ struct lstm_forward_steps {
   T *c, *h, *gates, *y;  // c and h: c_0 .. c_steps and h_0 .. h_steps, each (batch, units)
   index_t batch, units, steps;
   bool every_step;  // ReturnSequences
+  bool relu;        // Keras's activation: relu, else tanh
 
   template <class P>
   FLUXION_HOST_DEVICE lstm_cell_forward<T, P> operator()(index_t t, const P& product) const {
     const index_t bu = batch * units;
     return {product, projected, c + t * bu, gates + t * batch * 4 * units, c + (t + 1) * bu, h + (t + 1) * bu,
             every_step || t == steps - 1 ? y : nullptr, units, steps, t, every_step ? steps : 1, every_step ? t : 0,
-            keep, h + t * bu, every_step};
+            keep, h + t * bu, every_step, relu};
   }
 };
 
@@ -78,24 +80,26 @@ struct lstm_backward_steps {
   T *dc, *dz, *dprojected, *dh_carry;
   index_t batch, units, steps;
   bool every_step;
+  bool relu;
 
   template <class P>
   FLUXION_HOST_DEVICE lstm_cell_backward<T, P> operator()(index_t t, const P& product) const {
     const index_t bu = batch * units, g4 = 4 * units;
     return {gates + t * batch * g4, c + (t + 1) * bu, c + t * bu, dy && (every_step || t == steps - 1) ? dy : nullptr,
             product, dc, dz + t * batch * g4, dprojected, units, steps, t, every_step ? steps : 1,
-            every_step ? t : 0, keep, dh_carry, every_step};
+            every_step ? t : 0, keep, dh_carry, every_step, relu};
   }
 };
 
 /// The whole sequence through the fused cell (Device is not the cpu): projected is (batch * steps,
-/// 4 units), row b * steps + t; r the recurrent kernel's value (units, 4 units).
+/// 4 units), row b * steps + t; r the recurrent kernel's value (units, 4 units); relu Keras's
+/// activation (else tanh).
 // Config: the autodiff settings (core/config.hpp), so that a unit without autodiff has its own copy.
 template <class T, bool ReturnSequences, bool State, class Device, int Config = fluxion::detail::autodiff_config>
 recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, const tensor<T, Device>& r,
                                           index_t batch, index_t steps, index_t units, gradient_tape* tape,
                                           const std::array<tensor<T, Device>, 2>* initial,
-                                          const tensor<T, Device>* keep_mask) {
+                                          const tensor<T, Device>* keep_mask, bool relu) {
   using eval = fluxion::detail::evaluator<Device>;
   const index_t g4 = 4 * units;
   // h_0 .. h_steps and c_0 .. c_steps, each (batch, units); h_0 and c_0 zeros or the initial state.
@@ -108,7 +112,7 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
   run_forward_sequence<Device>(batch, units, steps, 4, hs.mutable_data(), r.data(), zero_start,
                                lstm_forward_steps<T>{projected.data(), keep_mask ? keep.data() : nullptr,
                                                      cs.mutable_data(), hs.mutable_data(), gates.mutable_data(),
-                                                     y.mutable_data(), batch, units, steps, ReturnSequences});
+                                                     y.mutable_data(), batch, units, steps, ReturnSequences, relu});
   recurrent_result<T, Device, 2> result{y, {}};
   if constexpr (State) result.state = {final_state(hs, steps, batch, units), final_state(cs, steps, batch, units)};
   if (!tape) return result;
@@ -125,7 +129,7 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
     });
   } else {
     tape->record(out_id, [tape, out_id, h_id, c_id, projected, r, hs, cs, gates, h0, c0, keep, batch, steps, units,
-                          zero_start](autodiff::gradient_store& store) {
+                          zero_start, relu](autodiff::gradient_store& store) {
       // The store may rehash while we add to it: what it holds is copied out first. Under a mask,
       // h's gradient carried past the steps a row skipped is dh_carry.
       auto [dy, dh_carry, final_h] = sequence_output_gradients<State, T, Device>(
@@ -145,7 +149,7 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
                                                            keep.empty() ? nullptr : keep.data(), dc.mutable_data(),
                                                            dz.mutable_data(), dprojected.mutable_data(),
                                                            keep.empty() ? nullptr : dh_carry.mutable_data(), batch,
-                                                           units, steps, ReturnSequences});
+                                                           units, steps, ReturnSequences, relu});
       // dR = sum over t of h_t^T dz_t: h_0 .. h_{steps-1} and dz are both (steps * batch) rows.
       eval::matmul(true, false, 1, units, g4, steps * batch, hs.data(), &origin, dz.data(), &origin, dr.mutable_data());
       autodiff::tape_sink sink{*tape, store};
@@ -170,15 +174,16 @@ recurrent_result<T, Device, 2> lstm_fused(const tensor<T, Device>& projected, co
 /// and c come back too (Keras's return_state). keep is Keras's mask as T (batch, time): 1 where a
 /// step runs, 0 where a row skips it (its states carried over, its output zeros with
 /// ReturnSequences); nullptr: no mask. state_keep is Keras's recurrent_dropout mask (batch, units),
-/// which the steps' statements apply to the state the recurrent product reads (nullptr: none).
+/// which the steps' statements apply to the state the recurrent product reads (nullptr: none);
+/// activation Keras's.
 template <class T, bool ReturnSequences, bool State = false, bool Masked = false,
           int Config = fluxion::detail::autodiff_config, class Device = cpu>
 recurrent_result<T, Device, 2> lstm_forward(const tensor<T, Device>& e, const variable<T, Device>& kernel,
                                             const variable<T, Device>& recurrent_kernel,
                                             const variable<T, Device>& bias, index_t units,
                                             const std::array<tensor<T, Device>, 2>* initial,
-                                            const tensor<T, Device>* keep = nullptr,
-                                            const tensor<T, Device>* state_keep = nullptr) {
+                                            const tensor<T, Device>* keep, const tensor<T, Device>* state_keep,
+                                            rnn_activation activation) {
   const fluxion::shape& s = e.shape();
   const index_t batch = s[0], steps = s[1], features = s[2];
   // Row b * steps + t holds example b at step t.
@@ -189,7 +194,8 @@ recurrent_result<T, Device, 2> lstm_forward(const tensor<T, Device>& e, const va
     const tensor<T, Device>& h0 = initial ? (*initial)[0] : projected;
     const tensor<T, Device>& c0 = initial ? (*initial)[1] : projected;
     if (batch > 0 && !state_keep && fused_recurrent_applies(tape, projected, r, h0, c0))
-      return lstm_fused<T, ReturnSequences, State, Device, Config>(projected, r, batch, steps, units, tape, initial, keep);
+      return lstm_fused<T, ReturnSequences, State, Device, Config>(projected, r, batch, steps, units, tape, initial, keep,
+                                                                   activation == rnn_activation::relu);
   }
   tensor<T, Device> h = initial ? (*initial)[0] : zeros<T, Device>({batch, units}),
                     c = initial ? (*initial)[1] : zeros<T, Device>({batch, units});
@@ -200,8 +206,10 @@ recurrent_result<T, Device, 2> lstm_forward(const tensor<T, Device>& e, const va
     const tensor<T, Device> z =
         strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1}) + matmul(hr, recurrent_kernel);
     auto gate = [&](index_t k) { return slice(z, {0, k * units}, {batch, units}); };
-    const tensor<T, Device> c_next = fluxion::sigmoid(gate(1)) * c + fluxion::sigmoid(gate(0)) * fluxion::tanh(gate(2));
-    const tensor<T, Device> h_next = fluxion::sigmoid(gate(3)) * fluxion::tanh(c_next);
+    const auto [c_next, h_next] = with_activation(activation, [&](auto act) {
+      const tensor<T, Device> c_new = fluxion::sigmoid(gate(1)) * c + fluxion::sigmoid(gate(0)) * act(gate(2));
+      return std::array<tensor<T, Device>, 2>{c_new, tensor<T, Device>(fluxion::sigmoid(gate(3)) * act(c_new))};
+    });
     if constexpr (Masked) {  // a row that skips the step keeps its states; its output is zeros
       const tensor<T, Device> m = step_keep(*keep, batch, t);
       c = c + m * (c_next - c);
@@ -227,14 +235,14 @@ class lstm : public detail::recurrent_layer<lstm<Units, ReturnSequences, T, Devi
 
   /// The checked input through the layer (detail::recurrent_layer::checked_run).
   template <bool State, bool Masked>
-  static detail::recurrent_result<T, Device, 2> run(const recurrent_options&, const tensor<T, Device>& x,
+  static detail::recurrent_result<T, Device, 2> run(const recurrent_options& options, const tensor<T, Device>& x,
                                                      const variable<T, Device>& kernel,
                                                      const variable<T, Device>& recurrent_kernel,
                                                      const variable<T, Device>& bias,
                                                      const std::array<tensor<T, Device>, 2>* initial,
                                                      const tensor<T, Device>* keep, const tensor<T, Device>* state_keep) {
     return detail::lstm_forward<T, ReturnSequences, State, Masked>(x, kernel, recurrent_kernel, bias, Units, initial,
-                                                                  keep, state_keep);
+                                                                  keep, state_keep, options.activation);
   }
   /// Keras's: bias_initializer's values (zeros), with unit_forget_bias the forget gate's block at
   /// ones (Keras draws the input gate's block, then the cell's and output's).

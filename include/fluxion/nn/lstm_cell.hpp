@@ -30,6 +30,7 @@ struct lstm_cell_forward {
   const T* keep = nullptr;
   const T* h_prev = nullptr;  // (batch, units), read only where keep is given
   bool zero_skipped = false;
+  bool relu = false;  // Keras's activation (the candidate's and the output's): relu, else tanh
 
   FLUXION_RECURRENT_CELL(
       if (step_skipped(keep, b, steps, t)) {
@@ -48,10 +49,11 @@ struct lstm_cell_forward {
         const V pz = cell_load<V>(p + gate * units);
         return r ? V(pz + rz[gate]) : pz;
       };
-      const V i = cell_sigmoid(z(0)), f = cell_sigmoid(z(1)), g = cell_tanh(z(2)), o = cell_sigmoid(z(3));
+      const V i = cell_sigmoid(z(0)), f = cell_sigmoid(z(1)), g = cell_activation(relu, z(2)),
+              o = cell_sigmoid(z(3));
       const index_t k = b * units + u;
       const V c = f * cell_load<V>(c_prev + k) + i * g;
-      const V h = o * cell_tanh(c);
+      const V h = o * cell_activation(relu, c);
       T* row = gates + b * 4 * units + u;
       cell_store(row, i);
       cell_store(row + units, f);
@@ -81,6 +83,7 @@ struct lstm_cell_backward {
   const T* keep = nullptr;  // Keras's mask, as the forward pass's
   T* dh_carry = nullptr;    // (batch, units) where keep is given: h's gradient carried past skipped steps
   bool zero_skipped = false;
+  bool relu = false;  // the activation, as the forward pass's
 
   FLUXION_RECURRENT_CELL(
       const index_t k = b * units + u;
@@ -104,11 +107,11 @@ struct lstm_cell_backward {
       const V i = cell_load<V>(row), f = cell_load<V>(row + units), g = cell_load<V>(row + 2 * units),
               o = cell_load<V>(row + 3 * units);
       const V one(T(1));
-      const V tc = cell_tanh(cell_load<V>(c + k));
-      const V dct = cell_load<V>(dc + k) + dh * o * (one - tc * tc);
+      const V tc = cell_activation(relu, cell_load<V>(c + k));
+      const V dct = cell_load<V>(dc + k) + cell_activation_backward(relu, V(dh * o), tc);
       const V dzi = dct * g * i * (one - i);
       const V dzf = dct * cell_load<V>(c_prev + k) * f * (one - f);
-      const V dzg = dct * i * (one - g * g);
+      const V dzg = cell_activation_backward(relu, V(dct * i), g);
       const V dzo = dh * tc * o * (one - o);
       cell_store(dc + k, V(dct * f));
       cell_store(out, dzi);

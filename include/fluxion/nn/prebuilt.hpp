@@ -40,22 +40,20 @@
                                                                          variable<float>&, float, bool, const E&);
 
 // A recurrent layer's statements (nn::detail::NAME_forward, STATES states) for each
-// ReturnSequences, State (call_with_state) and Masked (Keras's mask); EXTRA, in parentheses, the
-// parameters after the common ones (the SimpleRNN's activation).
-#define FLUXION_NN_PARAMETERS(...) __VA_ARGS__
-#define FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, EXTRA, ...)                                            \
+// ReturnSequences, State (call_with_state) and Masked (Keras's mask).
+#define FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, ...)                                                   \
   EXTERN template nn::detail::recurrent_result<float, cpu, STATES> nn::detail::NAME##_forward<float, __VA_ARGS__>( \
       const tensor<float>&, const variable<float>&, const variable<float>&, const variable<float>&, index_t,       \
-      const std::array<tensor<float>, STATES>*, const tensor<float>*, const tensor<float>* FLUXION_NN_PARAMETERS EXTRA);
-#define FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, NAME, STATES, EXTRA)         \
-  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, EXTRA, false, false, false)  \
-  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, EXTRA, false, false, true)   \
-  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, EXTRA, false, true, false)   \
-  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, EXTRA, false, true, true)    \
-  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, EXTRA, true, false, false)   \
-  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, EXTRA, true, false, true)    \
-  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, EXTRA, true, true, false)    \
-  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, EXTRA, true, true, true)
+      const std::array<tensor<float>, STATES>*, const tensor<float>*, const tensor<float>*, nn::rnn_activation);
+#define FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, NAME, STATES)                \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, false, false, false)          \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, false, false, true)           \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, false, true, false)           \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, false, true, true)            \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, true, false, false)           \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, true, false, true)            \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, true, true, false)            \
+  FLUXION_NN_RECURRENT_FORWARD(EXTERN, NAME, STATES, true, true, true)
 
 #define FLUXION_NN_SPECIALIZATIONS(EXTERN)                                                                          \
   FLUXION_NN_EPILOGUE_SPECIALIZATIONS(EXTERN, nn::detail::identity)                                                \
@@ -75,7 +73,7 @@
                                                                         variable<float>&, index_t, float, bool);  \
   FLUXION_NN_NORM_SPECIALIZATIONS(EXTERN, nn::detail::identity)                                                   \
   FLUXION_NN_NORM_SPECIALIZATIONS(EXTERN, nn::relu)                                                               \
-  FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, lstm, 2, ())                                                       \
+  FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, lstm, 2)                                                           \
   EXTERN template tensor<float> nn::detail::recurrent_input<float>(tensor<float>, const nn::recurrent_options&,     \
                                                                    const nn::detail::dropout_stream&, bool);        \
   EXTERN template tensor<float> nn::detail::recurrent_keep<float>(const tensor<bool>&, bool);                       \
@@ -135,7 +133,7 @@
 // `NO_GRU` leaves out these 14 CPU s of library, and a program with a GRU then compiles them itself
 // (bench/compile/recurrent.cpp with prebuilt kernels: 15.7 CPU s without them, 6.0 with).
 #define FLUXION_NN_GRU_SPECIALIZATIONS(EXTERN)                                                                    \
-  FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, gru, 1, ())
+  FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, gru, 1)
 
 // nn::simple_rnn's statements and fused cell (stop 84), in a source of their own
 // (src/nn_simple_rnn_kernels.cpp) that the library holds only on request, as the activations'
@@ -143,7 +141,7 @@
 // program with a SimpleRNN and prebuilt kernels otherwise compiles them itself
 // (bench/compile/recurrent.cpp, bench/RESULTS-compile.md, stop 84).
 #define FLUXION_NN_SIMPLE_RNN_SPECIALIZATIONS(EXTERN)                                                             \
-  FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, simple_rnn, 1, (, nn::rnn_activation))
+  FLUXION_NN_RECURRENT_SPECIALIZATIONS(EXTERN, simple_rnn, 1)
 
 namespace fluxion {
 #if defined(FLUXION_PREBUILT_NN_SOURCE)

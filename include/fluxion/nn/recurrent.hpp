@@ -202,8 +202,8 @@ struct recurrent_call {
 
 }  // namespace detail
 
-/// The activation of a SimpleRNN's state (Keras's SimpleRNN activation=, PyTorch's nn.RNN
-/// nonlinearity=): tanh (the default) or relu.
+/// Keras's activation of a recurrent layer (activation=; PyTorch's nn.RNN nonlinearity=): tanh (the
+/// default) or relu.
 enum class rnn_activation : unsigned char { tanh, relu };
 
 /// Keras's constructor arguments of LSTM, GRU and SimpleRNN beyond the units and return_sequences,
@@ -211,8 +211,9 @@ enum class rnn_activation : unsigned char { tanh, relu };
 /// `{{.kernel_initializer = fx::nn::initializers::he_uniform(), .kernel_regularizer = fx::nn::regularizers::l2(1e-4)}}`
 /// (Keras's order).
 struct recurrent_options {
-  /// Keras's SimpleRNN activation (PyTorch's nn.RNN nonlinearity): h_t+1 = activation(x_t W + b +
-  /// h_t R), tanh or relu. The SimpleRNN's only: the LSTM and the GRU refuse another than tanh.
+  /// Keras's activation: tanh or relu. The SimpleRNN's h_t+1 = activation(x_t W + b + h_t R)
+  /// (PyTorch's nn.RNN nonlinearity); the LSTM's candidate c and its output o * activation(c); the
+  /// GRU's candidate. The gates keep Keras's recurrent_activation, sigmoid.
   rnn_activation activation = rnn_activation::tanh;
   /// Keras's kernel_initializer (the input projection (features, gates * units)): glorot-uniform.
   initializer kernel_initializer = initializers::glorot_uniform();
@@ -292,6 +293,14 @@ struct recurrent_result {
   tensor<T, Device> output;
   std::array<tensor<T, Device>, States> state;
 };
+
+/// f(act) with Keras's activation as a function of expressions, act(x) being fluxion::tanh(x) or
+/// fluxion::relu(x): a recurrent layer's step statements, written once for both.
+template <class F>
+auto with_activation(rnn_activation activation, const F& f) {
+  if (activation == rnn_activation::relu) return f([](const auto& x) { return fluxion::relu(x); });
+  return f([](const auto& x) { return fluxion::tanh(x); });
+}
 
 /// The step statements of a layer whose one state is h (the GRU's, the SimpleRNN's): h starts at
 /// `initial` (nullptr: zeros), and step t's new state is next(t, hr), hr being h, or h times Keras's
@@ -399,9 +408,6 @@ class recurrent_layer : public layer_base<Derived, T, Device> {
     check_regularizer(layer, "kernel_regularizer", options.kernel_regularizer);
     check_regularizer(layer, "recurrent_regularizer", options.recurrent_regularizer);
     check_regularizer(layer, "bias_regularizer", options.bias_regularizer);
-    if (Gates != 1 && options.activation != rnn_activation::tanh)
-      throw invalid_argument(layer + ": activation = relu is the SimpleRNN's option (fx::nn::simple_rnn); the " +
-                             Derived::base_name + "'s activation is tanh");
   }
 
   /// Checks the (batch, time, features) input e, the initial states (nullptr: zeros) and, with

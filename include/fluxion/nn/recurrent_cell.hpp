@@ -50,6 +50,19 @@ template <class V>
 FLUXION_HOST_DEVICE V cell_relu_backward(const V& g, const V& h) {
   return h > V(0) ? g : V(0);
 }
+/// Keras's activation of the recurrent layers (recurrent_options::activation): relu, else tanh.
+template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V cell_activation(bool relu, const V& x) {
+  return relu ? cell_relu(x) : cell_tanh(x);
+}
+/// g times the activation's derivative, from the activation's value `out`: tanh's 1 - out^2, or
+/// relu's g where out > 0.
+template <class V>
+  requires std::is_floating_point_v<V>
+FLUXION_HOST_DEVICE V cell_activation_backward(bool relu, const V& g, const V& out) {
+  return relu ? cell_relu_backward(g, out) : V(g * (V(1) - out * out));
+}
 template <class V, class T>
   requires(!std::is_floating_point_v<V>)
 FLUXION_ALWAYS_INLINE V cell_load(const T* p) {
@@ -79,6 +92,17 @@ template <class V>
   requires(!std::is_floating_point_v<V>)
 FLUXION_ALWAYS_INLINE V cell_relu_backward(const V& g, const V& h) {
   return xsimd::select(h > V(0), g, V(0));
+}
+template <class V>
+  requires(!std::is_floating_point_v<V>)
+FLUXION_ALWAYS_INLINE V cell_activation(bool relu, const V& x) {
+  return relu ? cell_relu(x) : cell_tanh(x);
+}
+template <class V>
+  requires(!std::is_floating_point_v<V>)
+FLUXION_ALWAYS_INLINE V cell_activation_backward(bool relu, const V& g, const V& out) {
+  using T = typename V::value_type;
+  return relu ? cell_relu_backward(g, out) : V(g * (V(T(1)) - out * out));
 }
 
 /// Defines a member function template over V from one body (`signature` names V): host-only for

@@ -78,7 +78,7 @@ struct simple_rnn_cell_forward {
         recurrent.template columns<V>(b, u, units, 1, &hr);
         a = a + hr;
       }
-      const V h = relu ? cell_relu(a) : cell_tanh(a);
+      const V h = cell_activation(relu, a);
       cell_store(h_next + k, h);
       if (y) cell_store(y + (b * y_steps + y_t) * units + u, h);)
 };
@@ -117,7 +117,7 @@ struct simple_rnn_cell_backward {
         return;
       }
       const V h = cell_load<V>(h_next + k);
-      const V da = relu ? cell_relu_backward(dh, h) : dh * (V(T(1)) - h * h);
+      const V da = cell_activation_backward(relu, dh, h);
       if (keep) cell_store(dh_direct + k, V(T(0)));
       cell_store(drecurrent + k, da);
       cell_store(outp, da);)
@@ -254,9 +254,8 @@ recurrent_result<T, Device, 1> simple_rnn_forward(const tensor<T, Device>& e, co
   return single_state_steps<T, ReturnSequences, State, Masked>(
       batch, steps, units, initial, keep, state_keep, [&](index_t t, const tensor<T, Device>& hr) {
         const tensor<T, Device> p = strided_slice(projected, {t, 0}, {fluxion::end, fluxion::end}, {steps, 1});
-        if (activation == rnn_activation::relu)
-          return tensor<T, Device>(fluxion::relu(p + matmul(hr, recurrent_kernel)));
-        return tensor<T, Device>(fluxion::tanh(p + matmul(hr, recurrent_kernel)));
+        return with_activation(activation,
+                               [&](auto act) { return tensor<T, Device>(act(p + matmul(hr, recurrent_kernel))); });
       });
 }
 }  // namespace detail

@@ -151,8 +151,10 @@ TEST_CASE("cuda simple_rnn: the fused sequence gives the cpu's output and gradie
   check_fused_against_cpu<nn::simple_rnn, float>(1e-5, 2);
 }
 
-TEST_CASE("cuda simple_rnn with activation relu: the fused sequence gives the cpu's output and gradients") {
+TEST_CASE("cuda lstm, gru, simple_rnn with activation relu: the fused sequence gives the cpu's output and gradients") {
   const nn::recurrent_options relu{.activation = nn::rnn_activation::relu};
+  check_fused_against_cpu<nn::lstm, double>(1e-12, 3, 8, relu);
+  check_fused_against_cpu<nn::gru, double>(1e-12, 4, 8, relu);
   check_fused_against_cpu<nn::simple_rnn, double>(1e-12, 2, 8, relu);  // x's rows, then relu(p + h R)
   check_fused_against_cpu<nn::simple_rnn, float>(1e-5, 2, 8, relu);
 }
