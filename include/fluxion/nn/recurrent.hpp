@@ -295,7 +295,11 @@ struct recurrent_result {
 };
 
 /// f(act) with Keras's activation as a function of expressions, act(x) being fluxion::tanh(x) or
-/// fluxion::relu(x): a recurrent layer's step statements, written once for both.
+/// fluxion::relu(x): a recurrent layer's step statements, written once for both and compiled as
+/// two, since the activation is a run-time option. A header-only program with an LSTM or a GRU
+/// compiles 8-9% more for it (nothing with prebuilt kernels, which hold both). One statement type
+/// for both, where(flag, relu(x), tanh(x)), compiled 1-3% more but ran the statements 1.6x slower
+/// with a rank-0 float flag and 10-16x slower with a bool one (stop 85, bench/RESULTS-compile.md).
 template <class F>
 auto with_activation(rnn_activation activation, const F& f) {
   if (activation == rnn_activation::relu) return f([](const auto& x) { return fluxion::relu(x); });
