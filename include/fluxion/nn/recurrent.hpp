@@ -299,7 +299,8 @@ struct recurrent_result {
 /// two, since the activation is a run-time option. A header-only program with an LSTM or a GRU
 /// compiles 8-9% more for it (nothing with prebuilt kernels, which hold both). One statement type
 /// for both, where(flag, relu(x), tanh(x)), compiled 1-3% more but ran the statements 1.6x slower
-/// with a rank-0 float flag and 10-16x slower with a bool one (stop 85, bench/RESULTS-compile.md).
+/// with a rank-0 float flag (10-16x with a bool one, before the cpu evaluator's SIMD rule for a
+/// bool mask; about 1.5x since) (stop 85, bench/RESULTS-compile.md).
 template <class F>
 auto with_activation(rnn_activation activation, const F& f) {
   if (activation == rnn_activation::relu) return f([](const auto& x) { return fluxion::relu(x); });
