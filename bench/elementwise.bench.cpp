@@ -2,6 +2,8 @@
 //   chain: r = a*b + c*d - sin(e)        add: r = a + b
 //   dot:   s = sum(a*b)                  colsum: s = sum over rows of where(y > 0, g, 0), (rows, 256)
 //          (a relu's bias gradient: a reduction of an expression over every axis but the last)
+//   masked: r = where(keep && x > y, x * y, 0) with keep a random bool tensor (a user's mask)
+//   count:  s = sum(cast<float>(x > y))  (an accuracy's count of hits)
 // Peers: xtensor (with xsimd), a hand-written scalar loop, a hand-written xsimd loop and, when
 // found, LibTorch. Every case has the same inputs and writes a fresh result each iteration.
 // Threads: fluxion and LibTorch run with the thread count in the benchmark's name; the hand
@@ -266,6 +268,118 @@ void colsum_loop(benchmark::State& state) {
   report(state, rows * colsum_cols, 2);
 }
 
+// ---- masked: where(keep && x > y, x * y, 0); count: sum(cast<float>(x > y)) ----
+
+struct mask_inputs {
+  fx::tensor<float> x, y;
+  fx::tensor<bool> keep;
+  explicit mask_inputs(fx::index_t n) {
+    fx::random::generator gen{9};
+    x = fx::random::uniform<float>({n}, gen, -1.f, 1.f);
+    y = fx::random::uniform<float>({n}, gen, -1.f, 1.f);
+    keep = fx::random::uniform<float>({n}, gen) < 0.5f;  // random: a branch on it mispredicts half the time
+  }
+};
+
+void masked_fluxion(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  const mask_inputs in(n);
+  for (auto _ : state) {
+    fx::tensor<float> r = fx::where(in.keep && (in.x > in.y), in.x * in.y, 0.f);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, n, 3);
+}
+
+void masked_xtensor(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  const mask_inputs in(n);
+  const std::vector<std::size_t> s{static_cast<std::size_t>(n)};
+  xt::xtensor<float, 1> x = xt::adapt(in.x.to_vector(), s), y = xt::adapt(in.y.to_vector(), s);
+  xt::xtensor<bool, 1> keep = xt::adapt(in.keep.to_vector(), s);
+  for (auto _ : state) {
+    xt::xtensor<float, 1> r = xt::where(keep && (x > y), x * y, 0.f);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, n, 3);
+}
+
+void masked_loop(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  const mask_inputs in(n);
+  const auto x = in.x.to_vector(), y = in.y.to_vector();
+  const auto keep = in.keep.to_vector();
+  std::vector<float> r(x.size());
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < x.size(); ++i) r[i] = keep[i] && x[i] > y[i] ? x[i] * y[i] : 0.f;
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, n, 3);
+}
+
+void count_fluxion(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  const mask_inputs in(n);
+  for (auto _ : state) {
+    fx::tensor<float> s = fx::reduce_sum(fx::cast<float>(in.x > in.y));
+    benchmark::DoNotOptimize(s.data());
+  }
+  report(state, n, 2);
+}
+
+void count_xtensor(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  const mask_inputs in(n);
+  const std::vector<std::size_t> s{static_cast<std::size_t>(n)};
+  xt::xtensor<float, 1> x = xt::adapt(in.x.to_vector(), s), y = xt::adapt(in.y.to_vector(), s);
+  for (auto _ : state) {
+    xt::xtensor<float, 0> r = xt::sum(xt::cast<float>(x > y));
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, n, 2);
+}
+
+void count_loop(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  const mask_inputs in(n);
+  const auto x = in.x.to_vector(), y = in.y.to_vector();
+  for (auto _ : state) {
+    float s = 0.f;
+    for (std::size_t i = 0; i < x.size(); ++i) s += static_cast<float>(x[i] > y[i]);
+    benchmark::DoNotOptimize(s);
+  }
+  report(state, n, 2);
+}
+
+#if FLUXION_BENCH_HAVE_TORCH
+void masked_torch(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  auto x = torch::rand({n}) * 2 - 1, y = torch::rand({n}) * 2 - 1, keep = torch::rand({n}) < 0.5;
+  auto zero = torch::zeros({}, torch::kFloat);
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    auto r = torch::where(keep & (x > y), x * y, zero);
+    benchmark::DoNotOptimize(r.data_ptr());
+  }
+  report(state, n, 3);
+}
+
+void count_torch(benchmark::State& state) {
+  const fx::index_t n = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  auto x = torch::rand({n}) * 2 - 1, y = torch::rand({n}) * 2 - 1;
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    auto r = (x > y).to(torch::kFloat).sum();
+    benchmark::DoNotOptimize(r.data_ptr());
+  }
+  report(state, n, 2);
+}
+#endif
+
 #if FLUXION_BENCH_HAVE_TORCH
 void dot_torch(benchmark::State& state) {
   const fx::index_t n = state.range(0);
@@ -302,6 +416,15 @@ void sizes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "threads"});
   for (std::int64_t n : {16, 1 << 10, 1 << 16, 1 << 20, 1 << 24}) b->Args({n, 1});
 }
+void mask_sizes_threads(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "threads"});
+  for (int th : {1, 2})
+    for (std::int64_t n : {1 << 10, 1 << 16, 1 << 20}) b->Args({n, th});
+}
+void mask_sizes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "threads"});
+  for (std::int64_t n : {1 << 10, 1 << 16, 1 << 20}) b->Args({n, 1});
+}
 void rows_threads(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "threads"});
   for (int th : {1, 2})
@@ -327,9 +450,17 @@ BENCHMARK(dot_loop)->Apply(sizes);
 BENCHMARK(colsum_fluxion)->Apply(rows_threads);
 BENCHMARK(colsum_xtensor)->Apply(rows_only);
 BENCHMARK(colsum_loop)->Apply(rows_only);
+BENCHMARK(masked_fluxion)->Apply(mask_sizes_threads);
+BENCHMARK(masked_xtensor)->Apply(mask_sizes);
+BENCHMARK(masked_loop)->Apply(mask_sizes);
+BENCHMARK(count_fluxion)->Apply(mask_sizes_threads);
+BENCHMARK(count_xtensor)->Apply(mask_sizes);
+BENCHMARK(count_loop)->Apply(mask_sizes);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(chain_torch)->Apply(sizes_threads);
 BENCHMARK(add_torch)->Apply(sizes_threads);
 BENCHMARK(dot_torch)->Apply(sizes_threads);
 BENCHMARK(colsum_torch)->Apply(rows_threads);
+BENCHMARK(masked_torch)->Apply(mask_sizes_threads);
+BENCHMARK(count_torch)->Apply(mask_sizes_threads);
 #endif

@@ -69,6 +69,66 @@ TEST_CASE_TEMPLATE("evaluator: where(mask, x, y) with a bool tensor mask agrees 
   }
 }
 
+namespace evaluator_test {
+
+/// Whether a statement's view takes the SIMD loop for T.
+template <class T, class E>
+constexpr bool simd_statement(const E& e) {
+  return fx::detail::simd::enabled<decltype(e.make_view()), T>::value;
+}
+
+template <class T>
+bool same_value(T got, T want) {
+  return got == want || (std::isnan(got) && std::isnan(want));
+}
+
+}  // namespace evaluator_test
+
+TEST_CASE_TEMPLATE("evaluator: composed masks (and, or, not, is_nan, is_finite, bool tensors) and casts of masks take "
+                   "the SIMD loop and agree with a scalar loop",
+                   T, float, double) {
+  // Stop 86: until then any of these sent the whole statement to the scalar loop, which branches
+  // on each mask value (10-14x slower on a random mask).
+  using evaluator_test::same_value;
+  using evaluator_test::simd_statement;
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  for (fx::index_t n : {1, 7, 16, 17, 33, 100, 40000}) {
+    CAPTURE(n);
+    auto x = test::random_tensor<T>({2, n}, 11), y = test::random_tensor<T>({2, n}, 12);
+    x.mutable_data()[0] = nan;
+    if (n > 1) x.mutable_data()[1] = inf;
+    if (n > 2) y.mutable_data()[2] = -inf;
+    if (n > 3) y.mutable_data()[3] = nan;
+    const fx::tensor<bool> m = test::random_tensor<T>({2, n}, 13) > T(0);
+    const fx::tensor<bool> strided = fx::transpose(test::random_tensor<T>({n, 2}, 14) > T(0));
+    const fx::tensor<bool> column = test::random_tensor<T>({2, 1}, 15) > T(0);
+
+    const auto both = fx::where((x > T(0)) && (y > T(0)), x, y);
+    const auto either = fx::where((x > T(0)) || !(y <= T(0.5)), x * y, T(3));
+    const auto masked = fx::where(m && !fx::is_nan(y) && column, y, T(0));
+    const auto finite = fx::where(fx::is_finite(x * T(2)), x, T(-7));
+    const auto counted = fx::cast<T>(x > y) * T(2) + fx::cast<T>(strided) + fx::cast<T>(x);
+    static_assert(simd_statement<T>(both) && simd_statement<T>(either) && simd_statement<T>(masked) &&
+                  simd_statement<T>(finite) && simd_statement<T>(counted));
+    const fx::tensor<T> r_both = both, r_either = either, r_masked = masked, r_finite = finite, r_counted = counted;
+    const fx::tensor<T> sum = fx::reduce_sum(fx::cast<T>(fx::is_nan(x) || (x < y)), 1);
+    for (fx::index_t r = 0; r < 2; ++r) {
+      T want_sum = 0;
+      for (fx::index_t i = 0; i < n; ++i) {
+        const T a = x(r, i), b = y(r, i);
+        CHECK_MESSAGE(same_value(r_both(r, i), (a > T(0) && b > T(0)) ? a : b), "both " << r << ", " << i);
+        CHECK_MESSAGE(same_value(r_either(r, i), (a > T(0) || !(b <= T(0.5))) ? a * b : T(3)), "either " << r << ", " << i);
+        CHECK_MESSAGE(same_value(r_masked(r, i), (m(r, i) && !std::isnan(b) && column(r, 0)) ? b : T(0)),
+                      "masked " << r << ", " << i);
+        CHECK_MESSAGE(same_value(r_finite(r, i), std::isfinite(a * T(2)) ? a : T(-7)), "finite " << r << ", " << i);
+        CHECK_MESSAGE(same_value(r_counted(r, i), T(a > b) * T(2) + T(strided(r, i)) + a), "counted " << r << ", " << i);
+        want_sum += T(std::isnan(a) || a < b);
+      }
+      CHECK(sum(r) == want_sum);
+    }
+  }
+}
+
 TEST_CASE_TEMPLATE("evaluator: relu's backward with a broadcast bias and a strided gradient", T, float, double) {
   // (batch, rows, cols, channels) + (channels): the pattern of a conv layer's relu backward.
   for (fx::index_t c : {3, 16, 32, 37}) {

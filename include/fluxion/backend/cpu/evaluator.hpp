@@ -5,6 +5,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -52,9 +54,12 @@ struct enabled<binary_view<Op, A, B>, T>
     : std::bool_constant<op<Op>::available && std::is_same_v<typename binary_view<Op, A, B>::value_type, T> &&
                          enabled<A, T>::value && enabled<B, T>::value> {};
 
-/// where(compare(a, b), x, y), the shape of every derivative with a kink (relu, abs, max, clip):
-/// a SIMD select on a SIMD comparison, so a relu's backward pass is as fast as its forward pass
-/// (a scalar loop branches on the sign, and mispredicts half the time).
+/// Masks: bool-valued views evaluated as xsimd::batch_bool<T>, one lane per lane of a T batch.
+/// where(mask, x, y) is a SIMD select and cast<T>(mask) a select of 1 and 0, so the shapes of every
+/// derivative with a kink (relu, abs, max, clip: where(compare(a, b), x, y)), of a user's
+/// where(keep, x, 0.f) on a bool tensor, of where((x > 0) && (y > 0), ...) and of a metric's
+/// cast<double>(p > threshold) keep the whole statement in the SIMD loop. A scalar loop branches on
+/// each value, and mispredicts half the time on random data: 10x slower (stop 86).
 template <class Cmp>
 struct compare_op {
   static constexpr bool available = false;
@@ -79,21 +84,36 @@ FLUXION_SIMD_COMPARE(greater, >)
 FLUXION_SIMD_COMPARE(greater_equal, >=)
 #undef FLUXION_SIMD_COMPARE
 
-template <class Cmp, class A, class B, class X, class Y, class T>
-struct enabled<ternary_view<ops::where, binary_view<Cmp, A, B>, X, Y>, T>
-    : std::bool_constant<compare_op<Cmp>::available &&
-                         std::is_same_v<typename ternary_view<ops::where, binary_view<Cmp, A, B>, X, Y>::value_type, T> &&
-                         enabled<A, T>::value && enabled<B, T>::value && enabled<X, T>::value &&
-                         enabled<Y, T>::value> {};
+/// Whether a view evaluates as a mask of T's lanes. A compare reads two T-valued views; logical
+/// and, or and not read masks; is_nan and is_finite read a T-valued view; a bool tensor is read
+/// byte by byte.
+template <class M, class T>
+struct mask : std::false_type {};
+template <class T>
+struct mask<leaf_view<bool>, T> : std::bool_constant<vector_type_v<T>> {};
+template <class T>
+struct mask<scalar_view<bool>, T> : std::bool_constant<vector_type_v<T>> {};
+template <class Cmp, class A, class B, class T>
+struct mask<binary_view<Cmp, A, B>, T>
+    : std::bool_constant<compare_op<Cmp>::available && enabled<A, T>::value && enabled<B, T>::value> {};
+template <class A, class B, class T>
+struct mask<binary_view<ops::logical_and, A, B>, T> : std::bool_constant<mask<A, T>::value && mask<B, T>::value> {};
+template <class A, class B, class T>
+struct mask<binary_view<ops::logical_or, A, B>, T> : std::bool_constant<mask<A, T>::value && mask<B, T>::value> {};
+template <class A, class T>
+struct mask<unary_view<ops::logical_not, A>, T> : mask<A, T> {};
+template <class A, class T>
+struct mask<unary_view<ops::is_nan, A>, T> : enabled<A, T> {};
+template <class A, class T>
+struct mask<unary_view<ops::is_finite, A>, T> : enabled<A, T> {};
 
-/// where(mask, x, y) with a bool tensor as the mask (a user's where(keep, x, 0.f), Keras's masks): a
-/// SIMD select on the mask's bytes as lanes. Without it the whole statement took the scalar loop
-/// (10-16x slower for a tanh beside it, stop 85).
-template <class X, class Y, class T>
-struct enabled<ternary_view<ops::where, leaf_view<bool>, X, Y>, T>
-    : std::bool_constant<vector_type_v<T> &&
-                         std::is_same_v<typename ternary_view<ops::where, leaf_view<bool>, X, Y>::value_type, T> &&
-                         enabled<X, T>::value && enabled<Y, T>::value> {};
+template <class M, class X, class Y, class T>
+struct enabled<ternary_view<ops::where, M, X, Y>, T>
+    : std::bool_constant<std::is_same_v<typename ternary_view<ops::where, M, X, Y>::value_type, T> &&
+                         mask<M, T>::value && enabled<X, T>::value && enabled<Y, T>::value> {};
+/// cast<T> of a mask (1 or 0), or of a T-valued view (itself).
+template <class A, class T>
+struct enabled<unary_view<ops::cast<T>, A>, T> : std::bool_constant<mask<A, T>::value || enabled<A, T>::value> {};
 
 template <class T>
 batch<T> row(const leaf_view<T>& l, index_t j);
@@ -104,10 +124,10 @@ auto row(const unary_view<Op, A>& v, index_t j);
 template <class Op, class A, class B>
 auto row(const binary_view<Op, A, B>& v, index_t j);
 
-template <class Cmp, class A, class B, class X, class Y>
-auto row(const ternary_view<ops::where, binary_view<Cmp, A, B>, X, Y>& v, index_t j);
-template <class X, class Y>
-auto row(const ternary_view<ops::where, leaf_view<bool>, X, Y>& v, index_t j);
+template <class M, class X, class Y>
+auto row(const ternary_view<ops::where, M, X, Y>& v, index_t j);
+template <class T, class A>
+batch<T> row(const unary_view<ops::cast<T>, A>& v, index_t j);
 template <class T, class I>
 batch<T> row(const gather_view<T, I>& g, index_t j);
 
@@ -116,10 +136,10 @@ template <class Op, class A>
 auto contiguous_row(const unary_view<Op, A>& v, index_t j);
 template <class Op, class A, class B>
 auto contiguous_row(const binary_view<Op, A, B>& v, index_t j);
-template <class Cmp, class A, class B, class X, class Y>
-auto contiguous_row(const ternary_view<ops::where, binary_view<Cmp, A, B>, X, Y>& v, index_t j);
-template <class X, class Y>
-auto contiguous_row(const ternary_view<ops::where, leaf_view<bool>, X, Y>& v, index_t j);
+template <class M, class X, class Y>
+auto contiguous_row(const ternary_view<ops::where, M, X, Y>& v, index_t j);
+template <class T, class A>
+batch<T> contiguous_row(const unary_view<ops::cast<T>, A>& v, index_t j);
 template <class T, class I>
 batch<T> contiguous_row(const gather_view<T, I>& g, index_t j);
 template <class T>
@@ -139,25 +159,25 @@ FLUXION_ALWAYS_INLINE auto contiguous_row(const binary_view<Op, A, B>& v, index_
   return op<Op>::apply(contiguous_row(v.a, j), contiguous_row(v.b, j));
 }
 
-template <class Cmp, class A, class B, class X, class Y>
-FLUXION_ALWAYS_INLINE auto contiguous_row(const ternary_view<ops::where, binary_view<Cmp, A, B>, X, Y>& v, index_t j) {
-  return xsimd::select(compare_op<Cmp>::apply(contiguous_row(v.a.a, j), contiguous_row(v.a.b, j)),
-                       contiguous_row(v.b, j), contiguous_row(v.c, j));
-}
-
-/// Lanes j, j + 1, ... of a bool leaf as a mask of T's lanes: byte k of p (stride inner) true.
-template <class T>
-FLUXION_ALWAYS_INLINE xsimd::batch_bool<T, simd_arch> mask_row(const bool* p, index_t inner, index_t j) {
-  alignas(64) T lanes[batch<T>::size];
-  for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = p[(j + static_cast<index_t>(k)) * inner] ? T(1) : T(0);
-  return batch<T>::load_aligned(lanes) != batch<T>(T(0));
-}
-template <class X, class Y>
-FLUXION_ALWAYS_INLINE auto contiguous_row(const ternary_view<ops::where, leaf_view<bool>, X, Y>& v, index_t j) {
-  const auto x = contiguous_row(v.b, j);
-  using T = typename decltype(x)::value_type;
-  return xsimd::select(mask_row<T>(v.a.data + v.a.base, 1, j), x, contiguous_row(v.c, j));
-}
+/// Lanes j, j + 1, ... of a mask, as batch_bool<T>; C: every leaf is contiguous (contiguous_row).
+template <class T, bool C>
+using mask_batch = xsimd::batch_bool<T, simd_arch>;
+template <class T, bool C>
+mask_batch<T, C> mask_row(const leaf_view<bool>& l, index_t j);
+template <class T, bool C>
+mask_batch<T, C> mask_row(const scalar_view<bool>& s, index_t j);
+template <class T, bool C, class Cmp, class A, class B>
+mask_batch<T, C> mask_row(const binary_view<Cmp, A, B>& v, index_t j);
+template <class T, bool C, class A, class B>
+mask_batch<T, C> mask_row(const binary_view<ops::logical_and, A, B>& v, index_t j);
+template <class T, bool C, class A, class B>
+mask_batch<T, C> mask_row(const binary_view<ops::logical_or, A, B>& v, index_t j);
+template <class T, bool C, class A>
+mask_batch<T, C> mask_row(const unary_view<ops::logical_not, A>& v, index_t j);
+template <class T, bool C, class A>
+mask_batch<T, C> mask_row(const unary_view<ops::is_nan, A>& v, index_t j);
+template <class T, bool C, class A>
+mask_batch<T, C> mask_row(const unary_view<ops::is_finite, A>& v, index_t j);
 
 template <class T>
 FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, index_t j) {
@@ -196,15 +216,115 @@ template <class Op, class A, class B>
 FLUXION_ALWAYS_INLINE auto row(const binary_view<Op, A, B>& v, index_t j) {
   return op<Op>::apply(row(v.a, j), row(v.b, j));
 }
-template <class Cmp, class A, class B, class X, class Y>
-FLUXION_ALWAYS_INLINE auto row(const ternary_view<ops::where, binary_view<Cmp, A, B>, X, Y>& v, index_t j) {
-  return xsimd::select(compare_op<Cmp>::apply(row(v.a.a, j), row(v.a.b, j)), row(v.b, j), row(v.c, j));
+/// A T-valued view's lanes j, j + 1, ...: row, or contiguous_row where C.
+template <bool C, class V>
+FLUXION_ALWAYS_INLINE auto any_row(const V& v, index_t j) {
+  if constexpr (C)
+    return contiguous_row(v, j);
+  else
+    return row(v, j);
 }
-template <class X, class Y>
-FLUXION_ALWAYS_INLINE auto row(const ternary_view<ops::where, leaf_view<bool>, X, Y>& v, index_t j) {
-  const auto x = row(v.b, j);
-  using T = typename decltype(x)::value_type;
-  return xsimd::select(mask_row<T>(v.a.data + v.a.base, v.a.inner, j), x, row(v.c, j));
+
+/// W bools at p (W: the lanes of a batch of T) as a mask: a zero-extending load and a test where the
+/// target has them. The lane-by-lane fallback converts without branching: a branch per lane
+/// mispredicted half the time on a random mask, 10x slower than the select it feeds (stop 86).
+template <class T>
+FLUXION_ALWAYS_INLINE xsimd::batch_bool<T, simd_arch> contiguous_bools(const bool* p) {
+  constexpr std::size_t W = batch<T>::size;
+#if defined(__AVX512F__) || defined(__AVX2__)
+  using M = xsimd::batch_bool<T, simd_arch>;
+#endif
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch> && W == 16) {
+    const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return M(_mm512_test_epi32_mask(x, x));
+  } else if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch> && W == 8) {
+    const __m512i x = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return M(_mm512_test_epi64_mask(x, x));
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, simd_arch> && W == 8) {
+    const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return M(_mm256_castsi256_ps(_mm256_cmpgt_epi32(x, _mm256_setzero_si256())));
+  } else if constexpr (std::is_base_of_v<xsimd::avx2, simd_arch> && W == 4) {
+    std::int32_t word;
+    std::memcpy(&word, p, sizeof word);
+    const __m256i x = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(word));
+    return M(_mm256_castsi256_pd(_mm256_cmpgt_epi64(x, _mm256_setzero_si256())));
+  }
+#endif
+  alignas(64) T lanes[W];
+  for (std::size_t k = 0; k < W; ++k) lanes[k] = static_cast<T>(p[k]);
+  return batch<T>::load_aligned(lanes) != batch<T>(T(0));
+}
+
+template <class T, bool C>
+FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const leaf_view<bool>& l, index_t j) {
+  const bool* p = l.data + l.base;
+  if (C || l.inner == 1) return contiguous_bools<T>(p + j);
+  if (l.inner == 0) return mask_batch<T, C>(*p);
+  alignas(64) T lanes[batch<T>::size];
+  for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = static_cast<T>(p[(j + static_cast<index_t>(k)) * l.inner]);
+  return batch<T>::load_aligned(lanes) != batch<T>(T(0));
+}
+template <class T, bool C>
+FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const scalar_view<bool>& s, index_t) {
+  return mask_batch<T, C>(s.value);
+}
+template <class T, bool C, class Cmp, class A, class B>
+FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const binary_view<Cmp, A, B>& v, index_t j) {
+  return compare_op<Cmp>::apply(any_row<C>(v.a, j), any_row<C>(v.b, j));
+}
+template <class T, bool C, class A, class B>
+FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const binary_view<ops::logical_and, A, B>& v, index_t j) {
+  return mask_row<T, C>(v.a, j) & mask_row<T, C>(v.b, j);
+}
+template <class T, bool C, class A, class B>
+FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const binary_view<ops::logical_or, A, B>& v, index_t j) {
+  return mask_row<T, C>(v.a, j) | mask_row<T, C>(v.b, j);
+}
+template <class T, bool C, class A>
+FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const unary_view<ops::logical_not, A>& v, index_t j) {
+  return !mask_row<T, C>(v.a, j);
+}
+template <class T, bool C, class A>
+FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const unary_view<ops::is_nan, A>& v, index_t j) {
+  return xsimd::isnan(any_row<C>(v.a, j));
+}
+template <class T, bool C, class A>
+FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const unary_view<ops::is_finite, A>& v, index_t j) {
+  const auto x = any_row<C>(v.a, j);
+  return !xsimd::isnan(x - x);  // as ops::is_finite: inf - inf and NaN - NaN are NaN
+}
+
+template <bool C, class M, class X, class Y>
+FLUXION_ALWAYS_INLINE auto where_row(const ternary_view<ops::where, M, X, Y>& v, index_t j) {
+  using T = typename ternary_view<ops::where, M, X, Y>::value_type;
+  return xsimd::select(mask_row<T, C>(v.a, j), any_row<C>(v.b, j), any_row<C>(v.c, j));
+}
+template <bool C, class T, class A>
+FLUXION_ALWAYS_INLINE batch<T> cast_row(const unary_view<ops::cast<T>, A>& v, index_t j) {
+  if constexpr (mask<A, T>::value)
+    return xsimd::select(mask_row<T, C>(v.a, j), batch<T>(T(1)), batch<T>(T(0)));
+  else
+    return any_row<C>(v.a, j);
+}
+template <class M, class X, class Y>
+FLUXION_ALWAYS_INLINE auto row(const ternary_view<ops::where, M, X, Y>& v, index_t j) {
+  return where_row<false>(v, j);
+}
+template <class M, class X, class Y>
+FLUXION_ALWAYS_INLINE auto contiguous_row(const ternary_view<ops::where, M, X, Y>& v, index_t j) {
+  return where_row<true>(v, j);
+}
+template <class T, class A>
+FLUXION_ALWAYS_INLINE batch<T> row(const unary_view<ops::cast<T>, A>& v, index_t j) {
+  return cast_row<false>(v, j);
+}
+template <class T, class A>
+FLUXION_ALWAYS_INLINE batch<T> contiguous_row(const unary_view<ops::cast<T>, A>& v, index_t j) {
+  return cast_row<true>(v, j);
 }
 
 /// SIMD combine for the reductions that have one.
