@@ -6,10 +6,12 @@
 #include <limits>
 #include <vector>
 
-// The CPU evaluator runs where(compare(a, b), x, y) (every kinked derivative: relu, abs, max,
-// clip) with SIMD selects. These check it against a scalar loop: every comparison, NaN on either
-// side, tails around the vector width, a broadcast bias (the relu backward of a dense or conv
-// layer) and a strided (transposed) operand, which take the contiguous, flat and row paths.
+// The CPU evaluator runs where(mask, x, y) (every kinked derivative: relu, abs, max, clip, as
+// where(compare(a, b), x, y); a user's bool tensors; masks composed with &&, ||, !, is_nan and
+// is_finite) and cast<T>(mask) with SIMD selects. These check it against a scalar loop: every
+// comparison, NaN on either side, tails around the vector width, a broadcast bias (the relu backward
+// of a dense or conv layer) and a strided (transposed) operand, which take the contiguous, flat and
+// row paths.
 
 namespace {
 
@@ -105,7 +107,7 @@ TEST_CASE_TEMPLATE("evaluator: composed masks (and, or, not, is_nan, is_finite, 
 
     const auto both = fx::where((x > T(0)) && (y > T(0)), x, y);
     const auto either = fx::where((x > T(0)) || !(y <= T(0.5)), x * y, T(3));
-    const auto masked = fx::where(m && !fx::is_nan(y) && column, y, T(0));
+    const auto masked = fx::where((m && !fx::is_nan(y) && column) || false, y, T(0));  // a bool scalar too
     const auto finite = fx::where(fx::is_finite(x * T(2)), x, T(-7));
     const auto counted = fx::cast<T>(x > y) * T(2) + fx::cast<T>(strided) + fx::cast<T>(x);
     static_assert(simd_statement<T>(both) && simd_statement<T>(either) && simd_statement<T>(masked) &&
