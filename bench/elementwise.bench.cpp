@@ -4,6 +4,7 @@
 //          (a relu's bias gradient: a reduction of an expression over every axis but the last)
 //   masked: r = where(keep && x > y, x * y, 0) with keep a random bool tensor (a user's mask)
 //   count:  s = sum(cast<float>(x > y))  (an accuracy's count of hits)
+//   rowmax: reduce_max(x, -1) and softmax: softmax(x, -1) over 1M floats in rows of `cols` (classes)
 // Peers: xtensor (with xsimd), a hand-written scalar loop, a hand-written xsimd loop and, when
 // found, LibTorch. Every case has the same inputs and writes a fresh result each iteration.
 // Threads: fluxion and LibTorch run with the thread count in the benchmark's name; the hand
@@ -51,6 +52,9 @@ void report(benchmark::State& state, fx::index_t n, int arrays) {
   state.SetItemsProcessed(state.iterations() * n);
   state.SetBytesProcessed(state.iterations() * n * static_cast<std::int64_t>(sizeof(float)) * arrays);
 }
+
+/// rowmax and softmax: this many floats in rows of `cols`.
+constexpr fx::index_t rows_total = 1 << 20;
 
 // ---- chain: a*b + c*d - sin(e) ----
 
@@ -354,6 +358,30 @@ void count_loop(benchmark::State& state) {
 }
 
 #if FLUXION_BENCH_HAVE_TORCH
+void rowmax_torch(benchmark::State& state) {
+  const fx::index_t cols = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  auto x = torch::rand({rows_total / cols, cols}) * 2 - 1;
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    auto r = std::get<0>(x.max(-1));
+    benchmark::DoNotOptimize(r.data_ptr());
+  }
+  report(state, rows_total, 1);
+}
+
+void softmax_torch(benchmark::State& state) {
+  const fx::index_t cols = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  auto x = torch::rand({rows_total / cols, cols}) * 2 - 1;
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    auto r = torch::softmax(x, -1);
+    benchmark::DoNotOptimize(r.data_ptr());
+  }
+  report(state, rows_total, 2);
+}
+
 void masked_torch(benchmark::State& state) {
   const fx::index_t n = state.range(0);
   set_threads(static_cast<int>(state.range(1)));
@@ -379,6 +407,49 @@ void count_torch(benchmark::State& state) {
   report(state, n, 2);
 }
 #endif
+
+// ---- rowmax: reduce_max(x, -1); softmax: softmax(x, -1), 1M floats in rows of `cols` ----
+
+void rowmax_fluxion(benchmark::State& state) {
+  const fx::index_t cols = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  fx::random::generator gen{10};
+  const auto x = fx::random::uniform<float>({rows_total / cols, cols}, gen, -1.f, 1.f);
+  for (auto _ : state) {
+    fx::tensor<float> r = fx::reduce_max(x, -1);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, x.size(), 1);
+}
+
+void softmax_fluxion(benchmark::State& state) {
+  const fx::index_t cols = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  fx::random::generator gen{10};
+  const auto x = fx::random::uniform<float>({rows_total / cols, cols}, gen, -1.f, 1.f);
+  for (auto _ : state) {
+    fx::tensor<float> r = fx::softmax(x);
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, x.size(), 2);
+}
+
+void rowmax_loop(benchmark::State& state) {
+  const fx::index_t cols = state.range(0), rows = rows_total / cols;
+  fx::random::generator gen{10};
+  const auto x = fx::random::uniform<float>({rows, cols}, gen, -1.f, 1.f).to_vector();
+  std::vector<float> r(static_cast<std::size_t>(rows));
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const float* p = x.data() + i * static_cast<std::size_t>(cols);
+      float m = p[0];
+      for (fx::index_t j = 1; j < cols; ++j) m = std::max(m, p[j]);
+      r[i] = m;
+    }
+    benchmark::DoNotOptimize(r.data());
+  }
+  report(state, rows * cols, 1);
+}
 
 #if FLUXION_BENCH_HAVE_TORCH
 void dot_torch(benchmark::State& state) {
@@ -425,6 +496,15 @@ void mask_sizes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "threads"});
   for (std::int64_t n : {1 << 10, 1 << 16, 1 << 20}) b->Args({n, 1});
 }
+void classes_threads(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"cols", "threads"});
+  for (int th : {1, 2})
+    for (std::int64_t cols : {10, 16, 64, 1000}) b->Args({cols, th});
+}
+void classes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"cols", "threads"});
+  for (std::int64_t cols : {10, 16, 64, 1000}) b->Args({cols, 1});
+}
 void rows_threads(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "threads"});
   for (int th : {1, 2})
@@ -456,6 +536,9 @@ BENCHMARK(masked_loop)->Apply(mask_sizes);
 BENCHMARK(count_fluxion)->Apply(mask_sizes_threads);
 BENCHMARK(count_xtensor)->Apply(mask_sizes);
 BENCHMARK(count_loop)->Apply(mask_sizes);
+BENCHMARK(rowmax_fluxion)->Apply(classes_threads);
+BENCHMARK(rowmax_loop)->Apply(classes);
+BENCHMARK(softmax_fluxion)->Apply(classes_threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(chain_torch)->Apply(sizes_threads);
 BENCHMARK(add_torch)->Apply(sizes_threads);
@@ -463,4 +546,6 @@ BENCHMARK(dot_torch)->Apply(sizes_threads);
 BENCHMARK(colsum_torch)->Apply(rows_threads);
 BENCHMARK(masked_torch)->Apply(mask_sizes_threads);
 BENCHMARK(count_torch)->Apply(mask_sizes_threads);
+BENCHMARK(rowmax_torch)->Apply(classes_threads);
+BENCHMARK(softmax_torch)->Apply(classes_threads);
 #endif

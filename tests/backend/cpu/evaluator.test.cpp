@@ -150,6 +150,81 @@ TEST_CASE_TEMPLATE("evaluator: relu's backward with a broadcast bias and a strid
   }
 }
 
+namespace evaluator_test {
+
+/// The sequential combination of each row of `values` (rows of n), from the identity, in order.
+template <class T, class F>
+std::vector<T> rows_in_order(const std::vector<T>& values, fx::index_t n, T identity, F combine) {
+  std::vector<T> out;
+  for (std::size_t r = 0; r * static_cast<std::size_t>(n) < values.size(); ++r) {
+    T acc = identity;
+    for (fx::index_t j = 0; j < n; ++j) acc = combine(acc, values[r * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)]);
+    out.push_back(acc);
+  }
+  return out;
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) return false;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))) return false;
+  return true;
+}
+
+}  // namespace evaluator_test
+
+TEST_CASE_TEMPLATE("evaluator: reductions over short innermost rows (classes) combine each row in order: bitwise a "
+                   "sequential loop, NaN included, for any thread count",
+                   T, float, double) {
+  // Stop 86: rows shorter than four vectors take W rows at a time in the lanes of a batch.
+  using evaluator_test::rows_in_order;
+  using evaluator_test::same_bits;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const T lowest = -std::numeric_limits<T>::infinity(), highest = std::numeric_limits<T>::infinity();
+  auto add = [](T a, T b) { return a + b; };
+  auto mul = [](T a, T b) { return a * b; };
+  auto max = [](T a, T b) { return (a > b || a != a) ? a : b; };
+  auto min = [](T a, T b) { return (a < b || a != a) ? a : b; };
+  const int saved = fx::get_num_threads();
+  // Rows from 4 vectors up sum in several accumulators (a different order), on either path.
+  constexpr fx::index_t W = static_cast<fx::index_t>(fx::detail::simd::batch<T>::size);
+  for (fx::index_t c : {1, 3, 7, 10, 16, 17, 31, 33, 63}) {
+    if (c >= 4 * W) continue;
+    for (fx::index_t n : {1, 5, 16, 37, 300}) {
+      CAPTURE(c);
+      CAPTURE(n);
+      auto x = test::random_tensor<T>({n, c}, 31);
+      if (n * c > 5) x.mutable_data()[5] = nan;
+      const auto xs = x.to_vector();
+      for (int threads : {1, 2}) {
+        fx::set_num_threads(threads);
+        CHECK(same_bits(fx::tensor<T>(fx::reduce_sum(x, -1)).to_vector(), rows_in_order(xs, c, T(0), add)));
+        CHECK(same_bits(fx::tensor<T>(fx::reduce_prod(x, -1)).to_vector(), rows_in_order(xs, c, T(1), mul)));
+        CHECK(same_bits(fx::tensor<T>(fx::reduce_max(x, -1)).to_vector(), rows_in_order(xs, c, lowest, max)));
+        CHECK(same_bits(fx::tensor<T>(fx::reduce_min(x, -1, true)).to_vector(), rows_in_order(xs, c, highest, min)));
+        auto mean = rows_in_order(xs, c, T(0), add);
+        for (auto& v : mean) v /= static_cast<T>(c);
+        CHECK(same_bits(fx::tensor<T>(fx::reduce_mean(x, -1)).to_vector(), mean));
+        // An expression (its values computed with SIMD or scalar ops, which may differ in the last
+        // bit: within a tolerance), a transposed tensor (filled through its strides) and two
+        // innermost axes (bitwise): against the same loop over the materialized values.
+        const auto e_max = fx::tensor<T>(fx::reduce_max(fx::exp(x) * T(0.5) + T(1), -1)).to_vector();
+        const auto e_want = rows_in_order(fx::tensor<T>(fx::exp(x) * T(0.5) + T(1)).to_vector(), c, lowest, max);
+        REQUIRE(e_max.size() == e_want.size());
+        for (std::size_t i = 0; i < e_max.size(); ++i)
+          CHECK((e_max[i] == doctest::Approx(e_want[i]).epsilon(1e-6) || (std::isnan(e_max[i]) && std::isnan(e_want[i]))));
+        const fx::tensor<T> xt = fx::transpose(test::random_tensor<T>({c, n}, 32));
+        CHECK(same_bits(fx::tensor<T>(fx::reduce_sum(xt, -1)).to_vector(),
+                        rows_in_order(fx::tensor<T>(xt + T(0)).to_vector(), c, T(0), add)));
+        const fx::tensor<T> x3 = fx::reshape(x, {n, 1, c});
+        CHECK(same_bits(fx::tensor<T>(fx::reduce_max(x3, {1, 2})).to_vector(), rows_in_order(xs, c, lowest, max)));
+      }
+      fx::set_num_threads(saved);
+    }
+  }
+}
+
 TEST_CASE_TEMPLATE("evaluator: reductions over every axis but the last (per-channel statistics) against a naive loop", T,
                    float, double) {
   // (batch, h, w, c) with c at, below and above the vector width; enough rows for several chunks.

@@ -259,6 +259,35 @@ FLUXION_ALWAYS_INLINE xsimd::batch_bool<T, simd_arch> contiguous_bools(const boo
   return batch<T>::load_aligned(lanes) != batch<T>(T(0));
 }
 
+/// The index batch of gather_lanes: one lane per lane of a batch of T.
+template <class T>
+using lane_index = xsimd::batch<std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>, simd_arch>;
+
+/// p[offsets[k]] in lane k: the gather instruction where the target has one (xsimd 8's gather falls
+/// back to a lane-by-lane insert, several times slower).
+template <class T>
+FLUXION_ALWAYS_INLINE batch<T> gather_lanes(const T* p, const lane_index<T>& offsets) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch> && sizeof(T) == 4) {
+    return _mm512_i32gather_ps(static_cast<__m512i>(offsets), p, 4);
+  } else if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch>) {
+    return _mm512_i64gather_pd(static_cast<__m512i>(offsets), p, 8);
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, simd_arch> && sizeof(T) == 4) {
+    return _mm256_i32gather_ps(p, static_cast<__m256i>(offsets), 4);
+  } else if constexpr (std::is_base_of_v<xsimd::avx2, simd_arch>) {
+    return _mm256_i64gather_pd(p, static_cast<__m256i>(offsets), 8);
+  }
+#endif
+  alignas(64) typename lane_index<T>::value_type at[batch<T>::size];
+  alignas(64) T lanes[batch<T>::size];
+  offsets.store_aligned(at);
+  for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = p[at[k]];
+  return batch<T>::load_aligned(lanes);
+}
+
 template <class T, bool C>
 FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const leaf_view<bool>& l, index_t j) {
   const bool* p = l.data + l.base;
@@ -569,6 +598,27 @@ struct evaluator<cpu> {
         if (lo == 0 && hi == rank - 1 && run_then_kept && reduce_all_but_last<RedOp>(out, view, s)) return;
       }
     }
+    if constexpr (simd::vector_type_v<R> && simd::reduce_op<RedOp>::available) {
+      // Short rows over the innermost axes (a softmax's or a loss's classes, an attention row).
+      if (lo < rank && hi == rank && s.size() > 0) {
+        index_t n_out = 1, n_red = 1;
+        for (int d = 0; d < rank; ++d) (d < lo ? n_out : n_red) *= s[d];
+        // Up to four vectors the general path combines a row in order, as this one does (the same
+        // bits); max and min give the same result in any order, so longer rows take it too.
+        constexpr index_t W = static_cast<index_t>(simd::batch<R>::size);
+        constexpr bool any_order = std::is_same_v<RedOp, ops::reduce_max> || std::is_same_v<RedOp, ops::reduce_min>;
+        if (n_red < (any_order ? 16 : 4) * W && n_out >= W) {
+          View flat = view;
+          shape iter = s;
+          collapse_view(flat, iter);
+          cpu_kernel::reduction_source<R> src{&flat, iter, &cpu_kernel::fill_flat<R, View>};
+          if constexpr (std::is_same_v<View, leaf_view<R>>)
+            if (is_row_major(view, s)) src.direct = view.data + view.offset;
+          reduce_short_rows<RedOp, R>(out, src, n_out, n_red);
+          return;
+        }
+      }
+    }
     if (run_then_kept) {
       // Filled a block at a time, in row-major order, into a small buffer whose rows are combined
       // by code compiled once per element type and operation.
@@ -637,6 +687,51 @@ struct evaluator<cpu> {
   /// buffer: group_norm's per-channel means, 1.6x faster). Rows are combined in fixed chunks, in order
   /// (combine_row_chunks), so the result does not depend on the thread count. False for fewer
   /// columns than a vector.
+  /// A reduction over the innermost axes in rows shorter than four vectors (n_red values each): a
+  /// softmax's or a loss's classes, an attention row. The general path combined each row alone,
+  /// one dependent scalar operation per value (and a branch per value for max and min, which
+  /// mispredicted on random data), and evaluated an expression operand with scalar ops: a softmax
+  /// over 10 classes took 20x its time over long rows (stop 86). Here W rows at a time are combined
+  /// in the lanes of one batch, a gathered column of values at a time: each row's values still in
+  /// order from the identity, as the general path combines a row this short, so the result is
+  /// bitwise the same for the same values. The operand is filled a block of rows at a time with
+  /// SIMD (fill_flat), or read in place. Compiled once per element type and operation.
+  template <class RedOp, class R>
+  static void reduce_short_rows(R* out, const cpu_kernel::reduction_source<R>& src, index_t n_out, index_t n_red) {
+    using B = simd::batch<R>;
+    using I = simd::lane_index<R>;
+    constexpr index_t W = static_cast<index_t>(B::size);
+    const index_t rows_per_block = std::max<index_t>(W, cpu_kernel::fill_block / n_red / W * W);
+    const index_t n_blocks = (n_out + rows_per_block - 1) / rows_per_block;
+    const index_t per_task = std::max<index_t>(1, cpu_kernel::task_elements / (rows_per_block * n_red));
+    const index_t tasks = (n_blocks + per_task - 1) / per_task;
+    alignas(64) typename I::value_type offsets[W];
+    for (index_t k = 0; k < W; ++k) offsets[k] = static_cast<typename I::value_type>(k * n_red);
+    const I lane_rows = I::load_aligned(offsets);
+    auto run = [&](index_t t) {
+      std::vector<R> buf(src.direct ? 0 : static_cast<std::size_t>(rows_per_block * n_red));
+      alignas(64) R lanes[W];
+      for (index_t blk = t * per_task; blk < std::min(n_blocks, (t + 1) * per_task); ++blk) {
+        const index_t r0 = blk * rows_per_block, r1 = std::min(n_out, r0 + rows_per_block);
+        const R* x = src.values(r0 * n_red, r1 * n_red, buf.data());
+        index_t r = r0;
+        for (; r + W <= r1; r += W, x += W * n_red) {
+          B acc(RedOp::template identity<R>());
+          for (index_t j = 0; j < n_red; ++j) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(x + j, lane_rows));
+          acc.store_aligned(lanes);
+          for (index_t k = 0; k < W; ++k) out[r + k] = RedOp::finalize(lanes[k], n_red);
+        }
+        for (; r < r1; ++r, x += n_red) {
+          R acc = RedOp::template identity<R>();
+          for (index_t j = 0; j < n_red; ++j) acc = RedOp::combine(acc, x[j]);
+          out[r] = RedOp::finalize(acc, n_red);
+        }
+      }
+    };
+    if (tasks == 1) run(0);
+    else parallel_for(tasks, run);
+  }
+
   template <class RedOp, class R>
   static bool reduce_rows_buffered(R* out, const cpu_kernel::reduction_source<R>& src, index_t outer, index_t rows,
                                    index_t cols) {
