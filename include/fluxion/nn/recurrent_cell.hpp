@@ -39,29 +39,19 @@ template <class V>
 FLUXION_HOST_DEVICE V cell_tanh(const V& x) {
   return ops::tanh::apply(x);
 }
-template <class V>
-  requires std::is_floating_point_v<V>
-FLUXION_HOST_DEVICE V cell_relu(const V& x) {
-  return ops::relu::apply(x);
-}
-/// relu's gradient from its output h = relu(a): g where h > 0 (a > 0), else 0, as the rule table's.
-template <class V>
-  requires std::is_floating_point_v<V>
-FLUXION_HOST_DEVICE V cell_relu_backward(const V& g, const V& h) {
-  return h > V(0) ? g : V(0);
-}
 /// Keras's activation of the recurrent layers (recurrent_options::activation): relu, else tanh.
 template <class V>
   requires std::is_floating_point_v<V>
 FLUXION_HOST_DEVICE V cell_activation(bool relu, const V& x) {
-  return relu ? cell_relu(x) : cell_tanh(x);
+  return relu ? ops::relu::apply(x) : cell_tanh(x);
 }
 /// g times the activation's derivative, from the activation's value `out`: tanh's 1 - out^2, or
-/// relu's g where out > 0.
+/// relu's g where out > 0 (the input was positive), as the rule table's.
 template <class V>
   requires std::is_floating_point_v<V>
 FLUXION_HOST_DEVICE V cell_activation_backward(bool relu, const V& g, const V& out) {
-  return relu ? cell_relu_backward(g, out) : V(g * (V(1) - out * out));
+  if (relu) return out > V(0) ? g : V(0);
+  return g * (V(1) - out * out);
 }
 template <class V, class T>
   requires(!std::is_floating_point_v<V>)
@@ -85,24 +75,15 @@ FLUXION_ALWAYS_INLINE V cell_tanh(const V& x) {
 }
 template <class V>
   requires(!std::is_floating_point_v<V>)
-FLUXION_ALWAYS_INLINE V cell_relu(const V& x) {
-  return fluxion::detail::simd::op<ops::relu>::apply(x);
-}
-template <class V>
-  requires(!std::is_floating_point_v<V>)
-FLUXION_ALWAYS_INLINE V cell_relu_backward(const V& g, const V& h) {
-  return xsimd::select(h > V(0), g, V(0));
-}
-template <class V>
-  requires(!std::is_floating_point_v<V>)
 FLUXION_ALWAYS_INLINE V cell_activation(bool relu, const V& x) {
-  return relu ? cell_relu(x) : cell_tanh(x);
+  return relu ? fluxion::detail::simd::op<ops::relu>::apply(x) : cell_tanh(x);
 }
 template <class V>
   requires(!std::is_floating_point_v<V>)
 FLUXION_ALWAYS_INLINE V cell_activation_backward(bool relu, const V& g, const V& out) {
   using T = typename V::value_type;
-  return relu ? cell_relu_backward(g, out) : V(g * (V(T(1)) - out * out));
+  if (relu) return xsimd::select(out > V(T(0)), g, V(T(0)));
+  return g * (V(T(1)) - out * out);
 }
 
 /// Defines a member function template over V from one body (`signature` names V): host-only for
