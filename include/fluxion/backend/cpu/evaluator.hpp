@@ -160,24 +160,24 @@ FLUXION_ALWAYS_INLINE auto contiguous_row(const binary_view<Op, A, B>& v, index_
 }
 
 /// Lanes j, j + 1, ... of a mask, as batch_bool<T>; C: every leaf is contiguous (contiguous_row).
-template <class T, bool C>
+template <class T>
 using mask_batch = xsimd::batch_bool<T, simd_arch>;
 template <class T, bool C>
-mask_batch<T, C> mask_row(const leaf_view<bool>& l, index_t j);
+mask_batch<T> mask_row(const leaf_view<bool>& l, index_t j);
 template <class T, bool C>
-mask_batch<T, C> mask_row(const scalar_view<bool>& s, index_t j);
+mask_batch<T> mask_row(const scalar_view<bool>& s, index_t j);
 template <class T, bool C, class Cmp, class A, class B>
-mask_batch<T, C> mask_row(const binary_view<Cmp, A, B>& v, index_t j);
+mask_batch<T> mask_row(const binary_view<Cmp, A, B>& v, index_t j);
 template <class T, bool C, class A, class B>
-mask_batch<T, C> mask_row(const binary_view<ops::logical_and, A, B>& v, index_t j);
+mask_batch<T> mask_row(const binary_view<ops::logical_and, A, B>& v, index_t j);
 template <class T, bool C, class A, class B>
-mask_batch<T, C> mask_row(const binary_view<ops::logical_or, A, B>& v, index_t j);
+mask_batch<T> mask_row(const binary_view<ops::logical_or, A, B>& v, index_t j);
 template <class T, bool C, class A>
-mask_batch<T, C> mask_row(const unary_view<ops::logical_not, A>& v, index_t j);
+mask_batch<T> mask_row(const unary_view<ops::logical_not, A>& v, index_t j);
 template <class T, bool C, class A>
-mask_batch<T, C> mask_row(const unary_view<ops::is_nan, A>& v, index_t j);
+mask_batch<T> mask_row(const unary_view<ops::is_nan, A>& v, index_t j);
 template <class T, bool C, class A>
-mask_batch<T, C> mask_row(const unary_view<ops::is_finite, A>& v, index_t j);
+mask_batch<T> mask_row(const unary_view<ops::is_finite, A>& v, index_t j);
 
 template <class T>
 FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, index_t j) {
@@ -228,11 +228,18 @@ FLUXION_ALWAYS_INLINE auto any_row(const V& v, index_t j) {
 /// W bools at p (W: the lanes of a batch of T) as a mask: a zero-extending load and a test where the
 /// target has them. The lane-by-lane fallback converts without branching: a branch per lane
 /// mispredicted half the time on a random mask, 10x slower than the select it feeds (stop 86).
+/// W bools at p, inner apart, as a mask: converted lane by lane, without a branch.
 template <class T>
-FLUXION_ALWAYS_INLINE xsimd::batch_bool<T, simd_arch> contiguous_bools(const bool* p) {
-  constexpr std::size_t W = batch<T>::size;
+FLUXION_ALWAYS_INLINE mask_batch<T> strided_bools(const bool* p, index_t inner) {
+  alignas(64) T lanes[batch<T>::size];
+  for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = static_cast<T>(p[static_cast<index_t>(k) * inner]);
+  return batch<T>::load_aligned(lanes) != batch<T>(T(0));
+}
+template <class T>
+FLUXION_ALWAYS_INLINE mask_batch<T> contiguous_bools(const bool* p) {
 #if defined(__AVX512F__) || defined(__AVX2__)
-  using M = xsimd::batch_bool<T, simd_arch>;
+  constexpr std::size_t W = batch<T>::size;
+  using M = mask_batch<T>;
 #endif
 #if defined(__AVX512F__)
   if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch> && W == 16) {
@@ -254,9 +261,7 @@ FLUXION_ALWAYS_INLINE xsimd::batch_bool<T, simd_arch> contiguous_bools(const boo
     return M(_mm256_castsi256_pd(_mm256_cmpgt_epi64(x, _mm256_setzero_si256())));
   }
 #endif
-  alignas(64) T lanes[W];
-  for (std::size_t k = 0; k < W; ++k) lanes[k] = static_cast<T>(p[k]);
-  return batch<T>::load_aligned(lanes) != batch<T>(T(0));
+  return strided_bools<T>(p, 1);
 }
 
 /// The index batch of gather_lanes: one lane per lane of a batch of T.
@@ -289,40 +294,38 @@ FLUXION_ALWAYS_INLINE batch<T> gather_lanes(const T* p, const lane_index<T>& off
 }
 
 template <class T, bool C>
-FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const leaf_view<bool>& l, index_t j) {
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const leaf_view<bool>& l, index_t j) {
   const bool* p = l.data + l.base;
   if (C || l.inner == 1) return contiguous_bools<T>(p + j);
-  if (l.inner == 0) return mask_batch<T, C>(*p);
-  alignas(64) T lanes[batch<T>::size];
-  for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = static_cast<T>(p[(j + static_cast<index_t>(k)) * l.inner]);
-  return batch<T>::load_aligned(lanes) != batch<T>(T(0));
+  if (l.inner == 0) return mask_batch<T>(*p);
+  return strided_bools<T>(p + j * l.inner, l.inner);
 }
 template <class T, bool C>
-FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const scalar_view<bool>& s, index_t) {
-  return mask_batch<T, C>(s.value);
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const scalar_view<bool>& s, index_t) {
+  return mask_batch<T>(s.value);
 }
 template <class T, bool C, class Cmp, class A, class B>
-FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const binary_view<Cmp, A, B>& v, index_t j) {
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const binary_view<Cmp, A, B>& v, index_t j) {
   return compare_op<Cmp>::apply(any_row<C>(v.a, j), any_row<C>(v.b, j));
 }
 template <class T, bool C, class A, class B>
-FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const binary_view<ops::logical_and, A, B>& v, index_t j) {
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const binary_view<ops::logical_and, A, B>& v, index_t j) {
   return mask_row<T, C>(v.a, j) & mask_row<T, C>(v.b, j);
 }
 template <class T, bool C, class A, class B>
-FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const binary_view<ops::logical_or, A, B>& v, index_t j) {
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const binary_view<ops::logical_or, A, B>& v, index_t j) {
   return mask_row<T, C>(v.a, j) | mask_row<T, C>(v.b, j);
 }
 template <class T, bool C, class A>
-FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const unary_view<ops::logical_not, A>& v, index_t j) {
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const unary_view<ops::logical_not, A>& v, index_t j) {
   return !mask_row<T, C>(v.a, j);
 }
 template <class T, bool C, class A>
-FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const unary_view<ops::is_nan, A>& v, index_t j) {
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const unary_view<ops::is_nan, A>& v, index_t j) {
   return xsimd::isnan(any_row<C>(v.a, j));
 }
 template <class T, bool C, class A>
-FLUXION_ALWAYS_INLINE mask_batch<T, C> mask_row(const unary_view<ops::is_finite, A>& v, index_t j) {
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const unary_view<ops::is_finite, A>& v, index_t j) {
   const auto x = any_row<C>(v.a, j);
   return !xsimd::isnan(x - x);  // as ops::is_finite: inf - inf and NaN - NaN are NaN
 }
@@ -598,38 +601,30 @@ struct evaluator<cpu> {
         if (lo == 0 && hi == rank - 1 && run_then_kept && reduce_all_but_last<RedOp>(out, view, s)) return;
       }
     }
+    index_t outer = 1, rows = 1, cols = 1;  // the reduced run in the middle, cols == 1 where innermost
+    for (int d = 0; d < rank; ++d) (d < lo ? outer : d < hi ? rows : cols) *= s[d];
+    // Short rows over the innermost axes (a softmax's or a loss's classes, an attention row). Up to
+    // four vectors the general path combines a row in order, as reduce_short_rows does (the same
+    // bits); max and min give the same result in any order, so longer rows take it too.
+    bool short_rows = false;
     if constexpr (simd::vector_type_v<R> && simd::reduce_op<RedOp>::available) {
-      // Short rows over the innermost axes (a softmax's or a loss's classes, an attention row).
-      if (lo < rank && hi == rank && s.size() > 0) {
-        index_t n_out = 1, n_red = 1;
-        for (int d = 0; d < rank; ++d) (d < lo ? n_out : n_red) *= s[d];
-        // Up to four vectors the general path combines a row in order, as this one does (the same
-        // bits); max and min give the same result in any order, so longer rows take it too.
-        constexpr index_t W = static_cast<index_t>(simd::batch<R>::size);
-        constexpr bool any_order = std::is_same_v<RedOp, ops::reduce_max> || std::is_same_v<RedOp, ops::reduce_min>;
-        if (n_red < (any_order ? 16 : 4) * W && n_out >= W) {
-          View flat = view;
-          shape iter = s;
-          collapse_view(flat, iter);
-          cpu_kernel::reduction_source<R> src{&flat, iter, &cpu_kernel::fill_flat<R, View>};
-          if constexpr (std::is_same_v<View, leaf_view<R>>)
-            if (is_row_major(view, s)) src.direct = view.data + view.offset;
-          reduce_short_rows<RedOp, R>(out, src, n_out, n_red);
-          return;
-        }
-      }
+      constexpr index_t W = static_cast<index_t>(simd::batch<R>::size);
+      constexpr bool any_order = std::is_same_v<RedOp, ops::reduce_max> || std::is_same_v<RedOp, ops::reduce_min>;
+      short_rows = lo < rank && hi == rank && s.size() > 0 && rows < (any_order ? 16 : 4) * W && outer >= W;
     }
-    if (run_then_kept) {
+    if (run_then_kept || short_rows) {
       // Filled a block at a time, in row-major order, into a small buffer whose rows are combined
       // by code compiled once per element type and operation.
-      index_t outer = 1, rows = 1, cols = 1;
-      for (int d = 0; d < rank; ++d) (d < lo ? outer : d < hi ? rows : cols) *= s[d];
       View flat = view;
       shape iter = s;
       collapse_view(flat, iter);  // merge what memory allows into long rows
       cpu_kernel::reduction_source<R> src{&flat, iter, &cpu_kernel::fill_flat<R, View>};
       if constexpr (std::is_same_v<View, leaf_view<R>>)
         if (is_row_major(view, s)) src.direct = view.data + view.offset;  // no copy into the buffer
+      if (short_rows) {
+        reduce_short_rows<RedOp, R>(out, src, outer, rows);
+        return;
+      }
       if (reduce_rows_buffered<RedOp, R>(out, src, outer, rows, cols)) return;
     }
     View v = view;
