@@ -621,9 +621,11 @@ struct evaluator<cpu> {
       cpu_kernel::reduction_source<R> src{&flat, iter, &cpu_kernel::fill_flat<R, View>};
       if constexpr (std::is_same_v<View, leaf_view<R>>)
         if (is_row_major(view, s)) src.direct = view.data + view.offset;  // no copy into the buffer
-      if (short_rows) {
-        reduce_short_rows<RedOp, R>(out, src, outer, rows);
-        return;
+      if constexpr (simd::vector_type_v<R> && simd::reduce_op<RedOp>::available) {
+        if (short_rows) {
+          reduce_short_rows<RedOp, R>(out, src, outer, rows);
+          return;
+        }
       }
       if (reduce_rows_buffered<RedOp, R>(out, src, outer, rows, cols)) return;
     }
