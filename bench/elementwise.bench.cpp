@@ -5,6 +5,8 @@
 //   masked: r = where(keep && x > y, x * y, 0) with keep a random bool tensor (a user's mask)
 //   count:  s = sum(cast<float>(x > y))  (an accuracy's count of hits)
 //   rowmax: reduce_max(x, -1) and softmax: softmax(x, -1) over 1M floats in rows of `cols` (classes)
+//   xent:   sparse softmax cross entropy of 1M logits in rows of `cols` and its gradient with respect
+//           to the logits (a classifier's loss step): a tape, LibTorch's autograd
 // Peers: xtensor (with xsimd), a hand-written scalar loop, a hand-written xsimd loop and, when
 // found, LibTorch. Every case has the same inputs and writes a fresh result each iteration.
 // Threads: fluxion and LibTorch run with the thread count in the benchmark's name; the hand
@@ -13,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #define XTENSOR_USE_XSIMD 1
@@ -382,6 +385,19 @@ void softmax_torch(benchmark::State& state) {
   report(state, rows_total, 2);
 }
 
+void xent_torch(benchmark::State& state) {
+  const fx::index_t cols = state.range(0), rows = rows_total / cols;
+  set_threads(static_cast<int>(state.range(1)));
+  auto x = (torch::rand({rows, cols}) * 2 - 1).requires_grad_(true);
+  auto labels = torch::randint(cols, {rows}, torch::kLong);
+  for (auto _ : state) {
+    auto loss = torch::nn::functional::cross_entropy(x, labels);
+    auto g = torch::autograd::grad({loss}, {x})[0];
+    benchmark::DoNotOptimize(g.data_ptr());
+  }
+  report(state, rows_total, 2);
+}
+
 void masked_torch(benchmark::State& state) {
   const fx::index_t n = state.range(0);
   set_threads(static_cast<int>(state.range(1)));
@@ -432,6 +448,24 @@ void softmax_fluxion(benchmark::State& state) {
     benchmark::DoNotOptimize(r.data());
   }
   report(state, x.size(), 2);
+}
+
+void xent_fluxion(benchmark::State& state) {
+  const fx::index_t cols = state.range(0), rows = rows_total / cols;
+  set_threads(static_cast<int>(state.range(1)));
+  fx::random::generator gen{10};
+  const auto x = fx::random::uniform<float>({rows, cols}, gen, -1.f, 1.f);
+  const fx::tensor<std::int32_t> labels = fx::cast<std::int32_t>(fx::random::uniform<float>({rows}, gen, 0.f, float(cols) - 0.5f));
+  auto pass = [&] {
+    fx::gradient_tape tape;
+    tape.watch(x);
+    const fx::tensor<float> loss = fx::losses::sparse_softmax_cross_entropy(x, labels);
+    return tape.gradient(loss, x);
+  };
+  // Each row of the gradient sums to zero (softmax minus one-hot, over rows): the pass is real.
+  if (!fx::all(fx::abs(fx::reduce_sum(pass(), -1)) < 1e-6f)) state.SkipWithError("fluxion: the gradient is wrong");
+  for (auto _ : state) benchmark::DoNotOptimize(pass().data());
+  report(state, rows_total, 2);
 }
 
 void rowmax_loop(benchmark::State& state) {
@@ -539,6 +573,7 @@ BENCHMARK(count_loop)->Apply(mask_sizes);
 BENCHMARK(rowmax_fluxion)->Apply(classes_threads);
 BENCHMARK(rowmax_loop)->Apply(classes);
 BENCHMARK(softmax_fluxion)->Apply(classes_threads);
+BENCHMARK(xent_fluxion)->Apply(classes_threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(chain_torch)->Apply(sizes_threads);
 BENCHMARK(add_torch)->Apply(sizes_threads);
@@ -548,4 +583,5 @@ BENCHMARK(masked_torch)->Apply(mask_sizes_threads);
 BENCHMARK(count_torch)->Apply(mask_sizes_threads);
 BENCHMARK(rowmax_torch)->Apply(classes_threads);
 BENCHMARK(softmax_torch)->Apply(classes_threads);
+BENCHMARK(xent_torch)->Apply(classes_threads);
 #endif

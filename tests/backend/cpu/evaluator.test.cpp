@@ -1,5 +1,6 @@
 #include "../../test_util.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -356,5 +357,117 @@ TEST_CASE("evaluator: statements over short broadcast rows (the row odometer acr
         }
         CHECK(v(b, j) == doctest::Approx(want_v).epsilon(1e-4));
       }
+  }
+}
+
+TEST_CASE_TEMPLATE("evaluator: statements over short rows run flat in lanes: per-row, per-column, transposed, reversed "
+                   "and bool operands as a naive loop, for any thread count",
+                   T, float, double) {
+  // Stop 87: a rank-2 statement with rows under four vectors walks its elements flat, each leaf
+  // read at every lane's (row, column): a load, a broadcast or a gather. Rows of 1 to 4W values,
+  // tails, tasks that start inside a row (n * c over 32768), and destinations that are not
+  // row-major (concat, pad), which keep the row path.
+  constexpr fx::index_t W = static_cast<fx::index_t>(fx::detail::simd::batch<T>::size);
+  const int saved = fx::get_num_threads();
+  const T tol = std::is_same_v<T, float> ? T(1e-6) : T(1e-14);
+  for (fx::index_t c : std::initializer_list<fx::index_t>{2, 3, 7, 10, W - 1, W, W + 1, 2 * W + 3, 4 * W - 1, 4 * W}) {
+    for (fx::index_t n : {1, 5, 37, 5000}) {
+      CAPTURE(c);
+      CAPTURE(n);
+      auto x = test::random_tensor<T>({n, c}, 61), m = test::random_tensor<T>({n, 1}, 62);
+      auto bias = test::random_tensor<T>({c}, 63);
+      const fx::tensor<T> xt = fx::transpose(test::random_tensor<T>({c, n}, 64));
+      const fx::tensor<bool> keep = test::random_tensor<T>({n, c}, 65) > T(0);
+      const fx::tensor<bool> row_keep = test::random_tensor<T>({n, 1}, 66) > T(0);
+      std::vector<T> first[3];
+      for (int threads : {1, 2}) {
+        fx::set_num_threads(threads);
+        const fx::tensor<T> e = fx::exp(x - m);
+        const fx::tensor<T> w = fx::where(keep && x > bias, x * m, xt);
+        const fx::tensor<T> r = fx::where(row_keep, x, bias) + fx::reverse(x, 1) * T(2);
+        const fx::tensor<T> joined = fx::concat({fx::tensor<T>(x * m), fx::tensor<T>(bias + m)}, 1);
+        for (fx::index_t i = 0; i < n; ++i)
+          for (fx::index_t j = 0; j < c; ++j) {
+            const T want_e = std::exp(x(i, j) - m(i, 0));
+            const T want_w = (keep(i, j) && x(i, j) > bias(j)) ? x(i, j) * m(i, 0) : xt(i, j);
+            const T want_r = (row_keep(i, 0) ? x(i, j) : bias(j)) + x(i, c - 1 - j) * T(2);
+            if (std::abs(e(i, j) - want_e) > tol * want_e || w(i, j) != want_w || r(i, j) != want_r ||
+                joined(i, j) != x(i, j) * m(i, 0) || joined(i, c + j) != bias(j) + m(i, 0)) {
+              FAIL_CHECK("at (" << i << ", " << j << "): exp " << e(i, j) << " want " << want_e << ", where " << w(i, j)
+                                << " want " << want_w << ", reverse " << r(i, j) << " want " << want_r);
+              fx::set_num_threads(saved);
+              return;
+            }
+          }
+        // The same values as a reduction's operand (its fill), and the same bits for any thread count.
+        const fx::tensor<T> sums = fx::reduce_sum(fx::exp(x - m), -1), maxes = fx::reduce_max(x * m + bias, -1);
+        for (fx::index_t i = 0; i < n; ++i) {
+          T want_sum = 0, want_max = -std::numeric_limits<T>::infinity();
+          for (fx::index_t j = 0; j < c; ++j) {
+            want_sum += std::exp(x(i, j) - m(i, 0));
+            want_max = std::max(want_max, x(i, j) * m(i, 0) + bias(j));
+          }
+          CHECK(sums(i) == doctest::Approx(want_sum).epsilon(1e-5));
+          CHECK(maxes(i) == doctest::Approx(want_max).epsilon(tol));  // the compiler may fuse x * m + b
+        }
+        const std::vector<T> got[3] = {e.to_vector(), w.to_vector(), sums.to_vector()};
+        for (int k = 0; k < 3; ++k) {
+          if (threads == 1) first[k] = got[k];
+          else CHECK(evaluator_test::same_bits(got[k], first[k]));
+        }
+      }
+      fx::set_num_threads(saved);
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("evaluator: integer compares (one_hot, labels against labels) take the SIMD loop and agree with a "
+                   "naive loop",
+                   T, float, double) {
+  // Stop 87: int32 with float and int64 with double compare in the lanes of T's mask; an integer
+  // of the other width keeps the scalar loop. Labels outside [0, classes) give a row of zeros.
+  using I = std::conditional_t<std::is_same_v<T, float>, std::int32_t, std::int64_t>;
+  using fx::detail::leaf_view;
+  using fx::detail::iota_view;
+  static_assert(fx::detail::simd::mask<fx::detail::binary_view<fx::ops::equal, leaf_view<I>, iota_view<I>>, T>::value);
+  static_assert(!fx::detail::simd::mask<fx::detail::binary_view<fx::ops::equal, leaf_view<std::int16_t>,
+                                                                iota_view<std::int16_t>>, T>::value);
+  static_assert(!fx::detail::simd::mask<fx::detail::binary_view<fx::ops::less, leaf_view<std::uint32_t>,
+                                                                leaf_view<std::uint32_t>>, float>::value);
+  constexpr fx::index_t W = static_cast<fx::index_t>(fx::detail::simd::batch<T>::size);
+  for (fx::index_t c : std::initializer_list<fx::index_t>{1, 3, 10, W, W + 3, 4 * W + 1, 100}) {
+    for (fx::index_t n : {1, 7, 3000}) {
+      CAPTURE(c);
+      CAPTURE(n);
+      std::vector<I> raw(static_cast<std::size_t>(n)), other(static_cast<std::size_t>(n));
+      for (fx::index_t i = 0; i < n; ++i) {
+        raw[static_cast<std::size_t>(i)] = static_cast<I>((i * 7 + 3) % (c + 2)) - 1;  // -1 and c: out of range
+        other[static_cast<std::size_t>(i)] = static_cast<I>((i * 5) % (c + 2)) - 1;
+      }
+      fx::tensor<I> labels(fx::shape{n}), others(fx::shape{n});
+      std::copy(raw.begin(), raw.end(), labels.mutable_data());
+      std::copy(other.begin(), other.end(), others.mutable_data());
+      auto x = test::random_tensor<T>({n, c}, 71);
+      const fx::tensor<T> hot = fx::one_hot<T>(labels, c);
+      const fx::tensor<T> hot_first = fx::one_hot<T>(labels, c, T(2), T(-1), 0);  // (c, n): the new axis first
+      const fx::tensor<T> picked = fx::where(fx::expand_dims(labels, -1) == fx::iota_expr<I, fx::cpu>{{}, {n, c}, 1}, x, T(0));
+      const fx::tensor<T> same = fx::where(labels < others, fx::reduce_sum(x, -1), T(-1));
+      const fx::tensor<T> sums = fx::reduce_sum(fx::one_hot<T>(labels, c) * x, -1);
+      for (fx::index_t i = 0; i < n; ++i) {
+        const I l = raw[static_cast<std::size_t>(i)];
+        T want_sum = 0;
+        for (fx::index_t j = 0; j < c; ++j) {
+          const bool on = l == j;
+          if (hot(i, j) != (on ? T(1) : T(0)) || hot_first(j, i) != (on ? T(2) : T(-1)) || picked(i, j) != (on ? x(i, j) : T(0))) {
+            FAIL_CHECK("at (" << i << ", " << j << "), label " << l << ": one_hot " << hot(i, j) << ", axis 0 "
+                              << hot_first(j, i) << ", picked " << picked(i, j));
+            return;
+          }
+          want_sum += on ? x(i, j) : T(0);
+        }
+        CHECK(sums(i) == doctest::Approx(want_sum));
+        CHECK(same(i) == (l < other[static_cast<std::size_t>(i)] ? doctest::Approx(fx::tensor<T>(fx::reduce_sum(x, -1))(i)) : doctest::Approx(-1)));
+      }
+    }
   }
 }

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -93,9 +95,29 @@ template <class T>
 struct mask<leaf_view<bool>, T> : std::bool_constant<vector_type_v<T>> {};
 template <class T>
 struct mask<scalar_view<bool>, T> : std::bool_constant<vector_type_v<T>> {};
+/// Integer operands of a compare: a tensor of integers, an axis's coordinate (iota) or a constant,
+/// signed and as wide as T (int32 with float, int64 with double), so that lane k of the comparison
+/// is lane k of T's mask. one_hot(labels, classes), where(expand_dims(labels) == iota, 1, 0), and
+/// the sparse cross entropy and its gradient built on it ran scalar (stop 87).
+template <class I, class T>
+inline constexpr bool int_lane_type_v =
+    std::is_integral_v<I> && std::is_signed_v<I> && sizeof(I) == sizeof(T) && vector_type_v<T>;
+template <class V, class T>
+struct int_lanes : std::false_type {};
+template <class I, class T>
+struct int_lanes<leaf_view<I>, T> : std::bool_constant<int_lane_type_v<I, T>> {};
+template <class I, class T>
+struct int_lanes<iota_view<I>, T> : std::bool_constant<int_lane_type_v<I, T>> {};
+template <class I, class T>
+struct int_lanes<scalar_view<I>, T> : std::bool_constant<int_lane_type_v<I, T>> {};
+template <class A, class B, class T>
+inline constexpr bool int_compare_v = int_lanes<A, T>::value && int_lanes<B, T>::value &&
+                                      std::is_same_v<typename A::value_type, typename B::value_type>;
+
 template <class Cmp, class A, class B, class T>
 struct mask<binary_view<Cmp, A, B>, T>
-    : std::bool_constant<compare_op<Cmp>::available && enabled<A, T>::value && enabled<B, T>::value> {};
+    : std::bool_constant<compare_op<Cmp>::available &&
+                         ((enabled<A, T>::value && enabled<B, T>::value) || int_compare_v<A, B, T>)> {};
 template <class A, class B, class T>
 struct mask<binary_view<ops::logical_and, A, B>, T> : std::bool_constant<mask<A, T>::value && mask<B, T>::value> {};
 template <class A, class B, class T>
@@ -115,19 +137,58 @@ struct enabled<ternary_view<ops::where, M, X, Y>, T>
 template <class A, class T>
 struct enabled<unary_view<ops::cast<T>, A>, T> : std::bool_constant<mask<A, T>::value || enabled<A, T>::value> {};
 
+/// The lanes of a statement over short rows, walked flat (lanes_span): W consecutive elements of a
+/// (rows, cols) iteration, lane k at row[k], column col[k]. Lane 0 is at (row0, col0), flat index
+/// `flat`; `one_row` says every lane is in that row (col0 + W <= cols), so a leaf's lanes are a
+/// run of its row; `whole`, that a row-major leaf's lanes are a run of W. A statement that
+/// broadcasts a per-row value along rows of 10 classes ran its rows one by one, each shorter than
+/// a vector: scalar (stop 87).
+template <class T>
+using lane_index = xsimd::batch<std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>, simd_arch>;
+template <class T>
+struct lane_cursor {
+  lane_index<T> row, col;
+  index_t flat, row0, col0, cols;
+  bool one_row;
+  bool whole;  // lanes flat, flat + 1, ... all in the statement; else a clamped tail
+};
+
+/// The memory leaves of a view that a lane cursor can read (-1 where one cannot: a gather, whose
+/// rows, an embedding's, the row path reads as runs). A statement over one leaf collapses to one
+/// row unless the leaf is strided, so only two or more take the lanes path (runs_in_lanes): the
+/// statements that broadcast.
+template <class V>
+struct lanes_leaves : std::integral_constant<int, 1> {};
+template <class T>
+struct lanes_leaves<scalar_view<T>> : std::integral_constant<int, 0> {};
+template <class T, class I>
+struct lanes_leaves<gather_view<T, I>> : std::integral_constant<int, -1> {};
+inline constexpr int lanes_sum(int a, int b) { return a < 0 || b < 0 ? -1 : a + b; }
+template <class Op, class A>
+struct lanes_leaves<unary_view<Op, A>> : lanes_leaves<A> {};
+template <class Op, class A, class B>
+struct lanes_leaves<binary_view<Op, A, B>> : std::integral_constant<int, lanes_sum(lanes_leaves<A>::value, lanes_leaves<B>::value)> {};
+template <class Op, class A, class B, class C>
+struct lanes_leaves<ternary_view<Op, A, B, C>>
+    : std::integral_constant<int, lanes_sum(lanes_sum(lanes_leaves<A>::value, lanes_leaves<B>::value), lanes_leaves<C>::value)> {};
+template <class V>
+struct lanes_ready : std::bool_constant<(lanes_leaves<V>::value >= 2)> {};
+
+// Lanes j, j + 1, ... of a row (j: an index, after seek()), or the lanes of a cursor.
 template <class T>
 batch<T> row(const leaf_view<T>& l, index_t j);
 template <class T>
-batch<T> row(const scalar_view<T>& s, index_t);
-template <class Op, class A>
-auto row(const unary_view<Op, A>& v, index_t j);
-template <class Op, class A, class B>
-auto row(const binary_view<Op, A, B>& v, index_t j);
-
-template <class M, class X, class Y>
-auto row(const ternary_view<ops::where, M, X, Y>& v, index_t j);
-template <class T, class A>
-batch<T> row(const unary_view<ops::cast<T>, A>& v, index_t j);
+batch<T> row(const leaf_view<T>& l, const lane_cursor<T>& c);
+template <class T, class J>
+batch<T> row(const scalar_view<T>& s, const J&);
+template <class Op, class A, class J>
+auto row(const unary_view<Op, A>& v, const J& j);
+template <class Op, class A, class B, class J>
+auto row(const binary_view<Op, A, B>& v, const J& j);
+template <class M, class X, class Y, class J>
+auto row(const ternary_view<ops::where, M, X, Y>& v, const J& j);
+template <class T, class A, class J>
+batch<T> row(const unary_view<ops::cast<T>, A>& v, const J& j);
 template <class T, class I>
 batch<T> row(const gather_view<T, I>& g, index_t j);
 
@@ -159,25 +220,63 @@ FLUXION_ALWAYS_INLINE auto contiguous_row(const binary_view<Op, A, B>& v, index_
   return op<Op>::apply(contiguous_row(v.a, j), contiguous_row(v.b, j));
 }
 
-/// Lanes j, j + 1, ... of a mask, as batch_bool<T>; C: every leaf is contiguous (contiguous_row).
+/// Lanes of a mask, as batch_bool<T>, at j (an index or a cursor, as row); C: every leaf is
+/// contiguous (contiguous_row).
 template <class T>
 using mask_batch = xsimd::batch_bool<T, simd_arch>;
 template <class T, bool C>
 mask_batch<T> mask_row(const leaf_view<bool>& l, index_t j);
 template <class T, bool C>
-mask_batch<T> mask_row(const scalar_view<bool>& s, index_t j);
-template <class T, bool C, class Cmp, class A, class B>
-mask_batch<T> mask_row(const binary_view<Cmp, A, B>& v, index_t j);
-template <class T, bool C, class A, class B>
-mask_batch<T> mask_row(const binary_view<ops::logical_and, A, B>& v, index_t j);
-template <class T, bool C, class A, class B>
-mask_batch<T> mask_row(const binary_view<ops::logical_or, A, B>& v, index_t j);
-template <class T, bool C, class A>
-mask_batch<T> mask_row(const unary_view<ops::logical_not, A>& v, index_t j);
-template <class T, bool C, class A>
-mask_batch<T> mask_row(const unary_view<ops::is_nan, A>& v, index_t j);
-template <class T, bool C, class A>
-mask_batch<T> mask_row(const unary_view<ops::is_finite, A>& v, index_t j);
+mask_batch<T> mask_row(const leaf_view<bool>& l, const lane_cursor<T>& c);
+template <class T, bool C, class J>
+mask_batch<T> mask_row(const scalar_view<bool>& s, const J& j);
+template <class T, bool C, class Cmp, class A, class B, class J>
+mask_batch<T> mask_row(const binary_view<Cmp, A, B>& v, const J& j);
+template <class T, bool C, class A, class B, class J>
+mask_batch<T> mask_row(const binary_view<ops::logical_and, A, B>& v, const J& j);
+template <class T, bool C, class A, class B, class J>
+mask_batch<T> mask_row(const binary_view<ops::logical_or, A, B>& v, const J& j);
+template <class T, bool C, class A, class J>
+mask_batch<T> mask_row(const unary_view<ops::logical_not, A>& v, const J& j);
+template <class T, bool C, class A, class J>
+mask_batch<T> mask_row(const unary_view<ops::is_nan, A>& v, const J& j);
+template <class T, bool C, class A, class J>
+mask_batch<T> mask_row(const unary_view<ops::is_finite, A>& v, const J& j);
+
+/// p[offsets[k]] in lane k: the gather instruction where the target has one (xsimd 8's gather falls
+/// back to a lane-by-lane insert, several times slower).
+template <class T>
+FLUXION_ALWAYS_INLINE batch<T> gather_lanes(const T* p, const lane_index<T>& offsets) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch> && sizeof(T) == 4) {
+    return _mm512_i32gather_ps(static_cast<__m512i>(offsets), p, 4);
+  } else if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch>) {
+    return _mm512_i64gather_pd(static_cast<__m512i>(offsets), p, 8);
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, simd_arch> && sizeof(T) == 4) {
+    return _mm256_i32gather_ps(p, static_cast<__m256i>(offsets), 4);
+  } else if constexpr (std::is_base_of_v<xsimd::avx2, simd_arch>) {
+    return _mm256_i64gather_pd(p, static_cast<__m256i>(offsets), 8);
+  }
+#endif
+  alignas(64) typename lane_index<T>::value_type at[batch<T>::size];
+  alignas(64) T lanes[batch<T>::size];
+  offsets.store_aligned(at);
+  for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = p[at[k]];
+  return batch<T>::load_aligned(lanes);
+}
+
+/// Each lane's offset in a leaf whose (row, column) strides are (so, si).
+template <class T>
+FLUXION_ALWAYS_INLINE lane_index<T> lane_offsets(const lane_cursor<T>& c, index_t so, index_t si) {
+  using I = lane_index<T>;
+  using E = typename I::value_type;
+  const I r = so == 0 ? I(E(0)) : so == 1 ? c.row : c.row * I(static_cast<E>(so));
+  if (si == 0) return r;
+  return si == 1 ? r + c.col : r + c.col * I(static_cast<E>(si));
+}
 
 template <class T>
 FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, index_t j) {
@@ -188,8 +287,31 @@ FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, index_t j) {
   for (std::size_t k = 0; k < batch<T>::size; ++k) tmp[k] = p[(j + static_cast<index_t>(k)) * l.inner];
   return batch<T>::load_aligned(tmp);
 }
+/// The lanes at a cursor of memory laid out with (row, column) strides (so, si) that are neither a
+/// run nor one value: a gather. Out of line, once per element type: inlined into every statement's
+/// loop it cost each program's build 2% (stop 87).
 template <class T>
-FLUXION_ALWAYS_INLINE batch<T> row(const scalar_view<T>& s, index_t) {
+FLUXION_NOINLINE batch<T> gathered_lanes(const T* p, index_t so, index_t si, const lane_cursor<T>& c) {
+  if (so == 0 && si == 0) return batch<T>(*p);
+  return gather_lanes(p, lane_offsets(c, so, si));
+}
+/// The lanes at a cursor: a load where they are a run (a row-major operand, or one row's run), a
+/// broadcast where they are one value, else gathered_lanes.
+template <class T>
+FLUXION_ALWAYS_INLINE batch<T> lanes_of(const T* p, index_t so, index_t si, const lane_cursor<T>& c) {
+  if (c.whole && si == 1 && so == c.cols) return batch<T>::load_unaligned(p + c.flat);
+  if (c.one_row && (si == 0 || si == 1)) {
+    const T* q = p + c.row0 * so + c.col0 * si;
+    return si == 1 ? batch<T>::load_unaligned(q) : batch<T>(*q);
+  }
+  return gathered_lanes(p, so, si, c);
+}
+template <class T>
+FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, const lane_cursor<T>& c) {
+  return lanes_of(l.data + l.offset, l.strides[0], l.strides[1], c);
+}
+template <class T, class J>
+FLUXION_ALWAYS_INLINE batch<T> row(const scalar_view<T>& s, const J&) {
   return batch<T>(s.value);
 }
 template <class T, class I>
@@ -208,33 +330,33 @@ template <class T, class I>
 FLUXION_ALWAYS_INLINE batch<T> contiguous_row(const gather_view<T, I>& g, index_t j) {
   return row(g, j);
 }
-template <class Op, class A>
-FLUXION_ALWAYS_INLINE auto row(const unary_view<Op, A>& v, index_t j) {
+template <class Op, class A, class J>
+FLUXION_ALWAYS_INLINE auto row(const unary_view<Op, A>& v, const J& j) {
   return op<Op>::apply(row(v.a, j));
 }
-template <class Op, class A, class B>
-FLUXION_ALWAYS_INLINE auto row(const binary_view<Op, A, B>& v, index_t j) {
+template <class Op, class A, class B, class J>
+FLUXION_ALWAYS_INLINE auto row(const binary_view<Op, A, B>& v, const J& j) {
   return op<Op>::apply(row(v.a, j), row(v.b, j));
 }
-/// A T-valued view's lanes j, j + 1, ...: row, or contiguous_row where C.
-template <bool C, class V>
-FLUXION_ALWAYS_INLINE auto any_row(const V& v, index_t j) {
+/// A T-valued view's lanes at j: row, or contiguous_row where C.
+template <bool C, class V, class J>
+FLUXION_ALWAYS_INLINE auto any_row(const V& v, const J& j) {
   if constexpr (C)
     return contiguous_row(v, j);
   else
     return row(v, j);
 }
 
-/// W bools at p (W: the lanes of a batch of T) as a mask: a zero-extending load and a test where the
-/// target has them. The lane-by-lane fallback converts without branching: a branch per lane
-/// mispredicted half the time on a random mask, 10x slower than the select it feeds (stop 86).
-/// W bools at p, inner apart, as a mask: converted lane by lane, without a branch.
+/// W bools at p, inner apart, as a mask: converted lane by lane, without a branch (a branch per
+/// lane mispredicted half the time on a random mask, 10x slower than the select it feeds: stop 86).
 template <class T>
 FLUXION_ALWAYS_INLINE mask_batch<T> strided_bools(const bool* p, index_t inner) {
   alignas(64) T lanes[batch<T>::size];
   for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = static_cast<T>(p[static_cast<index_t>(k) * inner]);
   return batch<T>::load_aligned(lanes) != batch<T>(T(0));
 }
+/// W bools at p (W: the lanes of a batch of T) as a mask: a zero-extending load and a test where the
+/// target has them, else strided_bools.
 template <class T>
 FLUXION_ALWAYS_INLINE mask_batch<T> contiguous_bools(const bool* p) {
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -264,33 +386,56 @@ FLUXION_ALWAYS_INLINE mask_batch<T> contiguous_bools(const bool* p) {
   return strided_bools<T>(p, 1);
 }
 
-/// The index batch of gather_lanes: one lane per lane of a batch of T.
+/// The integer lanes of int_lanes operands, at j (an index or a cursor, as row).
 template <class T>
-using lane_index = xsimd::batch<std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>, simd_arch>;
-
-/// p[offsets[k]] in lane k: the gather instruction where the target has one (xsimd 8's gather falls
-/// back to a lane-by-lane insert, several times slower).
-template <class T>
-FLUXION_ALWAYS_INLINE batch<T> gather_lanes(const T* p, const lane_index<T>& offsets) {
-#if defined(__AVX512F__)
-  if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch> && sizeof(T) == 4) {
-    return _mm512_i32gather_ps(static_cast<__m512i>(offsets), p, 4);
-  } else if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch>) {
-    return _mm512_i64gather_pd(static_cast<__m512i>(offsets), p, 8);
+FLUXION_ALWAYS_INLINE lane_index<T> lane_steps() {  // 0, 1, ..., W - 1
+  using E = typename lane_index<T>::value_type;
+  alignas(64) E k[batch<T>::size];
+  for (std::size_t i = 0; i < batch<T>::size; ++i) k[i] = static_cast<E>(i);
+  return lane_index<T>::load_aligned(k);
+}
+template <class T, bool C, class I>
+FLUXION_ALWAYS_INLINE lane_index<T> int_row(const leaf_view<I>& l, index_t j) {
+  using E = typename lane_index<T>::value_type;
+  const E* p = reinterpret_cast<const E*>(l.data + l.base);  // I and E: signed, of one width
+  if (C || l.inner == 1) return lane_index<T>::load_unaligned(p + j);
+  if (l.inner == 0) return lane_index<T>(*p);
+  alignas(64) E tmp[batch<T>::size];
+  for (std::size_t k = 0; k < batch<T>::size; ++k) tmp[k] = p[(j + static_cast<index_t>(k)) * l.inner];
+  return lane_index<T>::load_aligned(tmp);
+}
+template <class T, bool C, class I>
+FLUXION_ALWAYS_INLINE lane_index<T> int_row(const leaf_view<I>& l, const lane_cursor<T>& c) {
+  using E = typename lane_index<T>::value_type;
+  const E* p = reinterpret_cast<const E*>(l.data + l.offset);
+  const index_t so = l.strides[0], si = l.strides[1];
+  if (c.whole && si == 1 && so == c.cols) return lane_index<T>::load_unaligned(p + c.flat);
+  if (c.one_row && (si == 0 || si == 1)) {
+    const E* q = p + c.row0 * so + c.col0 * si;
+    return si == 1 ? lane_index<T>::load_unaligned(q) : lane_index<T>(*q);
   }
-#endif
-#if defined(__AVX2__)
-  if constexpr (std::is_base_of_v<xsimd::avx2, simd_arch> && sizeof(T) == 4) {
-    return _mm256_i32gather_ps(p, static_cast<__m256i>(offsets), 4);
-  } else if constexpr (std::is_base_of_v<xsimd::avx2, simd_arch>) {
-    return _mm256_i64gather_pd(p, static_cast<__m256i>(offsets), 8);
-  }
-#endif
-  alignas(64) typename lane_index<T>::value_type at[batch<T>::size];
-  alignas(64) T lanes[batch<T>::size];
-  offsets.store_aligned(at);
-  for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = p[at[k]];
-  return batch<T>::load_aligned(lanes);
+  // T's gather moves the integers' bits unchanged.
+  return xsimd::bitwise_cast<lane_index<T>>(gather_lanes(reinterpret_cast<const T*>(p), lane_offsets(c, so, si)));
+}
+template <class T, bool C, class I>
+FLUXION_ALWAYS_INLINE lane_index<T> int_row(const iota_view<I>& l, index_t j) {
+  using E = typename lane_index<T>::value_type;
+  const lane_index<T> first(static_cast<E>(l.base + j * l.inner));
+  return l.inner == 1 ? first + lane_steps<T>() : first + lane_steps<T>() * lane_index<T>(static_cast<E>(l.inner));
+}
+template <class T, bool C, class I>
+FLUXION_ALWAYS_INLINE lane_index<T> int_row(const iota_view<I>& l, const lane_cursor<T>& c) {
+  using E = typename lane_index<T>::value_type;
+  return lane_index<T>(static_cast<E>(l.offset)) + lane_offsets(c, l.strides[0], l.strides[1]);
+}
+template <class T, bool C, class I, class J>
+FLUXION_ALWAYS_INLINE lane_index<T> int_row(const scalar_view<I>& s, const J&) {
+  return lane_index<T>(static_cast<typename lane_index<T>::value_type>(s.value));
+}
+/// A mask of integer lanes as the mask of T's lanes (the same lanes, the same register width).
+template <class T, class M>
+FLUXION_ALWAYS_INLINE mask_batch<T> lane_mask(const M& m) {
+  return mask_batch<T>(std::bit_cast<typename mask_batch<T>::register_type>(static_cast<typename M::register_type>(m)));
 }
 
 template <class T, bool C>
@@ -300,58 +445,77 @@ FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const leaf_view<bool>& l, index_t j
   if (l.inner == 0) return mask_batch<T>(*p);
   return strided_bools<T>(p + j * l.inner, l.inner);
 }
+/// A bool tensor's lanes at a cursor: as row(leaf_view, cursor), byte by byte where gathered.
 template <class T, bool C>
-FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const scalar_view<bool>& s, index_t) {
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const leaf_view<bool>& l, const lane_cursor<T>& c) {
+  const bool* p = l.data + l.offset;
+  const index_t so = l.strides[0], si = l.strides[1];
+  if (c.whole && si == 1 && so == c.cols) return contiguous_bools<T>(p + c.flat);
+  if (c.one_row && (si == 0 || si == 1)) {
+    const bool* q = p + c.row0 * so + c.col0 * si;
+    return si == 1 ? contiguous_bools<T>(q) : mask_batch<T>(*q);
+  }
+  alignas(64) typename lane_index<T>::value_type at[batch<T>::size];
+  alignas(64) T lanes[batch<T>::size];
+  lane_offsets(c, so, si).store_aligned(at);
+  for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = static_cast<T>(p[at[k]]);
+  return batch<T>::load_aligned(lanes) != batch<T>(T(0));
+}
+template <class T, bool C, class J>
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const scalar_view<bool>& s, const J&) {
   return mask_batch<T>(s.value);
 }
-template <class T, bool C, class Cmp, class A, class B>
-FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const binary_view<Cmp, A, B>& v, index_t j) {
-  return compare_op<Cmp>::apply(any_row<C>(v.a, j), any_row<C>(v.b, j));
+template <class T, bool C, class Cmp, class A, class B, class J>
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const binary_view<Cmp, A, B>& v, const J& j) {
+  if constexpr (int_compare_v<A, B, T>)
+    return lane_mask<T>(compare_op<Cmp>::apply(int_row<T, C>(v.a, j), int_row<T, C>(v.b, j)));
+  else
+    return compare_op<Cmp>::apply(any_row<C>(v.a, j), any_row<C>(v.b, j));
 }
-template <class T, bool C, class A, class B>
-FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const binary_view<ops::logical_and, A, B>& v, index_t j) {
+template <class T, bool C, class A, class B, class J>
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const binary_view<ops::logical_and, A, B>& v, const J& j) {
   return mask_row<T, C>(v.a, j) & mask_row<T, C>(v.b, j);
 }
-template <class T, bool C, class A, class B>
-FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const binary_view<ops::logical_or, A, B>& v, index_t j) {
+template <class T, bool C, class A, class B, class J>
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const binary_view<ops::logical_or, A, B>& v, const J& j) {
   return mask_row<T, C>(v.a, j) | mask_row<T, C>(v.b, j);
 }
-template <class T, bool C, class A>
-FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const unary_view<ops::logical_not, A>& v, index_t j) {
+template <class T, bool C, class A, class J>
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const unary_view<ops::logical_not, A>& v, const J& j) {
   return !mask_row<T, C>(v.a, j);
 }
-template <class T, bool C, class A>
-FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const unary_view<ops::is_nan, A>& v, index_t j) {
+template <class T, bool C, class A, class J>
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const unary_view<ops::is_nan, A>& v, const J& j) {
   return xsimd::isnan(any_row<C>(v.a, j));
 }
-template <class T, bool C, class A>
-FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const unary_view<ops::is_finite, A>& v, index_t j) {
+template <class T, bool C, class A, class J>
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const unary_view<ops::is_finite, A>& v, const J& j) {
   const auto x = any_row<C>(v.a, j);
   return !xsimd::isnan(x - x);  // as ops::is_finite: inf - inf and NaN - NaN are NaN
 }
 
-template <bool C, class M, class X, class Y>
-FLUXION_ALWAYS_INLINE auto where_row(const ternary_view<ops::where, M, X, Y>& v, index_t j) {
+template <bool C, class M, class X, class Y, class J>
+FLUXION_ALWAYS_INLINE auto where_row(const ternary_view<ops::where, M, X, Y>& v, const J& j) {
   using T = typename ternary_view<ops::where, M, X, Y>::value_type;
   return xsimd::select(mask_row<T, C>(v.a, j), any_row<C>(v.b, j), any_row<C>(v.c, j));
 }
-template <bool C, class T, class A>
-FLUXION_ALWAYS_INLINE batch<T> cast_row(const unary_view<ops::cast<T>, A>& v, index_t j) {
+template <bool C, class T, class A, class J>
+FLUXION_ALWAYS_INLINE batch<T> cast_row(const unary_view<ops::cast<T>, A>& v, const J& j) {
   if constexpr (mask<A, T>::value)
     return xsimd::select(mask_row<T, C>(v.a, j), batch<T>(T(1)), batch<T>(T(0)));
   else
     return any_row<C>(v.a, j);
 }
-template <class M, class X, class Y>
-FLUXION_ALWAYS_INLINE auto row(const ternary_view<ops::where, M, X, Y>& v, index_t j) {
+template <class M, class X, class Y, class J>
+FLUXION_ALWAYS_INLINE auto row(const ternary_view<ops::where, M, X, Y>& v, const J& j) {
   return where_row<false>(v, j);
 }
 template <class M, class X, class Y>
 FLUXION_ALWAYS_INLINE auto contiguous_row(const ternary_view<ops::where, M, X, Y>& v, index_t j) {
   return where_row<true>(v, j);
 }
-template <class T, class A>
-FLUXION_ALWAYS_INLINE batch<T> row(const unary_view<ops::cast<T>, A>& v, index_t j) {
+template <class T, class A, class J>
+FLUXION_ALWAYS_INLINE batch<T> row(const unary_view<ops::cast<T>, A>& v, const J& j) {
   return cast_row<false>(v, j);
 }
 template <class T, class A>
@@ -398,6 +562,10 @@ namespace cpu_kernel {
 /// Elements per task: large enough to amortize scheduling, small enough to balance two cores.
 inline constexpr index_t task_elements = 32768;
 
+/// Rows shorter than this many vectors run flat in lanes (runs_in_lanes). At four, a softmax over
+/// 64 classes ran as fast either way (stop 87).
+inline constexpr index_t lanes_cols = 4;
+
 /// Calls f(j0, len) for the parts of rows covering flat range [begin, end) of `iter`, after
 /// seeking `v` to each row.
 template <class V, class F>
@@ -441,6 +609,93 @@ void contiguous_span(T* FLUXION_RESTRICT o, const View& v, index_t j0, index_t e
   const index_t body = j0 + (end - j0) / W * W;
   contiguous_rows(o, v, j0, body);
   for (index_t j = body; j < end; ++j) o[j] = static_cast<T>(v.row(j));
+}
+
+/// The lane cursor at flat element i of a (rows, cols) iteration, lanes i, i + 1, ...; lanes at or
+/// past `end` read element end - 1 (a tail: no lane reads past the statement, and no load takes
+/// a run of W). Compiled once per element type.
+template <class T>
+simd::lane_cursor<T> cursor_at(index_t i, index_t cols, index_t end) {
+  using I = simd::lane_index<T>;
+  using E = typename I::value_type;
+  constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
+  alignas(64) E rows[W], cs[W];
+  for (index_t k = 0; k < W; ++k) {
+    const index_t at = std::min(i + k, end - 1);
+    rows[k] = static_cast<E>(at / cols);
+    cs[k] = static_cast<E>(at % cols);
+  }
+  const bool whole = i + W <= end;
+  return {I::load_aligned(rows), I::load_aligned(cs), i, i / cols, i % cols, cols, whole && i % cols + W <= cols, whole};
+}
+
+/// The cursor W elements on, for a whole vector.
+template <class T>
+FLUXION_ALWAYS_INLINE void advance(simd::lane_cursor<T>& c) {
+  using I = simd::lane_index<T>;
+  using E = typename I::value_type;
+  constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
+  const index_t step_rows = W / c.cols, step_cols = W % c.cols;
+  const I cols(static_cast<E>(c.cols));
+  c.row += I(static_cast<E>(step_rows));
+  c.col += I(static_cast<E>(step_cols));
+  const auto wrap = c.col >= cols;
+  c.col = xsimd::select(wrap, c.col - cols, c.col);
+  c.row = xsimd::select(wrap, c.row + I(E(1)), c.row);
+  c.flat += W;
+  c.row0 += step_rows;
+  c.col0 += step_cols;
+  if (c.col0 >= c.cols) {
+    c.col0 -= c.cols;
+    ++c.row0;
+  }
+  c.one_row = c.col0 + W <= c.cols;
+}
+
+/// out[i] = v(i) for flat elements [b, e) of a (rows, cols) iteration, walked flat with a lane
+/// cursor (simd::lane_cursor): the statements runs_in_lanes admits. The last vector, short of W,
+/// is evaluated on clamped lanes and stored in part: one copy of the loop body per statement.
+template <class T, class View>
+void lanes_span(T* FLUXION_RESTRICT o, const View& v, index_t cols, index_t b, index_t e) {
+  constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
+  simd::lane_cursor<T> c = cursor_at<T>(b, cols, e);
+  for (index_t i = b; i < e; i += W) {
+    const simd::batch<T> x = simd::row(v, c);
+    if (i + W <= e) {
+      x.store_unaligned(o + i);
+      if (i + 2 * W <= e) advance(c);
+      else if (i + W < e) c = cursor_at<T>(i + W, cols, e);
+    } else {
+      alignas(64) T lanes[W];
+      x.store_aligned(lanes);
+      std::copy(lanes, lanes + (e - i), o + i);
+    }
+  }
+}
+
+/// Whether a statement over iteration `iter` (collapsed) runs flat in lanes (lanes_span): rows
+/// shorter than lanes_cols, rank 2 after collapsing, every leaf of rank 2 and every lane offset
+/// within the gather's index type. Rows this short spent more on starting each row than on its
+/// values, and rows under a vector ran scalar.
+template <class T>
+struct lanes_fit {
+  index_t rows, cols;
+  bool& fits;
+  void operator()(const leaf_layout& l) const {
+    using E = typename simd::lane_index<T>::value_type;
+    const auto reach = [](index_t n, index_t stride) { return (n - 1) * (stride < 0 ? -stride : stride); };
+    fits = fits && l.rank == 2 &&
+           reach(rows, l.strides[0]) + reach(cols, l.strides[1]) <= static_cast<index_t>(std::numeric_limits<E>::max());
+  }
+};
+template <class T, class View>
+bool runs_in_lanes(View& v, const shape& iter) {
+  constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
+  if (iter.rank() != 2 || iter[1] >= lanes_cols * W) return false;
+  using E = typename simd::lane_index<T>::value_type;
+  bool fits = iter.size() <= static_cast<index_t>(std::numeric_limits<E>::max());
+  v.for_each_leaf(lanes_fit<T>{iter[0], iter[1], fits});
+  return fits;
 }
 
 /// One row of a statement: out[j * os] = v(j) for j in [j0, j0 + len). The one place a statement's
@@ -501,6 +756,12 @@ void fill_flat(const void* view, const shape& iter, index_t b, index_t e, R* buf
     }
     for (; j < end; ++j) o[j] = static_cast<R>(v.row(j));
   });
+}
+
+/// fill_flat's values for a statement that runs_in_lanes.
+template <class R, class View>
+void fill_lanes(const void* view, const shape& iter, index_t b, index_t e, R* buf) {
+  lanes_span(buf - b, *static_cast<const View*>(view), iter[1], b, e);
 }
 
 /// A reduction's values, type-erased: fill(b, e, buf) writes flat elements [b, e) of the view.
@@ -572,6 +833,18 @@ struct evaluator<cpu> {
     shape iter = s;
     collapse_view(w, iter);
     const index_t tasks = (n + cpu_kernel::task_elements - 1) / cpu_kernel::task_elements;
+    if constexpr (simd::enabled<View, T>::value && simd::lanes_ready<View>::value) {
+      // Short rows into a row-major destination: flat, in lanes.
+      if (iter.rank() == 2 && w.dest.strides[0] == iter[1] && w.dest.strides[1] == 1 &&
+          cpu_kernel::runs_in_lanes<T>(w.view, iter)) {
+        T* o = out + w.dest.offset;
+        parallel_for(tasks, [&](index_t t) {
+          const index_t b = t * cpu_kernel::task_elements, e = std::min(n, b + cpu_kernel::task_elements);
+          cpu_kernel::lanes_span(o, w.view, iter[1], b, e);
+        });
+        return;
+      }
+    }
     // One task runs on the caller (parallel_for calls it directly): the same code either way.
     parallel_for(tasks, [&](index_t t) {
       with_destination<View> local = w;
@@ -619,6 +892,8 @@ struct evaluator<cpu> {
       shape iter = s;
       collapse_view(flat, iter);  // merge what memory allows into long rows
       cpu_kernel::reduction_source<R> src{&flat, iter, &cpu_kernel::fill_flat<R, View>};
+      if constexpr (simd::enabled<View, R>::value && simd::lanes_ready<View>::value)
+        if (cpu_kernel::runs_in_lanes<R>(flat, iter)) src.fill_fn = &cpu_kernel::fill_lanes<R, View>;
       if constexpr (std::is_same_v<View, leaf_view<R>>)
         if (is_row_major(view, s)) src.direct = view.data + view.offset;  // no copy into the buffer
       if constexpr (simd::vector_type_v<R> && simd::reduce_op<RedOp>::available) {
