@@ -562,9 +562,10 @@ namespace cpu_kernel {
 /// Elements per task: large enough to amortize scheduling, small enough to balance two cores.
 inline constexpr index_t task_elements = 32768;
 
-/// Rows shorter than this many vectors run flat in lanes (runs_in_lanes). At four, a softmax over
-/// 64 classes ran as fast either way (stop 87).
-inline constexpr index_t lanes_cols = 4;
+/// Rows shorter than this many vectors run flat in lanes (runs_in_lanes). Rows of two vectors ran
+/// 1.2-1.4x slower flat than by rows (a softmax over 16 classes with AVX2), where keeping each
+/// lane's coordinates costs more than starting a row; under one vector, flat is 2-3x faster (stop 87).
+inline constexpr index_t lanes_cols = 2;
 
 /// Calls f(j0, len) for the parts of rows covering flat range [begin, end) of `iter`, after
 /// seeking `v` to each row.
