@@ -363,10 +363,10 @@ TEST_CASE("evaluator: statements over short broadcast rows (the row odometer acr
 TEST_CASE_TEMPLATE("evaluator: statements over short rows run flat in lanes: per-row, per-column, transposed, reversed "
                    "and bool operands as a naive loop, for any thread count",
                    T, float, double) {
-  // Stop 87: a rank-2 statement with rows under four vectors walks its elements flat, each leaf
-  // read at every lane's (row, column): a load, a broadcast or a gather. Rows of 1 to 4W values,
-  // tails, tasks that start inside a row (n * c over 32768), and destinations that are not
-  // row-major (concat, pad), which keep the row path.
+  // Stop 87: a rank-2 statement with rows under two vectors walks its elements flat, each leaf
+  // read at every lane's (row, column): a load, a broadcast or a gather; longer rows keep the row
+  // path. Rows of 2 to 4W values, tails, tasks that start inside a row (n * c over 32768), and a
+  // destination that is not row-major (concat's), which keeps the row path.
   constexpr fx::index_t W = static_cast<fx::index_t>(fx::detail::simd::batch<T>::size);
   const int saved = fx::get_num_threads();
   const T tol = std::is_same_v<T, float> ? T(1e-6) : T(1e-14);
