@@ -138,19 +138,25 @@ template <class A, class T>
 struct enabled<unary_view<ops::cast<T>, A>, T> : std::bool_constant<mask<A, T>::value || enabled<A, T>::value> {};
 
 /// The lanes of a statement over short rows, walked flat (lanes_span): W consecutive elements of a
-/// (rows, cols) iteration, lane k at row[k], column col[k]. Lane 0 is at (row0, col0), flat index
-/// `flat`; `one_row` says every lane is in that row (col0 + W <= cols), so a leaf's lanes are a
-/// run of its row; `whole`, that a row-major leaf's lanes are a run of W. A statement that
-/// broadcasts a per-row value along rows of 10 classes ran its rows one by one, each shorter than
-/// a vector: scalar (stop 87).
+/// (rows, cols) iteration from flat index `flat`, lane 0 at (row0, col0). Lane k is at row
+/// row0 + rows_of[col0 + k] (rows_of[m] = m / cols, a table of the task's), so a cursor moves by
+/// scalars only and the lanes' coordinates are computed where a gather needs them (lane_offsets).
+/// `one_row` says every lane is in row0 (col0 + W <= cols), so a leaf's lanes are a run of its row;
+/// `whole`, that all W lanes are in the statement (else `valid` are, and the rest read the last
+/// element). A statement that broadcast a per-row value along rows of 10 classes ran its rows one
+/// by one, each shorter than a vector: scalar (stop 87).
 template <class T>
-using lane_index = xsimd::batch<std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>, simd_arch>;
+using lane_int = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+template <class T>
+using lane_index = xsimd::batch<lane_int<T>, simd_arch>;
 template <class T>
 struct lane_cursor {
-  lane_index<T> row, col;
   index_t flat, row0, col0, cols;
+  index_t step_rows, step_cols;  // W = step_rows * cols + step_cols
+  index_t valid;
+  const lane_int<T>* rows_of;
   bool one_row;
-  bool whole;  // lanes flat, flat + 1, ... all in the statement; else a clamped tail
+  bool whole;
 };
 
 /// The memory leaves of a view that a lane cursor can read (-1 where one cannot: a gather, whose
@@ -175,10 +181,8 @@ template <class V>
 struct lanes_ready : std::bool_constant<(lanes_leaves<V>::value >= 2)> {};
 
 // Lanes j, j + 1, ... of a row (j: an index, after seek()), or the lanes of a cursor.
-template <class T>
-batch<T> row(const leaf_view<T>& l, index_t j);
-template <class T>
-batch<T> row(const leaf_view<T>& l, const lane_cursor<T>& c);
+template <class T, class J>
+batch<T> row(const leaf_view<T>& l, const J& j);
 template <class T, class J>
 batch<T> row(const scalar_view<T>& s, const J&);
 template <class Op, class A, class J>
@@ -224,10 +228,8 @@ FLUXION_ALWAYS_INLINE auto contiguous_row(const binary_view<Op, A, B>& v, index_
 /// contiguous (contiguous_row).
 template <class T>
 using mask_batch = xsimd::batch_bool<T, simd_arch>;
-template <class T, bool C>
-mask_batch<T> mask_row(const leaf_view<bool>& l, index_t j);
-template <class T, bool C>
-mask_batch<T> mask_row(const leaf_view<bool>& l, const lane_cursor<T>& c);
+template <class T, bool C, class J>
+mask_batch<T> mask_row(const leaf_view<bool>& l, const J& j);
 template <class T, bool C, class J>
 mask_batch<T> mask_row(const scalar_view<bool>& s, const J& j);
 template <class T, bool C, class Cmp, class A, class B, class J>
@@ -268,47 +270,135 @@ FLUXION_ALWAYS_INLINE batch<T> gather_lanes(const T* p, const lane_index<T>& off
   return batch<T>::load_aligned(lanes);
 }
 
-/// Each lane's offset in a leaf whose (row, column) strides are (so, si).
 template <class T>
-FLUXION_ALWAYS_INLINE lane_index<T> lane_offsets(const lane_cursor<T>& c, index_t so, index_t si) {
-  using I = lane_index<T>;
-  using E = typename I::value_type;
-  const I r = so == 0 ? I(E(0)) : so == 1 ? c.row : c.row * I(static_cast<E>(so));
-  if (si == 0) return r;
-  return si == 1 ? r + c.col : r + c.col * I(static_cast<E>(si));
+FLUXION_ALWAYS_INLINE lane_index<T> lane_steps() {  // 0, 1, ..., W - 1
+  alignas(64) lane_int<T> k[batch<T>::size];
+  for (std::size_t i = 0; i < batch<T>::size; ++i) k[i] = static_cast<lane_int<T>>(i);
+  return lane_index<T>::load_aligned(k);
+}
+/// p[rows[k]] in lane k, reading p[0, n) only (rows[k] < n <= W): a masked load and a permute where
+/// the target has them, else gather_lanes. A per-row operand (a softmax's log-sum-exp, a loss's
+/// labels) along rows shorter than a vector: the gather took 13-17% of a loss step (stop 88).
+template <class T>
+FLUXION_ALWAYS_INLINE batch<T> spread_rows(const T* p, const lane_index<T>& rows, index_t n) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch> && sizeof(T) == 4) {
+    const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
+    return _mm512_permutexvar_ps(static_cast<__m512i>(rows), _mm512_maskz_loadu_ps(m, p));
+  } else if constexpr (std::is_base_of_v<xsimd::avx512f, simd_arch>) {
+    const __mmask8 m = static_cast<__mmask8>((1u << n) - 1u);
+    return _mm512_permutexvar_pd(static_cast<__m512i>(rows), _mm512_maskz_loadu_pd(m, p));
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of_v<xsimd::avx2, simd_arch> && sizeof(T) == 4) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_permutevar8x32_ps(_mm256_maskload_ps(p, m), static_cast<__m256i>(rows));
+  } else if constexpr (std::is_base_of_v<xsimd::avx2, simd_arch>) {
+    const __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+    const __m256i r2 = _mm256_slli_epi64(static_cast<__m256i>(rows), 1);  // float lanes 2r, 2r + 1
+    const __m256i idx = _mm256_or_si256(r2, _mm256_slli_epi64(_mm256_add_epi64(r2, _mm256_set1_epi64x(1)), 32));
+    return _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_maskload_pd(p, m)), idx));
+  }
+#endif
+  (void)n;
+  return gather_lanes(p, rows);
 }
 
+/// Each lane's offset in a leaf whose (row, column) strides are (so, si): the first lane's, plus
+/// k * si along the row and rows_of[col0 + k] * (so - cols * si) for the rows lane k has crossed
+/// (in the lanes' integers, which wrap: the sum is each offset, and lanes_fit keeps it in range).
+/// The last vector of a task, short of W, by division: once per task.
 template <class T>
-FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, index_t j) {
-  const T* p = l.data + l.base;
-  if (l.inner == 1) return batch<T>::load_unaligned(p + j);
-  if (l.inner == 0) return batch<T>(*p);
-  alignas(64) T tmp[batch<T>::size];
-  for (std::size_t k = 0; k < batch<T>::size; ++k) tmp[k] = p[(j + static_cast<index_t>(k)) * l.inner];
-  return batch<T>::load_aligned(tmp);
-}
-/// The lanes at a cursor of memory laid out with (row, column) strides (so, si) that are neither a
-/// run nor one value: a gather. Out of line, once per element type: inlined into every statement's
-/// loop it cost each program's build 2% (stop 87).
-template <class T>
-FLUXION_NOINLINE batch<T> gathered_lanes(const T* p, index_t so, index_t si, const lane_cursor<T>& c) {
-  if (so == 0 && si == 0) return batch<T>(*p);
-  return gather_lanes(p, lane_offsets(c, so, si));
-}
-/// The lanes at a cursor: a load where they are a run (a row-major operand, or one row's run), a
-/// broadcast where they are one value, else gathered_lanes.
-template <class T>
-FLUXION_ALWAYS_INLINE batch<T> lanes_of(const T* p, index_t so, index_t si, const lane_cursor<T>& c) {
-  if (c.whole && si == 1 && so == c.cols) return batch<T>::load_unaligned(p + c.flat);
-  if (c.one_row && (si == 0 || si == 1)) {
-    const T* q = p + c.row0 * so + c.col0 * si;
-    return si == 1 ? batch<T>::load_unaligned(q) : batch<T>(*q);
+FLUXION_ALWAYS_INLINE lane_index<T> offsets_at(const lane_cursor<T>& c, index_t so, index_t si) {
+  using I = lane_index<T>;
+  using E = lane_int<T>;
+  if (c.whole) {
+    const I first(static_cast<E>(c.row0 * so + c.col0 * si));
+    const I along = si == 0 ? first : first + lane_steps<T>() * I(static_cast<E>(si));
+    if (c.one_row) return along;
+    return along + I::load_unaligned(c.rows_of + c.col0) * I(static_cast<E>(so - c.cols * si));
   }
-  return gathered_lanes(p, so, si, c);
+  alignas(64) E at[batch<T>::size];
+  for (index_t k = 0; k < static_cast<index_t>(batch<T>::size); ++k) {
+    const index_t f = c.flat + std::min(k, c.valid - 1);
+    at[k] = static_cast<E>(f / c.cols * so + f % c.cols * si);
+  }
+  return I::load_aligned(at);
 }
+/// The lanes of a tail (the last vector of a task, short of W), out of line once per element type.
+/// The cursor is passed by value here and in gathered: its address, taken by a call in the loop,
+/// kept it in memory (1.2-1.3x slower, stop 88).
 template <class T>
-FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, const lane_cursor<T>& c) {
-  return lanes_of(l.data + l.offset, l.strides[0], l.strides[1], c);
+FLUXION_NOINLINE lane_index<T> tail_offsets(const lane_cursor<T> c, index_t so, index_t si) {
+  return offsets_at(c, so, si);
+}
+/// offsets_at, inline but for a tail (an axis's coordinate, iota, reads it every vector).
+template <class T>
+FLUXION_ALWAYS_INLINE lane_index<T> lane_offsets(const lane_cursor<T>& c, index_t so, index_t si) {
+  return c.whole ? offsets_at(c, so, si) : tail_offsets(c, so, si);
+}
+/// p[k * inner] in lane k of a batch B.
+template <class B>
+FLUXION_ALWAYS_INLINE B strided_load(const typename B::value_type* p, index_t inner) {
+  alignas(64) typename B::value_type tmp[B::size];
+  for (std::size_t k = 0; k < B::size; ++k) tmp[k] = p[static_cast<index_t>(k) * inner];
+  return B::load_aligned(tmp);
+}
+/// How a leaf's lanes are read, for each kind of lanes (values of T here; integers of T's width,
+/// int_lanes_of, and a mask's bools, bool_lanes, below): run(p), W elements from p; one(p), *p in
+/// every lane; strided(p, inner), p[k * inner]; gather(p, offsets), p[offsets[k]]; where `spreads`,
+/// spread(p, rows, n), p[rows[k]] from p[0, n) (spread_rows).
+template <class T>
+struct value_lanes {
+  using elem = T;
+  static constexpr bool spreads = true;
+  FLUXION_ALWAYS_INLINE static batch<T> run(const T* p) { return batch<T>::load_unaligned(p); }
+  FLUXION_ALWAYS_INLINE static batch<T> one(const T* p) { return batch<T>(*p); }
+  FLUXION_ALWAYS_INLINE static batch<T> strided(const T* p, index_t inner) { return strided_load<batch<T>>(p, inner); }
+  FLUXION_ALWAYS_INLINE static batch<T> gather(const T* p, const lane_index<T>& offsets) { return gather_lanes(p, offsets); }
+  FLUXION_ALWAYS_INLINE static batch<T> spread(const T* p, const lane_index<T>& rows, index_t n) {
+    return spread_rows(p, rows, n);
+  }
+};
+/// The lanes at a cursor of memory laid out with (row, column) strides (so, si) that are neither a
+/// run nor one value: a gather. Out of line, once per element type and kind: inlined into every
+/// statement's loop it cost each program's build 2% (stop 87).
+template <class L, class T>
+FLUXION_NOINLINE auto gathered(const typename L::elem* p, index_t so, index_t si, const lane_cursor<T> c) {
+  if (so == 0 && si == 0) return L::one(p);
+  return L::gather(p, offsets_at(c, so, si));
+}
+/// A leaf's lanes at j, j + 1, ... of the row it was seek()-ed to (inner stride `inner`; C: known
+/// to be 1), or at a cursor: a load where they are a run (a row-major leaf, or one row's run), a
+/// broadcast where they are one value, else strided or gathered.
+template <class L, bool C, class U>
+FLUXION_ALWAYS_INLINE auto leaf_lanes(const leaf_view<U>& l, index_t j) {
+  const auto* p = reinterpret_cast<const typename L::elem*>(l.data + l.base);  // U, elem: one width
+  if (C || l.inner == 1) return L::run(p + j);
+  if (l.inner == 0) return L::one(p);
+  return L::strided(p + j * l.inner, l.inner);
+}
+template <class L, bool C, class U, class T>
+FLUXION_ALWAYS_INLINE auto leaf_lanes(const leaf_view<U>& l, const lane_cursor<T>& c) {
+  const auto* p = reinterpret_cast<const typename L::elem*>(l.data + l.offset);
+  const index_t so = l.strides[0], si = l.strides[1];
+  if (c.whole && si == 1 && so == c.cols) return L::run(p + c.flat);
+  if (c.one_row && (si == 0 || si == 1)) {
+    const auto* q = p + c.row0 * so + c.col0 * si;
+    return si == 1 ? L::run(q) : L::one(q);
+  }
+  if constexpr (L::spreads) {  // one value per row, rows adjacent: spread across the lanes
+    if (c.whole && so == 1 && si == 0) {
+      const lane_int<T>* rows = c.rows_of + c.col0;
+      return L::spread(p + c.row0, lane_index<T>::load_unaligned(rows), rows[batch<T>::size - 1] + 1);
+    }
+  }
+  return gathered<L>(p, so, si, c);
+}
+template <class T, class J>
+FLUXION_ALWAYS_INLINE batch<T> row(const leaf_view<T>& l, const J& j) {
+  return leaf_lanes<value_lanes<T>, false>(l, j);
 }
 template <class T, class J>
 FLUXION_ALWAYS_INLINE batch<T> row(const scalar_view<T>& s, const J&) {
@@ -386,51 +476,41 @@ FLUXION_ALWAYS_INLINE mask_batch<T> contiguous_bools(const bool* p) {
   return strided_bools<T>(p, 1);
 }
 
-/// The integer lanes of int_lanes operands, at j (an index or a cursor, as row).
+/// The integer lanes of int_lanes operands, at j (an index or a cursor, as row). T's gather moves
+/// the integers' bits unchanged.
 template <class T>
-FLUXION_ALWAYS_INLINE lane_index<T> lane_steps() {  // 0, 1, ..., W - 1
-  using E = typename lane_index<T>::value_type;
-  alignas(64) E k[batch<T>::size];
-  for (std::size_t i = 0; i < batch<T>::size; ++i) k[i] = static_cast<E>(i);
-  return lane_index<T>::load_aligned(k);
-}
-template <class T, bool C, class I>
-FLUXION_ALWAYS_INLINE lane_index<T> int_row(const leaf_view<I>& l, index_t j) {
-  using E = typename lane_index<T>::value_type;
-  const E* p = reinterpret_cast<const E*>(l.data + l.base);  // I and E: signed, of one width
-  if (C || l.inner == 1) return lane_index<T>::load_unaligned(p + j);
-  if (l.inner == 0) return lane_index<T>(*p);
-  alignas(64) E tmp[batch<T>::size];
-  for (std::size_t k = 0; k < batch<T>::size; ++k) tmp[k] = p[(j + static_cast<index_t>(k)) * l.inner];
-  return lane_index<T>::load_aligned(tmp);
-}
-template <class T, bool C, class I>
-FLUXION_ALWAYS_INLINE lane_index<T> int_row(const leaf_view<I>& l, const lane_cursor<T>& c) {
-  using E = typename lane_index<T>::value_type;
-  const E* p = reinterpret_cast<const E*>(l.data + l.offset);
-  const index_t so = l.strides[0], si = l.strides[1];
-  if (c.whole && si == 1 && so == c.cols) return lane_index<T>::load_unaligned(p + c.flat);
-  if (c.one_row && (si == 0 || si == 1)) {
-    const E* q = p + c.row0 * so + c.col0 * si;
-    return si == 1 ? lane_index<T>::load_unaligned(q) : lane_index<T>(*q);
+struct int_lanes_of {
+  using elem = lane_int<T>;
+  static constexpr bool spreads = true;
+  FLUXION_ALWAYS_INLINE static lane_index<T> run(const elem* p) { return lane_index<T>::load_unaligned(p); }
+  FLUXION_ALWAYS_INLINE static lane_index<T> one(const elem* p) { return lane_index<T>(*p); }
+  FLUXION_ALWAYS_INLINE static lane_index<T> strided(const elem* p, index_t inner) {
+    return strided_load<lane_index<T>>(p, inner);
   }
-  // T's gather moves the integers' bits unchanged.
-  return xsimd::bitwise_cast<lane_index<T>>(gather_lanes(reinterpret_cast<const T*>(p), lane_offsets(c, so, si)));
+  FLUXION_ALWAYS_INLINE static lane_index<T> gather(const elem* p, const lane_index<T>& offsets) {
+    return xsimd::bitwise_cast<lane_index<T>>(gather_lanes(reinterpret_cast<const T*>(p), offsets));
+  }
+  FLUXION_ALWAYS_INLINE static lane_index<T> spread(const elem* p, const lane_index<T>& rows, index_t n) {
+    return xsimd::bitwise_cast<lane_index<T>>(spread_rows(reinterpret_cast<const T*>(p), rows, n));
+  }
+};
+template <class T, bool C, class I, class J>
+FLUXION_ALWAYS_INLINE lane_index<T> int_row(const leaf_view<I>& l, const J& j) {
+  return leaf_lanes<int_lanes_of<T>, C>(l, j);
 }
 template <class T, bool C, class I>
 FLUXION_ALWAYS_INLINE lane_index<T> int_row(const iota_view<I>& l, index_t j) {
-  using E = typename lane_index<T>::value_type;
+  using E = lane_int<T>;
   const lane_index<T> first(static_cast<E>(l.base + j * l.inner));
   return l.inner == 1 ? first + lane_steps<T>() : first + lane_steps<T>() * lane_index<T>(static_cast<E>(l.inner));
 }
 template <class T, bool C, class I>
 FLUXION_ALWAYS_INLINE lane_index<T> int_row(const iota_view<I>& l, const lane_cursor<T>& c) {
-  using E = typename lane_index<T>::value_type;
-  return lane_index<T>(static_cast<E>(l.offset)) + lane_offsets(c, l.strides[0], l.strides[1]);
+  return lane_index<T>(static_cast<lane_int<T>>(l.offset)) + lane_offsets(c, l.strides[0], l.strides[1]);
 }
 template <class T, bool C, class I, class J>
 FLUXION_ALWAYS_INLINE lane_index<T> int_row(const scalar_view<I>& s, const J&) {
-  return lane_index<T>(static_cast<typename lane_index<T>::value_type>(s.value));
+  return lane_index<T>(static_cast<lane_int<T>>(s.value));
 }
 /// A mask of integer lanes as the mask of T's lanes (the same lanes, the same register width).
 template <class T, class M>
@@ -438,28 +518,25 @@ FLUXION_ALWAYS_INLINE mask_batch<T> lane_mask(const M& m) {
   return mask_batch<T>(std::bit_cast<typename mask_batch<T>::register_type>(static_cast<typename M::register_type>(m)));
 }
 
-template <class T, bool C>
-FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const leaf_view<bool>& l, index_t j) {
-  const bool* p = l.data + l.base;
-  if (C || l.inner == 1) return contiguous_bools<T>(p + j);
-  if (l.inner == 0) return mask_batch<T>(*p);
-  return strided_bools<T>(p + j * l.inner, l.inner);
-}
-/// A bool tensor's lanes at a cursor: as row(leaf_view, cursor), byte by byte where gathered.
-template <class T, bool C>
-FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const leaf_view<bool>& l, const lane_cursor<T>& c) {
-  const bool* p = l.data + l.offset;
-  const index_t so = l.strides[0], si = l.strides[1];
-  if (c.whole && si == 1 && so == c.cols) return contiguous_bools<T>(p + c.flat);
-  if (c.one_row && (si == 0 || si == 1)) {
-    const bool* q = p + c.row0 * so + c.col0 * si;
-    return si == 1 ? contiguous_bools<T>(q) : mask_batch<T>(*q);
+/// A bool tensor's lanes as a mask of T's lanes (contiguous_bools, strided_bools; gathered byte by byte).
+template <class T>
+struct bool_lanes {
+  using elem = bool;
+  static constexpr bool spreads = false;
+  FLUXION_ALWAYS_INLINE static mask_batch<T> run(const bool* p) { return contiguous_bools<T>(p); }
+  FLUXION_ALWAYS_INLINE static mask_batch<T> one(const bool* p) { return mask_batch<T>(*p); }
+  FLUXION_ALWAYS_INLINE static mask_batch<T> strided(const bool* p, index_t inner) { return strided_bools<T>(p, inner); }
+  FLUXION_ALWAYS_INLINE static mask_batch<T> gather(const bool* p, const lane_index<T>& offsets) {
+    alignas(64) lane_int<T> at[batch<T>::size];
+    alignas(64) T lanes[batch<T>::size];
+    offsets.store_aligned(at);
+    for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = static_cast<T>(p[at[k]]);
+    return batch<T>::load_aligned(lanes) != batch<T>(T(0));
   }
-  alignas(64) typename lane_index<T>::value_type at[batch<T>::size];
-  alignas(64) T lanes[batch<T>::size];
-  lane_offsets(c, so, si).store_aligned(at);
-  for (std::size_t k = 0; k < batch<T>::size; ++k) lanes[k] = static_cast<T>(p[at[k]]);
-  return batch<T>::load_aligned(lanes) != batch<T>(T(0));
+};
+template <class T, bool C, class J>
+FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const leaf_view<bool>& l, const J& j) {
+  return leaf_lanes<bool_lanes<T>, C>(l, j);
 }
 template <class T, bool C, class J>
 FLUXION_ALWAYS_INLINE mask_batch<T> mask_row(const scalar_view<bool>& s, const J&) {
@@ -563,8 +640,9 @@ namespace cpu_kernel {
 inline constexpr index_t task_elements = 32768;
 
 /// Rows shorter than this many vectors run flat in lanes (runs_in_lanes). Rows of two vectors ran
-/// 1.2-1.4x slower flat than by rows (a softmax over 16 classes with AVX2), where keeping each
-/// lane's coordinates costs more than starting a row; under one vector, flat is 2-3x faster (stop 87).
+/// 1.2-1.4x slower flat than by rows (a softmax over 16 classes with AVX2) while the cursor kept
+/// each lane's coordinates (stop 87), and level with rows once it moved by scalars (stop 88): no
+/// gain to take them. Under one vector, flat is 2-5x faster.
 inline constexpr index_t lanes_cols = 2;
 
 /// Calls f(j0, len) for the parts of rows covering flat range [begin, end) of `iter`, after
@@ -614,44 +692,39 @@ void contiguous_span(T* FLUXION_RESTRICT o, const View& v, index_t j0, index_t e
 
 /// The lane cursor at flat element i of a (rows, cols) iteration, lanes i, i + 1, ...; lanes at or
 /// past `end` read element end - 1 (a tail: no lane reads past the statement, and no load takes
-/// a run of W). Compiled once per element type.
+/// a run of W). rows_of: m / cols for m < cols + W (lanes_rows).
 template <class T>
-simd::lane_cursor<T> cursor_at(index_t i, index_t cols, index_t end) {
-  using I = simd::lane_index<T>;
-  using E = typename I::value_type;
+FLUXION_ALWAYS_INLINE simd::lane_cursor<T> cursor_at(index_t i, index_t cols, index_t end, const simd::lane_int<T>* rows_of) {
   constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
-  alignas(64) E rows[W], cs[W];
-  for (index_t k = 0; k < W; ++k) {
-    const index_t at = std::min(i + k, end - 1);
-    rows[k] = static_cast<E>(at / cols);
-    cs[k] = static_cast<E>(at % cols);
-  }
-  const bool whole = i + W <= end;
-  return {I::load_aligned(rows), I::load_aligned(cs), i, i / cols, i % cols, cols, whole && i % cols + W <= cols, whole};
+  const index_t col0 = i % cols, valid = std::min(W, end - i);
+  return {i, i / cols, col0, cols, W / cols, W % cols, valid, rows_of, valid == W && col0 + W <= cols, valid == W};
 }
-
-/// The cursor W elements on, for a whole vector.
+/// The cursor W elements on, for a whole vector: scalars only.
 template <class T>
 FLUXION_ALWAYS_INLINE void advance(simd::lane_cursor<T>& c) {
-  using I = simd::lane_index<T>;
-  using E = typename I::value_type;
   constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
-  const index_t step_rows = W / c.cols, step_cols = W % c.cols;
-  const I cols(static_cast<E>(c.cols));
-  c.row += I(static_cast<E>(step_rows));
-  c.col += I(static_cast<E>(step_cols));
-  const auto wrap = c.col >= cols;
-  c.col = xsimd::select(wrap, c.col - cols, c.col);
-  c.row = xsimd::select(wrap, c.row + I(E(1)), c.row);
   c.flat += W;
-  c.row0 += step_rows;
-  c.col0 += step_cols;
+  c.row0 += c.step_rows;
+  c.col0 += c.step_cols;
   if (c.col0 >= c.cols) {
     c.col0 -= c.cols;
     ++c.row0;
   }
   c.one_row = c.col0 + W <= c.cols;
 }
+/// A cursor's rows_of table: of[m] = m / cols for m < cols + W, by counting (cols < lanes_cols * W).
+template <class T>
+struct lanes_rows {
+  static constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
+  alignas(64) simd::lane_int<T> of[(lanes_cols + 1) * W];
+  explicit lanes_rows(index_t cols) {
+    index_t r = 0, k = 0;
+    for (index_t m = 0; m < cols + W; ++m) {
+      of[m] = static_cast<simd::lane_int<T>>(r);
+      if (++k == cols) k = 0, ++r;
+    }
+  }
+};
 
 /// out[i] = v(i) for flat elements [b, e) of a (rows, cols) iteration, walked flat with a lane
 /// cursor (simd::lane_cursor): the statements runs_in_lanes admits. The last vector, short of W,
@@ -659,13 +732,14 @@ FLUXION_ALWAYS_INLINE void advance(simd::lane_cursor<T>& c) {
 template <class T, class View>
 void lanes_span(T* FLUXION_RESTRICT o, const View& v, index_t cols, index_t b, index_t e) {
   constexpr index_t W = static_cast<index_t>(simd::batch<T>::size);
-  simd::lane_cursor<T> c = cursor_at<T>(b, cols, e);
+  const lanes_rows<T> rows(cols);
+  simd::lane_cursor<T> c = cursor_at<T>(b, cols, e, rows.of);
   for (index_t i = b; i < e; i += W) {
     const simd::batch<T> x = simd::row(v, c);
     if (i + W <= e) {
       x.store_unaligned(o + i);
       if (i + 2 * W <= e) advance(c);
-      else if (i + W < e) c = cursor_at<T>(i + W, cols, e);
+      else if (i + W < e) c = cursor_at<T>(i + W, cols, e, rows.of);
     } else {
       alignas(64) T lanes[W];
       x.store_aligned(lanes);
