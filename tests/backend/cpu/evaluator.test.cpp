@@ -471,3 +471,31 @@ TEST_CASE_TEMPLATE("evaluator: integer compares (one_hot, labels against labels)
     }
   }
 }
+
+TEST_CASE_TEMPLATE("evaluator: spread_rows puts p[rows[k]] in lane k for every row count, as a naive loop", T, float, double) {
+  // Stop 88: a per-row operand along rows shorter than a vector is a masked load of the rows the
+  // lanes span and a permute (AVX-512, AVX2), else a gather. Rows are non-decreasing, as a cursor's.
+  using I = fx::detail::simd::lane_index<T>;
+  using E = fx::detail::simd::lane_int<T>;
+  constexpr fx::index_t W = static_cast<fx::index_t>(fx::detail::simd::batch<T>::size);
+  std::vector<T> values(static_cast<std::size_t>(W));
+  for (fx::index_t i = 0; i < W; ++i) values[static_cast<std::size_t>(i)] = T(10) + static_cast<T>(i) / T(4);
+  int checked = 0, wrong = 0;
+  for (fx::index_t n = 1; n <= W; ++n) {
+    for (fx::index_t cols = 1; cols <= W; ++cols) {  // lanes k at row (first + k) / cols, n rows
+      for (fx::index_t first = 0; first < cols; ++first) {
+        alignas(64) E rows[W];
+        for (fx::index_t k = 0; k < W; ++k) rows[k] = static_cast<E>(std::min((first + k) / cols, n - 1));
+        const fx::index_t used = rows[W - 1] + 1;
+        alignas(64) T got[W];
+        fx::detail::simd::spread_rows(values.data(), I::load_aligned(rows), used).store_aligned(got);
+        for (fx::index_t k = 0; k < W; ++k, ++checked)
+          if (got[k] != values[static_cast<std::size_t>(rows[k])] && wrong++ == 0)
+            FAIL_CHECK("n " << n << ", cols " << cols << ", first " << first << ": lane " << k << " is " << got[k]
+                            << ", not p[" << rows[k] << "] = " << values[static_cast<std::size_t>(rows[k])]);
+      }
+    }
+  }
+  CHECK(wrong == 0);
+  CHECK(checked == W * W * W * (W + 1) / 2);
+}
