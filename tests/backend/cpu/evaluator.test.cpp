@@ -499,3 +499,51 @@ TEST_CASE_TEMPLATE("evaluator: spread_rows puts p[rows[k]] in lane k for every r
   CHECK(wrong == 0);
   CHECK(checked == W * W * W * (W + 1) / 2);
 }
+
+TEST_CASE_TEMPLATE("evaluator: reduce_max and reduce_min over rows of 2 to 16 vectors (each row folded into a vector "
+                   "first) as a naive loop, NaN and infinities included",
+                   T, float, double) {
+  // Stop 88: max and min over rows of two vectors or more fold each row into one vector, the last
+  // vector overlapping the one before it, before a row per lane.
+  constexpr fx::index_t W = static_cast<fx::index_t>(fx::detail::simd::batch<T>::size);
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  const int saved = fx::get_num_threads();
+  int rows_checked = 0;
+  for (fx::index_t c : {2 * W, 2 * W + 1, 3 * W - 1, 4 * W, 5 * W + 3, 16 * W - 1}) {
+    for (fx::index_t n : std::initializer_list<fx::index_t>{std::max<fx::index_t>(W, 5), 3 * W + 2, 200}) {  // rows 0-4 set below
+      CAPTURE(c);
+      CAPTURE(n);
+      auto x = test::random_tensor<T>({n, c}, 91);
+      T* d = x.mutable_data();
+      d[0 * c + c - 1] = nan;          // row 0: NaN in the overlapped last vector
+      d[1 * c + 0] = nan;              // row 1: NaN first
+      for (fx::index_t j = 0; j < c; ++j) d[2 * c + j] = -inf;  // row 2: all -inf
+      d[3 * c + c / 2] = inf;          // row 3: +inf inside
+      d[4 * c + c - 1] = T(9);         // row 4: the maximum last, the minimum first
+      d[4 * c] = T(-9);
+      for (int threads : {1, 2}) {
+        fx::set_num_threads(threads);
+        const fx::tensor<T> mx = fx::reduce_max(x, -1), mn = fx::reduce_min(x, -1);
+        for (fx::index_t i = 0; i < n; ++i, ++rows_checked) {
+          T want_max = -inf, want_min = inf;
+          bool has_nan = false;
+          for (fx::index_t j = 0; j < c; ++j) {
+            const T v = d[i * c + j];
+            has_nan = has_nan || std::isnan(v);
+            want_max = std::max(want_max, v);
+            want_min = std::min(want_min, v);
+          }
+          if (has_nan) {
+            CHECK(std::isnan(mx(i)));
+            CHECK(std::isnan(mn(i)));
+          } else {
+            CHECK(mx(i) == want_max);
+            CHECK(mn(i) == want_min);
+          }
+        }
+      }
+      fx::set_num_threads(saved);
+    }
+  }
+  CHECK(rows_checked > 0);
+}

@@ -1052,19 +1052,37 @@ struct evaluator<cpu> {
     const index_t n_blocks = (n_out + rows_per_block - 1) / rows_per_block;
     const index_t per_task = std::max<index_t>(1, cpu_kernel::task_elements / (rows_per_block * n_red));
     const index_t tasks = (n_blocks + per_task - 1) / per_task;
+    constexpr bool any_order = std::is_same_v<RedOp, ops::reduce_max> || std::is_same_v<RedOp, ops::reduce_min>;
     alignas(64) typename I::value_type offsets[W];
     for (index_t k = 0; k < W; ++k) offsets[k] = static_cast<typename I::value_type>(k * n_red);
     const I lane_rows = I::load_aligned(offsets);
+    const I partial_rows = simd::lane_steps<R>() * I(static_cast<typename I::value_type>(W));
     auto run = [&](index_t t) {
       std::vector<R> buf(src.direct ? 0 : static_cast<std::size_t>(rows_per_block * n_red));
       alignas(64) R lanes[W];
+      alignas(64) R partial[W * W];  // max and min only
       for (index_t blk = t * per_task; blk < std::min(n_blocks, (t + 1) * per_task); ++blk) {
         const index_t r0 = blk * rows_per_block, r1 = std::min(n_out, r0 + rows_per_block);
         const R* x = src.values(r0 * n_red, r1 * n_red, buf.data());
         index_t r = r0;
         for (; r + W <= r1; r += W, x += W * n_red) {
           B acc(RedOp::template identity<R>());
-          for (index_t j = 0; j < n_red; ++j) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(x + j, lane_rows));
+          bool folded_rows = false;
+          if constexpr (any_order) folded_rows = n_red >= 2 * W;
+          if (folded_rows) {
+            // Each row folded into one vector first (its last vector overlapping the one before
+            // where W does not divide the row: max and min take a value twice alike), then a row
+            // per lane over those: a gather per row, not one per row and vector (stop 88).
+            for (index_t k = 0; k < W; ++k) {
+              const R* row = x + k * n_red;
+              B folded = B::load_unaligned(row + n_red - W);
+              for (index_t j = 0; j + W < n_red; j += W) folded = simd::reduce_op<RedOp>::combine(folded, B::load_unaligned(row + j));
+              folded.store_aligned(partial + k * W);
+            }
+            for (index_t j = 0; j < W; ++j) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(partial + j, partial_rows));
+          } else {
+            for (index_t j = 0; j < n_red; ++j) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(x + j, lane_rows));
+          }
           acc.store_aligned(lanes);
           for (index_t k = 0; k < W; ++k) out[r + k] = RedOp::finalize(lanes[k], n_red);
         }
