@@ -109,6 +109,33 @@ TEST_CASE("losses: float inputs with int or bool labels and targets, and float r
   CHECK(e.item() == 0.f);
 }
 
+TEST_CASE("losses: sparse_softmax_cross_entropy with labels of the other width (int64 with float, int32 with "
+          "double): the same loss and gradient bitwise, and a label beyond int32 refused, not wrapped") {
+  // Stop 88: on the cpu such labels are narrowed (or widened) to the logits' width after the range
+  // check, so that the one-hot compare takes the SIMD loop.
+  auto run = [](auto logits, const auto& labels) {
+    using T = typename decltype(logits)::value_type;
+    fx::variable<T> v(logits);
+    fx::gradient_tape tape;
+    const fx::tensor<T> loss = fx::losses::sparse_softmax_cross_entropy(v, labels);
+    return std::pair{loss.to_vector(), tape.gradient(loss, v).to_vector()};
+  };
+  for (fx::index_t classes : {3, 10, 40}) {
+    CAPTURE(classes);
+    const auto xf = test::random_tensor<float>({37, classes}, 7);
+    const auto xd = test::random_tensor<double>({37, classes}, 8);
+    fx::tensor<std::int32_t> l32(fx::shape{37});
+    fx::tensor<std::int64_t> l64(fx::shape{37});
+    for (fx::index_t i = 0; i < 37; ++i) l32.mutable_data()[i] = static_cast<std::int32_t>(l64.mutable_data()[i] = (i * 7) % classes);
+    CHECK(run(xf, l64) == run(xf, l32));
+    CHECK(run(xd, l32) == run(xd, l64));
+  }
+  const fx::tensor<float> x = {{1.f, -2.f}, {0.5f, 3.f}};
+  const std::int64_t wraps_to_1 = (std::int64_t{1} << 32) + 1;
+  CHECK_THROWS_WITH_AS((void)fx::losses::sparse_softmax_cross_entropy(x, fx::tensor<std::int64_t>{0, wraps_to_1}),
+                       "sparse_softmax_cross_entropy: labels[1] = 4294967297 is not in [0, 2)", fx::out_of_range);
+}
+
 TEST_CASE("losses: gradients against finite differences, both modes") {
   using fx::testing::check_gradients;
   const auto x = test::random_tensor<double>({3, 4}, 11, -3, 3);
