@@ -134,6 +134,14 @@ TEST_CASE("losses: sparse_softmax_cross_entropy with labels of the other width (
   const std::int64_t wraps_to_1 = (std::int64_t{1} << 32) + 1;
   CHECK_THROWS_WITH_AS((void)fx::losses::sparse_softmax_cross_entropy(x, fx::tensor<std::int64_t>{0, wraps_to_1}),
                        "sparse_softmax_cross_entropy: labels[1] = 4294967297 is not in [0, 2)", fx::out_of_range);
+  // More classes than int32 holds (an empty batch: no memory): refused with float logits and int64
+  // labels, whose statements are not compiled on the cpu.
+  const fx::index_t many = fx::index_t{1} << 31;
+  CHECK_THROWS_WITH_AS((void)fx::losses::sparse_softmax_cross_entropy(fx::tensor<float>(fx::shape{0, many}),
+                                                                      fx::tensor<std::int64_t>(fx::shape{0})),
+                       "sparse_softmax_cross_entropy: 2147483648 classes are more than 2147483647, the most float "
+                       "logits take on the cpu (the labels are read as int32)",
+                       fx::invalid_argument);
 }
 
 TEST_CASE("losses: gradients against finite differences, both modes") {

@@ -320,18 +320,23 @@ tensor<T, D> sparse_softmax_cross_entropy_tensors(const tensor<T, D>& x, tensor<
   // Labels as wide as the logits' values (int32 with float, int64 with double) compare in the SIMD
   // loop (backend/cpu/evaluator.hpp, int_lanes); int64 labels with float logits ran the scalar
   // loop, 1.7-2.2x the int32 loss step's time over 10 and 64 classes (stop 88). On the cpu the
-  // labels are checked above, so each fits the narrower type; on a device a bad label's row must
-  // stay 0, so they stay as given.
+  // labels are checked above, so each fits the other type, and only its statements are compiled
+  // (kept beside the int64 ones they cost a header-only program 10% more GGC memory); on a device
+  // a bad label's row must stay 0, so they stay as given.
   using lane_label = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
   if constexpr (std::is_same_v<D, cpu> && !std::is_same_v<IT, lane_label>) {
-    if (classes <= static_cast<index_t>(std::numeric_limits<std::int32_t>::max()))
-      return sparse_softmax_cross_entropy_tensors<T, lane_label, D, Config>(
-          x, tensor<lane_label, D>(fluxion::cast<lane_label>(indices)), r, smoothing);
+    if (sizeof(IT) > sizeof(lane_label) && classes > static_cast<index_t>(std::numeric_limits<lane_label>::max()))
+      throw invalid_argument(std::string(name) + ": " + std::to_string(classes) + " classes are more than " +
+                             std::to_string(std::numeric_limits<lane_label>::max()) +
+                             ", the most float logits take on the cpu (the labels are read as int32)");
+    return sparse_softmax_cross_entropy_tensors<T, lane_label, D, Config>(
+        x, tensor<lane_label, D>(fluxion::cast<lane_label>(indices)), r, smoothing);
+  } else {
+    // One statement whatever the smoothing: s = 0 gives the one-hot labels exactly.
+    return finite_loss(
+        name, reduce_examples(softmax_cross_entropy_per_example(x, smoothed<T>(one_hot<T>(indices, classes), smoothing, classes)), r),
+        std::pair{"logits", x});
   }
-  // One statement whatever the smoothing: s = 0 gives the one-hot labels exactly.
-  return finite_loss(
-      name, reduce_examples(softmax_cross_entropy_per_example(x, smoothed<T>(one_hot<T>(indices, classes), smoothing, classes)), r),
-      std::pair{"logits", x});
 }
 }  // namespace detail
 
