@@ -5,6 +5,8 @@
 //   masked: r = where(keep && x > y, x * y, 0) with keep a random bool tensor (a user's mask)
 //   count:  s = sum(cast<float>(x > y))  (an accuracy's count of hits)
 //   rowmax: reduce_max(x, -1) and softmax: softmax(x, -1) over 1M floats in rows of `cols` (classes)
+//   softmax_grad: the gradient of sum(softmax(x, -1) * w) with respect to x, the forward pass
+//           included (an attention's or a classifier's softmax in a training step)
 //   xent:   sparse softmax cross entropy of 1M logits in rows of `cols` and its gradient with respect
 //           to the logits (a classifier's loss step): a tape, LibTorch's autograd
 // Peers: xtensor (with xsimd), a hand-written scalar loop, a hand-written xsimd loop and, when
@@ -385,6 +387,19 @@ void softmax_torch(benchmark::State& state) {
   report(state, rows_total, 2);
 }
 
+void softmax_grad_torch(benchmark::State& state) {
+  const fx::index_t cols = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  auto x = (torch::rand({rows_total / cols, cols}) * 2 - 1).requires_grad_(true);
+  auto w = torch::rand({rows_total / cols, cols});
+  for (auto _ : state) {
+    auto loss = (torch::softmax(x, -1) * w).sum();
+    auto g = torch::autograd::grad({loss}, {x})[0];
+    benchmark::DoNotOptimize(g.data_ptr());
+  }
+  report(state, rows_total, 4);
+}
+
 void xent_torch(benchmark::State& state) {
   const fx::index_t cols = state.range(0), rows = rows_total / cols;
   set_threads(static_cast<int>(state.range(1)));
@@ -448,6 +463,24 @@ void softmax_fluxion(benchmark::State& state) {
     benchmark::DoNotOptimize(r.data());
   }
   report(state, x.size(), 2);
+}
+
+void softmax_grad_fluxion(benchmark::State& state) {
+  const fx::index_t cols = state.range(0);
+  set_threads(static_cast<int>(state.range(1)));
+  fx::random::generator gen{10};
+  const auto x = fx::random::uniform<float>({rows_total / cols, cols}, gen, -1.f, 1.f);
+  const auto w = fx::random::uniform<float>({rows_total / cols, cols}, gen, 0.f, 1.f);
+  auto pass = [&] {
+    fx::gradient_tape tape;
+    tape.watch(x);
+    const fx::tensor<float> loss = fx::reduce_sum(fx::softmax(x) * w);
+    return tape.gradient(loss, x);
+  };
+  // Each row of the gradient sums to zero (softmax's gradients are): the pass is real.
+  if (!fx::all(fx::abs(fx::reduce_sum(pass(), -1)) < 1e-5f)) state.SkipWithError("fluxion: the gradient is wrong");
+  for (auto _ : state) benchmark::DoNotOptimize(pass().data());
+  report(state, rows_total, 4);
 }
 
 void xent_fluxion(benchmark::State& state) {
@@ -533,7 +566,7 @@ void mask_sizes(benchmark::internal::Benchmark* b) {
 void classes_threads(benchmark::internal::Benchmark* b) {
   b->ArgNames({"cols", "threads"});
   for (int th : {1, 2})
-    for (std::int64_t cols : {10, 16, 64, 1000}) b->Args({cols, th});
+    for (std::int64_t cols : {10, 16, 32, 64, 128, 1000}) b->Args({cols, th});
 }
 void classes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"cols", "threads"});
@@ -573,6 +606,7 @@ BENCHMARK(count_loop)->Apply(mask_sizes);
 BENCHMARK(rowmax_fluxion)->Apply(classes_threads);
 BENCHMARK(rowmax_loop)->Apply(classes);
 BENCHMARK(softmax_fluxion)->Apply(classes_threads);
+BENCHMARK(softmax_grad_fluxion)->Apply(classes_threads);
 BENCHMARK(xent_fluxion)->Apply(classes_threads);
 #if FLUXION_BENCH_HAVE_TORCH
 BENCHMARK(chain_torch)->Apply(sizes_threads);
@@ -583,5 +617,6 @@ BENCHMARK(masked_torch)->Apply(mask_sizes_threads);
 BENCHMARK(count_torch)->Apply(mask_sizes_threads);
 BENCHMARK(rowmax_torch)->Apply(classes_threads);
 BENCHMARK(softmax_torch)->Apply(classes_threads);
+BENCHMARK(softmax_grad_torch)->Apply(classes_threads);
 BENCHMARK(xent_torch)->Apply(classes_threads);
 #endif

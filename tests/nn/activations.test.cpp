@@ -11,6 +11,7 @@
 
 #include "peer.hpp"
 #include "reverse_only.hpp"
+#include "../test_util.hpp"
 
 namespace fx = fluxion;
 namespace nn = fluxion::nn;
@@ -146,6 +147,75 @@ TEST_CASE("softmax and log_softmax: stable at large inputs, along any axis") {
   const auto col = fx::tensor<float>(fx::softmax(x, 0)).to_vector();
   CHECK(col[0] == 1.f);
   CHECK(col[1] + col[4] == doctest::Approx(1.f));
+}
+
+TEST_CASE("softmax: its hand-written gradient against finite differences along any axis, of an expression and a "
+          "variable; rows of one class, all -inf, +inf; errors") {
+  // Stop 89: softmax_of's passes and its custom gradient dx = y (dy - sum(dy y)) (the default
+  // settings; activations_second_order.test.cpp checks the other path).
+  // Rows shorter than two vectors and longer (on the cpu: two ways of computing the value), and
+  // every axis of a rank-3 tensor.
+  const fx::tensor<double> x = test::random_tensor<double>({3, 4, 5}, 41, -3.0, 3.0);
+  for (fx::index_t cols : {1, 7, 16, 40}) {
+    CAPTURE(cols);
+    const fx::tensor<double> rows = test::random_tensor<double>({3, cols}, 40, -3.0, 3.0);
+    auto r = fx::testing::check_gradients([&](const auto& a) { return fx::softmax(a); }, reverse_only, rows);
+    CHECK_MESSAGE(r.ok, r.report);
+    const auto got = fx::softmax(rows).to_vector();
+    const auto want = fx::tensor<double>(fx::exp(rows - fx::reduce_logsumexp(rows, -1, fx::keepdims))).to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-14));
+  }
+  for (int axis : {0, 1, 2, -1, -3}) {
+    CAPTURE(axis);
+    auto r = fx::testing::check_gradients([&](const auto& a) { return fx::softmax(a, axis); }, reverse_only, x);
+    CHECK_MESSAGE(r.ok, r.report);
+    // Against the composition it replaces, and each row summing to one.
+    const fx::tensor<double> y = fx::softmax(x, axis);
+    const fx::tensor<double> want = fx::exp(x - fx::reduce_logsumexp(x, axis, fx::keepdims));
+    const auto got = y.to_vector(), w = want.to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(w[i]).epsilon(1e-14));
+    const fx::tensor<double> ones = fx::reduce_sum(y, axis);
+    for (double v : ones.to_vector()) CHECK(v == doctest::Approx(1.0).epsilon(1e-15));
+  }
+  // An expression operand, and a second use of the result in the same loss.
+  auto r = fx::testing::check_gradients(
+      [](const auto& a, const auto& b) {
+        const auto p = fx::softmax(a * b + b);
+        return p * p + fx::log(p);
+      },
+      reverse_only, test::random_tensor<double>({4, 6}, 42), test::random_tensor<double>({6}, 43));
+  CHECK_MESSAGE(r.ok, r.report);
+  // A variable, through a tape.
+  fx::variable<double> v(test::random_tensor<double>({2, 3}, 44));
+  fx::gradient_tape tape;
+  const fx::tensor<double> w = test::random_tensor<double>({2, 3}, 45);
+  const fx::tensor<double> loss = fx::reduce_sum(fx::softmax(v) * w);
+  const fx::tensor<double> g = tape.gradient(loss, v);
+  const fx::tensor<double> p = fx::softmax(v.read_value());
+  const fx::tensor<double> want = p * (w - fx::reduce_sum(p * w, -1, fx::keepdims));
+  const auto gv = g.to_vector(), wv = want.to_vector();
+  REQUIRE(gv.size() == wv.size());
+  for (std::size_t i = 0; i < gv.size(); ++i) CHECK(gv[i] == doctest::Approx(wv[i]).epsilon(1e-14));
+
+  // One class: 1. All -inf: NaN, as PyTorch (0 / 0). +inf: NaN (inf / inf). NaN spreads
+  // along its row only. No rows: an empty result.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const fx::tensor<double> one = fx::softmax(test::random_tensor<double>({3, 1}, 46));
+  for (double e : one.to_vector()) CHECK(e == 1.0);
+  const fx::tensor<double> odd = fx::from_vector(std::vector<double>{-inf, -inf, 0, inf, 1, nan, 2, 3, 1, -inf}, {5, 2});
+  const auto o = fx::softmax(odd).to_vector();
+  CHECK(std::isnan(o[0]));
+  CHECK(std::isnan(o[1]));
+  CHECK(o[2] == 0.0);  // the finite class beside +inf: its limit
+  CHECK(std::isnan(o[3]));
+  CHECK(std::isnan(o[4]));
+  CHECK(std::isnan(o[5]));
+  CHECK(o[6] == doctest::Approx(1 / (1 + std::exp(1.0))));
+  CHECK(o[8] == 1.0);
+  CHECK(o[9] == 0.0);
+  CHECK(fx::softmax(fx::tensor<double>(fx::shape{0, 4})).shape() == fx::shape{0, 4});
+  CHECK_THROWS_WITH_AS((void)fx::softmax(x, 3), doctest::Contains("softmax"), std::exception);
+  CHECK_THROWS_WITH_AS((void)fx::softmax(x, -4), doctest::Contains("softmax"), std::exception);
 }
 
 TEST_CASE("rescaling: Keras's x * scale + offset, first or fused after a layer, gradients, errors") {

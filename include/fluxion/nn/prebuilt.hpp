@@ -2,7 +2,7 @@
 // activation layer fused in), pooling, dropout, permute, batch_norm and layer_norm (with nothing
 // or a relu after them), group_norm and LSTM layers (also with initial and final states,
 // call_with_state: 2-3 CPU s of library that save a program using it about 12), sparse softmax
-// cross-entropy, the losses' sample weights and masks, reduce_logsumexp, the optimizers' update,
+// cross-entropy, the losses' sample weights and masks, reduce_logsumexp, softmax, the optimizers' update,
 // the tape's sum of gradients, the layers' initializers and activity_regularization's penalty
 // (stop 83), compiled once in src/nn_kernels.cpp
 // instead of in every translation unit of a program that uses them.
@@ -88,6 +88,7 @@
   EXTERN template tensor<float> losses::detail::reduce_weighted_tensors<float, float>(                             \
       const char*, const tensor<float>&, const tensor<float>&, losses::reduction);                                 \
   EXTERN template tensor<float> fluxion::detail::logsumexp_of<float, cpu>(const tensor<float>&, unsigned, bool);     \
+  EXTERN template tensor<float> fluxion::detail::softmax_of<float, cpu>(const tensor<float>&, int);                  \
   EXTERN template tensor<float> fluxion::detail::norm_of<float, cpu>(const tensor<float>&, double, unsigned, bool); \
   EXTERN template void autodiff::gradient_store::add<1, float, cpu>(std::uint64_t, tensor<float, cpu>);              \
   EXTERN template std::vector<tensor<float, cpu>> gradient_tape::gradient<float, cpu, variable<float, cpu>>(          \

@@ -188,7 +188,7 @@ TEST_CASE_TEMPLATE("evaluator: reductions over short innermost rows (classes) co
   auto max = [](T a, T b) { return (a > b || a != a) ? a : b; };
   auto min = [](T a, T b) { return (a < b || a != a) ? a : b; };
   const int saved = fx::get_num_threads();
-  // Rows from 4 vectors up sum in several accumulators (a different order), on either path.
+  // Rows from 4 vectors up are folded by vectors first (a different order: the test case below).
   constexpr fx::index_t W = static_cast<fx::index_t>(fx::detail::simd::batch<T>::size);
   for (fx::index_t c : {1, 3, 7, 10, 16, 17, 31, 33, 63}) {
     if (c >= 4 * W) continue;
@@ -540,6 +540,73 @@ TEST_CASE_TEMPLATE("evaluator: reduce_max and reduce_min over rows of 2 to 16 ve
             CHECK(mx(i) == want_max);
             CHECK(mn(i) == want_min);
           }
+        }
+      }
+      fx::set_num_threads(saved);
+    }
+  }
+  CHECK(rows_checked > 0);
+}
+
+TEST_CASE_TEMPLATE("evaluator: sums, means and products over rows of 4 to 16 vectors fold each row by vectors, in one "
+                   "order for any batch and thread count: bitwise a naive loop in that order, near a double sum",
+                   T, float, double) {
+  // Stop 89: from four vectors, lane m of a row's fold combines x[m], x[W + m], ... of its whole
+  // vectors; then the lanes in order from the identity, then the values after the last whole
+  // vector. Batches of fewer rows than a vector take the same order (the rows after the last W).
+  constexpr fx::index_t W = static_cast<fx::index_t>(fx::detail::simd::batch<T>::size);
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  auto folded = [](const T* row, fx::index_t c, T identity, auto combine) {
+    std::vector<T> lane(static_cast<std::size_t>(W));
+    for (fx::index_t m = 0; m < W; ++m) lane[static_cast<std::size_t>(m)] = row[m];
+    fx::index_t j = W;
+    for (; j + W <= c; j += W)
+      for (fx::index_t m = 0; m < W; ++m) lane[static_cast<std::size_t>(m)] = combine(lane[static_cast<std::size_t>(m)], row[j + m]);
+    T acc = identity;
+    for (fx::index_t m = 0; m < W; ++m) acc = combine(acc, lane[static_cast<std::size_t>(m)]);
+    for (; j < c; ++j) acc = combine(acc, row[j]);
+    return acc;
+  };
+  auto add = [](T a, T b) { return a + b; };
+  auto mul = [](T a, T b) { return a * b; };
+  const int saved = fx::get_num_threads();
+  int rows_checked = 0;
+  for (fx::index_t c : {4 * W, 4 * W + 1, 5 * W - 1, 7 * W + 3, 16 * W - 1}) {
+    for (fx::index_t n : std::initializer_list<fx::index_t>{1, 3, W - 1, W + 2, 130}) {
+      CAPTURE(c);
+      CAPTURE(n);
+      auto x = test::random_tensor<T>({n, c}, 93);
+      T* d = x.mutable_data();
+      if (n > 2) d[2 * c + c - 1] = nan;  // row 2: NaN after the last whole vector (or in it)
+      // Products of values near 1, so that they stay finite and their bits mean something.
+      const fx::tensor<T> near_one = x * T(0.01) + T(1);
+      const auto p = near_one.to_vector();
+      for (int threads : {1, 2}) {
+        fx::set_num_threads(threads);
+        const fx::tensor<T> sum = fx::reduce_sum(x, -1), mean = fx::reduce_mean(x, {1}), prod = fx::reduce_prod(near_one, -1);
+        // An expression (filled with SIMD) and a transposed tensor (filled through its strides).
+        const fx::tensor<T> e_sum = fx::reduce_sum(fx::exp(x * T(0.5)) - T(1), -1);
+        const fx::tensor<T> e_values = fx::exp(x * T(0.5)) - T(1);
+        const fx::tensor<T> xt = fx::transpose(fx::tensor<T>(fx::transpose(x) + T(0)));
+        const fx::tensor<T> t_sum = fx::reduce_sum(xt, -1);
+        for (fx::index_t i = 0; i < n; ++i, ++rows_checked) {
+          CAPTURE(i);
+          const T want = folded(d + i * c, c, T(0), add);
+          if (std::isnan(want)) {
+            CHECK(std::isnan(sum(i)));
+            CHECK(std::isnan(t_sum(i)));
+            continue;
+          }
+          CHECK(sum(i) == want);
+          CHECK(t_sum(i) == want);
+          CHECK(mean(i) == want / static_cast<T>(c));
+          CHECK(prod(i) == folded(p.data() + i * c, c, T(1), mul));
+          // SIMD and scalar exp may differ in the last bit: within a tolerance.
+          CHECK(e_sum(i) == doctest::Approx(folded(e_values.data() + i * c, c, T(0), add)).epsilon(1e-5));
+          long double exact = 0, magnitude = 0;
+          for (fx::index_t j = 0; j < c; ++j) exact += d[i * c + j], magnitude += std::abs(d[i * c + j]);
+          CHECK(std::abs(static_cast<long double>(sum(i)) - exact) <=
+                static_cast<long double>(c) * std::numeric_limits<T>::epsilon() * magnitude);
         }
       }
       fx::set_num_threads(saved);

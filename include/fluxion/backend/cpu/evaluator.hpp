@@ -951,14 +951,15 @@ struct evaluator<cpu> {
     }
     index_t outer = 1, rows = 1, cols = 1;  // the reduced run in the middle, cols == 1 where innermost
     for (int d = 0; d < rank; ++d) (d < lo ? outer : d < hi ? rows : cols) *= s[d];
-    // Short rows over the innermost axes (a softmax's or a loss's classes, an attention row). Up to
-    // four vectors the general path combines a row in order, as reduce_short_rows does (the same
-    // bits); max and min give the same result in any order, so longer rows take it too.
+    // Short rows over the innermost axes (a softmax's or a loss's classes, an attention row), up to
+    // 16 vectors. Under four vectors the general path combines a row in order, as reduce_short_rows
+    // does (the same bits), so it keeps batches of fewer rows than a vector. From four vectors
+    // reduce_short_rows folds each row by vectors first, in an order of its own: every batch takes
+    // it, so that a row's sum does not depend on how many rows come with it.
     bool short_rows = false;
     if constexpr (simd::vector_type_v<R> && simd::reduce_op<RedOp>::available) {
       constexpr index_t W = static_cast<index_t>(simd::batch<R>::size);
-      constexpr bool any_order = std::is_same_v<RedOp, ops::reduce_max> || std::is_same_v<RedOp, ops::reduce_min>;
-      short_rows = lo < rank && hi == rank && s.size() > 0 && rows < (any_order ? 16 : 4) * W && outer >= W;
+      short_rows = lo < rank && hi == rank && s.size() > 0 && rows < 16 * W && (outer >= W || rows >= 4 * W);
     }
     if (run_then_kept || short_rows) {
       // Filled a block at a time, in row-major order, into a small buffer whose rows are combined
@@ -1025,24 +1026,20 @@ struct evaluator<cpu> {
     }
   }
 
-  /// A reduction over a run of axes followed only by kept axes: per-channel statistics of NHWC data
-  /// (batch norm's means and variances and their gradients, a bias's gradient: every axis but the
-  /// last), a global average pool (axes 1 and 2 of NHWC). Seen row-major, the source is `outer`
-  /// blocks of `rows` rows of `cols` values; the rows of each block are combined into a row of
-  /// accumulators with SIMD batches, a block of filled values at a time, where the general path
-  /// would walk each output's values at a stride (a contiguous tensor is read in place, without the
-  /// buffer: group_norm's per-channel means, 1.6x faster). Rows are combined in fixed chunks, in order
-  /// (combine_row_chunks), so the result does not depend on the thread count. False for fewer
-  /// columns than a vector.
-  /// A reduction over the innermost axes in rows shorter than four vectors (n_red values each): a
+  /// A reduction over the innermost axes in rows shorter than 16 vectors (n_red values each): a
   /// softmax's or a loss's classes, an attention row. The general path combined each row alone,
   /// one dependent scalar operation per value (and a branch per value for max and min, which
   /// mispredicted on random data), and evaluated an expression operand with scalar ops: a softmax
   /// over 10 classes took 20x its time over long rows (stop 86). Here W rows at a time are combined
-  /// in the lanes of one batch, a gathered column of values at a time: each row's values still in
-  /// order from the identity, as the general path combines a row this short, so the result is
-  /// bitwise the same for the same values. The operand is filled a block of rows at a time with
-  /// SIMD (fill_flat), or read in place. Compiled once per element type and operation.
+  /// in the lanes of one batch, a gathered column of values at a time. Under four vectors each
+  /// row's values are combined in order from the identity, as the general path combines a row
+  /// this short, so the result is bitwise the same for the same values. Longer rows are first
+  /// folded into one vector each (max and min from two vectors, in any order); sums and products
+  /// from four, in one order (lane m: x[m], x[W + m], ... of the row's whole vectors), then its
+  /// lanes in order from the identity, then the values after the last whole vector, in order: the
+  /// general path's 16 dependent scalar additions per row took 40% of a softmax over 64 classes
+  /// (stop 89). The operand is filled a block of rows at a time with SIMD (fill_flat), or read in
+  /// place. Compiled once per element type and operation.
   template <class RedOp, class R>
   static void reduce_short_rows(R* out, const cpu_kernel::reduction_source<R>& src, index_t n_out, index_t n_red) {
     using B = simd::batch<R>;
@@ -1053,42 +1050,40 @@ struct evaluator<cpu> {
     const index_t per_task = std::max<index_t>(1, cpu_kernel::task_elements / (rows_per_block * n_red));
     const index_t tasks = (n_blocks + per_task - 1) / per_task;
     constexpr bool any_order = std::is_same_v<RedOp, ops::reduce_max> || std::is_same_v<RedOp, ops::reduce_min>;
-    alignas(64) typename I::value_type offsets[W];
-    for (index_t k = 0; k < W; ++k) offsets[k] = static_cast<typename I::value_type>(k * n_red);
-    const I lane_rows = I::load_aligned(offsets);
+    const I lane_rows = simd::lane_steps<R>() * I(static_cast<typename I::value_type>(n_red));
     const I partial_rows = simd::lane_steps<R>() * I(static_cast<typename I::value_type>(W));
+    const bool folded_rows = n_red >= (any_order ? 2 : 4) * W;
     auto run = [&](index_t t) {
       std::vector<R> buf(src.direct ? 0 : static_cast<std::size_t>(rows_per_block * n_red));
       alignas(64) R lanes[W];
-      alignas(64) R partial[W * W];  // max and min only
+      alignas(64) R partial[W * W];  // the folded rows
       for (index_t blk = t * per_task; blk < std::min(n_blocks, (t + 1) * per_task); ++blk) {
         const index_t r0 = blk * rows_per_block, r1 = std::min(n_out, r0 + rows_per_block);
         const R* x = src.values(r0 * n_red, r1 * n_red, buf.data());
         index_t r = r0;
         for (; r + W <= r1; r += W, x += W * n_red) {
           B acc(RedOp::template identity<R>());
-          bool folded_rows = false;
-          if constexpr (any_order) folded_rows = n_red >= 2 * W;
+          index_t j = 0;  // the first value not folded
           if (folded_rows) {
-            // Each row folded into one vector first (its last vector overlapping the one before
-            // where W does not divide the row: max and min take a value twice alike), then a row
-            // per lane over those: a gather per row, not one per row and vector (stop 88).
-            for (index_t k = 0; k < W; ++k) {
-              const R* row = x + k * n_red;
-              B folded = B::load_unaligned(row + n_red - W);
-              for (index_t j = 0; j + W < n_red; j += W) folded = simd::reduce_op<RedOp>::combine(folded, B::load_unaligned(row + j));
-              folded.store_aligned(partial + k * W);
-            }
-            for (index_t j = 0; j < W; ++j) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(partial + j, partial_rows));
-          } else {
-            for (index_t j = 0; j < n_red; ++j) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(x + j, lane_rows));
+            // Each row folded into one vector first, then a row per lane over those: a gather per
+            // row, not one per row and vector (stop 88).
+            for (index_t k = 0; k < W; ++k) fold_row<RedOp>(x + k * n_red, n_red).store_aligned(partial + k * W);
+            for (index_t m = 0; m < W; ++m) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(partial + m, partial_rows));
+            j = any_order ? n_red : n_red / W * W;
           }
+          for (; j < n_red; ++j) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(x + j, lane_rows));
           acc.store_aligned(lanes);
           for (index_t k = 0; k < W; ++k) out[r + k] = RedOp::finalize(lanes[k], n_red);
         }
-        for (; r < r1; ++r, x += n_red) {
+        for (; r < r1; ++r, x += n_red) {  // the rows after the last W, each alone in the same order
           R acc = RedOp::template identity<R>();
-          for (index_t j = 0; j < n_red; ++j) acc = RedOp::combine(acc, x[j]);
+          index_t j = 0;
+          if (folded_rows) {
+            fold_row<RedOp>(x, n_red).store_aligned(lanes);
+            for (index_t m = 0; m < W; ++m) acc = RedOp::combine(acc, lanes[m]);
+            j = any_order ? n_red : n_red / W * W;
+          }
+          for (; j < n_red; ++j) acc = RedOp::combine(acc, x[j]);
           out[r] = RedOp::finalize(acc, n_red);
         }
       }
@@ -1097,6 +1092,34 @@ struct evaluator<cpu> {
     else parallel_for(tasks, run);
   }
 
+  /// reduce_short_rows' fold of a row of n >= 2W values into one vector. Max and min: every value,
+  /// the last vector overlapping the one before where W does not divide n (a value taken twice
+  /// gives the same result). Sums and products: the whole vectors in order, lane m combining
+  /// x[m], x[W + m], ...; the caller adds the rest.
+  template <class RedOp, class R>
+  FLUXION_ALWAYS_INLINE static simd::batch<R> fold_row(const R* row, index_t n) {
+    using B = simd::batch<R>;
+    constexpr index_t W = static_cast<index_t>(B::size);
+    if constexpr (std::is_same_v<RedOp, ops::reduce_max> || std::is_same_v<RedOp, ops::reduce_min>) {
+      B folded = B::load_unaligned(row + n - W);
+      for (index_t j = 0; j + W < n; j += W) folded = simd::reduce_op<RedOp>::combine(folded, B::load_unaligned(row + j));
+      return folded;
+    } else {
+      B folded = B::load_unaligned(row);
+      for (index_t j = W; j + W <= n; j += W) folded = simd::reduce_op<RedOp>::combine(folded, B::load_unaligned(row + j));
+      return folded;
+    }
+  }
+
+  /// A reduction over a run of axes followed only by kept axes: per-channel statistics of NHWC data
+  /// (batch norm's means and variances and their gradients, a bias's gradient: every axis but the
+  /// last), a global average pool (axes 1 and 2 of NHWC). Seen row-major, the source is `outer`
+  /// blocks of `rows` rows of `cols` values; the rows of each block are combined into a row of
+  /// accumulators with SIMD batches, a block of filled values at a time, where the general path
+  /// would walk each output's values at a stride (a contiguous tensor is read in place, without the
+  /// buffer: group_norm's per-channel means, 1.6x faster). Rows are combined in fixed chunks, in order
+  /// (combine_row_chunks), so the result does not depend on the thread count. False for fewer
+  /// columns than a vector.
   template <class RedOp, class R>
   static bool reduce_rows_buffered(R* out, const cpu_kernel::reduction_source<R>& src, index_t outer, index_t rows,
                                    index_t cols) {
