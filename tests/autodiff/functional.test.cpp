@@ -47,6 +47,48 @@ TEST_CASE("functional: graph mode differentiates by type, with no tape and only 
   test::check_close(g.to_vector(), tg.to_vector(), 1e-12);
 }
 
+TEST_CASE("functional: graph mode through what f computes into tensors (reduce_logsumexp, an intermediate, a custom "
+          "gradient): the tape's gradient, not a silent zero") {
+  // Stop 89: these gave zeros (or a partial gradient) before: the result's type does not say how a
+  // tensor computed inside f depends on x.
+  const auto x = test::random_tensor<double>({3, 5}, 2);
+  const auto w = test::random_tensor<double>({3, 5}, 3);
+  auto softplus_by_hand = fx::custom_gradient([](const fx::tensor<double>& a) {
+    fx::tensor<double> y = fx::log1p(fx::exp(a));
+    return std::pair{y, [a](const fx::tensor<double>& dy) { return dy * fx::sigmoid(a); }};
+  });
+  auto lse = [](const auto& a) { return fx::reduce_logsumexp(a, -1); };
+  auto intermediate = [&](const auto& a) {
+    const fx::tensor<double> h = fx::exp(a) * w;
+    return h * a + fx::sin(a);  // h reads x, and x is read directly too
+  };
+  auto custom = [&](const auto& a) { return softplus_by_hand(a) * w; };
+  auto check = [&](auto f, const char* name) {
+    CAPTURE(name);
+    const fx::tensor<double> g = fx::grad(f)(x);
+    const fx::tensor<double> want = fx::gradients_function(f)(x)[0];
+    test::check_close(g.to_vector(), want.to_vector(), 1e-12);
+    auto [value, vg] = fx::value_and_grad(f)(x);
+    test::check_close(vg.to_vector(), want.to_vector(), 1e-12);
+    CHECK(value.shape() == fx::tensor<double>(f(x)).shape());
+    CHECK(fx::detail::tape_stack::tapes.empty());
+    double largest = 0;
+    for (double e : g.to_vector()) largest = std::max(largest, std::abs(e));
+    CHECK(largest > 0.01);
+  };
+  check(lse, "reduce_logsumexp");
+  check(intermediate, "intermediate");
+  check(custom, "custom_gradient");
+  // Against finite differences too: d logsumexp / dx is the softmax of each row.
+  const fx::tensor<double> g = fx::grad(lse)(x);
+  const fx::tensor<double> p = fx::exp(x - fx::reduce_logsumexp(x, -1, fx::keepdims));
+  test::check_close(g.to_vector(), p.to_vector(), 1e-12);
+  // A result of another element type, partly computed into a tensor: refused by name.
+  test::check_throws_with<std::invalid_argument>(
+      [&] { (void)fx::grad([](const auto& a) { return fx::tensor<float>(fx::cast<float>(fx::exp(a))) * 2.f; })(x); },
+      "grad: f's result is of another element type");
+}
+
 TEST_CASE("functional: jvp and forward_accumulator") {
   fx::tensor<double> x = {0.3, 1.2}, v = {1.0, -2.0};
   auto [y, t] = fx::jvp([](const auto& p) { return fx::exp(p) * p; }, x, v);

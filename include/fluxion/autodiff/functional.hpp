@@ -7,15 +7,20 @@
 //   auto step = fx::implicit_gradients(loss);       // gradients w.r.t. the variables loss reads
 //   auto dfdx = fx::grad([](const auto& x) { return fx::reduce_sum(x * x); });  // graph mode
 //
-// gradients_function and friends run f under a fresh tape. fx::grad needs no tape at all: when
-// f's result is a single expression (reductions included), its derivative is generated from the
-// expression's type and evaluated directly. Through elementwise ops, reduce_sum and reduce_mean
-// it allocates only the gradient it returns (and a sum for each read of x that is broadcast).
-// reduce_max and reduce_min allocate temporaries (the extremes and how many elements tie for
-// each), reduce_prod the product, and the nodes that materialize the gradient they receive
-// (matmul, gather, concat, pad, reshape) theirs.
+// gradients_function and friends run f under a fresh tape. fx::grad needs no tape to
+// differentiate: when f's result is a single expression of x (reductions included), its
+// derivative is generated from the expression's type and evaluated directly. Through elementwise
+// ops, reduce_sum and reduce_mean it allocates only the gradient it returns (and a sum for each
+// read of x that is broadcast). reduce_max and reduce_min allocate temporaries (the extremes and
+// how many elements tie for each), reduce_prod the product, and the nodes that materialize the
+// gradient they receive (matmul, gather, concat, pad, reshape) theirs. Where f computes part of
+// its result from x into a tensor (fx::softmax, reduce_logsumexp, a layer), the result's type no
+// longer says how it depends on x: a tape that watches x while f runs has recorded those steps,
+// and differentiates the result instead (until stop 89 graph mode missed them: a zero or partial
+// gradient, silently).
 #pragma once
 
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -151,8 +156,21 @@ auto grad(F f) {
     auto x = detail::to_tensor_arg(arg);
     using T = value_type_t<decltype(x)>;
     using D = device_t<decltype(x)>;
+    // Sees what f computes from x into tensors, if anything (see the top of this file); records
+    // nothing otherwise.
+    gradient_tape tape;
+    tape.watch(x);
     const auto e = f(x);
     using E = std::remove_cvref_t<decltype(e)>;
+    if constexpr (std::is_same_v<value_type_t<E>, T> && std::is_same_v<device_t<E>, D>) {
+      if (tape.entries() > 0) return tensor<T, D>(tape.gradient(e, x, unconnected_gradients::zero));
+    } else {
+      if (tape.entries() > 0)
+        throw std::invalid_argument("grad: f's result is of another element type or device than its argument, and "
+                                    "f computes part of it into tensors: only a tape (fx::gradients_function) can "
+                                    "differentiate it");
+    }
+    gradient_tape::stop_recording_scope quiet(tape);  // graph mode's own statements
     autodiff::single_leaf_sink<T, D> sink{x.id(), x.shape(), {}, false};
     const auto seed = broadcast_to(scalar_expr<value_type_t<E>, D>(value_type_t<E>(1)), e.shape());
     if constexpr (is_tensor_v<E>) {
