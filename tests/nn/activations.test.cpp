@@ -153,7 +153,7 @@ TEST_CASE("softmax: its hand-written gradient against finite differences along a
           "variable; rows of one class, all -inf, +inf; errors") {
   // Stop 89: softmax_of's passes and its custom gradient dx = y (dy - sum(dy y)) (the default
   // settings; activations_second_order.test.cpp checks the other path).
-  // Rows shorter than two vectors and longer (on the cpu: two ways of computing the value), and
+  // Rows shorter than four vectors and longer (on the cpu: two ways of computing the value), and
   // every axis of a rank-3 tensor.
   const fx::tensor<double> x = test::random_tensor<double>({3, 4, 5}, 41, -3.0, 3.0);
   for (fx::index_t cols : {1, 7, 16, 40}) {

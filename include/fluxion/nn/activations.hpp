@@ -34,14 +34,15 @@ namespace detail {
 /// With first derivatives in reverse mode only (the default settings) its gradient is written by
 /// hand (fx::custom_gradient): dx = y (dy - sum(dy y)), one reduction and one statement, where the
 /// tape's rules for exp(x - logsumexp(x)) took several (stop 89). The value, on the cpu over rows
-/// of two vectors or more (and over any axis but the last), takes PyTorch's passes: the maximum,
+/// of four vectors or more (and over any axis but the last), takes PyTorch's passes: the maximum,
 /// e = exp(x - max) written once, its sum, and e times the sum's reciprocal. As exp(x -
 /// logsumexp(x)) the exponential ran twice, in the sum and in the result: 1.8x LibTorch's time
 /// over 64 classes. Shorter rows (and other devices, where a pass costs more than an
-/// exponential) keep exp(x - logsumexp(x)): the sum of exp runs flat in lanes from a small buffer,
-/// where a written e was read back from memory (1.2-1.5x slower over 10 and 16 classes). Nothing
-/// here is offered to autodiff: its statements compile their kernels only. With higher orders or
-/// forward mode, the tape differentiates exp(x - logsumexp(x)) with its own rules instead.
+/// exponential) keep exp(x - logsumexp(x)): their sum gathers a column of rows at a time, from a
+/// small buffer that the exponentials fill, where a written e was read back from memory
+/// (1.2-1.5x slower over 10, 16 and 32 classes). Nothing here is offered to autodiff: its
+/// statements compile their kernels only. With higher orders or forward mode, the tape
+/// differentiates exp(x - logsumexp(x)) with its own rules instead.
 template <class T, class D, int Config = autodiff_config>
 tensor<T, D> softmax_of(const tensor<T, D>& x, int ax) {
 #if FLUXION_MAX_DERIVATIVE_ORDER == 1 && !FLUXION_FORWARD_MODE
@@ -52,8 +53,9 @@ tensor<T, D> softmax_of(const tensor<T, D>& x, int ax) {
     const tensor<T, D> shift = eval(where(is_finite(m), m, T(0)));
     bool exp_once = false;
     if constexpr (std::is_same_v<D, cpu> && simd::vector_type_v<T>) {
-      constexpr index_t flat_rows = cpu_kernel::lanes_cols * static_cast<index_t>(simd::batch<T>::size);
-      exp_once = ax != in.shape().rank() - 1 || in.shape()[ax] >= flat_rows;
+      // From four vectors the evaluator folds each row's sum by vectors (reduce_short_rows).
+      constexpr index_t folded_rows = 4 * static_cast<index_t>(simd::batch<T>::size);
+      exp_once = ax != in.shape().rank() - 1 || in.shape()[ax] >= folded_rows;
     }
     tensor<T, D> y;
     if (exp_once) {
