@@ -1053,6 +1053,8 @@ struct evaluator<cpu> {
     const I lane_rows = simd::lane_steps<R>() * I(static_cast<typename I::value_type>(n_red));
     const I partial_rows = simd::lane_steps<R>() * I(static_cast<typename I::value_type>(W));
     const bool folded_rows = n_red >= (any_order ? 2 : 4) * W;
+    // The values a row's fold covers (max and min: all of them); the rest are combined in order.
+    const index_t folded_end = !folded_rows ? 0 : any_order ? n_red : n_red / W * W;
     auto run = [&](index_t t) {
       std::vector<R> buf(src.direct ? 0 : static_cast<std::size_t>(rows_per_block * n_red));
       alignas(64) R lanes[W];
@@ -1063,27 +1065,23 @@ struct evaluator<cpu> {
         index_t r = r0;
         for (; r + W <= r1; r += W, x += W * n_red) {
           B acc(RedOp::template identity<R>());
-          index_t j = 0;  // the first value not folded
           if (folded_rows) {
             // Each row folded into one vector first, then a row per lane over those: a gather per
             // row, not one per row and vector (stop 88).
             for (index_t k = 0; k < W; ++k) fold_row<RedOp>(x + k * n_red, n_red).store_aligned(partial + k * W);
             for (index_t m = 0; m < W; ++m) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(partial + m, partial_rows));
-            j = any_order ? n_red : n_red / W * W;
           }
-          for (; j < n_red; ++j) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(x + j, lane_rows));
+          for (index_t j = folded_end; j < n_red; ++j) acc = simd::reduce_op<RedOp>::combine(acc, simd::gather_lanes(x + j, lane_rows));
           acc.store_aligned(lanes);
           for (index_t k = 0; k < W; ++k) out[r + k] = RedOp::finalize(lanes[k], n_red);
         }
         for (; r < r1; ++r, x += n_red) {  // the rows after the last W, each alone in the same order
           R acc = RedOp::template identity<R>();
-          index_t j = 0;
           if (folded_rows) {
             fold_row<RedOp>(x, n_red).store_aligned(lanes);
             for (index_t m = 0; m < W; ++m) acc = RedOp::combine(acc, lanes[m]);
-            j = any_order ? n_red : n_red / W * W;
           }
-          for (; j < n_red; ++j) acc = RedOp::combine(acc, x[j]);
+          for (index_t j = folded_end; j < n_red; ++j) acc = RedOp::combine(acc, x[j]);
           out[r] = RedOp::finalize(acc, n_red);
         }
       }
